@@ -1,0 +1,238 @@
+/* phasemark/mark.h — default-off semantic phase ranges.
+ *
+ * This header is the whole contract of the marker layer (DESIGN.md §1–2).
+ * Ranges are host-side intervals handed to a profiler's marker API (ROCTX or
+ * NVTX, resolved at run time); the layer itself never times, never
+ * synchronizes and links no GPU runtime.
+ *
+ * Enabling. The environment variable PHASEMARK is read once per process, at
+ * the first call into the layer (race-free; a child after fork inherits the
+ * decision). Unset, empty, 0, false, no, off (any case): off, silently.
+ * 1, true, yes, on, auto: the first backend that resolves, ROCTX then NVTX.
+ * roctx / nvtx: that backend only. Anything else: one line on stderr, off.
+ * Enabled but nothing resolves: one line on stderr, off.
+ *
+ * Cost. Every push is a static inline function whose disabled path is one
+ * load of a process-wide gate and a predictable branch; pop of a range that
+ * was not pushed is one load and a branch. Range text is formatted only when
+ * enabled, into a stack buffer of PM_RANGE_TEXT_MAX bytes.
+ *
+ * Tokens. A push returns a pm_range. It is "live" (depth >= 0) only when the
+ * backend accepted the push; pm_range_pop() pops live ranges only, so a
+ * rejected push is never popped. Pop on the thread that pushed.
+ *
+ * Range names (one grammar, parsed by the tools): "pm.<kind>" then
+ * space-separated key=value attributes:
+ *   pm.prefill mode=exact req=R pos=P tokens=N
+ *   pm.decode mode=decode req=R pos=P
+ *   pm.spec_decode mode=batched req=R draft=K
+ *   pm.draft req=R tokens=K
+ *   pm.layer_range mode=M layers=A-B shard=S where=local|remote backend=B req=R tokens=N
+ * Truncation: text longer than PM_RANGE_TEXT_MAX-1 bytes is cut at the last
+ * whole attribute (at a space), never inside a key=value pair.
+ *
+ * Compile-time off: define PHASEMARK_DISABLED (CMake: PHASEMARK_MARKERS=OFF)
+ * and every call below compiles to nothing; no phasemark symbol is
+ * referenced.
+ *
+ * Thread safety: every function may be called from any thread.
+ */
+#ifndef PHASEMARK_MARK_H
+#define PHASEMARK_MARK_H
+
+#include <stdint.h>
+
+#include "phasemark/phase.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define PM_API
+#else
+#define PM_API __attribute__((visibility("default")))
+#endif
+
+/* Longest range text handed to a backend, terminating NUL included. */
+#define PM_RANGE_TEXT_MAX 128
+
+/* A pushed (or not pushed) range. depth >= 0: live, the backend's nesting
+ * depth after the push. depth < 0: nothing to pop. The phase fields let a
+ * phase range restore the thread's current phase when it ends. */
+typedef struct pm_range {
+    int32_t depth;
+    uint8_t restores_phase; /* 1: pop restores prev_phase as current */
+    uint8_t prev_phase;     /* pm_phase current before the push */
+} pm_range;
+
+#define PM_RANGE_NONE ((pm_range){-1, 0, 0})
+
+/* Where a shard runs relative to the process that drives the request. */
+typedef enum pm_where { PM_WHERE_LOCAL = 0, PM_WHERE_REMOTE = 1 } pm_where;
+
+/* Attributes of a leaf layer range: one contiguous span of layers executed
+ * by one shard in one forward call. Begins with version and size so the
+ * struct can grow without breaking callers; use PM_LAYER_ATTR_INIT. */
+typedef struct pm_layer_attr {
+    uint16_t version;    /* PM_LAYER_ATTR_VERSION */
+    uint16_t size;       /* sizeof(pm_layer_attr) as the caller compiled it */
+    pm_phase phase;      /* PM_PHASE_NONE: the thread's current phase */
+    int32_t first_layer; /* inclusive */
+    int32_t last_layer;  /* inclusive */
+    int32_t shard;       /* shard index in the placement, 0-based */
+    pm_where where;
+    const char *backend; /* "cpu", "cuda:0", ...; NULL prints "unknown" */
+    uint64_t req;        /* request id */
+    uint32_t tokens;     /* tokens in this forward call */
+} pm_layer_attr;
+
+#define PM_LAYER_ATTR_VERSION 1
+#define PM_LAYER_ATTR_INIT                                                  \
+    {PM_LAYER_ATTR_VERSION, (uint16_t)sizeof(pm_layer_attr), PM_PHASE_NONE, \
+     0, 0, 0, PM_WHERE_LOCAL, 0, 0, 0}
+
+#ifndef PHASEMARK_DISABLED
+
+/* Internal: the gate. 0 = off (decided), 1 = on, 2 = not yet decided.
+ * Written only by the one-time initialization; read relaxed. */
+extern PM_API int pm__gate;
+
+PM_API pm_range pm__push_text(const char *text);
+PM_API pm_range pm__push_prefill(uint64_t req, uint32_t pos, uint32_t tokens);
+PM_API pm_range pm__push_decode(uint64_t req, uint32_t pos);
+PM_API pm_range pm__push_spec_decode(uint64_t req, uint32_t draft);
+PM_API pm_range pm__push_draft(uint64_t req, uint32_t tokens);
+PM_API pm_range pm__push_layer_range(const pm_layer_attr *attr);
+PM_API void pm__pop(pm_range *range);
+PM_API pm_range pm__phase_enter(pm_phase phase);
+
+#define PM__OFF() \
+    __builtin_expect(__atomic_load_n(&pm__gate, __ATOMIC_RELAXED) == 0, 1)
+
+/* Forces the one-time initialization and says whether markers are on
+ * (1) or off (0). Never prints unless the contract's diagnostic applies. */
+PM_API int pm_enabled(void);
+
+/* The backend in use: "roctx", "nvtx" or "off". Static string. */
+PM_API const char *pm_backend_name(void);
+
+/* The calling thread's current phase (PM_PHASE_NONE outside any phase
+ * range or phase scope, and always when markers are off). */
+PM_API pm_phase pm_current_phase(void);
+
+/* A generic named range with text already formed (copied if longer than
+ * PM_RANGE_TEXT_MAX-1, by the truncation rule). text must not be NULL. */
+static inline pm_range pm_range_push(const char *text)
+{
+    if (PM__OFF())
+        return PM_RANGE_NONE;
+    return pm__push_text(text);
+}
+
+/* "pm.prefill mode=exact req=R pos=P tokens=N": one chunk of exact prefill
+ * at base position pos. Sets the thread's current phase to exact until its
+ * pop. */
+static inline pm_range pm_prefill_push(uint64_t req, uint32_t pos,
+                                       uint32_t tokens)
+{
+    if (PM__OFF())
+        return PM_RANGE_NONE;
+    return pm__push_prefill(req, pos, tokens);
+}
+
+/* "pm.decode mode=decode req=R pos=P": one autoregressive step producing
+ * the token at position pos. Current phase: decode. */
+static inline pm_range pm_decode_push(uint64_t req, uint32_t pos)
+{
+    if (PM__OFF())
+        return PM_RANGE_NONE;
+    return pm__push_decode(req, pos);
+}
+
+/* "pm.spec_decode mode=batched req=R draft=K": one draft+verify round with
+ * k drafted tokens. Current phase: batched (verify forwards inside it name
+ * their phase explicitly). */
+static inline pm_range pm_spec_decode_push(uint64_t req, uint32_t draft)
+{
+    if (PM__OFF())
+        return PM_RANGE_NONE;
+    return pm__push_spec_decode(req, draft);
+}
+
+/* "pm.draft req=R tokens=K": a leaf around the drafter's whole proposal. */
+static inline pm_range pm_draft_push(uint64_t req, uint32_t tokens)
+{
+    if (PM__OFF())
+        return PM_RANGE_NONE;
+    return pm__push_draft(req, tokens);
+}
+
+/* A leaf "pm.layer_range ..." for one shard's span in one forward call.
+ * attr->phase, when not PM_PHASE_NONE, wins over the current phase; with
+ * neither the text carries mode=none, which the checker rejects. */
+static inline pm_range pm_layer_range_push(const pm_layer_attr *attr)
+{
+    if (PM__OFF())
+        return PM_RANGE_NONE;
+    return pm__push_layer_range(attr);
+}
+
+/* Ends a range: pops it when live, restores the current phase when the push
+ * set it, and marks the token dead so a second pop does nothing. */
+static inline void pm_range_pop(pm_range *range)
+{
+    if (__builtin_expect(range->depth < 0 && !range->restores_phase, 1))
+        return;
+    pm__pop(range);
+}
+
+/* Sets the thread's current phase without pushing a range (a daemon that
+ * received a phase on the wire, say). End with pm_range_pop(). */
+static inline pm_range pm_phase_enter(pm_phase phase)
+{
+    if (PM__OFF())
+        return PM_RANGE_NONE;
+    return pm__phase_enter(phase);
+}
+
+#else /* PHASEMARK_DISABLED: every call compiles to nothing. */
+
+static inline int pm_enabled(void) { return 0; }
+static inline const char *pm_backend_name(void) { return "off"; }
+static inline pm_phase pm_current_phase(void) { return PM_PHASE_NONE; }
+static inline pm_range pm_range_push(const char *t) { (void)t; return PM_RANGE_NONE; }
+static inline pm_range pm_prefill_push(uint64_t r, uint32_t p, uint32_t n)
+{ (void)r; (void)p; (void)n; return PM_RANGE_NONE; }
+static inline pm_range pm_decode_push(uint64_t r, uint32_t p)
+{ (void)r; (void)p; return PM_RANGE_NONE; }
+static inline pm_range pm_spec_decode_push(uint64_t r, uint32_t k)
+{ (void)r; (void)k; return PM_RANGE_NONE; }
+static inline pm_range pm_draft_push(uint64_t r, uint32_t n)
+{ (void)r; (void)n; return PM_RANGE_NONE; }
+static inline pm_range pm_layer_range_push(const pm_layer_attr *a)
+{ (void)a; return PM_RANGE_NONE; }
+static inline void pm_range_pop(pm_range *r) { (void)r; }
+static inline pm_range pm_phase_enter(pm_phase p) { (void)p; return PM_RANGE_NONE; }
+
+#endif /* PHASEMARK_DISABLED */
+
+/* Scoped forms (GCC and Clang): the range pops on every exit from the block
+ * (return, break, goto out of it) through __attribute__((cleanup)). */
+#define PM__CAT2(a, b) a##b
+#define PM__CAT(a, b) PM__CAT2(a, b)
+#define PM__SCOPED(init) \
+    pm_range PM__CAT(pm__scope_, __COUNTER__) __attribute__((cleanup(pm_range_pop), unused)) = (init)
+
+#define PM_SCOPED_RANGE(text) PM__SCOPED(pm_range_push(text))
+#define PM_SCOPED_PREFILL(req, pos, tokens) PM__SCOPED(pm_prefill_push((req), (pos), (tokens)))
+#define PM_SCOPED_DECODE(req, pos) PM__SCOPED(pm_decode_push((req), (pos)))
+#define PM_SCOPED_SPEC_DECODE(req, draft) PM__SCOPED(pm_spec_decode_push((req), (draft)))
+#define PM_SCOPED_DRAFT(req, tokens) PM__SCOPED(pm_draft_push((req), (tokens)))
+#define PM_SCOPED_LAYER_RANGE(attr_ptr) PM__SCOPED(pm_layer_range_push(attr_ptr))
+#define PM_SCOPED_PHASE(phase) PM__SCOPED(pm_phase_enter(phase))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PHASEMARK_MARK_H */
