@@ -1,0 +1,126 @@
+/* tokenizer.h — text <-> token ids for llama-family models.
+ *
+ * Two models, chosen by the GGUF key tokenizer.ggml.model:
+ *
+ *  "llama" (SentencePiece BPE, also llama2.c's tokenizer.bin): pieces with
+ *  scores; a space is the piece character U+2581 "▁"; with add_space_prefix
+ *  (default on) the text is prefixed by one space. The text is split into
+ *  UTF-8 characters; a character with no piece falls back to its bytes as
+ *  "<0xXX>" byte tokens (or <unk> when the vocabulary has no byte tokens).
+ *  Then the adjacent pair whose concatenation is a piece with the highest
+ *  score is merged, repeatedly (ties: the leftmost pair), until no pair
+ *  merges — SentencePiece's BPE encoding.
+ *
+ *  "gpt2" (byte-level BPE): the text is pre-split the way GPT-2's regex
+ *    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *  does (implemented by hand; letters and numbers by Unicode general
+ *  category for the common scripts, see tokenizer.c), each chunk's bytes are
+ *  mapped to GPT-2's printable byte alphabet, and merges are applied by rank
+ *  (lowest first; ties leftmost) until none applies.
+ *
+ * Special tokens (token_type control/user-defined) are never produced from
+ * text; add_bos prepends the BOS id when the vocabulary has one.
+ *
+ * Ownership and threads: a tokenizer copies everything it needs (it does not
+ * reference the GGUF handle or file after creation) and is immutable, so it
+ * may be shared by any number of threads. llm_tokenize allocates a working
+ * buffer per call (it runs once per request, never per generated token);
+ * llm_token_to_bytes allocates nothing.
+ */
+#ifndef LLM_TOKENIZER_H
+#define LLM_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    LLM_TOK_OK = 0,
+    LLM_TOK_EINVAL = -1,  /* bad argument or id out of range */
+    LLM_TOK_EFORMAT = -2, /* malformed vocabulary (creation only) */
+    LLM_TOK_ENOMEM = -3,
+    LLM_TOK_ENOSPC = -4,  /* output buffer too small; *n_out says how much is needed */
+    LLM_TOK_EIO = -5      /* tokenizer.bin could not be read */
+};
+
+enum llm_tok_kind { LLM_TOK_SPM = 1, LLM_TOK_BPE = 2 };
+
+/* SentencePiece / GGUF token types (tokenizer.ggml.token_type). */
+enum llm_tok_type {
+    LLM_TOKTYPE_NORMAL = 1,
+    LLM_TOKTYPE_UNKNOWN = 2,
+    LLM_TOKTYPE_CONTROL = 3,
+    LLM_TOKTYPE_USER_DEFINED = 4,
+    LLM_TOKTYPE_UNUSED = 5,
+    LLM_TOKTYPE_BYTE = 6
+};
+
+typedef struct llm_tokenizer llm_tokenizer;
+
+/* Builds a tokenizer from the tokenizer.ggml.* metadata of an open GGUF:
+ * model ("llama" or "gpt2"), tokens, scores (llama; optional, default 0),
+ * token_type (optional; derived from the piece text when absent), merges
+ * (gpt2), bos/eos/unknown_token_id, add_bos_token, add_space_prefix.
+ * 0 and *out, or negative, *out = NULL and one line ("tokenizer: ...") in
+ * err. The GGUF handle may be closed afterwards. */
+int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, size_t errlen);
+
+/* Reads a llama2.c tokenizer.bin: i32 max_token_length, then vocab_size
+ * records of (f32 score, i32 len, len bytes). The result is a "llama"
+ * model with BOS 1, EOS 2, <unk> 0 and token types derived from the
+ * pieces (<0xXX> byte tokens, <s>/</s> control, <unk> unknown). A file with
+ * fewer records, a negative or over-long length, or trailing garbage is
+ * rejected. */
+int llm_tokenizer_from_llama2c(const char *path, uint32_t vocab_size, llm_tokenizer **out, char *err,
+                               size_t errlen);
+
+void llm_tokenizer_free(llm_tokenizer *t);
+
+/* Tokenizes len bytes of text (need not be NUL-terminated; invalid UTF-8
+ * bytes are handled as single bytes and fall back to byte tokens). Writes
+ * up to cap ids to out and the total count to *n_out. Returns 0, or
+ * LLM_TOK_ENOSPC when cap is too small (*n_out then holds the count needed
+ * and out holds the first cap ids), or LLM_TOK_ENOMEM. */
+int llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out,
+                 size_t cap, size_t *n_out);
+
+/* The raw bytes a token stands for in output: a byte token gives its byte,
+ * "▁" becomes a space (llama), GPT-2 byte characters map back to bytes
+ * (gpt2); control tokens (BOS, EOS) give zero bytes. Callers that want
+ * SentencePiece's "strip the prefix space after BOS" do it themselves (see
+ * llm_tokenizer_add_space_prefix). Returns 0 with *n set, LLM_TOK_EINVAL for
+ * an id out of range, LLM_TOK_ENOSPC when cap is too small (*n = needed).
+ * No piece needs more than LLM_TOK_MAX_PIECE bytes. */
+int llm_token_to_bytes(const llm_tokenizer *t, int32_t id, char *buf, size_t cap, size_t *n);
+
+#define LLM_TOK_MAX_PIECE 512
+
+enum llm_tok_kind llm_tokenizer_kind(const llm_tokenizer *t);
+uint32_t llm_tokenizer_vocab_size(const llm_tokenizer *t);
+int32_t llm_tokenizer_bos(const llm_tokenizer *t); /* -1 when none */
+int32_t llm_tokenizer_eos(const llm_tokenizer *t); /* -1 when none */
+int llm_tokenizer_add_bos(const llm_tokenizer *t);          /* tokenizer.ggml.add_bos_token */
+int llm_tokenizer_add_space_prefix(const llm_tokenizer *t); /* llama model only */
+
+/* The stored piece text of a token (UTF-8, "▁" for spaces; gpt2: the
+ * byte-alphabet form), its score and type. For writing a vocabulary back
+ * out (llama2.c -> GGUF conversion). Piece: 0 or LLM_TOK_EINVAL. */
+int llm_tokenizer_piece(const llm_tokenizer *t, int32_t id, const char **s, size_t *len);
+float llm_tokenizer_score(const llm_tokenizer *t, int32_t id);
+int llm_tokenizer_token_type(const llm_tokenizer *t, int32_t id);
+
+/* 1 when both have the same model kind, vocabulary (pieces, in order),
+ * BOS and EOS — i.e. token ids mean the same text in both; else 0. Used to
+ * refuse a draft model whose vocabulary differs from the target's. */
+int llm_tokenizer_equal(const llm_tokenizer *a, const llm_tokenizer *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
