@@ -1,0 +1,92 @@
+/* internal.h — the marker runtime's private seams.
+ *
+ * The runtime is split by concern: env.c turns the PHASEMARK value into a
+ * mode, roctx.c and nvtx.c resolve a backend, format.c builds range text,
+ * mark.c owns the process-wide decision and the public entry points. Nothing
+ * here is exported; every symbol is hidden by the library's visibility
+ * preset.
+ *
+ * A backend is a pair of plain function pointers with ROCTX's shape (push
+ * returns the nesting depth or a negative error; pop returns the depth or a
+ * negative error), so the hot path is one indirect call per push or pop no
+ * matter which backend was chosen.
+ */
+#ifndef PM_MARK_INTERNAL_H
+#define PM_MARK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phasemark/mark.h"
+
+typedef int (*pm__push_fn)(const char *text);
+typedef int (*pm__pop_fn)(void);
+
+typedef struct pm__backend {
+    pm__push_fn push;
+    pm__pop_fn pop;
+    const char *name; /* "roctx" or "nvtx"; static */
+} pm__backend;
+
+/* ---- env.c ---------------------------------------------------------- */
+
+typedef enum pm__mode {
+    PM__MODE_OFF = 0,
+    PM__MODE_AUTO,  /* 1 true yes on auto: ROCTX, then NVTX */
+    PM__MODE_ROCTX,
+    PM__MODE_NVTX,
+    PM__MODE_INVALID
+} pm__mode;
+
+/* Maps the PHASEMARK value (NULL when unset) to a mode; ASCII
+ * case-insensitive, no locale. */
+pm__mode pm__parse_mode(const char *value);
+
+/* ---- text building (format.c) ---------------------------------------- */
+
+/* A bounded text builder over a caller's buffer. Attributes are appended
+ * whole or not at all: once one does not fit, the builder is "cut" and
+ * ignores everything after it, so the text is always a prefix of the full
+ * text that ends at an attribute boundary and never splits key=value. */
+typedef struct pm__text {
+    char *buf;
+    size_t cap;  /* bytes in buf, NUL included */
+    size_t len;  /* bytes used, NUL excluded */
+    int cut;     /* 1 once an attribute was dropped */
+} pm__text;
+
+void pm__text_init(pm__text *t, char *buf, size_t cap, const char *kind);
+
+/* One " key=value" attribute, appended whole or not at all. String values
+ * are copied byte for byte; a NULL string prints "unknown". */
+void pm__text_attr_str(pm__text *t, const char *key, const char *value);
+void pm__text_attr_u64(pm__text *t, const char *key, uint64_t value);
+void pm__text_attr_i64(pm__text *t, const char *key, int64_t value);
+void pm__text_attr_span(pm__text *t, const char *key, int64_t first, int64_t last);
+
+/* Plain appends for diagnostics (no attribute rule: cut at the byte). */
+void pm__text_raw(pm__text *t, const char *s);
+
+/* The structured range texts of mark.h, formatted into buf (cap bytes,
+ * normally PM_RANGE_TEXT_MAX). Return the text length. */
+size_t pm__format_prefill(char *buf, size_t cap, uint64_t req, uint32_t pos, uint32_t tokens);
+size_t pm__format_decode(char *buf, size_t cap, uint64_t req, uint32_t pos);
+size_t pm__format_spec_decode(char *buf, size_t cap, uint64_t req, uint32_t draft);
+size_t pm__format_draft(char *buf, size_t cap, uint64_t req, uint32_t tokens);
+size_t pm__format_layer_range(char *buf, size_t cap, const pm_layer_attr *attr,
+                              pm_phase mode);
+/* A copy of caller text cut by the attribute rule (at the last space that
+ * leaves it within cap-1 bytes). */
+size_t pm__format_copy(char *buf, size_t cap, const char *text);
+
+/* ---- backends --------------------------------------------------------- */
+
+/* Resolve ROCTX in DESIGN.md §1.4 order. 0 and *out filled on success;
+ * -1 otherwise, with what was tried appended to *why. */
+int pm__roctx_resolve(pm__backend *out, pm__text *why);
+
+/* Resolve NVTX: succeeds only when an NVTX tool is attached (see nvtx.c).
+ * Same return convention. Always fails when built without nvtx3 headers. */
+int pm__nvtx_resolve(pm__backend *out, pm__text *why);
+
+#endif

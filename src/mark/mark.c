@@ -1,0 +1,253 @@
+/* mark.c — the process-wide decision and the exported entry points.
+ *
+ * State: pm__gate (read by the inline fast path in mark.h), the chosen
+ * backend's two function pointers, and each thread's current phase. The
+ * gate starts "undecided"; the first entry point that finds it so runs the
+ * one-time initialization under a mutex, which reads PHASEMARK once,
+ * resolves a backend, stores the pointers and only then publishes the gate
+ * with release order, so any thread that sees "on" also sees the pointers.
+ *
+ * Fork: a child inherits the gate and pointers as they are; it never reads
+ * the environment again. A pthread_atfork handler holds the init mutex
+ * across fork(), so a fork racing a first initialization cannot leave the
+ * child with a mutex that no thread of its own will ever unlock.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { GATE_OFF = 0, GATE_ON = 1, GATE_UNDECIDED = 2 };
+
+PM_API int pm__gate = GATE_UNDECIDED;
+
+static pm__push_fn backend_push;
+static pm__pop_fn backend_pop;
+static const char *backend_name = "off";
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* initial-exec: one byte of static TLS, read without a __tls_get_addr call
+ * on every structured push. */
+static _Thread_local uint8_t current_phase __attribute__((tls_model("initial-exec")));
+
+static void lock_for_fork(void) { pthread_mutex_lock(&init_lock); }
+static void unlock_after_fork(void) { pthread_mutex_unlock(&init_lock); }
+
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
+}
+
+/* The contract allows this layer to print exactly these one-line
+ * diagnostics; write(2) keeps them whole and off stdio's buffers. */
+static void diagnose(const char *line, size_t len)
+{
+    while (len) {
+        ssize_t n = write(STDERR_FILENO, line, len);
+        if (n <= 0)
+            return;
+        line += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Quotes the bad value with control bytes masked, so the diagnostic stays
+ * one line whatever the environment holds. */
+static void diagnose_invalid(const char *value)
+{
+    char line[256], shown[64];
+    size_t n = 0;
+    for (; value[n] && n < sizeof shown - 1; n++) {
+        unsigned char c = (unsigned char)value[n];
+        shown[n] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    shown[n] = '\0';
+    pm__text t;
+    pm__text_init(&t, line, sizeof line - 1, "phasemark: PHASEMARK=\"");
+    pm__text_raw(&t, shown);
+    pm__text_raw(&t, value[n] ? "...\"" : "\"");
+    pm__text_raw(&t, " is not one of 0/false/no/off, 1/true/yes/on/auto, "
+                     "roctx, nvtx; markers off");
+    line[t.len++] = '\n';
+    diagnose(line, t.len);
+}
+
+static int resolve(pm__mode mode, pm__backend *be)
+{
+    char why[320];
+    pm__text t;
+    pm__text_init(&t, why, sizeof why - 1, "");
+    if (mode != PM__MODE_NVTX) {
+        if (pm__roctx_resolve(be, &t) == 0)
+            return 0;
+        if (mode == PM__MODE_AUTO)
+            pm__text_raw(&t, "; ");
+    }
+    if (mode != PM__MODE_ROCTX && pm__nvtx_resolve(be, &t) == 0)
+        return 0;
+    char line[512];
+    pm__text l;
+    pm__text_init(&l, line, sizeof line - 1, "phasemark: markers enabled but no backend resolved (");
+    pm__text_raw(&l, why);
+    pm__text_raw(&l, "); markers off");
+    line[l.len++] = '\n';
+    diagnose(line, l.len);
+    return -1;
+}
+
+static int decide(void)
+{
+    const char *value = getenv("PHASEMARK");
+    pm__mode mode = pm__parse_mode(value);
+    if (mode == PM__MODE_OFF)
+        return GATE_OFF;
+    if (mode == PM__MODE_INVALID) {
+        diagnose_invalid(value);
+        return GATE_OFF;
+    }
+    pm__backend be;
+    if (resolve(mode, &be) != 0)
+        return GATE_OFF;
+    backend_push = be.push;
+    backend_pop = be.pop;
+    backend_name = be.name;
+    return GATE_ON;
+}
+
+static int gate_slow(void)
+{
+    pthread_mutex_lock(&init_lock);
+    int g = __atomic_load_n(&pm__gate, __ATOMIC_ACQUIRE);
+    if (g == GATE_UNDECIDED) {
+        g = decide();
+        __atomic_store_n(&pm__gate, g, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&init_lock);
+    return g;
+}
+
+/* 1 when ranges go to a backend; decides on first use. */
+static inline int gate_on(void)
+{
+    int g = __atomic_load_n(&pm__gate, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(g == GATE_UNDECIDED, 0))
+        g = gate_slow();
+    return g == GATE_ON;
+}
+
+PM_API int pm_enabled(void)
+{
+    return gate_on();
+}
+
+PM_API const char *pm_backend_name(void)
+{
+    return gate_on() ? backend_name : "off";
+}
+
+PM_API pm_phase pm_current_phase(void)
+{
+    return (pm_phase)current_phase;
+}
+
+static pm_range push_leaf(const char *text)
+{
+    pm_range r = {backend_push(text), 0, 0};
+    if (r.depth < 0)
+        r.depth = -1;
+    return r;
+}
+
+/* A phase range: the thread's current phase is `phase` until the pop, even
+ * when the backend rejected the push (leaves inside still need it). */
+static pm_range push_phase(const char *text, pm_phase phase)
+{
+    pm_range r = push_leaf(text);
+    r.restores_phase = 1;
+    r.prev_phase = current_phase;
+    current_phase = (uint8_t)phase;
+    return r;
+}
+
+PM_API pm_range pm__push_text(const char *text)
+{
+    if (!gate_on())
+        return PM_RANGE_NONE;
+    /* Text that fits is handed over as is; the backend copies it. */
+    if (__builtin_expect(strnlen(text, PM_RANGE_TEXT_MAX) < PM_RANGE_TEXT_MAX, 1))
+        return push_leaf(text);
+    char buf[PM_RANGE_TEXT_MAX];
+    pm__format_copy(buf, sizeof buf, text);
+    return push_leaf(buf);
+}
+
+PM_API pm_range pm__push_prefill(uint64_t req, uint32_t pos, uint32_t tokens)
+{
+    if (!gate_on())
+        return PM_RANGE_NONE;
+    char buf[PM_RANGE_TEXT_MAX];
+    pm__format_prefill(buf, sizeof buf, req, pos, tokens);
+    return push_phase(buf, PM_PHASE_EXACT);
+}
+
+PM_API pm_range pm__push_decode(uint64_t req, uint32_t pos)
+{
+    if (!gate_on())
+        return PM_RANGE_NONE;
+    char buf[PM_RANGE_TEXT_MAX];
+    pm__format_decode(buf, sizeof buf, req, pos);
+    return push_phase(buf, PM_PHASE_DECODE);
+}
+
+PM_API pm_range pm__push_spec_decode(uint64_t req, uint32_t draft)
+{
+    if (!gate_on())
+        return PM_RANGE_NONE;
+    char buf[PM_RANGE_TEXT_MAX];
+    pm__format_spec_decode(buf, sizeof buf, req, draft);
+    return push_phase(buf, PM_PHASE_BATCHED);
+}
+
+PM_API pm_range pm__push_draft(uint64_t req, uint32_t tokens)
+{
+    if (!gate_on())
+        return PM_RANGE_NONE;
+    char buf[PM_RANGE_TEXT_MAX];
+    pm__format_draft(buf, sizeof buf, req, tokens);
+    return push_leaf(buf);
+}
+
+/* The smallest caller struct we can read: version 1 ends at `tokens`. */
+#define PM__LAYER_ATTR_V1_SIZE \
+    (offsetof(pm_layer_attr, tokens) + sizeof(((pm_layer_attr *)0)->tokens))
+
+PM_API pm_range pm__push_layer_range(const pm_layer_attr *attr)
+{
+    if (!gate_on() || !attr || attr->version < 1 || attr->size < PM__LAYER_ATTR_V1_SIZE)
+        return PM_RANGE_NONE;
+    pm_phase mode = attr->phase != PM_PHASE_NONE ? attr->phase : (pm_phase)current_phase;
+    char buf[PM_RANGE_TEXT_MAX];
+    pm__format_layer_range(buf, sizeof buf, attr, mode);
+    return push_leaf(buf);
+}
+
+PM_API pm_range pm__phase_enter(pm_phase phase)
+{
+    if (!gate_on())
+        return PM_RANGE_NONE;
+    pm_range r = {-1, 1, current_phase};
+    current_phase = (uint8_t)phase;
+    return r;
+}
+
+PM_API void pm__pop(pm_range *range)
+{
+    if (range->depth >= 0)
+        backend_pop();
+    if (range->restores_phase)
+        current_phase = range->prev_phase;
+    *range = PM_RANGE_NONE;
+}
