@@ -6,4 +6,6 @@
 set(LLM_FILES_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(LLM_FILES_SOURCES
     ${LLM_FILES_DIR}/quant.c
+    ${LLM_FILES_DIR}/gguf.c
+    ${LLM_FILES_DIR}/gguf_write.c
 )
