@@ -4,23 +4,24 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS phasemark EXPORT phasemarkTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT phasemark
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT phasemark
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT phasemark
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/phasemark/mark.h
               ${PROJECT_SOURCE_DIR}/include/phasemark/phase.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/phasemark)
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/phasemark COMPONENT phasemark)
 
 set(PM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/phasemark)
-install(EXPORT phasemarkTargets NAMESPACE phasemark:: DESTINATION ${PM_CMAKE_DIR})
+install(EXPORT phasemarkTargets NAMESPACE phasemark:: DESTINATION ${PM_CMAKE_DIR}
+        COMPONENT phasemark)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/phasemarkConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/phasemarkConfig.cmake INSTALL_DESTINATION ${PM_CMAKE_DIR})
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/phasemarkConfigVersion.cmake
   COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/phasemarkConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/phasemarkConfigVersion.cmake
-        DESTINATION ${PM_CMAKE_DIR})
+        DESTINATION ${PM_CMAKE_DIR} COMPONENT phasemark)
 
 # Markers compiled out: consumers of the pkg-config file get the switch too.
 if(PHASEMARK_MARKERS)
@@ -28,7 +29,11 @@ if(PHASEMARK_MARKERS)
 else()
   set(PM_PC_CFLAGS "-DPHASEMARK_DISABLED")
 endif()
+# The prefix is found relative to the .pc file, so the package can be
+# installed anywhere (cmake --install --prefix) after configuration.
+file(RELATIVE_PATH PM_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" PM_PC_TO_PREFIX "${PM_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/phasemark.pc.in
   ${CMAKE_CURRENT_BINARY_DIR}/phasemark.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/phasemark.pc
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT phasemark)
