@@ -1,0 +1,287 @@
+/* phasemark/engine.h — the reference inference engine's public API.
+ *
+ * This header is the whole contract of the engine library
+ * (`phasemark_engine`): open a llama-family model, create sessions over it,
+ * prefill, decode, verify, sample, generate. Nothing about tensors, backends
+ * or file formats leaks through it; the HTTP server, the layer split and the
+ * speculative decoder use only what is declared here.
+ *
+ * Handles. llm_model and llm_session are opaque. Constructors take an out
+ * parameter that is set to NULL on failure; every _free accepts NULL. A model
+ * owns its weights (mmapped read-only) and its tokenizer; a session owns its
+ * KV cache and every buffer a forward needs, allocated once at creation, so
+ * prefill, decode and sampling allocate nothing.
+ *
+ * Threading. A model is immutable after llm_model_open and may be shared by
+ * sessions on different threads. A session (and a sampler) must be used by
+ * one thread at a time; the engine's own worker threads are internal.
+ *
+ * Errors. Functions return 0 on success or a negative LLM_E* code (stable,
+ * never renumbered; llm_strerror names them). Constructors write one line of
+ * detail into the caller's err buffer (errlen bytes, always NUL-terminated
+ * when errlen > 0); session calls keep their detail in the session
+ * (llm_session_error).
+ *
+ * Markers. With markers enabled (PHASEMARK=1, see phasemark/mark.h) a prefill
+ * chunk is one "pm.prefill mode=exact" enclosing one leaf "pm.layer_range"
+ * per layer span, a decode step is one "pm.decode" enclosing leaf layer
+ * ranges with mode=decode, and a verify forward emits leaf layer ranges with
+ * mode=verify inside whatever range the caller holds. A monolithic model is
+ * one span covering all layers (shard=0 where=local backend=cpu).
+ */
+#ifndef PHASEMARK_ENGINE_H
+#define PHASEMARK_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define LLM_API
+#else
+#define LLM_API __attribute__((visibility("default")))
+#endif
+
+/* Status codes. 0 is success; failures are negative and never renumbered. */
+enum {
+    LLM_OK = 0,
+    LLM_EINVAL = -1,   /* a bad argument (NULL handle, out-of-range value) */
+    LLM_ENOMEM = -2,   /* an allocation failed */
+    LLM_EIO = -3,      /* a file could not be opened, read or mapped */
+    LLM_EFORMAT = -4,  /* a model or tokenizer file is malformed */
+    LLM_EUNSUP = -5,   /* valid but unsupported (tensor type, architecture) */
+    LLM_ECTX = -6,     /* the request does not fit the session's context */
+    LLM_EBACKEND = -7, /* the backend is unknown or failed */
+    LLM_ESTATE = -8,   /* the call is not valid in the session's state */
+    LLM_ETOKEN = -9,   /* a token id outside the vocabulary */
+    LLM_ESPACE = -10   /* a caller buffer is too small */
+};
+
+/* The name of a status code ("invalid argument", ...). Static string, never
+ * NULL; thread-safe. */
+LLM_API const char *llm_strerror(int status);
+
+typedef struct llm_model llm_model;
+typedef struct llm_session llm_session;
+typedef struct llm_sampler llm_sampler;
+
+/* ---- models ------------------------------------------------------------ */
+
+/* Options for llm_model_open. Begins with version and size so it can grow;
+ * initialize with LLM_MODEL_OPTIONS_INIT. */
+typedef struct llm_model_options {
+    uint16_t version;           /* LLM_MODEL_OPTIONS_VERSION */
+    uint16_t size;              /* sizeof(llm_model_options) */
+    int32_t n_threads;          /* worker threads; <= 0: online CPUs */
+    const char *backend;        /* "cpu" (NULL means "cpu") */
+    const char *tokenizer_path; /* llama2.c tokenizer.bin; NULL: none (GGUF
+                                   carries its own tokenizer) */
+} llm_model_options;
+
+#define LLM_MODEL_OPTIONS_VERSION 1
+#define LLM_MODEL_OPTIONS_INIT \
+    {LLM_MODEL_OPTIONS_VERSION, (uint16_t)sizeof(llm_model_options), 0, 0, 0}
+
+/* Opens a model: a GGUF file (llama architecture), or a legacy llama2.c
+ * checkpoint (.bin; its tokenizer.bin through opt->tokenizer_path). The
+ * format is recognized from the file's magic. opt may be NULL (defaults).
+ * The weights stay mmapped until llm_model_free. On failure *out is NULL,
+ * the status says why and err holds one line naming the problem. The caller
+ * owns *out. Thread-safe (touches no shared state). */
+LLM_API int llm_model_open(const char *path, const llm_model_options *opt,
+                           llm_model **out, char *err, size_t errlen);
+
+/* Frees a model. Every session created over it must be freed first. NULL is
+ * harmless. */
+LLM_API void llm_model_free(llm_model *model);
+
+/* What a caller may know about a model. */
+typedef struct llm_model_info {
+    int32_t n_vocab;
+    int32_t n_layers;
+    int32_t dim;           /* embedding width */
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t ffn_dim;
+    int32_t n_ctx_train;   /* the context length the model was trained for */
+    int32_t bos;           /* -1 when the model has none */
+    int32_t eos;           /* -1 when the model has none */
+    int32_t has_tokenizer; /* 0: token ids only */
+    uint64_t n_params;     /* parameter count (weights) */
+    uint64_t weight_bytes; /* bytes of weights read by one full forward */
+    const char *weight_type; /* "f32", "q8_0", ... or "mixed"; static */
+    const char *backend;   /* "cpu"; static */
+    int32_t n_threads;
+} llm_model_info;
+
+/* Fills *info. Thread-safe. */
+LLM_API void llm_model_get_info(const llm_model *model, llm_model_info *info);
+
+/* Tokenizes len bytes of text (UTF-8, need not be NUL-terminated),
+ * prepending BOS when add_bos is set and the model has one. Writes at most
+ * cap ids to out and the full count to *n_out; returns LLM_ESPACE when cap
+ * was too small (call again with *n_out). LLM_ESTATE when the model has no
+ * tokenizer. Thread-safe. */
+LLM_API int llm_model_tokenize(const llm_model *model, const char *text, size_t len,
+                               int add_bos, int32_t *out, size_t cap,
+                               size_t *n_out);
+
+/* The bytes one token decodes to (byte-fallback tokens give their byte; the
+ * SentencePiece word marker becomes a space). Writes at most cap bytes (no
+ * NUL) and the full length to *n_out; LLM_ESPACE when cap was too small.
+ * prev is the previous token or -1 (a leading space after BOS is dropped,
+ * as SentencePiece detokenization does). Thread-safe. */
+LLM_API int llm_model_token_text(const llm_model *model, int32_t prev,
+                                 int32_t token, char *out, size_t cap,
+                                 size_t *n_out);
+
+/* ---- sessions ---------------------------------------------------------- */
+
+typedef struct llm_session_options {
+    uint16_t version;  /* LLM_SESSION_OPTIONS_VERSION */
+    uint16_t size;     /* sizeof(llm_session_options) */
+    int32_t n_ctx;     /* KV cache positions; <= 0 or > trained: trained */
+    int32_t n_batch;   /* most tokens in one forward (prefill chunk, verify
+                          width); <= 0: 512, capped at n_ctx */
+    uint64_t request;  /* request id carried by markers */
+} llm_session_options;
+
+#define LLM_SESSION_OPTIONS_VERSION 1
+#define LLM_SESSION_OPTIONS_INIT \
+    {LLM_SESSION_OPTIONS_VERSION, (uint16_t)sizeof(llm_session_options), 0, 0, 0}
+
+/* Creates a session over model: its KV cache (n_ctx positions) and all run
+ * buffers. opt may be NULL. The model must outlive the session. On failure
+ * *out is NULL and err holds one line. The caller owns *out. */
+LLM_API int llm_session_create(llm_model *model, const llm_session_options *opt,
+                               llm_session **out, char *err, size_t errlen);
+
+/* Frees a session. NULL is harmless. */
+LLM_API void llm_session_free(llm_session *s);
+
+/* The detail line of the session's last failure ("" when none). The string
+ * belongs to the session and changes with the next failing call. */
+LLM_API const char *llm_session_error(const llm_session *s);
+
+/* Sets the request id that markers carry from the next forward on. */
+LLM_API void llm_session_set_request(llm_session *s, uint64_t request);
+
+/* Positions filled in the KV cache (the next token's position), and the
+ * cache's capacity. */
+LLM_API uint32_t llm_session_pos(const llm_session *s);
+LLM_API uint32_t llm_session_n_ctx(const llm_session *s);
+
+/* Exact prefill: runs n tokens at positions pos..pos+n-1 in forwards of at
+ * most chunk tokens (chunk <= 0 or > n_batch: n_batch), one pm.prefill range
+ * per forward. On success *logits (when not NULL) points at the vocabulary
+ * logits of the last token, owned by the session and valid until its next
+ * forward. LLM_ECTX when pos+n exceeds n_ctx (nothing is run); LLM_ETOKEN on
+ * a bad id (nothing is run). n == 0 is LLM_EINVAL. */
+LLM_API int llm_prefill(llm_session *s, const int32_t *tokens, size_t n,
+                        int32_t chunk, const float **logits);
+
+/* One decode step: runs token at position pos (one pm.decode range) and
+ * points *logits at the next token's logits (session-owned, as above). */
+LLM_API int llm_decode(llm_session *s, int32_t token, const float **logits);
+
+/* Batched verification: runs n tokens (n <= n_batch) at positions
+ * pos..pos+n-1 in one forward whose layer ranges say mode=verify, and
+ * points *logits at n rows of n_vocab logits, row i predicting the token
+ * after tokens[i] (session-owned, valid until the next forward). The cache
+ * keeps all n positions; roll back with llm_session_truncate. */
+LLM_API int llm_verify(llm_session *s, const int32_t *tokens, size_t n,
+                       const float **logits);
+
+/* Rolls the session back so that pos positions remain (speculative
+ * rollback); later positions are forgotten. pos must not exceed the current
+ * position (LLM_EINVAL). */
+LLM_API int llm_session_truncate(llm_session *s, uint32_t pos);
+
+/* Empties the session (position 0) and clears its timings. */
+LLM_API void llm_session_reset(llm_session *s);
+
+/* Wall-clock time spent in forwards since creation or the last reset. */
+typedef struct llm_timings {
+    uint64_t prefill_tokens;
+    uint64_t prefill_ns;
+    uint64_t decode_tokens; /* llm_decode steps */
+    uint64_t decode_ns;
+    uint64_t verify_tokens;
+    uint64_t verify_ns;
+    uint64_t sample_ns;     /* time in llm_generate's sampling */
+} llm_timings;
+
+LLM_API void llm_session_get_timings(const llm_session *s, llm_timings *t);
+
+/* ---- sampling ---------------------------------------------------------- */
+
+typedef struct llm_sampler_params {
+    uint16_t version;    /* LLM_SAMPLER_PARAMS_VERSION */
+    uint16_t size;       /* sizeof(llm_sampler_params) */
+    float temperature;   /* <= 0: greedy (argmax, lowest id on ties) */
+    int32_t top_k;       /* <= 0 or >= n_vocab: no top-k cut */
+    float top_p;         /* >= 1 or <= 0: no nucleus cut */
+    uint64_t seed;       /* the same seed gives the same draws */
+} llm_sampler_params;
+
+#define LLM_SAMPLER_PARAMS_VERSION 1
+#define LLM_SAMPLER_PARAMS_INIT \
+    {LLM_SAMPLER_PARAMS_VERSION, (uint16_t)sizeof(llm_sampler_params), 0.0f, 0, 1.0f, 0}
+
+/* Creates a sampler for a vocabulary of n_vocab with its work buffers. The
+ * caller owns *out (NULL on failure). */
+LLM_API int llm_sampler_create(const llm_sampler_params *p, int32_t n_vocab,
+                               llm_sampler **out);
+LLM_API void llm_sampler_free(llm_sampler *sp);
+
+/* Restarts the random stream from seed. */
+LLM_API void llm_sampler_reseed(llm_sampler *sp, uint64_t seed);
+
+/* Draws a token from n_vocab logits (not modified). Greedy with
+ * temperature <= 0; otherwise softmax(logits / T), cut to the top_k most
+ * likely, then to the smallest prefix whose mass reaches top_p, and one
+ * draw from the renormalized rest. Allocates nothing. Returns the token,
+ * or LLM_EINVAL on bad arguments. */
+LLM_API int32_t llm_sample(llm_sampler *sp, const float *logits);
+
+/* ---- generation -------------------------------------------------------- */
+
+/* Called once per generated token (ids, text via llm_model_token_text). Return
+ * nonzero to stop after this token. */
+typedef int (*llm_token_cb)(void *user, int32_t token);
+
+typedef struct llm_generate_params {
+    uint16_t version;     /* LLM_GENERATE_PARAMS_VERSION */
+    uint16_t size;        /* sizeof(llm_generate_params) */
+    int32_t max_tokens;   /* most tokens to generate (> 0) */
+    int32_t chunk;        /* prefill chunk (see llm_prefill) */
+    int32_t stop_at_eos;  /* nonzero: stop when the model's EOS is drawn */
+    const int32_t *stop_tokens; /* further stop ids (not emitted) */
+    size_t n_stop_tokens;
+} llm_generate_params;
+
+#define LLM_GENERATE_PARAMS_VERSION 1
+#define LLM_GENERATE_PARAMS_INIT \
+    {LLM_GENERATE_PARAMS_VERSION, (uint16_t)sizeof(llm_generate_params), 16, 0, 1, 0, 0}
+
+/* Why llm_generate stopped. */
+enum { LLM_STOP_LENGTH = 0, LLM_STOP_EOS = 1, LLM_STOP_TOKEN = 2,
+       LLM_STOP_CALLBACK = 3, LLM_STOP_CONTEXT = 4 };
+
+/* Prefills prompt (n_prompt >= 1 tokens) at the session's current position,
+ * then samples and decodes until a stop condition: max_tokens generated,
+ * EOS / a stop token drawn (not emitted), the callback asked to stop, or the
+ * context is full. cb (may be NULL) sees every emitted token. *n_generated
+ * and *stop_reason (either may be NULL) say what happened. */
+LLM_API int llm_generate(llm_session *s, llm_sampler *sp,
+                         const int32_t *prompt, size_t n_prompt,
+                         const llm_generate_params *p, llm_token_cb cb,
+                         void *user, size_t *n_generated, int *stop_reason);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PHASEMARK_ENGINE_H */

@@ -1,0 +1,126 @@
+/* kernels_scalar.c — the portable reference kernels (see kernels.h).
+ *
+ * Sums run in f32 in index order, with the quantized block sums in int32,
+ * so they are the plain definition of each product; the SIMD kernels are
+ * tested against these.
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../quant.h"
+
+static float dot_f32(const void *w, const float *x, int64_t n)
+{
+    const float *a = w;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * x[i];
+    return s;
+}
+
+static float dot_f16(const void *w, const float *x, int64_t n)
+{
+    const unsigned char *p = w;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * i, 2);
+        s += llm_fp16_to_f32(h) * x[i];
+    }
+    return s;
+}
+
+static float dot_bf16(const void *w, const float *x, int64_t n)
+{
+    const unsigned char *p = w;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * i, 2);
+        s += llm_bf16_to_f32(h) * x[i];
+    }
+    return s;
+}
+
+static float block_scale(const unsigned char *blk)
+{
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return llm_fp16_to_f32(h);
+}
+
+static float dot_q8_0(const void *w, const llm_qrow *x, int64_t n)
+{
+    const unsigned char *blk = w;
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / LLM_QK; b++, blk += sizeof(llm_block_q8_0)) {
+        const int8_t *wq = (const int8_t *)(blk + 2);
+        const int8_t *xq = x->q + b * LLM_QK;
+        int32_t acc = 0;
+        for (int j = 0; j < LLM_QK; j++)
+            acc += (int32_t)wq[j] * (int32_t)xq[j];
+        s += block_scale(blk) * x->d[b] * (float)acc;
+    }
+    return s;
+}
+
+static float dot_q4_0(const void *w, const llm_qrow *x, int64_t n)
+{
+    const unsigned char *blk = w;
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / LLM_QK; b++, blk += sizeof(llm_block_q4_0)) {
+        const unsigned char *wq = blk + 2;
+        const int8_t *xq = x->q + b * LLM_QK;
+        int32_t acc = 0;
+        for (int j = 0; j < LLM_QK / 2; j++) {
+            acc += ((int32_t)(wq[j] & 0x0f) - 8) * (int32_t)xq[j];
+            acc += ((int32_t)(wq[j] >> 4) - 8) * (int32_t)xq[j + LLM_QK / 2];
+        }
+        s += block_scale(blk) * x->d[b] * (float)acc;
+    }
+    return s;
+}
+
+static void quantize_row(const float *x, int64_t n, float *d, int8_t *q)
+{
+    for (int64_t b = 0; b < n / LLM_QK; b++) {
+        const float *xb = x + b * LLM_QK;
+        float amax = 0.0f;
+        for (int j = 0; j < LLM_QK; j++)
+            amax = fmaxf(amax, fabsf(xb[j]));
+        float db = amax / 127.0f;
+        float id = db > 0.0f ? 1.0f / db : 0.0f;
+        d[b] = db;
+        for (int j = 0; j < LLM_QK; j++)
+            q[b * LLM_QK + j] = (int8_t)nearbyintf(xb[j] * id);
+    }
+}
+
+static float dot(const float *a, const float *b, int64_t n)
+{
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static void axpy(float *y, float s, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] += s * x[i];
+}
+
+void llm_kernels_scalar(llm_kernels *k)
+{
+    k->name = "scalar";
+    k->dot_f32 = dot_f32;
+    k->dot_f16 = dot_f16;
+    k->dot_bf16 = dot_bf16;
+    k->dot_q8_0 = dot_q8_0;
+    k->dot_q4_0 = dot_q4_0;
+    k->quantize_row = quantize_row;
+    k->dot = dot;
+    k->axpy = axpy;
+}

@@ -1,0 +1,171 @@
+/* pool.c — see pool.h.
+ *
+ * Protocol: the caller publishes (fn, ctx), sets `pending` to the worker
+ * count and bumps `generation` (release); a worker that sees a new
+ * generation runs its share and decrements `pending` (release). The caller
+ * runs share 0 and then waits for `pending` to reach 0 (acquire). Sleepers
+ * are woken through `cond` under `mutex`; the generation is re-checked under
+ * the mutex so a wake-up is never lost.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "phasemark/engine.h"
+
+/* Spin iterations before sleeping: long enough to bridge the gap between
+ * consecutive matmuls of one decode step, short enough not to burn a core
+ * that another process wants. */
+#define POOL_SPIN 20000
+
+typedef struct worker {
+    llm_pool *pool;
+    int32_t index;
+    pthread_t thread;
+} worker;
+
+struct llm_pool {
+    int32_t n_threads;
+    worker *workers; /* [n_threads - 1] */
+    int32_t started; /* workers successfully created */
+    llm_pool_fn fn;
+    void *ctx;
+    unsigned generation; /* atomic */
+    int32_t pending;     /* atomic */
+    int stop;            /* atomic */
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static unsigned wait_generation(llm_pool *p, unsigned seen)
+{
+    for (int i = 0; i < POOL_SPIN; i++) {
+        unsigned g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
+        if (g != seen || __atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
+            return g;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&p->mutex);
+    unsigned g;
+    while ((g = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE)) == seen &&
+           !__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
+        pthread_cond_wait(&p->cond, &p->mutex);
+    pthread_mutex_unlock(&p->mutex);
+    return g;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    llm_pool *p = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        seen = wait_generation(p, seen);
+        if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
+            return NULL;
+        p->fn(p->ctx, w->index, p->n_threads);
+        __atomic_fetch_sub(&p->pending, 1, __ATOMIC_ACQ_REL);
+    }
+}
+
+int llm_pool_create(int32_t n_threads, llm_pool **out)
+{
+    *out = NULL;
+    if (n_threads < 1)
+        return LLM_EINVAL;
+    llm_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return LLM_ENOMEM;
+    p->n_threads = n_threads;
+    if (pthread_mutex_init(&p->mutex, NULL) != 0) {
+        free(p);
+        return LLM_ENOMEM;
+    }
+    if (pthread_cond_init(&p->cond, NULL) != 0) {
+        pthread_mutex_destroy(&p->mutex);
+        free(p);
+        return LLM_ENOMEM;
+    }
+    if (n_threads > 1) {
+        p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
+        if (!p->workers)
+            goto fail;
+        for (int32_t i = 0; i < n_threads - 1; i++) {
+            worker *w = &p->workers[i];
+            w->pool = p;
+            w->index = i + 1;
+            if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+                goto fail;
+            p->started++;
+        }
+    }
+    *out = p;
+    return 0;
+fail:
+    llm_pool_free(p);
+    return LLM_ENOMEM;
+}
+
+void llm_pool_free(llm_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mutex);
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mutex);
+    for (int32_t i = 0; i < p->started; i++)
+        pthread_join(p->workers[i].thread, NULL);
+    free(p->workers);
+    pthread_cond_destroy(&p->cond);
+    pthread_mutex_destroy(&p->mutex);
+    free(p);
+}
+
+int32_t llm_pool_threads(const llm_pool *p)
+{
+    return p->n_threads;
+}
+
+void llm_pool_run(llm_pool *p, llm_pool_fn fn, void *ctx)
+{
+    if (p->n_threads == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    __atomic_store_n(&p->pending, p->n_threads - 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&p->mutex);
+    __atomic_fetch_add(&p->generation, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->mutex);
+    fn(ctx, 0, p->n_threads);
+    for (int i = 0; __atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) != 0; i++) {
+        if (i < POOL_SPIN)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
+void llm_pool_slice(int64_t total, int64_t grain, int32_t ith, int32_t nth,
+                    int64_t *begin, int64_t *end)
+{
+    int64_t units = (total + grain - 1) / grain;
+    int64_t per = units / nth, extra = units % nth;
+    int64_t ub = ith * per + (ith < extra ? ith : extra);
+    int64_t ue = ub + per + (ith < extra ? 1 : 0);
+    *begin = ub * grain < total ? ub * grain : total;
+    *end = ue * grain < total ? ue * grain : total;
+}

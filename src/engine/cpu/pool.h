@@ -1,0 +1,37 @@
+/* pool.h — a persistent pool of worker threads for data-parallel loops.
+ *
+ * llm_pool_run(pool, fn, ctx) calls fn(ctx, i, n) once for every i in
+ * 0..n-1, where n is the pool's thread count, the caller acting as i = 0,
+ * and returns when all calls have returned. Workers are created once and
+ * wait between runs, first spinning briefly (a decode step issues a few
+ * hundred runs back to back) and then sleeping on a condition variable, so
+ * an idle pool costs nothing. A run allocates nothing.
+ *
+ * One caller at a time: the owner serializes runs (the model lock does).
+ */
+#ifndef LLM_CPU_POOL_H
+#define LLM_CPU_POOL_H
+
+#include <stdint.h>
+
+typedef struct llm_pool llm_pool;
+typedef void (*llm_pool_fn)(void *ctx, int32_t ith, int32_t nth);
+
+/* Creates a pool of n_threads (>= 1; n_threads - 1 workers). 0, or a
+ * negative status with *out NULL. */
+int llm_pool_create(int32_t n_threads, llm_pool **out);
+
+/* Stops and joins the workers. NULL is harmless. */
+void llm_pool_free(llm_pool *pool);
+
+int32_t llm_pool_threads(const llm_pool *pool);
+
+void llm_pool_run(llm_pool *pool, llm_pool_fn fn, void *ctx);
+
+/* The half-open slice [*begin, *end) of 0..total that thread ith of nth
+ * takes, in units of `grain` (slices are multiples of grain except the
+ * last). */
+void llm_pool_slice(int64_t total, int64_t grain, int32_t ith, int32_t nth,
+                    int64_t *begin, int64_t *end);
+
+#endif

@@ -1,0 +1,74 @@
+/* generate.c — llm_generate: prefill, then sample and decode until a stop
+ * condition. Built only on the public session calls, so it is also the
+ * reference for how a front end drives the engine.
+ */
+#include "phasemark/engine.h"
+#include "session.h"
+
+static int is_stop_token(const llm_generate_params *p, int32_t tok)
+{
+    for (size_t i = 0; i < p->n_stop_tokens; i++)
+        if (p->stop_tokens[i] == tok)
+            return 1;
+    return 0;
+}
+
+/* The stop reason for token tok, or -1 to emit it and go on. */
+static int stop_before(const llm_session *s, const llm_generate_params *p,
+                       int32_t tok)
+{
+    llm_model_info info;
+    llm_model_get_info(llm_session_model(s), &info);
+    if (p->stop_at_eos && info.eos >= 0 && tok == info.eos)
+        return LLM_STOP_EOS;
+    if (is_stop_token(p, tok))
+        return LLM_STOP_TOKEN;
+    return -1;
+}
+
+int llm_generate(llm_session *s, llm_sampler *sp, const int32_t *prompt,
+                 size_t n_prompt, const llm_generate_params *p, llm_token_cb cb,
+                 void *user, size_t *n_generated, int *stop_reason)
+{
+    size_t generated = 0;
+    int reason = LLM_STOP_LENGTH;
+    if (n_generated)
+        *n_generated = 0;
+    if (!s || !sp || !p || p->version != LLM_GENERATE_PARAMS_VERSION ||
+        p->size < sizeof(llm_generate_params) || p->max_tokens < 1 ||
+        (p->n_stop_tokens && !p->stop_tokens))
+        return LLM_EINVAL;
+    const float *logits;
+    int rc = llm_prefill(s, prompt, n_prompt, p->chunk, &logits);
+    while (rc == 0) {
+        uint64_t t0 = llm_now_ns();
+        int32_t tok = llm_sample(sp, logits);
+        llm_session_add_sample_ns(s, llm_now_ns() - t0);
+        if (tok < 0) {
+            rc = tok;
+            break;
+        }
+        int stop = stop_before(s, p, tok);
+        if (stop >= 0) {
+            reason = stop;
+            break;
+        }
+        generated++;
+        if (cb && cb(user, tok)) {
+            reason = LLM_STOP_CALLBACK;
+            break;
+        }
+        if (generated >= (size_t)p->max_tokens)
+            break;
+        if (llm_session_pos(s) >= llm_session_n_ctx(s)) {
+            reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        rc = llm_decode(s, tok, &logits);
+    }
+    if (n_generated)
+        *n_generated = generated;
+    if (stop_reason)
+        *stop_reason = reason;
+    return rc;
+}

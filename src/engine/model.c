@@ -1,0 +1,293 @@
+/* model.c — opening and describing a model; the public model functions of
+ * engine.h and the shared validation helpers of model.h.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "gguf.h"
+#include "model.h"
+#include "quant.h"
+#include "tokenizer.h"
+
+void llm_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+const char *llm_strerror(int status)
+{
+    switch (status) {
+    case LLM_OK: return "ok";
+    case LLM_EINVAL: return "invalid argument";
+    case LLM_ENOMEM: return "out of memory";
+    case LLM_EIO: return "i/o error";
+    case LLM_EFORMAT: return "malformed file";
+    case LLM_EUNSUP: return "unsupported";
+    case LLM_ECTX: return "context full";
+    case LLM_EBACKEND: return "backend error";
+    case LLM_ESTATE: return "invalid state";
+    case LLM_ETOKEN: return "token out of range";
+    case LLM_ESPACE: return "buffer too small";
+    default: return "unknown status";
+    }
+}
+
+/* Bounds generous enough for any llama-family model in use, tight enough
+ * that every size product below fits comfortably in 64 bits. */
+#define MAX_VOCAB (1 << 22)
+#define MAX_WIDTH (1 << 17)
+#define MAX_LAYERS 1024
+#define MAX_CTX (1 << 22)
+
+static int bad(char *err, size_t errlen, const char *what, long long v)
+{
+    llm_errf(err, errlen, "model: %s (%lld) is out of range", what, v);
+    return LLM_EFORMAT;
+}
+
+int llm_hparams_validate(const llm_hparams *hp, char *err, size_t errlen)
+{
+    if (hp->n_vocab < 1 || hp->n_vocab > MAX_VOCAB)
+        return bad(err, errlen, "vocabulary size", hp->n_vocab);
+    if (hp->dim < 1 || hp->dim > MAX_WIDTH)
+        return bad(err, errlen, "embedding_length", hp->dim);
+    if (hp->n_layers < 1 || hp->n_layers > MAX_LAYERS)
+        return bad(err, errlen, "block_count", hp->n_layers);
+    if (hp->ffn_dim < 1 || hp->ffn_dim > MAX_WIDTH)
+        return bad(err, errlen, "feed_forward_length", hp->ffn_dim);
+    if (hp->n_heads < 1 || hp->dim % hp->n_heads != 0)
+        return bad(err, errlen, "head_count (must divide embedding_length)", hp->n_heads);
+    if (hp->head_dim % 2 != 0)
+        return bad(err, errlen, "head size (must be even)", hp->head_dim);
+    if (hp->n_kv_heads < 1 || hp->n_heads % hp->n_kv_heads != 0)
+        return bad(err, errlen, "head_count_kv (must divide head_count)", hp->n_kv_heads);
+    if (hp->n_ctx_train < 1 || hp->n_ctx_train > MAX_CTX)
+        return bad(err, errlen, "context_length", hp->n_ctx_train);
+    if (!(hp->norm_eps > 0.0f) || !(hp->norm_eps < 1.0f)) {
+        llm_errf(err, errlen, "model: rms epsilon %g is out of range (0, 1)", (double)hp->norm_eps);
+        return LLM_EFORMAT;
+    }
+    if (!(hp->rope_base > 1.0f) || !isfinite(hp->rope_base)) {
+        llm_errf(err, errlen, "model: rope freq_base %g is out of range", (double)hp->rope_base);
+        return LLM_EFORMAT;
+    }
+    return 0;
+}
+
+int llm_tensor_check(const llm_tensor *t, const char *name, int64_t ne0,
+                     int64_t ne1, char *err, size_t errlen)
+{
+    if (t->ne0 != ne0 || t->ne1 != ne1) {
+        llm_errf(err, errlen, "model: tensor '%s' is %lldx%lld, expected %lldx%lld",
+                 name, (long long)t->ne0, (long long)t->ne1, (long long)ne0, (long long)ne1);
+        return LLM_EFORMAT;
+    }
+    return 0;
+}
+
+int llm_model_alloc_norms(llm_model *m, size_t n_floats, char *err, size_t errlen)
+{
+    m->norms = malloc(n_floats * sizeof(float));
+    if (!m->norms) {
+        llm_errf(err, errlen, "model: out of memory");
+        return LLM_ENOMEM;
+    }
+    return 0;
+}
+
+int llm_backend_create(const char *name, int32_t n_threads, llm_backend **out,
+                       char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!name || strcmp(name, "cpu") == 0)
+        return llm_cpu_backend_create(n_threads, 1, out, err, errlen);
+    llm_errf(err, errlen, "model: unknown backend '%s' (available: cpu)", name);
+    return LLM_EBACKEND;
+}
+
+/* ---- opening ----------------------------------------------------------------- */
+
+/* 1 when the file starts with the GGUF magic, 0 when not, negative on I/O
+ * failure. */
+static int is_gguf(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        llm_errf(err, errlen, "model: cannot open '%s': %s", path, strerror(errno));
+        return LLM_EIO;
+    }
+    unsigned char magic[4] = {0};
+    size_t got = fread(magic, 1, 4, f);
+    fclose(f);
+    return got == 4 && memcmp(magic, "GGUF", 4) == 0;
+}
+
+static const char *uniform_type(const llm_model *m)
+{
+    uint32_t t = m->layers[0].wq.type;
+    for (int32_t l = 0; l < m->hp.n_layers; l++) {
+        const llm_layer *L = &m->layers[l];
+        const llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            if (ts[i]->type != t)
+                return "mixed";
+    }
+    return llm_type_name(t);
+}
+
+static void count_weights(llm_model *m)
+{
+    const llm_hparams *hp = &m->hp;
+    uint64_t params = (uint64_t)hp->n_vocab * hp->dim + (uint64_t)(2 * hp->n_layers + 1) * hp->dim;
+    uint64_t bytes = 0;
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        const llm_layer *L = &m->layers[l];
+        const llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            params += (uint64_t)ts[i]->ne0 * (uint64_t)ts[i]->ne1;
+            bytes += (uint64_t)ts[i]->row_bytes * (uint64_t)ts[i]->ne1;
+        }
+    }
+    if (m->output.data != m->tok_embd.data)
+        params += (uint64_t)hp->n_vocab * hp->dim;
+    bytes += (uint64_t)m->output.row_bytes * (uint64_t)m->output.ne1;
+    m->n_params = params;
+    m->weight_bytes = bytes;
+    m->weight_type = uniform_type(m);
+}
+
+int llm_model_open(const char *path, const llm_model_options *opt,
+                   llm_model **out, char *err, size_t errlen)
+{
+    llm_model_options defaults = LLM_MODEL_OPTIONS_INIT;
+    if (out)
+        *out = NULL;
+    if (err && errlen)
+        err[0] = '\0';
+    if (!path || !out) {
+        llm_errf(err, errlen, "model: path and out are required");
+        return LLM_EINVAL;
+    }
+    if (!opt)
+        opt = &defaults;
+    if (opt->version != LLM_MODEL_OPTIONS_VERSION || opt->size < sizeof(llm_model_options)) {
+        llm_errf(err, errlen, "model: options version %u size %u not understood",
+                 (unsigned)opt->version, (unsigned)opt->size);
+        return LLM_EINVAL;
+    }
+    int gguf = is_gguf(path, err, errlen);
+    if (gguf < 0)
+        return gguf;
+    llm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        llm_errf(err, errlen, "model: out of memory");
+        return LLM_ENOMEM;
+    }
+    if (pthread_mutex_init(&m->lock, NULL) != 0) {
+        free(m);
+        llm_errf(err, errlen, "model: cannot create lock");
+        return LLM_ENOMEM;
+    }
+    int rc = gguf ? llm_model_load_gguf(m, path, err, errlen)
+                  : llm_model_load_llama2c(m, path, opt->tokenizer_path, err, errlen);
+    if (!rc)
+        rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
+    if (rc) {
+        llm_model_free(m);
+        return rc;
+    }
+    m->bos = m->tok ? llm_tokenizer_bos(m->tok) : -1;
+    m->eos = m->tok ? llm_tokenizer_eos(m->tok) : -1;
+    count_weights(m);
+    *out = m;
+    return 0;
+}
+
+void llm_model_free(llm_model *m)
+{
+    if (!m)
+        return;
+    if (m->be)
+        m->be->ops->destroy(m->be);
+    llm_tokenizer_free(m->tok);
+    if (m->file)
+        m->file_close(m->file);
+    free(m->layers);
+    free(m->norms);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+void llm_model_get_info(const llm_model *m, llm_model_info *info)
+{
+    const llm_hparams *hp = &m->hp;
+    memset(info, 0, sizeof *info);
+    info->n_vocab = hp->n_vocab;
+    info->n_layers = hp->n_layers;
+    info->dim = hp->dim;
+    info->n_heads = hp->n_heads;
+    info->n_kv_heads = hp->n_kv_heads;
+    info->ffn_dim = hp->ffn_dim;
+    info->n_ctx_train = hp->n_ctx_train;
+    info->bos = m->bos;
+    info->eos = m->eos;
+    info->has_tokenizer = m->tok != NULL;
+    info->n_params = m->n_params;
+    info->weight_bytes = m->weight_bytes;
+    info->weight_type = m->weight_type;
+    info->backend = m->be->ops->name;
+    info->n_threads = m->be->n_threads;
+}
+
+/* ---- text ------------------------------------------------------------------------ */
+
+int llm_model_tokenize(const llm_model *m, const char *text, size_t len,
+                       int add_bos, int32_t *out, size_t cap, size_t *n_out)
+{
+    if (!m || (!text && len) || !n_out || (!out && cap))
+        return LLM_EINVAL;
+    if (!m->tok)
+        return LLM_ESTATE;
+    int rc = llm_tokenize(m->tok, text ? text : "", len, add_bos, out, cap, n_out);
+    if (rc == LLM_TOK_ENOSPC)
+        return LLM_ESPACE;
+    return rc == 0 ? 0 : rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EINVAL;
+}
+
+int llm_model_token_text(const llm_model *m, int32_t prev, int32_t token,
+                         char *out, size_t cap, size_t *n_out)
+{
+    if (!m || !n_out || (!out && cap))
+        return LLM_EINVAL;
+    if (!m->tok)
+        return LLM_ESTATE;
+    if (token < 0 || token >= m->hp.n_vocab)
+        return LLM_ETOKEN;
+    char piece[LLM_TOK_MAX_PIECE];
+    size_t n;
+    if (llm_token_to_bytes(m->tok, token, piece, sizeof piece, &n) != 0)
+        return LLM_ETOKEN;
+    const char *p = piece;
+    /* SentencePiece drops the space it prefixed to the text, which shows
+     * up on the first piece after BOS. */
+    if (prev >= 0 && prev == m->bos && llm_tokenizer_kind(m->tok) == LLM_TOK_SPM &&
+        llm_tokenizer_add_space_prefix(m->tok) && n > 0 && p[0] == ' ') {
+        p++;
+        n--;
+    }
+    *n_out = n;
+    if (n > cap)
+        return LLM_ESPACE;
+    memcpy(out, p, n);
+    return 0;
+}

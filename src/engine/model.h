@@ -1,0 +1,105 @@
+/* model.h — the llama-family model as the engine sees it internally.
+ *
+ * A model is hyper-parameters, a table of weight tensors and a tokenizer.
+ * Matrix weights point into a read-only file mapping (GGUF or llama2.c) and
+ * are never copied; norm vectors, which are tiny and read on every token,
+ * are converted to f32 once at load into one buffer the model owns. Nothing
+ * here knows the file formats beyond the loaders in model_gguf.c and
+ * model_llama2c.c, and nothing here knows how a backend computes.
+ *
+ * Shapes use ggml's convention: a matrix tensor has ne0 (the contiguous row
+ * length, the input width) and ne1 rows (the output width); y = W x means
+ * y[r] = dot(row r, x).
+ */
+#ifndef LLM_MODEL_H
+#define LLM_MODEL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phasemark/engine.h"
+
+struct llm_backend;
+struct llm_tokenizer;
+
+/* One weight matrix in the mapping. */
+typedef struct llm_tensor {
+    const void *data;  /* row 0; rows are row_bytes apart */
+    uint32_t type;     /* enum llm_type (quant.h) */
+    int64_t ne0;       /* elements per row (input width) */
+    int64_t ne1;       /* rows (output width) */
+    size_t row_bytes;  /* bytes per row */
+} llm_tensor;
+
+typedef struct llm_hparams {
+    int32_t n_vocab;
+    int32_t dim;         /* embedding width */
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;  /* divides n_heads (grouped-query attention) */
+    int32_t head_dim;    /* dim / n_heads, even */
+    int32_t ffn_dim;     /* SwiGLU hidden width */
+    int32_t n_ctx_train;
+    float norm_eps;      /* RMSNorm epsilon */
+    float rope_base;     /* theta_i = base^(-2i/head_dim) */
+    float rope_scale;    /* positions are multiplied by this (1/factor) */
+} llm_hparams;
+
+/* One transformer block. Norm weights are f32 [dim] in the model's buffer. */
+typedef struct llm_layer {
+    const float *attn_norm; /* [dim] */
+    const float *ffn_norm;  /* [dim] */
+    llm_tensor wq;          /* ne0=dim, ne1=n_heads*head_dim */
+    llm_tensor wk;          /* ne0=dim, ne1=n_kv_heads*head_dim */
+    llm_tensor wv;          /* ne0=dim, ne1=n_kv_heads*head_dim */
+    llm_tensor wo;          /* ne0=n_heads*head_dim, ne1=dim */
+    llm_tensor w_gate;      /* ne0=dim, ne1=ffn_dim */
+    llm_tensor w_up;        /* ne0=dim, ne1=ffn_dim */
+    llm_tensor w_down;      /* ne0=ffn_dim, ne1=dim */
+} llm_layer;
+
+struct llm_model {
+    llm_hparams hp;
+    llm_tensor tok_embd;     /* ne0=dim, ne1=n_vocab (rows are embeddings) */
+    llm_tensor output;       /* ne0=dim, ne1=n_vocab (tok_embd when tied) */
+    const float *out_norm;   /* [dim] */
+    llm_layer *layers;       /* [n_layers], owned */
+    float *norms;            /* owned: every norm vector, f32 */
+    struct llm_tokenizer *tok; /* owned; NULL: ids only */
+    void *file;              /* owned: the gguf or llama2c handle */
+    void (*file_close)(void *file);
+    struct llm_backend *be;  /* owned */
+    pthread_mutex_t lock;    /* serializes forwards on be */
+    int32_t bos, eos;
+    uint64_t n_params;
+    uint64_t weight_bytes;   /* matrix bytes read per forward (no embd) */
+    const char *weight_type; /* static */
+};
+
+/* Checks hyper-parameters for internal consistency and sane bounds. 0, or
+ * LLM_EFORMAT with one line in err. */
+int llm_hparams_validate(const llm_hparams *hp, char *err, size_t errlen);
+
+/* Checks that t has the given shape and a supported type, and that
+ * row_bytes matches; name is used in the error line. */
+int llm_tensor_check(const llm_tensor *t, const char *name, int64_t ne0,
+                     int64_t ne1, char *err, size_t errlen);
+
+/* Loaders: fill every field of m except be and the counters, which
+ * llm_model_open fills. On failure they release what they took. */
+int llm_model_load_gguf(struct llm_model *m, const char *path, char *err,
+                        size_t errlen);
+int llm_model_load_llama2c(struct llm_model *m, const char *path,
+                           const char *tokenizer_path, char *err,
+                           size_t errlen);
+
+/* Allocates m->norms for n_floats and returns it; LLM_ENOMEM on failure. */
+int llm_model_alloc_norms(struct llm_model *m, size_t n_floats, char *err,
+                          size_t errlen);
+
+/* Formats an error line into err (snprintf semantics, never overflows). */
+void llm_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

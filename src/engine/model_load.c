@@ -1,0 +1,355 @@
+/* model_load.c — filling llm_model from a GGUF file or a llama2.c
+ * checkpoint.
+ *
+ * Both formats end up as the same table of named tensors with GGUF names
+ * and shapes (llama2c.h exposes a checkpoint that way), so one routine binds
+ * tensors for both; only the hyper-parameters and the tokenizer come from
+ * format-specific places. Matrix tensors stay in the mapping; norm vectors
+ * are converted to f32 into the model's one norms buffer.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "llama2c.h"
+#include "model.h"
+#include "quant.h"
+#include "tokenizer.h"
+
+typedef const llm_gguf_tensor *(*find_fn)(const void *h, const char *name);
+
+static const llm_gguf_tensor *find_gguf(const void *h, const char *name)
+{
+    return llm_gguf_find_tensor(h, name);
+}
+
+static const llm_gguf_tensor *find_l2c(const void *h, const char *name)
+{
+    return llm_llama2c_find_tensor(h, name);
+}
+
+static void close_gguf(void *h)
+{
+    llm_gguf_close(h);
+}
+
+static void close_l2c(void *h)
+{
+    llm_llama2c_close(h);
+}
+
+/* ---- tensors ------------------------------------------------------------- */
+
+static int bind_matrix(llm_tensor *t, find_fn find, const void *h,
+                       const char *name, int64_t ne0, int64_t ne1, char *err,
+                       size_t errlen)
+{
+    const llm_gguf_tensor *g = find(h, name);
+    if (!g) {
+        llm_errf(err, errlen, "model: tensor '%s' is missing", name);
+        return LLM_EFORMAT;
+    }
+    if (g->n_dims > 2 || g->ne[2] != 1 || g->ne[3] != 1) {
+        llm_errf(err, errlen, "model: tensor '%s' has %u dimensions, expected 2",
+                 name, (unsigned)g->n_dims);
+        return LLM_EFORMAT;
+    }
+    if (!llm_type_is_supported(g->type)) {
+        llm_errf(err, errlen, "model: tensor '%s' has type %s, which the engine does not compute with",
+                 name, llm_type_name(g->type));
+        return LLM_EUNSUP;
+    }
+    uint64_t row_bytes;
+    if (llm_type_row_bytes(g->type, g->ne[0], &row_bytes) != 0) {
+        llm_errf(err, errlen, "model: tensor '%s' row of %llu is not whole %s blocks",
+                 name, (unsigned long long)g->ne[0], llm_type_name(g->type));
+        return LLM_EFORMAT;
+    }
+    t->data = g->data;
+    t->type = g->type;
+    t->ne0 = (int64_t)g->ne[0];
+    t->ne1 = (int64_t)g->ne[1];
+    t->row_bytes = (size_t)row_bytes;
+    return llm_tensor_check(t, name, ne0, ne1, err, errlen);
+}
+
+/* Converts a [dim] norm vector of any supported float type into dst. */
+static int bind_norm(float *dst, find_fn find, const void *h, const char *name,
+                     int64_t dim, char *err, size_t errlen)
+{
+    const llm_gguf_tensor *g = find(h, name);
+    if (!g) {
+        llm_errf(err, errlen, "model: tensor '%s' is missing", name);
+        return LLM_EFORMAT;
+    }
+    if (g->n_dims != 1 || (int64_t)g->ne[0] != dim) {
+        llm_errf(err, errlen, "model: tensor '%s' must be a vector of %lld",
+                 name, (long long)dim);
+        return LLM_EFORMAT;
+    }
+    if (g->type != LLM_TYPE_F32 && g->type != LLM_TYPE_F16 && g->type != LLM_TYPE_BF16) {
+        llm_errf(err, errlen, "model: norm '%s' has type %s (f32, f16 or bf16 expected)",
+                 name, llm_type_name(g->type));
+        return LLM_EUNSUP;
+    }
+    llm_dequantize_row(g->type, g->data, dst, (size_t)dim);
+    return 0;
+}
+
+static int bind_layer(llm_model *m, int32_t l, find_fn find, const void *h,
+                      char *err, size_t errlen)
+{
+    const llm_hparams *hp = &m->hp;
+    llm_layer *L = &m->layers[l];
+    int64_t d = hp->dim, q = (int64_t)hp->n_heads * hp->head_dim;
+    int64_t kv = (int64_t)hp->n_kv_heads * hp->head_dim, f = hp->ffn_dim;
+    float *norms = m->norms + (size_t)2 * l * hp->dim;
+    struct { llm_tensor *t; const char *suffix; int64_t ne0, ne1; } mats[] = {
+        {&L->wq, "attn_q", d, q},       {&L->wk, "attn_k", d, kv},
+        {&L->wv, "attn_v", d, kv},      {&L->wo, "attn_output", q, d},
+        {&L->w_gate, "ffn_gate", d, f}, {&L->w_up, "ffn_up", d, f},
+        {&L->w_down, "ffn_down", f, d},
+    };
+    char name[64];
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, mats[i].suffix);
+        int rc = bind_matrix(mats[i].t, find, h, name, mats[i].ne0, mats[i].ne1, err, errlen);
+        if (rc)
+            return rc;
+    }
+    snprintf(name, sizeof name, "blk.%d.attn_norm.weight", (int)l);
+    int rc = bind_norm(norms, find, h, name, d, err, errlen);
+    if (rc)
+        return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", (int)l);
+    rc = bind_norm(norms + d, find, h, name, d, err, errlen);
+    L->attn_norm = norms;
+    L->ffn_norm = norms + d;
+    return rc;
+}
+
+/* Binds every tensor once m->hp is set and validated. */
+static int bind_tensors(llm_model *m, find_fn find, const void *h, char *err,
+                        size_t errlen)
+{
+    const llm_hparams *hp = &m->hp;
+    int rc = llm_model_alloc_norms(m, (size_t)(2 * hp->n_layers + 1) * hp->dim, err, errlen);
+    if (rc)
+        return rc;
+    m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
+    if (!m->layers) {
+        llm_errf(err, errlen, "model: out of memory");
+        return LLM_ENOMEM;
+    }
+    rc = bind_matrix(&m->tok_embd, find, h, "token_embd.weight", hp->dim, hp->n_vocab, err, errlen);
+    for (int32_t l = 0; rc == 0 && l < hp->n_layers; l++)
+        rc = bind_layer(m, l, find, h, err, errlen);
+    if (rc)
+        return rc;
+    float *out_norm = m->norms + (size_t)2 * hp->n_layers * hp->dim;
+    rc = bind_norm(out_norm, find, h, "output_norm.weight", hp->dim, err, errlen);
+    m->out_norm = out_norm;
+    if (rc)
+        return rc;
+    if (!find(h, "output.weight")) { /* tied embedding */
+        m->output = m->tok_embd;
+        return 0;
+    }
+    return bind_matrix(&m->output, find, h, "output.weight", hp->dim, hp->n_vocab, err, errlen);
+}
+
+/* ---- GGUF ------------------------------------------------------------------ */
+
+/* Reads a required (req=1) or optional u32 "llama.<key>". */
+static int meta_u32(const llm_gguf *g, const char *key, int req, uint32_t def,
+                    int32_t *out, char *err, size_t errlen)
+{
+    char full[96];
+    uint32_t v = def;
+    snprintf(full, sizeof full, "llama.%s", key);
+    int rc = llm_gguf_get_u32(g, full, &v);
+    if (rc == LLM_GGUF_ENOKEY && !req)
+        rc = 0;
+    if (rc == 0 && v > INT32_MAX)
+        rc = LLM_GGUF_ERANGE;
+    if (rc) {
+        llm_errf(err, errlen, "model: metadata %s: %s", full,
+                 rc == LLM_GGUF_ENOKEY ? "missing" : llm_gguf_strerror(rc));
+        return LLM_EFORMAT;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int meta_f32(const llm_gguf *g, const char *key, float def, float *out,
+                    char *err, size_t errlen)
+{
+    char full[96];
+    snprintf(full, sizeof full, "llama.%s", key);
+    *out = def;
+    int rc = llm_gguf_get_f32(g, full, out);
+    if (rc == LLM_GGUF_ENOKEY)
+        return 0;
+    if (rc) {
+        llm_errf(err, errlen, "model: metadata %s: %s", full, llm_gguf_strerror(rc));
+        return LLM_EFORMAT;
+    }
+    return 0;
+}
+
+static int check_architecture(const llm_gguf *g, char *err, size_t errlen)
+{
+    const char *arch;
+    size_t len;
+    int rc = llm_gguf_get_str(g, "general.architecture", &arch, &len);
+    if (rc) {
+        llm_errf(err, errlen, "model: metadata general.architecture: %s",
+                 rc == LLM_GGUF_ENOKEY ? "missing" : llm_gguf_strerror(rc));
+        return LLM_EFORMAT;
+    }
+    if (len != 5 || memcmp(arch, "llama", 5) != 0) {
+        llm_errf(err, errlen, "model: architecture '%.*s' is not supported (llama only)",
+                 (int)(len > 64 ? 64 : len), arch);
+        return LLM_EUNSUP;
+    }
+    return 0;
+}
+
+/* RoPE scaling: none, or linear with a factor (positions divided by it). */
+static int rope_scaling(const llm_gguf *g, llm_hparams *hp, char *err, size_t errlen)
+{
+    const char *type = "none";
+    size_t len = 4;
+    int rc = llm_gguf_get_str(g, "llama.rope.scaling.type", &type, &len);
+    if (rc && rc != LLM_GGUF_ENOKEY) {
+        llm_errf(err, errlen, "model: metadata llama.rope.scaling.type: %s", llm_gguf_strerror(rc));
+        return LLM_EFORMAT;
+    }
+    float factor = 1.0f;
+    rc = meta_f32(g, "rope.scaling.factor", 1.0f, &factor, err, errlen);
+    if (rc)
+        return rc;
+    int linear = len == 6 && memcmp(type, "linear", 6) == 0;
+    if (!linear && !(len == 4 && memcmp(type, "none", 4) == 0)) {
+        llm_errf(err, errlen, "model: rope scaling '%.*s' is not supported (none, linear)",
+                 (int)(len > 32 ? 32 : len), type);
+        return LLM_EUNSUP;
+    }
+    if (!(factor > 0.0f) || !isfinite(factor)) {
+        llm_errf(err, errlen, "model: rope scaling factor %g is not positive", (double)factor);
+        return LLM_EFORMAT;
+    }
+    hp->rope_scale = linear ? 1.0f / factor : 1.0f;
+    return 0;
+}
+
+static int gguf_hparams(const llm_gguf *g, llm_hparams *hp, char *err, size_t errlen)
+{
+    int rc = check_architecture(g, err, errlen);
+    if (!rc) rc = meta_u32(g, "embedding_length", 1, 0, &hp->dim, err, errlen);
+    if (!rc) rc = meta_u32(g, "block_count", 1, 0, &hp->n_layers, err, errlen);
+    if (!rc) rc = meta_u32(g, "feed_forward_length", 1, 0, &hp->ffn_dim, err, errlen);
+    if (!rc) rc = meta_u32(g, "attention.head_count", 1, 0, &hp->n_heads, err, errlen);
+    if (!rc) rc = meta_u32(g, "attention.head_count_kv", 0, (uint32_t)hp->n_heads, &hp->n_kv_heads, err, errlen);
+    if (!rc) rc = meta_u32(g, "context_length", 0, 2048, &hp->n_ctx_train, err, errlen);
+    if (!rc) rc = meta_f32(g, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps, err, errlen);
+    if (!rc) rc = meta_f32(g, "rope.freq_base", 10000.0f, &hp->rope_base, err, errlen);
+    if (!rc) rc = rope_scaling(g, hp, err, errlen);
+    if (rc)
+        return rc;
+    const llm_gguf_tensor *embd = llm_gguf_find_tensor(g, "token_embd.weight");
+    if (!embd) {
+        llm_errf(err, errlen, "model: tensor 'token_embd.weight' is missing");
+        return LLM_EFORMAT;
+    }
+    hp->n_vocab = embd->ne[1] > INT32_MAX ? -1 : (int32_t)embd->ne[1];
+    hp->head_dim = hp->n_heads > 0 ? hp->dim / hp->n_heads : 0;
+    int32_t rot = hp->head_dim;
+    if ((rc = meta_u32(g, "rope.dimension_count", 0, (uint32_t)hp->head_dim, &rot, err, errlen)))
+        return rc;
+    if (rot != hp->head_dim) {
+        llm_errf(err, errlen, "model: partial rotary embedding (%d of %d) is not supported",
+                 (int)rot, (int)hp->head_dim);
+        return LLM_EUNSUP;
+    }
+    return llm_hparams_validate(hp, err, errlen);
+}
+
+static int gguf_tokenizer(llm_model *m, const llm_gguf *g, char *err, size_t errlen)
+{
+    const char *kind;
+    size_t len;
+    if (llm_gguf_get_str(g, "tokenizer.ggml.model", &kind, &len) == LLM_GGUF_ENOKEY)
+        return 0; /* ids only */
+    llm_tokenizer *t;
+    int rc = llm_tokenizer_from_gguf(g, &t, err, errlen);
+    if (rc)
+        return rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+    m->tok = t;
+    if ((int64_t)llm_tokenizer_vocab_size(t) != m->hp.n_vocab) {
+        llm_errf(err, errlen, "model: tokenizer has %u tokens but the embedding has %d",
+                 (unsigned)llm_tokenizer_vocab_size(t), (int)m->hp.n_vocab);
+        return LLM_EFORMAT;
+    }
+    return 0;
+}
+
+static int status_from_file(int rc)
+{
+    return rc == LLM_GGUF_EIO ? LLM_EIO : rc == LLM_GGUF_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+}
+
+int llm_model_load_gguf(llm_model *m, const char *path, char *err, size_t errlen)
+{
+    llm_gguf *g;
+    int rc = llm_gguf_open(path, &g, err, errlen);
+    if (rc)
+        return status_from_file(rc);
+    m->file = g;
+    m->file_close = close_gguf;
+    rc = gguf_hparams(g, &m->hp, err, errlen);
+    if (!rc)
+        rc = bind_tensors(m, find_gguf, g, err, errlen);
+    if (!rc)
+        rc = gguf_tokenizer(m, g, err, errlen);
+    return rc; /* on failure llm_model_free releases what was taken */
+}
+
+/* ---- llama2.c ---------------------------------------------------------------- */
+
+int llm_model_load_llama2c(llm_model *m, const char *path,
+                           const char *tokenizer_path, char *err, size_t errlen)
+{
+    llm_llama2c *c;
+    int rc = llm_llama2c_open(path, &c, err, errlen);
+    if (rc)
+        return rc == LLM_L2C_EIO ? LLM_EIO : rc == LLM_L2C_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+    m->file = c;
+    m->file_close = close_l2c;
+    const llm_llama2c_config *cfg = llm_llama2c_get_config(c);
+    llm_hparams *hp = &m->hp;
+    hp->n_vocab = (int32_t)cfg->vocab_size;
+    hp->dim = (int32_t)cfg->dim;
+    hp->n_layers = (int32_t)cfg->n_layers;
+    hp->n_heads = (int32_t)cfg->n_heads;
+    hp->n_kv_heads = (int32_t)cfg->n_kv_heads;
+    hp->head_dim = hp->dim / hp->n_heads;
+    hp->ffn_dim = (int32_t)cfg->hidden_dim;
+    hp->n_ctx_train = (int32_t)cfg->seq_len;
+    hp->norm_eps = cfg->rms_eps;
+    hp->rope_base = cfg->rope_theta;
+    hp->rope_scale = 1.0f;
+    rc = llm_hparams_validate(hp, err, errlen);
+    if (!rc)
+        rc = bind_tensors(m, find_l2c, c, err, errlen);
+    if (rc || !tokenizer_path)
+        return rc;
+    llm_tokenizer *t;
+    rc = llm_tokenizer_from_llama2c(tokenizer_path, cfg->vocab_size, &t, err, errlen);
+    if (rc)
+        return rc == LLM_TOK_EIO ? LLM_EIO : rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+    m->tok = t;
+    return 0;
+}

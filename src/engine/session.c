@@ -1,0 +1,249 @@
+/* session.c — sessions: one KV cache, one workspace, a position.
+ *
+ * A session runs the monolithic placement: one span over all layers on the
+ * model's backend. Every forward goes through run_forward(), which holds
+ * the model lock (sessions over one model may live on different threads;
+ * the backend is not reentrant), advances the position and accounts time.
+ * Arguments are validated before anything runs, so a failed call leaves the
+ * session exactly as it was.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "forward.h"
+#include "model.h"
+#include "session.h"
+
+/* Longest detail line a session keeps. */
+#define SESSION_ERR_MAX 256
+
+struct llm_session {
+    llm_model *m;
+    llm_span span;      /* layers 0..L-1, shard 0, local */
+    llm_workspace ws;
+    uint32_t pos;       /* filled cache positions */
+    uint64_t req;
+    llm_timings t;
+    char err[SESSION_ERR_MAX];
+};
+
+uint64_t llm_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int fail(llm_session *s, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(llm_session *s, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int llm_session_create(llm_model *m, const llm_session_options *opt,
+                       llm_session **out, char *err, size_t errlen)
+{
+    llm_session_options defaults = LLM_SESSION_OPTIONS_INIT;
+    if (out)
+        *out = NULL;
+    if (!m || !out) {
+        llm_errf(err, errlen, "session: model and out are required");
+        return LLM_EINVAL;
+    }
+    if (!opt)
+        opt = &defaults;
+    if (opt->version != LLM_SESSION_OPTIONS_VERSION || opt->size < sizeof(llm_session_options)) {
+        llm_errf(err, errlen, "session: options version %u size %u not understood",
+                 (unsigned)opt->version, (unsigned)opt->size);
+        return LLM_EINVAL;
+    }
+    int32_t n_ctx = opt->n_ctx > 0 && opt->n_ctx < m->hp.n_ctx_train ? opt->n_ctx : m->hp.n_ctx_train;
+    int32_t n_batch = opt->n_batch > 0 ? opt->n_batch : 512;
+    if (n_batch > n_ctx)
+        n_batch = n_ctx;
+    llm_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        llm_errf(err, errlen, "session: out of memory");
+        return LLM_ENOMEM;
+    }
+    s->m = m;
+    s->req = opt->request;
+    pthread_mutex_lock(&m->lock); /* reserve() grows the backend's scratch */
+    int rc = llm_span_init(&s->span, m, 0, m->hp.n_layers - 1, (uint32_t)n_ctx, err, errlen);
+    if (rc == 0) {
+        rc = llm_workspace_init(&s->ws, m, n_batch, (uint32_t)n_ctx, err, errlen);
+        if (rc)
+            llm_span_release(&s->span, m);
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void llm_session_free(llm_session *s)
+{
+    if (!s)
+        return;
+    llm_workspace_release(&s->ws, s->m);
+    llm_span_release(&s->span, s->m);
+    free(s);
+}
+
+const char *llm_session_error(const llm_session *s)
+{
+    return s ? s->err : "no session";
+}
+
+void llm_session_set_request(llm_session *s, uint64_t request)
+{
+    s->req = request;
+}
+
+uint32_t llm_session_pos(const llm_session *s)
+{
+    return s->pos;
+}
+
+uint32_t llm_session_n_ctx(const llm_session *s)
+{
+    return s->span.n_ctx;
+}
+
+const llm_model *llm_session_model(const llm_session *s)
+{
+    return s->m;
+}
+
+/* Rejects a forward of n tokens that would not fit or names a bad id. */
+static int check_tokens(llm_session *s, const int32_t *tokens, size_t n,
+                        size_t limit)
+{
+    if (!tokens || n == 0)
+        return fail(s, LLM_EINVAL, "no tokens given");
+    if (n > limit)
+        return fail(s, LLM_EINVAL, "%zu tokens exceed the batch of %zu", n, limit);
+    if (n > s->span.n_ctx - s->pos)
+        return fail(s, LLM_ECTX, "%zu tokens at position %u exceed the context of %u",
+                    n, (unsigned)s->pos, (unsigned)s->span.n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->m->hp.n_vocab)
+            return fail(s, LLM_ETOKEN, "token %d at index %zu is outside the vocabulary of %d",
+                        (int)tokens[i], i, (int)s->m->hp.n_vocab);
+    return 0;
+}
+
+/* One forward of n tokens at s->pos; the caller pushed the phase range. */
+static const float *run_forward(llm_session *s, const int32_t *tokens, int32_t n,
+                                pm_phase phase, llm_logits_mode mode)
+{
+    llm_forward_in in = {phase, s->req, s->pos, n, tokens, NULL, mode};
+    pthread_mutex_lock(&s->m->lock);
+    llm_span_forward(s->m, &s->span, &s->ws, &in);
+    pthread_mutex_unlock(&s->m->lock);
+    s->pos += (uint32_t)n;
+    return s->ws.logits; /* CPU: host memory (the only backend so far) */
+}
+
+int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
+                const float **logits)
+{
+    if (!s)
+        return LLM_EINVAL;
+    int rc = check_tokens(s, tokens, n, (size_t)s->span.n_ctx);
+    if (rc)
+        return rc;
+    size_t step = chunk > 0 && chunk < s->ws.n_batch ? (size_t)chunk : (size_t)s->ws.n_batch;
+    uint64_t t0 = llm_now_ns();
+    const float *last = NULL;
+    for (size_t done = 0; done < n; done += step) {
+        int32_t len = (int32_t)(n - done < step ? n - done : step);
+        pm_range r = pm_prefill_push(s->req, s->pos, (uint32_t)len);
+        last = run_forward(s, tokens + done, len, PM_PHASE_EXACT, LLM_LOGITS_LAST);
+        pm_range_pop(&r);
+    }
+    s->t.prefill_ns += llm_now_ns() - t0;
+    s->t.prefill_tokens += n;
+    if (logits)
+        *logits = last;
+    return 0;
+}
+
+int llm_decode(llm_session *s, int32_t token, const float **logits)
+{
+    if (!s)
+        return LLM_EINVAL;
+    int rc = check_tokens(s, &token, 1, 1);
+    if (rc)
+        return rc;
+    uint64_t t0 = llm_now_ns();
+    pm_range r = pm_decode_push(s->req, s->pos);
+    const float *out = run_forward(s, &token, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+    pm_range_pop(&r);
+    s->t.decode_ns += llm_now_ns() - t0;
+    s->t.decode_tokens++;
+    if (logits)
+        *logits = out;
+    return 0;
+}
+
+int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **logits)
+{
+    if (!s)
+        return LLM_EINVAL;
+    int rc = check_tokens(s, tokens, n, (size_t)s->ws.n_batch);
+    if (rc)
+        return rc;
+    uint64_t t0 = llm_now_ns();
+    const float *out = run_forward(s, tokens, (int32_t)n, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
+    s->t.verify_ns += llm_now_ns() - t0;
+    s->t.verify_tokens += n;
+    if (logits)
+        *logits = out;
+    return 0;
+}
+
+int llm_session_truncate(llm_session *s, uint32_t pos)
+{
+    if (!s)
+        return LLM_EINVAL;
+    if (pos > s->pos)
+        return fail(s, LLM_EINVAL, "cannot truncate to %u: only %u positions are filled",
+                    (unsigned)pos, (unsigned)s->pos);
+    /* Cache rows past pos are simply overwritten by later forwards:
+     * attention never reads beyond the current position. */
+    s->pos = pos;
+    return 0;
+}
+
+void llm_session_reset(llm_session *s)
+{
+    if (!s)
+        return;
+    s->pos = 0;
+    s->err[0] = '\0';
+    memset(&s->t, 0, sizeof s->t);
+}
+
+void llm_session_get_timings(const llm_session *s, llm_timings *t)
+{
+    *t = s->t;
+}
+
+void llm_session_add_sample_ns(llm_session *s, uint64_t ns)
+{
+    s->t.sample_ns += ns;
+}
