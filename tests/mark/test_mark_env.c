@@ -357,6 +357,50 @@ static int case_texts(void)
     return pm_check_result();
 }
 
+/* ---- NVTX backend ------------------------------------------------------ */
+
+#ifdef NVTX_FAKE_PATH
+static int case_nvtx(const char *name)
+{
+    run r;
+    env_base(&r);
+    env_add(&r, "NVTX_INJECTION64_PATH", NVTX_FAKE_PATH);
+    int auto_mode = strstr(name, "auto") != NULL;
+    env_add(&r, "PHASEMARK", auto_mode ? "1" : "nvtx");
+    if (!strcmp(name, "nvtx_auto_prefers_roctx"))
+        preload_interposer(&r);
+    if (!strcmp(name, "nvtx_tool_without_pop"))
+        env_add(&r, "FAKE_NVTX_NO_POP", "1");
+    if (!strcmp(name, "nvtx_auto_fallback"))
+        skip_if_real_roctx();
+    run_probe(&r, "calls", "1000", NULL);
+    if (!strcmp(name, "nvtx_auto_prefers_roctx")) {
+        /* ROCTX resolved first, so NVTX was never initialized: the tool
+         * was not even loaded. */
+        CHECK_LINE(r.res.out, "backend=roctx");
+        CHECK_LINE(r.res.out, "interposer: push=7000 pop=7000 rejected=0 underflow=0");
+        CHECK_NO_SUBSTR(r.res.out, "nvtxfake");
+        CHECK_STR_EQ(r.res.err, "");
+    } else if (!strcmp(name, "nvtx_tool_without_pop")) {
+        CHECK_LINE(r.res.out, "backend=off");
+        CHECK_LINE(r.res.out, "nvtxfake: push=0 pop=0 rejected=0 underflow=0 domain=(none)");
+        CHECK_INT_EQ(count_lines(r.res.err), 1);
+        CHECK(strstr(r.res.err, "nvtx: injection did not hook domain ranges") != NULL);
+    } else {
+        CHECK_LINE(r.res.out, "backend=nvtx");
+        CHECK_LINE(r.res.out, "nvtxfake: push=7000 pop=7000 rejected=0 underflow=0 domain=phasemark");
+        CHECK_STR_EQ(r.res.err, "");
+    }
+    return pm_check_result();
+}
+#else
+static int case_nvtx(const char *name)
+{
+    (void)name;
+    PM_SKIP("built without nvtx3 headers: no NVTX backend to test");
+}
+#endif
+
 /* ---- i) fork ------------------------------------------------------------ */
 
 static int case_fork(int on)
@@ -422,6 +466,8 @@ int main(int argc, char **argv)
         return case_balance("threads", "7");
     if (!strcmp(c, "texts"))
         return case_texts();
+    if (!strncmp(c, "nvtx_", 5))
+        return case_nvtx(c);
     if (!strcmp(c, "fork_on"))
         return case_fork(1);
     if (!strcmp(c, "fork_off"))
