@@ -112,7 +112,7 @@ int main(int argc, char **argv)
         {"--accept", offsetof(shape, accept), 0, 64},
         {"--req", offsetof(shape, req), 0, 1L << 40},
     };
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return usage(stdout, 0);
         size_t k = 0;
@@ -123,7 +123,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "phasemark-example: bad argument '%s'\n", argv[i]);
             return usage(stderr, 2);
         }
-        i++;
     }
     if (s.shards > s.layers || s.accept > s.draft) {
         fprintf(stderr, "phasemark-example: need shards <= layers and accept <= draft\n");
