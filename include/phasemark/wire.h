@@ -1,0 +1,469 @@
+/* phasemark/wire.h — the shard wire: framed, phase-carrying messages between
+ * the engine and target-shard daemons (DESIGN.md §3, docs/wire.md).
+ *
+ * This header is the whole contract of libphasemark_wire. It has three
+ * layers, each usable on its own:
+ *
+ *  1. Codec. pmw_decoder turns bytes into frames incrementally ("incomplete"
+ *     is a normal answer; errors are sticky). pmw_msg_parse turns a frame
+ *     into a typed, validated message; pmw_msg_encode does the reverse.
+ *     Everything is explicit little-endian; every length has a limit the
+ *     receiver sets, checked without overflow.
+ *  2. Connection. pmw_conn carries typed messages over a Unix socket
+ *     (transport "stream" or "shared") or TCP ("stream"), with a handshake
+ *     (version, transport, limits, optional HMAC-SHA256 challenge-response)
+ *     and a deadline on every blocking read and write.
+ *  3. Listener. pmw_listen / pmw_accept for daemons.
+ *
+ * Status codes: 0 is success, failures are negative pmw_status values that
+ * are part of the wire format (an error reply carries one) and are never
+ * renumbered. pmw_strerror names them. Detail text lives in the object
+ * (pmw_decoder_error, pmw_conn_error) or in a caller's err/errlen buffer;
+ * the library never prints and never exits.
+ *
+ * Threading: an object (decoder, connection, listener) is used by one thread
+ * at a time; distinct objects are independent. Nothing here has global
+ * mutable state.
+ *
+ * Byte order: the wire is little-endian and message bodies are viewed in
+ * place as float/int32 arrays, so the library builds only on little-endian
+ * hosts (checked at compile time).
+ */
+#ifndef PHASEMARK_WIRE_H
+#define PHASEMARK_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phasemark/phase.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define PMW_API
+#else
+#define PMW_API __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------
+ * Constants of the format (docs/wire.md has the byte tables).
+ */
+#define PMW_MAGIC 0x46574D50u       /* bytes "PMWF" on the wire */
+#define PMW_VERSION 1u              /* the only protocol version so far */
+#define PMW_HEADER_SIZE 32u         /* fixed frame header */
+#define PMW_NONCE_SIZE 32u          /* handshake challenge bytes */
+#define PMW_MAC_SIZE 32u            /* HMAC-SHA256 output */
+#define PMW_TEXT_MAX 255u           /* longest error text, bytes */
+#define PMW_SHM_REF_SIZE 24u        /* offset u64, length u64, sequence u64 */
+
+/* Status codes. Never renumbered; an error reply carries one on the wire.
+ * Codes <= PMW_E_APP_BASE are free for applications (the engine's own
+ * errors in an error reply). */
+typedef enum pmw_status {
+    PMW_OK = 0,
+    PMW_E_ARG = -1,          /* invalid argument from the local caller */
+    PMW_E_NOMEM = -2,        /* allocation failed */
+    PMW_E_IO = -3,           /* socket or system call failed */
+    PMW_E_TIMEOUT = -4,      /* a deadline passed */
+    PMW_E_CLOSED = -5,       /* the peer closed between frames */
+    PMW_E_TRUNCATED = -6,    /* the peer closed in the middle of a frame */
+    PMW_E_BROKEN = -7,       /* the connection already failed (sticky) */
+    PMW_E_MAGIC = -10,       /* header: bad magic (fatal) */
+    PMW_E_VERSION = -11,     /* header: unknown version (fatal) */
+    PMW_E_META_LIMIT = -12,  /* header: metadata length over its bound (fatal) */
+    PMW_E_BODY_LIMIT = -13,  /* header: body length over its bound (fatal) */
+    PMW_E_HEADER = -14,      /* header: reserved field not zero (fatal) */
+    PMW_E_KIND = -20,        /* unknown message kind, or not allowed here */
+    PMW_E_MISSING = -21,     /* a required tag is missing */
+    PMW_E_REPEATED = -22,    /* a tag appears twice */
+    PMW_E_UNKNOWN_TAG = -23, /* a tag this message kind does not define */
+    PMW_E_PHASE = -24,       /* phase value invalid or not a shard phase */
+    PMW_E_VALUE = -25,       /* another value out of range */
+    PMW_E_LENGTH = -26,      /* a tag or body length is inconsistent */
+    PMW_E_ENTRIES = -27,     /* more metadata entries than the limit */
+    PMW_E_SHM_REF = -28,     /* a shared-memory reference out of bounds */
+    PMW_E_SEQUENCE = -29,    /* stale, duplicated or skipped sequence number */
+    PMW_E_AUTH = -30,        /* authentication failed or was required */
+    PMW_E_TRANSPORT = -31,   /* transport not possible or not agreed */
+    PMW_E_APP_BASE = -100    /* application codes are <= this value */
+} pmw_status;
+
+/* The name of a status code ("PMW_E_PHASE: invalid phase"); static, never
+ * NULL. Unknown codes give a generic string. Thread-safe. */
+PMW_API const char *pmw_strerror(int code);
+
+/* True for the codes a receiver answers with an error reply and then keeps
+ * the connection: the frame was read whole and the stream is in sync. */
+PMW_API int pmw_status_is_drainable(int code);
+
+/* Message kinds (header field). */
+typedef enum pmw_kind {
+    PMW_MSG_HELLO = 1,     /* handshake, both directions */
+    PMW_MSG_AUTH = 2,      /* challenge response, both directions */
+    PMW_MSG_FORWARD = 3,   /* forward request, client -> server */
+    PMW_MSG_REPLY = 4,     /* forward reply, server -> client */
+    PMW_MSG_RESET = 5,     /* drop a request's state, client -> server */
+    PMW_MSG_TRUNCATE = 6,  /* truncate a request's KV to a position */
+    PMW_MSG_ACK = 7,       /* success reply to reset/truncate/shutdown */
+    PMW_MSG_ERROR = 8,     /* error reply, server -> client */
+    PMW_MSG_SHUTDOWN = 9   /* ask the daemon to exit, client -> server */
+} pmw_kind;
+
+/* Metadata tags (tag-length-value entries). Which kind allows which tag,
+ * and the value widths, are in docs/wire.md. */
+typedef enum pmw_tag {
+    PMW_TAG_PHASE = 1,       /* u8, pm_phase wire byte */
+    PMW_TAG_REQ_ID = 2,      /* u64 */
+    PMW_TAG_BASE_POS = 3,    /* u32 */
+    PMW_TAG_N_TOKENS = 4,    /* u32 */
+    PMW_TAG_DIM = 5,         /* u32: input is activations of this width */
+    PMW_TAG_WANT = 6,        /* u8, PMW_OUT_* bits */
+    PMW_TAG_OUTPUTS = 7,     /* u8, PMW_OUT_* bits present in a reply */
+    PMW_TAG_WIDTH = 8,       /* u32: floats per token in a reply */
+    PMW_TAG_POSITION = 9,    /* u32 */
+    PMW_TAG_SHM_REF = 10,    /* 24 bytes: offset, length, sequence (u64) */
+    PMW_TAG_ERR_CODE = 11,   /* i32, a negative status */
+    PMW_TAG_ERR_TAG = 12,    /* u16, the tag an error is about */
+    PMW_TAG_ERR_TEXT = 13,   /* 1..255 bytes of one line of text */
+    PMW_TAG_TRANSPORT = 14,  /* u8, PMW_TRANSPORT_* */
+    PMW_TAG_MAX_META = 15,   /* u32 */
+    PMW_TAG_MAX_BODY = 16,   /* u32 */
+    PMW_TAG_MAX_ENTRIES = 17,/* u32 */
+    PMW_TAG_SHM_SIZE = 18,   /* u64, bytes of each direction's area */
+    PMW_TAG_NONCE = 19,      /* 32 bytes */
+    PMW_TAG_AUTH = 20,       /* u8, 1: the server requires authentication */
+    PMW_TAG_MAC = 21         /* 32 bytes, HMAC-SHA256 */
+} pmw_tag;
+
+/* The name of a tag ("phase"), or "unknown"; static. */
+PMW_API const char *pmw_tag_name(unsigned tag);
+
+/* Output bits: WANT in a request, OUTPUTS in a reply. ACTIVATIONS and
+ * LOGITS are exclusive (one float section per reply). */
+enum {
+    PMW_OUT_ACTIVATIONS = 1,
+    PMW_OUT_LOGITS = 2,
+    PMW_OUT_ARGMAX = 4,
+    PMW_OUT_ALL = 7
+};
+
+typedef enum pmw_transport {
+    PMW_TRANSPORT_STREAM = 1, /* body inline on the socket (Unix or TCP) */
+    PMW_TRANSPORT_SHARED = 2  /* body in a shared memfd region (Unix only) */
+} pmw_transport;
+
+/* Receiver limits. A frame whose metadata or body is longer, or whose
+ * metadata has more entries, is refused. */
+typedef struct pmw_limits {
+    uint32_t max_meta;    /* metadata bytes (default 4096) */
+    uint32_t max_body;    /* body bytes (default 64 MiB) */
+    uint32_t max_entries; /* metadata entries (default 32) */
+} pmw_limits;
+
+/* Fills the defaults above. */
+PMW_API void pmw_limits_default(pmw_limits *lim);
+
+/* ------------------------------------------------------------------------
+ * Messages. Pointers in a received message are views (into the decoder's
+ * buffer or the shared region) valid until the next receive or decode call
+ * on the same object; pointers in a message to send are borrowed for the
+ * duration of the send call only.
+ */
+typedef struct pmw_hello {
+    uint8_t transport;       /* PMW_TRANSPORT_* */
+    pmw_limits limits;       /* what the sender accepts */
+    uint64_t shm_size;       /* shared: bytes per direction (client's) */
+    uint8_t auth;            /* server: 1 = authentication required */
+    uint8_t nonce[PMW_NONCE_SIZE];
+} pmw_hello;
+
+typedef struct pmw_auth {
+    uint8_t mac[PMW_MAC_SIZE];
+} pmw_auth;
+
+/* A target-shard forward call. Input is token ids (dim == 0, tokens has
+ * n_tokens entries) or boundary activations (dim > 0, activations is
+ * n_tokens x dim, row-major). want is a nonzero set of PMW_OUT_* bits. */
+typedef struct pmw_forward {
+    pm_phase phase;           /* exact, decode or verify */
+    uint64_t req_id;
+    uint32_t base_pos;        /* position of the first token */
+    uint32_t n_tokens;        /* >= 1 */
+    uint32_t dim;             /* 0: token input */
+    uint32_t want;            /* PMW_OUT_* */
+    const int32_t *tokens;    /* [n_tokens] when dim == 0 */
+    const float *activations; /* [n_tokens x dim] when dim > 0 */
+} pmw_forward;
+
+/* A forward reply: an optional float section (activations or logits,
+ * n_tokens x width) and an optional argmax section (n_tokens ids). */
+typedef struct pmw_reply {
+    uint64_t req_id;
+    uint32_t n_tokens;
+    uint32_t outputs;        /* PMW_OUT_* present, nonzero */
+    uint32_t width;          /* floats per token; 0 without a float section */
+    const float *values;     /* [n_tokens x width] or NULL */
+    const int32_t *argmax;   /* [n_tokens] or NULL */
+} pmw_reply;
+
+typedef struct pmw_error {
+    int32_t code;            /* a negative status, or an application code */
+    uint16_t tag;            /* the tag the error is about; 0 = none */
+    char text[PMW_TEXT_MAX + 1]; /* one line, NUL-terminated */
+} pmw_error;
+
+typedef struct pmw_shm_ref {
+    uint64_t offset;         /* into the sender's area, 8-byte aligned */
+    uint64_t length;         /* bytes */
+    uint64_t seq;            /* the frame's sequence number */
+} pmw_shm_ref;
+
+typedef struct pmw_msg {
+    pmw_kind kind;
+    uint64_t seq;            /* received: the frame's sequence number */
+    union {
+        pmw_hello hello;
+        pmw_auth auth;
+        pmw_forward forward;
+        pmw_reply reply;
+        struct { uint64_t req_id; } reset;
+        struct { uint64_t req_id; uint32_t position; } truncate;
+        struct { uint64_t req_id; } ack;
+        pmw_error error;
+    };
+    /* Received on the shared transport: where the body lives. Set by
+     * pmw_msg_parse, resolved by the connection; ignored when sending. */
+    int has_ref;
+    pmw_shm_ref ref;
+} pmw_msg;
+
+/* Why a frame was refused: the status code, the tag concerned (0 if none)
+ * and one line of text naming the kind, the tag and the problem. */
+typedef struct pmw_diag {
+    int code;
+    uint16_t tag;
+    char text[PMW_TEXT_MAX + 1];
+} pmw_diag;
+
+/* ------------------------------------------------------------------------
+ * Codec: frames.
+ */
+typedef struct pmw_frame {
+    uint16_t kind;
+    uint64_t seq;
+    const uint8_t *meta;     /* meta_len bytes of TLV entries */
+    uint32_t meta_len;
+    const uint8_t *body;     /* body_len bytes, 8-byte aligned */
+    uint32_t body_len;
+    int pad_ok;              /* 1 when the padding after meta is zero */
+} pmw_frame;
+
+typedef struct pmw_decoder pmw_decoder;
+
+/* Creates a decoder enforcing *lim (NULL: defaults). *out is NULL on
+ * failure. The caller owns the decoder; pmw_decoder_destroy(NULL) is a
+ * no-op. Returns 0, PMW_E_ARG or PMW_E_NOMEM. */
+PMW_API int pmw_decoder_create(const pmw_limits *lim, pmw_decoder **out);
+PMW_API void pmw_decoder_destroy(pmw_decoder *dec);
+
+/* Appends len bytes (copied). The buffer grows as frames need, never past
+ * one frame at the limits plus 64 KiB of look-ahead; beyond that the call
+ * fails. Invalidates views from earlier frames. Returns 0 or a negative
+ * status (sticky: a failed decoder fails every later call). */
+PMW_API int pmw_decoder_feed(pmw_decoder *dec, const void *data, size_t len);
+
+/* Takes the next whole frame. Returns 1 and fills *frame (views valid until
+ * the next feed or next call), 0 when more bytes are needed, or a negative
+ * status (sticky) when a header is invalid: bad magic, unknown version,
+ * reserved bits set, metadata or body length over its limit. The header is
+ * checked as soon as its 32 bytes are present, before any body arrives. */
+PMW_API int pmw_decoder_next(pmw_decoder *dec, pmw_frame *frame);
+
+/* One line on the sticky error ("" when none). */
+PMW_API const char *pmw_decoder_error(const pmw_decoder *dec);
+
+/* Bytes held that belong to no returned frame (a partial frame at EOF). */
+PMW_API size_t pmw_decoder_pending(const pmw_decoder *dec);
+
+/* Writes a frame header. out must hold PMW_HEADER_SIZE bytes. */
+PMW_API void pmw_header_encode(uint8_t *out, uint16_t kind, uint64_t seq,
+                               uint32_t meta_len, uint32_t body_len);
+
+/* Padding after metadata so that the body starts 8-byte aligned. */
+static inline uint32_t pmw_meta_pad(uint32_t meta_len)
+{
+    return (8u - (meta_len & 7u)) & 7u;
+}
+
+/* ------------------------------------------------------------------------
+ * Codec: metadata writer. Appends TLV entries (u16 tag, u16 length, value)
+ * into a caller buffer; running out of room sets overflow and drops the
+ * entry, so a sequence of puts needs one check at the end.
+ */
+typedef struct pmw_meta {
+    uint8_t *buf;
+    size_t cap;
+    size_t len;
+    int overflow;
+} pmw_meta;
+
+PMW_API void pmw_meta_init(pmw_meta *w, void *buf, size_t cap);
+PMW_API void pmw_meta_put(pmw_meta *w, uint16_t tag, const void *value, uint16_t len);
+PMW_API void pmw_meta_u8(pmw_meta *w, uint16_t tag, uint8_t v);
+PMW_API void pmw_meta_u16(pmw_meta *w, uint16_t tag, uint16_t v);
+PMW_API void pmw_meta_u32(pmw_meta *w, uint16_t tag, uint32_t v);
+PMW_API void pmw_meta_u64(pmw_meta *w, uint16_t tag, uint64_t v);
+
+/* ------------------------------------------------------------------------
+ * Codec: messages.
+ */
+
+/* Validates a frame as a message and fills *msg (views into the frame).
+ * allow_ref: the frame came over the shared transport, so a SHM_REF tag is
+ * allowed; then msg->has_ref is set and the body must be bound with
+ * pmw_msg_bind_body once resolved. Checks, in this order: kind known;
+ * padding zero; entries well formed and within limits->max_entries (NULL:
+ * no entry limit); each tag known to the kind, not repeated, of the right
+ * width; required tags present; values in range (phase first); the body
+ * length exactly what the metadata implies. Returns 0, or the first problem
+ * as a negative status with *diag naming the kind, tag and problem. */
+PMW_API int pmw_msg_parse(const pmw_frame *frame, const pmw_limits *limits,
+                          int allow_ref, pmw_msg *msg, pmw_diag *diag);
+
+/* Binds a body (len bytes) to a parsed message whose body was referenced,
+ * checking that its size is what the metadata implies. */
+PMW_API int pmw_msg_bind_body(pmw_msg *msg, const void *body, size_t len, pmw_diag *diag);
+
+/* Checks a message to send (same rules as the receiver) and reports its
+ * body length. Returns 0 or a negative status with *diag filled. */
+PMW_API int pmw_msg_check(const pmw_msg *msg, size_t *body_len, pmw_diag *diag);
+
+/* Encodes msg as one stream-transport frame with sequence number seq into
+ * out (cap bytes). Returns the frame size; when it is larger than cap,
+ * nothing useful was written (call again with a bigger buffer). Returns a
+ * negative status when msg is invalid. */
+PMW_API long long pmw_msg_encode(const pmw_msg *msg, uint64_t seq, void *out, size_t cap);
+
+/* ------------------------------------------------------------------------
+ * Connections.
+ */
+typedef struct pmw_options {
+    int transport;           /* client: PMW_TRANSPORT_* (default STREAM) */
+    pmw_limits limits;       /* what this side accepts */
+    int timeout_ms;          /* deadline per blocking call, > 0 (5000) */
+    const char *token;       /* shared secret for challenge-response, or NULL */
+    size_t token_len;
+    uint64_t shm_size;       /* client: bytes per direction (64 MiB);
+                              * server: the largest size accepted (1 GiB) */
+} pmw_options;
+
+/* Fills the defaults above. */
+PMW_API void pmw_options_default(pmw_options *opt);
+
+typedef struct pmw_conn pmw_conn;
+typedef struct pmw_listener pmw_listener;
+
+/* Connects to address and runs the client handshake. address is
+ * "unix:PATH", "tcp:HOST:PORT" ("tcp:[v6]:PORT"), or a path containing '/'.
+ * The shared transport needs a Unix socket. On success *out is a connection
+ * the caller owns (pmw_conn_close); on failure *out is NULL, a negative
+ * status is returned and err holds one line. opt may be NULL (defaults). */
+PMW_API int pmw_connect(const char *address, const pmw_options *opt, pmw_conn **out,
+                        char *err, size_t errlen);
+
+/* Runs the client or server handshake over an already connected stream
+ * socket (a socketpair end, an accepted socket). Takes ownership of fd in
+ * every case: on failure it is closed. */
+PMW_API int pmw_conn_client(int fd, const pmw_options *opt, pmw_conn **out,
+                            char *err, size_t errlen);
+PMW_API int pmw_conn_server(int fd, const pmw_options *opt, pmw_conn **out,
+                            char *err, size_t errlen);
+
+/* Sends one message (checked first; an invalid message is refused locally
+ * with nothing sent). The whole frame is written before the deadline or the
+ * connection fails. On the shared transport the body is copied into this
+ * side's area, unless the caller already wrote it there at the start of the
+ * area (see pmw_conn_payload), and the socket carries only the header and
+ * metadata. Returns 0 or a negative status. */
+PMW_API int pmw_conn_send(pmw_conn *c, const pmw_msg *msg);
+
+/* Receives one message. Returns 0 with *msg filled (views valid until the
+ * next receive or close). Otherwise a negative status:
+ *  - PMW_E_TIMEOUT with no byte of a frame read: the connection is intact
+ *    (an idle wait); the caller may call again.
+ *  - a drainable code (pmw_status_is_drainable): the frame was read whole
+ *    and refused; the connection is intact. On a server connection the
+ *    library has already answered with an error reply naming the problem.
+ *  - anything else: the connection failed for good (bad header, EOF, I/O,
+ *    timeout mid-frame); a server connection has sent a best-effort error
+ *    reply and shut its write side. pmw_conn_error says why. */
+PMW_API int pmw_conn_recv(pmw_conn *c, pmw_msg *msg);
+
+/* Sends an error reply (code < 0, tag or 0, one line; text is cut to
+ * PMW_TEXT_MAX bytes and control characters become spaces). */
+PMW_API int pmw_conn_send_error(pmw_conn *c, int code, uint16_t tag, const char *text);
+
+/* Sends one frame with caller-made metadata and body, verbatim (for
+ * protocol tests and extensions). seq 0 uses and consumes the connection's
+ * next sequence number; any other value is sent as given and consumes
+ * nothing. Stream framing only (the body goes inline). */
+PMW_API int pmw_conn_send_frame(pmw_conn *c, uint16_t kind, uint64_t seq,
+                                const void *meta, size_t meta_len,
+                                const void *body, size_t body_len);
+
+/* The sequence number the next frame sent will carry. */
+PMW_API uint64_t pmw_conn_next_seq(const pmw_conn *c);
+
+/* Shared transport: the start of this side's area (8-byte aligned, *cap
+ * bytes), where a caller may build a body in place to avoid the copy in
+ * pmw_conn_send. Valid until the next send. NULL on the stream transport. */
+PMW_API void *pmw_conn_payload(pmw_conn *c, size_t *cap);
+
+/* Changes the deadline for later blocking calls (ms > 0). */
+PMW_API int pmw_conn_set_timeout(pmw_conn *c, int timeout_ms);
+
+PMW_API int pmw_conn_fd(const pmw_conn *c);
+PMW_API int pmw_conn_transport(const pmw_conn *c);
+PMW_API const pmw_limits *pmw_conn_peer_limits(const pmw_conn *c);
+/* One line on the last failure or refusal ("" when none). */
+PMW_API const char *pmw_conn_error(const pmw_conn *c);
+/* The last refused frame's diagnosis (code 0 when none). */
+PMW_API const pmw_diag *pmw_conn_diag(const pmw_conn *c);
+/* 1 while the connection can still carry frames. */
+PMW_API int pmw_conn_usable(const pmw_conn *c);
+
+/* Closes the socket, unmaps the shared region, frees everything. NULL is
+ * a no-op. */
+PMW_API void pmw_conn_close(pmw_conn *c);
+
+/* ------------------------------------------------------------------------
+ * Listener.
+ */
+
+/* Binds and listens on address ("unix:PATH", a path, or "tcp:HOST:PORT";
+ * "tcp::PORT" or "tcp:PORT" binds 127.0.0.1; port 0 picks a free one). A
+ * non-loopback TCP address requires opt->token. A stale Unix socket file
+ * (nobody listening) is replaced; a live one is an error. opt is kept as
+ * the server options for accepted connections (the token is copied). */
+PMW_API int pmw_listen(const char *address, const pmw_options *opt, pmw_listener **out,
+                       char *err, size_t errlen);
+
+/* Waits up to timeout_ms for a client, accepts it and runs the server
+ * handshake (bounded by the options' deadline). PMW_E_TIMEOUT when no
+ * client came. */
+PMW_API int pmw_accept(pmw_listener *l, int timeout_ms, pmw_conn **out,
+                       char *err, size_t errlen);
+
+/* The bound address in the form pmw_connect takes (with the real port). */
+PMW_API const char *pmw_listener_address(const pmw_listener *l);
+PMW_API int pmw_listener_fd(const pmw_listener *l);
+
+/* Closes the socket and removes a Unix socket file it created. NULL ok. */
+PMW_API void pmw_listener_close(pmw_listener *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PHASEMARK_WIRE_H */

@@ -1,0 +1,601 @@
+/* message.c — typed messages: metadata tables, validation, encoding.
+ *
+ * One table says which tags each kind defines, how wide each value is and
+ * which are required. Parsing a frame walks the entries once against that
+ * table (structure, limits, unknown, repeated, width), then checks required
+ * tags, then the values with the same rules the sender applies before
+ * sending (validate_fields), then the body length the metadata implies.
+ * Rejections name the kind, the tag and the problem in one line, so an
+ * error reply tells the peer exactly what to fix.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <string.h>
+
+#include "internal.h"
+
+/* Smallest limits a peer may announce: room for any message this library
+ * sends without a body (an error reply with its longest text). */
+#define PMW_MIN_META 512u
+#define PMW_MIN_ENTRIES 8u
+#define PMW_TAG_LAST PMW_TAG_MAC
+
+typedef struct tagspec {
+    uint16_t tag;
+    uint16_t width; /* value bytes; 0: variable (ERR_TEXT, 1..255) */
+    uint8_t required;
+} tagspec;
+
+typedef struct kindspec {
+    const tagspec *tags;
+    unsigned n;
+} kindspec;
+
+static const tagspec hello_tags[] = {
+    {PMW_TAG_TRANSPORT, 1, 1}, {PMW_TAG_MAX_META, 4, 1}, {PMW_TAG_MAX_BODY, 4, 1},
+    {PMW_TAG_MAX_ENTRIES, 4, 1}, {PMW_TAG_NONCE, PMW_NONCE_SIZE, 1},
+    {PMW_TAG_SHM_SIZE, 8, 0}, {PMW_TAG_AUTH, 1, 0}};
+static const tagspec auth_tags[] = {{PMW_TAG_MAC, PMW_MAC_SIZE, 1}};
+static const tagspec forward_tags[] = {
+    {PMW_TAG_PHASE, 1, 1}, {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_BASE_POS, 4, 1},
+    {PMW_TAG_N_TOKENS, 4, 1}, {PMW_TAG_WANT, 1, 1}, {PMW_TAG_DIM, 4, 0},
+    {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0}};
+static const tagspec reply_tags[] = {
+    {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_N_TOKENS, 4, 1}, {PMW_TAG_OUTPUTS, 1, 1},
+    {PMW_TAG_WIDTH, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0}};
+static const tagspec reqid_tags[] = {{PMW_TAG_REQ_ID, 8, 1}};
+static const tagspec truncate_tags[] = {{PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_POSITION, 4, 1}};
+static const tagspec error_tags[] = {
+    {PMW_TAG_ERR_CODE, 4, 1}, {PMW_TAG_ERR_TEXT, 0, 1}, {PMW_TAG_ERR_TAG, 2, 0}};
+
+#define KS(a) {a, sizeof a / sizeof a[0]}
+static const kindspec kinds[] = {
+    {NULL, 0},          KS(hello_tags), KS(auth_tags), KS(forward_tags), KS(reply_tags),
+    KS(reqid_tags),     KS(truncate_tags), KS(reqid_tags), KS(error_tags), {NULL, 0}};
+#define KIND_LAST PMW_MSG_SHUTDOWN
+
+const char *pmw__kind_name(unsigned kind)
+{
+    static const char *const names[] = {"?",     "hello", "auth",     "forward", "reply",
+                                        "reset", "truncate", "ack", "error", "shutdown"};
+    return kind <= KIND_LAST ? names[kind] : "unknown-kind";
+}
+
+const char *pmw_tag_name(unsigned tag)
+{
+    static const char *const names[] = {
+        "?",           "phase",    "req_id",   "base_pos", "n_tokens", "dim",
+        "want",        "outputs",  "width",    "position", "shm_ref",  "err_code",
+        "err_tag",     "err_text", "transport", "max_meta", "max_body", "max_entries",
+        "shm_size",    "nonce",    "auth",     "mac"};
+    return tag >= 1 && tag <= PMW_TAG_LAST ? names[tag] : "unknown";
+}
+
+/* ---- body sizes --------------------------------------------------------- */
+
+/* a * b * 4 in 64 bits, or UINT64_MAX when it does not fit. */
+static uint64_t f32_bytes(uint64_t a, uint64_t b)
+{
+    if (b && a > UINT64_MAX / 4 / b)
+        return UINT64_MAX;
+    return a * b * 4;
+}
+
+static int has_floats(uint32_t out)
+{
+    return (out & (PMW_OUT_ACTIVATIONS | PMW_OUT_LOGITS)) != 0;
+}
+
+/* Body bytes the typed fields imply (UINT64_MAX: too large to exist). */
+static uint64_t body_size(const pmw_msg *m)
+{
+    if (m->kind == PMW_MSG_FORWARD) {
+        const pmw_forward *f = &m->forward;
+        return f32_bytes(f->n_tokens, f->dim ? f->dim : 1);
+    }
+    if (m->kind == PMW_MSG_REPLY) {
+        const pmw_reply *r = &m->reply;
+        uint64_t floats = has_floats(r->outputs) ? f32_bytes(r->n_tokens, r->width) : 0;
+        uint64_t ids = (r->outputs & PMW_OUT_ARGMAX) ? (uint64_t)r->n_tokens * 4 : 0;
+        return floats == UINT64_MAX ? UINT64_MAX : floats + ids;
+    }
+    return 0;
+}
+
+/* ---- value rules, shared by sender and receiver ------------------------- */
+
+static int check_outputs(const char *kname, uint16_t tag, uint32_t bits, pmw_diag *d)
+{
+    if (bits == 0 || (bits & ~(uint32_t)PMW_OUT_ALL)) {
+        pmw__diag(d, PMW_E_VALUE, tag, "%s: tag %u (%s) value %u is not a nonzero set of bits 1|2|4",
+                  kname, tag, pmw_tag_name(tag), bits);
+        return PMW_E_VALUE;
+    }
+    if ((bits & PMW_OUT_ACTIVATIONS) && (bits & PMW_OUT_LOGITS)) {
+        pmw__diag(d, PMW_E_VALUE, tag, "%s: tag %u (%s) asks for both activations and logits",
+                  kname, tag, pmw_tag_name(tag));
+        return PMW_E_VALUE;
+    }
+    return 0;
+}
+
+static int check_forward(const pmw_forward *f, pmw_diag *d)
+{
+    if (!pm_phase_is_valid((unsigned)f->phase)) {
+        pmw__diag(d, PMW_E_PHASE, PMW_TAG_PHASE,
+                  "forward: tag 1 (phase) value %u out of range (exact=1, decode=2, verify=3)",
+                  (unsigned)f->phase);
+        return PMW_E_PHASE;
+    }
+    if (!pm_phase_is_shard_phase((unsigned)f->phase)) {
+        pmw__diag(d, PMW_E_PHASE, PMW_TAG_PHASE,
+                  "forward: tag 1 (phase) value %u (%s) is not a shard phase (exact, decode, verify)",
+                  (unsigned)f->phase, pm_phase_name((unsigned)f->phase));
+        return PMW_E_PHASE;
+    }
+    if (f->n_tokens == 0) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_N_TOKENS, "forward: tag 4 (n_tokens) is 0");
+        return PMW_E_VALUE;
+    }
+    if ((uint64_t)f->base_pos + f->n_tokens > UINT32_MAX) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_BASE_POS,
+                  "forward: tag 3 (base_pos) %u + n_tokens %u passes 2^32-1", f->base_pos,
+                  f->n_tokens);
+        return PMW_E_VALUE;
+    }
+    return check_outputs("forward", PMW_TAG_WANT, f->want, d);
+}
+
+static int check_reply(const pmw_reply *r, pmw_diag *d)
+{
+    if (r->n_tokens == 0) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_N_TOKENS, "reply: tag 4 (n_tokens) is 0");
+        return PMW_E_VALUE;
+    }
+    int rc = check_outputs("reply", PMW_TAG_OUTPUTS, r->outputs, d);
+    if (rc)
+        return rc;
+    if (has_floats(r->outputs) && r->width == 0) {
+        pmw__diag(d, PMW_E_MISSING, PMW_TAG_WIDTH,
+                  "reply: tag 8 (width) missing or 0 with a float section");
+        return PMW_E_MISSING;
+    }
+    if (!has_floats(r->outputs) && r->width != 0) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_WIDTH, "reply: tag 8 (width) given without a float section");
+        return PMW_E_VALUE;
+    }
+    return 0;
+}
+
+static int check_hello(const pmw_hello *h, pmw_diag *d)
+{
+    if (h->transport != PMW_TRANSPORT_STREAM && h->transport != PMW_TRANSPORT_SHARED) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_TRANSPORT,
+                  "hello: tag 14 (transport) value %u is not stream=1 or shared=2", h->transport);
+        return PMW_E_VALUE;
+    }
+    if (h->limits.max_meta < PMW_MIN_META || h->limits.max_entries < PMW_MIN_ENTRIES) {
+        pmw__diag(d, PMW_E_VALUE, h->limits.max_meta < PMW_MIN_META ? PMW_TAG_MAX_META
+                                                                     : PMW_TAG_MAX_ENTRIES,
+                  "hello: limits below the minimum (max_meta >= %u, max_entries >= %u)",
+                  PMW_MIN_META, PMW_MIN_ENTRIES);
+        return PMW_E_VALUE;
+    }
+    if (h->auth > 1) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_AUTH, "hello: tag 20 (auth) value %u is not 0 or 1", h->auth);
+        return PMW_E_VALUE;
+    }
+    if ((h->transport == PMW_TRANSPORT_SHARED) != (h->shm_size != 0)) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_SHM_SIZE,
+                  "hello: tag 18 (shm_size) must be nonzero exactly on the shared transport");
+        return PMW_E_VALUE;
+    }
+    return 0;
+}
+
+static int check_error(const pmw_error *e, pmw_diag *d)
+{
+    if (e->code >= 0) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_ERR_CODE, "error: tag 11 (err_code) %d is not negative",
+                  (int)e->code);
+        return PMW_E_VALUE;
+    }
+    size_t n = strnlen(e->text, sizeof e->text);
+    if (n == 0 || n > PMW_TEXT_MAX) {
+        pmw__diag(d, PMW_E_LENGTH, PMW_TAG_ERR_TEXT, "error: tag 13 (err_text) is not 1..255 bytes");
+        return PMW_E_LENGTH;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)e->text[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            pmw__diag(d, PMW_E_VALUE, PMW_TAG_ERR_TEXT,
+                      "error: tag 13 (err_text) has control byte 0x%02x at %zu", ch, i);
+            return PMW_E_VALUE;
+        }
+    }
+    return 0;
+}
+
+static int validate_fields(const pmw_msg *m, pmw_diag *d)
+{
+    switch (m->kind) {
+    case PMW_MSG_HELLO: return check_hello(&m->hello, d);
+    case PMW_MSG_FORWARD: return check_forward(&m->forward, d);
+    case PMW_MSG_REPLY: return check_reply(&m->reply, d);
+    case PMW_MSG_ERROR: return check_error(&m->error, d);
+    default: return 0;
+    }
+}
+
+/* ---- parsing ------------------------------------------------------------ */
+
+typedef struct entries {
+    const uint8_t *val[PMW_TAG_LAST + 1];
+    uint16_t len[PMW_TAG_LAST + 1];
+} entries;
+
+static const tagspec *find_tag(const kindspec *ks, unsigned tag)
+{
+    for (unsigned i = 0; i < ks->n; i++)
+        if (ks->tags[i].tag == tag)
+            return &ks->tags[i];
+    return NULL;
+}
+
+/* One pass over the TLV entries: structure, count, known, unique, width. */
+static int walk_entries(const pmw_frame *f, const kindspec *ks, const char *kn,
+                        uint32_t max_entries, int allow_ref, entries *e, pmw_diag *d)
+{
+    uint32_t off = 0, count = 0;
+    while (off < f->meta_len) {
+        if (f->meta_len - off < 4) {
+            pmw__diag(d, PMW_E_LENGTH, 0, "%s: metadata ends inside an entry header at byte %u", kn, off);
+            return PMW_E_LENGTH;
+        }
+        unsigned tag = pmw__get16(f->meta + off), len = pmw__get16(f->meta + off + 2);
+        if (len > f->meta_len - off - 4) {
+            pmw__diag(d, PMW_E_LENGTH, (uint16_t)tag,
+                      "%s: tag %u (%s) length %u runs past the metadata end", kn, tag,
+                      pmw_tag_name(tag), len);
+            return PMW_E_LENGTH;
+        }
+        if (++count > max_entries) {
+            pmw__diag(d, PMW_E_ENTRIES, 0, "%s: more than %u metadata entries", kn, max_entries);
+            return PMW_E_ENTRIES;
+        }
+        const tagspec *ts = find_tag(ks, tag);
+        if (!ts || (tag == PMW_TAG_SHM_REF && !allow_ref)) {
+            pmw__diag(d, PMW_E_UNKNOWN_TAG, (uint16_t)tag, "%s: tag %u (%s) unknown for this kind%s",
+                      kn, tag, pmw_tag_name(tag),
+                      ts ? " on the stream transport" : "");
+            return PMW_E_UNKNOWN_TAG;
+        }
+        if (e->val[tag]) {
+            pmw__diag(d, PMW_E_REPEATED, (uint16_t)tag, "%s: tag %u (%s) repeated", kn, tag,
+                      pmw_tag_name(tag));
+            return PMW_E_REPEATED;
+        }
+        int bad_width = ts->width ? len != ts->width : (len == 0 || len > PMW_TEXT_MAX);
+        if (bad_width) {
+            pmw__diag(d, PMW_E_LENGTH, (uint16_t)tag, "%s: tag %u (%s) has length %u (want %u)", kn,
+                      tag, pmw_tag_name(tag), len, ts->width ? ts->width : PMW_TEXT_MAX);
+            return PMW_E_LENGTH;
+        }
+        e->val[tag] = f->meta + off + 4;
+        e->len[tag] = (uint16_t)len;
+        off += 4 + len;
+    }
+    for (unsigned i = 0; i < ks->n; i++) {
+        unsigned tag = ks->tags[i].tag;
+        if (ks->tags[i].required && !e->val[tag]) {
+            pmw__diag(d, PMW_E_MISSING, (uint16_t)tag, "%s: required tag %u (%s) missing", kn, tag,
+                      pmw_tag_name(tag));
+            return PMW_E_MISSING;
+        }
+    }
+    return 0;
+}
+
+static uint32_t opt32(const entries *e, unsigned tag)
+{
+    return e->val[tag] ? pmw__get32(e->val[tag]) : 0;
+}
+
+static void fill_fields(pmw_msg *m, const entries *e)
+{
+    switch (m->kind) {
+    case PMW_MSG_HELLO:
+        m->hello.transport = e->val[PMW_TAG_TRANSPORT][0];
+        m->hello.limits.max_meta = pmw__get32(e->val[PMW_TAG_MAX_META]);
+        m->hello.limits.max_body = pmw__get32(e->val[PMW_TAG_MAX_BODY]);
+        m->hello.limits.max_entries = pmw__get32(e->val[PMW_TAG_MAX_ENTRIES]);
+        m->hello.shm_size = e->val[PMW_TAG_SHM_SIZE] ? pmw__get64(e->val[PMW_TAG_SHM_SIZE]) : 0;
+        m->hello.auth = e->val[PMW_TAG_AUTH] ? e->val[PMW_TAG_AUTH][0] : 0;
+        memcpy(m->hello.nonce, e->val[PMW_TAG_NONCE], PMW_NONCE_SIZE);
+        break;
+    case PMW_MSG_AUTH:
+        memcpy(m->auth.mac, e->val[PMW_TAG_MAC], PMW_MAC_SIZE);
+        break;
+    case PMW_MSG_FORWARD:
+        m->forward.phase = (pm_phase)e->val[PMW_TAG_PHASE][0];
+        m->forward.req_id = pmw__get64(e->val[PMW_TAG_REQ_ID]);
+        m->forward.base_pos = pmw__get32(e->val[PMW_TAG_BASE_POS]);
+        m->forward.n_tokens = pmw__get32(e->val[PMW_TAG_N_TOKENS]);
+        m->forward.want = e->val[PMW_TAG_WANT][0];
+        m->forward.dim = opt32(e, PMW_TAG_DIM);
+        break;
+    case PMW_MSG_REPLY:
+        m->reply.req_id = pmw__get64(e->val[PMW_TAG_REQ_ID]);
+        m->reply.n_tokens = pmw__get32(e->val[PMW_TAG_N_TOKENS]);
+        m->reply.outputs = e->val[PMW_TAG_OUTPUTS][0];
+        m->reply.width = opt32(e, PMW_TAG_WIDTH);
+        break;
+    case PMW_MSG_RESET:
+    case PMW_MSG_ACK:
+        m->reset.req_id = pmw__get64(e->val[PMW_TAG_REQ_ID]);
+        break;
+    case PMW_MSG_TRUNCATE:
+        m->truncate.req_id = pmw__get64(e->val[PMW_TAG_REQ_ID]);
+        m->truncate.position = pmw__get32(e->val[PMW_TAG_POSITION]);
+        break;
+    case PMW_MSG_ERROR:
+        m->error.code = (int32_t)pmw__get32(e->val[PMW_TAG_ERR_CODE]);
+        m->error.tag = e->val[PMW_TAG_ERR_TAG] ? pmw__get16(e->val[PMW_TAG_ERR_TAG]) : 0;
+        memcpy(m->error.text, e->val[PMW_TAG_ERR_TEXT], e->len[PMW_TAG_ERR_TEXT]);
+        m->error.text[e->len[PMW_TAG_ERR_TEXT]] = '\0';
+        break;
+    default:
+        break;
+    }
+    if (e->val[PMW_TAG_SHM_REF]) {
+        const uint8_t *r = e->val[PMW_TAG_SHM_REF];
+        m->has_ref = 1;
+        m->ref.offset = pmw__get64(r);
+        m->ref.length = pmw__get64(r + 8);
+        m->ref.seq = pmw__get64(r + 16);
+    }
+}
+
+/* A DIM tag of 0 would make an activation input look like a token input. */
+static int check_dim_present(const pmw_msg *m, const entries *e, pmw_diag *d)
+{
+    if (m->kind == PMW_MSG_FORWARD && e->val[PMW_TAG_DIM] && m->forward.dim == 0) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_DIM, "forward: tag 5 (dim) is 0");
+        return PMW_E_VALUE;
+    }
+    return 0;
+}
+
+int pmw_msg_parse(const pmw_frame *f, const pmw_limits *lim, int allow_ref, pmw_msg *m,
+                  pmw_diag *d)
+{
+    if (!f || !m)
+        return PMW_E_ARG;
+    memset(m, 0, sizeof *m);
+    if (f->kind == 0 || f->kind > KIND_LAST) {
+        pmw__diag(d, PMW_E_KIND, 0, "unknown message kind %u", f->kind);
+        return PMW_E_KIND;
+    }
+    const char *kn = pmw__kind_name(f->kind);
+    if (!f->pad_ok) {
+        pmw__diag(d, PMW_E_LENGTH, 0, "%s: padding after the metadata is not zero", kn);
+        return PMW_E_LENGTH;
+    }
+    m->kind = (pmw_kind)f->kind;
+    m->seq = f->seq;
+    entries e;
+    memset(&e, 0, sizeof e);
+    int rc = walk_entries(f, &kinds[f->kind], kn, lim ? lim->max_entries : UINT32_MAX,
+                          allow_ref, &e, d);
+    if (rc)
+        return rc;
+    fill_fields(m, &e);
+    if ((rc = check_dim_present(m, &e, d)) || (rc = validate_fields(m, d)))
+        return rc;
+    if (m->has_ref) {
+        if (f->body_len) {
+            pmw__diag(d, PMW_E_LENGTH, PMW_TAG_SHM_REF,
+                      "%s: tag 10 (shm_ref) given with an inline body of %u bytes", kn, f->body_len);
+            return PMW_E_LENGTH;
+        }
+        return 0;
+    }
+    return pmw_msg_bind_body(m, f->body, f->body_len, d);
+}
+
+int pmw_msg_bind_body(pmw_msg *m, const void *body, size_t len, pmw_diag *d)
+{
+    uint64_t want = body_size(m);
+    if (want != len) {
+        pmw__diag(d, PMW_E_LENGTH, m->has_ref ? PMW_TAG_SHM_REF : 0,
+                  "%s: body is %zu bytes, metadata implies %llu", pmw__kind_name(m->kind), len,
+                  (unsigned long long)want);
+        return PMW_E_LENGTH;
+    }
+    const uint8_t *b = body;
+    if (m->kind == PMW_MSG_FORWARD) {
+        if (m->forward.dim)
+            m->forward.activations = (const float *)body;
+        else
+            m->forward.tokens = (const int32_t *)body;
+    } else if (m->kind == PMW_MSG_REPLY) {
+        pmw_reply *r = &m->reply;
+        size_t floats = has_floats(r->outputs) ? (size_t)r->n_tokens * r->width * 4 : 0;
+        r->values = floats ? (const float *)b : NULL;
+        r->argmax = (r->outputs & PMW_OUT_ARGMAX) ? (const int32_t *)(b + floats) : NULL;
+    }
+    return 0;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+int pmw_msg_check(const pmw_msg *m, size_t *body_len, pmw_diag *d)
+{
+    if (!m || m->kind < PMW_MSG_HELLO || m->kind > KIND_LAST) {
+        pmw__diag(d, PMW_E_KIND, 0, "unknown message kind %d", m ? (int)m->kind : -1);
+        return PMW_E_KIND;
+    }
+    if (m->kind == PMW_MSG_FORWARD && m->forward.dim == 0 && m->forward.activations) {
+        pmw__diag(d, PMW_E_ARG, PMW_TAG_DIM, "forward: activations given with dim 0");
+        return PMW_E_ARG;
+    }
+    int rc = validate_fields(m, d);
+    if (rc)
+        return rc;
+    uint64_t n = body_size(m);
+    if (n > UINT32_MAX) {
+        pmw__diag(d, PMW_E_BODY_LIMIT, 0, "%s: body of %llu bytes cannot be framed",
+                  pmw__kind_name(m->kind), (unsigned long long)n);
+        return PMW_E_BODY_LIMIT;
+    }
+    const void *parts[2];
+    size_t lens[2];
+    size_t np = pmw__body_parts(m, parts, lens);
+    for (size_t i = 0; i < np; i++)
+        if (lens[i] && !parts[i]) {
+            pmw__diag(d, PMW_E_ARG, 0, "%s: body pointer is NULL", pmw__kind_name(m->kind));
+            return PMW_E_ARG;
+        }
+    if (body_len)
+        *body_len = (size_t)n;
+    return 0;
+}
+
+size_t pmw__body_parts(const pmw_msg *m, const void *parts[2], size_t lens[2])
+{
+    if (m->kind == PMW_MSG_FORWARD) {
+        const pmw_forward *f = &m->forward;
+        parts[0] = f->dim ? (const void *)f->activations : (const void *)f->tokens;
+        lens[0] = (size_t)f->n_tokens * (f->dim ? f->dim : 1) * 4;
+        return 1;
+    }
+    if (m->kind == PMW_MSG_REPLY) {
+        const pmw_reply *r = &m->reply;
+        size_t n = 0;
+        if (has_floats(r->outputs)) {
+            parts[n] = r->values;
+            lens[n++] = (size_t)r->n_tokens * r->width * 4;
+        }
+        if (r->outputs & PMW_OUT_ARGMAX) {
+            parts[n] = r->argmax;
+            lens[n++] = (size_t)r->n_tokens * 4;
+        }
+        return n;
+    }
+    return 0;
+}
+
+int pmw__meta_encode(const pmw_msg *m, const pmw_shm_ref *ref, pmw_meta *w)
+{
+    switch (m->kind) {
+    case PMW_MSG_HELLO:
+        pmw_meta_u8(w, PMW_TAG_TRANSPORT, m->hello.transport);
+        pmw_meta_u32(w, PMW_TAG_MAX_META, m->hello.limits.max_meta);
+        pmw_meta_u32(w, PMW_TAG_MAX_BODY, m->hello.limits.max_body);
+        pmw_meta_u32(w, PMW_TAG_MAX_ENTRIES, m->hello.limits.max_entries);
+        pmw_meta_put(w, PMW_TAG_NONCE, m->hello.nonce, PMW_NONCE_SIZE);
+        if (m->hello.shm_size)
+            pmw_meta_u64(w, PMW_TAG_SHM_SIZE, m->hello.shm_size);
+        if (m->hello.auth)
+            pmw_meta_u8(w, PMW_TAG_AUTH, m->hello.auth);
+        break;
+    case PMW_MSG_AUTH:
+        pmw_meta_put(w, PMW_TAG_MAC, m->auth.mac, PMW_MAC_SIZE);
+        break;
+    case PMW_MSG_FORWARD:
+        pmw_meta_u8(w, PMW_TAG_PHASE, pm_phase_encode(m->forward.phase));
+        pmw_meta_u64(w, PMW_TAG_REQ_ID, m->forward.req_id);
+        pmw_meta_u32(w, PMW_TAG_BASE_POS, m->forward.base_pos);
+        pmw_meta_u32(w, PMW_TAG_N_TOKENS, m->forward.n_tokens);
+        pmw_meta_u8(w, PMW_TAG_WANT, (uint8_t)m->forward.want);
+        if (m->forward.dim)
+            pmw_meta_u32(w, PMW_TAG_DIM, m->forward.dim);
+        break;
+    case PMW_MSG_REPLY:
+        pmw_meta_u64(w, PMW_TAG_REQ_ID, m->reply.req_id);
+        pmw_meta_u32(w, PMW_TAG_N_TOKENS, m->reply.n_tokens);
+        pmw_meta_u8(w, PMW_TAG_OUTPUTS, (uint8_t)m->reply.outputs);
+        if (m->reply.width)
+            pmw_meta_u32(w, PMW_TAG_WIDTH, m->reply.width);
+        break;
+    case PMW_MSG_RESET:
+    case PMW_MSG_ACK:
+        pmw_meta_u64(w, PMW_TAG_REQ_ID, m->reset.req_id);
+        break;
+    case PMW_MSG_TRUNCATE:
+        pmw_meta_u64(w, PMW_TAG_REQ_ID, m->truncate.req_id);
+        pmw_meta_u32(w, PMW_TAG_POSITION, m->truncate.position);
+        break;
+    case PMW_MSG_ERROR:
+        pmw_meta_u32(w, PMW_TAG_ERR_CODE, (uint32_t)m->error.code);
+        pmw_meta_put(w, PMW_TAG_ERR_TEXT, m->error.text,
+                     (uint16_t)strnlen(m->error.text, PMW_TEXT_MAX));
+        if (m->error.tag)
+            pmw_meta_u16(w, PMW_TAG_ERR_TAG, m->error.tag);
+        break;
+    default:
+        break;
+    }
+    if (ref) {
+        uint8_t b[PMW_SHM_REF_SIZE];
+        pmw__put64(b, ref->offset);
+        pmw__put64(b + 8, ref->length);
+        pmw__put64(b + 16, ref->seq);
+        pmw_meta_put(w, PMW_TAG_SHM_REF, b, sizeof b);
+    }
+    return w->overflow ? PMW_E_META_LIMIT : 0;
+}
+
+long long pmw_msg_encode(const pmw_msg *m, uint64_t seq, void *out, size_t cap)
+{
+    size_t body_len = 0;
+    uint8_t meta[PMW_MIN_META];
+    pmw_meta w;
+    int rc = pmw_msg_check(m, &body_len, NULL);
+    if (rc)
+        return rc;
+    pmw_meta_init(&w, meta, sizeof meta);
+    if ((rc = pmw__meta_encode(m, NULL, &w)))
+        return rc;
+    uint32_t pad = pmw_meta_pad((uint32_t)w.len);
+    size_t total = PMW_HEADER_SIZE + w.len + pad + body_len;
+    if (!out || cap < total)
+        return (long long)total;
+    uint8_t *p = out;
+    pmw_header_encode(p, (uint16_t)m->kind, seq, (uint32_t)w.len, (uint32_t)body_len);
+    memcpy(p + PMW_HEADER_SIZE, meta, w.len);
+    memset(p + PMW_HEADER_SIZE + w.len, 0, pad);
+    p += PMW_HEADER_SIZE + w.len + pad;
+    const void *parts[2];
+    size_t lens[2], np = pmw__body_parts(m, parts, lens);
+    for (size_t i = 0; i < np; i++) {
+        memcpy(p, parts[i], lens[i]);
+        p += lens[i];
+    }
+    return (long long)total;
+}
+
+int pmw__ref_check(const pmw_shm_ref *ref, uint64_t area_size, uint64_t frame_seq,
+                   uint64_t slot_seq, pmw_kind kind, pmw_diag *d)
+{
+    const char *kn = pmw__kind_name(kind);
+    if (ref->length > area_size || ref->offset > area_size - ref->length) {
+        pmw__diag(d, PMW_E_SHM_REF, PMW_TAG_SHM_REF,
+                  "%s: tag 10 (shm_ref) [%llu, +%llu) outside the %llu-byte area", kn,
+                  (unsigned long long)ref->offset, (unsigned long long)ref->length,
+                  (unsigned long long)area_size);
+        return PMW_E_SHM_REF;
+    }
+    if (ref->offset & 7u) {
+        pmw__diag(d, PMW_E_SHM_REF, PMW_TAG_SHM_REF, "%s: tag 10 (shm_ref) offset %llu not 8-byte aligned",
+                  kn, (unsigned long long)ref->offset);
+        return PMW_E_SHM_REF;
+    }
+    if (ref->seq != frame_seq || slot_seq != ref->seq) {
+        pmw__diag(d, PMW_E_SEQUENCE, PMW_TAG_SHM_REF,
+                  "%s: tag 10 (shm_ref) sequence %llu is stale (frame %llu, area holds %llu)", kn,
+                  (unsigned long long)ref->seq, (unsigned long long)frame_seq,
+                  (unsigned long long)slot_seq);
+        return PMW_E_SEQUENCE;
+    }
+    return 0;
+}
