@@ -9,6 +9,8 @@ set(LLM_FILES_SOURCES
     ${LLM_FILES_DIR}/gguf.c
     ${LLM_FILES_DIR}/gguf_write.c
     ${LLM_FILES_DIR}/llama2c.c
+    ${LLM_FILES_DIR}/tokenizer.c
+    ${LLM_FILES_DIR}/tokenizer_encode.c
 )
 # quant.c uses libm (fabsf, roundf); link these with the sources.
 set(LLM_FILES_LIBS m)

@@ -361,7 +361,7 @@ static int add_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint3
 {
     if (w->failed)
         return w->failed;
-    uint64_t nbytes;
+    uint64_t nbytes = 0;
     int r = check_tensor(w, name, type, n_dims, ne, &nbytes);
     if (r)
         return r;

@@ -18,8 +18,10 @@
  *  mapped to GPT-2's printable byte alphabet, and merges are applied by rank
  *  (lowest first; ties leftmost) until none applies.
  *
- * Special tokens (token_type control/user-defined) are never produced from
- * text; add_bos prepends the BOS id when the vocabulary has one.
+ * Only normal and user-defined pieces take part in matching and merging:
+ * control, unknown, unused and byte tokens are never produced from text
+ * except through byte fallback; add_bos prepends the BOS id when the
+ * vocabulary has one.
  *
  * Ownership and threads: a tokenizer copies everything it needs (it does not
  * reference the GGUF handle or file after creation) and is immutable, so it
@@ -72,10 +74,11 @@ int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, s
 
 /* Reads a llama2.c tokenizer.bin: i32 max_token_length, then vocab_size
  * records of (f32 score, i32 len, len bytes). The result is a "llama"
- * model with BOS 1, EOS 2, <unk> 0 and token types derived from the
- * pieces (<0xXX> byte tokens, <s>/</s> control, <unk> unknown). A file with
- * fewer records, a negative or over-long length, or trailing garbage is
- * rejected. */
+ * model with <unk> 0, BOS 1, EOS 2 (types unknown/control), byte tokens
+ * where a piece reads "<0xXX>", add_space_prefix on; llama2.c stores spaces
+ * in pieces as ' ', which becomes "▁" here. A file with fewer records, a
+ * length outside 0..max_token_length (at most LLM_TOK_MAX_PIECE), or
+ * trailing bytes is rejected. */
 int llm_tokenizer_from_llama2c(const char *path, uint32_t vocab_size, llm_tokenizer **out, char *err,
                                size_t errlen);
 
@@ -91,7 +94,8 @@ int llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, int add_b
 
 /* The raw bytes a token stands for in output: a byte token gives its byte,
  * "▁" becomes a space (llama), GPT-2 byte characters map back to bytes
- * (gpt2); control tokens (BOS, EOS) give zero bytes. Callers that want
+ * (gpt2); control, unknown and unused tokens (BOS, EOS, <unk>) give zero
+ * bytes. Callers that want
  * SentencePiece's "strip the prefix space after BOS" do it themselves (see
  * llm_tokenizer_add_space_prefix). Returns 0 with *n set, LLM_TOK_EINVAL for
  * an id out of range, LLM_TOK_ENOSPC when cap is too small (*n = needed).

@@ -1,0 +1,60 @@
+/* tokenizer_impl.h — the tokenizer's internal representation, shared by
+ * tokenizer.c (loading, accessors, decoding) and tokenizer_encode.c
+ * (encoding). Not part of any public contract.
+ *
+ * Pieces are stored back to back in `text` (each NUL-terminated, so a
+ * piece is also a C string); `piece_hash` maps a piece's bytes to its id
+ * for the pieces that text may produce (normal and user-defined types);
+ * `merge_hash` maps a pair of ids to its BPE merge (gpt2 only).
+ */
+#ifndef LLM_TOKENIZER_IMPL_H
+#define LLM_TOKENIZER_IMPL_H
+
+#include "tokenizer.h"
+
+typedef struct llm_tok_merge {
+    int32_t left, right; /* ids of the pair */
+    int32_t result;      /* id of the merged piece */
+    uint32_t rank;       /* position in tokenizer.ggml.merges: lower merges first */
+} llm_tok_merge;
+
+struct llm_tokenizer {
+    enum llm_tok_kind kind;
+    uint32_t n_vocab;
+    char *text;          /* all pieces, NUL-terminated each */
+    uint64_t *off;       /* [n_vocab] offset of piece i in text */
+    uint32_t *len;       /* [n_vocab] byte length of piece i */
+    float *scores;       /* [n_vocab] */
+    int32_t *types;      /* [n_vocab] enum llm_tok_type */
+    int32_t bos, eos, unk; /* -1 when absent */
+    int add_bos;
+    int add_space_prefix;
+    int32_t byte_tok[256]; /* spm: id of <0xXX>; gpt2: id of byte b's mapped char; -1 absent */
+    uint32_t *piece_hash;  /* slot -> id + 1, 0 = empty */
+    uint64_t piece_mask;
+    llm_tok_merge *merges; /* gpt2: resolved merges */
+    uint32_t n_merges;
+    uint32_t *merge_hash;  /* slot -> merge index + 1 */
+    uint64_t merge_mask;
+};
+
+/* Id of the matchable piece with these bytes, or -1. */
+int32_t pm__tok_lookup(const llm_tokenizer *t, const char *s, size_t len);
+
+/* The merge of (left, right), or NULL. */
+const llm_tok_merge *pm__tok_merge(const llm_tokenizer *t, int32_t left, int32_t right);
+
+/* GPT-2's byte <-> printable character mapping: the codepoint standing for
+ * byte b, and the byte a codepoint stands for (-1 when none). */
+uint32_t pm__gpt2_byte_to_cp(unsigned b);
+int pm__gpt2_cp_to_byte(uint32_t cp);
+
+/* Decodes one UTF-8 character at s (n bytes available): its length
+ * (1..4) and codepoint; an invalid or truncated sequence decodes as one
+ * byte with *cp = 0xFFFFFFFF. */
+size_t pm__utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+
+/* Encodes cp as UTF-8 into out (4 bytes room); returns the length. */
+size_t pm__utf8_put(uint32_t cp, unsigned char *out);
+
+#endif
