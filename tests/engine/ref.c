@@ -1,0 +1,294 @@
+/* ref.c — see ref.h. Clarity over speed: this is the definition the engine
+ * is held to. */
+#include "ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ref_layer {
+    double *attn_norm, *ffn_norm;          /* [dim] */
+    double *wq, *wk, *wv, *wo;             /* [out][in] */
+    double *wg, *wu, *wd;
+} ref_layer;
+
+struct ref_model {
+    ref_hparams hp;
+    int head_dim, kv_dim, pos;
+    double *embd, *out_norm, *out;         /* [vocab][dim], [dim], [vocab][dim] */
+    ref_layer *layers;
+    double *kc, *vc;                       /* [layers][ctx][kv_dim] */
+    double *x, *xb, *q, *k, *v, *att, *o, *g, *u, *sc;
+};
+
+/* IEEE half to double, from the definition (sign, 5-bit exponent, 10-bit
+ * fraction, bias 15, subnormals below exponent 1). */
+static double half_to_double(uint16_t h)
+{
+    int sign = h >> 15, e = (h >> 10) & 31, f = h & 1023;
+    double v;
+    if (e == 0)
+        v = ldexp(f, -24);
+    else if (e == 31)
+        v = f ? NAN : INFINITY;
+    else
+        v = ldexp(1024 + f, e - 25);
+    return sign ? -v : v;
+}
+
+static double bf16_to_double(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t rd16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* Decodes a whole tensor of n elements into dst. */
+static int decode(const llm_gguf_tensor *t, double *dst, size_t n)
+{
+    const unsigned char *p = t->data;
+    switch (t->type) {
+    case 0: /* f32 */
+        for (size_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, p + 4 * i, 4);
+            dst[i] = f;
+        }
+        return 0;
+    case 1: /* f16 */
+        for (size_t i = 0; i < n; i++)
+            dst[i] = half_to_double(rd16(p + 2 * i));
+        return 0;
+    case 30: /* bf16 */
+        for (size_t i = 0; i < n; i++)
+            dst[i] = bf16_to_double(rd16(p + 2 * i));
+        return 0;
+    case 8: /* q8_0: 34-byte blocks, fp16 d then 32 int8 */
+        for (size_t b = 0; b < n / 32; b++) {
+            const unsigned char *blk = p + 34 * b;
+            double d = half_to_double(rd16(blk));
+            for (int j = 0; j < 32; j++)
+                dst[32 * b + j] = d * (int8_t)blk[2 + j];
+        }
+        return 0;
+    case 2: /* q4_0: 18-byte blocks, fp16 d then nibbles (j low, j+16 high) */
+        for (size_t b = 0; b < n / 32; b++) {
+            const unsigned char *blk = p + 18 * b;
+            double d = half_to_double(rd16(blk));
+            for (int j = 0; j < 16; j++) {
+                dst[32 * b + j] = d * ((blk[2 + j] & 15) - 8);
+                dst[32 * b + j + 16] = d * ((blk[2 + j] >> 4) - 8);
+            }
+        }
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static double *load(ref_find_fn find, const void *h, const char *name, size_t n)
+{
+    const llm_gguf_tensor *t = find(h, name);
+    if (!t) {
+        fprintf(stderr, "ref: tensor %s missing\n", name);
+        return NULL;
+    }
+    size_t have = (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+    double *d = malloc(n * sizeof *d);
+    if (!d || have != n || decode(t, d, n) != 0) {
+        fprintf(stderr, "ref: tensor %s: %zu elements (want %zu) or bad type %u\n",
+                name, have, n, (unsigned)t->type);
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static double *load_layer(ref_find_fn find, const void *h, int l, const char *what, size_t n)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s.weight", l, what);
+    return load(find, h, name, n);
+}
+
+ref_model *ref_load(const ref_hparams *hp, ref_find_fn find, const void *h)
+{
+    ref_model *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->hp = *hp;
+    size_t D = hp->dim, hd = hp->dim / hp->n_heads, KV = hd * hp->n_kv_heads, F = hp->ffn;
+    r->head_dim = (int)hd;
+    r->kv_dim = (int)KV;
+    int ok = 1;
+    r->embd = load(find, h, "token_embd.weight", (size_t)hp->vocab * D);
+    r->out_norm = load(find, h, "output_norm.weight", D);
+    r->out = find(h, "output.weight") ? load(find, h, "output.weight", (size_t)hp->vocab * D) : NULL;
+    ok = r->embd && r->out_norm && (r->out || !find(h, "output.weight"));
+    r->layers = calloc((size_t)hp->n_layers, sizeof *r->layers);
+    ok = ok && r->layers;
+    for (int l = 0; ok && l < hp->n_layers; l++) {
+        ref_layer *L = &r->layers[l];
+        L->attn_norm = load_layer(find, h, l, "attn_norm", D);
+        L->ffn_norm = load_layer(find, h, l, "ffn_norm", D);
+        L->wq = load_layer(find, h, l, "attn_q", D * D);
+        L->wk = load_layer(find, h, l, "attn_k", D * KV);
+        L->wv = load_layer(find, h, l, "attn_v", D * KV);
+        L->wo = load_layer(find, h, l, "attn_output", D * D);
+        L->wg = load_layer(find, h, l, "ffn_gate", D * F);
+        L->wu = load_layer(find, h, l, "ffn_up", D * F);
+        L->wd = load_layer(find, h, l, "ffn_down", F * D);
+        ok = L->attn_norm && L->ffn_norm && L->wq && L->wk && L->wv && L->wo && L->wg && L->wu && L->wd;
+    }
+    size_t cache = (size_t)hp->n_layers * hp->ctx * KV;
+    r->kc = calloc(cache, sizeof(double));
+    r->vc = calloc(cache, sizeof(double));
+    double **bufs[] = {&r->x, &r->xb, &r->q, &r->k, &r->v, &r->att, &r->o, &r->g, &r->u, &r->sc};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        *bufs[i] = calloc(D + F + (size_t)hp->ctx, sizeof(double));
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        ok = ok && *bufs[i];
+    if (!ok || !r->kc || !r->vc) {
+        ref_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void ref_free(ref_model *r)
+{
+    if (!r)
+        return;
+    for (int l = 0; r->layers && l < r->hp.n_layers; l++) {
+        ref_layer *L = &r->layers[l];
+        double *p[] = {L->attn_norm, L->ffn_norm, L->wq, L->wk, L->wv, L->wo, L->wg, L->wu, L->wd};
+        for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+            free(p[i]);
+    }
+    double *p[] = {r->embd, r->out_norm, r->out, r->kc, r->vc, r->x, r->xb, r->q, r->k,
+                   r->v, r->att, r->o, r->g, r->u, r->sc};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        free(p[i]);
+    free(r->layers);
+    free(r);
+}
+
+void ref_reset(ref_model *r)
+{
+    r->pos = 0;
+}
+
+/* y[out] = W[out][in] x[in] */
+static void matvec(const double *w, const double *x, double *y, int out, int in)
+{
+    for (int i = 0; i < out; i++) {
+        double s = 0;
+        for (int j = 0; j < in; j++)
+            s += w[(size_t)i * in + j] * x[j];
+        y[i] = s;
+    }
+}
+
+static void rmsnorm(double *y, const double *x, const double *w, int n, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double s = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * s * w[i];
+}
+
+/* Rotates pair (2i, 2i+1) of every head by (pos / factor) * base^(-2i/hd). */
+static void rope(const ref_model *r, double *v, int heads)
+{
+    int hd = r->head_dim;
+    for (int h = 0; h < heads; h++)
+        for (int i = 0; i < hd / 2; i++) {
+            double a = r->pos / r->hp.rope_factor * pow(r->hp.rope_base, -2.0 * i / hd);
+            double *p = v + h * hd + 2 * i, x0 = p[0], x1 = p[1];
+            p[0] = x0 * cos(a) - x1 * sin(a);
+            p[1] = x0 * sin(a) + x1 * cos(a);
+        }
+}
+
+static void attention(ref_model *r, int l)
+{
+    int hd = r->head_dim, group = r->hp.n_heads / r->hp.n_kv_heads;
+    const double *kc = r->kc + (size_t)l * r->hp.ctx * r->kv_dim;
+    const double *vc = r->vc + (size_t)l * r->hp.ctx * r->kv_dim;
+    for (int h = 0; h < r->hp.n_heads; h++) {
+        int kvh = h / group;
+        double mx = -INFINITY, sum = 0;
+        for (int p = 0; p <= r->pos; p++) {
+            double s = 0;
+            for (int i = 0; i < hd; i++)
+                s += r->q[h * hd + i] * kc[(size_t)p * r->kv_dim + kvh * hd + i];
+            r->sc[p] = s / sqrt((double)hd);
+            if (r->sc[p] > mx)
+                mx = r->sc[p];
+        }
+        for (int p = 0; p <= r->pos; p++) {
+            r->sc[p] = exp(r->sc[p] - mx);
+            sum += r->sc[p];
+        }
+        for (int i = 0; i < hd; i++) {
+            double s = 0;
+            for (int p = 0; p <= r->pos; p++)
+                s += r->sc[p] / sum * vc[(size_t)p * r->kv_dim + kvh * hd + i];
+            r->att[h * hd + i] = s;
+        }
+    }
+}
+
+void ref_step(ref_model *r, int token, double *logits)
+{
+    const ref_hparams *hp = &r->hp;
+    int D = hp->dim, F = hp->ffn, KV = r->kv_dim;
+    memcpy(r->x, r->embd + (size_t)token * D, (size_t)D * sizeof(double));
+    for (int l = 0; l < hp->n_layers; l++) {
+        const ref_layer *L = &r->layers[l];
+        rmsnorm(r->xb, r->x, L->attn_norm, D, hp->eps);
+        matvec(L->wq, r->xb, r->q, D, D);
+        matvec(L->wk, r->xb, r->k, KV, D);
+        matvec(L->wv, r->xb, r->v, KV, D);
+        rope(r, r->q, hp->n_heads);
+        rope(r, r->k, hp->n_kv_heads);
+        size_t slot = ((size_t)l * hp->ctx + r->pos) * KV;
+        memcpy(r->kc + slot, r->k, (size_t)KV * sizeof(double));
+        memcpy(r->vc + slot, r->v, (size_t)KV * sizeof(double));
+        attention(r, l);
+        matvec(L->wo, r->att, r->o, D, D);
+        for (int i = 0; i < D; i++)
+            r->x[i] += r->o[i];
+        rmsnorm(r->xb, r->x, L->ffn_norm, D, hp->eps);
+        matvec(L->wg, r->xb, r->g, F, D);
+        matvec(L->wu, r->xb, r->u, F, D);
+        for (int i = 0; i < F; i++)
+            r->g[i] = r->g[i] / (1.0 + exp(-r->g[i])) * r->u[i];
+        matvec(L->wd, r->g, r->o, D, F);
+        for (int i = 0; i < D; i++)
+            r->x[i] += r->o[i];
+    }
+    rmsnorm(r->xb, r->x, r->out_norm, D, hp->eps);
+    matvec(r->out ? r->out : r->embd, r->xb, logits, hp->vocab, D);
+    r->pos++;
+}
+
+double ref_max_abs_diff(const double *a, const float *b, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++) {
+        double d = fabs(a[i] - (double)b[i]);
+        if (d > m || d != d)
+            m = d != d ? INFINITY : d;
+    }
+    return m;
+}

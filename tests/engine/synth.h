@@ -1,0 +1,53 @@
+/* synth.h — small synthetic llama models for the engine tests, written as
+ * GGUF through the model-file writer (gguf.h).
+ *
+ * Weights are a pure function of (seed, tensor, row, column), uniform in
+ * +-sqrt(3 / fan_in) so activations and logits stay of order one; norm
+ * weights are 1 +- 0.2. No tokenizer metadata: the tests work in ids.
+ */
+#ifndef PM_TEST_SYNTH_H
+#define PM_TEST_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ref.h"
+
+typedef struct synth_spec {
+    ref_hparams hp;     /* shapes, eps, rope */
+    uint32_t type;      /* matrix type (quant.h ids) */
+    uint32_t embd_type; /* token embedding type */
+    int tied;           /* 1: no output.weight */
+    uint64_t seed;
+    const char *arch;   /* general.architecture; NULL: "llama" */
+    const char *omit;   /* a tensor name left out (error tests); NULL */
+} synth_spec;
+
+/* A default spec: dim 64, 2 layers, 4 heads over 2 kv heads, ffn 96,
+ * vocab 160, context 64, eps 1e-5, base 10000, untied, f32. */
+synth_spec synth_default(void);
+
+/* Writes the model to path. 0, or -1 with a message on stderr. */
+int synth_write(const char *path, const synth_spec *s);
+
+/* A per-process scratch path "<dir>/pm_engine_<tag>_<pid>.gguf" in buf. */
+void synth_path(char *buf, size_t cap, const char *tag);
+
+/* Opens path with n_threads on the CPU; aborts the test (exit 1) when the
+ * model does not open. */
+struct llm_model;
+struct llm_model *synth_open(const char *path, int n_threads);
+
+/* A session with n_ctx positions and batch n_batch (exit 1 on failure). */
+struct llm_session;
+struct llm_session *synth_session(struct llm_model *m, int n_ctx, int n_batch,
+                                  uint64_t req);
+
+/* ref_find_fn over an llm_gguf handle. */
+const llm_gguf_tensor *synth_find_gguf(const void *h, const char *name);
+
+/* The quant.h type id for "f32", "f16", "bf16", "q8_0", "q4_0"; exit 2 on
+ * anything else. */
+uint32_t synth_type(const char *name);
+
+#endif
