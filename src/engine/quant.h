@@ -21,7 +21,8 @@
  *         (x * (1/d) in float, as ggml does); d is stored as fp16.
  *   Q4_0: m = the element with the largest |x| (signed), d = m / -8,
  *         q = min(15, (int8)(x * (1/d) + 8.5)); d is stored as fp16.
- *   An all-zero block stores d = 0 and q = 0 (Q4_0: nibble 8).
+ *   An all-zero block stores q = 0 (Q4_0: nibble 8) and d = 0 (Q4_0: -0,
+ *   since 0 / -8 is negative zero, as in ggml).
  *
  * fp16 and bf16 conversions from f32 round to nearest, ties to even; NaN
  * stays NaN (quiet), overflow goes to infinity (fp16). They are inline here
