@@ -1,0 +1,214 @@
+/* test_engine_kernels — the CPU kernels against definitions computed here
+ * in double, and the AVX2 set against the scalar set:
+ *   - dot products for f32/f16/bf16 rows (lengths with SIMD tails);
+ *   - q8_0/q4_0 rows times a quantized activation: the exact integer sums
+ *     scaled per block;
+ *   - the activation quantizer: scale = max|x|/127 and round-half-even,
+ *     bit-identical between the two sets;
+ *   - the thread pool's slices cover 0..n exactly once.
+ * When the CPU lacks AVX2 the SIMD comparisons are reported and skipped;
+ * the scalar checks still run.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+#include "cpu/pool.h"
+#include "pm_check.h"
+#include "quant.h"
+
+static uint64_t rng = 88172645463325252ull;
+
+static double uni(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+static double half(uint16_t h)
+{
+    int e = (h >> 10) & 31, f = h & 1023;
+    double v = e ? ldexp(1024 + f, e - 25) : ldexp(f, -24);
+    return h >> 15 ? -v : v;
+}
+
+/* Relative closeness for sums of n products of unit-sized terms. */
+static void check_close(double got, double want, int64_t n, const char *what)
+{
+    double tol = 1e-5 * sqrt((double)n) * (1.0 + fabs(want));
+    if (fabs(got - want) > tol)
+        fprintf(stderr, "%s n=%lld: %.9g vs %.9g\n", what, (long long)n, got, want);
+    CHECK(fabs(got - want) <= tol);
+}
+
+static void test_float_dots(const llm_kernels *k)
+{
+    int64_t lens[] = {1, 7, 8, 31, 32, 75, 256, 1000};
+    static float w[1000], x[1000];
+    static uint16_t h[1000], b[1000];
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int64_t n = lens[li];
+        double sf = 0, sh = 0, sb = 0;
+        for (int64_t i = 0; i < n; i++) {
+            w[i] = (float)uni();
+            x[i] = (float)uni();
+            h[i] = llm_f32_to_fp16(w[i]);
+            b[i] = llm_f32_to_bf16(w[i]);
+            uint32_t u = (uint32_t)b[i] << 16;
+            float bf;
+            memcpy(&bf, &u, 4);
+            sf += (double)w[i] * x[i];
+            sh += half(h[i]) * x[i];
+            sb += (double)bf * x[i];
+        }
+        check_close(k->dot_f32(w, x, n), sf, n, "dot_f32");
+        check_close(k->dot(w, x, n), sf, n, "dot");
+        check_close(k->dot_f16(h, x, n), sh, n, "dot_f16");
+        check_close(k->dot_bf16(b, x, n), sb, n, "dot_bf16");
+        static float y[1000];
+        for (int64_t i = 0; i < n; i++)
+            y[i] = 1.0f;
+        k->axpy(y, 0.5f, x, n);
+        for (int64_t i = 0; i < n; i++)
+            CHECK_NEAR(y[i], 1.0 + 0.5 * x[i], 1e-6);
+    }
+}
+
+/* Quantized rows: the expectation uses the dequantized block values and
+ * the quantized activation exactly as the kernel sees them. */
+static void test_quant_dots(const llm_kernels *k)
+{
+    enum { N = 512, NB = N / 32 };
+    static float w[N], x[N], xd[NB];
+    static int8_t xq[N];
+    static unsigned char q8[NB * 34], q4[NB * 18];
+    for (int i = 0; i < N; i++) {
+        w[i] = (float)uni();
+        x[i] = (float)(3.0 * uni());
+    }
+    w[5] = 0; /* an all-zero block must not poison the sum */
+    for (int i = 64; i < 96; i++)
+        w[i] = 0;
+    llm_quantize_row(LLM_TYPE_Q8_0, w, q8, N);
+    llm_quantize_row(LLM_TYPE_Q4_0, w, q4, N);
+    k->quantize_row(x, N, xd, xq);
+    llm_qrow xr = {xd, xq};
+    double s8 = 0, s4 = 0;
+    for (int b = 0; b < NB; b++) {
+        const unsigned char *b8 = q8 + 34 * b, *b4 = q4 + 18 * b;
+        double d8 = half((uint16_t)(b8[0] | b8[1] << 8)), d4 = half((uint16_t)(b4[0] | b4[1] << 8));
+        long a8 = 0, a4 = 0;
+        for (int j = 0; j < 32; j++)
+            a8 += (long)(int8_t)b8[2 + j] * xq[32 * b + j];
+        for (int j = 0; j < 16; j++) {
+            a4 += (long)((b4[2 + j] & 15) - 8) * xq[32 * b + j];
+            a4 += (long)((b4[2 + j] >> 4) - 8) * xq[32 * b + j + 16];
+        }
+        s8 += d8 * xd[b] * a8;
+        s4 += d4 * xd[b] * a4;
+    }
+    check_close(k->dot_q8_0(q8, &xr, N), s8, N, "dot_q8_0");
+    check_close(k->dot_q4_0(q4, &xr, N), s4, N, "dot_q4_0");
+}
+
+static void test_quantizer(const llm_kernels *k)
+{
+    enum { N = 96 };
+    float x[N], d[N / 32];
+    int8_t q[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(10.0 * uni());
+    for (int i = 32; i < 64; i++)
+        x[i] = 0; /* zero block: scale 0, quants 0 */
+    x[70] = 127.0f;
+    x[71] = 0.5f;  /* exactly half a step at scale 1: rounds to even 0 */
+    x[72] = 1.5f;  /* rounds to 2 */
+    x[73] = -2.5f; /* rounds to -2 */
+    k->quantize_row(x, N, d, q);
+    CHECK(d[1] == 0.0f);
+    for (int i = 32; i < 64; i++)
+        CHECK_INT_EQ(q[i], 0);
+    CHECK(d[2] == 1.0f);
+    CHECK_INT_EQ(q[70], 127);
+    CHECK_INT_EQ(q[71], 0);
+    CHECK_INT_EQ(q[72], 2);
+    CHECK_INT_EQ(q[73], -2);
+    for (int b = 0; b < N / 32; b++)
+        for (int j = 0; j < 32; j++) {
+            float v = x[32 * b + j];
+            double want = d[b] > 0 ? nearbyint(v * (1.0f / d[b])) : 0;
+            CHECK_INT_EQ(q[32 * b + j], (long)want);
+        }
+}
+
+/* Both sets quantize identically (the engine's decode must not depend on
+ * which set the CPU picked beyond f32 summation order). */
+static void test_sets_agree(const llm_kernels *a, const llm_kernels *b)
+{
+    enum { N = 1024 };
+    static float x[N], da[N / 32], db[N / 32];
+    static int8_t qa[N], qb[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(uni() * (i % 7 + 1));
+    a->quantize_row(x, N, da, qa);
+    b->quantize_row(x, N, db, qb);
+    CHECK(memcmp(da, db, sizeof da) == 0);
+    CHECK(memcmp(qa, qb, sizeof qa) == 0);
+}
+
+typedef struct cover {
+    int hits[1000];
+} cover;
+
+static void mark_slice(void *ctx, int32_t ith, int32_t nth)
+{
+    cover *c = ctx;
+    int64_t b, e;
+    llm_pool_slice(1000, 16, ith, nth, &b, &e);
+    for (int64_t i = b; i < e; i++)
+        __atomic_fetch_add(&c->hits[i], 1, __ATOMIC_RELAXED);
+}
+
+static void test_pool(void)
+{
+    for (int32_t n = 1; n <= 4; n++) {
+        llm_pool *p;
+        REQUIRE(llm_pool_create(n, &p) == 0);
+        CHECK_INT_EQ(llm_pool_threads(p), n);
+        for (int round = 0; round < 50; round++) {
+            cover c;
+            memset(&c, 0, sizeof c);
+            llm_pool_run(p, mark_slice, &c);
+            for (int i = 0; i < 1000; i++)
+                CHECK_INT_EQ(c.hits[i], 1);
+        }
+        llm_pool_free(p);
+    }
+    llm_pool *bad;
+    CHECK(llm_pool_create(0, &bad) < 0 && bad == NULL);
+    llm_pool_free(NULL);
+}
+
+int main(void)
+{
+    llm_kernels scalar, simd;
+    llm_kernels_scalar(&scalar);
+    test_float_dots(&scalar);
+    test_quant_dots(&scalar);
+    test_quantizer(&scalar);
+    if (llm_kernels_avx2(&simd) == 0) {
+        CHECK_STR_EQ(simd.name, "avx2");
+        test_float_dots(&simd);
+        test_quant_dots(&simd);
+        test_quantizer(&simd);
+        test_sets_agree(&scalar, &simd);
+    } else {
+        printf("AVX2 kernels unavailable on this CPU: scalar checks only\n");
+    }
+    test_pool();
+    return pm_check_result();
+}
