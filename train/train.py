@@ -36,8 +36,8 @@ import gguf_write as gw  # noqa: E402
 import spec  # noqa: E402
 from model import Config, Transformer, gguf_tensor_order  # noqa: E402
 
-TARGET = dict(dim=512, n_layers=8, n_heads=8, n_kv_heads=4, ffn_dim=1408)
-DRAFT = dict(dim=256, n_layers=4, n_heads=4, n_kv_heads=2, ffn_dim=704)
+TARGET = dict(dim=512, n_layers=6, n_heads=8, n_kv_heads=4, ffn_dim=1408)
+DRAFT = dict(dim=256, n_layers=5, n_heads=4, n_kv_heads=2, ffn_dim=704)
 SAMPLE_PROMPTS = [
     "In the beginning God created",
     "And it came to pass, when the king heard",
@@ -74,26 +74,52 @@ def autocast(device):
 
 
 @torch.no_grad()
-def eval_loss(model, stream, t, device, mixed=True, max_windows=None):
-    """Mean next-token cross-entropy (nats) over consecutive windows of t."""
+def evaluate(model, stream, t, device, mixed=True, teacher=None):
+    """Mean next-token cross-entropy (nats) over consecutive windows of t;
+    with a teacher also the fraction of positions where both argmaxes agree
+    (the per-token acceptance of greedy speculative decoding, on real text)."""
     was_training = model.training
     model.eval()
     n = (stream.numel() - 1) // t
-    if max_windows:
-        n = min(n, max_windows)
-    total, count = 0.0, 0
+    total, agree, count = 0.0, 0, 0
     for i0 in range(0, n, 16):
         idx = torch.arange(i0, min(n, i0 + 16), device=stream.device)[:, None] * t
         w = stream[idx + torch.arange(t + 1, device=stream.device)]
         ctx = autocast(device) if mixed else torch.autocast("cpu", enabled=False)
         with ctx:
-            logits = model(w[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), w[:, 1:].reshape(-1),
+            logits = model(w[:, :-1]).float()
+            if teacher is not None:
+                agree += int((teacher(w[:, :-1]).argmax(-1) == logits.argmax(-1)).sum())
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), w[:, 1:].reshape(-1),
                                reduction="sum")
         total += float(loss)
         count += w[:, 1:].numel()
     model.train(was_training)
-    return total / count
+    return {"loss": total / count, "agree": agree / count if teacher is not None else None}
+
+
+def eval_loss(model, stream, t, device, mixed=True):
+    return evaluate(model, stream, t, device, mixed)["loss"]
+
+
+@torch.no_grad()
+def distill_corpus(teacher, stream, args, device):
+    """Sequence-level distillation data: random training-text prefixes of
+    gen_prefix tokens, each continued greedily by the teacher for gen_len
+    tokens. Greedy continuations are exactly the contexts speculative
+    decoding meets, which real text alone under-represents. [n, prefix+len]"""
+    gen = torch.Generator().manual_seed(args.seed + 2)
+    rows = []
+    for i0 in range(0, args.gen_seqs, 512):
+        b = min(512, args.gen_seqs - i0)
+        starts = torch.randint(0, stream.numel() - args.gen_prefix, (b,), generator=gen)
+        seq = stream[starts.to(device)[:, None] + torch.arange(args.gen_prefix, device=device)]
+        for _ in range(args.gen_len):
+            with autocast(device):
+                nxt = teacher(seq)[:, -1].argmax(-1)
+            seq = torch.cat([seq, nxt[:, None]], dim=1)
+        rows.append(seq)
+    return torch.cat(rows)
 
 
 def lr_at(step, steps, peak, warmup):
@@ -111,9 +137,24 @@ def make_optimizer(model, lr, device):
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, **kw)
 
 
-def train_model(label, model, data, args, steps, lr, teacher=None, kl_weight=0.0):
-    """Trains in place; returns (best state dict, history). With a teacher
-    the loss mixes cross-entropy and KL(teacher || model)."""
+def distill_loss(model, teacher, x, y, kl_weight):
+    logits = model(x).float()
+    vocab = logits.shape[-1]
+    ce = F.cross_entropy(logits.view(-1, vocab), y.reshape(-1))
+    if teacher is None:
+        return ce, ce
+    with torch.no_grad():
+        t_logp = F.log_softmax(teacher(x).float(), -1).view(-1, vocab)
+    s_logp = F.log_softmax(logits, -1).view(-1, vocab)
+    kl = F.kl_div(s_logp, t_logp, log_target=True, reduction="batchmean")
+    return (1.0 - kl_weight) * ce + kl_weight * kl, ce
+
+
+def train_model(label, model, data, args, steps, lr, teacher=None, kl_weight=0.0, synth=None):
+    """Trains in place and keeps the best validation weights (lowest loss;
+    with a teacher, highest argmax agreement with it). With a teacher the
+    loss mixes cross-entropy and KL(teacher || model), and each step adds a
+    batch of the teacher's own continuations (synth) with equal weight."""
     device = args.device
     opt = make_optimizer(model, lr, device)
     gen = torch.Generator().manual_seed(args.seed + (1 if teacher is not None else 0))
@@ -127,32 +168,33 @@ def train_model(label, model, data, args, steps, lr, teacher=None, kl_weight=0.0
             g["lr"] = lr_at(step, steps, lr, warmup)
         x, y = batch(data["train"], args.batch, args.seq, gen)
         with autocast(device):
-            logits = model(x)
-            ce = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
-            loss = ce
-            if teacher is not None:
-                with torch.no_grad():
-                    t_logp = F.log_softmax(teacher(x).float(), -1).view(-1, logits.shape[-1])
-                s_logp = F.log_softmax(logits.float(), -1).view(-1, logits.shape[-1])
-                kl = F.kl_div(s_logp, t_logp, log_target=True, reduction="batchmean")
-                loss = (1.0 - kl_weight) * ce + kl_weight * kl
+            loss, ce = distill_loss(model, teacher, x, y, kl_weight)
+            if synth is not None:
+                pick = torch.randint(0, synth.shape[0], (args.synth_batch,), generator=gen)
+                rows = synth[pick.to(synth.device)]
+                s_loss, _ = distill_loss(model, teacher, rows[:, :-1], rows[:, 1:], kl_weight)
+                loss = 0.5 * (loss + s_loss)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if (step + 1) % args.eval_every == 0 or step + 1 == steps:
-            val = eval_loss(model, data["val"], args.seq, device)
-            hist.append({"step": step + 1, "train_ce": float(ce), "val": val,
-                         "seconds": round(time.time() - t0, 2)})
+            ev = evaluate(model, data["val"], args.seq, device, teacher=teacher)
+            score = ev["loss"] if teacher is None else -ev["agree"]
+            hist.append({"step": step + 1, "train_ce": float(ce.detach()), "val": ev["loss"],
+                         "val_agree": ev["agree"], "seconds": round(time.time() - t0, 2)})
             mark = ""
-            if val < best[0]:
-                best = (val, step + 1, copy.deepcopy(model.state_dict()))
+            if score < best[0]:
+                best = (score, step + 1, copy.deepcopy(model.state_dict()))
                 mark = " *"
+            agree = f" agree {ev['agree']:.4f}" if teacher is not None else ""
             log(f"{label} step {step + 1}/{steps} lr {opt.param_groups[0]['lr']:.2e} "
-                f"train_ce {float(ce):.4f} val {val:.4f}{mark}")
+                f"train_ce {float(ce.detach()):.4f} val {ev['loss']:.4f}{agree}{mark}")
     seconds = time.time() - t0
     model.load_state_dict(best[2])
-    return {"steps": steps, "best_step": best[1], "best_val": best[0], "seconds": round(seconds, 2),
+    best_h = next(h for h in hist if h["step"] == best[1])
+    return {"steps": steps, "best_step": best[1], "best_val": best_h["val"],
+            "best_val_agree": best_h["val_agree"], "seconds": round(seconds, 2),
             "final_train_ce": hist[-1]["train_ce"], "history": hist,
             "tokens_per_step": args.batch * args.seq, "lr": lr}
 
@@ -211,6 +253,9 @@ def measure(args, target_path, draft_path, data, meta, sp):
         res[f"{name}_shipped_test_loss"] = eval_loss(m, data["test"], args.seq, dev, mixed=False)
         log(f"{name} shipped weights: val {res[f'{name}_shipped_val_loss']:.4f} "
             f"test {res[f'{name}_shipped_test_loss']:.4f}")
+    ev = evaluate(models["draft"], data["test"], args.seq, dev, mixed=False, teacher=models["target"])
+    res["draft_target_test_agree"] = ev["agree"]
+    log(f"draft/target argmax agreement on test text: {ev['agree']:.4f}")
     prompts = [p["ids"] for p in meta["accept_prompts"][: args.accept_prompts]]
     t0 = time.time()
     res["acceptance"], refs = spec.acceptance(models["target"], models["draft"], prompts,
@@ -274,12 +319,17 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seq", type=int, default=512)
-    ap.add_argument("--target-steps", type=int, default=1200)
-    ap.add_argument("--draft-steps", type=int, default=1200)
+    ap.add_argument("--target-steps", type=int, default=1600)
+    ap.add_argument("--draft-steps", type=int, default=1600)
     ap.add_argument("--target-lr", type=float, default=1e-3)
     ap.add_argument("--draft-lr", type=float, default=2e-3)
-    ap.add_argument("--dropout", type=float, default=0.1)
-    ap.add_argument("--kl-weight", type=float, default=0.75)
+    ap.add_argument("--dropout", type=float, default=0.2, help="target dropout")
+    ap.add_argument("--draft-dropout", type=float, default=0.0)
+    ap.add_argument("--kl-weight", type=float, default=0.9)
+    ap.add_argument("--gen-seqs", type=int, default=1024, help="teacher continuations for the draft")
+    ap.add_argument("--gen-prefix", type=int, default=64)
+    ap.add_argument("--gen-len", type=int, default=192)
+    ap.add_argument("--synth-batch", type=int, default=64, help="continuations per draft step")
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--accept-prompts", type=int, default=50)
     ap.add_argument("--tiny", action="store_true", help="tiny models (pipeline check on a CPU)")
@@ -298,20 +348,27 @@ def main(argv):
     if args.tiny:
         tcfg = dict(dim=64, n_layers=2, n_heads=2, n_kv_heads=1, ffn_dim=160)
         dcfg = dict(dim=32, n_layers=1, n_heads=1, n_kv_heads=1, ffn_dim=96)
-    common = dict(vocab_size=sp.get_piece_size(), max_seq_len=args.seq, dropout=args.dropout)
+    common = dict(vocab_size=sp.get_piece_size(), max_seq_len=args.seq)
     log(f"device {args.device} torch {torch.__version__}; train {data['train'].numel()} tokens")
 
     torch.manual_seed(args.seed)
-    target = Transformer(Config(**tcfg, **common)).to(args.device)
+    target = Transformer(Config(**tcfg, **common, dropout=args.dropout)).to(args.device)
     log(f"target: {target.n_params()} parameters {tcfg}")
     t_hist = train_model("target", target, data, args, args.target_steps, args.target_lr)
     target.eval()
 
+    t0 = time.time()
+    synth = distill_corpus(target, data["train"], args, args.device) if args.gen_seqs else None
+    gen_seconds = time.time() - t0
+    log(f"teacher continuations: {args.gen_seqs} x {args.gen_prefix}+{args.gen_len} tokens "
+        f"in {gen_seconds:.1f} s")
+
     torch.manual_seed(args.seed + 1)
-    draft = Transformer(Config(**dcfg, **common)).to(args.device)
+    draft = Transformer(Config(**dcfg, **common, dropout=args.draft_dropout)).to(args.device)
     log(f"draft: {draft.n_params()} parameters {dcfg}")
     d_hist = train_model("draft", draft, data, args, args.draft_steps, args.draft_lr,
-                         teacher=target, kl_weight=args.kl_weight)
+                         teacher=target, kl_weight=args.kl_weight, synth=synth)
+    d_hist["synth_seconds"] = round(gen_seconds, 2)
     draft.eval()
     train_seconds = time.time() - t_start
 
