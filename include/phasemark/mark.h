@@ -14,8 +14,10 @@
  *
  * Cost. Every push is a static inline function whose disabled path is one
  * load of a process-wide gate and a predictable branch; pop of a range that
- * was not pushed is one load and a branch. Range text is formatted only when
- * enabled, into a stack buffer of PM_RANGE_TEXT_MAX bytes.
+ * was not pushed is one load and a branch. Enabled, a generic range is one
+ * indirect call into the backend per push and per pop; structured ranges
+ * are formatted by the library (no snprintf) into a stack buffer of
+ * PM_RANGE_TEXT_MAX bytes.
  *
  * Tokens. A push returns a pm_range. It is "live" (depth >= 0) only when the
  * backend accepted the push; pm_range_pop() pops live ranges only, so a
@@ -28,8 +30,11 @@
  *   pm.spec_decode mode=batched req=R draft=K
  *   pm.draft req=R tokens=K
  *   pm.layer_range mode=M layers=A-B shard=S where=local|remote backend=B req=R tokens=N
- * Truncation: text longer than PM_RANGE_TEXT_MAX-1 bytes is cut at the last
- * whole attribute (at a space), never inside a key=value pair.
+ * Truncation (structured kinds): attributes are appended in the order above,
+ * each whole or not at all; the first one that would take the text past
+ * PM_RANGE_TEXT_MAX-1 bytes is dropped with every attribute after it. So a
+ * text is always a prefix of the full text ending at an attribute boundary,
+ * never half a key=value pair. Only a very long backend name can trigger it.
  *
  * Compile-time off: define PHASEMARK_DISABLED (CMake: PHASEMARK_MARKERS=OFF)
  * and every call below compiles to nothing; no phasemark symbol is
@@ -95,8 +100,19 @@ typedef struct pm_layer_attr {
 #ifndef PHASEMARK_DISABLED
 
 /* Internal: the gate. 0 = off (decided), 1 = on, 2 = not yet decided.
- * Written only by the one-time initialization; read relaxed. */
+ * Written once, by the one-time initialization, with release order after
+ * pm__rt is filled; read with acquire order (a plain load on x86-64). */
 extern PM_API int pm__gate;
+
+/* Internal: the chosen backend's push and pop, called straight from the
+ * inline functions below when the gate is on, so an enabled range with text
+ * already formed costs what a raw call through a function pointer costs.
+ * Both start at stubs that reject, never NULL. */
+struct pm__runtime {
+    int (*push)(const char *text);
+    int (*pop)(void);
+};
+extern PM_API struct pm__runtime pm__rt;
 
 PM_API pm_range pm__push_text(const char *text);
 PM_API pm_range pm__push_prefill(uint64_t req, uint32_t pos, uint32_t tokens);
@@ -107,8 +123,8 @@ PM_API pm_range pm__push_layer_range(const pm_layer_attr *attr);
 PM_API void pm__pop(pm_range *range);
 PM_API pm_range pm__phase_enter(pm_phase phase);
 
-#define PM__OFF() \
-    __builtin_expect(__atomic_load_n(&pm__gate, __ATOMIC_RELAXED) == 0, 1)
+#define PM__GATE() __atomic_load_n(&pm__gate, __ATOMIC_ACQUIRE)
+#define PM__OFF() __builtin_expect(PM__GATE() == 0, 1)
 
 /* Forces the one-time initialization and says whether markers are on
  * (1) or off (0). Never prints unless the contract's diagnostic applies. */
@@ -121,13 +137,21 @@ PM_API const char *pm_backend_name(void);
  * range or phase scope, and always when markers are off). */
 PM_API pm_phase pm_current_phase(void);
 
-/* A generic named range with text already formed (copied if longer than
- * PM_RANGE_TEXT_MAX-1, by the truncation rule). text must not be NULL. */
+/* A generic named range with text already formed. The text is handed to
+ * the backend as is (the backend copies it); it should follow the range
+ * grammar, and the length limit and truncation rule apply only to the
+ * structured kinds below, whose text this layer formats. text must not be
+ * NULL. */
 static inline pm_range pm_range_push(const char *text)
 {
-    if (PM__OFF())
+    int gate = PM__GATE();
+    if (__builtin_expect(gate == 0, 1))
         return PM_RANGE_NONE;
-    return pm__push_text(text);
+    if (__builtin_expect(gate == 1, 1)) {
+        pm_range r = {pm__rt.push(text), 0, 0};
+        return r;
+    }
+    return pm__push_text(text); /* first use: decides, then pushes */
 }
 
 /* "pm.prefill mode=exact req=R pos=P tokens=N": one chunk of exact prefill
@@ -184,6 +208,11 @@ static inline void pm_range_pop(pm_range *range)
 {
     if (__builtin_expect(range->depth < 0 && !range->restores_phase, 1))
         return;
+    if (!range->restores_phase) {
+        pm__rt.pop(); /* a live leaf: pushed, so the gate is on */
+        range->depth = -1;
+        return;
+    }
     pm__pop(range);
 }
 

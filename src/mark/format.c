@@ -1,11 +1,14 @@
 /* format.c — range text without snprintf.
  *
- * Range text is built on every enabled push, so it is formatted by a few
- * lines of our own into the caller's stack buffer: no locale, no varargs
- * parsing, no allocation. The one rule that matters for the tools is the cut:
- * attributes go in whole or not at all, and after the first one that does
- * not fit nothing more is added, so a reader never sees half a key=value
- * pair and never sees a later attribute without an earlier one.
+ * Range text is built on every enabled structured push, so it is formatted
+ * by a few lines of our own into the caller's stack buffer: no locale, no
+ * varargs, no allocation, and no library call per piece (keys are literals
+ * whose length the compiler knows; values are copied in one bounded pass).
+ *
+ * The one rule that matters for the tools is the cut: attributes go in
+ * whole or not at all, and after the first one that does not fit nothing
+ * more is added, so a reader never sees half a key=value pair and never
+ * sees a later attribute without an earlier one.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
@@ -15,26 +18,24 @@
 /* Longest decimal of a 64-bit value, sign included. */
 enum { PM__DEC_MAX = 21 };
 
-static size_t dec_u64(char *out, uint64_t v)
+/* Writes v's decimal digits ending just before end; returns the start. */
+static char *dec_u64_back(char *end, uint64_t v)
 {
-    char tmp[PM__DEC_MAX];
-    size_t n = 0;
     do {
-        tmp[n++] = (char)('0' + v % 10);
+        *--end = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
+    return end;
 }
 
-static size_t dec_i64(char *out, int64_t v)
+static char *dec_i64_back(char *end, int64_t v)
 {
     if (v >= 0)
-        return dec_u64(out, (uint64_t)v);
-    out[0] = '-';
+        return dec_u64_back(end, (uint64_t)v);
     /* Negate in unsigned arithmetic so INT64_MIN does not overflow. */
-    return 1 + dec_u64(out + 1, (uint64_t)0 - (uint64_t)v);
+    char *p = dec_u64_back(end, (uint64_t)0 - (uint64_t)v);
+    *--p = '-';
+    return p;
 }
 
 void pm__text_init(pm__text *t, char *buf, size_t cap, const char *kind)
@@ -63,92 +64,124 @@ void pm__text_raw(pm__text *t, const char *s)
     t->buf[t->len] = '\0';
 }
 
-/* Appends " key=" + the value bytes when they all fit; else marks the cut. */
-static void attr_bytes(pm__text *t, const char *key, const char *val, size_t vlen)
+/* Appends prefix (plen bytes) then the NUL-terminated value, or nothing:
+ * on overflow the text is restored to where it was and marked cut. */
+static inline __attribute__((always_inline)) void attr_bytes(pm__text *t, const char *prefix,
+                                                             size_t plen, const char *v)
 {
     if (t->cut || !t->cap)
         return;
-    size_t klen = strlen(key);
-    size_t need = 1 + klen + 1 + vlen;
-    if (need > t->cap - 1 - t->len) {
-        t->cut = 1;
-        return;
-    }
     char *p = t->buf + t->len;
-    *p++ = ' ';
-    memcpy(p, key, klen);
-    p += klen;
-    *p++ = '=';
-    memcpy(p, val, vlen);
-    t->len += need;
+    char *end = t->buf + t->cap - 1;
+    if (plen > (size_t)(end - p))
+        goto cut;
+    memcpy(p, prefix, plen); /* plen is a literal's size: inlined moves */
+    p += plen;
+    for (; *v; v++) {
+        if (p == end)
+            goto cut;
+        *p++ = *v;
+    }
+    *p = '\0';
+    t->len = (size_t)(p - t->buf);
+    return;
+cut:
     t->buf[t->len] = '\0';
+    t->cut = 1;
 }
 
-void pm__text_attr_str(pm__text *t, const char *key, const char *value)
+static inline void text_attr_str(pm__text *t, const char *prefix, size_t plen, const char *value)
 {
-    if (!value)
-        value = "unknown";
-    attr_bytes(t, key, value, strlen(value));
+    attr_bytes(t, prefix, plen, value ? value : "unknown");
 }
 
-void pm__text_attr_u64(pm__text *t, const char *key, uint64_t value)
+static inline void text_attr_u64(pm__text *t, const char *prefix, size_t plen, uint64_t value)
 {
-    char d[PM__DEC_MAX];
-    attr_bytes(t, key, d, dec_u64(d, value));
+    char d[PM__DEC_MAX + 1];
+    d[PM__DEC_MAX] = '\0';
+    attr_bytes(t, prefix, plen, dec_u64_back(d + PM__DEC_MAX, value));
 }
 
-void pm__text_attr_i64(pm__text *t, const char *key, int64_t value)
+static inline void text_attr_i64(pm__text *t, const char *prefix, size_t plen, int64_t value)
 {
-    char d[PM__DEC_MAX];
-    attr_bytes(t, key, d, dec_i64(d, value));
+    char d[PM__DEC_MAX + 1];
+    d[PM__DEC_MAX] = '\0';
+    attr_bytes(t, prefix, plen, dec_i64_back(d + PM__DEC_MAX, value));
 }
 
-void pm__text_attr_span(pm__text *t, const char *key, int64_t first, int64_t last)
+static inline void text_attr_span(pm__text *t, const char *prefix, size_t plen, int64_t first,
+                        int64_t last)
 {
-    char d[2 * PM__DEC_MAX + 1];
-    size_t n = dec_i64(d, first);
-    d[n++] = '-';
-    n += dec_i64(d + n, last);
-    attr_bytes(t, key, d, n);
+    char d[2 * PM__DEC_MAX + 2];
+    d[sizeof d - 1] = '\0';
+    char *p = dec_i64_back(d + sizeof d - 1, last);
+    *--p = '-';
+    p = dec_i64_back(p, first);
+    attr_bytes(t, prefix, plen, p);
 }
+
+/* " key=" as a literal and its length, for the helpers above. */
+#define KEY(k) " " k "=", sizeof(" " k "=") - 1
+#define ATTR_STR(t, k, v) text_attr_str((t), KEY(k), (v))
+#define ATTR_U64(t, k, v) text_attr_u64((t), KEY(k), (v))
+#define ATTR_I64(t, k, v) text_attr_i64((t), KEY(k), (v))
+#define ATTR_SPAN(t, k, a, b) text_attr_span((t), KEY(k), (a), (b))
+
+/* Starts a text with a literal kind; every kind fits any buffer of
+ * PM_RANGE_TEXT_MAX bytes, and smaller buffers are cut at the byte. */
+static inline void start(pm__text *t, char *buf, size_t cap, const char *kind, size_t klen)
+{
+    t->buf = buf;
+    t->cap = cap;
+    t->cut = 0;
+    t->len = 0;
+    if (!cap)
+        return;
+    size_t n = klen < cap - 1 ? klen : cap - 1;
+    memcpy(buf, kind, n);
+    buf[n] = '\0';
+    t->len = n;
+    t->cut = n < klen;
+}
+#define START(t, buf, cap, kind) start((t), (buf), (cap), kind, sizeof(kind) - 1)
 
 size_t pm__format_prefill(char *buf, size_t cap, uint64_t req, uint32_t pos, uint32_t tokens)
 {
     pm__text t;
-    pm__text_init(&t, buf, cap, "pm.prefill");
-    pm__text_attr_str(&t, "mode", pm_phase_name(PM_PHASE_EXACT));
-    pm__text_attr_u64(&t, "req", req);
-    pm__text_attr_u64(&t, "pos", pos);
-    pm__text_attr_u64(&t, "tokens", tokens);
+    START(&t, buf, cap, "pm.prefill");
+    ATTR_STR(&t, "mode", "exact");
+    ATTR_U64(&t, "req", req);
+    ATTR_U64(&t, "pos", pos);
+    ATTR_U64(&t, "tokens", tokens);
     return t.len;
 }
 
 size_t pm__format_decode(char *buf, size_t cap, uint64_t req, uint32_t pos)
 {
     pm__text t;
-    pm__text_init(&t, buf, cap, "pm.decode");
-    pm__text_attr_str(&t, "mode", pm_phase_name(PM_PHASE_DECODE));
-    pm__text_attr_u64(&t, "req", req);
-    pm__text_attr_u64(&t, "pos", pos);
+    START(&t, buf, cap, "pm.decode");
+    ATTR_STR(&t, "mode", "decode");
+    ATTR_U64(&t, "req", req);
+    ATTR_U64(&t, "pos", pos);
     return t.len;
 }
 
 size_t pm__format_spec_decode(char *buf, size_t cap, uint64_t req, uint32_t draft)
 {
     pm__text t;
-    pm__text_init(&t, buf, cap, "pm.spec_decode");
-    pm__text_attr_str(&t, "mode", pm_phase_name(PM_PHASE_BATCHED));
-    pm__text_attr_u64(&t, "req", req);
-    pm__text_attr_u64(&t, "draft", draft);
+    START(&t, buf, cap, "pm.spec_decode");
+    ATTR_STR(&t, "mode", "batched");
+    ATTR_U64(&t, "req", req);
+    ATTR_U64(&t, "draft", draft);
     return t.len;
 }
 
 size_t pm__format_draft(char *buf, size_t cap, uint64_t req, uint32_t tokens)
 {
     pm__text t;
-    pm__text_init(&t, buf, cap, "pm.draft");
-    pm__text_attr_u64(&t, "req", req);
-    pm__text_attr_u64(&t, "tokens", tokens);
+    START(&t, buf, cap, "pm.draft");
+    ATTR_U64(&t, "req", req);
+    ATTR_U64(&t, "tokens", tokens);
     return t.len;
 }
 
@@ -156,35 +189,13 @@ size_t pm__format_layer_range(char *buf, size_t cap, const pm_layer_attr *attr,
                               pm_phase mode)
 {
     pm__text t;
-    pm__text_init(&t, buf, cap, "pm.layer_range");
-    pm__text_attr_str(&t, "mode", pm_phase_name(mode));
-    pm__text_attr_span(&t, "layers", attr->first_layer, attr->last_layer);
-    pm__text_attr_i64(&t, "shard", attr->shard);
-    pm__text_attr_str(&t, "where", attr->where == PM_WHERE_REMOTE ? "remote" : "local");
-    pm__text_attr_str(&t, "backend", attr->backend);
-    pm__text_attr_u64(&t, "req", attr->req);
-    pm__text_attr_u64(&t, "tokens", attr->tokens);
+    START(&t, buf, cap, "pm.layer_range");
+    ATTR_STR(&t, "mode", pm_phase_name(mode));
+    ATTR_SPAN(&t, "layers", attr->first_layer, attr->last_layer);
+    ATTR_I64(&t, "shard", attr->shard);
+    ATTR_STR(&t, "where", attr->where == PM_WHERE_REMOTE ? "remote" : "local");
+    ATTR_STR(&t, "backend", attr->backend);
+    ATTR_U64(&t, "req", attr->req);
+    ATTR_U64(&t, "tokens", attr->tokens);
     return t.len;
-}
-
-size_t pm__format_copy(char *buf, size_t cap, const char *text)
-{
-    if (!cap)
-        return 0;
-    size_t n = strnlen(text, cap);
-    if (n < cap) {
-        memcpy(buf, text, n + 1);
-        return n;
-    }
-    /* Too long: keep the longest prefix that ends before a space, so the
-     * last key=value pair kept is whole. Text without any space is cut at
-     * the byte, as it has no attributes to protect. */
-    size_t end = cap - 1;
-    while (end > 0 && text[end] != ' ')
-        end--;
-    if (end == 0)
-        end = cap - 1;
-    memcpy(buf, text, end);
-    buf[end] = '\0';
-    return end;
 }

@@ -44,10 +44,11 @@ pm__mode pm__parse_mode(const char *value);
 
 /* ---- text building (format.c) ---------------------------------------- */
 
-/* A bounded text builder over a caller's buffer. Attributes are appended
- * whole or not at all: once one does not fit, the builder is "cut" and
- * ignores everything after it, so the text is always a prefix of the full
- * text that ends at an attribute boundary and never splits key=value. */
+/* A bounded text builder over a caller's buffer. format.c appends range
+ * attributes whole or not at all: once one does not fit, the builder is
+ * "cut" and ignores everything after it, so the text is always a prefix of
+ * the full text that ends at an attribute boundary and never splits
+ * key=value. */
 typedef struct pm__text {
     char *buf;
     size_t cap;  /* bytes in buf, NUL included */
@@ -56,13 +57,6 @@ typedef struct pm__text {
 } pm__text;
 
 void pm__text_init(pm__text *t, char *buf, size_t cap, const char *kind);
-
-/* One " key=value" attribute, appended whole or not at all. String values
- * are copied byte for byte; a NULL string prints "unknown". */
-void pm__text_attr_str(pm__text *t, const char *key, const char *value);
-void pm__text_attr_u64(pm__text *t, const char *key, uint64_t value);
-void pm__text_attr_i64(pm__text *t, const char *key, int64_t value);
-void pm__text_attr_span(pm__text *t, const char *key, int64_t first, int64_t last);
 
 /* Plain appends for diagnostics (no attribute rule: cut at the byte). */
 void pm__text_raw(pm__text *t, const char *s);
@@ -75,9 +69,6 @@ size_t pm__format_spec_decode(char *buf, size_t cap, uint64_t req, uint32_t draf
 size_t pm__format_draft(char *buf, size_t cap, uint64_t req, uint32_t tokens);
 size_t pm__format_layer_range(char *buf, size_t cap, const pm_layer_attr *attr,
                               pm_phase mode);
-/* A copy of caller text cut by the attribute rule (at the last space that
- * leaves it within cap-1 bytes). */
-size_t pm__format_copy(char *buf, size_t cap, const char *text);
 
 /* ---- backends --------------------------------------------------------- */
 

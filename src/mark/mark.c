@@ -1,7 +1,7 @@
 /* mark.c — the process-wide decision and the exported entry points.
  *
- * State: pm__gate (read by the inline fast path in mark.h), the chosen
- * backend's two function pointers, and each thread's current phase. The
+ * State: pm__gate and pm__rt (read by the inline fast path in mark.h: the
+ * chosen backend's two function pointers), and each thread's current phase. The
  * gate starts "undecided"; the first entry point that finds it so runs the
  * one-time initialization under a mutex, which reads PHASEMARK once,
  * resolves a backend, stores the pointers and only then publishes the gate
@@ -24,8 +24,20 @@ enum { GATE_OFF = 0, GATE_ON = 1, GATE_UNDECIDED = 2 };
 
 PM_API int pm__gate = GATE_UNDECIDED;
 
-static pm__push_fn backend_push;
-static pm__pop_fn backend_pop;
+/* Until a backend is chosen both entries reject: a stale read can never
+ * call through NULL, and a rejected push is never popped. */
+static int reject_push(const char *text)
+{
+    (void)text;
+    return -1;
+}
+
+static int reject_pop(void)
+{
+    return -1;
+}
+
+PM_API struct pm__runtime pm__rt = {reject_push, reject_pop};
 static const char *backend_name = "off";
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -111,8 +123,8 @@ static int decide(void)
     pm__backend be;
     if (resolve(mode, &be) != 0)
         return GATE_OFF;
-    backend_push = be.push;
-    backend_pop = be.pop;
+    pm__rt.push = be.push;
+    pm__rt.pop = be.pop;
     backend_name = be.name;
     return GATE_ON;
 }
@@ -155,7 +167,7 @@ PM_API pm_phase pm_current_phase(void)
 
 static pm_range push_leaf(const char *text)
 {
-    pm_range r = {backend_push(text), 0, 0};
+    pm_range r = {pm__rt.push(text), 0, 0};
     if (r.depth < 0)
         r.depth = -1;
     return r;
@@ -174,14 +186,10 @@ static pm_range push_phase(const char *text, pm_phase phase)
 
 PM_API pm_range pm__push_text(const char *text)
 {
+    /* Reached on first use only; later pushes go through pm__rt inline. */
     if (!gate_on())
         return PM_RANGE_NONE;
-    /* Text that fits is handed over as is; the backend copies it. */
-    if (__builtin_expect(strnlen(text, PM_RANGE_TEXT_MAX) < PM_RANGE_TEXT_MAX, 1))
-        return push_leaf(text);
-    char buf[PM_RANGE_TEXT_MAX];
-    pm__format_copy(buf, sizeof buf, text);
-    return push_leaf(buf);
+    return push_leaf(text);
 }
 
 PM_API pm_range pm__push_prefill(uint64_t req, uint32_t pos, uint32_t tokens)
@@ -246,7 +254,7 @@ PM_API pm_range pm__phase_enter(pm_phase phase)
 PM_API void pm__pop(pm_range *range)
 {
     if (range->depth >= 0)
-        backend_pop();
+        pm__rt.pop();
     if (range->restores_phase)
         current_phase = range->prev_phase;
     *range = PM_RANGE_NONE;

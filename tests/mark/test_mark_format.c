@@ -86,21 +86,6 @@ static void truncation(void)
     CHECK_STR_EQ(buf, "");
 }
 
-static void copies(void)
-{
-    char small[16];
-    CHECK_INT_EQ(pm__format_copy(small, sizeof small, "pm.x a=1"), 8);
-    CHECK_STR_EQ(small, "pm.x a=1");
-    CHECK_INT_EQ(pm__format_copy(small, sizeof small, "pm.x a=1 b=22 c=3"), 13);
-    CHECK_STR_EQ(small, "pm.x a=1 b=22");
-    CHECK_INT_EQ(pm__format_copy(small, sizeof small, "pm.x a=1 bbb=222 c=3"), 8);
-    CHECK_STR_EQ(small, "pm.x a=1");
-    CHECK_INT_EQ(pm__format_copy(small, sizeof small, "0123456789abcdefghij"), 15);
-    CHECK_STR_EQ(small, "0123456789abcde");
-    CHECK_INT_EQ(pm__format_copy(small, sizeof small, "0123456789abcde"), 15);
-    CHECK_STR_EQ(small, "0123456789abcde");
-}
-
 static void modes(void)
 {
     static const struct { const char *v; pm__mode m; } t[] = {
@@ -130,12 +115,10 @@ int main(int argc, char **argv)
         extremes();
     else if (!strcmp(c, "truncation"))
         truncation();
-    else if (!strcmp(c, "copies"))
-        copies();
     else if (!strcmp(c, "modes"))
         modes();
     else {
-        fprintf(stderr, "usage: test_mark_format kinds|extremes|truncation|copies|modes\n");
+        fprintf(stderr, "usage: test_mark_format kinds|extremes|truncation|modes\n");
         return 2;
     }
     return pm_check_result();
