@@ -1,0 +1,279 @@
+/* cuda_attention.cu — causal grouped-query attention over the device KV
+ * cache, for decode (one or a few queries) and prefill/verify (many).
+ *
+ * Decode has one query per head, so parallelism must come from the context:
+ * the positions are split into LLM_CUDA_ATTN_SPLIT-long pieces, each block
+ * computes one (row, head, piece) partial softmax (max m, sum l, weighted
+ * values acc), and a second kernel merges the pieces with the usual
+ * rescaling (out = sum exp(m_s - M) acc_s / sum exp(m_s - M) l_s). When the
+ * base position comes from the device register (graph replay) the grid
+ * covers the whole reserved context and pieces past the end write an empty
+ * partial (m = -inf, l = 0), which the merge ignores.
+ *
+ * Prefill runs a tiled kernel: a block holds 16 queries of one head and
+ * walks the keys in tiles of 32 through shared memory with an online
+ * softmax, so each key is read once per 16 queries instead of once per
+ * query. Shared-memory rows are padded by one float so that the threads of
+ * a warp, which read different rows at the same column, hit different
+ * banks. Everything is fp32.
+ */
+#include "cuda_internal.cuh"
+
+#include <math.h>
+
+#define SK_THREADS 128
+
+/* Partial of (row r, head h, split s) at part + ((r*H + h)*NS + s)*(hd+2):
+ * [0] = m, [1] = l, [2..] = acc. */
+__global__ void __launch_bounds__(SK_THREADS)
+attn_split_kernel(const float *__restrict__ q, const float *__restrict__ k,
+                  const float *__restrict__ v, float *__restrict__ part,
+                  llm_cuda_positions pos, int32_t n_heads, int32_t n_kv_heads,
+                  int32_t hd, int32_t n_splits)
+{
+    __shared__ float qs[LLM_CUDA_MAX_HEAD_DIM];
+    __shared__ float sc[LLM_CUDA_ATTN_SPLIT];
+    __shared__ float red[32];
+    int h = blockIdx.x, s = blockIdx.y, r = blockIdx.z;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint32_t len = llm__base_pos(pos) + (uint32_t)r + 1; /* positions 0..qp */
+    uint32_t p0 = (uint32_t)s * LLM_CUDA_ATTN_SPLIT;
+    float *out = part + (((size_t)r * n_heads + h) * n_splits + s) * (size_t)(hd + 2);
+    if (p0 >= len) {
+        if (threadIdx.x == 0) {
+            out[0] = -INFINITY;
+            out[1] = 0.0f;
+        }
+        return;
+    }
+    uint32_t p1 = min(len, p0 + LLM_CUDA_ATTN_SPLIT);
+    int kvh = h / (n_heads / n_kv_heads);
+    size_t kv_stride = (size_t)n_kv_heads * hd;
+    const float *qr = q + (size_t)r * n_heads * hd + (size_t)h * hd;
+    float qscale = 1.0f / sqrtf((float)hd);
+    for (int d = threadIdx.x; d < hd; d += SK_THREADS)
+        qs[d] = qr[d];
+    __syncthreads();
+    const float *kb = k + (size_t)kvh * hd;
+    for (uint32_t p = p0 + warp; p < p1; p += SK_THREADS / 32) {
+        const float *kr = kb + (size_t)p * kv_stride;
+        float dot = 0.0f;
+        for (int d = lane; d < hd; d += 32)
+            dot = fmaf(qs[d], kr[d], dot);
+        dot = llm__warp_sum(dot);
+        if (lane == 0)
+            sc[p - p0] = dot * qscale;
+    }
+    __syncthreads();
+    int cnt = (int)(p1 - p0);
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < cnt; i += SK_THREADS)
+        m = fmaxf(m, sc[i]);
+    m = llm__block_max(m, red);
+    float l = 0.0f;
+    for (int i = threadIdx.x; i < cnt; i += SK_THREADS) {
+        float e = expf(sc[i] - m);
+        sc[i] = e;
+        l += e;
+    }
+    l = llm__block_sum(l, red); /* its barriers also publish sc */
+    const float *vb = v + (size_t)kvh * hd + (size_t)p0 * kv_stride;
+    for (int d = threadIdx.x; d < hd; d += SK_THREADS) {
+        float acc = 0.0f;
+        for (int i = 0; i < cnt; i++)
+            acc = fmaf(sc[i], vb[(size_t)i * kv_stride + d], acc);
+        out[2 + d] = acc;
+    }
+    if (threadIdx.x == 0) {
+        out[0] = m;
+        out[1] = l;
+    }
+}
+
+/* One block per (head, row); thread per output dimension. */
+__global__ void attn_merge_kernel(const float *__restrict__ part,
+                                  float *__restrict__ out, int32_t n_heads,
+                                  int32_t hd, int32_t n_splits)
+{
+    int h = blockIdx.x, r = blockIdx.y;
+    const float *pr = part + ((size_t)r * n_heads + h) * n_splits * (size_t)(hd + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < n_splits; s++)
+        mx = fmaxf(mx, pr[(size_t)s * (hd + 2)]);
+    float *o = out + (size_t)r * n_heads * hd + (size_t)h * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float num = 0.0f, den = 0.0f;
+        for (int s = 0; s < n_splits; s++) {
+            const float *ps = pr + (size_t)s * (hd + 2);
+            if (ps[1] == 0.0f)
+                continue; /* empty piece */
+            float w = expf(ps[0] - mx);
+            num = fmaf(w, ps[2 + d], num);
+            den = fmaf(w, ps[1], den);
+        }
+        o[d] = num / den;
+    }
+}
+
+#define TQ 16   /* queries per block */
+#define TK 32   /* keys per tile */
+#define TT 128  /* threads: 8 per query row */
+
+/* Tiled causal attention; grid (heads, ceil(n/TQ)). Dynamic shared memory:
+ * qs [TQ][hd+1], kv [TK][hd+1] (keys, then values), ps [TQ][TK]. */
+__global__ void __launch_bounds__(TT)
+attn_tiled_kernel(const float *__restrict__ q, const float *__restrict__ k,
+                  const float *__restrict__ v, float *__restrict__ out,
+                  int32_t n, llm_cuda_positions pos, int32_t n_heads,
+                  int32_t n_kv_heads, int32_t hd)
+{
+    extern __shared__ float sm[];
+    const int ld = hd + 1;
+    float *qs = sm, *kv = sm + TQ * ld, *ps = kv + TK * ld;
+    int h = blockIdx.x, q0 = blockIdx.y * TQ, t = threadIdx.x;
+    int qi = t >> 3, sub = t & 7; /* the row this thread serves, 8 lanes a row */
+    int nq = min(TQ, n - q0);
+    uint32_t base = llm__base_pos(pos);
+    int kvh = h / (n_heads / n_kv_heads);
+    size_t qstride = (size_t)n_heads * hd, kstride = (size_t)n_kv_heads * hd;
+    float qscale = 1.0f / sqrtf((float)hd);
+    for (int i = t; i < TQ * hd; i += TT) {
+        int r = i / hd, d = i % hd;
+        qs[r * ld + d] = r < nq ? q[(size_t)(q0 + r) * qstride + (size_t)h * hd + d] : 0.0f;
+    }
+    uint32_t my_pos = base + (uint32_t)(q0 + qi);            /* this row's position */
+    uint32_t last = base + (uint32_t)(q0 + nq - 1);          /* the block's last key */
+    float m = -INFINITY, l = 0.0f;
+    float acc[LLM_CUDA_MAX_HEAD_DIM / 8];
+#pragma unroll
+    for (int j = 0; j < LLM_CUDA_MAX_HEAD_DIM / 8; j++)
+        acc[j] = 0.0f;
+    const float *kb = k + (size_t)kvh * hd, *vb = v + (size_t)kvh * hd;
+    for (uint32_t k0 = 0; k0 <= last; k0 += TK) {
+        int nk = (int)min((uint32_t)TK, last + 1 - k0);
+        __syncthreads(); /* the previous tile's values are consumed */
+        for (int i = t; i < TK * hd; i += TT) {
+            int r = i / hd, d = i % hd;
+            kv[r * ld + d] = r < nk ? kb[(size_t)(k0 + r) * kstride + d] : 0.0f;
+        }
+        __syncthreads();
+        float sv[TK / 8];
+        float tmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < TK / 8; j++) {
+            int kj = sub * (TK / 8) + j;
+            uint32_t kp = k0 + (uint32_t)kj;
+            float dot = -INFINITY;
+            if (qi < nq && kj < nk && kp <= my_pos) {
+                dot = 0.0f;
+                for (int d = 0; d < hd; d++)
+                    dot = fmaf(qs[qi * ld + d], kv[kj * ld + d], dot);
+                dot *= qscale;
+            }
+            sv[j] = dot;
+            tmax = fmaxf(tmax, dot);
+        }
+        /* The 8 lanes of a row are adjacent in one warp. */
+        for (int o = 1; o < 8; o <<= 1)
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+        float mnew = fmaxf(m, tmax);
+        float corr = mnew == -INFINITY ? 1.0f : expf(m - mnew);
+        float psum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < TK / 8; j++) {
+            float p = sv[j] == -INFINITY ? 0.0f : expf(sv[j] - mnew);
+            ps[qi * TK + sub * (TK / 8) + j] = p;
+            psum += p;
+        }
+        for (int o = 1; o < 8; o <<= 1)
+            psum += __shfl_xor_sync(0xffffffffu, psum, o);
+        l = l * corr + psum;
+        m = mnew;
+        __syncthreads(); /* keys consumed; ps complete */
+        for (int i = t; i < TK * hd; i += TT) {
+            int r = i / hd, d = i % hd;
+            kv[r * ld + d] = r < nk ? vb[(size_t)(k0 + r) * kstride + d] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < LLM_CUDA_MAX_HEAD_DIM / 8; j++) {
+            int d = sub + 8 * j;
+            if (d < hd) {
+                float a = acc[j] * corr;
+                for (int kj = 0; kj < nk; kj++)
+                    a = fmaf(ps[qi * TK + kj], kv[kj * ld + d], a);
+                acc[j] = a;
+            }
+        }
+    }
+    if (qi >= nq)
+        return;
+    float *o = out + (size_t)(q0 + qi) * qstride + (size_t)h * hd;
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int j = 0; j < LLM_CUDA_MAX_HEAD_DIM / 8; j++) {
+        int d = sub + 8 * j;
+        if (d < hd)
+            o[d] = acc[j] * inv;
+    }
+}
+
+static int check_attn(llm_cuda *c, const llm_cuda_attn *a)
+{
+    LLM_CU_ARG(c, a && a->q && a->k && a->v && a->out && a->n > 0);
+    LLM_CU_ARG(c, a->n_heads > 0 && a->n_kv_heads > 0 &&
+                      a->n_heads % a->n_kv_heads == 0);
+    LLM_CU_ARG(c, a->head_dim > 0 && a->head_dim % 32 == 0 &&
+                      a->head_dim <= LLM_CUDA_MAX_HEAD_DIM);
+    LLM_CU_ARG(c, a->n_heads <= c->max_heads && c->attn_part);
+    LLM_CU_ARG(c, (uint64_t)a->pos.pos0 + (uint64_t)a->n <= c->max_ctx);
+    if (a->n <= LLM_CUDA_ATTN_SPLITK_MAX_N) {
+        uint64_t len = a->pos.dpos ? c->max_ctx : (uint64_t)a->pos.pos0 + a->n;
+        uint64_t ns = (len + LLM_CUDA_ATTN_SPLIT - 1) / LLM_CUDA_ATTN_SPLIT;
+        LLM_CU_ARG(c, (uint64_t)a->n * a->n_heads * ns * (a->head_dim + 2) <=
+                          c->attn_part_floats);
+    }
+    return 0;
+}
+
+static int attn_splitk(llm_cuda *c, const llm_cuda_attn *a)
+{
+    /* With a device base the length is unknown here: cover the context. */
+    uint64_t len = a->pos.dpos ? c->max_ctx : (uint64_t)a->pos.pos0 + a->n;
+    int ns = (int)((len + LLM_CUDA_ATTN_SPLIT - 1) / LLM_CUDA_ATTN_SPLIT);
+    dim3 grid((unsigned)a->n_heads, (unsigned)ns, (unsigned)a->n);
+    attn_split_kernel<<<grid, SK_THREADS, 0, c->stream>>>(
+        a->q, a->k, a->v, c->attn_part, a->pos, a->n_heads, a->n_kv_heads,
+        a->head_dim, ns);
+    LLM_CU_LAUNCHED(c, "attn_split_kernel");
+    dim3 mgrid((unsigned)a->n_heads, (unsigned)a->n);
+    attn_merge_kernel<<<mgrid, a->head_dim, 0, c->stream>>>(
+        c->attn_part, a->out, a->n_heads, a->head_dim, ns);
+    LLM_CU_LAUNCHED(c, "attn_merge_kernel");
+    return 0;
+}
+
+static int attn_tiled(llm_cuda *c, const llm_cuda_attn *a)
+{
+    size_t smem = ((size_t)(TQ + TK) * (a->head_dim + 1) + TQ * TK) * sizeof(float);
+    LLM_CU_TRY(c, cudaFuncSetAttribute(attn_tiled_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem));
+    dim3 grid((unsigned)a->n_heads, (unsigned)((a->n + TQ - 1) / TQ));
+    attn_tiled_kernel<<<grid, TT, smem, c->stream>>>(
+        a->q, a->k, a->v, a->out, a->n, a->pos, a->n_heads, a->n_kv_heads,
+        a->head_dim);
+    LLM_CU_LAUNCHED(c, "attn_tiled_kernel");
+    return 0;
+}
+
+int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a)
+{
+    LLM_CU_ENTER(c);
+    int rc = check_attn(c, a);
+    if (rc)
+        return rc;
+    if (a->n <= LLM_CUDA_ATTN_SPLITK_MAX_N)
+        return attn_splitk(c, a);
+    return attn_tiled(c, a);
+}

@@ -1,0 +1,297 @@
+/* cuda_backend.h — the CUDA backend's C-callable API (prefix llm_cuda_).
+ *
+ * The engine's C code never includes a CUDA header: everything it needs from
+ * the GPU goes through this file, and the .cu files behind it are the only
+ * CUDA-language sources. One llm_cuda context is one device, one stream, one
+ * cuBLAS handle and the scratch every operation needs, reserved up front by
+ * llm_cuda_reserve; operations then allocate nothing, so a decode step can
+ * be captured into a CUDA graph and replayed.
+ *
+ * Ownership. The caller owns the context and every device buffer it gets
+ * from llm_cuda_malloc (release with llm_cuda_mfree) and every uploaded
+ * weight (llm_cuda_weight_release). Pointers passed to operations are device
+ * pointers unless a parameter says "host".
+ *
+ * Threading. A context must be used by one thread at a time. Different
+ * contexts (even on the same device) are independent.
+ *
+ * Errors. Every function returns 0 or a negative LLM_E* status
+ * (phasemark/engine.h): LLM_EINVAL for a bad argument (nothing is launched),
+ * LLM_ENOMEM when device memory runs out, LLM_EBACKEND when the CUDA runtime
+ * or cuBLAS reports a failure. A runtime failure is sticky: the context
+ * keeps the first error's status and message (llm_cuda_error), and every
+ * later call fails fast with it, because after an asynchronous fault the
+ * stream's results can no longer be trusted. Operations are asynchronous on
+ * the context's stream; a fault inside a kernel surfaces at the next
+ * synchronizing call (llm_cuda_sync, llm_cuda_download).
+ *
+ * Numerics. Every reduction accumulates in fp32. Weights are kept on the
+ * device in their file type (F32, F16, BF16, Q8_0; Q4_0 is widened exactly
+ * into the Q8_0 layout). Matrix–vector products (up to LLM_CUDA_MATVEC_MAX
+ * rows of activations) read activations in fp32; wider products go through
+ * cuBLAS with bf16 operands (fp32 weights: fp32 SGEMM) and fp32
+ * accumulation. docs/cuda.md states the resulting tolerances.
+ */
+#ifndef LLM_CUDA_BACKEND_H
+#define LLM_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Activation rows up to which matmul uses the bandwidth-bound matrix-vector
+ * kernels (each weight read once for all rows); wider calls use cuBLAS. */
+#define LLM_CUDA_MATVEC_MAX 8
+
+/* Longest head the attention kernels take (a multiple of 32 up to this). */
+#define LLM_CUDA_MAX_HEAD_DIM 256
+
+typedef struct llm_cuda llm_cuda;
+
+/* The number of visible CUDA devices in *count (0 when the driver or the
+ * runtime is missing, which is not an error: the function returns 0 then
+ * too, with err naming why). Thread-safe. */
+int llm_cuda_device_count(int *count, char *err, size_t errlen);
+
+/* Creates a context on device `device`: selects it, creates a non-blocking
+ * stream, a cuBLAS handle bound to it and a device position register. On
+ * failure *out is NULL and err holds one line. The caller owns *out. */
+int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen);
+
+/* Destroys the context and its scratch (not the caller's buffers, which
+ * must be released first). NULL is harmless. */
+void llm_cuda_free(llm_cuda *c);
+
+/* The sticky status (0 while healthy) and the first error's message ("" when
+ * none). The string belongs to the context. */
+int llm_cuda_status(const llm_cuda *c);
+const char *llm_cuda_error(const llm_cuda *c);
+
+/* The device's name (static for the context's life), multiprocessor count
+ * and total memory in bytes. */
+const char *llm_cuda_device_name(const llm_cuda *c);
+int llm_cuda_sm_count(const llm_cuda *c);
+uint64_t llm_cuda_total_mem(const llm_cuda *c);
+
+/* Sizes the scratch: cuBLAS products stage max_n activation rows of at most
+ * max_width columns at a time (wider batches run in slices of max_n rows),
+ * and attention runs over up to max_ctx positions with up to max_heads query
+ * heads. Grows, never shrinks; call at setup (it may allocate and
+ * synchronize). */
+int llm_cuda_reserve(llm_cuda *c, int32_t max_n, int64_t max_width,
+                     uint32_t max_ctx, int32_t max_heads);
+
+/* Makes the context's device current for the calling thread (the runtime's
+ * current device is per thread; operations launch on it). */
+int llm_cuda_bind(llm_cuda *c);
+
+/* ---- memory ------------------------------------------------------------ */
+
+/* Device allocation of `bytes` (> 0), 256-byte aligned; *out NULL on
+ * failure. Synchronous; for setup only. */
+int llm_cuda_malloc(llm_cuda *c, size_t bytes, void **out);
+void llm_cuda_mfree(llm_cuda *c, void *p);
+
+/* Host -> device copy, stream-ordered; the host buffer may be reused as soon
+ * as the call returns. */
+int llm_cuda_upload(llm_cuda *c, void *dst, const void *host_src,
+                    size_t bytes);
+
+/* Device -> host copy; waits for the stream, so every earlier operation has
+ * finished (and any asynchronous fault is reported) when it returns. */
+int llm_cuda_download(llm_cuda *c, void *host_dst, const void *src,
+                      size_t bytes);
+
+/* Device -> device copy, stream-ordered. */
+int llm_cuda_copy(llm_cuda *c, void *dst, const void *src, size_t bytes);
+
+/* Waits for every operation issued so far. */
+int llm_cuda_sync(llm_cuda *c);
+
+/* Fills n elements at dst with uniform values in [-scale, scale] from a
+ * counter-based generator keyed by seed (the same seed gives the same
+ * values). type is LLM_TYPE_F32, LLM_TYPE_F16 or LLM_TYPE_BF16. For
+ * synthetic weights in tests and benchmarks. */
+int llm_cuda_fill_uniform(llm_cuda *c, void *dst, uint32_t type, size_t n,
+                          uint64_t seed, float scale);
+
+/* ---- weights ----------------------------------------------------------- */
+
+/* A weight matrix resident on the device: rows x cols (ggml ne1 x ne0). */
+typedef struct llm_cuda_weight {
+    uint32_t type;  /* device layout: LLM_TYPE_F32, F16, BF16 or Q8_0 */
+    int64_t rows;   /* output width */
+    int64_t cols;   /* input width (row length) */
+    void *data;     /* F32/F16/BF16: [rows][cols]; Q8_0: int8 [rows][cols] */
+    uint16_t *scales; /* Q8_0 only: fp16 [rows][cols/32]; else NULL */
+    size_t bytes;   /* device bytes held */
+} llm_cuda_weight;
+
+/* Uploads a host matrix stored as ggml rows (row_bytes apart) of `type`
+ * (F32, F16, BF16, Q8_0, Q4_0). Q8_0 and Q4_0 are split into 16-byte
+ * aligned quants and a scale array so the kernels read full vectors. The
+ * host data is only read. On failure *w is zeroed. Setup only. */
+int llm_cuda_weight_upload(llm_cuda *c, uint32_t type, const void *host,
+                           int64_t cols, int64_t rows, size_t row_bytes,
+                           llm_cuda_weight *w);
+
+/* Allocates an uninitialized device weight of a device layout (for synthetic
+ * models filled with llm_cuda_fill_uniform). */
+int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
+                          int64_t rows, llm_cuda_weight *w);
+
+/* Frees a weight's device memory and zeroes *w. A zeroed weight is
+ * harmless. */
+void llm_cuda_weight_release(llm_cuda *c, llm_cuda_weight *w);
+
+/* ---- operations (asynchronous on the context's stream) ----------------- */
+
+/* y[i] = W x[i] for i < n: x [n][w->cols] f32, y [n][w->rows] f32; x and y
+ * do not overlap. n <= the reserved max_n. */
+int llm_cuda_matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                    int32_t n, float *y);
+
+/* y[i] = x[i] / sqrt(mean(x[i]^2) + eps) * weight: [n][dim]; y may be x. */
+int llm_cuda_rmsnorm(llm_cuda *c, float *y, const float *x,
+                     const float *weight, int32_t n, int32_t dim, float eps);
+
+/* Positions of a forward's rows: row i is at position base + i, where base
+ * is pos0, plus *dpos when dpos is not NULL (a device register, so that a
+ * captured graph replays at a new position; see llm_cuda_pos). */
+typedef struct llm_cuda_positions {
+    uint32_t pos0;
+    const uint32_t *dpos;
+} llm_cuda_positions;
+
+/* Rotates n rows of `stride` floats, each holding n_heads heads of head_dim:
+ * adjacent pairs (x[2i], x[2i+1]) by angle (pos * scale) * inv_freq[i],
+ * computed in double (as the CPU reference does, so large positions keep
+ * their angle exact); inv_freq is a device array [head_dim/2]. */
+int llm_cuda_rope(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
+                  int32_t stride, llm_cuda_positions pos,
+                  const double *inv_freq, float scale, int32_t head_dim);
+
+/* gate[i] = silu(gate[i]) * up[i]; y[i] += x[i]. */
+int llm_cuda_swiglu(llm_cuda *c, float *gate, const float *up, size_t len);
+int llm_cuda_add(llm_cuda *c, float *y, const float *x, size_t len);
+
+/* out[i] = row ids[i] of embd as f32 (ids: device int32 [n]). An id outside
+ * the table gives a zero row (the engine validates ids first). */
+int llm_cuda_embed(llm_cuda *c, const llm_cuda_weight *embd,
+                   const int32_t *ids, int32_t n, float *out);
+
+/* Causal grouped-query attention for n query rows at positions base..base+n-1
+ * over a cache of [pos][n_kv_heads*head_dim] f32 keys and values filled up
+ * to base+n-1; out may not alias q. Scores are dot(q, k) / sqrt(head_dim).
+ * Short batches (n <= 16) split the context over blocks (split-K) and merge;
+ * longer ones run a tiled kernel that reads each key tile once per 16
+ * queries. head_dim is a multiple of 32 up to LLM_CUDA_MAX_HEAD_DIM; base+n
+ * must not exceed the reserved max_ctx. */
+typedef struct llm_cuda_attn {
+    const float *q; /* [n][n_heads*head_dim] */
+    const float *k; /* [ctx][n_kv_heads*head_dim] */
+    const float *v; /* [ctx][n_kv_heads*head_dim] */
+    float *out;     /* [n][n_heads*head_dim] */
+    int32_t n;
+    llm_cuda_positions pos;
+    int32_t n_heads, n_kv_heads, head_dim;
+} llm_cuda_attn;
+
+int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
+
+/* out[r] = the index of the largest of logits[r][0..vocab) for r < n (the
+ * lowest index on ties; NaN never wins). out: device int32 [n]. */
+int llm_cuda_argmax(llm_cuda *c, const float *logits, int32_t n,
+                    int32_t vocab, int32_t *out);
+
+/* Draws one token from softmax(logits / temperature) cut to the top_k most
+ * likely (top_k <= 0: no cut) and then to the smallest set of most likely
+ * tokens whose mass reaches top_p (top_p <= 0 or >= 1: no cut), using the
+ * uniform number u in [0, 1) (a device float when u_dev is not NULL, else
+ * the host value u). Tokens tied at a cut's boundary are all kept; the draw
+ * walks the kept tokens in index order. temperature <= 0 is argmax. Writes
+ * the token to out (device int32). */
+typedef struct llm_cuda_sampling {
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    float u;
+    const float *u_dev;
+} llm_cuda_sampling;
+
+int llm_cuda_sample(llm_cuda *c, const float *logits, int32_t vocab,
+                    const llm_cuda_sampling *s, int32_t *out);
+
+/* ---- position register and graphs -------------------------------------- */
+
+/* The context's device position register (a uint32 in device memory) for
+ * llm_cuda_positions.dpos; _set writes it (stream-ordered), _advance adds
+ * delta to it on the device (so a replayed graph can step itself). */
+const uint32_t *llm_cuda_pos(const llm_cuda *c);
+int llm_cuda_pos_set(llm_cuda *c, uint32_t pos);
+int llm_cuda_pos_advance(llm_cuda *c, uint32_t delta);
+
+typedef struct llm_cuda_graph llm_cuda_graph;
+
+/* Begins capturing every operation issued on the context into a graph
+ * instead of running it; _end stops, instantiates and returns it (the
+ * caller owns *out). Operations captured must take their positions from the
+ * register (dpos), and their sizes must stay fixed, since a replay repeats
+ * the captured launches exactly. A failure during capture ends it. */
+int llm_cuda_graph_begin(llm_cuda *c);
+int llm_cuda_graph_end(llm_cuda *c, llm_cuda_graph **out);
+int llm_cuda_graph_launch(llm_cuda *c, llm_cuda_graph *g);
+void llm_cuda_graph_free(llm_cuda_graph *g);
+
+/* ---- measurement (benchmarks) ------------------------------------------ */
+
+/* Records event slot (0..LLM_CUDA_EVENTS-1) on the stream; _elapsed_ms waits
+ * for slot b and gives the milliseconds between a and b. */
+#define LLM_CUDA_EVENTS 8
+int llm_cuda_event_record(llm_cuda *c, int slot);
+int llm_cuda_elapsed_ms(llm_cuda *c, int a, int b, float *ms);
+
+/* C = A^T B with bf16 operands, fp32 accumulation and fp32 output, all
+ * column-major as cuBLAS sees them: A [k][m], B [k][n], C [m][n] (C[j][i] at
+ * C + j*m + i). The plain cuBLAS product the prefill path is compared with. */
+int llm_cuda_gemm_bf16(llm_cuda *c, int32_t m, int32_t n, int32_t k,
+                       const void *a, const void *b, float *out);
+
+/* ---- the engine's backend seam (src/engine/backend.h) ------------------- */
+
+struct llm_backend;
+struct llm_model;
+
+/* Creates the CUDA implementation of the engine's backend seam for `name`
+ * "cuda:N" (or "cuda", meaning cuda:0). Activations, the KV cache and
+ * weights live on device N; weights are uploaded on first use, or all at
+ * once by llm_cuda_backend_prepare. The caller owns *out (destroy through
+ * its ops). LLM_EBACKEND with a reason in err when there is no such device,
+ * LLM_EINVAL for a malformed name. */
+int llm_cuda_backend_create(const char *name, struct llm_backend **out,
+                            char *err, size_t errlen);
+
+/* Uploads the weights of layers first..last of m (and the embedding when
+ * first == 0, the output norm and head when last is the final layer), so
+ * that no forward ever uploads. Synchronous; for model or shard setup. */
+int llm_cuda_backend_prepare(struct llm_backend *be, const struct llm_model *m,
+                             int32_t first, int32_t last, char *err,
+                             size_t errlen);
+
+/* The backend's sticky status: 0 while healthy, else the first failure's
+ * status with its message in err. The seam's operations return nothing, so
+ * this is how a caller learns that a forward's results are void (a failed
+ * read also fills its destination with NaN). */
+int llm_cuda_backend_status(struct llm_backend *be, char *err, size_t errlen);
+
+/* The context behind a CUDA backend (for device-side sampling). */
+llm_cuda *llm_cuda_backend_context(struct llm_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,178 @@
+/* cuda_internal.cuh — what the CUDA backend's .cu files share: the context
+ * layout, the error plumbing and small device helpers.
+ *
+ * Invariants. Every runtime call is checked through LLM_CU_TRY and every
+ * launch through LLM_CU_LAUNCHED (cudaGetLastError right after it), so no
+ * failure goes unseen. The first runtime failure is kept in the context
+ * (sticky, see cuda_backend.h); out-of-memory from an allocation is not
+ * sticky because the context stays usable after it. Scratch pointers are
+ * sized by llm_cuda_reserve and never reallocated by an operation.
+ */
+#ifndef LLM_CUDA_INTERNAL_CUH
+#define LLM_CUDA_INTERNAL_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cublas_v2.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_backend.h"
+#include "phasemark/engine.h"
+
+/* quant.h is C11; its _Static_assert is C++'s static_assert. Only its
+ * inline parts and constants are used here (quant.c belongs to the engine
+ * library, which links this one, not the other way round). */
+#if defined(__cplusplus) && !defined(_Static_assert)
+#define _Static_assert static_assert
+#endif
+#include "quant.h"
+
+struct llm_cuda {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int status;              /* sticky: 0 or the first failure's status */
+    char msg[256];           /* the first failure's message */
+    char name[256];          /* device name */
+    int sm_count;
+    uint64_t total_mem;
+    int capturing;           /* 1 between graph_begin and graph_end */
+    uint32_t *d_pos;         /* the position register */
+    cudaEvent_t ev[LLM_CUDA_EVENTS];
+
+    /* Reserved limits and the scratch sized from them. */
+    int32_t max_n;
+    int64_t max_width;
+    uint32_t max_ctx;
+    int32_t max_heads;
+    __nv_bfloat16 *x_bf16;   /* [max_n][max_width]: activations for cuBLAS */
+    __nv_bfloat16 *w_bf16;   /* [LLM_CUDA_DEQ_ELEMS]: a dequantized weight chunk */
+    float *attn_part;        /* split-K partials, see cuda_attention.cu */
+    size_t attn_part_floats;
+    void *blas_ws;           /* cuBLAS workspace, fixed so graphs can hold it */
+};
+
+/* Elements of the dequantization chunk for wide products over non-bf16
+ * weights: rows are converted this many at a time, so the chunk stays
+ * bounded (32 MiB) whatever the matrix. */
+#define LLM_CUDA_DEQ_ELEMS ((size_t)16 << 20)
+#define LLM_CUDA_BLAS_WS_BYTES ((size_t)32 << 20)
+
+/* Split-K attention: positions per block and the most query rows that take
+ * the split-K path (longer batches take the tiled kernel). */
+#define LLM_CUDA_ATTN_SPLIT 256
+#define LLM_CUDA_ATTN_SPLITK_MAX_N 16
+
+/* Records a failure: sets the sticky status when `sticky`, writes the
+ * message, returns status. */
+int llm__cuda_fail(llm_cuda *c, int status, int sticky, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Maps a runtime error to a status (memory: LLM_ENOMEM, else LLM_EBACKEND),
+ * clears the runtime's last error and records it. */
+int llm__cuda_rt_fail(llm_cuda *c, cudaError_t e, const char *what);
+int llm__cuda_blas_fail(llm_cuda *c, cublasStatus_t s, const char *what);
+
+/* Every operation starts here: NULL context is LLM_EINVAL, a sticky failure
+ * is returned as is. */
+#define LLM_CU_ENTER(c)                 \
+    do {                                \
+        if (!(c))                       \
+            return LLM_EINVAL;          \
+        if ((c)->status)                \
+            return (c)->status;         \
+    } while (0)
+
+#define LLM_CU_TRY(c, call)                                  \
+    do {                                                     \
+        cudaError_t e_ = (call);                             \
+        if (e_ != cudaSuccess)                               \
+            return llm__cuda_rt_fail((c), e_, #call);        \
+    } while (0)
+
+#define LLM_CU_LAUNCHED(c, what)                             \
+    do {                                                     \
+        cudaError_t e_ = cudaGetLastError();                 \
+        if (e_ != cudaSuccess)                               \
+            return llm__cuda_rt_fail((c), e_, what);         \
+    } while (0)
+
+#define LLM_CU_BLAS(c, call)                                 \
+    do {                                                     \
+        cublasStatus_t s_ = (call);                          \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                     \
+            return llm__cuda_blas_fail((c), s_, #call);      \
+    } while (0)
+
+#define LLM_CU_ARG(c, cond)                                               \
+    do {                                                                  \
+        if (!(cond))                                                      \
+            return llm__cuda_fail((c), LLM_EINVAL, 0,                     \
+                                  "invalid argument: %s", #cond);         \
+    } while (0)
+
+static inline unsigned llm__cuda_blocks(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
+}
+
+/* Converts f32 rows to bf16 (round to nearest even): dst [n][cols]. */
+int llm__cuda_to_bf16(llm_cuda *c, __nv_bfloat16 *dst, const float *src,
+                      size_t count);
+
+#ifdef __CUDACC__
+__device__ __forceinline__ float llm__warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float llm__warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024);
+ * every thread gets the result. `red` is __shared__ float[32]. */
+__device__ __forceinline__ float llm__block_sum(float v, float *red)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = llm__warp_sum(v);
+    __syncthreads(); /* red may still be read by a previous reduction */
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    v = lane < nw ? red[lane] : 0.0f;
+    return llm__warp_sum(v);
+}
+
+__device__ __forceinline__ float llm__block_max(float v, float *red)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = llm__warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    v = lane < nw ? red[lane] : -INFINITY;
+    return llm__warp_max(v);
+}
+
+__device__ __forceinline__ uint32_t llm__base_pos(llm_cuda_positions p)
+{
+    return p.pos0 + (p.dpos ? *p.dpos : 0u);
+}
+#endif
+
+#endif

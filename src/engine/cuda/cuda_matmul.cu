@@ -1,0 +1,490 @@
+/* cuda_matmul.cu — weights on the device and y = W x.
+ *
+ * Decode (and verify up to LLM_CUDA_MATVEC_MAX rows) is bound by reading the
+ * weights once: a warp owns one output row, every lane streams 16-byte
+ * vectors of the row (several loads in flight before the first use) past
+ * the L1 cache, multiplies them with fp32 activations read through the
+ * cache (shared by every warp of the SM), and the warp reduces its fp32
+ * partial sums with shuffles. All activation rows of a call are done in the
+ * same pass, so a verify of k+1 tokens costs one read of the weights.
+ *
+ * Wider products (prefill) go through cuBLAS with bf16 operands and fp32
+ * accumulation; weights that are not bf16 are dequantized a bounded chunk of
+ * rows at a time into reserved scratch. FP32 weights use an fp32 GEMM.
+ *
+ * Q8_0 lives on the device as two arrays, int8 quants [rows][cols] and fp16
+ * scales [rows][cols/32], instead of ggml's interleaved 34-byte blocks, so
+ * that every quant load is an aligned 16-byte vector.
+ */
+#include "cuda_internal.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+
+/* ---- weights ----------------------------------------------------------- */
+
+static size_t elem_bytes(uint32_t type)
+{
+    switch (type) {
+    case LLM_TYPE_F32: return 4;
+    case LLM_TYPE_F16:
+    case LLM_TYPE_BF16: return 2;
+    case LLM_TYPE_Q8_0: return 1; /* quants; scales are separate */
+    default: return 0;
+    }
+}
+
+int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
+                          int64_t rows, llm_cuda_weight *w)
+{
+    if (!w)
+        return LLM_EINVAL;
+    memset(w, 0, sizeof *w);
+    LLM_CU_ENTER(c);
+    size_t eb = elem_bytes(type);
+    LLM_CU_ARG(c, eb != 0 && cols > 0 && rows > 0);
+    LLM_CU_ARG(c, type != LLM_TYPE_Q8_0 || cols % LLM_QK == 0);
+    LLM_CU_ARG(c, cols <= ((int64_t)1 << 40) / rows);
+    size_t n = (size_t)cols * (size_t)rows;
+    size_t nscale = type == LLM_TYPE_Q8_0 ? n / LLM_QK : 0;
+    void *data = NULL, *scales = NULL;
+    int rc = llm_cuda_malloc(c, n * eb, &data);
+    if (rc == 0 && nscale)
+        rc = llm_cuda_malloc(c, nscale * 2, &scales);
+    if (rc) {
+        llm_cuda_mfree(c, data);
+        return rc;
+    }
+    w->type = type;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = data;
+    w->scales = (uint16_t *)scales;
+    w->bytes = n * eb + nscale * 2;
+    return 0;
+}
+
+void llm_cuda_weight_release(llm_cuda *c, llm_cuda_weight *w)
+{
+    if (!w)
+        return;
+    llm_cuda_mfree(c, w->data);
+    llm_cuda_mfree(c, w->scales);
+    memset(w, 0, sizeof *w);
+}
+
+/* Splits `nrows` ggml Q8_0/Q4_0 rows into quants and scales on the host. */
+static void repack_rows(uint32_t type, const unsigned char *src, size_t row_bytes,
+                        int64_t cols, int64_t nrows, int8_t *q, uint16_t *d)
+{
+    int64_t nb = cols / LLM_QK;
+    for (int64_t r = 0; r < nrows; r++) {
+        const unsigned char *blk = src + (size_t)r * row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            memcpy(&d[r * nb + b], blk, 2);
+            int8_t *out = q + r * cols + b * LLM_QK;
+            if (type == LLM_TYPE_Q8_0) {
+                memcpy(out, blk + 2, LLM_QK);
+                blk += sizeof(llm_block_q8_0);
+            } else { /* Q4_0: nibble - 8 is exact in int8 with the same d */
+                for (int j = 0; j < LLM_QK / 2; j++) {
+                    out[j] = (int8_t)((blk[2 + j] & 0x0f) - 8);
+                    out[j + LLM_QK / 2] = (int8_t)((blk[2 + j] >> 4) - 8);
+                }
+                blk += sizeof(llm_block_q4_0);
+            }
+        }
+    }
+}
+
+/* Uploads quantized rows through a bounded host staging buffer. */
+static int upload_quant(llm_cuda *c, uint32_t type, const void *host,
+                        size_t row_bytes, llm_cuda_weight *w)
+{
+    int64_t nb = w->cols / LLM_QK;
+    size_t per_row = (size_t)w->cols + (size_t)nb * 2;
+    int64_t chunk = (int64_t)(((size_t)8 << 20) / per_row);
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > w->rows)
+        chunk = w->rows;
+    unsigned char *stage = (unsigned char *)malloc((size_t)chunk * per_row);
+    if (!stage)
+        return llm__cuda_fail(c, LLM_ENOMEM, 0, "out of host memory");
+    int rc = 0;
+    for (int64_t r0 = 0; r0 < w->rows && rc == 0; r0 += chunk) {
+        int64_t nr = w->rows - r0 < chunk ? w->rows - r0 : chunk;
+        int8_t *q = (int8_t *)stage;
+        uint16_t *d = (uint16_t *)(stage + (size_t)nr * (size_t)w->cols);
+        repack_rows(type, (const unsigned char *)host + (size_t)r0 * row_bytes,
+                    row_bytes, w->cols, nr, q, d);
+        rc = llm_cuda_upload(c, (int8_t *)w->data + r0 * w->cols, q,
+                             (size_t)nr * (size_t)w->cols);
+        if (rc == 0)
+            rc = llm_cuda_upload(c, w->scales + r0 * nb, d, (size_t)nr * nb * 2);
+    }
+    free(stage);
+    return rc;
+}
+
+/* Bytes of one ggml row of `type` with `cols` elements; 0 when the type is
+ * not uploadable or cols does not fit its blocks. */
+static uint64_t file_row_bytes(uint32_t type, int64_t cols)
+{
+    switch (type) {
+    case LLM_TYPE_F32: return (uint64_t)cols * 4;
+    case LLM_TYPE_F16:
+    case LLM_TYPE_BF16: return (uint64_t)cols * 2;
+    case LLM_TYPE_Q8_0:
+        return cols % LLM_QK ? 0 : (uint64_t)(cols / LLM_QK) * sizeof(llm_block_q8_0);
+    case LLM_TYPE_Q4_0:
+        return cols % LLM_QK ? 0 : (uint64_t)(cols / LLM_QK) * sizeof(llm_block_q4_0);
+    default: return 0;
+    }
+}
+
+int llm_cuda_weight_upload(llm_cuda *c, uint32_t type, const void *host,
+                           int64_t cols, int64_t rows, size_t row_bytes,
+                           llm_cuda_weight *w)
+{
+    if (!w)
+        return LLM_EINVAL;
+    memset(w, 0, sizeof *w);
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, host && cols > 0 && rows > 0);
+    int quant = type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
+    uint32_t dtype = quant ? (uint32_t)LLM_TYPE_Q8_0 : type;
+    uint64_t need = file_row_bytes(type, cols);
+    if (need == 0 || need > row_bytes)
+        return llm__cuda_fail(c, LLM_EINVAL, 0,
+                              "weight upload: type %u with %lld columns and "
+                              "%zu-byte rows is not supported", type,
+                              (long long)cols, row_bytes);
+    int rc = llm_cuda_weight_alloc(c, dtype, cols, rows, w);
+    if (rc)
+        return rc;
+    if (quant) {
+        rc = upload_quant(c, type, host, row_bytes, w);
+    } else if (row_bytes == need) {
+        rc = llm_cuda_upload(c, w->data, host, need * (size_t)rows);
+    } else {
+        LLM_CU_TRY(c, cudaMemcpy2DAsync(w->data, need, host, row_bytes, need,
+                                        (size_t)rows, cudaMemcpyHostToDevice,
+                                        c->stream));
+    }
+    if (rc == 0)
+        rc = llm_cuda_sync(c); /* the staging buffer and mapping may go now */
+    if (rc)
+        llm_cuda_weight_release(c, w);
+    return rc;
+}
+
+/* ---- matrix-vector ----------------------------------------------------- */
+
+enum { WT_F32, WT_F16, WT_BF16, WT_Q8 };
+
+template <int WT> struct wt_info;
+template <> struct wt_info<WT_F32> { static constexpr int chunk = 4, bytes = 4; };
+template <> struct wt_info<WT_F16> { static constexpr int chunk = 8, bytes = 2; };
+template <> struct wt_info<WT_BF16> { static constexpr int chunk = 8, bytes = 2; };
+template <> struct wt_info<WT_Q8> { static constexpr int chunk = 16, bytes = 1; };
+
+/* A 16-byte weight load that bypasses L1: each weight byte is used once, and
+ * L1 is better left to the activations every warp re-reads. */
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
+/* Expands one 16-byte weight vector into floats (Q8_0: unscaled quants). */
+template <int WT>
+__device__ __forceinline__ void unpack(uint4 v, float *f)
+{
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+    if (WT == WT_F32) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            f[i] = __uint_as_float(u[i]);
+    } else if (WT == WT_BF16) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f[2 * i] = __uint_as_float(u[i] << 16);
+            f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+        }
+    } else if (WT == WT_F16) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            __half2 h = *reinterpret_cast<const __half2 *>(&u[i]);
+            float2 t = __half22float2(h);
+            f[2 * i] = t.x;
+            f[2 * i + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            f[i] = (float)(int8_t)(u[i >> 2] >> (8 * (i & 3)));
+    }
+}
+
+/* acc[v] += dot(weight chunk j, x[v] chunk j) for every activation row. */
+template <int WT, int NV>
+__device__ __forceinline__ void chunk_dot(uint4 wv, int64_t j, const float *__restrict__ x,
+                                          int64_t cols, const uint16_t *__restrict__ srow,
+                                          float *acc)
+{
+    constexpr int CH = wt_info<WT>::chunk;
+    float wf[CH];
+    unpack<WT>(wv, wf);
+    float scale = 1.0f;
+    if (WT == WT_Q8)
+        scale = __half2float(__ushort_as_half(__ldg(srow + (j * CH) / LLM_QK)));
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        const float4 *xv = reinterpret_cast<const float4 *>(x + v * cols + j * CH);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < CH / 4; i++) {
+            float4 a = __ldg(xv + i);
+            s = fmaf(wf[4 * i], a.x, s);
+            s = fmaf(wf[4 * i + 1], a.y, s);
+            s = fmaf(wf[4 * i + 2], a.z, s);
+            s = fmaf(wf[4 * i + 3], a.w, s);
+        }
+        acc[v] = fmaf(s, scale, acc[v]);
+    }
+}
+
+#define MV_WARPS 4
+#define MV_UNROLL 4
+
+/* y[v][row] = dot(W[row], x[v]); one warp per row, MV_WARPS rows a block.
+ * Preconditions (checked by the launcher): cols is a multiple of the chunk,
+ * rows start 16-byte aligned, x is 16-byte aligned. */
+template <int WT, int NV>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
+              const float *__restrict__ x, float *__restrict__ y, int64_t rows,
+              int64_t cols)
+{
+    constexpr int CH = wt_info<WT>::chunk;
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
+    if (row >= rows)
+        return;
+    const uint4 *wr = reinterpret_cast<const uint4 *>(
+        (const char *)w + row * cols * wt_info<WT>::bytes);
+    const uint16_t *srow = WT == WT_Q8 ? scales + row * (cols / LLM_QK) : nullptr;
+    int64_t nch = cols / CH;
+    float acc[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        acc[v] = 0.0f;
+    int64_t j = lane;
+    for (; j + (MV_UNROLL - 1) * 32 < nch; j += MV_UNROLL * 32) {
+        uint4 wv[MV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < MV_UNROLL; u++)
+            wv[u] = ld_stream(wr + j + u * 32);
+#pragma unroll
+        for (int u = 0; u < MV_UNROLL; u++)
+            chunk_dot<WT, NV>(wv[u], j + u * 32, x, cols, srow, acc);
+    }
+    for (; j < nch; j += 32)
+        chunk_dot<WT, NV>(ld_stream(wr + j), j, x, cols, srow, acc);
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        float s = llm__warp_sum(acc[v]);
+        if (lane == 0)
+            y[v * rows + row] = s;
+    }
+}
+
+__device__ __forceinline__ float weight_at(const void *w, const uint16_t *scales,
+                                           int type, int64_t row, int64_t cols,
+                                           int64_t i)
+{
+    int64_t e = row * cols + i;
+    switch (type) {
+    case LLM_TYPE_F32: return ((const float *)w)[e];
+    case LLM_TYPE_F16: return __half2float(((const __half *)w)[e]);
+    case LLM_TYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)w)[e]);
+    default:
+        return (float)((const int8_t *)w)[e] *
+               __half2float(__ushort_as_half(scales[row * (cols / LLM_QK) + i / LLM_QK]));
+    }
+}
+
+/* The general path for shapes the vector kernel cannot take (odd widths,
+ * unaligned activations): element by element, still a warp per row. */
+__global__ void matvec_any_kernel(const void *__restrict__ w,
+                                  const uint16_t *__restrict__ scales, int type,
+                                  const float *__restrict__ x, float *__restrict__ y,
+                                  int64_t rows, int64_t cols, int nv)
+{
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
+    if (row >= rows)
+        return;
+    for (int v = 0; v < nv; v++) {
+        float s = 0.0f;
+        for (int64_t i = lane; i < cols; i += 32)
+            s = fmaf(weight_at(w, scales, type, row, cols, i), x[v * cols + i], s);
+        s = llm__warp_sum(s);
+        if (lane == 0)
+            y[v * rows + row] = s;
+    }
+}
+
+template <int WT>
+static void launch_vec(const llm_cuda_weight *w, const float *x, int32_t n,
+                       float *y, cudaStream_t st)
+{
+    unsigned blocks = llm__cuda_blocks((size_t)w->rows, MV_WARPS);
+    dim3 b(MV_WARPS * 32);
+#define LLM_MV_CASE(NV)                                                       \
+    case NV:                                                                  \
+        matvec_kernel<WT, NV><<<blocks, b, 0, st>>>(w->data, w->scales, x, y, \
+                                                    w->rows, w->cols);        \
+        break;
+    switch (n) {
+        LLM_MV_CASE(1) LLM_MV_CASE(2) LLM_MV_CASE(3) LLM_MV_CASE(4)
+        LLM_MV_CASE(5) LLM_MV_CASE(6) LLM_MV_CASE(7) LLM_MV_CASE(8)
+    default: break;
+    }
+#undef LLM_MV_CASE
+}
+
+static int matvec(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                  int32_t n, float *y)
+{
+    int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
+    int vec = w->cols % chunk == 0 && ((uintptr_t)x & 15) == 0 &&
+              ((uintptr_t)w->data & 15) == 0;
+    if (!vec) {
+        matvec_any_kernel<<<llm__cuda_blocks((size_t)w->rows, MV_WARPS),
+                            MV_WARPS * 32, 0, c->stream>>>(
+            w->data, w->scales, (int)w->type, x, y, w->rows, w->cols, n);
+        LLM_CU_LAUNCHED(c, "matvec_any_kernel");
+        return 0;
+    }
+    switch (w->type) {
+    case LLM_TYPE_F32: launch_vec<WT_F32>(w, x, n, y, c->stream); break;
+    case LLM_TYPE_F16: launch_vec<WT_F16>(w, x, n, y, c->stream); break;
+    case LLM_TYPE_BF16: launch_vec<WT_BF16>(w, x, n, y, c->stream); break;
+    default: launch_vec<WT_Q8>(w, x, n, y, c->stream); break;
+    }
+    LLM_CU_LAUNCHED(c, "matvec_kernel");
+    return 0;
+}
+
+/* ---- wide products through cuBLAS -------------------------------------- */
+
+__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+int llm__cuda_to_bf16(llm_cuda *c, __nv_bfloat16 *dst, const float *src,
+                      size_t count)
+{
+    unsigned blocks = llm__cuda_blocks(count, 256);
+    unsigned cap = (unsigned)c->sm_count * 8u;
+    to_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(dst, src, count);
+    LLM_CU_LAUNCHED(c, "to_bf16_kernel");
+    return 0;
+}
+
+/* Rows [r0, r0+nr) of w as bf16 into dst [nr][cols]. */
+__global__ void dequant_bf16_kernel(__nv_bfloat16 *dst, const void *w,
+                                    const uint16_t *scales, int type, int64_t r0,
+                                    int64_t nr, int64_t cols)
+{
+    size_t n = (size_t)nr * (size_t)cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int64_t r = (int64_t)(i / (size_t)cols), k = (int64_t)(i % (size_t)cols);
+        dst[i] = __float2bfloat16_rn(weight_at(w, scales, type, r0 + r, cols, k));
+    }
+}
+
+/* C (m x n, column-major, ldc) = op(A)^T B with A [k][m] (lda = k) and
+ * B [k][n] (ldb = k) of `ab` type, fp32 accumulation and output. */
+static int gemm_tn(llm_cuda *c, int m, int n, int k, const void *a,
+                   cudaDataType_t ab, const void *b, float *out, int ldc)
+{
+    const float one = 1.0f, zero = 0.0f;
+    LLM_CU_BLAS(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one,
+                                a, ab, k, b, ab, k, &zero, out, CUDA_R_32F, ldc,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                      int32_t n, float *y)
+{
+    LLM_CU_ARG(c, w->rows <= 0x7fffffff && w->cols <= 0x7fffffff);
+    int m = (int)w->rows, k = (int)w->cols;
+    if (w->type == LLM_TYPE_F32) /* exact fp32 path: no tensor-core rounding */
+        return gemm_tn(c, m, n, k, w->data, CUDA_R_32F, x, y, m);
+    int rc = llm__cuda_to_bf16(c, c->x_bf16, x, (size_t)n * (size_t)k);
+    if (rc)
+        return rc;
+    if (w->type == LLM_TYPE_BF16)
+        return gemm_tn(c, m, n, k, w->data, CUDA_R_16BF, c->x_bf16, y, m);
+    int64_t chunk = (int64_t)(LLM_CUDA_DEQ_ELEMS / (size_t)k);
+    LLM_CU_ARG(c, chunk > 0);
+    for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
+        int64_t nr = w->rows - r0 < chunk ? w->rows - r0 : chunk;
+        size_t cnt = (size_t)nr * (size_t)k;
+        unsigned blocks = llm__cuda_blocks(cnt, 256);
+        unsigned cap = (unsigned)c->sm_count * 8u;
+        dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
+            c->w_bf16, w->data, w->scales, (int)w->type, r0, nr, k);
+        LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
+        rc = gemm_tn(c, (int)nr, n, k, c->w_bf16, CUDA_R_16BF, c->x_bf16, y + r0, m);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Batches wider than the staging buffer run in slices of max_n rows. */
+static int gemm_wide(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                     int32_t n, float *y)
+{
+    LLM_CU_ARG(c, w->cols <= c->max_width && c->x_bf16 && c->w_bf16);
+    for (int32_t t0 = 0; t0 < n; t0 += c->max_n) {
+        int32_t nt = n - t0 < c->max_n ? n - t0 : c->max_n;
+        int rc = gemm_slice(c, w, x + (size_t)t0 * (size_t)w->cols, nt,
+                            y + (size_t)t0 * (size_t)w->rows);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int llm_cuda_matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                    int32_t n, float *y)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, w && w->data && x && y && n > 0);
+    LLM_CU_ARG(c, w->type != LLM_TYPE_Q8_0 || w->scales);
+    if (n <= LLM_CUDA_MATVEC_MAX)
+        return matvec(c, w, x, n, y);
+    return gemm_wide(c, w, x, n, y);
+}
+
+int llm_cuda_gemm_bf16(llm_cuda *c, int32_t m, int32_t n, int32_t k,
+                       const void *a, const void *b, float *out)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, a && b && out && m > 0 && n > 0 && k > 0);
+    return gemm_tn(c, m, n, k, a, CUDA_R_16BF, b, out, m);
+}

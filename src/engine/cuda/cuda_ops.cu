@@ -1,0 +1,160 @@
+/* cuda_ops.cu — the element-wise and row-wise operations of a layer:
+ * RMSNorm, rotary embedding, SwiGLU, residual add and embedding lookup.
+ *
+ * They are memory-bound and small; what matters is one pass over the data,
+ * fp32 arithmetic in the same order of operations as the CPU reference
+ * (x * (1/rms) * weight; angle = (pos * scale) * inv_freq in double), and no
+ * host-side dependence on positions when a graph replays them (positions
+ * come from llm_cuda_positions).
+ */
+#include "cuda_internal.cuh"
+
+
+/* One block per row; threads stride over the row twice (sum of squares,
+ * then scale), so y may alias x. */
+__global__ void rmsnorm_kernel(float *y, const float *x, const float *weight,
+                               int32_t dim, float eps)
+{
+    __shared__ float red[32];
+    const float *xr = x + (size_t)blockIdx.x * dim;
+    float *yr = y + (size_t)blockIdx.x * dim;
+    float ss = 0.0f;
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x)
+        ss = fmaf(xr[i], xr[i], ss);
+    ss = llm__block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x)
+        yr[i] = xr[i] * inv * weight[i];
+}
+
+int llm_cuda_rmsnorm(llm_cuda *c, float *y, const float *x, const float *weight,
+                     int32_t n, int32_t dim, float eps)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, y && x && weight && n > 0 && dim > 0);
+    int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 128;
+    rmsnorm_kernel<<<(unsigned)n, threads, 0, c->stream>>>(y, x, weight, dim, eps);
+    LLM_CU_LAUNCHED(c, "rmsnorm_kernel");
+    return 0;
+}
+
+/* One thread per rotated pair: (row, head, i). */
+__global__ void rope_kernel(float *x, int32_t n, int32_t n_heads, int32_t stride,
+                            llm_cuda_positions pos, const double *inv_freq,
+                            float scale, int32_t head_dim)
+{
+    int32_t half = head_dim / 2;
+    size_t total = (size_t)n * (size_t)n_heads * (size_t)half;
+    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (t >= total)
+        return;
+    int32_t i = (int32_t)(t % (size_t)half);
+    size_t rh = t / (size_t)half;
+    int32_t h = (int32_t)(rh % (size_t)n_heads);
+    int32_t r = (int32_t)(rh / (size_t)n_heads);
+    uint32_t p = llm__base_pos(pos) + (uint32_t)r;
+    double angle = ((double)p * (double)scale) * inv_freq[i];
+    double sd, cd;
+    sincos(angle, &sd, &cd);
+    float s = (float)sd, co = (float)cd;
+    float *v = x + (size_t)r * stride + (size_t)h * head_dim + 2 * i;
+    float a = v[0], b = v[1];
+    v[0] = a * co - b * s;
+    v[1] = a * s + b * co;
+}
+
+int llm_cuda_rope(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
+                  int32_t stride, llm_cuda_positions pos, const double *inv_freq,
+                  float scale, int32_t head_dim)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, x && inv_freq && n > 0 && n_heads > 0 && head_dim > 0);
+    LLM_CU_ARG(c, head_dim % 2 == 0 && stride >= n_heads * head_dim);
+    size_t total = (size_t)n * (size_t)n_heads * (size_t)(head_dim / 2);
+    rope_kernel<<<llm__cuda_blocks(total, 256), 256, 0, c->stream>>>(
+        x, n, n_heads, stride, pos, inv_freq, scale, head_dim);
+    LLM_CU_LAUNCHED(c, "rope_kernel");
+    return 0;
+}
+
+__global__ void swiglu_kernel(float *gate, const float *up, size_t len)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+__global__ void add_kernel(float *y, const float *x, size_t len)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
+static unsigned grid_for(const llm_cuda *c, size_t len)
+{
+    unsigned b = llm__cuda_blocks(len, 256), cap = (unsigned)c->sm_count * 16u;
+    return b < cap ? b : cap;
+}
+
+int llm_cuda_swiglu(llm_cuda *c, float *gate, const float *up, size_t len)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, gate && up);
+    if (!len)
+        return 0;
+    swiglu_kernel<<<grid_for(c, len), 256, 0, c->stream>>>(gate, up, len);
+    LLM_CU_LAUNCHED(c, "swiglu_kernel");
+    return 0;
+}
+
+int llm_cuda_add(llm_cuda *c, float *y, const float *x, size_t len)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, y && x);
+    if (!len)
+        return 0;
+    add_kernel<<<grid_for(c, len), 256, 0, c->stream>>>(y, x, len);
+    LLM_CU_LAUNCHED(c, "add_kernel");
+    return 0;
+}
+
+/* One block per token. */
+__global__ void embed_kernel(const void *w, const uint16_t *scales, int type,
+                             int64_t rows, int64_t cols, const int32_t *ids,
+                             float *out)
+{
+    int32_t id = ids[blockIdx.x];
+    float *o = out + (size_t)blockIdx.x * (size_t)cols;
+    bool ok = id >= 0 && id < rows;
+    size_t base = ok ? (size_t)id * (size_t)cols : 0;
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+        float v = 0.0f;
+        if (ok) {
+            size_t e = base + (size_t)i;
+            if (type == LLM_TYPE_F32)
+                v = ((const float *)w)[e];
+            else if (type == LLM_TYPE_F16)
+                v = __half2float(((const __half *)w)[e]);
+            else if (type == LLM_TYPE_BF16)
+                v = __bfloat162float(((const __nv_bfloat16 *)w)[e]);
+            else
+                v = (float)((const int8_t *)w)[e] *
+                    __half2float(__ushort_as_half(scales[e / LLM_QK]));
+        }
+        o[i] = v;
+    }
+}
+
+int llm_cuda_embed(llm_cuda *c, const llm_cuda_weight *embd, const int32_t *ids,
+                   int32_t n, float *out)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, embd && embd->data && ids && out && n > 0);
+    embed_kernel<<<(unsigned)n, 256, 0, c->stream>>>(
+        embd->data, embd->scales, (int)embd->type, embd->rows, embd->cols, ids, out);
+    LLM_CU_LAUNCHED(c, "embed_kernel");
+    return 0;
+}
