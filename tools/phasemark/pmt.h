@@ -1,0 +1,282 @@
+/* pmt.h — internals of the `phasemark` command, shared by its subcommands
+ * and by the tests (which link the static library pm_tools).
+ *
+ * Model: a trace is a flat array of ranges (host intervals from a marker
+ * trace), each with process, thread, correlation id and CLOCK_BOOTTIME
+ * nanosecond timestamps, plus process and thread names. A GPU trace is a
+ * flat array of activities (kernels, copies) and launch API calls joined by
+ * correlation id. Every loader parses columns by header name and reports
+ * the first problem as "FILE:LINE: what" into an err buffer; nothing here
+ * prints except the functions that take a FILE * to print to.
+ *
+ * Ownership: a pmt_trace / pmt_gpu owns every string and array in it;
+ * *_free releases them and leaves an empty, reusable value.
+ */
+#ifndef PM_TOOLS_PMT_H
+#define PM_TOOLS_PMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- small utilities (util.c) ---- */
+
+/* Reads a whole file (at most max bytes) into a new NUL-terminated buffer
+ * the caller frees. Returns 0 or -1 with err set. */
+int pmt_read_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen);
+
+/* Strict unsigned decimal: digits only, no sign, no spaces, fits. 0 or -1. */
+int pmt_parse_u64(const char *s, size_t len, uint64_t *out);
+
+/* A decimal number of microseconds ("12.345", "7", "1e3") as exact
+ * nanoseconds where the text allows (up to three decimals), rounded
+ * otherwise. 0 or -1. */
+int pmt_parse_us_to_ns(const char *s, size_t len, int64_t *out);
+
+/* snprintf into err, never failing; a NULL or empty err is ignored. */
+void pmt_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Removes the plain files in dir, then dir (one level; best effort). */
+void pmt_remove_tree(const char *dir);
+
+/* Writes s as a CSV field: always quoted, quotes doubled. */
+void pmt_csv_put(FILE *f, const char *s);
+/* Writes s as a JSON string, quotes included, with the escapes JSON needs. */
+void pmt_json_put(FILE *f, const char *s);
+
+/* ---- CSV reader (csv.c) ---- */
+
+#define PMT_CSV_MAX_FIELDS 64
+
+typedef struct pmt_csv {
+    char *buf;        /* the whole file, unquoted in place */
+    size_t len, pos;
+    size_t line;      /* 1-based line of the record last returned */
+    const char *path;
+    char *header[PMT_CSV_MAX_FIELDS];
+    size_t nheader;
+} pmt_csv;
+
+/* Loads path and reads its header record. 0 or -1 (err set). */
+int pmt_csv_open(pmt_csv *c, const char *path, char *err, size_t errlen);
+/* Parses an in-memory text (copied). For tests and stdin. */
+int pmt_csv_open_text(pmt_csv *c, const char *name, const char *text, size_t len,
+                      char *err, size_t errlen);
+/* The column index of a header name, or -1. */
+int pmt_csv_col(const pmt_csv *c, const char *name);
+/* Next record: 1 and fields (valid until close), 0 at the end, -1 on a
+ * malformed record (err set). Blank lines are skipped. */
+int pmt_csv_next(pmt_csv *c, char **fields, size_t *nfields, char *err, size_t errlen);
+void pmt_csv_close(pmt_csv *c);
+
+/* ---- JSON (json.c): a small DOM, enough for trace files ---- */
+
+enum pmt_json_type { PMT_JNULL, PMT_JBOOL, PMT_JNUM, PMT_JSTR, PMT_JARR, PMT_JOBJ };
+
+typedef struct pmt_jnode {
+    int type;
+    const char *key;  /* member name when the parent is an object */
+    const char *str;  /* string value, or the number's text */
+    size_t len;       /* length of str */
+    int boolean;
+    int32_t child;    /* first child index, -1 none */
+    int32_t next;     /* next sibling index, -1 none */
+} pmt_jnode;
+
+typedef struct pmt_json {
+    pmt_jnode *nodes;
+    size_t n, cap;
+    char *text; /* owned copy, strings decoded in place */
+} pmt_json;
+
+/* Parses text (copied). Depth, size and node count are bounded. 0 or -1. */
+int pmt_json_parse(pmt_json *j, const char *text, size_t len, char *err, size_t errlen);
+void pmt_json_free(pmt_json *j);
+/* Member of an object node by name, or NULL. */
+const pmt_jnode *pmt_json_get(const pmt_json *j, const pmt_jnode *obj, const char *key);
+const pmt_jnode *pmt_json_child(const pmt_json *j, const pmt_jnode *n);
+const pmt_jnode *pmt_json_next(const pmt_json *j, const pmt_jnode *n);
+
+/* ---- range names (names.c) ---- */
+
+enum pmt_kind {
+    PMT_K_OTHER = 0, /* not a phasemark range ("hipMemcpy", ...) */
+    PMT_K_PREFILL,
+    PMT_K_DECODE,
+    PMT_K_SPEC_DECODE,
+    PMT_K_DRAFT,
+    PMT_K_LAYER_RANGE,
+    PMT_K_COUNT
+};
+
+typedef struct pmt_name {
+    int kind;
+    char mode[16];     /* "" when absent */
+    int has_shard, has_layers, has_req;
+    uint64_t shard, first_layer, last_layer, req;
+} pmt_name;
+
+const char *pmt_kind_name(int kind);
+int pmt_kind_parse(const char *s, size_t len); /* -1 when unknown */
+int pmt_kind_is_leaf(int kind);
+/* Parses a range name. Names not starting with "pm." are PMT_K_OTHER and
+ * always valid. Returns 0, or -1 with the grammar violation in err. */
+int pmt_name_parse(const char *text, pmt_name *out, char *err, size_t errlen);
+
+/* ---- traces (trace.c) ---- */
+
+enum { PMT_F_OPEN = 1, PMT_F_ORPHAN = 2, PMT_F_MARK = 4 };
+
+typedef struct pmt_range {
+    char *name;
+    char *domain;
+    uint32_t pid, tid;
+    uint64_t corr;
+    uint64_t start, end; /* ns; end unused when OPEN, start when ORPHAN */
+    unsigned flags;
+    const char *source;  /* file it came from (a string the trace owns) */
+    size_t line;         /* record in that file, for messages */
+} pmt_range;
+
+typedef struct pmt_label {
+    uint32_t pid, tid; /* tid 0: a process name */
+    char *name;
+} pmt_label;
+
+typedef struct pmt_trace {
+    pmt_range *r;
+    size_t n, cap;
+    pmt_label *labels;
+    size_t nlabels, labels_cap;
+    char **sources;
+    size_t nsources;
+} pmt_trace;
+
+void pmt_trace_init(pmt_trace *t);
+void pmt_trace_free(pmt_trace *t);
+/* Appends a range; copies name and domain. 0 or -1 (out of memory). */
+int pmt_trace_add(pmt_trace *t, const pmt_range *r);
+/* Sets a process (tid 0) or thread name; a later call replaces it. */
+int pmt_trace_label(pmt_trace *t, uint32_t pid, uint32_t tid, const char *name);
+const char *pmt_trace_label_of(const pmt_trace *t, uint32_t pid, uint32_t tid);
+/* Remembers a source name; returns the trace's copy or NULL. */
+const char *pmt_trace_source(pmt_trace *t, const char *path);
+/* Loads a marker CSV (ours or rocprofv3's) or our JSON, by content. */
+int pmt_trace_load(pmt_trace *t, const char *path, char *err, size_t errlen);
+int pmt_trace_load_csv_text(pmt_trace *t, const char *name, const char *text, size_t len,
+                            char *err, size_t errlen);
+int pmt_trace_load_json_text(pmt_trace *t, const char *name, const char *text, size_t len,
+                             char *err, size_t errlen);
+/* Sorts by start time (orphans by end), then pid, tid, correlation. */
+void pmt_trace_sort(pmt_trace *t);
+int pmt_trace_write_csv(const pmt_trace *t, FILE *f);
+int pmt_trace_write_json(const pmt_trace *t, FILE *f);
+
+/* ---- raw recorder files (raw.c) ---- */
+
+/* Merges one raw file into t. Returns 0, 1 when the file was cut short
+ * (whole chunks kept, note in err), -1 when unreadable (err set). */
+int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen);
+
+/* ---- check (check.c) ---- */
+
+typedef struct pmt_expect {
+    int kind;          /* PMT_K_*; PMT_K_COUNT for "other" */
+    char mode[16];     /* "" = any mode */
+    uint64_t count;
+} pmt_expect;
+
+#define PMT_EXPECT_MAX 32
+
+/* Parses "prefill=1,layer_range:exact=11". 0 or -1 (err set). */
+int pmt_expect_parse(const char *spec, pmt_expect *out, size_t *n, char *err, size_t errlen);
+
+/* Verifies t, printing one line per violation to out (may be NULL) and
+ * the counts to summary (may be NULL). Returns the number of violations. */
+size_t pmt_check(const pmt_trace *t, const pmt_expect *ex, size_t nex, FILE *out, FILE *summary);
+
+/* ---- GPU activity and projection (gpu.c) ---- */
+
+enum { PMT_ACT_KERNEL = 1, PMT_ACT_COPY = 2 };
+
+typedef struct pmt_activity {
+    int kind;
+    uint64_t corr, start, end;
+    uint32_t tid; /* launching thread when the trace says, else 0 */
+    char *name;
+} pmt_activity;
+
+typedef struct pmt_api {
+    uint32_t pid, tid;
+    uint64_t corr, start, end;
+} pmt_api;
+
+typedef struct pmt_gpu {
+    pmt_activity *act;
+    size_t nact, act_cap;
+    pmt_api *api;
+    size_t napi, api_cap;
+} pmt_gpu;
+
+void pmt_gpu_init(pmt_gpu *g);
+void pmt_gpu_free(pmt_gpu *g);
+/* Loads a kernel, memory-copy or API CSV (rocprofv3's or ours), by its
+ * columns. 0 or -1. */
+int pmt_gpu_load(pmt_gpu *g, const char *path, char *err, size_t errlen);
+int pmt_gpu_load_text(pmt_gpu *g, const char *name, const char *text, size_t len,
+                      char *err, size_t errlen);
+
+typedef struct pmt_projection {
+    uint64_t *range_gpu_ns; /* per range of the trace: activity time launched inside */
+    uint64_t total_ns;      /* all activity time */
+    uint64_t matched_ns;    /* activity whose launch call was found */
+    uint64_t covered_ns;    /* launched inside at least one phasemark range */
+    uint64_t uncovered_ns;  /* total - covered */
+    size_t nact, nmatched, ncovered;
+} pmt_projection;
+
+/* Projects every activity onto the ranges enclosing its launch call on the
+ * same process and thread (every level of the nest gets it, as Nsight
+ * Systems' NVTX projection does). Returns 0 or -1 (out of memory). */
+int pmt_project(const pmt_trace *t, const pmt_gpu *g, pmt_projection *p);
+void pmt_projection_free(pmt_projection *p);
+
+/* ---- report (report.c) ---- */
+
+typedef struct pmt_report_opts {
+    int json; /* one JSON object per row instead of the table */
+} pmt_report_opts;
+
+int pmt_report(const pmt_trace *t, const pmt_projection *p, const pmt_report_opts *o, FILE *out);
+int pmt_svg(const pmt_trace *t, const pmt_gpu *g, FILE *out);
+
+/* ---- SHA-256 (sha256.c), our own implementation of FIPS 180-4 ---- */
+
+typedef struct pmt_sha256 {
+    uint32_t h[8];
+    uint64_t bytes;
+    unsigned char block[64];
+    size_t fill;
+} pmt_sha256;
+
+void pmt_sha256_init(pmt_sha256 *s);
+void pmt_sha256_update(pmt_sha256 *s, const void *data, size_t len);
+void pmt_sha256_final(pmt_sha256 *s, unsigned char out[32]);
+/* Lowercase hex of out (65 bytes with the NUL). */
+void pmt_sha256_hex(const unsigned char digest[32], char hex[65]);
+
+/* ---- subcommands (one file each); argv[0] is the subcommand name ---- */
+
+int pmt_cmd_capture(int argc, char **argv);
+int pmt_cmd_check(int argc, char **argv);
+int pmt_cmd_report(int argc, char **argv);
+int pmt_cmd_perturb(int argc, char **argv);
+
+/* Where the recorder libraries are: PHASEMARK_RECORDER / PHASEMARK_CUPTI
+ * in the environment, else next to this executable's install or build
+ * location. NULL when none exists. */
+const char *pmt_recorder_path(char *buf, size_t len);
+const char *pmt_cupti_path(char *buf, size_t len);
+
+#endif
