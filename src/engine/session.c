@@ -134,11 +134,11 @@ static int check_tokens(llm_session *s, const int32_t *tokens, size_t n,
 {
     if (!tokens || n == 0)
         return fail(s, LLM_EINVAL, "no tokens given");
-    if (n > limit)
-        return fail(s, LLM_EINVAL, "%zu tokens exceed the batch of %zu", n, limit);
     if (n > s->span.n_ctx - s->pos)
         return fail(s, LLM_ECTX, "%zu tokens at position %u exceed the context of %u",
                     n, (unsigned)s->pos, (unsigned)s->span.n_ctx);
+    if (n > limit)
+        return fail(s, LLM_EINVAL, "%zu tokens exceed the batch of %zu", n, limit);
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->m->hp.n_vocab)
             return fail(s, LLM_ETOKEN, "token %d at index %zu is outside the vocabulary of %d",
