@@ -125,8 +125,10 @@ static void case_q4_0(void)
     CHECK_INT_EQ(blk[0] | (blk[1] << 8), 0x8000); /* 0 / -8 is -0.0, as in ggml */
     CHECK_INT_EQ(blk[2], 0x88);
     x[3] = INFINITY;
+    unsigned char blk8[34];
     llm_quantize_row(LLM_TYPE_Q4_0, x, blk, 32);
-    llm_quantize_row(LLM_TYPE_Q8_0, x, blk, 32);
+    llm_quantize_row(LLM_TYPE_Q8_0, x, blk8, 32);
+    CHECK_INT_EQ(blk8[0] | (blk8[1] << 8), 0x7c00); /* d = inf/127 = inf */
 }
 
 static void case_types(void)
