@@ -131,7 +131,7 @@ static int on_event(raw_ctx *c, raw_thread *th, const pmr_event *ev, const char 
 }
 
 /* Walks the events of one chunk; -1 when they do not fit it exactly. */
-static int chunk(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *p)
+static int chunk(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *p, int pass)
 {
     raw_thread *th = thread_of(c, h->tid);
     if (!th)
@@ -151,7 +151,9 @@ static int chunk(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *p)
         size_t need = sizeof ev + pmr_padded(ev.len);
         if (ev.len > PMR_NAME_MAX || h->bytes - off < need)
             return -1;
-        if (on_event(c, th, &ev, (const char *)p + off + sizeof ev) < 0)
+        /* Pass 0 names the domains, so events of any thread can use them. */
+        if ((pass == 0) == (ev.type == PMR_DOMAIN) &&
+            on_event(c, th, &ev, (const char *)p + off + sizeof ev) < 0)
             return -1;
         off += need;
     }
@@ -182,6 +184,33 @@ static int header(raw_ctx *c, const char *buf, size_t len, const char *path, cha
     return pmt_trace_label(c->t, fh.pid, 0, comm);
 }
 
+/* One pass over the chunks; 1 when the file is cut short after whole
+ * chunks (reported on the last pass only). */
+static int walk(raw_ctx *c, const char *buf, size_t len, const char *path, int pass, char *err,
+                size_t errlen)
+{
+    size_t off = sizeof(pmr_file_hdr);
+    int rc = 0;
+    while (off < len) {
+        pmr_chunk_hdr h;
+        if (len - off < sizeof h || (memcpy(&h, buf + off, sizeof h), h.magic != PMR_CHUNK_MAGIC) ||
+            h.bytes > PMR_CHUNK_MAX || len - off - sizeof h < h.bytes) {
+            if (pass)
+                pmt_errf(err, errlen, "%s: cut short or damaged at byte %zu of %zu; whole chunks kept",
+                         path, off, len);
+            rc = 1;
+            break;
+        }
+        if (chunk(c, &h, (const unsigned char *)buf + off + sizeof h, pass) < 0) {
+            pmt_errf(err, errlen, "%s: malformed events in the chunk at byte %zu", path, off);
+            rc = -1;
+            break;
+        }
+        off += sizeof h + h.bytes;
+    }
+    return rc;
+}
+
 int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen)
 {
     char *buf;
@@ -193,24 +222,10 @@ int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen)
     c.t = t;
     c.src = pmt_trace_source(t, path);
     int rc = header(&c, buf, len, path, err, errlen);
-    size_t off = sizeof(pmr_file_hdr);
-    while (rc == 0 && off < len) {
-        pmr_chunk_hdr h;
-        if (len - off < sizeof h || (memcpy(&h, buf + off, sizeof h), h.magic != PMR_CHUNK_MAGIC) ||
-            h.bytes > PMR_CHUNK_MAX || len - off - sizeof h < h.bytes) {
-            pmt_errf(err, errlen, "%s: cut short or damaged at byte %zu of %zu; whole chunks kept",
-                     path, off, len);
-            rc = 1;
-            break;
-        }
-        if (chunk(&c, &h, (const unsigned char *)buf + off + sizeof h) < 0) {
-            pmt_errf(err, errlen, "%s: malformed events in the chunk at byte %zu", path, off);
-            rc = -1;
-            break;
-        }
-        off += sizeof h + h.bytes;
-    }
+    for (int pass = 0; pass < 2 && rc >= 0; pass++)
+        rc = walk(&c, buf, len, path, pass, err, errlen);
     ctx_free(&c);
     free(buf);
     return rc;
 }
+

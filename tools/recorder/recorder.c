@@ -67,6 +67,9 @@ static char g_dir[PATH_MAX - 64];
 static pthread_key_t g_key;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct sigaction g_old_action[NSIG];
+/* NVTX domain names by id, kept so a forked child's file names them too. */
+#define PMR_DOMAIN_NAME_MAX 64
+static char g_domain_names[256][PMR_DOMAIN_NAME_MAX];
 
 static __thread pmr_tbuf *t_buf __attribute__((tls_model("initial-exec")));
 
@@ -294,6 +297,9 @@ static void after_fork_child(void)
         t_buf->inherited = t_buf->depth;
     }
     atomic_store(&g_fd, open_file());
+    for (unsigned d = PMR_DOMAIN_FIRST_USER; d < 256; d++)
+        if (g_domain_names[d][0])
+            pm__rec_domain_name(d, g_domain_names[d]);
 }
 
 static void at_exit_flush(void)
@@ -454,6 +460,11 @@ void pm__rec_stop(unsigned domain, uint64_t id)
 
 void pm__rec_domain_name(unsigned domain, const char *name)
 {
+    if (domain < 256 && name != g_domain_names[domain]) {
+        size_t n = strnlen(name, PMR_DOMAIN_NAME_MAX - 1);
+        memcpy(g_domain_names[domain], name, n);
+        g_domain_names[domain][n] = 0;
+    }
     pmr_tbuf *t = self();
     if (t)
         emit(t, PMR_DOMAIN, domain, 0, pmr_now(), domain, name, name_len(name));

@@ -1,0 +1,128 @@
+/* capture_prog.c — a program with known ranges, run under `phasemark
+ * capture` by test_capture.c. It writes the ids the test needs to check
+ * Process_Id/Thread_Id (its pid and tids, its child's pid) to IDS_FILE.
+ *
+ * usage: capture_prog IDS_FILE basic|abort|exec|execchild
+ *   basic: main thread: prefill{layer_range} decode decode; a worker
+ *          thread: one generic range; a forked child: spec_decode{draft}.
+ *   abort: a closed decode, then a prefill left open by abort().
+ *   exec:  a decode, then a forked child that execs "execchild", which
+ *          records one prefill in the new image.
+ */
+#define _GNU_SOURCE
+#include <phasemark/mark.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static FILE *g_ids;
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    fprintf(g_ids, "worker %d\n", (int)gettid());
+    pm_range r = pm_range_push("worker step");
+    pm_range_pop(&r);
+    return NULL;
+}
+
+static void prefill_with_layers(void)
+{
+    pm_range p = pm_prefill_push(1, 0, 4);
+    pm_layer_attr a = PM_LAYER_ATTR_INIT;
+    a.first_layer = 0;
+    a.last_layer = 3;
+    a.backend = "cpu";
+    a.req = 1;
+    a.tokens = 4;
+    pm_range l = pm_layer_range_push(&a);
+    pm_range_pop(&l);
+    pm_range_pop(&p);
+}
+
+static int basic(void)
+{
+    prefill_with_layers();
+    for (uint32_t pos = 4; pos < 6; pos++) {
+        pm_range d = pm_decode_push(1, pos);
+        pm_range_pop(&d);
+    }
+    pthread_t th;
+    if (pthread_create(&th, NULL, worker, NULL) != 0)
+        return 1;
+    pthread_join(th, NULL);
+    fflush(g_ids);
+    pid_t pid = fork();
+    if (pid == 0) {
+        pm_range s = pm_spec_decode_push(2, 2);
+        pm_range d = pm_draft_push(2, 2);
+        pm_range_pop(&d);
+        pm_range_pop(&s);
+        exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    fprintf(g_ids, "child %d\n", (int)pid);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+static int crash(void)
+{
+    pm_range d = pm_decode_push(1, 7);
+    pm_range_pop(&d);
+    pm_range p = pm_prefill_push(1, 0, 8);
+    (void)p;
+    fclose(g_ids);
+    abort();
+}
+
+static int exec_child(const char *self, const char *ids)
+{
+    pm_range d = pm_decode_push(3, 1);
+    pm_range_pop(&d);
+    fflush(g_ids);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(self, self, ids, "execchild", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    fprintf(g_ids, "child %d\n", (int)pid);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+#ifdef PHASEMARK_DISABLED
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "markers compiled out (PHASEMARK_MARKERS=OFF)\n");
+    return 77;
+#else
+    if (argc != 3)
+        return 2;
+    if (strcmp(argv[2], "execchild") == 0) {
+        pm_range p = pm_prefill_push(4, 0, 2);
+        pm_range_pop(&p);
+        return 0;
+    }
+    g_ids = fopen(argv[1], "w");
+    if (!g_ids)
+        return 2;
+    fprintf(g_ids, "main %d %d\n", (int)getpid(), (int)gettid());
+    int rc = 2;
+    if (strcmp(argv[2], "basic") == 0)
+        rc = basic();
+    else if (strcmp(argv[2], "abort") == 0)
+        rc = crash();
+    else if (strcmp(argv[2], "exec") == 0)
+        rc = exec_child(argv[0], argv[1]);
+    fclose(g_ids);
+    return rc;
+#endif
+}

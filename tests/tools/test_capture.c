@@ -1,0 +1,297 @@
+/* test_capture.c — `phasemark capture` end to end: the real marker layer
+ * (PHASEMARK=1, ROCTX path; PHASEMARK=nvtx, NVTX injection path) in
+ * capture_prog, recorded by the preloaded recorder, merged into the marker
+ * CSV and the Chrome JSON. Expected rows come from what capture_prog does
+ * (DESIGN.md §2 names, its own pids and tids), not from the tool.
+ *
+ * usage: test_capture TOOL PROG CASE
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pm_check.h"
+#include "pm_child.h"
+#include "pmt.h"
+
+#define HEADER "\"Domain\",\"Function\",\"Process_Id\",\"Thread_Id\",\"Correlation_Id\"," \
+               "\"Start_Timestamp\",\"End_Timestamp\""
+
+static const char *g_tool, *g_prog;
+static char g_dir[256], g_ids[300];
+static pm_child_result g_res;
+
+typedef struct row {
+    char domain[64], name[160];
+    unsigned long long pid, tid, corr, start, end;
+    int has_start, has_end;
+} row;
+
+typedef struct ids {
+    int main_pid, main_tid, worker_tid, child_pid;
+} ids;
+
+/* Splits one of our CSV lines (no commas or quotes inside names). */
+static int split_row(char *line, row *r)
+{
+    char *f[7];
+    int n = 0;
+    for (char *p = line; n < 7; n++) {
+        f[n] = p;
+        char *c = strchr(p, ',');
+        if (!c) {
+            n++;
+            break;
+        }
+        *c = 0;
+        p = c + 1;
+    }
+    if (n != 7)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        size_t l = strlen(f[i]);
+        if (l < 2 || f[i][0] != '"' || f[i][l - 1] != '"')
+            return -1;
+        f[i][l - 1] = 0;
+        f[i]++;
+    }
+    snprintf(r->domain, sizeof r->domain, "%s", f[0]);
+    snprintf(r->name, sizeof r->name, "%s", f[1]);
+    r->pid = strtoull(f[2], NULL, 10);
+    r->tid = strtoull(f[3], NULL, 10);
+    r->corr = strtoull(f[4], NULL, 10);
+    r->has_start = *f[5] != 0;
+    r->has_end = *f[6] != 0;
+    r->start = strtoull(f[5], NULL, 10);
+    r->end = strtoull(f[6], NULL, 10);
+    return 0;
+}
+
+/* The marker CSV's rows; exits when the header is not rocprofv3's. */
+static size_t read_rows(row *rows, size_t max)
+{
+    char path[400], line[512];
+    snprintf(path, sizeof path, "%s/marker_api_trace.csv", g_dir);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    REQUIRE(fgets(line, sizeof line, f) != NULL);
+    line[strcspn(line, "\n")] = 0;
+    CHECK_STR_EQ(line, HEADER);
+    size_t n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        REQUIRE(split_row(line, &rows[n]) == 0);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static ids read_ids(void)
+{
+    ids v = {0, 0, 0, 0};
+    char line[128];
+    FILE *f = fopen(g_ids, "r");
+    REQUIRE(f != NULL);
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "main %d %d", &v.main_pid, &v.main_tid) == 2)
+            continue;
+        if (sscanf(line, "worker %d", &v.worker_tid) == 1)
+            continue;
+        sscanf(line, "child %d", &v.child_pid);
+    }
+    fclose(f);
+    return v;
+}
+
+static int capture(const char *mode, const char *phasemark_env)
+{
+    char env_pm[64];
+    snprintf(env_pm, sizeof env_pm, "PHASEMARK=%s", phasemark_env);
+    char *env[] = {env_pm, NULL};
+    char *argv[] = {(char *)g_tool, "capture", "-o", g_dir, "--", (char *)g_prog, g_ids,
+                    (char *)mode, NULL};
+    REQUIRE(pm_child_exec(argv, env, 30000, &g_res) == 0);
+    if (g_res.exited && g_res.exit_code == 1 && strstr(g_res.err, "exited with status 77"))
+        PM_SKIP("markers compiled out");
+    return g_res.exited ? g_res.exit_code : -1;
+}
+
+static void expect_row(const row *r, const char *domain, const char *name, int pid, int tid)
+{
+    CHECK_STR_EQ(r->domain, domain);
+    CHECK_STR_EQ(r->name, name);
+    CHECK_INT_EQ(r->pid, pid);
+    CHECK_INT_EQ(r->tid, tid);
+    CHECK(r->has_start && r->has_end);
+    CHECK(r->start <= r->end);
+    CHECK(r->corr != 0);
+}
+
+#define PREFILL "pm.prefill mode=exact req=1 pos=0 tokens=4"
+#define LAYERS "pm.layer_range mode=exact layers=0-3 shard=0 where=local backend=cpu req=1 tokens=4"
+
+/* The rows of capture_prog basic, in time order. */
+static void check_basic_rows(const char *domain)
+{
+    row rows[16];
+    size_t n = read_rows(rows, 16);
+    ids v = read_ids();
+    REQUIRE(n == 7);
+    expect_row(&rows[0], domain, PREFILL, v.main_pid, v.main_tid);
+    expect_row(&rows[1], domain, LAYERS, v.main_pid, v.main_tid);
+    expect_row(&rows[2], domain, "pm.decode mode=decode req=1 pos=4", v.main_pid, v.main_tid);
+    expect_row(&rows[3], domain, "pm.decode mode=decode req=1 pos=5", v.main_pid, v.main_tid);
+    expect_row(&rows[4], domain, "worker step", v.main_pid, v.worker_tid);
+    expect_row(&rows[5], domain, "pm.spec_decode mode=batched req=2 draft=2", v.child_pid, v.child_pid);
+    expect_row(&rows[6], domain, "pm.draft req=2 tokens=2", v.child_pid, v.child_pid);
+    /* Nesting as the program made it. */
+    CHECK(rows[0].start <= rows[1].start && rows[1].end <= rows[0].end);
+    CHECK(rows[5].start <= rows[6].start && rows[6].end <= rows[5].end);
+    CHECK(rows[0].end <= rows[2].start && rows[2].end <= rows[3].start);
+    CHECK(rows[0].corr != rows[1].corr && rows[2].corr != rows[3].corr);
+    CHECK(v.child_pid != v.main_pid && v.worker_tid != v.main_tid);
+}
+
+static int case_basic_csv(void)
+{
+    CHECK_INT_EQ(capture("basic", "1"), 0);
+    check_basic_rows("MARKER_CORE_API");
+    return pm_check_result();
+}
+
+/* The JSON holds the same ranges as the CSV, as complete events in µs. */
+static int case_basic_json(void)
+{
+    CHECK_INT_EQ(capture("basic", "1"), 0);
+    row rows[16];
+    size_t n = read_rows(rows, 16);
+    REQUIRE(n == 7);
+    char path[400], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/trace.json", g_dir);
+    REQUIRE(pmt_read_file(path, 1 << 24, &text, &len, NULL, 0) == 0);
+    pmt_json j;
+    REQUIRE(pmt_json_parse(&j, text, len, NULL, 0) == 0);
+    const pmt_jnode *ev = pmt_json_child(&j, pmt_json_get(&j, &j.nodes[0], "traceEvents"));
+    size_t x = 0, procs = 0, threads = 0;
+    for (; ev; ev = pmt_json_next(&j, ev)) {
+        const pmt_jnode *ph = pmt_json_get(&j, ev, "ph"), *nm = pmt_json_get(&j, ev, "name");
+        REQUIRE(ph && nm);
+        if (ph->str[0] == 'M') {
+            procs += strcmp(nm->str, "process_name") == 0;
+            threads += strcmp(nm->str, "thread_name") == 0;
+            continue;
+        }
+        CHECK_STR_EQ(ph->str, "X");
+        REQUIRE(x < n);
+        const row *r = &rows[x++];
+        CHECK_STR_EQ(nm->str, r->name);
+        const pmt_jnode *ts = pmt_json_get(&j, ev, "ts"), *dur = pmt_json_get(&j, ev, "dur");
+        char want[64];
+        snprintf(want, sizeof want, "%llu.%03llu", r->start / 1000, r->start % 1000);
+        CHECK(ts && ts->len == strlen(want) && memcmp(ts->str, want, ts->len) == 0);
+        snprintf(want, sizeof want, "%llu.%03llu", (r->end - r->start) / 1000, (r->end - r->start) % 1000);
+        CHECK(dur && dur->len == strlen(want) && memcmp(dur->str, want, dur->len) == 0);
+        char pid[32];
+        snprintf(pid, sizeof pid, "%llu", r->pid);
+        const pmt_jnode *jp = pmt_json_get(&j, ev, "pid");
+        CHECK(jp && jp->len == strlen(pid) && memcmp(jp->str, pid, jp->len) == 0);
+    }
+    CHECK_INT_EQ(x, 7);
+    CHECK(procs >= 2);   /* the main process and the forked child */
+    CHECK(threads >= 3); /* main, worker, child */
+    pmt_json_free(&j);
+    free(text);
+    return pm_check_result();
+}
+
+/* A process killed by abort() still leaves what it recorded. */
+static int case_abort(void)
+{
+    CHECK_INT_EQ(capture("abort", "1"), 1);
+    CHECK(strstr(g_res.err, "killed by signal 6") != NULL);
+    row rows[8];
+    size_t n = read_rows(rows, 8);
+    ids v = read_ids();
+    REQUIRE(n == 2);
+    expect_row(&rows[0], "MARKER_CORE_API", "pm.decode mode=decode req=1 pos=7", v.main_pid, v.main_tid);
+    CHECK_STR_EQ(rows[1].name, "pm.prefill mode=exact req=1 pos=0 tokens=8");
+    CHECK(rows[1].has_start && !rows[1].has_end); /* open when the process died */
+    return pm_check_result();
+}
+
+/* A child that execs is followed: the new image is recorded, same pid. */
+static int case_exec(void)
+{
+    CHECK_INT_EQ(capture("exec", "1"), 0);
+    row rows[8];
+    size_t n = read_rows(rows, 8);
+    ids v = read_ids();
+    REQUIRE(n == 2);
+    expect_row(&rows[0], "MARKER_CORE_API", "pm.decode mode=decode req=3 pos=1", v.main_pid, v.main_tid);
+    expect_row(&rows[1], "MARKER_CORE_API", "pm.prefill mode=exact req=4 pos=0 tokens=2",
+               v.child_pid, v.child_pid);
+    return pm_check_result();
+}
+
+/* PHASEMARK=nvtx: the marker layer's NVTX backend reaches the recorder
+ * through NVTX_INJECTION64_PATH. */
+static int case_nvtx(void)
+{
+    int rc = capture("basic", "nvtx");
+    if (rc == 0 && strstr(g_res.err, " 0 ranges"))
+        PM_SKIP("the marker layer has no NVTX backend in this build");
+    CHECK_INT_EQ(rc, 0);
+    row rows[16];
+    size_t n = read_rows(rows, 16);
+    REQUIRE(n == 7);
+    CHECK(strcmp(rows[0].domain, "MARKER_CORE_API") != 0);
+    check_basic_rows(rows[0].domain);
+    return pm_check_result();
+}
+
+/* The capture passes `check` with the exact counts the program makes. */
+static int case_check(void)
+{
+    CHECK_INT_EQ(capture("basic", "1"), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/marker_api_trace.csv", g_dir);
+    char *argv[] = {(char *)g_tool, "check", "--expect",
+                    "prefill=1,layer_range:exact=1,decode=2,spec_decode=1,draft=1,other=1", path, NULL};
+    REQUIRE(pm_child_exec(argv, NULL, 10000, &g_res) == 0);
+    CHECK(pm_child_ok(&g_res));
+    CHECK(strstr(g_res.out, "ok: 7 ranges") != NULL);
+    snprintf(path, sizeof path, "%s/trace.json", g_dir);
+    char *argv2[] = {(char *)g_tool, "check", "--expect", "decode=2", path, NULL};
+    REQUIRE(pm_child_exec(argv2, NULL, 10000, &g_res) == 0);
+    CHECK(pm_child_ok(&g_res));
+    return pm_check_result();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    g_tool = argv[1];
+    g_prog = argv[2];
+    snprintf(g_dir, sizeof g_dir, "/tmp/pm-capture-test.XXXXXX");
+    REQUIRE(mkdtemp(g_dir) != NULL);
+    snprintf(g_ids, sizeof g_ids, "%s/ids.txt", g_dir);
+    static const struct {
+        const char *name;
+        int (*fn)(void);
+    } cases[] = {{"basic_csv", case_basic_csv}, {"basic_json", case_basic_json},
+                 {"abort", case_abort}, {"exec", case_exec}, {"nvtx", case_nvtx},
+                 {"check", case_check}};
+    int rc = 2;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(argv[3], cases[i].name) == 0)
+            rc = cases[i].fn();
+    if (rc != 0)
+        fprintf(stderr, "capture stderr:\n%s\n", g_res.err);
+    pmt_remove_tree(g_dir);
+    return rc;
+}
