@@ -1,0 +1,601 @@
+/* test_codec.c — the codec without sockets: golden bytes, partial feeds,
+ * every malformed header and metadata shape, and the hash primitives.
+ *
+ * Golden frames are written out by hand from the tables in docs/wire.md,
+ * not produced by the encoder under test. Run as: test_wire_codec CASE.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "pm_check.h"
+#include "phasemark/wire.h"
+
+/* A forward request: phase verify, req 0x0102030405060708, base 7, two
+ * tokens, want argmax, token ids 300 and -2, seq 5. */
+static const uint8_t golden_forward[] = {
+    /* header: magic "PMWF", version 1, kind 3, meta_len 38, body_len 8, seq 5, reserved */
+    'P', 'M', 'W', 'F', 1, 0, 3, 0, 38, 0, 0, 0, 8, 0, 0, 0,
+    5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    /* phase (1) len 1 = 3 */
+    1, 0, 1, 0, 3,
+    /* req_id (2) len 8 */
+    2, 0, 8, 0, 8, 7, 6, 5, 4, 3, 2, 1,
+    /* base_pos (3) len 4 = 7 */
+    3, 0, 4, 0, 7, 0, 0, 0,
+    /* n_tokens (4) len 4 = 2 */
+    4, 0, 4, 0, 2, 0, 0, 0,
+    /* want (6) len 1 = 4 */
+    6, 0, 1, 0, 4,
+    /* 38 bytes of metadata, 2 bytes of padding to 40 */
+    0, 0,
+    /* body: 300, -2 as int32 LE */
+    0x2c, 0x01, 0, 0, 0xfe, 0xff, 0xff, 0xff};
+
+static pmw_msg forward_msg(const int32_t *toks)
+{
+    pmw_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_FORWARD;
+    m.forward.phase = PM_PHASE_VERIFY;
+    m.forward.req_id = 0x0102030405060708ull;
+    m.forward.base_pos = 7;
+    m.forward.n_tokens = 2;
+    m.forward.want = PMW_OUT_ARGMAX;
+    m.forward.tokens = toks;
+    return m;
+}
+
+static int case_golden_encode(void)
+{
+    int32_t toks[2] = {300, -2};
+    pmw_msg m = forward_msg(toks);
+    uint8_t buf[256];
+    long long n = pmw_msg_encode(&m, 5, buf, sizeof buf);
+    CHECK_INT_EQ(n, sizeof golden_forward);
+    CHECK(n == (long long)sizeof golden_forward && memcmp(buf, golden_forward, sizeof golden_forward) == 0);
+    /* Too small a buffer: the size comes back, nothing is claimed written. */
+    CHECK_INT_EQ(pmw_msg_encode(&m, 5, buf, 10), sizeof golden_forward);
+    return pm_check_result();
+}
+
+static pmw_decoder *decoder(uint32_t meta, uint32_t body, uint32_t entries)
+{
+    pmw_limits lim = {meta, body, entries};
+    pmw_decoder *d = NULL;
+    REQUIRE(pmw_decoder_create(&lim, &d) == 0 && d);
+    return d;
+}
+
+static int case_golden_decode(void)
+{
+    pmw_decoder *d = decoder(4096, 1 << 20, 32);
+    pmw_frame f;
+    pmw_msg m;
+    pmw_diag diag;
+    CHECK_INT_EQ(pmw_decoder_feed(d, golden_forward, sizeof golden_forward), 0);
+    REQUIRE(pmw_decoder_next(d, &f) == 1);
+    CHECK_INT_EQ(f.kind, 3);
+    CHECK_U64_EQ(f.seq, 5);
+    CHECK_INT_EQ(f.meta_len, 38);
+    CHECK_INT_EQ(f.body_len, 8);
+    CHECK_INT_EQ(((uintptr_t)f.body) & 7u, 0);
+    REQUIRE(pmw_msg_parse(&f, NULL, 0, &m, &diag) == 0);
+    CHECK_INT_EQ(m.forward.phase, PM_PHASE_VERIFY);
+    CHECK_U64_EQ(m.forward.req_id, 0x0102030405060708ull);
+    CHECK_INT_EQ(m.forward.base_pos, 7);
+    CHECK_INT_EQ(m.forward.n_tokens, 2);
+    CHECK_INT_EQ(m.forward.dim, 0);
+    CHECK_INT_EQ(m.forward.want, PMW_OUT_ARGMAX);
+    REQUIRE(m.forward.tokens != NULL);
+    CHECK_INT_EQ(m.forward.tokens[0], 300);
+    CHECK_INT_EQ(m.forward.tokens[1], -2);
+    CHECK(m.forward.activations == NULL);
+    CHECK_INT_EQ(pmw_decoder_next(d, &f), 0);
+    pmw_decoder_destroy(d);
+    return pm_check_result();
+}
+
+/* Encodes one message of every kind into buf; returns the total size. */
+static size_t all_kinds(uint8_t *buf, size_t cap)
+{
+    static const int32_t toks[3] = {1, 2, 3};
+    static const float acts[6] = {0.5f, -1, 2, 3.25f, 4, 5};
+    static const float logits[6] = {9, 8, 7, 6, 5, 4};
+    static const int32_t ids[2] = {11, 12};
+    pmw_msg m[10];
+    memset(m, 0, sizeof m);
+    m[0].kind = PMW_MSG_HELLO;
+    m[0].hello.transport = PMW_TRANSPORT_SHARED;
+    m[0].hello.limits = (pmw_limits){4096, 1000, 32};
+    m[0].hello.shm_size = 8192;
+    m[0].hello.auth = 1;
+    memset(m[0].hello.nonce, 0xab, PMW_NONCE_SIZE);
+    m[1].kind = PMW_MSG_AUTH;
+    memset(m[1].auth.mac, 0x5a, PMW_MAC_SIZE);
+    m[2].kind = PMW_MSG_FORWARD;
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL};
+    m[3].kind = PMW_MSG_FORWARD;
+    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts};
+    m[4].kind = PMW_MSG_REPLY;
+    m[4].reply = (pmw_reply){9, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, logits, ids};
+    m[5].kind = PMW_MSG_RESET;
+    m[5].reset.req_id = 9;
+    m[6].kind = PMW_MSG_TRUNCATE;
+    m[6].truncate.req_id = 9;
+    m[6].truncate.position = 77;
+    m[7].kind = PMW_MSG_ACK;
+    m[7].ack.req_id = 9;
+    m[8].kind = PMW_MSG_ERROR;
+    m[8].error.code = PMW_E_PHASE;
+    m[8].error.tag = PMW_TAG_PHASE;
+    memcpy(m[8].error.text, "bad phase", 10);
+    m[9].kind = PMW_MSG_SHUTDOWN;
+    size_t off = 0;
+    for (int i = 0; i < 10; i++) {
+        long long n = pmw_msg_encode(&m[i], (uint64_t)i + 1, buf + off, cap - off);
+        REQUIRE(n > 0 && (size_t)n <= cap - off);
+        off += (size_t)n;
+    }
+    return off;
+}
+
+/* Decodes everything in d, writing a textual summary of each message. */
+static void summarize(pmw_decoder *d, char *out, size_t cap)
+{
+    pmw_frame f;
+    pmw_msg m;
+    pmw_diag diag;
+    size_t used = strlen(out);
+    while (pmw_decoder_next(d, &f) == 1) {
+        REQUIRE(pmw_msg_parse(&f, NULL, 0, &m, &diag) == 0);
+        int n = snprintf(out + used, cap - used, "%d/%llu/%u/%u", m.kind,
+                         (unsigned long long)m.seq, f.meta_len, f.body_len);
+        used += (size_t)n;
+        if (m.kind == PMW_MSG_REPLY)
+            used += (size_t)snprintf(out + used, cap - used, "[%g,%g;%d,%d]", m.reply.values[0],
+                                     m.reply.values[5], m.reply.argmax[0], m.reply.argmax[1]);
+        if (m.kind == PMW_MSG_FORWARD && m.forward.dim)
+            used += (size_t)snprintf(out + used, cap - used, "[%g]", m.forward.activations[3]);
+        if (m.kind == PMW_MSG_TRUNCATE)
+            used += (size_t)snprintf(out + used, cap - used, "[%u]", m.truncate.position);
+        if (m.kind == PMW_MSG_ERROR)
+            used += (size_t)snprintf(out + used, cap - used, "[%d,%u,%s]", m.error.code,
+                                     m.error.tag, m.error.text);
+        used += (size_t)snprintf(out + used, cap - used, " ");
+    }
+}
+
+static int case_partial_feed(void)
+{
+    uint8_t buf[4096];
+    size_t n = all_kinds(buf, sizeof buf);
+    char whole[2048] = "", bytes[2048] = "", odd[2048] = "";
+    pmw_decoder *d = decoder(4096, 1 << 20, 32);
+    CHECK_INT_EQ(pmw_decoder_feed(d, buf, n), 0);
+    summarize(d, whole, sizeof whole);
+    pmw_decoder_destroy(d);
+    d = decoder(4096, 1 << 20, 32);
+    for (size_t i = 0; i < n; i++) {
+        CHECK_INT_EQ(pmw_decoder_feed(d, buf + i, 1), 0);
+        summarize(d, bytes, sizeof bytes);
+    }
+    CHECK_INT_EQ(pmw_decoder_pending(d), 0);
+    pmw_decoder_destroy(d);
+    /* Chunks of 7 bytes: frames start at odd offsets inside the buffer. */
+    d = decoder(4096, 1 << 20, 32);
+    for (size_t i = 0; i < n; i += 7) {
+        CHECK_INT_EQ(pmw_decoder_feed(d, buf + i, n - i < 7 ? n - i : 7), 0);
+        summarize(d, odd, sizeof odd);
+    }
+    pmw_decoder_destroy(d);
+    CHECK_STR_EQ(bytes, whole);
+    CHECK_STR_EQ(odd, whole);
+    /* Independent expectations: kinds 1..9 with seqs, meta/body lengths
+     * from the tag widths in docs/wire.md. */
+    CHECK_STR_EQ(whole, "1/1/82/0 2/2/36/0 3/3/38/12 3/4/46/24[3.25] "
+                        "4/5/33/32[9,4;11,12] 5/6/12/0 6/7/20/0[77] 7/8/12/0 "
+                        "8/9/27/0[-24,1,bad phase] 9/10/0/0 ");
+    return pm_check_result();
+}
+
+/* ---- headers ------------------------------------------------------------ */
+
+static void header(uint8_t *h, uint32_t magic, uint16_t version, uint16_t kind, uint32_t meta,
+                   uint32_t body)
+{
+    pmw__put32(h, magic);
+    pmw__put16(h + 4, version);
+    pmw__put16(h + 6, kind);
+    pmw__put32(h + 8, meta);
+    pmw__put32(h + 12, body);
+    pmw__put64(h + 16, 1);
+    pmw__put64(h + 24, 0);
+}
+
+/* Feeds a 32-byte header; the decoder must fail with `want` right away
+ * (before any body) and stay failed. */
+static void expect_header_error(const uint8_t *h, int want, const char *text)
+{
+    pmw_decoder *d = decoder(1024, 4096, 32);
+    pmw_frame f;
+    CHECK_INT_EQ(pmw_decoder_feed(d, h, 31), 0);
+    CHECK_INT_EQ(pmw_decoder_next(d, &f), 0);
+    CHECK_INT_EQ(pmw_decoder_feed(d, h + 31, 1), 0);
+    CHECK_INT_EQ(pmw_decoder_next(d, &f), want);
+    CHECK(strstr(pmw_decoder_error(d), text) != NULL);
+    /* Sticky: every later call fails the same way. */
+    CHECK_INT_EQ(pmw_decoder_next(d, &f), want);
+    CHECK_INT_EQ(pmw_decoder_feed(d, golden_forward, sizeof golden_forward), want);
+    pmw_decoder_destroy(d);
+}
+
+static int case_bad_headers(void)
+{
+    uint8_t h[32];
+    header(h, 0x46574D51u, 1, 3, 0, 0);
+    expect_header_error(h, PMW_E_MAGIC, "bad magic");
+    header(h, PMW_MAGIC, 2, 3, 0, 0);
+    expect_header_error(h, PMW_E_VERSION, "version 2");
+    header(h, PMW_MAGIC, 0, 3, 0, 0);
+    expect_header_error(h, PMW_E_VERSION, "version 0");
+    header(h, PMW_MAGIC, 1, 3, 1025, 0);
+    expect_header_error(h, PMW_E_META_LIMIT, "1025 over the limit 1024");
+    header(h, PMW_MAGIC, 1, 3, 0xffffffffu, 0xffffffffu);
+    expect_header_error(h, PMW_E_META_LIMIT, "over the limit");
+    header(h, PMW_MAGIC, 1, 3, 0, 4097);
+    expect_header_error(h, PMW_E_BODY_LIMIT, "4097 over the limit 4096");
+    header(h, PMW_MAGIC, 1, 3, 0, 0);
+    h[30] = 1;
+    expect_header_error(h, PMW_E_HEADER, "reserved");
+    /* At the limits exactly: accepted, and incomplete until the bytes come. */
+    header(h, PMW_MAGIC, 1, 3, 1024, 4096);
+    pmw_decoder *d = decoder(1024, 4096, 32);
+    pmw_frame f;
+    CHECK_INT_EQ(pmw_decoder_feed(d, h, 32), 0);
+    CHECK_INT_EQ(pmw_decoder_next(d, &f), 0);
+    CHECK_INT_EQ(pmw_decoder_pending(d), 32);
+    pmw_decoder_destroy(d);
+    return pm_check_result();
+}
+
+/* ---- metadata ----------------------------------------------------------- */
+
+typedef struct fwd_opts {
+    int phase;        /* byte value, -1: omit */
+    int dup_phase;
+    int unknown_tag;  /* nonzero: add this tag */
+    int want;
+    uint32_t n_tokens;
+    uint32_t body_len;
+} fwd_opts;
+
+static size_t forward_frame(uint8_t *buf, size_t cap, const fwd_opts *o)
+{
+    uint8_t meta[256];
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    if (o->phase >= 0)
+        pmw_meta_u8(&w, PMW_TAG_PHASE, (uint8_t)o->phase);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 1);
+    pmw_meta_u32(&w, PMW_TAG_BASE_POS, 0);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, o->n_tokens);
+    pmw_meta_u8(&w, PMW_TAG_WANT, (uint8_t)o->want);
+    if (o->dup_phase)
+        pmw_meta_u8(&w, PMW_TAG_PHASE, 1);
+    if (o->unknown_tag)
+        pmw_meta_u32(&w, (uint16_t)o->unknown_tag, 0);
+    REQUIRE(!w.overflow);
+    uint32_t pad = pmw_meta_pad((uint32_t)w.len);
+    size_t total = 32 + w.len + pad + o->body_len;
+    REQUIRE(total <= cap);
+    pmw_header_encode(buf, PMW_MSG_FORWARD, 1, (uint32_t)w.len, o->body_len);
+    memcpy(buf + 32, meta, w.len);
+    memset(buf + 32 + w.len, 0, pad + o->body_len);
+    return total;
+}
+
+static int parse_one(const uint8_t *buf, size_t n, pmw_diag *diag)
+{
+    pmw_decoder *d = decoder(4096, 1 << 20, 8);
+    pmw_frame f;
+    pmw_msg m;
+    memset(diag, 0, sizeof *diag);
+    REQUIRE(pmw_decoder_feed(d, buf, n) == 0);
+    REQUIRE(pmw_decoder_next(d, &f) == 1);
+    pmw_limits lim = {4096, 1 << 20, 8};
+    int rc = pmw_msg_parse(&f, &lim, 0, &m, diag);
+    pmw_decoder_destroy(d);
+    return rc;
+}
+
+static void expect_fwd(fwd_opts o, int code, unsigned tag, const char *text)
+{
+    uint8_t buf[512];
+    pmw_diag diag;
+    size_t n = forward_frame(buf, sizeof buf, &o);
+    CHECK_INT_EQ(parse_one(buf, n, &diag), code);
+    CHECK_INT_EQ(diag.code, code);
+    CHECK_INT_EQ(diag.tag, tag);
+    if (!strstr(diag.text, text))
+        fprintf(stderr, "diag text \"%s\" lacks \"%s\"\n", diag.text, text);
+    CHECK(strstr(diag.text, text) != NULL);
+}
+
+static int case_bad_metadata(void)
+{
+    fwd_opts ok = {1, 0, 0, PMW_OUT_ARGMAX, 2, 8};
+    uint8_t buf[512];
+    pmw_diag diag;
+    size_t n = forward_frame(buf, sizeof buf, &ok);
+    CHECK_INT_EQ(parse_one(buf, n, &diag), 0);
+    fwd_opts o = ok;
+    o.phase = -1;
+    expect_fwd(o, PMW_E_MISSING, 1, "forward: required tag 1 (phase) missing");
+    o = ok;
+    o.dup_phase = 1;
+    expect_fwd(o, PMW_E_REPEATED, 1, "forward: tag 1 (phase) repeated");
+    o = ok;
+    o.unknown_tag = 99;
+    expect_fwd(o, PMW_E_UNKNOWN_TAG, 99, "tag 99 (unknown) unknown");
+    o = ok;
+    o.unknown_tag = PMW_TAG_POSITION; /* defined, but not for forward */
+    expect_fwd(o, PMW_E_UNKNOWN_TAG, 9, "tag 9 (position) unknown");
+    o = ok;
+    o.phase = 0;
+    expect_fwd(o, PMW_E_PHASE, 1, "value 0 out of range");
+    o.phase = 5;
+    expect_fwd(o, PMW_E_PHASE, 1, "value 5 out of range");
+    o.phase = 255;
+    expect_fwd(o, PMW_E_PHASE, 1, "value 255 out of range");
+    o.phase = 4;
+    expect_fwd(o, PMW_E_PHASE, 1, "(batched) is not a shard phase");
+    o = ok;
+    o.body_len = 12;
+    expect_fwd(o, PMW_E_LENGTH, 0, "body is 12 bytes, metadata implies 8");
+    o = ok;
+    o.n_tokens = 0;
+    o.body_len = 0;
+    expect_fwd(o, PMW_E_VALUE, 4, "n_tokens) is 0");
+    o = ok;
+    o.want = 0;
+    expect_fwd(o, PMW_E_VALUE, 6, "not a nonzero set");
+    o.want = 3;
+    expect_fwd(o, PMW_E_VALUE, 6, "both activations and logits");
+    o.want = 8;
+    expect_fwd(o, PMW_E_VALUE, 6, "not a nonzero set");
+    return pm_check_result();
+}
+
+/* Raw metadata bytes in a forward frame. */
+static int raw_meta(const uint8_t *meta, uint32_t len, uint16_t kind, pmw_diag *diag)
+{
+    uint8_t buf[512];
+    uint32_t pad = pmw_meta_pad(len);
+    pmw_header_encode(buf, kind, 1, len, 0);
+    memcpy(buf + 32, meta, len);
+    memset(buf + 32 + len, 0, pad);
+    return parse_one(buf, 32 + len + pad, diag);
+}
+
+static int case_bad_entries(void)
+{
+    pmw_diag diag;
+    /* An entry header cut short (3 bytes). */
+    const uint8_t cut[] = {1, 0, 1};
+    CHECK_INT_EQ(raw_meta(cut, sizeof cut, PMW_MSG_FORWARD, &diag), PMW_E_LENGTH);
+    CHECK(strstr(diag.text, "inside an entry header") != NULL);
+    /* A value running past the end. */
+    const uint8_t over[] = {1, 0, 9, 0, 3};
+    CHECK_INT_EQ(raw_meta(over, sizeof over, PMW_MSG_FORWARD, &diag), PMW_E_LENGTH);
+    CHECK_INT_EQ(diag.tag, 1);
+    /* Wrong width for phase (2 bytes). */
+    const uint8_t wide[] = {1, 0, 2, 0, 3, 0};
+    CHECK_INT_EQ(raw_meta(wide, sizeof wide, PMW_MSG_FORWARD, &diag), PMW_E_LENGTH);
+    CHECK(strstr(diag.text, "tag 1 (phase) has length 2 (want 1)") != NULL);
+    /* Nine entries against a limit of 8 (checked before tag knowledge). */
+    uint8_t many[9 * 5];
+    for (int i = 0; i < 9; i++) {
+        many[i * 5] = 1;
+        many[i * 5 + 1] = 0;
+        many[i * 5 + 2] = 1;
+        many[i * 5 + 3] = 0;
+        many[i * 5 + 4] = 1;
+    }
+    CHECK_INT_EQ(raw_meta(many, 9 * 5, PMW_MSG_SHUTDOWN, &diag), PMW_E_ENTRIES);
+    /* Unknown kinds. */
+    CHECK_INT_EQ(raw_meta(NULL, 0, 0, &diag), PMW_E_KIND);
+    CHECK_INT_EQ(raw_meta(NULL, 0, 10, &diag), PMW_E_KIND);
+    CHECK(strstr(diag.text, "unknown message kind 10") != NULL);
+    /* Nonzero padding after the metadata. */
+    uint8_t buf[64];
+    const uint8_t reset[] = {2, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0}; /* 12 bytes: pad 4 */
+    pmw_header_encode(buf, PMW_MSG_RESET, 1, sizeof reset, 0);
+    memcpy(buf + 32, reset, sizeof reset);
+    memset(buf + 44, 0, 4);
+    CHECK_INT_EQ(parse_one(buf, 48, &diag), 0);
+    buf[46] = 1;
+    CHECK_INT_EQ(parse_one(buf, 48, &diag), PMW_E_LENGTH);
+    CHECK(strstr(diag.text, "padding") != NULL);
+    /* An error reply whose text carries a newline. */
+    const uint8_t err[] = {11, 0, 4, 0, 0xe8, 0xff, 0xff, 0xff, 13, 0, 3, 0, 'a', '\n', 'b'};
+    CHECK_INT_EQ(raw_meta(err, sizeof err, PMW_MSG_ERROR, &diag), PMW_E_VALUE);
+    CHECK_INT_EQ(diag.tag, 13);
+    /* A shared reference on a stream frame. */
+    uint8_t ref[4 + 24] = {10, 0, 24, 0};
+    CHECK_INT_EQ(raw_meta(ref, sizeof ref, PMW_MSG_RESET, &diag), PMW_E_UNKNOWN_TAG);
+    return pm_check_result();
+}
+
+static int case_ref_check(void)
+{
+    pmw_diag d;
+    pmw_shm_ref r = {0, 4096, 7};
+    CHECK_INT_EQ(pmw__ref_check(&r, 4096, 7, 7, PMW_MSG_FORWARD, &d), 0);
+    r = (pmw_shm_ref){8, 4096, 7};
+    CHECK_INT_EQ(pmw__ref_check(&r, 4096, 7, 7, PMW_MSG_FORWARD, &d), PMW_E_SHM_REF);
+    r = (pmw_shm_ref){UINT64_MAX - 7, 16, 7}; /* offset + length wraps */
+    CHECK_INT_EQ(pmw__ref_check(&r, 4096, 7, 7, PMW_MSG_FORWARD, &d), PMW_E_SHM_REF);
+    r = (pmw_shm_ref){4, 8, 7};
+    CHECK_INT_EQ(pmw__ref_check(&r, 4096, 7, 7, PMW_MSG_FORWARD, &d), PMW_E_SHM_REF);
+    CHECK(strstr(d.text, "aligned") != NULL);
+    r = (pmw_shm_ref){0, 8, 6};
+    CHECK_INT_EQ(pmw__ref_check(&r, 4096, 7, 7, PMW_MSG_FORWARD, &d), PMW_E_SEQUENCE);
+    r = (pmw_shm_ref){0, 8, 7};
+    CHECK_INT_EQ(pmw__ref_check(&r, 4096, 7, 6, PMW_MSG_FORWARD, &d), PMW_E_SEQUENCE);
+    return pm_check_result();
+}
+
+static int case_send_check(void)
+{
+    pmw_msg m;
+    pmw_diag d;
+    size_t n;
+    int32_t toks[1] = {1};
+    m = forward_msg(toks);
+    m.forward.n_tokens = 1;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), 0);
+    CHECK_INT_EQ(n, 4);
+    m.forward.phase = PM_PHASE_BATCHED;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_PHASE);
+    m.forward.phase = PM_PHASE_NONE;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_PHASE);
+    m = forward_msg(NULL);
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_ARG);
+    /* 2^32-1 tokens x 2^32-1 dims cannot be framed (and must not wrap). */
+    m = forward_msg(toks);
+    m.forward.n_tokens = UINT32_MAX;
+    m.forward.base_pos = 0;
+    m.forward.dim = UINT32_MAX;
+    m.forward.activations = (const float *)toks;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_BODY_LIMIT);
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_REPLY;
+    m.reply.n_tokens = 1;
+    m.reply.outputs = PMW_OUT_LOGITS;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_MISSING);
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_ERROR;
+    m.error.code = 5;
+    memcpy(m.error.text, "x", 2);
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
+    return pm_check_result();
+}
+
+/* ---- hashes: FIPS 180-4 examples and RFC 4231 test cases ----------------- */
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+static void check_sha(const char *msg, size_t len, const char *want)
+{
+    uint8_t out[32];
+    char h[65];
+    const void *parts[1] = {msg};
+    pmw__sha256(parts, &len, 1, out);
+    hex(out, 32, h);
+    CHECK_STR_EQ(h, want);
+}
+
+static void check_hmac(const uint8_t *key, size_t klen, const void *data, size_t dlen,
+                       const char *want)
+{
+    uint8_t out[32];
+    char h[65];
+    const void *parts[1] = {data};
+    pmw__hmac_sha256(key, klen, parts, &dlen, 1, out);
+    hex(out, 32, h);
+    CHECK_STR_EQ(h, want);
+}
+
+static int case_hashes(void)
+{
+    check_sha("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    check_sha("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    check_sha(two, strlen(two), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    uint8_t key[131];
+    memset(key, 0x0b, 20);
+    check_hmac(key, 20, "Hi There", 8,
+               "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    check_hmac((const uint8_t *)"Jefe", 4, "what do ya want for nothing?", 28,
+               "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    memset(key, 0xaa, 20);
+    uint8_t data[50];
+    memset(data, 0xdd, sizeof data);
+    check_hmac(key, 20, data, 50, "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+    memset(key, 0xaa, 131);
+    const char *big = "Test Using Larger Than Block-Size Key - Hash Key First";
+    check_hmac(key, 131, big, strlen(big),
+               "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    /* Split input must hash like the whole. */
+    uint8_t a[32], b[32];
+    const void *p1[1] = {two};
+    size_t l1 = strlen(two);
+    const void *p2[3] = {two, two + 5, two + 40};
+    size_t l2[3] = {5, 35, l1 - 40};
+    pmw__sha256(p1, &l1, 1, a);
+    pmw__sha256(p2, l2, 3, b);
+    CHECK(memcmp(a, b, 32) == 0);
+    CHECK(pmw__ct_equal(a, b, 32));
+    b[31] ^= 1;
+    CHECK(!pmw__ct_equal(a, b, 32));
+    return pm_check_result();
+}
+
+static int case_strerror(void)
+{
+    CHECK_STR_EQ(pmw_strerror(PMW_E_PHASE), "PMW_E_PHASE: invalid phase");
+    CHECK_STR_EQ(pmw_strerror(-100), "application error");
+    CHECK_STR_EQ(pmw_strerror(-99), "unknown status");
+    CHECK(pmw_status_is_drainable(PMW_E_PHASE));
+    CHECK(pmw_status_is_drainable(PMW_E_SEQUENCE));
+    CHECK(pmw_status_is_drainable(PMW_E_KIND));
+    CHECK(!pmw_status_is_drainable(PMW_E_MAGIC));
+    CHECK(!pmw_status_is_drainable(PMW_E_TIMEOUT));
+    CHECK(!pmw_status_is_drainable(PMW_E_AUTH));
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_PHASE), "phase");
+    CHECK_STR_EQ(pmw_tag_name(99), "unknown");
+    /* The codes are wire values: they must never move. */
+    CHECK_INT_EQ(PMW_E_PHASE, -24);
+    CHECK_INT_EQ(PMW_E_SEQUENCE, -29);
+    CHECK_INT_EQ(PMW_E_META_LIMIT, -12);
+    return pm_check_result();
+}
+
+static int case_decoder_bound(void)
+{
+    pmw_decoder *d = decoder(512, 1024, 8);
+    /* One frame at the limits is at most 32+512+7+1024; with 64 KiB of
+     * look-ahead the decoder refuses to buffer more than that. */
+    static uint8_t junk[70 * 1024];
+    pmw_header_encode(junk, PMW_MSG_SHUTDOWN, 1, 0, 0);
+    CHECK_INT_EQ(pmw_decoder_feed(d, junk, sizeof junk), PMW_E_BODY_LIMIT);
+    pmw_decoder_destroy(d);
+    CHECK_INT_EQ(pmw_decoder_create(NULL, NULL), PMW_E_ARG);
+    pmw_decoder_destroy(NULL);
+    return pm_check_result();
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(void);
+    } cases[] = {
+        {"golden_encode", case_golden_encode}, {"golden_decode", case_golden_decode},
+        {"partial_feed", case_partial_feed},   {"bad_headers", case_bad_headers},
+        {"bad_metadata", case_bad_metadata},   {"bad_entries", case_bad_entries},
+        {"ref_check", case_ref_check},         {"send_check", case_send_check},
+        {"hashes", case_hashes},               {"strerror", case_strerror},
+        {"decoder_bound", case_decoder_bound}};
+    for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(argv[1], cases[i].name) == 0)
+            return cases[i].fn();
+    fprintf(stderr, "usage: %s CASE\n", argv[0]);
+    return 2;
+}
