@@ -15,6 +15,12 @@
  * Environment, read once at load: FAKE_ROCTX_REJECT_EVERY=k rejects every
  * k-th push (returns -1, as ROCTX does on error); FAKE_ROCTX_ECHO=1 writes
  * "<label> push <text>" / "<label> pop" lines as they happen.
+ *
+ * Built with FAKE_GETENV (the preloaded interposer only), it also
+ * interposes getenv(), answering from environ itself, and with
+ * FAKE_TRACE_GETENV=1 writes "getenv PHASEMARK pid=<pid>" each time the
+ * process reads PHASEMARK: how the fork test sees that a child never reads
+ * the environment again.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -111,6 +117,34 @@ EXPORT int roctxRangePushA(const char *text)
     }
     return depth++;
 }
+
+#ifdef FAKE_GETENV
+extern char **environ;
+
+static char *env_lookup(const char *name)
+{
+    size_t n = strlen(name);
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+EXPORT char *getenv(const char *name)
+{
+    if (strcmp(name, "PHASEMARK") == 0) {
+        const char *trace = env_lookup("FAKE_TRACE_GETENV");
+        if (trace && trace[0] == '1') {
+            char line[64];
+            size_t k = put_str(line, "getenv PHASEMARK pid=");
+            k += put_u64(line + k, (uint64_t)getpid());
+            line[k++] = '\n';
+            out(line, k);
+        }
+    }
+    return env_lookup(name);
+}
+#endif
 
 #ifndef FAKE_NO_POP
 EXPORT int roctxRangePop(void);

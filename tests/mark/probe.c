@@ -265,6 +265,7 @@ static int texts(void)
 static int fork_keep(void)
 {
     int parent = pm_enabled();
+    printf("parent_pid=%d\n", (int)getpid());
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0)

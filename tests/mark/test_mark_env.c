@@ -56,6 +56,7 @@ static void env_base(run *r)
     env_add(r, "LD_LIBRARY_PATH", NULL);
     env_add(r, "FAKE_ROCTX_REJECT_EVERY", NULL);
     env_add(r, "FAKE_ROCTX_ECHO", NULL);
+    env_add(r, "FAKE_TRACE_GETENV", NULL);
 }
 
 static void preload_interposer(run *r)
@@ -86,6 +87,14 @@ static int has_line(const char *text, const char *line)
         if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
             return 1;
     return 0;
+}
+
+static int count_substr(const char *text, const char *s)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, s)) != NULL; p += strlen(s))
+        n++;
+    return n;
 }
 
 static int count_lines(const char *text)
@@ -408,9 +417,18 @@ static int case_fork(int on)
     run r;
     env_base(&r);
     env_add(&r, "PHASEMARK", on ? "1" : "0");
+    env_add(&r, "FAKE_TRACE_GETENV", "1");
     preload_interposer(&r);
     run_probe(&r, "fork_keep", NULL, NULL);
     CHECK_LINE(r.res.out, "child_status=0");
+    /* One read of PHASEMARK in the whole run, by the probe before it
+     * forked; none by its child. */
+    const char *pp = strstr(r.res.out, "parent_pid=");
+    long parent_pid = pp ? strtol(pp + strlen("parent_pid="), NULL, 10) : -1;
+    char parent_read[64];
+    snprintf(parent_read, sizeof parent_read, "getenv PHASEMARK pid=%ld", parent_pid);
+    CHECK_LINE(r.res.out, parent_read);
+    CHECK_INT_EQ(count_substr(r.res.out, "getenv PHASEMARK"), 1);
     if (on) {
         CHECK_LINE(r.res.out, "child_enabled=1");
         CHECK_LINE(r.res.out, "child_backend=roctx");
