@@ -17,7 +17,6 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 enum { GATE_OFF = 0, GATE_ON = 1, GATE_UNDECIDED = 2 };

@@ -76,7 +76,7 @@ int pm__roctx_resolve(pm__backend *out, pm__text *why)
     const char *missing = "";
     if (pair_from(RTLD_DEFAULT, out, &missing) == 0)
         return 0;
-    pm__text_raw(why, "roctx: global scope ");
+    pm__text_raw(why, "roctx: global scope: ");
     pm__text_raw(why, missing);
     if (try_candidates(RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD, " (loaded): ", out, why) == 0)
         return 0;
