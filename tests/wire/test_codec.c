@@ -374,7 +374,8 @@ static int raw_meta(const uint8_t *meta, uint32_t len, uint16_t kind, pmw_diag *
     uint8_t buf[512];
     uint32_t pad = pmw_meta_pad(len);
     pmw_header_encode(buf, kind, 1, len, 0);
-    memcpy(buf + 32, meta, len);
+    if (len)
+        memcpy(buf + 32, meta, len);
     memset(buf + 32 + len, 0, pad);
     return parse_one(buf, 32 + len + pad, diag);
 }
