@@ -229,6 +229,10 @@ int pmt_expect_parse(const char *spec, pmt_expect *out, size_t *n, char *err, si
         if (colon)
             memcpy(e->mode, colon + 1, mlen);
         (*n)++;
+        if (p[len] == ',' && !p[len + 1]) {
+            pmt_errf(err, errlen, "--expect ends with ','");
+            return -1;
+        }
         p += len + (p[len] == ',');
     }
     return 0;

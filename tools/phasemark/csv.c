@@ -15,14 +15,14 @@
 
 /* Parses one field starting at c->pos; returns its start (NUL-terminated
  * in place) and sets *last when the record ended. NULL when malformed. */
-static char *field(pmt_csv *c, int *last, char *err, size_t errlen)
+static char *field(pmt_csv *c, size_t rec_line, int *last, char *err, size_t errlen)
 {
     char *b = c->buf, *start = b + c->pos, *w = start;
     size_t i = c->pos;
     if (i < c->len && b[i] == '"') {
         for (i++;; i++) {
             if (i >= c->len) {
-                pmt_errf(err, errlen, "%s:%zu: unterminated quoted field", c->path, c->line);
+                pmt_errf(err, errlen, "%s:%zu: unterminated quoted field", c->path, rec_line);
                 return NULL;
             }
             if (b[i] == '"') {
@@ -82,7 +82,7 @@ int pmt_csv_next(pmt_csv *c, char **fields, size_t *nfields, char *err, size_t e
                      PMT_CSV_MAX_FIELDS);
             return -1;
         }
-        char *f = field(c, &last, err, errlen);
+        char *f = field(c, first_line, &last, err, errlen);
         if (!f)
             return -1;
         fields[(*nfields)++] = f;

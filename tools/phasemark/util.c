@@ -100,7 +100,7 @@ int pmt_parse_us_to_ns(const char *s, size_t len, int64_t *out)
         return 0;
     }
     char tmp[64];
-    if (!len || len >= sizeof tmp)
+    if (!len || len >= sizeof tmp || (dot && (!ilen || !flen)))
         return -1;
     memcpy(tmp, s, len);
     tmp[len] = 0;
