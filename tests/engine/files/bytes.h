@@ -88,7 +88,7 @@ static inline int bb_save(const bb *b, const char *path)
     FILE *f = fopen(path, "wb");
     if (!f)
         return -1;
-    size_t w = fwrite(b->p, 1, b->n, f);
+    size_t w = b->n ? fwrite(b->p, 1, b->n, f) : 0;
     return (fclose(f) != 0 || w != b->n) ? -1 : 0;
 }
 

@@ -1,0 +1,620 @@
+/* test_tokenizer.c — both tokenizer models on small vocabularies built
+ * here, with golden ids derived by hand from the algorithms' rules (each
+ * derivation is written next to its case), plus llama2.c tokenizer.bin
+ * parsing and the malformed inputs of every loader.
+ *
+ * Usage: test_tokenizer CASE
+ */
+#include <stdint.h>
+
+#include "bytes.h"
+#include "gguf.h"
+#include "pm_check.h"
+#include "tokenizer.h"
+
+#define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* ---- building vocabularies -------------------------------------------- */
+
+typedef struct vocab {
+    const char *pieces[600];
+    float scores[600];
+    int32_t types[600];
+    uint32_t n;
+    char bytes[256][8]; /* "<0xXX>" texts */
+} vocab;
+
+static uint32_t add(vocab *v, const char *piece, float score, int32_t type)
+{
+    v->pieces[v->n] = piece;
+    v->scores[v->n] = score;
+    v->types[v->n] = type;
+    return v->n++;
+}
+
+/* SentencePiece test vocabulary (ids in comments are what the cases use):
+ *   0 <unk>, 1 <s>, 2 </s>, 3..258 <0x00>..<0xFF>,
+ *   259 ▁ -1, 260 h, 261 e, 262 l, 263 o, 264 w, 265 r, 266 d (-2 each),
+ *   267 he -3, 268 ll -4, 269 llo -5, 270 hell -6, 271 hello -7,
+ *   272 ▁w -8, 273 or -9, 274 ▁wor -10, 275 ld -11, 276 ▁world -12,
+ *   277 é -2, 278 日 -2, 279 a -2, 280 aa -3, 281 ▁▁ -0.5 */
+static void spm_vocab(vocab *v, int with_bytes)
+{
+    memset(v, 0, sizeof *v);
+    add(v, "<unk>", 0, LLM_TOKTYPE_UNKNOWN);
+    add(v, "<s>", 0, LLM_TOKTYPE_CONTROL);
+    add(v, "</s>", 0, LLM_TOKTYPE_CONTROL);
+    for (int b = 0; b < 256; b++) {
+        snprintf(v->bytes[b], sizeof v->bytes[b], "<0x%02X>", b);
+        add(v, with_bytes ? v->bytes[b] : "[unused]", 0, with_bytes ? LLM_TOKTYPE_BYTE : LLM_TOKTYPE_UNUSED);
+    }
+    static const struct {
+        const char *p;
+        float s;
+    } rest[] = {{SP, -1},         {"h", -2},       {"e", -2},       {"l", -2},      {"o", -2},
+                {"w", -2},        {"r", -2},       {"d", -2},       {"he", -3},     {"ll", -4},
+                {"llo", -5},      {"hell", -6},    {"hello", -7},   {SP "w", -8},   {"or", -9},
+                {SP "wor", -10},  {"ld", -11},     {SP "world", -12}, {"\xc3\xa9", -2}, {"\xe6\x97\xa5", -2},
+                {"a", -2},        {"aa", -3},      {SP SP, -0.5f}};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+        add(v, rest[i].p, rest[i].s, LLM_TOKTYPE_NORMAL);
+}
+
+/* Writes the vocabulary as GGUF tokenizer metadata and loads it back.
+ * extra(w) may add or override keys. Returns the tokenizer (or NULL with
+ * the error in err). */
+static llm_tokenizer *load(const vocab *v, const char *model, const char *const *merges, uint64_t n_merges,
+                           void (*extra)(llm_gguf_writer *), char *err, size_t errlen)
+{
+    llm_gguf_writer *w;
+    REQUIRE(llm_gguf_writer_new(&w) == 0);
+    if (model)
+        llm_gguf_writer_set_str(w, "tokenizer.ggml.model", model, strlen(model));
+    llm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->pieces, NULL, v->n);
+    if (extra)
+        extra(w);
+    else {
+        llm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LLM_GGUF_F32, v->scores, v->n);
+        llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v->types, v->n);
+    }
+    if (merges)
+        llm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, n_merges);
+    char path[512];
+    tmp_path(path, sizeof path, "tok");
+    REQUIRE(llm_gguf_writer_write(w, path, err, errlen) == 0);
+    llm_gguf_writer_free(w);
+    llm_gguf *g;
+    REQUIRE(llm_gguf_open(path, &g, err, errlen) == 0);
+    remove(path);
+    llm_tokenizer *t = NULL;
+    llm_tokenizer_from_gguf(g, &t, err, errlen);
+    llm_gguf_close(g);
+    return t;
+}
+
+static void expect_ids(const llm_tokenizer *t, const char *text, size_t len, int bos, const int32_t *want,
+                       size_t n_want)
+{
+    int32_t out[256];
+    size_t n = 0;
+    int rc = llm_tokenize(t, text, len, bos, out, 256, &n);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_INT_EQ(n, n_want);
+    for (size_t i = 0; i < n && i < n_want; i++) {
+        if (out[i] != want[i]) {
+            fprintf(stderr, "text '%.*s': id %zu\n", (int)len, text, i);
+            CHECK_INT_EQ(out[i], want[i]);
+        }
+    }
+}
+
+#define EXPECT(t, text, bos, ...)                                                            \
+    do {                                                                                     \
+        static const int32_t want_[] = {__VA_ARGS__};                                        \
+        expect_ids((t), (text), sizeof(text) - 1, (bos), want_, sizeof want_ / sizeof want_[0]); \
+    } while (0)
+
+/* Decoding every id of the tokenization gives the text back (with the
+ * SentencePiece prefix space, when present, removed). */
+static void expect_roundtrip(const llm_tokenizer *t, const char *text, size_t len)
+{
+    int32_t ids[256];
+    size_t n = 0;
+    REQUIRE(llm_tokenize(t, text, len, 1, ids, 256, &n) == 0);
+    char buf[1024];
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        REQUIRE(llm_token_to_bytes(t, ids[i], buf + used, sizeof buf - used, &k) == 0);
+        used += k;
+    }
+    size_t skip = llm_tokenizer_add_space_prefix(t) && used > 0 && buf[0] == ' ' ? 1 : 0;
+    CHECK_INT_EQ(used - skip, len);
+    CHECK(memcmp(buf + skip, text, len) == 0);
+}
+
+/* ---- SentencePiece ------------------------------------------------------ */
+
+static void case_spm_merges(void)
+{
+    vocab v;
+    char err[256];
+    spm_vocab(&v, 1);
+    llm_tokenizer *t = load(&v, "llama", NULL, 0, NULL, err, sizeof err);
+    REQUIRE(t != NULL);
+    CHECK_INT_EQ(llm_tokenizer_kind(t), LLM_TOK_SPM);
+    CHECK_INT_EQ(llm_tokenizer_vocab_size(t), 282);
+    CHECK_INT_EQ(llm_tokenizer_bos(t), 1);
+    CHECK_INT_EQ(llm_tokenizer_eos(t), 2);
+    CHECK_INT_EQ(llm_tokenizer_add_bos(t), 1);
+    CHECK_INT_EQ(llm_tokenizer_add_space_prefix(t), 1);
+    /* "▁hello▁world" = ▁ h e l l o ▁ w o r l d. By score: he(-3); ll(-4);
+     * then llo(-5) beats hell(-6); hello(-7); ▁w(-8); or(-9); ▁wor(-10);
+     * ld(-11); ▁world(-12). Left: ▁ hello ▁world. */
+    EXPECT(t, "hello world", 1, 1, 259, 271, 276);
+    EXPECT(t, "hello world", 0, 259, 271, 276);
+    /* Equal scores merge leftmost first: ▁ a a a -> ▁ [aa] a. */
+    EXPECT(t, "aaa", 0, 259, 280, 279);
+    /* "  a\tb" -> ▁▁▁ a \t b: ▁▁ (-0.5) at 0 and 1, leftmost wins; \t and
+     * b have no piece: bytes <0x09> = 3+9, <0x62> = 3+98. */
+    EXPECT(t, "  a\tb", 0, 281, 259, 279, 12, 101);
+    /* Control pieces are never matched from text: "<s>" falls back to
+     * bytes <0x3C> <0x73> <0x3E>. */
+    EXPECT(t, "<s>", 0, 259, 63, 118, 65);
+    /* Empty text: nothing, or BOS alone. */
+    int32_t out[4];
+    size_t n = 99;
+    CHECK_INT_EQ(llm_tokenize(t, "", 0, 0, out, 4, &n), 0);
+    CHECK_INT_EQ(n, 0);
+    EXPECT(t, "", 1, 1);
+    llm_tokenizer_free(t);
+}
+
+static void case_spm_unicode(void)
+{
+    vocab v;
+    char err[256];
+    spm_vocab(&v, 1);
+    llm_tokenizer *t = load(&v, "llama", NULL, 0, NULL, err, sizeof err);
+    REQUIRE(t != NULL);
+    /* é and 日 are pieces; "\n" falls back to <0x0A> = 13. */
+    EXPECT(t, "\xc3\xa9\xe6\x97\xa5\n", 0, 259, 277, 278, 13);
+    /* ü (C3 BC) and 😀 (F0 9F 98 80) have no piece: byte fallback per
+     * byte, id 3 + byte. */
+    EXPECT(t, "\xc3\xbc\xf0\x9f\x98\x80", 0, 259, 3 + 0xc3, 3 + 0xbc, 3 + 0xf0, 3 + 0x9f, 3 + 0x98, 3 + 0x80);
+    /* Invalid UTF-8 (a lone continuation byte, a truncated sequence) goes
+     * byte by byte. */
+    EXPECT(t, "\xff\xe6\x97", 0, 259, 3 + 0xff, 3 + 0xe6, 3 + 0x97);
+    static const char *texts[] = {"hello world", "  a\tb", "\xc3\xbc\xf0\x9f\x98\x80 x\n\ny", "\xff\xfe"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        expect_roundtrip(t, texts[i], strlen(texts[i]));
+    llm_tokenizer_free(t);
+}
+
+static void no_space_prefix(llm_gguf_writer *w)
+{
+    vocab v;
+    spm_vocab(&v, 1);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LLM_GGUF_F32, v.scores, v.n);
+    llm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+    llm_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 0);
+    llm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 2);
+    llm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 1);
+}
+
+/* No token_type array: types come from the pieces and special ids. */
+static void case_spm_options(void)
+{
+    vocab v;
+    char err[256];
+    spm_vocab(&v, 1);
+    llm_tokenizer *t = load(&v, "llama", NULL, 0, no_space_prefix, err, sizeof err);
+    REQUIRE(t != NULL);
+    CHECK_INT_EQ(llm_tokenizer_add_space_prefix(t), 0);
+    CHECK_INT_EQ(llm_tokenizer_add_bos(t), 0);
+    CHECK_INT_EQ(llm_tokenizer_bos(t), 2);
+    CHECK_INT_EQ(llm_tokenizer_eos(t), 1);
+    CHECK_INT_EQ(llm_tokenizer_token_type(t, 10), LLM_TOKTYPE_BYTE);
+    CHECK_INT_EQ(llm_tokenizer_token_type(t, 0), LLM_TOKTYPE_UNKNOWN);
+    CHECK_INT_EQ(llm_tokenizer_token_type(t, 1), LLM_TOKTYPE_CONTROL);
+    EXPECT(t, "hello", 1, 2, 271);
+    EXPECT(t, "hello world", 0, 271, 276);
+    llm_tokenizer_free(t);
+
+    /* Without byte pieces an unknown character becomes <unk> once. */
+    spm_vocab(&v, 0);
+    t = load(&v, "llama", NULL, 0, NULL, err, sizeof err);
+    REQUIRE(t != NULL);
+    EXPECT(t, "h\xc3\xbcx", 0, 259, 260, 0, 0);
+    llm_tokenizer_free(t);
+}
+
+static void case_spm_decode(void)
+{
+    vocab v;
+    char err[256];
+    spm_vocab(&v, 1);
+    llm_tokenizer *t = load(&v, "llama", NULL, 0, NULL, err, sizeof err);
+    REQUIRE(t != NULL);
+    char buf[16];
+    size_t n;
+    CHECK_INT_EQ(llm_token_to_bytes(t, 276, buf, sizeof buf, &n), 0);
+    CHECK(n == 6 && memcmp(buf, " world", 6) == 0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 13, buf, sizeof buf, &n), 0);
+    CHECK(n == 1 && buf[0] == '\n');
+    CHECK_INT_EQ(llm_token_to_bytes(t, 3 + 0xf0, buf, sizeof buf, &n), 0);
+    CHECK(n == 1 && (unsigned char)buf[0] == 0xf0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 1, buf, sizeof buf, &n), 0);
+    CHECK_INT_EQ(n, 0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 0, buf, sizeof buf, &n), 0);
+    CHECK_INT_EQ(n, 0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 277, buf, sizeof buf, &n), 0);
+    CHECK(n == 2 && memcmp(buf, "\xc3\xa9", 2) == 0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 276, buf, 3, &n), LLM_TOK_ENOSPC);
+    CHECK_INT_EQ(n, 6);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 282, buf, sizeof buf, &n), LLM_TOK_EINVAL);
+    CHECK_INT_EQ(llm_token_to_bytes(t, -1, buf, sizeof buf, &n), LLM_TOK_EINVAL);
+    /* Output too small: the count needed and the first ids. */
+    int32_t out[2];
+    CHECK_INT_EQ(llm_tokenize(t, "hello world", 11, 1, out, 2, &n), LLM_TOK_ENOSPC);
+    CHECK_INT_EQ(n, 4);
+    CHECK_INT_EQ(out[0], 1);
+    CHECK_INT_EQ(out[1], 259);
+    llm_tokenizer_free(t);
+}
+
+/* ---- GPT-2 byte-level BPE ----------------------------------------------- */
+
+/* Vocabulary: ids 0..255 are the 256 byte characters in byte order (id b
+ * is byte b's GPT-2 character: 'Ġ' for 0x20 is id 32, 'Ċ' for 0x0A is id
+ * 10), then 256 Ġt, 257 he, 258 Ġthe, 259 ll, 260 llo, 261 hell,
+ * 262 <|endoftext|> (control), 263 ĠĠ, 264 12. Merges by rank:
+ *   0 "Ġ t", 1 "h e", 2 "Ġt he", 3 "l l", 4 "ll o", 5 "he ll", 6 "Ġ Ġ",
+ *   7 "1 2", plus lines that must be ignored (no space; unknown parts). */
+static char g_bytechars[256][4];
+
+static void bpe_vocab(vocab *v)
+{
+    memset(v, 0, sizeof *v);
+    for (unsigned b = 0; b < 256; b++) {
+        /* The mapping, written out here independently of the tokenizer:
+         * printable bytes map to themselves, the other 68 to U+0100+k. */
+        unsigned k = 0, cp = b;
+        int printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae);
+        if (!printable) {
+            for (unsigned c = 0; c < b; c++)
+                k += !((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || (c >= 0xae));
+            cp = 0x100 + k;
+        }
+        char *o = g_bytechars[b];
+        if (cp < 0x80) {
+            o[0] = (char)cp;
+        } else {
+            o[0] = (char)(0xc0 | (cp >> 6));
+            o[1] = (char)(0x80 | (cp & 0x3f));
+        }
+        add(v, o, 0, LLM_TOKTYPE_NORMAL);
+    }
+    add(v, "\xc4\xa0t", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "he", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "\xc4\xa0the", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "ll", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "llo", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "hell", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "<|endoftext|>", 0, LLM_TOKTYPE_CONTROL);
+    add(v, "\xc4\xa0\xc4\xa0", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "12", 0, LLM_TOKTYPE_NORMAL);
+}
+
+static const char *const k_merges[] = {
+    "\xc4\xa0 t", "h e", "\xc4\xa0t he", "l l", "ll o", "he ll", "\xc4\xa0 \xc4\xa0", "1 2", "nospace", "q z",
+};
+
+static void bpe_extra(llm_gguf_writer *w)
+{
+    vocab v;
+    bpe_vocab(&v);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+    llm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 262);
+}
+
+static llm_tokenizer *bpe_load(void)
+{
+    vocab v;
+    char err[256];
+    bpe_vocab(&v);
+    llm_tokenizer *t = load(&v, "gpt2", k_merges, sizeof k_merges / sizeof k_merges[0], bpe_extra, err, sizeof err);
+    if (!t)
+        fprintf(stderr, "%s\n", err);
+    REQUIRE(t != NULL);
+    return t;
+}
+
+static void case_bpe_merges(void)
+{
+    llm_tokenizer *t = bpe_load();
+    CHECK_INT_EQ(llm_tokenizer_kind(t), LLM_TOK_BPE);
+    CHECK_INT_EQ(llm_tokenizer_bos(t), -1);
+    CHECK_INT_EQ(llm_tokenizer_eos(t), 262);
+    CHECK_INT_EQ(llm_tokenizer_add_bos(t), 0);
+    CHECK_INT_EQ(llm_tokenizer_add_space_prefix(t), 0);
+    /* "the" -> t h e: "h e" (rank 1) applies; "t he" is no merge. " the" ->
+     * Ġ t h e: "Ġ t" (0) then "h e" (1) then "Ġt he" (2). */
+    EXPECT(t, "the the", 0, 116, 257, 258);
+    /* Pre-tokens "the", " cat", "'s", " hello". " hello": "h e" (1), then
+     * "l l" (3), then "ll o" (4) beats "he ll" (5): Ġ he llo. */
+    EXPECT(t, "the cat's hello", 0, 116, 257, 32, 99, 97, 116, 39, 115, 32, 257, 260);
+    /* add_bos with no BOS in the vocabulary adds nothing. */
+    EXPECT(t, "he", 1, 257);
+    llm_tokenizer_free(t);
+}
+
+static void case_bpe_pretokenize(void)
+{
+    llm_tokenizer *t = bpe_load();
+    /* "a  b": "a", " ", " b" — the spaces sit in different pre-tokens, so
+     * "Ġ Ġ" cannot merge. "a   " ends in whitespace: "a", "   " -> ĠĠ Ġ. */
+    EXPECT(t, "a  b", 0, 97, 32, 32, 98);
+    EXPECT(t, "a   ", 0, 97, 263, 32);
+    /* "\n\nc": "\n", "\n", "c" (Ċ is id 10). */
+    EXPECT(t, "\n\nc", 0, 10, 10, 99);
+    /* Letters and numbers split: "x", "12" ("1 2" merges), " 34". */
+    EXPECT(t, "x12 34", 0, 120, 264, 32, 51, 52);
+    /* Punctuation runs: "hi", "!!!", " ?". Contractions: "don", "'t". */
+    EXPECT(t, "hi!!! ?", 0, 104, 105, 33, 33, 33, 32, 63);
+    EXPECT(t, "don't", 0, 100, 111, 110, 39, 116);
+    /* "'re" is one pre-token; "'x" is punctuation then a letter. */
+    EXPECT(t, "we're'x", 0, 119, 101, 39, 114, 101, 39, 120);
+    llm_tokenizer_free(t);
+}
+
+static void case_bpe_unicode(void)
+{
+    llm_tokenizer *t = bpe_load();
+    /* é (C3 A9) is a letter, so "héllo" is one pre-token: h Ã © l l o ->
+     * "l l", "ll o": h Ã © llo. ö is C3 B6. */
+    EXPECT(t, "h\xc3\xa9llo w\xc3\xb6rld", 0, 104, 0xc3, 0xa9, 260, 32, 119, 0xc3, 0xb6, 114, 108, 100);
+    /* 日本 (E6 97 A5 E6 9C AC): letters, one pre-token, no merges; each
+     * byte is the id of its character. */
+    EXPECT(t, "\xe6\x97\xa5\xe6\x9c\xac", 0, 0xe6, 0x97, 0xa5, 0xe6, 0x9c, 0xac);
+    /* A no-break space (C2 A0) is whitespace. The run " NBSP" before "b"
+     * gives up its last character ('\s+(?!\S)' backtracks), which cannot
+     * prefix "b" (only a plain ' ' can), so: "a", " ", NBSP, "b". */
+    EXPECT(t, "a \xc2\xa0" "b", 0, 97, 32, 0xc2, 0xa0, 98);
+    static const char *texts[] = {"the cat's hello", "a   ", "h\xc3\xa9llo\n\n w\xc3\xb6rld 12!", "\xff\x01\x7f"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        expect_roundtrip(t, texts[i], strlen(texts[i]));
+    char buf[16];
+    size_t n;
+    CHECK_INT_EQ(llm_token_to_bytes(t, 258, buf, sizeof buf, &n), 0);
+    CHECK(n == 4 && memcmp(buf, " the", 4) == 0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 0x97, buf, sizeof buf, &n), 0);
+    CHECK(n == 1 && (unsigned char)buf[0] == 0x97);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 262, buf, sizeof buf, &n), 0);
+    CHECK_INT_EQ(n, 0);
+    llm_tokenizer_free(t);
+}
+
+/* ---- llama2.c tokenizer.bin -------------------------------------------- */
+
+/* A llama2.c-style vocabulary: <unk>, "\n<s>\n", "\n</s>\n", 256 byte
+ * pieces, then " ", "h", "e" (-5 each), "he" (-1), " he" (0) as ids
+ * 259..263. Spaces are real spaces in this format. */
+static void l2c_file(bb *b, uint32_t max_len)
+{
+    static const struct {
+        const char *p;
+        float s;
+    } rest[] = {{" ", -5}, {"h", -5}, {"e", -5}, {"he", -1}, {" he", 0}};
+    bb_u32(b, max_len);
+    const char *special[3] = {"<unk>", "\n<s>\n", "\n</s>\n"};
+    for (int i = 0; i < 3; i++) {
+        bb_f32(b, 0);
+        bb_u32(b, (uint32_t)strlen(special[i]));
+        bb_raw(b, special[i], strlen(special[i]));
+    }
+    for (int i = 0; i < 256; i++) {
+        char s[8];
+        snprintf(s, sizeof s, "<0x%02X>", i);
+        bb_f32(b, 0);
+        bb_u32(b, 6);
+        bb_raw(b, s, 6);
+    }
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) {
+        bb_f32(b, rest[i].s);
+        bb_u32(b, (uint32_t)strlen(rest[i].p));
+        bb_raw(b, rest[i].p, strlen(rest[i].p));
+    }
+}
+
+static llm_tokenizer *l2c_load(const bb *b, uint32_t vocab_size, char *err, size_t errlen, int *rc)
+{
+    char path[512];
+    tmp_path(path, sizeof path, "tokbin");
+    REQUIRE(bb_save(b, path) == 0);
+    llm_tokenizer *t = (llm_tokenizer *)1;
+    *rc = llm_tokenizer_from_llama2c(path, vocab_size, &t, err, errlen);
+    remove(path);
+    if (*rc)
+        CHECK(t == NULL);
+    return *rc ? NULL : t;
+}
+
+static void case_llama2c(void)
+{
+    bb b = {0};
+    char err[256];
+    int rc;
+    l2c_file(&b, 6);
+    llm_tokenizer *t = l2c_load(&b, 264, err, sizeof err, &rc);
+    if (!t)
+        fprintf(stderr, "%s\n", err);
+    REQUIRE(t != NULL);
+    CHECK_INT_EQ(llm_tokenizer_vocab_size(t), 264);
+    CHECK_INT_EQ(llm_tokenizer_bos(t), 1);
+    CHECK_INT_EQ(llm_tokenizer_eos(t), 2);
+    const char *s;
+    size_t len;
+    CHECK_INT_EQ(llm_tokenizer_piece(t, 263, &s, &len), 0);
+    CHECK(len == 5 && memcmp(s, SP "he", 5) == 0); /* ' ' became ▁ */
+    CHECK_NEAR(llm_tokenizer_score(t, 262), -1, 0);
+    /* "he he" -> "▁he▁he" = ▁ h e ▁ h e. "he" (-1) at 1 and 4, leftmost
+     * first; then "▁he" (0) outranks the other "he" (-1) and merges; then
+     * that "he"; then its "▁he": [▁he][▁he]. */
+    EXPECT(t, "he he", 1, 1, 263, 263);
+    /* "\n" has no piece: byte token <0x0A> = 3 + 10. */
+    EXPECT(t, "h\n", 0, 259, 260, 13);
+    char buf[8];
+    size_t n;
+    CHECK_INT_EQ(llm_token_to_bytes(t, 263, buf, sizeof buf, &n), 0);
+    CHECK(n == 3 && memcmp(buf, " he", 3) == 0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 1, buf, sizeof buf, &n), 0);
+    CHECK_INT_EQ(n, 0);
+    llm_tokenizer_free(t);
+    bb_free(&b);
+}
+
+static void case_llama2c_malformed(void)
+{
+    bb b = {0};
+    char err[256];
+    int rc;
+    l2c_file(&b, 6);
+    /* Cut inside record 5's bytes. */
+    size_t full = b.n;
+    b.n = 4 + 3 * 8 + 5 + 5 + 6 + 2 * 14 + 8 + 3;
+    CHECK(l2c_load(&b, 264, err, sizeof err, &rc) == NULL);
+    CHECK_INT_EQ(rc, LLM_TOK_EFORMAT);
+    CHECK_STR_EQ(err, "tokenizer: tokenizer.bin is truncated at token 5 of 264");
+    b.n = full;
+    /* Fewer records than the model's vocabulary. */
+    CHECK(l2c_load(&b, 300, err, sizeof err, &rc) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: tokenizer.bin is truncated at token 264 of 300");
+    /* More records than the vocabulary: trailing bytes. */
+    CHECK(l2c_load(&b, 263, err, sizeof err, &rc) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: 11 trailing bytes after 263 tokens");
+    /* A record longer than max_token_length, and a negative length. */
+    bb_free(&b);
+    l2c_file(&b, 5);
+    CHECK(l2c_load(&b, 264, err, sizeof err, &rc) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: token 2 has length 6 (max_token_length 5)");
+    bb_free(&b);
+    bb_u32(&b, 6);
+    bb_f32(&b, 0);
+    bb_u32(&b, UINT32_MAX);
+    CHECK(l2c_load(&b, 1, err, sizeof err, &rc) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: token 0 has length -1 (max_token_length 6)");
+    bb_free(&b);
+    CHECK(l2c_load(&b, 1, err, sizeof err, &rc) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: tokenizer.bin is truncated (no header)");
+    bb_u32(&b, 0);
+    CHECK(l2c_load(&b, 1, err, sizeof err, &rc) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: max_token_length 0 is not 1..170");
+    bb_free(&b);
+    llm_tokenizer *t = (llm_tokenizer *)1;
+    CHECK_INT_EQ(llm_tokenizer_from_llama2c("/nonexistent-pm/tokenizer.bin", 10, &t, err, sizeof err), LLM_TOK_EIO);
+    CHECK(t == NULL);
+    CHECK_STR_EQ(err, "tokenizer: cannot open '/nonexistent-pm/tokenizer.bin': No such file or directory");
+}
+
+/* ---- GGUF tokenizer metadata errors, equality --------------------------- */
+
+static void bad_scores(llm_gguf_writer *w)
+{
+    float s[3] = {0};
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LLM_GGUF_F32, s, 3);
+}
+
+static void bad_bos(llm_gguf_writer *w)
+{
+    llm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 282);
+}
+
+static void bad_types(llm_gguf_writer *w)
+{
+    vocab v;
+    spm_vocab(&v, 1);
+    v.types[5] = 9;
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+}
+
+static void case_gguf_malformed(void)
+{
+    vocab v;
+    char err[256];
+    spm_vocab(&v, 1);
+    CHECK(load(&v, NULL, NULL, 0, NULL, err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: no string tokenizer.ggml.model in the metadata");
+    CHECK(load(&v, "bert", NULL, 0, NULL, err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer model 'bert' (need llama or gpt2)");
+    CHECK(load(&v, "llama", NULL, 0, bad_scores, err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: tokenizer.ggml.scores must hold 282 floats");
+    CHECK(load(&v, "llama", NULL, 0, bad_bos, err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: tokenizer.ggml.bos_token_id is not a token id below 282");
+    CHECK(load(&v, "llama", NULL, 0, bad_types, err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: tokenizer.ggml.token_type[5] is not a token type 0..6");
+    /* gpt2 needs a piece for every byte. */
+    CHECK(load(&v, "gpt2", NULL, 0, NULL, err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: gpt2 vocabulary has no piece for byte 0x00");
+}
+
+/* llama2.c's vocabulary written into GGUF (as pm-modelwriter does) is the
+ * same vocabulary; a changed piece is not. */
+static void case_equal(void)
+{
+    bb b = {0};
+    char err[256];
+    int rc;
+    l2c_file(&b, 6);
+    llm_tokenizer *a = l2c_load(&b, 264, err, sizeof err, &rc);
+    REQUIRE(a != NULL);
+    vocab v;
+    memset(&v, 0, sizeof v);
+    for (int32_t i = 0; i < 264; i++) {
+        size_t len;
+        REQUIRE(llm_tokenizer_piece(a, i, &v.pieces[i], &len) == 0);
+        v.scores[i] = llm_tokenizer_score(a, i);
+        v.types[i] = llm_tokenizer_token_type(a, i);
+    }
+    v.n = 264;
+    llm_tokenizer *c = load(&v, "llama", NULL, 0, NULL, err, sizeof err);
+    REQUIRE(c != NULL);
+    CHECK_INT_EQ(llm_tokenizer_equal(a, c), 1);
+    EXPECT(c, "he he", 1, 1, 263, 263);
+    v.pieces[262] = "hx";
+    llm_tokenizer *d = load(&v, "llama", NULL, 0, NULL, err, sizeof err);
+    REQUIRE(d != NULL);
+    CHECK_INT_EQ(llm_tokenizer_equal(a, d), 0);
+    llm_tokenizer *e = bpe_load();
+    CHECK_INT_EQ(llm_tokenizer_equal(a, e), 0);
+    llm_tokenizer_free(a);
+    llm_tokenizer_free(c);
+    llm_tokenizer_free(d);
+    llm_tokenizer_free(e);
+    llm_tokenizer_free(NULL);
+    bb_free(&b);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } cases[] = {
+        {"spm_merges", case_spm_merges},       {"spm_unicode", case_spm_unicode},
+        {"spm_options", case_spm_options},     {"spm_decode", case_spm_decode},
+        {"bpe_merges", case_bpe_merges},       {"bpe_pretokenize", case_bpe_pretokenize},
+        {"bpe_unicode", case_bpe_unicode},     {"llama2c", case_llama2c},
+        {"llama2c_malformed", case_llama2c_malformed}, {"gguf_malformed", case_gguf_malformed},
+        {"equal", case_equal},
+    };
+    REQUIRE(argc == 2);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            cases[i].fn();
+            return pm_check_result();
+        }
+    }
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+}
