@@ -1,0 +1,240 @@
+/* test_report.c — the report table, GPU projection over a constructed
+ * kernel + API trace (totals worked out by hand in the fixtures' design),
+ * the rocprofv3 kernel/API/copy samples, and the SVG timeline.
+ * usage: test_report CASE
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pm_check.h"
+#include "pm_child.h"
+#include "pmt.h"
+
+#define FIX(name) PM_FIXTURES "/" name
+#define ROC PM_SHARED "/formats/rocprofv3/"
+
+static const pmt_range *find(const pmt_trace *t, const char *prefix)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strncmp(t->r[i].name, prefix, strlen(prefix)) == 0)
+            return &t->r[i];
+    return NULL;
+}
+
+/* Kernels and copies launched inside prefill/layer_range/decode, outside
+ * any range, on another thread, and with no launch record:
+ *   corr 1 k_a 100 ns at 1200 (prefill > layer_range), corr 2 copy 200 ns
+ *   at 1950 (prefill only), corr 3 k_b 400 ns at 3500 (decode), corr 4 k_c
+ *   800 ns at 5000 (no range), corr 5 k_d 1600 ns on thread 12 (no range
+ *   there), corr 6 k_e 3200 ns (no launch record). */
+static int case_projection(void)
+{
+    pmt_trace t;
+    pmt_gpu g;
+    pmt_projection p;
+    char err[300];
+    pmt_trace_init(&t);
+    pmt_gpu_init(&g);
+    REQUIRE(pmt_trace_load(&t, FIX("proj_markers.csv"), err, sizeof err) == 0);
+    REQUIRE(pmt_gpu_load(&g, FIX("proj_kernels.csv"), err, sizeof err) == 0);
+    REQUIRE(pmt_gpu_load(&g, FIX("proj_copies.csv"), err, sizeof err) == 0);
+    REQUIRE(pmt_gpu_load(&g, FIX("proj_api.csv"), err, sizeof err) == 0);
+    CHECK_INT_EQ(g.nact, 6);
+    CHECK_INT_EQ(g.napi, 5);
+    REQUIRE(pmt_project(&t, &g, &p) == 0);
+    CHECK_INT_EQ(p.total_ns, 6300);
+    CHECK_INT_EQ(p.matched_ns, 3100);
+    CHECK_INT_EQ(p.nmatched, 5);
+    CHECK_INT_EQ(p.covered_ns, 700);
+    CHECK_INT_EQ(p.ncovered, 3);
+    CHECK_INT_EQ(p.uncovered_ns, 5600);
+    CHECK_INT_EQ(p.range_gpu_ns[find(&t, "pm.prefill") - t.r], 300);
+    CHECK_INT_EQ(p.range_gpu_ns[find(&t, "pm.layer_range") - t.r], 100);
+    CHECK_INT_EQ(p.range_gpu_ns[find(&t, "pm.decode") - t.r], 400);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    pmt_report_opts o = {1};
+    REQUIRE(f && pmt_report(&t, &p, &o, f) == 0);
+    fclose(f);
+    CHECK(strstr(buf, "{\"group\":\"prefill\",\"count\":1,\"total_ns\":1000,\"mean_ns\":1000,"
+                      "\"p50_ns\":1000,\"p99_ns\":1000,\"share\":0.333333,\"gpu_ns\":300,"
+                      "\"gpu_share\":0.047619}\n") != NULL);
+    CHECK(strstr(buf, "{\"wall_ns\":3000,\"gpu_total_ns\":6300,\"gpu_matched_ns\":3100,"
+                      "\"gpu_covered_ns\":700,\"gpu_uncovered_ns\":5600,\"gpu_uncovered_share\":0.888889,"
+                      "\"activities\":6,\"matched\":5}\n") != NULL);
+    free(buf);
+    pmt_projection_free(&p);
+    pmt_gpu_free(&g);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
+/* ok.csv's groups, totals and nearest-rank percentiles (durations listed
+ * in the fixture: layer ranges 900 2800 2600 400 900 900 ns). */
+static int case_table(void)
+{
+    pmt_trace t;
+    pmt_trace_init(&t);
+    REQUIRE(pmt_trace_load(&t, FIX("ok.csv"), NULL, 0) == 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    pmt_report_opts o = {1};
+    REQUIRE(f && pmt_report(&t, NULL, &o, f) == 0);
+    fclose(f);
+    static const char *const want[] = {
+        "{\"group\":\"decode\",\"count\":1,\"total_ns\":1000,\"mean_ns\":1000,\"p50_ns\":1000,\"p99_ns\":1000,\"share\":0.090909,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"group\":\"layer_range\",\"count\":6,\"total_ns\":8500,\"mean_ns\":1416,\"p50_ns\":900,\"p99_ns\":2800,\"share\":0.772727,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"group\":\"layer_range mode=exact\",\"count\":3,\"total_ns\":6300,\"mean_ns\":2100,\"p50_ns\":2600,\"p99_ns\":2800,\"share\":0.572727,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"group\":\"layer_range mode=verify\",\"count\":2,\"total_ns\":1800,\"mean_ns\":900,\"p50_ns\":900,\"p99_ns\":900,\"share\":0.163636,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"group\":\"layer_range shard=0\",\"count\":3,\"total_ns\":2200,\"mean_ns\":733,\"p50_ns\":900,\"p99_ns\":900,\"share\":0.200000,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"group\":\"layer_range shard=1 layers=12-23\",\"count\":3,\"total_ns\":6300,\"mean_ns\":2100,\"p50_ns\":2600,\"p99_ns\":2800,\"share\":0.572727,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"group\":\"prefill\",\"count\":1,\"total_ns\":4000,\"mean_ns\":4000,\"p50_ns\":4000,\"p99_ns\":4000,\"share\":0.363636,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"group\":\"spec_decode mode=batched\",\"count\":1,\"total_ns\":4000,\"mean_ns\":4000,\"p50_ns\":4000,\"p99_ns\":4000,\"share\":0.363636,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"group\":\"draft\",\"count\":1,\"total_ns\":900,\"mean_ns\":900,\"p50_ns\":900,\"p99_ns\":900,\"share\":0.081818,\"gpu_ns\":0,\"gpu_share\":0.000000}",
+        "{\"wall_ns\":11000}",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!strstr(buf, want[i]))
+            fprintf(stderr, "missing: %s\n", want[i]);
+        CHECK(strstr(buf, want[i]) != NULL);
+    }
+    size_t lines = 0;
+    for (const char *p = buf; (p = strchr(p, '\n')); p++)
+        lines++;
+    CHECK_INT_EQ(lines, 16); /* 15 groups + the footer */
+    free(buf);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
+static int case_rocprof_gpu(void)
+{
+    if (access(ROC "kernel_trace.csv", R_OK) != 0)
+        PM_SKIP("../shared/formats/rocprofv3 is absent");
+    pmt_gpu g;
+    char err[300];
+    pmt_gpu_init(&g);
+    REQUIRE(pmt_gpu_load(&g, ROC "kernel_trace.csv", err, sizeof err) == 0);
+    REQUIRE(g.nact == 9);
+    CHECK_INT_EQ(g.act[0].kind, PMT_ACT_KERNEL);
+    CHECK_STR_EQ(g.act[0].name, "void addition_kernel<float>(float*, float const*, float const*, int, int)");
+    CHECK_INT_EQ(g.act[0].corr, 1);
+    CHECK_INT_EQ(g.act[0].tid, 834304);
+    CHECK_U64_EQ(g.act[0].start, 1550151853029637ull);
+    CHECK_U64_EQ(g.act[0].end, 1550151853042437ull);
+    REQUIRE(pmt_gpu_load(&g, ROC "memory_copy_trace.csv", err, sizeof err) == 0);
+    REQUIRE(g.nact == 13);
+    CHECK_INT_EQ(g.act[9].kind, PMT_ACT_COPY);
+    CHECK_STR_EQ(g.act[9].name, "MEMORY_COPY_HOST_TO_DEVICE");
+    CHECK_INT_EQ(g.act[12].corr, 24);
+    REQUIRE(pmt_gpu_load(&g, ROC "hip_api_trace.csv", err, sizeof err) == 0);
+    REQUIRE(g.napi == 8);
+    CHECK_INT_EQ(g.api[4].corr, 5);
+    CHECK_INT_EQ(g.api[4].pid, 238);
+    CHECK_U64_EQ(g.api[4].start, 1191916547842972ull);
+    pmt_gpu_free(&g);
+    /* A marker CSV is not a GPU trace by its columns, and vice versa. */
+    pmt_trace t;
+    pmt_trace_init(&t);
+    CHECK_INT_EQ(pmt_trace_load(&t, ROC "kernel_trace.csv", err, sizeof err), -1);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
+static int case_gpu_malformed(void)
+{
+    static const char *const bad[][2] = {
+        {"\"A\",\"B\"\n1,2\n", "g: not a kernel, memory-copy or API trace (columns)"},
+        {"\"Kernel_Name\",\"Correlation_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n\"k\",x,1,2\n",
+         "g:2: missing or non-numeric id/timestamp"},
+        {"\"Kernel_Name\",\"Correlation_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n\"k\",1,1\n",
+         "g:2: missing or non-numeric id/timestamp"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pmt_gpu g;
+        char err[300] = "";
+        pmt_gpu_init(&g);
+        CHECK_INT_EQ(pmt_gpu_load_text(&g, "g", bad[i][0], strlen(bad[i][0]), err, sizeof err), -1);
+        CHECK_STR_EQ(err, bad[i][1]);
+        pmt_gpu_free(&g);
+    }
+    return pm_check_result();
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+/* The SVG: one rect per closed range and per activity, titles escaped. */
+static int case_svg(void)
+{
+    pmt_trace t;
+    pmt_gpu g;
+    pmt_trace_init(&t);
+    pmt_gpu_init(&g);
+    REQUIRE(pmt_trace_load(&t, FIX("ok.csv"), NULL, 0) == 0);
+    pmt_range amp = {"a<b&c", "", 100, 100, 99, 5000, 5100, 0, NULL, 0};
+    REQUIRE(pmt_trace_add(&t, &amp) == 0);
+    REQUIRE(pmt_gpu_load(&g, FIX("proj_kernels.csv"), NULL, 0) == 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f && pmt_svg(&t, &g, f) == 0);
+    fclose(f);
+    CHECK(strncmp(buf, "<?xml", 5) == 0);
+    CHECK(strstr(buf, "</svg>\n") != NULL);
+    CHECK_INT_EQ(count(buf, "<rect "), 11 + 5);
+    CHECK_INT_EQ(count(buf, "</title></rect>"), 16);
+    CHECK(strstr(buf, "a&lt;b&amp;c") != NULL);
+    CHECK(strstr(buf, "GPU activity") != NULL);
+    free(buf);
+    pmt_gpu_free(&g);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
+/* The command on files and options: table, --json, --svg. */
+static int case_cli(void)
+{
+    static pm_child_result r;
+    char svg[] = "/tmp/pm-report-test.XXXXXX";
+    int fd = mkstemp(svg);
+    REQUIRE(fd >= 0);
+    close(fd);
+    char *argv[] = {PM_TOOL, "report", "--kernels", FIX("proj_kernels.csv"), "--api", FIX("proj_api.csv"),
+                    "--svg", svg, FIX("proj_markers.csv"), NULL};
+    REQUIRE(pm_child_exec(argv, NULL, 10000, &r) == 0);
+    CHECK(pm_child_ok(&r));
+    CHECK(strstr(r.out, "layer_range mode=exact") != NULL);
+    CHECK(strstr(r.out, "outside every phase: 0.006 ms (91.8% of GPU time)") != NULL);
+    CHECK(access(svg, R_OK) == 0);
+    unlink(svg);
+    char *bad[] = {PM_TOOL, "report", "--kernels", FIX("ok.json"), FIX("ok.csv"), NULL};
+    REQUIRE(pm_child_exec(bad, NULL, 10000, &r) == 0);
+    CHECK(r.exited && r.exit_code == 1);
+    CHECK(strstr(r.err, "phasemark report: ") == r.err);
+    return pm_check_result();
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(void);
+    } cases[] = {{"projection", case_projection}, {"table", case_table},
+                 {"rocprof_gpu", case_rocprof_gpu}, {"gpu_malformed", case_gpu_malformed},
+                 {"svg", case_svg}, {"cli", case_cli}};
+    for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(argv[1], cases[i].name) == 0)
+            return cases[i].fn();
+    fprintf(stderr, "usage: test_report CASE\n");
+    return 2;
+}
