@@ -223,8 +223,7 @@ static int check_attn(llm_cuda *c, const llm_cuda_attn *a)
     LLM_CU_ARG(c, a && a->q && a->k && a->v && a->out && a->n > 0);
     LLM_CU_ARG(c, a->n_heads > 0 && a->n_kv_heads > 0 &&
                       a->n_heads % a->n_kv_heads == 0);
-    LLM_CU_ARG(c, a->head_dim > 0 && a->head_dim % 32 == 0 &&
-                      a->head_dim <= LLM_CUDA_MAX_HEAD_DIM);
+    LLM_CU_ARG(c, a->head_dim > 0 && a->head_dim <= LLM_CUDA_MAX_HEAD_DIM);
     LLM_CU_ARG(c, a->n_heads <= c->max_heads && c->attn_part);
     LLM_CU_ARG(c, (uint64_t)a->pos.pos0 + (uint64_t)a->n <= c->max_ctx);
     if (a->n <= LLM_CUDA_ATTN_SPLITK_MAX_N) {

@@ -46,7 +46,7 @@ extern "C" {
  * kernels (each weight read once for all rows); wider calls use cuBLAS. */
 #define LLM_CUDA_MATVEC_MAX 8
 
-/* Longest head the attention kernels take (a multiple of 32 up to this). */
+/* Longest head the attention kernels take (any width up to this). */
 #define LLM_CUDA_MAX_HEAD_DIM 256
 
 typedef struct llm_cuda llm_cuda;
@@ -188,8 +188,8 @@ int llm_cuda_embed(llm_cuda *c, const llm_cuda_weight *embd,
  * to base+n-1; out may not alias q. Scores are dot(q, k) / sqrt(head_dim).
  * Short batches (n <= 16) split the context over blocks (split-K) and merge;
  * longer ones run a tiled kernel that reads each key tile once per 16
- * queries. head_dim is a multiple of 32 up to LLM_CUDA_MAX_HEAD_DIM; base+n
- * must not exceed the reserved max_ctx. */
+ * queries. head_dim is at most LLM_CUDA_MAX_HEAD_DIM (multiples of 32 use
+ * full warps); base+n must not exceed the reserved max_ctx. */
 typedef struct llm_cuda_attn {
     const float *q; /* [n][n_heads*head_dim] */
     const float *k; /* [ctx][n_kv_heads*head_dim] */

@@ -1,0 +1,215 @@
+/* cuda_test.c — see cuda_test.h. */
+#include "cuda_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+
+void ct_require_device(void)
+{
+    int n = 0;
+    char err[256];
+    llm_cuda_device_count(&n, err, sizeof err);
+    if (n <= 0) {
+        fprintf(stderr, "skipped: no CUDA device (%s)\n", err[0] ? err : "none visible");
+        exit(77);
+    }
+}
+
+llm_cuda *ct_open(int32_t max_n, int64_t max_width, uint32_t max_ctx,
+                  int32_t max_heads)
+{
+    ct_require_device();
+    llm_cuda *c = NULL;
+    char err[256];
+    if (llm_cuda_create(0, &c, err, sizeof err) != 0) {
+        fprintf(stderr, "llm_cuda_create: %s\n", err);
+        exit(1);
+    }
+    CT_OK(c, llm_cuda_reserve(c, max_n, max_width, max_ctx, max_heads));
+    return c;
+}
+
+uint64_t ct_next(ct_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double ct_uniform(ct_rng *r)
+{
+    return (double)(ct_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+float ct_sym(ct_rng *r, float scale)
+{
+    return (float)((2.0 * ct_uniform(r) - 1.0) * scale);
+}
+
+void ct_fill(ct_rng *r, float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = ct_sym(r, scale);
+}
+
+void *ct_dev(llm_cuda *c, size_t bytes)
+{
+    void *p = NULL;
+    CT_OK(c, llm_cuda_malloc(c, bytes, &p));
+    return p;
+}
+
+void ct_put(llm_cuda *c, void *dev, const void *host, size_t bytes)
+{
+    CT_OK(c, llm_cuda_upload(c, dev, host, bytes));
+}
+
+void ct_get(llm_cuda *c, void *host, const void *dev, size_t bytes)
+{
+    CT_OK(c, llm_cuda_download(c, host, dev, bytes));
+}
+
+void ct_poison(llm_cuda *c, float *dev, size_t n)
+{
+    float *h = malloc(n * sizeof *h);
+    REQUIRE(h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = NAN;
+    ct_put(c, dev, h, n * sizeof *h);
+    CT_OK(c, llm_cuda_sync(c));
+    free(h);
+}
+
+double ct_rel_err(const float *out, const double *ref, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(out[i]))
+            return INFINITY;
+        double d = (double)out[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+double ct_max_err(const float *out, const double *ref, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(out[i]))
+            return INFINITY;
+        double d = fabs((double)out[i] - ref[i]);
+        if (d > m)
+            m = d;
+    }
+    return m;
+}
+
+size_t ct_row_bytes(uint32_t type, int64_t cols)
+{
+    switch (type) {
+    case LLM_TYPE_F32: return (size_t)cols * 4;
+    case LLM_TYPE_F16:
+    case LLM_TYPE_BF16: return (size_t)cols * 2;
+    case LLM_TYPE_Q8_0: return (size_t)(cols / 32) * 34;
+    case LLM_TYPE_Q4_0: return (size_t)(cols / 32) * 18;
+    default: return 0;
+    }
+}
+
+/* A simple block quantizer of our own (scale = amax / 127 or amax / 8,
+ * rounded to fp16 first): the device must reproduce d * q exactly, whatever
+ * rounding chose q. */
+static void encode_q8(const float *w, int64_t cols, unsigned char *dst, double *deq)
+{
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const float *x = w + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        uint16_t dh = llm_f32_to_fp16(amax / 127.0f);
+        float d = llm_fp16_to_f32(dh);
+        unsigned char *blk = dst + b * 34;
+        memcpy(blk, &dh, 2);
+        for (int j = 0; j < 32; j++) {
+            long q = d > 0.0f ? lroundf(x[j] / d) : 0;
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            blk[2 + j] = (unsigned char)(int8_t)q;
+            deq[b * 32 + j] = (double)d * (double)q;
+        }
+    }
+}
+
+static void encode_q4(const float *w, int64_t cols, unsigned char *dst, double *deq)
+{
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const float *x = w + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        uint16_t dh = llm_f32_to_fp16(amax / 7.0f);
+        float d = llm_fp16_to_f32(dh);
+        unsigned char *blk = dst + b * 18;
+        memcpy(blk, &dh, 2);
+        int nib[32];
+        for (int j = 0; j < 32; j++) {
+            long q = d > 0.0f ? lroundf(x[j] / d) : 0;
+            q = q > 7 ? 7 : q < -8 ? -8 : q;
+            nib[j] = (int)q + 8;
+            deq[b * 32 + j] = (double)d * (double)q;
+        }
+        for (int j = 0; j < 16; j++)
+            blk[2 + j] = (unsigned char)(nib[j] | (nib[j + 16] << 4));
+    }
+}
+
+size_t ct_encode(uint32_t type, const float *w, int64_t rows, int64_t cols,
+                 void *dst, double *deq)
+{
+    size_t rb = ct_row_bytes(type, cols);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = w + r * cols;
+        unsigned char *o = (unsigned char *)dst + (size_t)r * rb;
+        double *d = deq + r * cols;
+        for (int64_t i = 0; type != LLM_TYPE_Q8_0 && type != LLM_TYPE_Q4_0 && i < cols; i++) {
+            if (type == LLM_TYPE_F32) {
+                memcpy(o + 4 * i, &x[i], 4);
+                d[i] = x[i];
+            } else if (type == LLM_TYPE_F16) {
+                uint16_t h = llm_f32_to_fp16(x[i]);
+                memcpy(o + 2 * i, &h, 2);
+                d[i] = llm_fp16_to_f32(h);
+            } else {
+                uint16_t h = llm_f32_to_bf16(x[i]);
+                memcpy(o + 2 * i, &h, 2);
+                d[i] = llm_bf16_to_f32(h);
+            }
+        }
+        if (type == LLM_TYPE_Q8_0)
+            encode_q8(x, cols, o, d);
+        else if (type == LLM_TYPE_Q4_0)
+            encode_q4(x, cols, o, d);
+    }
+    return rb;
+}
+
+int ct_run(int argc, char **argv, const ct_case *cases, size_t n)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s CASE\n", argv[0]);
+        return 2;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            cases[i].fn();
+            return 0;
+        }
+    fprintf(stderr, "%s: unknown case %s\n", argv[0], argv[1]);
+    return 2;
+}

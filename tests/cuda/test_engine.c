@@ -1,0 +1,235 @@
+/* test_engine — the engine running on the CUDA backend against the same
+ * engine on the CPU backend (the reference), through the public session
+ * API: prefill, decode, verify, on synthetic GGUF models of every weight
+ * type and on the trained stories260K checkpoint.
+ *
+ * The CUDA model is the CPU model re-seated on "cuda:0" (its backend
+ * replaced through the internal model.h, as the engine's own tests reach
+ * internals), because the engine's llm_backend_create does not know
+ * "cuda:N" yet.
+ *
+ * Logit tolerances (max |cuda - cpu| over the vocabulary; logits spread
+ * over a few units):
+ *   f32: 2e-3 (fp32 everywhere; exp, accumulation order and the CPU's own
+ *        sgemm differ in rounding only);
+ *   f16, bf16: 0.08 (prefills of more than LLM_CUDA_MATVEC_MAX tokens
+ *        multiply bf16-rounded activations on the tensor cores);
+ *   q8_0, q4_0: 0.15 (the CPU quantizes activations to 8 bits per block of
+ *        32, as ggml does; the GPU multiplies fp32 activations).
+ * Greedy tokens are compared with the CPU's token fed to both (teacher
+ * forcing), and a differing argmax passes only as a near tie: the CPU's
+ * logit gap between its token and the GPU's token must be within the
+ * type's tolerance. Every near tie is printed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cuda_test.h"
+#include "model.h"
+#include "phasemark/engine.h"
+#include "quant.h"
+#include "synth.h"
+
+#ifndef PM_SHARED_MODELS
+#define PM_SHARED_MODELS "../shared/models"
+#endif
+
+static void seat_on_cuda(llm_model *m)
+{
+    char err[256];
+    m->be->ops->destroy(m->be);
+    m->be = NULL;
+    if (llm_cuda_backend_create("cuda:0", &m->be, err, sizeof err) != 0 ||
+        llm_cuda_backend_prepare(m->be, m, 0, m->hp.n_layers - 1, err, sizeof err) != 0) {
+        fprintf(stderr, "cuda backend: %s\n", err);
+        exit(1);
+    }
+}
+
+static int32_t argmax_of(const float *x, int32_t n)
+{
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+typedef struct pair {
+    llm_model *cpu, *gpu;
+    llm_session *sc, *sg;
+    int32_t vocab;
+    double tol;
+    double worst;     /* largest logit difference seen */
+    int steps, ties;  /* greedy steps compared, near ties among them */
+} pair;
+
+static void compare_rows(pair *p, const float *a, const float *b, int rows,
+                         const char *what)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *x = a + (size_t)r * p->vocab, *y = b + (size_t)r * p->vocab;
+        double d = 0.0;
+        for (int32_t i = 0; i < p->vocab; i++) {
+            double e = isnan(y[i]) ? INFINITY : fabs((double)x[i] - y[i]);
+            d = e > d ? e : d;
+        }
+        if (d > p->tol)
+            fprintf(stderr, "%s row %d: max logit difference %.4g > %.4g\n", what, r, d, p->tol);
+        CHECK(d <= p->tol);
+        p->worst = d > p->worst ? d : p->worst;
+        int32_t tc = argmax_of(x, p->vocab), tg = argmax_of(y, p->vocab);
+        p->steps++;
+        if (tc != tg) {
+            double gap = (double)x[tc] - x[tg];
+            printf("  near tie (%s row %d): cpu %d gpu %d, cpu gap %.3g\n", what, r, tc, tg, gap);
+            CHECK(gap <= p->tol);
+            p->ties++;
+        }
+    }
+}
+
+static void open_pair(pair *p, llm_model *cpu, llm_model *gpu, int n_ctx, double tol)
+{
+    memset(p, 0, sizeof *p);
+    p->cpu = cpu;
+    p->gpu = gpu;
+    seat_on_cuda(gpu);
+    llm_model_info info;
+    llm_model_get_info(gpu, &info);
+    CHECK_STR_EQ(info.backend, "cuda:0");
+    p->vocab = info.n_vocab;
+    p->sc = synth_session(cpu, n_ctx, 32, 1);
+    p->sg = synth_session(gpu, n_ctx, 32, 1);
+    p->tol = tol;
+}
+
+static void close_pair(pair *p)
+{
+    char err[256] = "";
+    CHECK_INT_EQ(llm_cuda_backend_status(p->gpu->be, err, sizeof err), 0);
+    if (err[0])
+        fprintf(stderr, "%s\n", err);
+    llm_session_free(p->sc);
+    llm_session_free(p->sg);
+    llm_model_free(p->cpu);
+    llm_model_free(p->gpu);
+}
+
+/* Prefill n tokens on both and compare the last logits; then `decodes`
+ * greedy steps (the CPU's token fed to both). */
+static void run_prompt(pair *p, const int32_t *toks, size_t n, int decodes)
+{
+    const float *lc = NULL, *lg = NULL;
+    llm_session_reset(p->sc);
+    llm_session_reset(p->sg);
+    REQUIRE(llm_prefill(p->sc, toks, n, 0, &lc) == 0);
+    REQUIRE(llm_prefill(p->sg, toks, n, 0, &lg) == 0);
+    compare_rows(p, lc, lg, 1, "prefill");
+    for (int i = 0; i < decodes; i++) {
+        int32_t t = argmax_of(lc, p->vocab);
+        REQUIRE(llm_decode(p->sc, t, &lc) == 0);
+        REQUIRE(llm_decode(p->sg, t, &lg) == 0);
+        compare_rows(p, lc, lg, 1, "decode");
+    }
+}
+
+static double type_tol(uint32_t t)
+{
+    return t == LLM_TYPE_F32 ? 2e-3 : (t == LLM_TYPE_F16 || t == LLM_TYPE_BF16) ? 0.08 : 0.15;
+}
+
+static void synth_case(const char *type_name, int prompts)
+{
+    ct_require_device();
+    uint32_t type = synth_type(type_name);
+    synth_spec s = synth_default();
+    s.hp.dim = 128;
+    s.hp.n_heads = 4; /* head_dim 32 */
+    s.hp.n_kv_heads = 2;
+    s.hp.ffn = 256;
+    s.hp.vocab = 384;
+    s.hp.ctx = 128;
+    s.hp.n_layers = 3;
+    s.type = type;
+    s.embd_type = type;
+    char path[512];
+    synth_path(path, sizeof path, type_name);
+    REQUIRE(synth_write(path, &s) == 0);
+    pair p;
+    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 128, type_tol(type));
+    unlink(path);
+
+    int32_t toks[40];
+    for (int k = 0; k < prompts; k++) {
+        size_t n = (size_t)(1 + (k * 7) % 30); /* 1..30: both matmul paths */
+        for (size_t i = 0; i < n; i++)
+            toks[i] = (int32_t)((i * 37 + (size_t)k * 101 + 11) % (size_t)s.hp.vocab);
+        run_prompt(&p, toks, n, 6);
+    }
+    /* A verify of 4 tokens after a prefill: all four rows. */
+    const float *lc, *lg;
+    llm_session_reset(p.sc);
+    llm_session_reset(p.sg);
+    REQUIRE(llm_prefill(p.sc, toks, 9, 0, &lc) == 0);
+    REQUIRE(llm_prefill(p.sg, toks, 9, 0, &lg) == 0);
+    const int32_t draft[4] = {5, 17, 200, 3};
+    REQUIRE(llm_verify(p.sc, draft, 4, &lc) == 0);
+    REQUIRE(llm_verify(p.sg, draft, 4, &lg) == 0);
+    compare_rows(&p, lc, lg, 4, "verify");
+    /* Roll back two positions and decode again: the cache agrees. */
+    REQUIRE(llm_session_truncate(p.sc, 11) == 0);
+    REQUIRE(llm_session_truncate(p.sg, 11) == 0);
+    REQUIRE(llm_decode(p.sc, 42, &lc) == 0);
+    REQUIRE(llm_decode(p.sg, 42, &lg) == 0);
+    compare_rows(&p, lc, lg, 1, "after rollback");
+    printf("%s: %d greedy steps over %d prompts, %d near ties, max logit diff %.3g (tol %.3g)\n",
+           type_name, p.steps, prompts, p.ties, p.worst, p.tol);
+    close_pair(&p);
+}
+
+static void engine_f32(void) { synth_case("f32", 20); }
+static void engine_f16(void) { synth_case("f16", 20); }
+static void engine_bf16(void) { synth_case("bf16", 20); }
+static void engine_q8_0(void) { synth_case("q8_0", 20); }
+static void engine_q4_0(void) { synth_case("q4_0", 20); }
+
+/* The trained checkpoint (head_dim 8, GQA 8/4): 20 prompts of ids, 16
+ * greedy steps each. */
+static void engine_stories(void)
+{
+    ct_require_device();
+    const char *dir = getenv("PHASEMARK_TEST_MODELS");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stories260K.bin", dir && *dir ? dir : PM_SHARED_MODELS);
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s not present\n", path);
+        exit(77);
+    }
+    pair p;
+    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 256, 2e-3);
+    int32_t toks[48];
+    ct_rng r = {260};
+    for (int k = 0; k < 20; k++) {
+        size_t n = (size_t)(1 + (k * 5) % 40);
+        toks[0] = 1; /* BOS in llama2.c vocabularies */
+        for (size_t i = 1; i < n; i++)
+            toks[i] = (int32_t)(3 + ct_next(&r) % 500);
+        run_prompt(&p, toks, n, 16);
+    }
+    printf("stories260K: %d greedy steps over 20 prompts, %d near ties, max logit diff %.3g\n",
+           p.steps, p.ties, p.worst);
+    close_pair(&p);
+}
+
+static const ct_case cases[] = {
+    {"engine_f32", engine_f32}, {"engine_f16", engine_f16},
+    {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
+    {"engine_q4_0", engine_q4_0}, {"engine_stories", engine_stories},
+};
+
+CT_MAIN(cases)

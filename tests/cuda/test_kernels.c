@@ -1,0 +1,277 @@
+/* test_kernels — the CUDA backend's matmul, norm, RoPE, SwiGLU, add and
+ * embedding kernels against host references in double.
+ *
+ * Tolerances (relative L2 error, ||out - ref|| / ||ref||):
+ *   matrix-vector, all weight types: 2e-5 against the exact weights and
+ *     fp32 activations (only fp32 accumulation order differs);
+ *   cuBLAS products (more than LLM_CUDA_MATVEC_MAX rows): 1e-4 against a
+ *     reference with bf16-rounded operands (what the device multiplies),
+ *     and 1e-2 against the unrounded operands (bf16 operand rounding, the
+ *     documented cost of the tensor-core path); fp32 weights: 2e-5;
+ *   norms, RoPE, SwiGLU, add, embedding: 1e-6 (element-wise fp32).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_test.h"
+#include "quant.h"
+
+static double bf16_round(double v)
+{
+    return llm_bf16_to_f32(llm_f32_to_bf16((float)v));
+}
+
+/* One y = W x check: `n` activation rows, x placed `x_off` floats into its
+ * buffer (a non-zero offset breaks 16-byte alignment). */
+static void matmul_case(uint32_t type, int64_t rows, int64_t cols, int32_t n,
+                        int x_off, int32_t max_n)
+{
+    llm_cuda *c = ct_open(max_n, cols, 64, 4);
+    ct_rng r = {0x1234u + type * 7919u + (uint64_t)rows * 31u + (uint64_t)n};
+    size_t nw = (size_t)rows * (size_t)cols, nx = (size_t)n * (size_t)cols;
+    size_t ny = (size_t)n * (size_t)rows, rb = ct_row_bytes(type, cols);
+    float *w = malloc(nw * sizeof *w), *x = malloc(nx * sizeof *x);
+    float *y = malloc(ny * sizeof *y);
+    double *deq = malloc(nw * sizeof *deq), *ref = malloc(ny * sizeof *ref);
+    double *ref_b = malloc(ny * sizeof *ref_b);
+    void *enc = malloc(rb * (size_t)rows);
+    REQUIRE(w && x && y && deq && ref && ref_b && enc);
+    ct_fill(&r, w, nw, 1.0f);
+    ct_fill(&r, x, nx, 1.0f);
+    ct_encode(type, w, rows, cols, enc, deq);
+
+    llm_cuda_weight dw;
+    CT_OK(c, llm_cuda_weight_upload(c, type, enc, cols, rows, rb, &dw));
+    float *dx = ct_dev(c, (nx + (size_t)x_off) * sizeof(float));
+    float *dy = ct_dev(c, ny * sizeof(float));
+    ct_put(c, dx + x_off, x, nx * sizeof *x);
+    ct_poison(c, dy, ny);
+    CT_OK(c, llm_cuda_matmul(c, &dw, dx + x_off, n, dy));
+    ct_get(c, y, dy, ny * sizeof *y);
+
+    for (int32_t t = 0; t < n; t++)
+        for (int64_t o = 0; o < rows; o++) {
+            double s = 0.0, sb = 0.0;
+            for (int64_t k = 0; k < cols; k++) {
+                double wv = deq[o * cols + k], xv = x[(size_t)t * cols + k];
+                s += wv * xv;
+                sb += bf16_round(wv) * bf16_round(xv);
+            }
+            ref[(size_t)t * rows + o] = s;
+            ref_b[(size_t)t * rows + o] = sb;
+        }
+    double e = ct_rel_err(y, ref, ny);
+    int wide = n > LLM_CUDA_MATVEC_MAX && type != LLM_TYPE_F32;
+    printf("type %u rows %lld cols %lld n %d: rel err %.3g", type,
+           (long long)rows, (long long)cols, n, e);
+    if (wide) {
+        double eb = ct_rel_err(y, ref_b, ny);
+        printf(" (vs bf16 operands %.3g)", eb);
+        CHECK(eb <= 1e-4);
+        CHECK(e <= 1e-2);
+    } else {
+        CHECK(e <= 2e-5);
+    }
+    printf("\n");
+    llm_cuda_weight_release(c, &dw);
+    llm_cuda_mfree(c, dx);
+    llm_cuda_mfree(c, dy);
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_free(c);
+    free(w), free(x), free(y), free(deq), free(ref), free(ref_b), free(enc);
+}
+
+static void matvec_bf16(void) { matmul_case(LLM_TYPE_BF16, 301, 4096, 1, 0, 64); }
+static void matvec_f16(void) { matmul_case(LLM_TYPE_F16, 257, 2048, 1, 0, 64); }
+static void matvec_f32(void) { matmul_case(LLM_TYPE_F32, 130, 1024, 1, 0, 64); }
+static void matvec_q8_0(void) { matmul_case(LLM_TYPE_Q8_0, 299, 4096, 1, 0, 64); }
+static void matvec_q4_0(void) { matmul_case(LLM_TYPE_Q4_0, 97, 1024, 1, 0, 64); }
+
+static void matvec_batch(void)
+{
+    for (int32_t n = 2; n <= LLM_CUDA_MATVEC_MAX; n++)
+        matmul_case(LLM_TYPE_BF16, 67, 768, n, 0, 64);
+    matmul_case(LLM_TYPE_Q8_0, 67, 512, 5, 0, 64);
+}
+
+static void matvec_unaligned(void)
+{
+    matmul_case(LLM_TYPE_BF16, 45, 100, 1, 0, 64);  /* width not a multiple of 8 */
+    matmul_case(LLM_TYPE_F16, 45, 256, 3, 1, 64);   /* activations misaligned */
+    matmul_case(LLM_TYPE_F32, 45, 30, 2, 0, 64);
+}
+
+static void gemm_bf16(void) { matmul_case(LLM_TYPE_BF16, 200, 512, 37, 0, 64); }
+static void gemm_f16(void) { matmul_case(LLM_TYPE_F16, 150, 512, 9, 0, 64); }
+static void gemm_q8_0(void) { matmul_case(LLM_TYPE_Q8_0, 210, 640, 20, 0, 64); }
+static void gemm_f32(void) { matmul_case(LLM_TYPE_F32, 100, 384, 33, 0, 64); }
+/* More rows than the staging buffer holds: the product runs in slices. */
+static void gemm_slices(void) { matmul_case(LLM_TYPE_BF16, 96, 256, 45, 0, 16); }
+
+static void rmsnorm(void)
+{
+    enum { N = 3, DIM = 4096 };
+    llm_cuda *c = ct_open(8, DIM, 16, 4);
+    ct_rng r = {77};
+    float *x = malloc(N * DIM * sizeof *x), *w = malloc(DIM * sizeof *w);
+    float *y = malloc(N * DIM * sizeof *y);
+    double *ref = malloc(N * DIM * sizeof *ref);
+    REQUIRE(x && w && y && ref);
+    ct_fill(&r, x, N * DIM, 3.0f);
+    for (int i = 0; i < DIM; i++)
+        w[i] = 1.0f + ct_sym(&r, 0.2f);
+    float *dx = ct_dev(c, sizeof(float) * N * DIM), *dw = ct_dev(c, sizeof(float) * DIM);
+    float *dy = ct_dev(c, sizeof(float) * N * DIM);
+    ct_put(c, dx, x, sizeof(float) * N * DIM);
+    ct_put(c, dw, w, sizeof(float) * DIM);
+    ct_poison(c, dy, N * DIM);
+    CT_OK(c, llm_cuda_rmsnorm(c, dy, dx, dw, N, DIM, 1e-5f));
+    ct_get(c, y, dy, sizeof(float) * N * DIM);
+    for (int t = 0; t < N; t++) {
+        double ss = 0.0;
+        for (int i = 0; i < DIM; i++)
+            ss += (double)x[t * DIM + i] * x[t * DIM + i];
+        double inv = 1.0 / sqrt(ss / DIM + 1e-5);
+        for (int i = 0; i < DIM; i++)
+            ref[t * DIM + i] = x[t * DIM + i] * inv * w[i];
+    }
+    double e = ct_rel_err(y, ref, N * DIM);
+    printf("rmsnorm rel err %.3g\n", e);
+    CHECK(e <= 1e-6);
+    /* In place (y == x). */
+    CT_OK(c, llm_cuda_rmsnorm(c, dx, dx, dw, N, DIM, 1e-5f));
+    ct_get(c, y, dx, sizeof(float) * N * DIM);
+    CHECK(ct_rel_err(y, ref, N * DIM) <= 1e-6);
+    llm_cuda_mfree(c, dx), llm_cuda_mfree(c, dw), llm_cuda_mfree(c, dy);
+    llm_cuda_free(c);
+    free(x), free(w), free(y), free(ref);
+}
+
+/* RoPE on rows wider than their heads (stride > n_heads * head_dim), at a
+ * large position (angles of thousands of radians), from a host base and
+ * from the device register. */
+static void rope(void)
+{
+    enum { N = 5, H = 4, HD = 64, STRIDE = H * HD + 32 };
+    const uint32_t pos0 = 100000;
+    const float scale = 0.25f;
+    llm_cuda *c = ct_open(8, STRIDE, 16, H);
+    ct_rng r = {5};
+    float x[N * STRIDE], y[N * STRIDE];
+    double ref[N * STRIDE], freq[HD / 2];
+    ct_fill(&r, x, N * STRIDE, 2.0f);
+    for (int i = 0; i < HD / 2; i++)
+        freq[i] = pow(500000.0, -2.0 * i / HD);
+    for (int t = 0; t < N; t++)
+        for (int j = 0; j < STRIDE; j++)
+            ref[t * STRIDE + j] = x[t * STRIDE + j]; /* the pad is untouched */
+    for (int t = 0; t < N; t++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < HD / 2; i++) {
+                double a = (double)(pos0 + (uint32_t)t) * scale * freq[i];
+                double x0 = x[t * STRIDE + h * HD + 2 * i], x1 = x[t * STRIDE + h * HD + 2 * i + 1];
+                ref[t * STRIDE + h * HD + 2 * i] = x0 * cos(a) - x1 * sin(a);
+                ref[t * STRIDE + h * HD + 2 * i + 1] = x0 * sin(a) + x1 * cos(a);
+            }
+    float *dx = ct_dev(c, sizeof x);
+    double *df = ct_dev(c, sizeof freq);
+    ct_put(c, df, freq, sizeof freq);
+    ct_put(c, dx, x, sizeof x);
+    llm_cuda_positions p = {pos0, NULL};
+    CT_OK(c, llm_cuda_rope(c, dx, N, H, STRIDE, p, df, scale, HD));
+    ct_get(c, y, dx, sizeof y);
+    double e = ct_max_err(y, ref, N * STRIDE);
+    printf("rope max err %.3g\n", e);
+    CHECK(e <= 1e-5);
+    /* Same rotation with the base split between pos0 and the register. */
+    ct_put(c, dx, x, sizeof x);
+    CT_OK(c, llm_cuda_pos_set(c, pos0 - 7));
+    llm_cuda_positions pr = {7, llm_cuda_pos(c)};
+    CT_OK(c, llm_cuda_rope(c, dx, N, H, STRIDE, pr, df, scale, HD));
+    ct_get(c, y, dx, sizeof y);
+    CHECK(ct_max_err(y, ref, N * STRIDE) <= 1e-5);
+    llm_cuda_mfree(c, dx), llm_cuda_mfree(c, df);
+    llm_cuda_free(c);
+}
+
+static void swiglu_add(void)
+{
+    enum { L = 10007 };
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    ct_rng r = {9};
+    float *g = malloc(L * sizeof *g), *u = malloc(L * sizeof *u), *o = malloc(L * sizeof *o);
+    double *ref = malloc(L * sizeof *ref);
+    REQUIRE(g && u && o && ref);
+    ct_fill(&r, g, L, 8.0f);
+    ct_fill(&r, u, L, 2.0f);
+    float *dg = ct_dev(c, L * sizeof(float)), *du = ct_dev(c, L * sizeof(float));
+    ct_put(c, dg, g, L * sizeof(float));
+    ct_put(c, du, u, L * sizeof(float));
+    CT_OK(c, llm_cuda_swiglu(c, dg, du, L));
+    ct_get(c, o, dg, L * sizeof(float));
+    for (int i = 0; i < L; i++)
+        ref[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+    double e = ct_rel_err(o, ref, L);
+    printf("swiglu rel err %.3g\n", e);
+    CHECK(e <= 1e-6);
+    CT_OK(c, llm_cuda_add(c, dg, du, L));
+    ct_get(c, o, dg, L * sizeof(float));
+    for (int i = 0; i < L; i++)
+        ref[i] += u[i];
+    CHECK(ct_rel_err(o, ref, L) <= 1e-6);
+    llm_cuda_mfree(c, dg), llm_cuda_mfree(c, du);
+    llm_cuda_free(c);
+    free(g), free(u), free(o), free(ref);
+}
+
+static void embed_type(llm_cuda *c, uint32_t type)
+{
+    enum { V = 50, D = 96, N = 4 };
+    ct_rng r = {11 + type};
+    float w[V * D], out[N * D];
+    double deq[V * D], ref[N * D];
+    unsigned char enc[V * D * 4];
+    ct_fill(&r, w, V * D, 1.0f);
+    size_t rb = ct_encode(type, w, V, D, enc, deq);
+    llm_cuda_weight dw;
+    CT_OK(c, llm_cuda_weight_upload(c, type, enc, D, V, rb, &dw));
+    int32_t ids[N] = {3, 49, -1, 0}; /* -1: outside the table, zero row */
+    int32_t *did = ct_dev(c, sizeof ids);
+    float *dout = ct_dev(c, sizeof out);
+    ct_put(c, did, ids, sizeof ids);
+    CT_OK(c, llm_cuda_embed(c, &dw, did, N, dout));
+    ct_get(c, out, dout, sizeof out);
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < D; i++)
+            ref[t * D + i] = ids[t] < 0 ? 0.0 : deq[ids[t] * D + i];
+    double e = ct_max_err(out, ref, N * D);
+    printf("embed type %u max err %.3g\n", type, e);
+    CHECK(e == 0.0);
+    llm_cuda_weight_release(c, &dw);
+    llm_cuda_mfree(c, did), llm_cuda_mfree(c, dout);
+}
+
+static void embed(void)
+{
+    llm_cuda *c = ct_open(8, 128, 16, 4);
+    embed_type(c, LLM_TYPE_F32);
+    embed_type(c, LLM_TYPE_F16);
+    embed_type(c, LLM_TYPE_BF16);
+    embed_type(c, LLM_TYPE_Q8_0);
+    embed_type(c, LLM_TYPE_Q4_0);
+    llm_cuda_free(c);
+}
+
+static const ct_case cases[] = {
+    {"matvec_bf16", matvec_bf16}, {"matvec_f16", matvec_f16},
+    {"matvec_f32", matvec_f32}, {"matvec_q8_0", matvec_q8_0},
+    {"matvec_q4_0", matvec_q4_0}, {"matvec_batch", matvec_batch},
+    {"matvec_unaligned", matvec_unaligned}, {"gemm_bf16", gemm_bf16},
+    {"gemm_f16", gemm_f16}, {"gemm_q8_0", gemm_q8_0}, {"gemm_f32", gemm_f32},
+    {"gemm_slices", gemm_slices}, {"rmsnorm", rmsnorm}, {"rope", rope},
+    {"swiglu_add", swiglu_add}, {"embed", embed},
+};
+
+CT_MAIN(cases)
