@@ -152,7 +152,7 @@ static void bench_small(wlink *k, int rep)
     for (int i = 0; i < SMALL_ITERS; i++)
         lat[i] = round_trip(k->c, &f);
     qsort(lat, SMALL_ITERS, sizeof lat[0], cmp_double);
-    printf("{\"bench\":\"wire\",\"case\":\"small_rt\",\"wlink\":\"%s\",\"rep\":%d,\"iters\":%d,"
+    printf("{\"bench\":\"wire\",\"case\":\"small_rt\",\"link\":\"%s\",\"rep\":%d,\"iters\":%d,"
            "\"p50_us\":%.2f,\"p99_us\":%.2f,\"min_us\":%.2f}\n",
            k->name, rep, SMALL_ITERS, lat[SMALL_ITERS / 2], lat[SMALL_ITERS * 99 / 100], lat[0]);
 }
@@ -174,7 +174,7 @@ static double bench_body(wlink *k, const char *variant, int rep, uint32_t n_toke
     }
     qsort(t, (size_t)iters, sizeof t[0], cmp_double);
     double med = t[iters / 2], mib = (double)bytes / (1024.0 * 1024.0);
-    printf("{\"bench\":\"wire\",\"case\":\"body\",\"wlink\":\"%s\",\"variant\":\"%s\",\"rep\":%d,"
+    printf("{\"bench\":\"wire\",\"case\":\"body\",\"link\":\"%s\",\"variant\":\"%s\",\"rep\":%d,"
            "\"mib\":%.0f,\"iters\":%d,\"median_us\":%.1f,\"mib_per_s\":%.0f}\n",
            k->name, variant, rep, mib, iters, med, mib / (med / 1e6));
     free(t);

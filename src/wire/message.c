@@ -241,9 +241,9 @@ static const tagspec *find_tag(const kindspec *ks, unsigned tag)
     return NULL;
 }
 
-/* One pass over the TLV entries: structure, count, known, unique, width. */
-static int walk_entries(const pmw_frame *f, const kindspec *ks, const char *kn,
-                        uint32_t max_entries, int allow_ref, entries *e, pmw_diag *d)
+/* First pass: the entries tile the metadata exactly and their number is
+ * within the limit. Nothing is interpreted yet. */
+static int check_structure(const pmw_frame *f, const char *kn, uint32_t max_entries, pmw_diag *d)
 {
     uint32_t off = 0, count = 0;
     while (off < f->meta_len) {
@@ -262,11 +262,22 @@ static int walk_entries(const pmw_frame *f, const kindspec *ks, const char *kn,
             pmw__diag(d, PMW_E_ENTRIES, 0, "%s: more than %u metadata entries", kn, max_entries);
             return PMW_E_ENTRIES;
         }
+        off += 4 + len;
+    }
+    return 0;
+}
+
+/* Second pass: each tag known to the kind, not repeated, of its width;
+ * then every required tag present. */
+static int walk_entries(const pmw_frame *f, const kindspec *ks, const char *kn, int allow_ref,
+                        entries *e, pmw_diag *d)
+{
+    for (uint32_t off = 0; off < f->meta_len;) {
+        unsigned tag = pmw__get16(f->meta + off), len = pmw__get16(f->meta + off + 2);
         const tagspec *ts = find_tag(ks, tag);
         if (!ts || (tag == PMW_TAG_SHM_REF && !allow_ref)) {
             pmw__diag(d, PMW_E_UNKNOWN_TAG, (uint16_t)tag, "%s: tag %u (%s) unknown for this kind%s",
-                      kn, tag, pmw_tag_name(tag),
-                      ts ? " on the stream transport" : "");
+                      kn, tag, pmw_tag_name(tag), ts ? " on the stream transport" : "");
             return PMW_E_UNKNOWN_TAG;
         }
         if (e->val[tag]) {
@@ -384,9 +395,8 @@ int pmw_msg_parse(const pmw_frame *f, const pmw_limits *lim, int allow_ref, pmw_
     m->seq = f->seq;
     entries e;
     memset(&e, 0, sizeof e);
-    int rc = walk_entries(f, &kinds[f->kind], kn, lim ? lim->max_entries : UINT32_MAX,
-                          allow_ref, &e, d);
-    if (rc)
+    int rc = check_structure(f, kn, lim ? lim->max_entries : UINT32_MAX, d);
+    if (rc || (rc = walk_entries(f, &kinds[f->kind], kn, allow_ref, &e, d)))
         return rc;
     fill_fields(m, &e);
     if ((rc = check_dim_present(m, &e, d)) || (rc = validate_fields(m, d)))

@@ -349,14 +349,20 @@ static int listen_unix(const char *path, char *err, size_t errlen)
         pmw__fmt(err, errlen, "socket: %s", strerror(errno));
         return PMW_E_IO;
     }
-    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa), e = errno;
     /* Replace the file only when nobody answers on it; a live daemon keeps
      * its address. */
-    if (rc != 0 && errno == EADDRINUSE && stale_socket(&sa) && unlink(path) == 0)
-        rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    if (rc == 0 && listen(fd, 16) == 0)
+    if (rc != 0 && e == EADDRINUSE && stale_socket(&sa)) {
+        rc = unlink(path) == 0 ? bind(fd, (struct sockaddr *)&sa, sizeof sa) : -1;
+        e = errno;
+    }
+    if (rc == 0) {
+        rc = listen(fd, 16);
+        e = errno;
+    }
+    if (rc == 0)
         return fd;
-    pmw__fmt(err, errlen, "listen %s: %s", path, strerror(errno));
+    pmw__fmt(err, errlen, "listen %s: %s", path, strerror(e));
     close(fd);
     return PMW_E_IO;
 }
