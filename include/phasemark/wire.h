@@ -277,8 +277,9 @@ PMW_API int pmw_decoder_feed(pmw_decoder *dec, const void *data, size_t len);
 /* Takes the next whole frame. Returns 1 and fills *frame (views valid until
  * the next feed or next call), 0 when more bytes are needed, or a negative
  * status (sticky) when a header is invalid: bad magic, unknown version,
- * reserved bits set, metadata or body length over its limit. The header is
- * checked as soon as its 32 bytes are present, before any body arrives. */
+ * reserved bits set, metadata or body length over its limit. Magic and
+ * version are judged as soon as their first 4 and 6 bytes are present, the
+ * rest of the header once its 32 bytes are: always before any body. */
 PMW_API int pmw_decoder_next(pmw_decoder *dec, pmw_frame *frame);
 
 /* One line on the sticky error ("" when none). */

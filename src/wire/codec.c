@@ -265,15 +265,25 @@ void pmw__decoder_commit(pmw_decoder *dec, size_t n)
     dec->wpos += n;
 }
 
+/* Magic and version are judged as soon as their bytes are in, so a peer
+ * that speaks something else (an HTTP request is shorter than a header) is
+ * refused at once instead of waiting out a deadline. */
+static int check_prefix(pmw_decoder *d, const uint8_t *h, size_t have)
+{
+    if (have >= 4 && pmw__get32(h) != PMW_MAGIC)
+        return fail(d, PMW_E_MAGIC, "bad magic 0x%08x (want 0x%08x, \"PMWF\")", pmw__get32(h),
+                    PMW_MAGIC);
+    if (have >= 6 && pmw__get16(h + 4) != PMW_VERSION)
+        return fail(d, PMW_E_VERSION, "unknown protocol version %u (this side speaks %u)",
+                    pmw__get16(h + 4), PMW_VERSION);
+    return 0;
+}
+
 static int check_header(pmw_decoder *d, const uint8_t *h)
 {
-    uint32_t magic = pmw__get32(h);
-    if (magic != PMW_MAGIC)
-        return fail(d, PMW_E_MAGIC, "bad magic 0x%08x (want 0x%08x, \"PMWF\")", magic, PMW_MAGIC);
-    unsigned version = pmw__get16(h + 4);
-    if (version != PMW_VERSION)
-        return fail(d, PMW_E_VERSION, "unknown protocol version %u (this side speaks %u)",
-                    version, PMW_VERSION);
+    int rc = check_prefix(d, h, PMW_HEADER_SIZE);
+    if (rc)
+        return rc;
     if (pmw__get64(h + 24) != 0)
         return fail(d, PMW_E_HEADER, "reserved header bytes 24..31 are not zero");
     uint32_t meta_len = pmw__get32(h + 8), body_len = pmw__get32(h + 12);
@@ -304,7 +314,7 @@ int pmw_decoder_next(pmw_decoder *dec, pmw_frame *frame)
     drop_pending(dec);
     size_t have = dec->wpos - dec->rpos;
     if (have < PMW_HEADER_SIZE)
-        return 0;
+        return check_prefix(dec, dec->buf + dec->rpos, have);
     if (!dec->frame_total) {
         int rc = check_header(dec, dec->buf + dec->rpos);
         if (rc)

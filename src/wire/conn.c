@@ -422,16 +422,15 @@ static int hs_fail(pmw_conn *c, int code, const char *fmt, ...)
 
 static int hs_fail(pmw_conn *c, int code, const char *fmt, ...)
 {
+    /* Formatted aside first: callers may pass c->err itself as an argument. */
+    char text[sizeof c->err];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    if (c->role == ROLE_SERVER && !c->broken) {
-        char keep[sizeof c->err];
-        memcpy(keep, c->err, sizeof keep);
-        (void)pmw_conn_send_error(c, code, 0, keep);
-        memcpy(c->err, keep, sizeof keep);
-    }
+    if (c->role == ROLE_SERVER && !c->broken)
+        (void)pmw_conn_send_error(c, code, 0, text);
+    memcpy(c->err, text, sizeof text);
     return fatal(c, code);
 }
 

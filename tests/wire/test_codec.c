@@ -214,15 +214,19 @@ static void header(uint8_t *h, uint32_t magic, uint16_t version, uint16_t kind, 
     pmw__put64(h + 24, 0);
 }
 
-/* Feeds a 32-byte header; the decoder must fail with `want` right away
- * (before any body) and stay failed. */
+/* Feeds a 32-byte header byte by byte; the decoder must fail with `want`
+ * exactly when the offending bytes are in (at byte `at`: 4 for magic, 6
+ * for version, 32 for the rest), before any body, and stay failed. */
 static void expect_header_error(const uint8_t *h, int want, const char *text)
 {
+    size_t at = want == PMW_E_MAGIC ? 4 : want == PMW_E_VERSION ? 6 : 32;
     pmw_decoder *d = decoder(1024, 4096, 32);
     pmw_frame f;
-    CHECK_INT_EQ(pmw_decoder_feed(d, h, 31), 0);
-    CHECK_INT_EQ(pmw_decoder_next(d, &f), 0);
-    CHECK_INT_EQ(pmw_decoder_feed(d, h + 31, 1), 0);
+    for (size_t i = 0; i + 1 < at; i++) {
+        CHECK_INT_EQ(pmw_decoder_feed(d, h + i, 1), 0);
+        CHECK_INT_EQ(pmw_decoder_next(d, &f), 0);
+    }
+    CHECK_INT_EQ(pmw_decoder_feed(d, h + at - 1, 1), 0);
     CHECK_INT_EQ(pmw_decoder_next(d, &f), want);
     CHECK(strstr(pmw_decoder_error(d), text) != NULL);
     /* Sticky: every later call fails the same way. */

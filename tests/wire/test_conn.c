@@ -11,6 +11,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -294,6 +296,22 @@ static void roundtrip_body(pmw_conn *c, server_ctx *s)
         CHECK_INT_EQ(bad, 0);
     }
     free(acts);
+    /* Shared transport: the activations built in place in our area (no
+     * copy on send), then read back doubled. */
+    size_t cap = 0;
+    float *area = pmw_conn_payload(c, &cap);
+    CHECK((area != NULL) == (pmw_conn_transport(c) == PMW_TRANSPORT_SHARED));
+    if (area) {
+        REQUIRE(cap >= 8 * sizeof(float));
+        for (int i = 0; i < 8; i++)
+            area[i] = (float)i;
+        memset(&m, 0, sizeof m);
+        m.kind = PMW_MSG_FORWARD;
+        m.forward = (pmw_forward){PM_PHASE_EXACT, 43, 0, 2, 4, PMW_OUT_ACTIVATIONS, NULL, area};
+        CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
+        if (recv_ok(c, &r, PMW_MSG_REPLY))
+            CHECK_NEAR(r.reply.values[7], 14.0, 0);
+    }
     /* Decode step, argmax only. */
     static const int32_t one[1] = {41};
     m = token_forward(one, 1, 13, PMW_OUT_ARGMAX);
@@ -914,6 +932,121 @@ static int case_addresses(void)
     return pm_check_result();
 }
 
+/* ---- peers that are not this library ------------------------------------ */
+
+/* Connects a plain socket to the test server's address. */
+static int raw_connect(server_ctx *s)
+{
+    const char *addr = pmw_listener_address(s->l);
+    REQUIRE(strncmp(addr, "unix:", 5) == 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, addr + 5, strlen(addr + 5) + 1);
+    REQUIRE(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    return fd;
+}
+
+/* Reads the server's answer: one error reply, then EOF. */
+static void expect_error_then_eof(int fd, int code, const char *text)
+{
+    uint8_t buf[1024];
+    size_t got = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + got, sizeof buf - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    pmw_decoder *d = NULL;
+    REQUIRE(pmw_decoder_create(NULL, &d) == 0);
+    pmw_frame f;
+    pmw_msg m;
+    pmw_diag diag;
+    CHECK_INT_EQ(pmw_decoder_feed(d, buf, got), 0);
+    REQUIRE(pmw_decoder_next(d, &f) == 1);
+    REQUIRE(pmw_msg_parse(&f, NULL, 0, &m, &diag) == 0);
+    CHECK_INT_EQ(m.kind, PMW_MSG_ERROR);
+    CHECK_INT_EQ(m.error.code, code);
+    if (!strstr(m.error.text, text))
+        fprintf(stderr, "error text \"%s\" lacks \"%s\"\n", m.error.text, text);
+    CHECK(strstr(m.error.text, text) != NULL);
+    CHECK_INT_EQ(pmw_decoder_next(d, &f), 0);
+    CHECK_INT_EQ(pmw_decoder_pending(d), 0);
+    pmw_decoder_destroy(d);
+}
+
+/* Something that is not the wire (an HTTP request) knocks on the daemon. */
+static int case_handshake_garbage(void)
+{
+    if (is_tcp())
+        PM_SKIP("Unix socket case");
+    server_ctx s;
+    start_server(&s, NULL);
+    int fd = raw_connect(&s);
+    static const char req[] = "GET / HTTP/1.1\r\nHost: shard\r\n\r\n";
+    REQUIRE(write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
+    expect_error_then_eof(fd, PMW_E_MAGIC, "bad magic 0x20544547");
+    close(fd);
+    stop_server(&s);
+    CHECK_INT_EQ(s.accept_rc, PMW_E_MAGIC);
+    return pm_check_result();
+}
+
+/* A shared-transport hello whose memfd is not sealed, or has the wrong
+ * size: the server must refuse to map it (a peer that can shrink the file
+ * could make the server fault). */
+static int unsafe_region(int seal, uint64_t file_size)
+{
+    if (strcmp(g_transport, "shared") != 0)
+        PM_SKIP("shared transport case");
+    server_ctx s;
+    start_server(&s, NULL);
+    int fd = raw_connect(&s);
+    int mfd = memfd_create("pmw-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(mfd >= 0 && ftruncate(mfd, (off_t)file_size) == 0);
+    if (seal)
+        REQUIRE(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    pmw_msg h;
+    memset(&h, 0, sizeof h);
+    h.kind = PMW_MSG_HELLO;
+    h.hello.transport = PMW_TRANSPORT_SHARED;
+    pmw_limits_default(&h.hello.limits);
+    h.hello.shm_size = 65536;
+    uint8_t buf[256];
+    long long n = pmw_msg_encode(&h, 1, buf, sizeof buf);
+    REQUIRE(n > 0 && n <= (long long)sizeof buf);
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cbuf;
+    memset(&cbuf, 0, sizeof cbuf);
+    struct iovec iov = {.iov_base = buf, .iov_len = (size_t)n};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
+                        .msg_controllen = sizeof cbuf.b};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &mfd, sizeof mfd);
+    REQUIRE(sendmsg(fd, &mh, 0) == n);
+    close(mfd);
+    expect_error_then_eof(fd, PMW_E_TRANSPORT, seal ? "is not a 135168-byte file" : "not sealed");
+    close(fd);
+    stop_server(&s);
+    CHECK_INT_EQ(s.accept_rc, PMW_E_TRANSPORT);
+    return pm_check_result();
+}
+
+static int case_shm_unsealed(void)
+{
+    return unsafe_region(0, 4096 + 2 * 65536);
+}
+
+static int case_shm_wrong_size(void)
+{
+    return unsafe_region(1, 4096 + 65536);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -947,6 +1080,9 @@ int main(int argc, char **argv)
         {"auth_server_none", case_auth_server_none},
         {"nonloopback", case_nonloopback},
         {"addresses", case_addresses},
+        {"handshake_garbage", case_handshake_garbage},
+        {"shm_unsealed", case_shm_unsealed},
+        {"shm_wrong_size", case_shm_wrong_size},
     };
     signal(SIGPIPE, SIG_IGN);
     if (argc == 3)
