@@ -153,7 +153,11 @@ static int merge_raw(pmt_trace *t, const char *rawdir)
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
         char path[4096], err[512];
-        snprintf(path, sizeof path, "%s/%s", rawdir, names[i]);
+        if (snprintf(path, sizeof path, "%s/%s", rawdir, names[i]) >= (int)sizeof path) {
+            fprintf(stderr, CAP "path too long: %s/%s\n", rawdir, names[i]);
+            bad = 1;
+            continue;
+        }
         int rc = pmt_raw_load(t, path, err, sizeof err);
         if (rc != 0)
             fprintf(stderr, CAP "%s%s\n", rc > 0 ? "warning: " : "", err);
@@ -174,7 +178,8 @@ static int merge_csv(const char *rawdir, const char *suffix, const char *out)
     for (size_t i = 0; o && i < n; i++) {
         char path[4096], *text;
         size_t len;
-        snprintf(path, sizeof path, "%s/%s", rawdir, names[i]);
+        if (snprintf(path, sizeof path, "%s/%s", rawdir, names[i]) >= (int)sizeof path)
+            continue;
         if (pmt_read_file(path, (size_t)1 << 34, &text, &len, NULL, 0) < 0)
             continue;
         const char *body = text;
