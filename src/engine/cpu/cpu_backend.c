@@ -30,8 +30,10 @@
 #define LLM_CPU_GEMM_MIN 8
 /* Weight rows dequantized per sgemm call on the gemm path. */
 #define LLM_CPU_PANEL 64
-/* Rows per unit of work on the matrix–vector path. */
-#define LLM_CPU_GRAIN 16
+/* Rows per unit of work on the matrix–vector path: small enough that a
+ * preempted thread holds up little, large enough (about 100 KiB of a 2048-
+ * wide Q8_0 matrix) that claiming it costs nothing. */
+#define LLM_CPU_GRAIN 48
 
 typedef struct cpu_backend {
     llm_backend base;
@@ -186,6 +188,7 @@ static void cpu_add(llm_backend *be, float *y, const float *x, size_t len)
 typedef struct attn_job {
     cpu_backend *c;
     const llm_attn *a;
+    llm_pool_counter next;
 } attn_job;
 
 static void attend_one(cpu_backend *c, const llm_attn *a, int32_t t,
@@ -217,14 +220,14 @@ static void attn_worker(void *ctx, int32_t ith, int32_t nth)
     const llm_attn *a = j->a;
     float *sc = j->c->scores + (size_t)ith * j->c->n_ctx;
     int64_t b, e;
-    llm_pool_slice((int64_t)a->n * a->n_heads, 1, ith, nth, &b, &e);
-    for (int64_t i = b; i < e; i++)
-        attend_one(j->c, a, (int32_t)(i / a->n_heads), (int32_t)(i % a->n_heads), sc);
+    (void)nth;
+    while (llm_pool_next(&j->next, (int64_t)a->n * a->n_heads, 1, &b, &e))
+        attend_one(j->c, a, (int32_t)(b / a->n_heads), (int32_t)(b % a->n_heads), sc);
 }
 
 static void cpu_attention(llm_backend *be, const llm_attn *a)
 {
-    attn_job j = {cpu(be), a};
+    attn_job j = {cpu(be), a, {0}};
     llm_pool_run(j.c->pool, attn_worker, &j);
 }
 
@@ -236,6 +239,7 @@ typedef struct mm_job {
     const float *x;
     int32_t n;
     float *y;
+    llm_pool_counter next;
 } mm_job;
 
 static float row_dot(const llm_kernels *k, const llm_tensor *w, const void *row,
@@ -256,13 +260,16 @@ static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
     mm_job *j = ctx;
     const llm_tensor *w = j->w;
     int64_t nb = w->ne0 / LLM_QK, r0, r1;
-    llm_pool_slice(w->ne1, LLM_CPU_GRAIN, ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const void *row = (const unsigned char *)w->data + (size_t)r * w->row_bytes;
-        for (int32_t t = 0; t < j->n; t++) {
-            llm_qrow xq = {j->c->qd + t * nb, j->c->qq + (size_t)t * w->ne0};
-            j->y[(size_t)t * w->ne1 + r] =
-                row_dot(&j->c->k, w, row, j->x + (size_t)t * w->ne0, &xq);
+    (void)ith;
+    (void)nth;
+    while (llm_pool_next(&j->next, w->ne1, LLM_CPU_GRAIN, &r0, &r1)) {
+        for (int64_t r = r0; r < r1; r++) {
+            const void *row = (const unsigned char *)w->data + (size_t)r * w->row_bytes;
+            for (int32_t t = 0; t < j->n; t++) {
+                llm_qrow xq = {j->c->qd + t * nb, j->c->qq + (size_t)t * w->ne0};
+                j->y[(size_t)t * w->ne1 + r] =
+                    row_dot(&j->c->k, w, row, j->x + (size_t)t * w->ne0, &xq);
+            }
         }
     }
 }
@@ -276,11 +283,11 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
 {
     mm_job *j = ctx;
     const llm_tensor *w = j->w;
-    int64_t r0, r1, k = w->ne0;
-    llm_pool_slice(w->ne1, LLM_CPU_PANEL, ith, nth, &r0, &r1);
+    int64_t r, r1, k = w->ne0;
     float *panel = j->c->panel + (size_t)ith * LLM_CPU_PANEL * j->c->max_width;
-    for (int64_t r = r0; r < r1; r += LLM_CPU_PANEL) {
-        int64_t rows = r1 - r < LLM_CPU_PANEL ? r1 - r : LLM_CPU_PANEL;
+    (void)nth;
+    while (llm_pool_next(&j->next, w->ne1, LLM_CPU_PANEL, &r, &r1)) {
+        int64_t rows = r1 - r;
         const unsigned char *src = (const unsigned char *)w->data + (size_t)r * w->row_bytes;
         const float *wp = (const float *)(const void *)src;
         if (w->type != LLM_TYPE_F32) {
@@ -298,7 +305,7 @@ static void cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
                        int32_t n, float *y)
 {
     cpu_backend *c = cpu(be);
-    mm_job j = {c, w, x, n, y};
+    mm_job j = {c, w, x, n, y, {0}};
     if (n >= LLM_CPU_GEMM_MIN) {
         llm_pool_run(c->pool, gemm_worker, &j);
         return;

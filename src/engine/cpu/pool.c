@@ -16,10 +16,13 @@
 
 #include "phasemark/engine.h"
 
-/* Spin iterations before sleeping: long enough to bridge the gap between
- * consecutive matmuls of one decode step, short enough not to burn a core
- * that another process wants. */
-#define POOL_SPIN 20000
+/* Spin iterations (one relaxed load each, tens of microseconds in all)
+ * before sleeping: long enough to bridge the gap between consecutive
+ * matmuls of one decode step, short enough not to burn a core that another
+ * process wants. The spin deliberately avoids PAUSE: in a virtual machine
+ * pause loops trigger pause-loop exits, and the hypervisor then deschedules
+ * the very vCPU that is about to receive work. */
+#define POOL_SPIN 50000
 
 typedef struct worker {
     llm_pool *pool;
@@ -42,9 +45,7 @@ struct llm_pool {
 
 static inline void cpu_relax(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    __asm__ __volatile__("" ::: "memory");
 }
 
 static unsigned wait_generation(llm_pool *p, unsigned seen)

@@ -28,6 +28,27 @@ int32_t llm_pool_threads(const llm_pool *pool);
 
 void llm_pool_run(llm_pool *pool, llm_pool_fn fn, void *ctx);
 
+/* Dynamic sharing of a loop: threads call llm_pool_next() until it returns
+ * 0, each call claiming the next `grain` indices of 0..total. A thread the
+ * OS preempts (the machine may be busy) then delays the loop by at most
+ * one grain instead of a whole static share. Reset (or zero-initialize)
+ * before each run. */
+typedef struct llm_pool_counter {
+    int64_t next; /* atomic */
+} llm_pool_counter;
+
+/* Claims [*begin, *end); 1 when something was claimed, 0 when done. */
+static inline int llm_pool_next(llm_pool_counter *c, int64_t total, int64_t grain,
+                                int64_t *begin, int64_t *end)
+{
+    int64_t b = __atomic_fetch_add(&c->next, grain, __ATOMIC_RELAXED);
+    if (b >= total)
+        return 0;
+    *begin = b;
+    *end = b + grain < total ? b + grain : total;
+    return 1;
+}
+
 /* The half-open slice [*begin, *end) of 0..total that thread ith of nth
  * takes, in units of `grain` (slices are multiples of grain except the
  * last). */
