@@ -1,0 +1,470 @@
+/* test_modelwriter.c — the pm-modelwriter tool, run as a child process.
+ *
+ * synth: metadata and shapes as asked, weights following the documented
+ * generator (recomputed here from its description), determinism by seed,
+ * types and fallbacks, the generated vocabulary tokenizing as derived by
+ * hand. convert-llama2c: every tensor of the checkpoint (stories260K and a
+ * synthetic one) arrives unchanged (f32) or within quantization error
+ * (q8_0), with the same hyper-parameters and vocabulary. Usage errors exit
+ * 2, failures 1, each with a message.
+ *
+ * Usage: test_modelwriter CASE
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "bytes.h"
+#include "gguf.h"
+#include "llama2c.h"
+#include "pm_check.h"
+#include "pm_child.h"
+#include "quant.h"
+#include "tokenizer.h"
+
+#ifndef PM_MODELWRITER
+#error "PM_MODELWRITER must name the tool's path"
+#endif
+#ifndef PM_SHARED_DIR
+#define PM_SHARED_DIR "../shared"
+#endif
+
+static pm_child_result g_res;
+
+/* Runs the tool with up to 31 arguments (NULL-terminated) and returns its
+ * exit code (-1 when it did not exit normally). */
+static int tool(const char *first, ...)
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = (char *)PM_MODELWRITER;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 31; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    REQUIRE(pm_child_exec(argv, NULL, 60000, &g_res) == 0);
+    if (!g_res.exited) {
+        char d[128];
+        fprintf(stderr, "tool: %s\n", pm_child_describe(&g_res, d, sizeof d));
+        return -1;
+    }
+    return g_res.exit_code;
+}
+
+static llm_gguf *open_ok(const char *path)
+{
+    llm_gguf *g;
+    char err[256];
+    int rc = llm_gguf_open(path, &g, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    REQUIRE(rc == 0);
+    return g;
+}
+
+static uint32_t meta_u32(const llm_gguf *g, const char *key)
+{
+    uint32_t v = 0;
+    CHECK_INT_EQ(llm_gguf_get_u32(g, key, &v), 0);
+    return v;
+}
+
+/* ---- synth -------------------------------------------------------------- */
+
+/* The generator as docs/model-files.md describes it. */
+static uint64_t splitmix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float doc_weight(uint64_t seed, uint32_t tensor, uint64_t index, float scale, float offset)
+{
+    uint64_t z = splitmix(splitmix(seed ^ splitmix(tensor)) ^ index);
+    return offset + scale * ((float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f);
+}
+
+static void case_synth_f32(void)
+{
+    char path[512];
+    tmp_path(path, sizeof path, "synth.gguf");
+    int rc = tool("synth", "-o", path, "--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn",
+                  "96", "--vocab", "300", "--ctx", "32", "--type", "f32", "--seed", "7", "--rope-base", "500000",
+                  NULL);
+    CHECK_INT_EQ(rc, 0);
+    llm_gguf *g = open_ok(path);
+    CHECK_INT_EQ(meta_u32(g, "llama.embedding_length"), 64);
+    CHECK_INT_EQ(meta_u32(g, "llama.block_count"), 2);
+    CHECK_INT_EQ(meta_u32(g, "llama.attention.head_count"), 4);
+    CHECK_INT_EQ(meta_u32(g, "llama.attention.head_count_kv"), 2);
+    CHECK_INT_EQ(meta_u32(g, "llama.feed_forward_length"), 96);
+    CHECK_INT_EQ(meta_u32(g, "llama.context_length"), 32);
+    CHECK_INT_EQ(meta_u32(g, "llama.vocab_size"), 300);
+    CHECK_INT_EQ(meta_u32(g, "llama.rope.dimension_count"), 16);
+    float f;
+    CHECK_INT_EQ(llm_gguf_get_f32(g, "llama.rope.freq_base", &f), 0);
+    CHECK_NEAR(f, 500000, 0);
+    CHECK_INT_EQ(llm_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &f), 0);
+    CHECK_NEAR(f, 1e-5f, 0);
+    const char *s;
+    size_t len;
+    CHECK_INT_EQ(llm_gguf_get_str(g, "general.architecture", &s, &len), 0);
+    CHECK(len == 5 && memcmp(s, "llama", 5) == 0);
+    CHECK_INT_EQ(llm_gguf_get_str(g, "llama.rope.scaling.type", &s, &len), LLM_GGUF_ENOKEY);
+    /* Tensors: token_embd, 9 per layer, output_norm, output. */
+    CHECK_U64_EQ(llm_gguf_tensor_count(g), 1 + 18 + 2);
+    const llm_gguf_tensor *e = llm_gguf_find_tensor(g, "token_embd.weight");
+    REQUIRE(e != NULL);
+    CHECK_U64_EQ(e->ne[0], 64);
+    CHECK_U64_EQ(e->ne[1], 300);
+    const llm_gguf_tensor *k = llm_gguf_find_tensor(g, "blk.1.attn_k.weight");
+    REQUIRE(k != NULL);
+    CHECK_U64_EQ(k->ne[1], 32);
+    const llm_gguf_tensor *down = llm_gguf_find_tensor(g, "blk.0.ffn_down.weight");
+    REQUIRE(down != NULL);
+    CHECK_U64_EQ(down->ne[0], 96);
+    CHECK(llm_gguf_find_tensor(g, "output.weight") != NULL);
+    /* Values: tensor 0 is token_embd (scale sqrt 3), tensor 1 the first
+     * attn_norm (1 + 0.1u), tensor 9 the first ffn_down (fan-in 96). */
+    float v;
+    memcpy(&v, (const float *)e->data + 1234, 4);
+    CHECK_NEAR(v, doc_weight(7, 0, 1234, sqrtf(3.0f), 0.0f), 0);
+    const llm_gguf_tensor *n = llm_gguf_find_tensor(g, "blk.0.attn_norm.weight");
+    memcpy(&v, (const float *)n->data + 5, 4);
+    CHECK_NEAR(v, doc_weight(7, 1, 5, 0.1f, 1.0f), 0);
+    memcpy(&v, (const float *)down->data + 96 * 3 + 2, 4);
+    CHECK_NEAR(v, doc_weight(7, 9, 96 * 3 + 2, sqrtf(3.0f / 96.0f), 0.0f), 0);
+    /* Bounds: every ffn_down weight within its scale. */
+    for (uint64_t i = 0; i < 96 * 64; i++) {
+        memcpy(&v, (const float *)down->data + i, 4);
+        if (!(fabsf(v) <= sqrtf(3.0f / 96.0f))) {
+            CHECK(fabsf(v) <= sqrtf(3.0f / 96.0f));
+            break;
+        }
+    }
+    /* Vocabulary: 259 "▁", 260.. a-z, 286.. A-Z: 299 is "N". */
+    CHECK_INT_EQ(llm_gguf_arr_str(g, "tokenizer.ggml.tokens", 259, &s, &len), 0);
+    CHECK(len == 3 && memcmp(s, "\xe2\x96\x81", 3) == 0);
+    CHECK_INT_EQ(llm_gguf_arr_str(g, "tokenizer.ggml.tokens", 299, &s, &len), 0);
+    CHECK(len == 1 && s[0] == 'N');
+    CHECK_INT_EQ(llm_gguf_arr_str(g, "tokenizer.ggml.tokens", 3 + 0x41, &s, &len), 0);
+    CHECK(len == 6 && memcmp(s, "<0x41>", 6) == 0);
+    CHECK_INT_EQ(llm_gguf_arr_f32(g, "tokenizer.ggml.scores", 260, &f), 0);
+    CHECK_NEAR(f, -1, 0);
+    llm_gguf_close(g);
+    remove(path);
+}
+
+static int files_equal(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF || cb == EOF)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+static int synth_small(const char *path, const char *seed, const char *type, const char *ffn, const char *extra)
+{
+    return tool("synth", "-o", path, "--dim", "64", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--ffn", ffn,
+                "--vocab", "700", "--ctx", "16", "--type", type, "--seed", seed, extra, NULL);
+}
+
+static void case_synth_seed(void)
+{
+    char a[512], b[512], c[512];
+    tmp_path(a, sizeof a, "seed_a.gguf");
+    tmp_path(b, sizeof b, "seed_b.gguf");
+    tmp_path(c, sizeof c, "seed_c.gguf");
+    CHECK_INT_EQ(synth_small(a, "42", "q4_0", "64", NULL), 0);
+    CHECK_INT_EQ(synth_small(b, "42", "q4_0", "64", NULL), 0);
+    CHECK_INT_EQ(synth_small(c, "43", "q4_0", "64", NULL), 0);
+    CHECK(files_equal(a, b));
+    CHECK(!files_equal(a, c));
+    remove(a);
+    remove(b);
+    remove(c);
+}
+
+static void case_synth_types(void)
+{
+    char path[512];
+    tmp_path(path, sizeof path, "types.gguf");
+    /* ffn 48 is not a multiple of 32: ffn_down (rows of 48) stays f32. */
+    CHECK_INT_EQ(synth_small(path, "1", "q8_0", "48", "--tied"), 0);
+    CHECK(strstr(g_res.err, "note: 1 weight matrices kept in f32") != NULL);
+    llm_gguf *g = open_ok(path);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "token_embd.weight")->type, LLM_TYPE_Q8_0);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.attn_q.weight")->type, LLM_TYPE_Q8_0);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.ffn_gate.weight")->type, LLM_TYPE_Q8_0);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.ffn_down.weight")->type, LLM_TYPE_F32);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.attn_norm.weight")->type, LLM_TYPE_F32);
+    CHECK(llm_gguf_find_tensor(g, "output.weight") == NULL);
+    CHECK_INT_EQ(meta_u32(g, "general.file_type"), 7);
+    llm_gguf_close(g);
+    CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "64", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                      "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "bf16", "--seed", "1",
+                      "--rope-scale", "4", NULL),
+                 0);
+    g = open_ok(path);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.attn_v.weight")->type, LLM_TYPE_BF16);
+    const char *s;
+    size_t len;
+    float f;
+    CHECK_INT_EQ(llm_gguf_get_str(g, "llama.rope.scaling.type", &s, &len), 0);
+    CHECK(len == 6 && memcmp(s, "linear", 6) == 0);
+    CHECK_INT_EQ(llm_gguf_get_f32(g, "llama.rope.scaling.factor", &f), 0);
+    CHECK_NEAR(f, 4, 0);
+    llm_gguf_close(g);
+    remove(path);
+}
+
+/* The generated vocabulary with V = 700 (levels: "▁" = normal piece 0 =
+ * id 259; 73 single characters; "▁a".."▁z" = normal 74..99; "xy" = normal
+ * 100 + 26x + y for letters x, y). "hello" -> ▁ h e l l o. Scores are
+ * -normal: ▁h (-81) merges first; then el (-215); the pair ll (-397) is
+ * stale (its left l is in "el"); lo (-400). No level-3 pieces exist at
+ * V = 700, so the result is ▁h, el, lo = ids 340, 474, 659. */
+static void case_synth_vocab(void)
+{
+    char path[512], err[256];
+    tmp_path(path, sizeof path, "vocab.gguf");
+    CHECK_INT_EQ(synth_small(path, "3", "f32", "64", NULL), 0);
+    llm_gguf *g = open_ok(path);
+    llm_tokenizer *t;
+    REQUIRE(llm_tokenizer_from_gguf(g, &t, err, sizeof err) == 0);
+    int32_t ids[16];
+    size_t n;
+    CHECK_INT_EQ(llm_tokenize(t, "hello", 5, 1, ids, 16, &n), 0);
+    CHECK_INT_EQ(n, 4);
+    CHECK_INT_EQ(ids[0], 1);
+    CHECK_INT_EQ(ids[1], 340);
+    CHECK_INT_EQ(ids[2], 474);
+    CHECK_INT_EQ(ids[3], 659);
+    /* "é" has no piece: bytes C3 A9 -> ids 3 + 0xC3, 3 + 0xA9. */
+    CHECK_INT_EQ(llm_tokenize(t, "\xc3\xa9", 2, 0, ids, 16, &n), 0);
+    CHECK_INT_EQ(n, 3);
+    CHECK_INT_EQ(ids[1], 3 + 0xc3);
+    CHECK_INT_EQ(ids[2], 3 + 0xa9);
+    llm_tokenizer_free(t);
+    llm_gguf_close(g);
+    remove(path);
+}
+
+/* ---- convert-llama2c ---------------------------------------------------- */
+
+/* A placeholder tokenizer.bin of n tokens: <unk>, <s>, </s>, the 256
+ * bytes, then "p<i>" pieces. */
+static void placeholder_tokenizer(const char *path, uint32_t n)
+{
+    bb b = {0};
+    bb_u32(&b, 8);
+    for (uint32_t i = 0; i < n; i++) {
+        char s[16];
+        if (i == 0)
+            snprintf(s, sizeof s, "<unk>");
+        else if (i < 3)
+            snprintf(s, sizeof s, i == 1 ? "\n<s>\n" : "\n</s>\n");
+        else if (i < 259)
+            snprintf(s, sizeof s, "<0x%02X>", i - 3);
+        else
+            snprintf(s, sizeof s, "p%u", i);
+        bb_f32(&b, -(float)i);
+        bb_u32(&b, (uint32_t)strlen(s));
+        bb_raw(&b, s, strlen(s));
+    }
+    REQUIRE(bb_save(&b, path) == 0);
+    bb_free(&b);
+}
+
+/* Converts ckpt with `type` and checks the GGUF against the checkpoint. */
+static void convert_and_compare(const char *ckpt, uint32_t vocab, const char *type)
+{
+    char tok[512], out[512], err[256];
+    tmp_path(tok, sizeof tok, "tokenizer.bin");
+    tmp_path(out, sizeof out, "converted.gguf");
+    placeholder_tokenizer(tok, vocab);
+    int rc = tool("convert-llama2c", "-o", out, "--model", ckpt, "--tokenizer", tok, "--type", type, NULL);
+    if (rc)
+        fprintf(stderr, "%s", g_res.err);
+    REQUIRE(rc == 0);
+    llm_llama2c *m;
+    REQUIRE(llm_llama2c_open(ckpt, &m, err, sizeof err) == 0);
+    const llm_llama2c_config *c = llm_llama2c_get_config(m);
+    llm_gguf *g = open_ok(out);
+    CHECK_INT_EQ(meta_u32(g, "llama.embedding_length"), c->dim);
+    CHECK_INT_EQ(meta_u32(g, "llama.feed_forward_length"), c->hidden_dim);
+    CHECK_INT_EQ(meta_u32(g, "llama.block_count"), c->n_layers);
+    CHECK_INT_EQ(meta_u32(g, "llama.attention.head_count"), c->n_heads);
+    CHECK_INT_EQ(meta_u32(g, "llama.attention.head_count_kv"), c->n_kv_heads);
+    CHECK_INT_EQ(meta_u32(g, "llama.context_length"), c->seq_len);
+    CHECK_INT_EQ(meta_u32(g, "llama.vocab_size"), c->vocab_size);
+    CHECK_U64_EQ(llm_gguf_tensor_count(g), llm_llama2c_tensor_count(m));
+    uint32_t want_type;
+    REQUIRE(llm_type_parse(type, &want_type) == 0);
+    for (uint64_t i = 0; i < llm_llama2c_tensor_count(m); i++) {
+        const llm_gguf_tensor *a = llm_llama2c_tensor_at(m, i), *b = llm_gguf_find_tensor(g, a->name);
+        REQUIRE(b != NULL);
+        CHECK_INT_EQ(b->n_dims, a->n_dims);
+        CHECK_U64_EQ(b->ne[0], a->ne[0]);
+        CHECK_U64_EQ(b->ne[1], a->ne[1]);
+        int quantized = a->n_dims == 2 && a->ne[0] % llm_type_block_size(want_type) == 0;
+        CHECK_INT_EQ(b->type, quantized ? want_type : LLM_TYPE_F32);
+        if (b->type == LLM_TYPE_F32) {
+            CHECK(memcmp(a->data, b->data, a->nbytes) == 0);
+            continue;
+        }
+        /* Q8_0: within half a step d = amax/127, plus the fp16 rounding of
+         * d felt by |q| <= 127 steps (127 * 2^-11 d): 0.57 d in all. */
+        uint64_t n = a->ne[0] * a->ne[1];
+        float *y = malloc(n * sizeof *y);
+        REQUIRE(y != NULL);
+        llm_dequantize_row(b->type, b->data, y, n);
+        const float *x = a->data;
+        for (uint64_t blk = 0; blk < n / 32; blk++) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++)
+                amax = fmaxf(amax, fabsf(x[blk * 32 + j]));
+            for (int j = 0; j < 32; j++)
+                if (!(fabsf(y[blk * 32 + j] - x[blk * 32 + j]) <= amax / 127.0f * 0.57f + 1e-7f)) {
+                    CHECK_NEAR(y[blk * 32 + j], x[blk * 32 + j], amax / 127.0f * 0.57f);
+                    blk = n;
+                    break;
+                }
+        }
+        free(y);
+    }
+    /* The same vocabulary on both sides. */
+    llm_tokenizer *ta, *tb;
+    REQUIRE(llm_tokenizer_from_llama2c(tok, c->vocab_size, &ta, err, sizeof err) == 0);
+    REQUIRE(llm_tokenizer_from_gguf(g, &tb, err, sizeof err) == 0);
+    CHECK_INT_EQ(llm_tokenizer_equal(ta, tb), 1);
+    llm_tokenizer_free(ta);
+    llm_tokenizer_free(tb);
+    llm_gguf_close(g);
+    llm_llama2c_close(m);
+    remove(tok);
+    remove(out);
+}
+
+static void case_convert_stories(void)
+{
+    const char *path = PM_SHARED_DIR "/models/stories260K.bin";
+    FILE *probe = fopen(path, "rb");
+    if (!probe)
+        PM_SKIP("../shared/models/stories260K.bin is not present");
+    fclose(probe);
+    convert_and_compare(path, 512, "f32");
+    convert_and_compare(path, 512, "q8_0"); /* ffn_down rows of 172 stay f32 */
+}
+
+/* A synthetic checkpoint (dim 64, hidden 96, 2 layers, 4 heads, 2 kv
+ * heads, vocab 300 unshared, seq 8) with values from a simple LCG. */
+static void case_convert_synthetic(void)
+{
+    char ckpt[512];
+    tmp_path(ckpt, sizeof ckpt, "synthetic.bin");
+    bb b = {0};
+    int32_t h[7] = {64, 96, 2, 4, 2, -300, 8};
+    for (int i = 0; i < 7; i++)
+        bb_u32(&b, (uint32_t)h[i]);
+    uint64_t floats = 300 * 64 + 2 * (64 + 64 * 64 + 2 * 32 * 64 + 64 * 64 + 64 + 3 * 96 * 64) + 64 + 2 * 8 * 8 +
+                      300 * 64;
+    uint32_t state = 12345;
+    for (uint64_t i = 0; i < floats; i++) {
+        state = state * 1664525u + 1013904223u;
+        bb_f32(&b, (float)(state >> 8) / 16777216.0f - 0.5f);
+    }
+    REQUIRE(bb_save(&b, ckpt) == 0);
+    bb_free(&b);
+    convert_and_compare(ckpt, 300, "f32");
+    convert_and_compare(ckpt, 300, "q8_0");
+    remove(ckpt);
+}
+
+/* ---- command line -------------------------------------------------------- */
+
+static void case_usage(void)
+{
+    CHECK_INT_EQ(tool(NULL), 2);
+    CHECK(strstr(g_res.err, "usage: pm-modelwriter") != NULL);
+    CHECK_INT_EQ(tool("-h", NULL), 0);
+    CHECK(strstr(g_res.out, "usage: pm-modelwriter") != NULL);
+    CHECK_INT_EQ(tool("frobnicate", NULL), 2);
+    CHECK(strstr(g_res.err, "pm-modelwriter: unknown command 'frobnicate'") != NULL);
+    CHECK_INT_EQ(tool("synth", "-o", "/tmp/x.gguf", NULL), 2);
+    CHECK(strstr(g_res.err, "pm-modelwriter: synth needs -o, --dim") != NULL);
+    CHECK_INT_EQ(tool("synth", "--dim", "abc", NULL), 2);
+    CHECK(strstr(g_res.err, "pm-modelwriter: --dim needs an integer in 2..1048576 (got 'abc')") != NULL);
+    CHECK_INT_EQ(tool("synth", "--type", "q5_1", NULL), 2);
+    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0 or q4_0 (got 'q5_1')") != NULL);
+    CHECK_INT_EQ(tool("synth", "-o", "/tmp/x.gguf", "--dim", "60", "--layers", "1", "--heads", "8", "--kv-heads",
+                      "1", "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "f32", "--seed", "1", NULL),
+                 2);
+    CHECK(strstr(g_res.err, "--dim must be --heads times an even head size") != NULL);
+    CHECK_INT_EQ(tool("convert-llama2c", "-o", "/tmp/x.gguf", NULL), 2);
+    CHECK(strstr(g_res.err, "convert-llama2c needs -o, --model and --tokenizer") != NULL);
+    CHECK_INT_EQ(tool("convert-llama2c", "-o", "/tmp/x.gguf", "--model", "/nonexistent-pm/m.bin", "--tokenizer",
+                      "/nonexistent-pm/t.bin", NULL),
+                 1);
+    CHECK(strstr(g_res.err, "pm-modelwriter: llama2c: cannot open '/nonexistent-pm/m.bin'") != NULL);
+    CHECK_INT_EQ(tool("synth", "-o", "/nonexistent-pm/x.gguf", "--dim", "64", "--layers", "1", "--heads", "2",
+                      "--kv-heads", "1", "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "f32", "--seed",
+                      "1", NULL),
+                 1);
+    CHECK(strstr(g_res.err, "pm-modelwriter: gguf: cannot create '/nonexistent-pm/x.gguf.tmp.") != NULL);
+}
+
+static void case_info(void)
+{
+    char path[512];
+    tmp_path(path, sizeof path, "info.gguf");
+    CHECK_INT_EQ(synth_small(path, "5", "q4_0", "64", NULL), 0);
+    CHECK_INT_EQ(tool("info", path, NULL), 0);
+    CHECK(strstr(g_res.out, "kv llama.block_count u32 = 1\n") != NULL);
+    CHECK(strstr(g_res.out, "kv tokenizer.ggml.tokens array = [string x 700]\n") != NULL);
+    CHECK(strstr(g_res.out, "tensor token_embd.weight q4_0 [64, 700] 25200 bytes\n") != NULL);
+    CHECK(strstr(g_res.out, "tensor blk.0.ffn_norm.weight f32 [64] 256 bytes\n") != NULL);
+    /* A damaged file: one line naming the problem, exit 1. */
+    FILE *f = fopen(path, "r+b");
+    REQUIRE(f != NULL);
+    fputc('X', f);
+    fclose(f);
+    CHECK_INT_EQ(tool("info", path, NULL), 1);
+    CHECK_STR_EQ(g_res.err, "pm-modelwriter: gguf: bad magic (not a GGUF file)\n");
+    remove(path);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } cases[] = {
+        {"synth_f32", case_synth_f32},           {"synth_seed", case_synth_seed},
+        {"synth_types", case_synth_types},       {"synth_vocab", case_synth_vocab},
+        {"convert_stories", case_convert_stories}, {"convert_synthetic", case_convert_synthetic},
+        {"usage", case_usage},                   {"info", case_info},
+    };
+    REQUIRE(argc == 2);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            cases[i].fn();
+            return pm_check_result();
+        }
+    }
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+}
