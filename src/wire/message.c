@@ -366,11 +366,17 @@ static void fill_fields(pmw_msg *m, const entries *e)
     }
 }
 
-/* A DIM tag of 0 would make an activation input look like a token input. */
-static int check_dim_present(const pmw_msg *m, const entries *e, pmw_diag *d)
+/* Rules about raw entries that the typed fields can no longer show: a DIM
+ * tag of 0 would make an activation input look like a token input, and a
+ * NUL inside an error text would silently cut it. */
+static int check_raw(const pmw_msg *m, const entries *e, pmw_diag *d)
 {
     if (m->kind == PMW_MSG_FORWARD && e->val[PMW_TAG_DIM] && m->forward.dim == 0) {
         pmw__diag(d, PMW_E_VALUE, PMW_TAG_DIM, "forward: tag 5 (dim) is 0");
+        return PMW_E_VALUE;
+    }
+    if (m->kind == PMW_MSG_ERROR && memchr(e->val[PMW_TAG_ERR_TEXT], 0, e->len[PMW_TAG_ERR_TEXT])) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_ERR_TEXT, "error: tag 13 (err_text) contains a NUL byte");
         return PMW_E_VALUE;
     }
     return 0;
@@ -399,7 +405,7 @@ int pmw_msg_parse(const pmw_frame *f, const pmw_limits *lim, int allow_ref, pmw_
     if (rc || (rc = walk_entries(f, &kinds[f->kind], kn, allow_ref, &e, d)))
         return rc;
     fill_fields(m, &e);
-    if ((rc = check_dim_present(m, &e, d)) || (rc = validate_fields(m, d)))
+    if ((rc = check_raw(m, &e, d)) || (rc = validate_fields(m, d)))
         return rc;
     if (m->has_ref) {
         if (f->body_len) {

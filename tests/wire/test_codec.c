@@ -427,6 +427,14 @@ static int case_bad_entries(void)
     const uint8_t err[] = {11, 0, 4, 0, 0xe8, 0xff, 0xff, 0xff, 13, 0, 3, 0, 'a', '\n', 'b'};
     CHECK_INT_EQ(raw_meta(err, sizeof err, PMW_MSG_ERROR, &diag), PMW_E_VALUE);
     CHECK_INT_EQ(diag.tag, 13);
+    const uint8_t nul[] = {11, 0, 4, 0, 0xe8, 0xff, 0xff, 0xff, 13, 0, 3, 0, 'a', 0, 'b'};
+    CHECK_INT_EQ(raw_meta(nul, sizeof nul, PMW_MSG_ERROR, &diag), PMW_E_VALUE);
+    CHECK(strstr(diag.text, "NUL") != NULL);
+    /* A dim tag of 0. */
+    const uint8_t dim0[] = {1, 0, 1, 0, 1, 2, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0,
+                            4, 0, 4, 0, 1, 0, 0, 0, 6, 0, 1, 0, 4, 5, 0, 4, 0, 0, 0, 0, 0};
+    CHECK_INT_EQ(raw_meta(dim0, sizeof dim0, PMW_MSG_FORWARD, &diag), PMW_E_VALUE);
+    CHECK(strstr(diag.text, "tag 5 (dim) is 0") != NULL);
     /* A shared reference on a stream frame. */
     uint8_t ref[4 + 24] = {10, 0, 24, 0};
     CHECK_INT_EQ(raw_meta(ref, sizeof ref, PMW_MSG_RESET, &diag), PMW_E_UNKNOWN_TAG);
