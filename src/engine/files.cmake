@@ -14,3 +14,15 @@ set(LLM_FILES_SOURCES
 )
 # quant.c uses libm (fabsf, roundf); link these with the sources.
 set(LLM_FILES_LIBS m)
+
+# libFuzzer target over the GGUF parser (and the readers of its metadata).
+# Defined here rather than under tests/ because fuzz builds configure with
+# BUILD_TESTING=OFF; scripts/fuzz finds every fuzz_* executable.
+if(PHASEMARK_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang" AND NOT TARGET fuzz_gguf)
+  add_executable(fuzz_gguf ${LLM_FILES_DIR}/../../tests/engine/files/fuzz_gguf.c ${LLM_FILES_SOURCES})
+  target_include_directories(fuzz_gguf PRIVATE ${LLM_FILES_DIR})
+  target_compile_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+  target_link_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_gguf PRIVATE ${LLM_FILES_LIBS})
+  pm_strict(fuzz_gguf)
+endif()
