@@ -1,0 +1,321 @@
+/* bench_engine — prefill and decode throughput of the CPU engine on
+ * synthetic llama models of about 15M, 110M and 1B parameters in F32 and
+ * Q8_0 (optionally Q4_0/F16/BF16), side by side with a memory-bandwidth
+ * probe taken in the same run, so decode can be stated as a fraction of
+ * what the memory system delivered.
+ *
+ *   bench_engine [--threads N] [--reps R] [--models 15m,110m,1b]
+ *                [--types f32,q8_0] [--dir /tmp] [--keep]
+ *
+ * One JSON object per line on stdout:
+ *   {"bench":"membw", ...}  read bandwidth: N threads summing a 2 GiB
+ *                           buffer with AVX2 (scalar elsewhere), best of R
+ *   {"bench":"engine", ...} per model and type: prefill and decode tokens/s
+ *                           (best of R), weight bytes read per decode step,
+ *                           decode weight bytes/s and its ratio to the probe
+ * Models are written to DIR as GGUF on first use (removed unless --keep).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu/pool.h"
+#include "phasemark/engine.h"
+#include "quant.h"
+#include "synth.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+typedef struct shape {
+    const char *name;
+    int dim, layers, heads, kv_heads, ffn, vocab;
+    int prefill, decode; /* tokens per measurement */
+} shape;
+
+/* llama2.c's stories15M and stories110M shapes, and TinyLlama-1.1B's. */
+static const shape shapes[] = {
+    {"15m", 288, 6, 6, 6, 768, 32000, 128, 64},
+    {"110m", 768, 12, 12, 12, 2048, 32000, 128, 32},
+    {"1b", 2048, 22, 32, 4, 5632, 32000, 64, 16},
+};
+
+typedef struct opts {
+    int threads, reps, keep;
+    char models[128], types[128];
+    const char *dir;
+} opts;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- memory bandwidth probe --------------------------------------------- */
+
+typedef struct probe {
+    const float *buf;
+    size_t n;
+    double sums[64];
+} probe;
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static double sum_avx2(const float *p, size_t n)
+{
+    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+    __m256 c = _mm256_setzero_ps(), d = _mm256_setzero_ps();
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a = _mm256_add_ps(a, _mm256_load_ps(p + i));
+        b = _mm256_add_ps(b, _mm256_load_ps(p + i + 8));
+        c = _mm256_add_ps(c, _mm256_load_ps(p + i + 16));
+        d = _mm256_add_ps(d, _mm256_load_ps(p + i + 24));
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+    return (double)t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+#endif
+
+static double sum_plain(const float *p, size_t n)
+{
+    float s[8] = {0};
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += p[i + j];
+    return (double)s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
+static void probe_worker(void *ctx, int32_t ith, int32_t nth)
+{
+    probe *p = ctx;
+    int64_t b, e;
+    llm_pool_slice((int64_t)p->n, 1024, ith, nth, &b, &e);
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+        p->sums[ith] = sum_avx2(p->buf + b, (size_t)(e - b));
+        return;
+    }
+#endif
+    p->sums[ith] = sum_plain(p->buf + b, (size_t)(e - b));
+}
+
+/* Best read bandwidth in bytes/s over reps passes of a 2 GiB buffer. */
+static double membw(int threads, int reps)
+{
+    size_t bytes = (size_t)2 << 30;
+    float *buf = aligned_alloc(64, bytes);
+    llm_pool *pool;
+    if (!buf || llm_pool_create(threads, &pool) != 0) {
+        free(buf);
+        return 0;
+    }
+    for (size_t i = 0; i < bytes / sizeof(float); i++)
+        buf[i] = (float)(i & 7);
+    probe p = {buf, bytes / sizeof(float), {0}};
+    double best = 0, guard = 0;
+    for (int r = 0; r < reps + 1; r++) {
+        double t0 = now_s();
+        llm_pool_run(pool, probe_worker, &p);
+        double dt = now_s() - t0;
+        for (int i = 0; i < threads; i++)
+            guard += p.sums[i];
+        if (r > 0 && (double)bytes / dt > best) /* pass 0 warms up */
+            best = (double)bytes / dt;
+    }
+    printf("{\"bench\":\"membw\",\"threads\":%d,\"bytes\":%zu,\"reps\":%d,\"GBps\":%.3f,\"checksum\":%.0f}\n",
+           threads, bytes, reps, best / 1e9, guard);
+    fflush(stdout);
+    llm_pool_free(pool);
+    free(buf);
+    return best;
+}
+
+/* ---- engine ---------------------------------------------------------------- */
+
+static int ensure_model(const shape *sh, const char *type, const opts *o, char *path, size_t cap,
+                        int *created)
+{
+    snprintf(path, cap, "%s/pm_bench_%s_%s.gguf", o->dir, sh->name, type);
+    *created = 0;
+    if (access(path, R_OK) == 0)
+        return 0;
+    synth_spec s = synth_default();
+    s.hp.dim = sh->dim;
+    s.hp.n_layers = sh->layers;
+    s.hp.n_heads = sh->heads;
+    s.hp.n_kv_heads = sh->kv_heads;
+    s.hp.ffn = sh->ffn;
+    s.hp.vocab = sh->vocab;
+    s.hp.ctx = 2048;
+    s.type = s.embd_type = synth_type(type);
+    double t0 = now_s();
+    if (synth_write(path, &s) != 0)
+        return -1;
+    fprintf(stderr, "bench_engine: wrote %s in %.1f s\n", path, now_s() - t0);
+    *created = 1;
+    return 0;
+}
+
+static int32_t argmax(const float *x, int n)
+{
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+typedef struct result {
+    double prefill_tps, decode_tps;
+} result;
+
+/* One repetition: prefill sh->prefill tokens, then greedy decode. */
+static int measure(llm_session *s, const shape *sh, int vocab, result *r)
+{
+    int32_t prompt[512];
+    for (int i = 0; i < sh->prefill; i++)
+        prompt[i] = (int32_t)((i * 7919 + 13) % vocab);
+    llm_session_reset(s);
+    const float *lg;
+    double t0 = now_s();
+    if (llm_prefill(s, prompt, (size_t)sh->prefill, 0, &lg) != 0)
+        return -1;
+    double t1 = now_s();
+    for (int i = 0; i < sh->decode; i++)
+        if (llm_decode(s, argmax(lg, vocab), &lg) != 0)
+            return -1;
+    double t2 = now_s();
+    r->prefill_tps = sh->prefill / (t1 - t0);
+    r->decode_tps = sh->decode / (t2 - t1);
+    return 0;
+}
+
+static int bench_one(const shape *sh, const char *type, const opts *o, double bw)
+{
+    char path[512], err[256];
+    int created;
+    if (ensure_model(sh, type, o, path, sizeof path, &created) != 0)
+        return -1;
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.n_threads = o->threads;
+    llm_model *m;
+    if (llm_model_open(path, &mo, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", err);
+        return -1;
+    }
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = sh->prefill + sh->decode + 8;
+    so.n_batch = sh->prefill;
+    llm_session *s;
+    if (llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", err);
+        llm_model_free(m);
+        return -1;
+    }
+    result best = {0, 0}, r;
+    int rc = 0;
+    for (int rep = 0; rep <= o->reps && rc == 0; rep++) { /* rep 0 warms up */
+        rc = measure(s, sh, info.n_vocab, &r);
+        if (rc == 0 && rep > 0) {
+            best.prefill_tps = r.prefill_tps > best.prefill_tps ? r.prefill_tps : best.prefill_tps;
+            best.decode_tps = r.decode_tps > best.decode_tps ? r.decode_tps : best.decode_tps;
+        }
+    }
+    double wbps = (double)info.weight_bytes * best.decode_tps;
+    if (rc == 0)
+        printf("{\"bench\":\"engine\",\"model\":\"%s\",\"type\":\"%s\",\"params\":%llu,"
+               "\"weight_bytes\":%llu,\"threads\":%d,\"reps\":%d,\"prefill_tokens\":%d,"
+               "\"prefill_tok_s\":%.2f,\"decode_tokens\":%d,\"decode_tok_s\":%.3f,"
+               "\"decode_weight_GBps\":%.3f,\"membw_GBps\":%.3f,\"decode_bw_fraction\":%.3f}\n",
+               sh->name, type, (unsigned long long)info.n_params,
+               (unsigned long long)info.weight_bytes, (int)info.n_threads, o->reps,
+               sh->prefill, best.prefill_tps, sh->decode, best.decode_tps, wbps / 1e9, bw / 1e9,
+               bw > 0 ? wbps / bw : 0.0);
+    fflush(stdout);
+    llm_session_free(s);
+    llm_model_free(m);
+    if (created && !o->keep)
+        unlink(path);
+    return rc;
+}
+
+/* 1 when `name` is an element of the comma-separated list. */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += len + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    o->threads = 2;
+    o->reps = 3;
+    o->keep = 0;
+    o->dir = "/tmp";
+    snprintf(o->models, sizeof o->models, "15m,110m,1b");
+    snprintf(o->types, sizeof o->types, "f32,q8_0");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--keep")) { o->keep = 1; continue; }
+        if (!v) return -1;
+        i++;
+        if (!strcmp(a, "--threads")) { if (parse_int(v, 1, 64, &o->threads)) return -1; }
+        else if (!strcmp(a, "--reps")) { if (parse_int(v, 1, 100, &o->reps)) return -1; }
+        else if (!strcmp(a, "--models")) snprintf(o->models, sizeof o->models, "%s", v);
+        else if (!strcmp(a, "--types")) snprintf(o->types, sizeof o->types, "%s", v);
+        else if (!strcmp(a, "--dir")) o->dir = v;
+        else return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o) != 0) {
+        fprintf(stderr, "usage: bench_engine [--threads N] [--reps R] [--models 15m,110m,1b] "
+                        "[--types f32,q8_0] [--dir DIR] [--keep]\n");
+        return 2;
+    }
+    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+    double bw = membw(o.threads, o.reps);
+    int rc = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (!listed(o.models, shapes[i].name))
+            continue;
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+            if (listed(o.types, types[t]) && bench_one(&shapes[i], types[t], &o, bw) != 0)
+                rc = 1;
+    }
+    double bw2 = membw(o.threads, o.reps); /* conditions may have changed */
+    printf("{\"bench\":\"membw_end\",\"GBps_start\":%.3f,\"GBps_end\":%.3f}\n", bw / 1e9, bw2 / 1e9);
+    return rc;
+}
