@@ -1,7 +1,8 @@
 /* test_engine — the engine running on the CUDA backend against the same
  * engine on the CPU backend (the reference), through the public session
  * API: prefill, decode, verify, on synthetic GGUF models of every weight
- * type and on the trained stories260K checkpoint.
+ * type, on the trained stories260K checkpoint and on the project's trained
+ * KJV target (Q8_0) and draft (F16) models.
  *
  * The CUDA model is the CPU model re-seated on "cuda:0" (its backend
  * replaced through the internal model.h, as the engine's own tests reach
@@ -36,6 +37,9 @@
 
 #ifndef PM_SHARED_MODELS
 #define PM_SHARED_MODELS "../shared/models"
+#endif
+#ifndef PM_REPO_MODELS
+#define PM_REPO_MODELS "models"
 #endif
 
 static void seat_on_cuda(llm_model *m)
@@ -226,7 +230,60 @@ static void engine_stories(void)
     close_pair(&p);
 }
 
+/* The project's trained KJV models (GGUF with their own tokenizer): 20
+ * text prompts, 16 greedy steps each. */
+static const char *const kjv_prompts[20] = {
+    "In the beginning God created",
+    "And God said, Let there be light",
+    "The LORD is my shepherd; I shall not",
+    "For God so loved the world, that he gave",
+    "Blessed are the meek: for they shall",
+    "And it came to pass in those days",
+    "Thou shalt love the LORD thy God with all thine",
+    "Vanity of vanities, saith the Preacher",
+    "Hear, O Israel: The LORD our God is one LORD",
+    "And the earth was without form, and void",
+    "Our Father which art in heaven, Hallowed be",
+    "To every thing there is a season, and a time",
+    "Charity suffereth long, and is kind",
+    "I am the way, the truth, and the life",
+    "And Moses went up unto God, and the LORD called",
+    "Then said Jesus unto his disciples",
+    "The heavens declare the glory of God",
+    "Now faith is the substance of things hoped for",
+    "And the LORD spake unto Moses, saying",
+    "Ask, and it shall be given you; seek, and ye shall",
+};
+
+static void kjv_case(const char *file, double tol)
+{
+    ct_require_device();
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : PM_REPO_MODELS, file);
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s not present\n", path);
+        exit(77);
+    }
+    pair p;
+    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 256, tol);
+    int32_t toks[128];
+    for (int k = 0; k < 20; k++) {
+        size_t n = 0;
+        REQUIRE(llm_model_tokenize(p.cpu, kjv_prompts[k], strlen(kjv_prompts[k]), 1, toks,
+                             128, &n) == 0);
+        run_prompt(&p, toks, n, 16);
+    }
+    printf("%s: %d greedy steps over 20 prompts, %d near ties, max logit diff %.3g (tol %.3g)\n",
+           file, p.steps, p.ties, p.worst, p.tol);
+    close_pair(&p);
+}
+
+static void engine_kjv_target(void) { kjv_case("phasemark-kjv-target-q8_0.gguf", 0.15); }
+static void engine_kjv_draft(void) { kjv_case("phasemark-kjv-draft-f16.gguf", 0.08); }
+
 static const ct_case cases[] = {
+    {"engine_kjv_target", engine_kjv_target}, {"engine_kjv_draft", engine_kjv_draft},
     {"engine_f32", engine_f32}, {"engine_f16", engine_f16},
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
     {"engine_q4_0", engine_q4_0}, {"engine_stories", engine_stories},

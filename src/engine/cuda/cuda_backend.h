@@ -174,6 +174,14 @@ int llm_cuda_rope(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
                   int32_t stride, llm_cuda_positions pos,
                   const double *inv_freq, float scale, int32_t head_dim);
 
+/* Stores n rows of keys and values (rows src_stride floats apart, kv_dim
+ * used) into cache rows base..base+n-1 of k_cache and v_cache ([ctx][kv_dim]).
+ * With positions from the register, a captured decode step writes each
+ * replay's token where it belongs. */
+int llm_cuda_kv_store(llm_cuda *c, float *k_cache, float *v_cache,
+                      const float *k, const float *v, int32_t n, int32_t kv_dim,
+                      int32_t src_stride, llm_cuda_positions pos);
+
 /* gate[i] = silu(gate[i]) * up[i]; y[i] += x[i]. */
 int llm_cuda_swiglu(llm_cuda *c, float *gate, const float *up, size_t len);
 int llm_cuda_add(llm_cuda *c, float *y, const float *x, size_t len);

@@ -77,6 +77,35 @@ int llm_cuda_rope(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
     return 0;
 }
 
+__global__ void kv_store_kernel(float *kc, float *vc, const float *k, const float *v,
+                                int32_t n, int32_t kv_dim, int32_t src_stride,
+                                llm_cuda_positions pos)
+{
+    size_t total = (size_t)n * (size_t)kv_dim;
+    size_t base = llm__base_pos(pos);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / (size_t)kv_dim, d = i % (size_t)kv_dim;
+        kc[(base + r) * kv_dim + d] = k[r * src_stride + d];
+        vc[(base + r) * kv_dim + d] = v[r * src_stride + d];
+    }
+}
+
+int llm_cuda_kv_store(llm_cuda *c, float *k_cache, float *v_cache, const float *k,
+                      const float *v, int32_t n, int32_t kv_dim, int32_t src_stride,
+                      llm_cuda_positions pos)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, k_cache && v_cache && k && v && n > 0 && kv_dim > 0);
+    LLM_CU_ARG(c, src_stride >= kv_dim);
+    size_t total = (size_t)n * (size_t)kv_dim;
+    unsigned b = llm__cuda_blocks(total, 256), cap = (unsigned)c->sm_count * 16u;
+    kv_store_kernel<<<b < cap ? b : cap, 256, 0, c->stream>>>(
+        k_cache, v_cache, k, v, n, kv_dim, src_stride, pos);
+    LLM_CU_LAUNCHED(c, "kv_store_kernel");
+    return 0;
+}
+
 __global__ void swiglu_kernel(float *gate, const float *up, size_t len)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
