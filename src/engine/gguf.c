@@ -379,35 +379,36 @@ static int t_insert(llm_gguf *g, uint64_t i)
     return 0;
 }
 
-static int parse_tensor_shape(cursor *c, llm_gguf_tensor *t)
+/* Reads dims and type; `name` is the printable form for error text. */
+static int parse_tensor_shape(cursor *c, llm_gguf_tensor *t, const char *name)
 {
     if (take_u32(c, &t->n_dims))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", t->name);
+        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", name);
     if (t->n_dims == 0 || t->n_dims > LLM_GGUF_MAX_DIMS)
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has %u dimensions (must be 1..%u)", t->name,
-                    t->n_dims, LLM_GGUF_MAX_DIMS);
+        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has %u dimensions (must be 1..%u)", name, t->n_dims,
+                    LLM_GGUF_MAX_DIMS);
     uint64_t total = 1;
     for (uint32_t d = 0; d < LLM_GGUF_MAX_DIMS; d++) {
         t->ne[d] = 1;
         if (d < t->n_dims && take(c, 8, &t->ne[d]))
-            return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", t->name);
+            return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", name);
         /* Element counts are int64 in ggml; keep the product below that. */
         if (t->ne[d] == 0 || t->ne[d] > (uint64_t)INT64_MAX / total)
-            return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has an invalid shape (dimension %u is %llu)",
-                        t->name, d, (unsigned long long)t->ne[d]);
+            return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has an invalid shape (dimension %u is %llu)", name, d,
+                        (unsigned long long)t->ne[d]);
         total *= t->ne[d];
     }
     if (take_u32(c, &t->type))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", t->name);
+        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", name);
     if (!llm_type_is_known(t->type))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has unknown type %u", t->name, t->type);
+        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has unknown type %u", name, t->type);
     uint64_t row;
     if (llm_type_row_bytes(t->type, t->ne[0], &row))
         return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' row of %llu elements is not a multiple of %s's block of %u",
-                    t->name, (unsigned long long)t->ne[0], llm_type_name(t->type), llm_type_block_size(t->type));
+                    name, (unsigned long long)t->ne[0], llm_type_name(t->type), llm_type_block_size(t->type));
     uint64_t rows = total / t->ne[0];
     if (row != 0 && rows > UINT64_MAX / row)
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' size overflows", t->name);
+        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' size overflows", name);
     t->nbytes = row * rows;
     return 0;
 }
@@ -426,8 +427,7 @@ static int parse_tensor(llm_gguf *g, cursor *c, uint64_t i, char **name_out)
     if (memchr(s, 0, (size_t)len))
         return fail(c, LLM_GGUF_EFORMAT, "tensor %llu: name '%s' contains a NUL byte", (unsigned long long)i,
                     show(s, len, shown));
-    /* Names are copied with an ASCII-safe rendering used only for error
-     * text; the stored name keeps the file's bytes. */
+    /* The stored name keeps the file's bytes; errors print a safe copy. */
     memcpy(*name_out, s, (size_t)len);
     (*name_out)[len] = '\0';
     t->name = *name_out;
@@ -435,16 +435,15 @@ static int parse_tensor(llm_gguf *g, cursor *c, uint64_t i, char **name_out)
     const char *pretty = show(s, len, shown);
     if (t_insert(g, i))
         return fail(c, LLM_GGUF_EFORMAT, "duplicate tensor name '%s'", pretty);
-    const char *keep = t->name;
-    t->name = pretty; /* error messages below name the tensor safely */
-    int r = parse_tensor_shape(c, t);
-    if (r == 0 && take(c, 8, &g->tensor_off[i]))
-        r = fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", t->name);
-    if (r == 0 && g->tensor_off[i] % g->alignment != 0)
-        r = fail(c, LLM_GGUF_EFORMAT, "tensor '%s' offset %llu is not a multiple of alignment %u", t->name,
-                 (unsigned long long)g->tensor_off[i], g->alignment);
-    t->name = keep;
-    return r;
+    int r = parse_tensor_shape(c, t, pretty);
+    if (r)
+        return r;
+    if (take(c, 8, &g->tensor_off[i]))
+        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", pretty);
+    if (g->tensor_off[i] % g->alignment != 0)
+        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' offset %llu is not a multiple of alignment %u", pretty,
+                    (unsigned long long)g->tensor_off[i], g->alignment);
+    return 0;
 }
 
 /* Checks every tensor's range once the data section start is known. */
