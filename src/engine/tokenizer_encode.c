@@ -80,8 +80,8 @@ static cand heap_pop(work *w)
 }
 
 /* Pushes the pair (a, a.next) when it may merge. The heap never needs to
- * grow past its allocation: n initial pairs plus two per merge, and at
- * most n-1 merges happen. */
+ * grow past its allocation of 2n: at most n-1 pairs to begin with, and
+ * each merge pops one pair before pushing at most two. */
 static void try_pair(work *w, int32_t a)
 {
     if (a < 0 || w->syms[a].next < 0)
@@ -185,40 +185,61 @@ static void spm_emit(const work *w, sink *k)
     }
 }
 
+/* Splits the working string into one symbol per UTF-8 character. */
+static void spm_symbols(work *w, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t cl = pm__utf8_next((const unsigned char *)w->s + i, n - i, &cp);
+        sym *y = &w->syms[w->n_syms];
+        y->start = (uint32_t)i;
+        y->len = (uint32_t)cl;
+        y->id = pm__tok_lookup(w->t, w->s + i, cl);
+        y->prev = (int32_t)w->n_syms - 1;
+        y->next = i + cl < n ? (int32_t)w->n_syms + 1 : -1;
+        w->n_syms++;
+        i += cl;
+    }
+}
+
+static size_t count_chars(const char *s, size_t n)
+{
+    size_t chars = 0;
+    for (size_t i = 0; i < n; chars++) {
+        uint32_t cp;
+        i += pm__utf8_next((const unsigned char *)s + i, n - i, &cp);
+    }
+    return chars;
+}
+
 static int spm_encode(const llm_tokenizer *t, const char *text, size_t len, sink *k)
 {
     if (len == 0)
         return 0;
-    size_t max = 3 * len + 3; /* every byte a space, plus the prefix */
-    char *s = malloc(max);
-    sym *syms = malloc(max * sizeof *syms);
-    cand *heap = malloc(3 * max * sizeof *heap);
-    if (!s || !syms || !heap) {
-        free(s);
-        free(syms);
-        free(heap);
+    if (len > (SIZE_MAX - 3) / 3 || len > UINT32_MAX / 4)
+        return LLM_TOK_EINVAL; /* symbol offsets are 32-bit */
+    char *s = malloc(3 * len + 3); /* every byte a space, plus the prefix */
+    if (!s)
         return LLM_TOK_ENOMEM;
-    }
     size_t n = spm_normalize(t, text, len, s);
-    work w = {t, s, syms, 0, heap, 0, 3 * max};
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t cl = pm__utf8_next((const unsigned char *)s + i, n - i, &cp);
-        sym *y = &syms[w.n_syms];
-        y->start = (uint32_t)i;
-        y->len = (uint32_t)cl;
-        y->id = pm__tok_lookup(t, s + i, cl);
-        y->prev = (int32_t)w.n_syms - 1;
-        y->next = i + cl < n ? (int32_t)w.n_syms + 1 : -1;
-        w.n_syms++;
-        i += cl;
+    size_t chars = count_chars(s, n);
+    /* The heap holds at most the first pairs (chars - 1) plus one net new
+     * pair per merge (a merge pops one and pushes up to two). */
+    sym *syms = malloc(chars * sizeof *syms);
+    cand *heap = malloc(2 * chars * sizeof *heap);
+    int r = 0;
+    if (!syms || !heap) {
+        r = LLM_TOK_ENOMEM;
+    } else {
+        work w = {t, s, syms, 0, heap, 0, 2 * chars};
+        spm_symbols(&w, n);
+        merge_all(&w);
+        spm_emit(&w, k);
     }
-    merge_all(&w);
-    spm_emit(&w, k);
     free(s);
     free(syms);
     free(heap);
-    return 0;
+    return r;
 }
 
 /* ---- byte-level BPE ("gpt2") ------------------------------------------ */
@@ -374,15 +395,20 @@ static int bpe_encode(const llm_tokenizer *t, const char *text, size_t len, sink
 {
     if (len == 0)
         return 0;
+    if (len > UINT32_MAX / 4)
+        return LLM_TOK_EINVAL; /* symbol offsets are 32-bit */
+    /* Per pre-token: mapped bytes (each byte maps to a 1- or 2-byte
+     * character), one symbol per byte, and a heap of at most 2 pairs per
+     * symbol (see spm_encode). */
     char *mapped = malloc(2 * len);
     sym *syms = malloc(len * sizeof *syms);
-    cand *heap = malloc(3 * len * sizeof *heap);
+    cand *heap = malloc(2 * len * sizeof *heap);
     int r = 0;
     if (!mapped || !syms || !heap) {
         r = LLM_TOK_ENOMEM;
         goto out;
     }
-    work w = {t, mapped, syms, 0, heap, 0, 3 * len};
+    work w = {t, mapped, syms, 0, heap, 0, 2 * len};
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < len;) {
         size_t c = next_chunk(s, len, i);
