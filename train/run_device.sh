@@ -8,6 +8,7 @@
 #   OUT=/some/dir train/run_device.sh [train.py options]
 set -euo pipefail
 out=${OUT:?set OUT to the directory that receives the results}
+mkdir -p "$out"
 work=$(mktemp -d)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 set -o pipefail
