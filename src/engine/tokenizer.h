@@ -13,8 +13,8 @@
  *
  *  "gpt2" (byte-level BPE): the text is pre-split the way GPT-2's regex
  *    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- *  does (implemented by hand; letters and numbers by Unicode general
- *  category for the common scripts, see tokenizer.c), each chunk's bytes are
+ *  does (implemented by hand; letters and numbers by Unicode 14 general
+ *  category, whitespace by White_Space), each chunk's bytes are
  *  mapped to GPT-2's printable byte alphabet, and merges are applied by rank
  *  (lowest first; ties leftmost) until none applies.
  *

@@ -247,49 +247,6 @@ static int spm_encode(const llm_tokenizer *t, const char *text, size_t len, sink
 /* Character classes of GPT-2's pre-tokenizer regex. */
 enum { C_SPACE, C_LETTER, C_NUMBER, C_OTHER };
 
-typedef struct range {
-    uint32_t lo, hi;
-} range;
-
-/* \p{N} for the scripts we classify: decimal digits, Latin-1 fractions and
- * superscripts, Roman numerals, circled and fullwidth digits. */
-static const range k_numbers[] = {
-    {0x30, 0x39},     {0xb2, 0xb3},     {0xb9, 0xb9},     {0xbc, 0xbe},     {0x660, 0x669},
-    {0x6f0, 0x6f9},   {0x966, 0x96f},   {0xe50, 0xe59},   {0x2070, 0x2070}, {0x2074, 0x2079},
-    {0x2080, 0x2089}, {0x2150, 0x2189}, {0x2460, 0x249b}, {0x24ea, 0x24ff}, {0x3007, 0x3007},
-    {0x3021, 0x3029}, {0xff10, 0xff19},
-};
-
-/* \p{L} for the common scripts: Latin (with extensions and IPA), Greek,
- * Cyrillic, Armenian, Hebrew, Arabic, Devanagari, Thai, Georgian, Hangul,
- * kana, CJK ideographs, fullwidth Latin. Combining marks are not letters
- * (as in the regex), so they split words just as GPT-2 does. */
-static const range k_letters[] = {
-    {0x41, 0x5a},       {0x61, 0x7a},       {0xaa, 0xaa},       {0xb5, 0xb5},       {0xba, 0xba},
-    {0xc0, 0xd6},       {0xd8, 0xf6},       {0xf8, 0x2c1},      {0x2c6, 0x2d1},     {0x2e0, 0x2e4},
-    {0x370, 0x374},     {0x376, 0x377},     {0x37a, 0x37d},     {0x37f, 0x37f},     {0x386, 0x386},
-    {0x388, 0x3ff},     {0x400, 0x481},     {0x48a, 0x52f},     {0x531, 0x556},     {0x560, 0x588},
-    {0x5d0, 0x5ea},     {0x620, 0x64a},     {0x671, 0x6d3},     {0x904, 0x939},     {0x958, 0x961},
-    {0xe01, 0xe30},     {0x10a0, 0x10ff},   {0x1100, 0x11ff},   {0x1e00, 0x1fbc},   {0x1fc2, 0x1ffc},
-    {0x3041, 0x3096},   {0x30a1, 0x30fa},   {0x3400, 0x4dbf},   {0x4e00, 0x9fff},   {0xac00, 0xd7a3},
-    {0xff21, 0xff3a},   {0xff41, 0xff5a},   {0x20000, 0x2a6df},
-};
-
-static int in_ranges(uint32_t cp, const range *r, size_t n)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (cp < r[mid].lo)
-            hi = mid;
-        else if (cp > r[mid].hi)
-            lo = mid + 1;
-        else
-            return 1;
-    }
-    return 0;
-}
-
 /* Unicode White_Space. */
 static int is_space(uint32_t cp)
 {
@@ -304,9 +261,9 @@ static int char_class(uint32_t cp)
         return C_OTHER; /* an invalid byte */
     if (is_space(cp))
         return C_SPACE;
-    if (in_ranges(cp, k_letters, sizeof k_letters / sizeof k_letters[0]))
+    if (pm__unicode_is_letter(cp))
         return C_LETTER;
-    if (in_ranges(cp, k_numbers, sizeof k_numbers / sizeof k_numbers[0]))
+    if (pm__unicode_is_number(cp))
         return C_NUMBER;
     return C_OTHER;
 }

@@ -54,6 +54,10 @@ int pm__gpt2_cp_to_byte(uint32_t cp);
  * byte with *cp = 0xFFFFFFFF. */
 size_t pm__utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 
+/* Unicode general category tests (tokenizer_unicode.c): \p{L}, \p{N}. */
+int pm__unicode_is_letter(uint32_t cp);
+int pm__unicode_is_number(uint32_t cp);
+
 /* Encodes cp as UTF-8 into out (4 bytes room); returns the length. */
 size_t pm__utf8_put(uint32_t cp, unsigned char *out);
 

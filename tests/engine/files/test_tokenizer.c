@@ -11,6 +11,7 @@
 #include "gguf.h"
 #include "pm_check.h"
 #include "tokenizer.h"
+#include "tokenizer_impl.h"
 
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
@@ -395,6 +396,39 @@ static void case_bpe_unicode(void)
     llm_tokenizer_free(t);
 }
 
+/* The gpt2 pre-tokenizer's character classes, against the Unicode
+ * Character Database's general categories of a few codepoints. */
+static void case_unicode_classes(void)
+{
+    static const struct {
+        uint32_t cp;
+        int letter, number;
+    } golden[] = {
+        {'a', 1, 0},     {'Z', 1, 0},      {'7', 0, 1},     {'_', 0, 0},
+        {0xaa, 1, 0},    /* ª Lo */        {0xd7, 0, 0},    /* × Sm */
+        {0xb2, 0, 1},    /* ² No */        {0x301, 0, 0},   /* combining acute, Mn */
+        {0x1230, 1, 0},  /* Ethiopic SA, Lo */ {0x663, 0, 1}, /* Arabic-Indic three, Nd */
+        {0x216b, 0, 1},  /* Roman numeral twelve, Nl */ {0x3005, 1, 0}, /* 々 Lm */
+        {0x1f600, 0, 0}, /* emoji, So */    {0x20000, 1, 0}, /* CJK Ext B, Lo */
+        {0x10ffff, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof golden / sizeof golden[0]; i++) {
+        if (pm__unicode_is_letter(golden[i].cp) != golden[i].letter ||
+            pm__unicode_is_number(golden[i].cp) != golden[i].number) {
+            fprintf(stderr, "U+%04X\n", (unsigned)golden[i].cp);
+            CHECK_INT_EQ(pm__unicode_is_letter(golden[i].cp), golden[i].letter);
+            CHECK_INT_EQ(pm__unicode_is_number(golden[i].cp), golden[i].number);
+        }
+    }
+    /* Text in these scripts: no merge applies to their bytes, so each byte
+     * is its own id; the trailing "   " is one pre-token, where "Ġ Ġ"
+     * merges: ĠĠ Ġ. */
+    llm_tokenizer *t = bpe_load();
+    EXPECT(t, "\xe1\x88\xb0\xe1\x88\x8b\xe1\x88\x9d \xd9\xa3\xe2\x85\xab   ", 0, 0xe1, 0x88, 0xb0, 0xe1,
+           0x88, 0x8b, 0xe1, 0x88, 0x9d, 32, 0xd9, 0xa3, 0xe2, 0x85, 0xab, 263, 32);
+    llm_tokenizer_free(t);
+}
+
 /* ---- llama2.c tokenizer.bin -------------------------------------------- */
 
 /* A llama2.c-style vocabulary: <unk>, "\n<s>\n", "\n</s>\n", 256 byte
@@ -604,7 +638,8 @@ int main(int argc, char **argv)
         {"spm_merges", case_spm_merges},       {"spm_unicode", case_spm_unicode},
         {"spm_options", case_spm_options},     {"spm_decode", case_spm_decode},
         {"bpe_merges", case_bpe_merges},       {"bpe_pretokenize", case_bpe_pretokenize},
-        {"bpe_unicode", case_bpe_unicode},     {"llama2c", case_llama2c},
+        {"bpe_unicode", case_bpe_unicode},     {"unicode_classes", case_unicode_classes},
+        {"llama2c", case_llama2c},
         {"llama2c_malformed", case_llama2c_malformed}, {"gguf_malformed", case_gguf_malformed},
         {"equal", case_equal},
     };
