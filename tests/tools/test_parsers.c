@@ -323,8 +323,8 @@ static size_t make_raw(unsigned char *buf, size_t tail)
     memcpy(fh.comm, "engine", 6);
     const char *name = "pm.draft req=1 tokens=2";
     uint32_t nl = (uint32_t)strlen(name);
-    pmr_event push = {PMR_PUSH, PMR_DOMAIN_ROCTX, (uint16_t)nl, 0, 1000, 7};
-    pmr_event pop = {PMR_POP, PMR_DOMAIN_ROCTX, 0, 0, 1500, 7};
+    pmr_event push = {PMR_PUSH, PMR_DOMAIN_ROCTX, (uint16_t)nl, 0, 1000};
+    pmr_event pop = {PMR_POP, PMR_DOMAIN_ROCTX, 0, 0, 1500};
     pmr_chunk_hdr ch;
     memset(&ch, 0, sizeof ch);
     ch.magic = PMR_CHUNK_MAGIC;
@@ -367,7 +367,7 @@ static int case_raw_partial(void)
         CHECK_STR_EQ(t.r[0].domain, "MARKER_CORE_API");
         CHECK_INT_EQ(t.r[0].pid, 42);
         CHECK_INT_EQ(t.r[0].tid, 43);
-        CHECK_INT_EQ(t.r[0].corr, 7);
+        CHECK_INT_EQ(t.r[0].corr, 1);
         CHECK_INT_EQ(t.r[0].start, 1000);
         CHECK_INT_EQ(t.r[0].end, 1500);
         CHECK_INT_EQ(t.r[0].flags, 0);
@@ -409,6 +409,13 @@ static int case_raw_malformed(void)
     ev.len = 0;
     ev.type = 99;
     memcpy(buf + at, &ev, sizeof ev);
+    CHECK_INT_EQ(load_raw_bytes(buf, n, &t, err, sizeof err), -1);
+    /* A start/stop event too short for its range id. */
+    make_raw(buf, 0);
+    size_t pop_at = at + sizeof ev + pmr_padded((uint32_t)strlen("pm.draft req=1 tokens=2"));
+    memcpy(&ev, buf + pop_at, sizeof ev);
+    ev.type = PMR_STOP;
+    memcpy(buf + pop_at, &ev, sizeof ev);
     CHECK_INT_EQ(load_raw_bytes(buf, n, &t, err, sizeof err), -1);
     pmt_trace_free(&t);
     return pm_check_result();

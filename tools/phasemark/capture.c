@@ -286,6 +286,8 @@ static int capture(const cap_opts *o, const char *rec, const char *cupti, const 
     if (merge_raw(&t, rawdir) < 0)
         rc = 1;
     pmt_trace_sort(&t);
+    for (size_t i = 0; i < t.n; i++)
+        t.r[i].corr = i + 1; /* unique, increasing in time, as rocprofv3 numbers them */
     if (write_outputs(&t, o->out) < 0) {
         fprintf(stderr, CAP "cannot write to %s: %s\n", o->out, strerror(errno));
         rc = 1;

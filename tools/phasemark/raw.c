@@ -61,53 +61,63 @@ static raw_thread *thread_of(raw_ctx *c, uint32_t tid)
     return th;
 }
 
-static int add_range(raw_ctx *c, uint32_t tid, const pmr_event *ev, const char *name,
-                     unsigned flags, uint64_t start, uint64_t end)
+/* Adds a range; its correlation id is the one `id` says (start/stop) or
+ * the next free one, renumbered in time order by capture. */
+static int add_range(raw_ctx *c, uint32_t tid, const pmr_event *ev, const char *name, size_t len,
+                     uint64_t id, unsigned flags, uint64_t start, uint64_t end)
 {
     char buf[PMR_NAME_MAX + 1];
-    memcpy(buf, name, ev->len);
-    buf[ev->len] = 0;
-    pmt_range r = {buf, (char *)domain_name(c, ev->domain), c->pid, tid, ev->id,
-                   start, end, flags, c->src, 0};
+    memcpy(buf, name, len);
+    buf[len] = 0;
+    pmt_range r = {buf, (char *)domain_name(c, ev->domain), c->pid, tid,
+                   id ? id : c->t->n + 1, start, end, flags, c->src, 0};
     return pmt_trace_add(c->t, &r);
 }
 
 static int on_pop(raw_ctx *c, raw_thread *th, const pmr_event *ev)
 {
     if (!th->nopen)
-        return add_range(c, th->tid, ev, "", PMT_F_ORPHAN, 0, ev->ts);
+        return add_range(c, th->tid, ev, "", 0, 0, PMT_F_ORPHAN, 0, ev->ts);
     pmt_range *r = &c->t->r[th->open[--th->nopen]];
     r->end = ev->ts;
     r->flags &= ~(unsigned)PMT_F_OPEN;
     return 0;
 }
 
-static int on_stop(raw_ctx *c, uint32_t tid, const pmr_event *ev)
+static int on_stop(raw_ctx *c, uint32_t tid, const pmr_event *ev, uint64_t id)
 {
     for (size_t i = 0; i < c->nstarted; i++) {
         pmt_range *r = &c->t->r[c->started[i]];
-        if (r->corr == ev->id && (r->flags & PMT_F_OPEN)) {
+        if (r->corr == id && (r->flags & PMT_F_OPEN)) {
             r->end = ev->ts;
             r->flags &= ~(unsigned)PMT_F_OPEN;
             c->started[i] = c->started[--c->nstarted];
             return 0;
         }
     }
-    return add_range(c, tid, ev, "", PMT_F_ORPHAN, 0, ev->ts);
+    return add_range(c, tid, ev, "", 0, id, PMT_F_ORPHAN, 0, ev->ts);
 }
 
-static int on_event(raw_ctx *c, raw_thread *th, const pmr_event *ev, const char *name)
+static int on_push(raw_ctx *c, raw_thread *th, const pmr_event *ev, const char *name, size_t len)
 {
+    if (th->nopen == PMT_RAW_DEPTH)
+        return -1;
+    th->open[th->nopen++] = c->t->n;
+    return add_range(c, th->tid, ev, name, len, 0, PMT_F_OPEN, ev->ts, 0);
+}
+
+static int on_event(raw_ctx *c, raw_thread *th, const pmr_event *ev, const char *payload)
+{
+    uint64_t id = 0;
+    if (ev->type == PMR_START || ev->type == PMR_STOP)
+        memcpy(&id, payload, 8);
     switch (ev->type) {
     case PMR_PUSH:
-        if (th->nopen == PMT_RAW_DEPTH)
-            return -1;
-        th->open[th->nopen++] = c->t->n;
-        return add_range(c, th->tid, ev, name, PMT_F_OPEN, ev->ts, 0);
+        return on_push(c, th, ev, payload, ev->len);
     case PMR_POP:
         return on_pop(c, th, ev);
     case PMR_MARK:
-        return add_range(c, th->tid, ev, name, PMT_F_MARK, ev->ts, ev->ts);
+        return add_range(c, th->tid, ev, payload, ev->len, 0, PMT_F_MARK, ev->ts, ev->ts);
     case PMR_START:
         if (c->nstarted == c->started_cap) {
             size_t ncap = c->started_cap ? c->started_cap * 2 : 64;
@@ -118,12 +128,12 @@ static int on_event(raw_ctx *c, raw_thread *th, const pmr_event *ev, const char 
             c->started_cap = ncap;
         }
         c->started[c->nstarted++] = c->t->n;
-        return add_range(c, th->tid, ev, name, PMT_F_OPEN, ev->ts, 0);
+        return add_range(c, th->tid, ev, payload + 8, ev->len, id, PMT_F_OPEN, ev->ts, 0);
     case PMR_STOP:
-        return on_stop(c, th->tid, ev);
+        return on_stop(c, th->tid, ev, id);
     case PMR_DOMAIN:
-        if (ev->id < PMT_RAW_DOMAINS && !c->domains[ev->id])
-            c->domains[ev->id] = strndup(name, ev->len);
+        if (ev->aux < PMT_RAW_DOMAINS && !c->domains[ev->aux])
+            c->domains[ev->aux] = strndup(payload, ev->len);
         return 0;
     default:
         return -1;
@@ -148,7 +158,8 @@ static int chunk(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *p, int
         if (h->bytes - off < sizeof ev)
             return -1;
         memcpy(&ev, p + off, sizeof ev);
-        size_t need = sizeof ev + pmr_padded(ev.len);
+        uint32_t idb = (ev.type == PMR_START || ev.type == PMR_STOP) ? 8 : 0;
+        size_t need = sizeof ev + pmr_padded(idb + ev.len);
         if (ev.len > PMR_NAME_MAX || h->bytes - off < need)
             return -1;
         /* Pass 0 names the domains, so events of any thread can use them. */

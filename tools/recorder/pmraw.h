@@ -8,8 +8,12 @@
  *   file header (pmr_file_hdr, once)
  *   chunk*      (pmr_chunk_hdr, then `bytes` bytes of events of one thread)
  *
- * An event is a pmr_event followed by `len` name bytes padded with zeros to
- * a multiple of 8. Events of one thread appear in the order they happened;
+ * An event is a 16-byte pmr_event, then a payload that depends on its type
+ * (below), padded with zeros to a multiple of 8: a push of a 35-byte name
+ * and its pop take 72 bytes. Correlation ids are assigned when the files
+ * are merged. (Names are not interned: phasemark names carry the position
+ * and differ from one decode step to the next.) Events of one thread appear in
+ * the order they happened;
  * chunks of different threads interleave arbitrarily. Timestamps are
  * CLOCK_BOOTTIME nanoseconds. A truncated tail (a crash mid-write) is
  * possible; the reader keeps every whole chunk and reports the rest.
@@ -19,7 +23,7 @@
 
 #include <stdint.h>
 
-#define PMR_FILE_MAGIC "PMRAW01"   /* 8 bytes with the NUL */
+#define PMR_FILE_MAGIC "PMRAW02"   /* 8 bytes with the NUL */
 #define PMR_CHUNK_MAGIC 0x4b484350u /* "PCHK" little-endian */
 #define PMR_NAME_MAX 4095           /* longer names are cut */
 #define PMR_CHUNK_MAX (1u << 24)    /* reader's bound on one chunk */
@@ -41,13 +45,14 @@ typedef struct pmr_chunk_hdr {
     char thread_name[16];
 } pmr_chunk_hdr;
 
+/* Payloads: "name" is `len` bytes; "id" is a uint64_t range id. */
 enum pmr_type {
-    PMR_PUSH = 1,   /* id: correlation id; name follows */
-    PMR_POP = 2,    /* id: correlation id of the push it closes, 0 if none */
-    PMR_MARK = 3,   /* id: correlation id; name follows */
-    PMR_START = 4,  /* id: range id (process-wide); name follows */
-    PMR_STOP = 5,   /* id: range id */
-    PMR_DOMAIN = 6  /* domain: the id being named; name: the domain name */
+    PMR_PUSH = 1,     /* push; payload: name */
+    PMR_POP = 2,      /* pop of the thread's innermost range; no payload */
+    PMR_MARK = 3,     /* instant; payload: name */
+    PMR_START = 4,    /* start/stop range; payload: id, then name */
+    PMR_STOP = 5,     /* payload: id */
+    PMR_DOMAIN = 6    /* aux: the domain id being named; payload: name */
 };
 
 /* Domains: 0 is ROCTX, 1 is the NVTX default domain, 2.. are NVTX domains
@@ -57,15 +62,14 @@ enum { PMR_DOMAIN_ROCTX = 0, PMR_DOMAIN_NVTX = 1, PMR_DOMAIN_FIRST_USER = 2 };
 typedef struct pmr_event {
     uint8_t type;
     uint8_t domain;
-    uint16_t len;   /* name bytes, without padding */
-    uint32_t depth; /* nesting depth before a push, after a pop */
-    uint64_t ts;    /* CLOCK_BOOTTIME ns */
-    uint64_t id;
+    uint16_t len; /* name bytes in the payload, without padding */
+    uint32_t aux; /* the domain id of PMR_DOMAIN; else 0 */
+    uint64_t ts;  /* CLOCK_BOOTTIME ns */
 } pmr_event;
 
 _Static_assert(sizeof(pmr_file_hdr) == 64, "file header is 64 bytes");
 _Static_assert(sizeof(pmr_chunk_hdr) == 32, "chunk header is 32 bytes");
-_Static_assert(sizeof(pmr_event) == 24, "event header is 24 bytes");
+_Static_assert(sizeof(pmr_event) == 16, "event header is 16 bytes");
 
 static inline uint32_t pmr_padded(uint32_t len) { return (len + 7u) & ~7u; }
 

@@ -40,8 +40,6 @@
 #include "pmraw.h"
 
 #define PMR_BUF_BYTES (1u << 18) /* per thread: stays in L2; a write per ~3000 pairs */
-#define PMR_STACK_MAX 256        /* correlation ids kept per open range */
-#define PMR_CORR_BLOCK 256       /* ids a thread takes from the global pool */
 
 typedef struct pmr_tbuf {
     _Atomic uint32_t committed; /* bytes of whole, published events */
@@ -51,9 +49,7 @@ typedef struct pmr_tbuf {
     uint32_t tid;
     int depth;     /* open push ranges of the owner */
     int inherited; /* ranges open at fork: the parent records them */
-    uint64_t corr_next, corr_end;
     struct pmr_tbuf *next; /* registry link; written once before publish */
-    uint64_t stack[PMR_STACK_MAX];
     unsigned char data[PMR_BUF_BYTES];
 } pmr_tbuf;
 
@@ -61,7 +57,6 @@ typedef struct pmr_tbuf {
  * and signal paths can reach every thread's events) and the output file. */
 static _Atomic(pmr_tbuf *) g_threads;
 static _Atomic int g_fd = -1;
-static _Atomic uint64_t g_corr = 1;
 static _Atomic uint64_t g_range_id = 1;
 static char g_dir[PATH_MAX - 64];
 static pthread_key_t g_key;
@@ -352,7 +347,6 @@ static pmr_tbuf *attach(void)
     t->tid = (uint32_t)gettid();
     t->depth = 0;
     t->inherited = 0;
-    t->corr_next = t->corr_end = 0;
     t_buf = t;
     pthread_setspecific(g_key, t);
     return t;
@@ -364,34 +358,41 @@ static inline pmr_tbuf *self(void)
     return __builtin_expect(t != NULL, 1) ? t : attach();
 }
 
-static inline uint64_t next_corr(pmr_tbuf *t)
+/* Room for `need` bytes at the end of the owner's buffer (flushing it
+ * when full); the caller writes there and then calls publish(). */
+static inline unsigned char *reserve(pmr_tbuf *t, uint32_t need)
 {
-    if (__builtin_expect(t->corr_next == t->corr_end, 0)) {
-        t->corr_next = atomic_fetch_add_explicit(&g_corr, PMR_CORR_BLOCK,
-                                                 memory_order_relaxed);
-        t->corr_end = t->corr_next + PMR_CORR_BLOCK;
-    }
-    return t->corr_next++;
-}
-
-/* Appends one event (and its name) and publishes it. */
-static inline void emit(pmr_tbuf *t, unsigned type, unsigned domain, uint32_t depth,
-                        uint64_t ts, uint64_t id, const char *name, uint32_t len)
-{
-    uint32_t need = (uint32_t)sizeof(pmr_event) + pmr_padded(len);
     uint32_t c = atomic_load_explicit(&t->committed, memory_order_relaxed);
     if (__builtin_expect(c + need > PMR_BUF_BYTES, 0)) {
         flush_own(t);
         c = 0;
     }
-    unsigned char *p = t->data + c;
-    pmr_event ev = {(uint8_t)type, (uint8_t)domain, (uint16_t)len, depth, ts, id};
+    return t->data + c;
+}
+
+static inline void publish(pmr_tbuf *t, uint32_t bytes)
+{
+    uint32_t c = atomic_load_explicit(&t->committed, memory_order_relaxed);
+    atomic_store_explicit(&t->committed, c + bytes, memory_order_release);
+}
+
+/* Appends one event with an optional range id and name, and publishes it. */
+static inline void emit(pmr_tbuf *t, unsigned type, unsigned domain, uint32_t aux, uint64_t ts,
+                        const uint64_t *id, const char *name, uint32_t len)
+{
+    uint32_t idb = id ? 8 : 0;
+    uint32_t need = (uint32_t)sizeof(pmr_event) + pmr_padded(idb + len);
+    unsigned char *p = reserve(t, need);
+    pmr_event ev = {(uint8_t)type, (uint8_t)domain, (uint16_t)len, aux, ts};
     memcpy(p, &ev, sizeof ev);
+    p += sizeof ev;
+    if (id)
+        memcpy(p, id, 8);
     if (len) {
-        memcpy(p + sizeof ev, name, len);
-        memset(p + sizeof ev + len, 0, pmr_padded(len) - len);
+        memcpy(p + idb, name, len);
+        memset(p + idb + len, 0, pmr_padded(idb + len) - idb - len);
     }
-    atomic_store_explicit(&t->committed, c + need, memory_order_release);
+    publish(t, need);
 }
 
 static inline uint32_t name_len(const char *name)
@@ -405,10 +406,7 @@ int pm__rec_push(unsigned domain, const char *name)
     pmr_tbuf *t = self();
     if (!t)
         return -1;
-    uint64_t corr = next_corr(t);
-    emit(t, PMR_PUSH, domain, (uint32_t)t->depth, ts, corr, name, name_len(name));
-    if (t->depth < PMR_STACK_MAX)
-        t->stack[t->depth] = corr;
+    emit(t, PMR_PUSH, domain, 0, ts, NULL, name, name_len(name));
     return t->depth++;
 }
 
@@ -418,18 +416,18 @@ int pm__rec_pop(unsigned domain)
     pmr_tbuf *t = self();
     if (!t)
         return -1;
-    if (t->depth <= 0) {
-        emit(t, PMR_POP, domain, 0, ts, 0, NULL, 0); /* the checker reports it */
-        return -1;
+    if (t->depth <= t->inherited) {
+        if (t->depth > 0) { /* a range pushed before fork: the parent's */
+            t->inherited = --t->depth;
+            return t->depth;
+        }
+        /* Nothing open: recorded, so the checker reports it. */
     }
-    int d = --t->depth;
-    if (t->inherited > d) {
-        t->inherited = d; /* a range pushed before fork: the parent's */
-        return d;
-    }
-    uint64_t corr = d < PMR_STACK_MAX ? t->stack[d] : 0;
-    emit(t, PMR_POP, domain, (uint32_t)d, ts, corr, NULL, 0);
-    return d;
+    unsigned char *p = reserve(t, sizeof(pmr_event));
+    pmr_event ev = {PMR_POP, (uint8_t)domain, 0, 0, ts};
+    memcpy(p, &ev, sizeof ev);
+    publish(t, sizeof ev);
+    return t->depth > 0 ? --t->depth : -1;
 }
 
 void pm__rec_mark(unsigned domain, const char *name)
@@ -437,7 +435,7 @@ void pm__rec_mark(unsigned domain, const char *name)
     uint64_t ts = pmr_now();
     pmr_tbuf *t = self();
     if (t)
-        emit(t, PMR_MARK, domain, (uint32_t)t->depth, ts, next_corr(t), name, name_len(name));
+        emit(t, PMR_MARK, domain, 0, ts, NULL, name, name_len(name));
 }
 
 uint64_t pm__rec_start(unsigned domain, const char *name)
@@ -446,7 +444,7 @@ uint64_t pm__rec_start(unsigned domain, const char *name)
     uint64_t id = atomic_fetch_add_explicit(&g_range_id, 1, memory_order_relaxed);
     pmr_tbuf *t = self();
     if (t)
-        emit(t, PMR_START, domain, 0, ts, id, name, name_len(name));
+        emit(t, PMR_START, domain, 0, ts, &id, name, name_len(name));
     return id;
 }
 
@@ -455,7 +453,7 @@ void pm__rec_stop(unsigned domain, uint64_t id)
     uint64_t ts = pmr_now();
     pmr_tbuf *t = self();
     if (t)
-        emit(t, PMR_STOP, domain, 0, ts, id, NULL, 0);
+        emit(t, PMR_STOP, domain, 0, ts, &id, NULL, 0);
 }
 
 void pm__rec_domain_name(unsigned domain, const char *name)
@@ -467,5 +465,5 @@ void pm__rec_domain_name(unsigned domain, const char *name)
     }
     pmr_tbuf *t = self();
     if (t)
-        emit(t, PMR_DOMAIN, domain, 0, pmr_now(), domain, name, name_len(name));
+        emit(t, PMR_DOMAIN, domain, domain, pmr_now(), NULL, name, name_len(name));
 }
