@@ -91,7 +91,7 @@ static void teardown(llm_cuda *c, bufs *b)
 
 static void attn_case(shape s, uint64_t seed)
 {
-    llm_cuda *c = ct_open(8, 64, s.ctx, s.h);
+    llm_cuda *c = ct_open(8, (int64_t)s.h * s.hd, s.ctx, s.h);
     bufs b;
     setup(c, &s, seed, &b);
     llm_cuda_attn a = {b.dq, b.dk, b.dv, b.dout, s.n, {s.pos0, NULL}, s.h, s.kvh, s.hd};

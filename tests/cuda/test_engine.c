@@ -1,6 +1,6 @@
 /* test_engine — the engine running on the CUDA backend against the same
- * engine on the CPU backend (the reference), through the public session
- * API: prefill, decode, verify, on synthetic GGUF models of every weight
+ * engine on the CPU backend (the reference), through the engine's span
+ * forward: prefill, decode, verify, on synthetic GGUF models of every weight
  * type, on the trained stories260K checkpoint and on the project's trained
  * KJV target (Q8_0) and draft (F16) models.
  *
@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "cuda_test.h"
+#include "forward.h"
 #include "model.h"
 #include "phasemark/engine.h"
 #include "quant.h"
@@ -63,9 +64,57 @@ static int32_t argmax_of(const float *x, int32_t n)
     return b;
 }
 
+/* One model's forward over all layers, driven through the span API
+ * (forward.h) and read back through the backend's read, so the test does
+ * not depend on how the session layer hands out logits. */
+typedef struct runner {
+    llm_model *m;
+    llm_span span;
+    llm_workspace ws;
+    uint32_t pos;
+    float *logits; /* host [RUN_BATCH][vocab] */
+} runner;
+
+#define RUN_BATCH 32
+
+static void runner_init(runner *r, llm_model *m, uint32_t n_ctx)
+{
+    char err[256];
+    memset(r, 0, sizeof *r);
+    r->m = m;
+    if (llm_span_init(&r->span, m, 0, m->hp.n_layers - 1, n_ctx, err, sizeof err) != 0 ||
+        llm_workspace_init(&r->ws, m, RUN_BATCH, n_ctx, err, sizeof err) != 0) {
+        fprintf(stderr, "span: %s\n", err);
+        exit(1);
+    }
+    r->logits = malloc((size_t)RUN_BATCH * m->hp.n_vocab * sizeof(float));
+    REQUIRE(r->logits);
+}
+
+static void runner_free(runner *r)
+{
+    llm_workspace_release(&r->ws, r->m);
+    llm_span_release(&r->span, r->m);
+    free(r->logits);
+}
+
+/* Runs n tokens at r->pos; returns host logits of the last row (LAST) or of
+ * all n rows (ALL). */
+static const float *run(runner *r, const int32_t *toks, int32_t n, pm_phase phase,
+                        llm_logits_mode mode)
+{
+    REQUIRE(n > 0 && n <= RUN_BATCH && r->pos + (uint32_t)n <= r->span.n_ctx);
+    llm_forward_in in = {phase, 1, r->pos, n, toks, NULL, mode};
+    llm_span_forward(r->m, &r->span, &r->ws, &in);
+    r->pos += (uint32_t)n;
+    int32_t rows = mode == LLM_LOGITS_ALL ? n : 1;
+    r->m->be->ops->read(r->m->be, r->logits, r->ws.logits,
+                        (size_t)rows * r->m->hp.n_vocab * sizeof(float));
+    return r->logits;
+}
+
 typedef struct pair {
-    llm_model *cpu, *gpu;
-    llm_session *sc, *sg;
+    runner c, g;      /* cpu, gpu */
     int32_t vocab;
     double tol;
     double worst;     /* largest logit difference seen */
@@ -97,47 +146,44 @@ static void compare_rows(pair *p, const float *a, const float *b, int rows,
     }
 }
 
-static void open_pair(pair *p, llm_model *cpu, llm_model *gpu, int n_ctx, double tol)
+static void open_pair(pair *p, llm_model *cpu, llm_model *gpu, uint32_t n_ctx, double tol)
 {
     memset(p, 0, sizeof *p);
-    p->cpu = cpu;
-    p->gpu = gpu;
     seat_on_cuda(gpu);
     llm_model_info info;
     llm_model_get_info(gpu, &info);
     CHECK_STR_EQ(info.backend, "cuda:0");
     p->vocab = info.n_vocab;
-    p->sc = synth_session(cpu, n_ctx, 32, 1);
-    p->sg = synth_session(gpu, n_ctx, 32, 1);
+    runner_init(&p->c, cpu, n_ctx);
+    runner_init(&p->g, gpu, n_ctx);
     p->tol = tol;
 }
 
 static void close_pair(pair *p)
 {
     char err[256] = "";
-    CHECK_INT_EQ(llm_cuda_backend_status(p->gpu->be, err, sizeof err), 0);
+    CHECK_INT_EQ(llm_cuda_backend_status(p->g.m->be, err, sizeof err), 0);
     if (err[0])
         fprintf(stderr, "%s\n", err);
-    llm_session_free(p->sc);
-    llm_session_free(p->sg);
-    llm_model_free(p->cpu);
-    llm_model_free(p->gpu);
+    llm_model *c = p->c.m, *g = p->g.m;
+    runner_free(&p->c);
+    runner_free(&p->g);
+    llm_model_free(c);
+    llm_model_free(g);
 }
 
-/* Prefill n tokens on both and compare the last logits; then `decodes`
- * greedy steps (the CPU's token fed to both). */
+/* Prefill n tokens on both (one forward) and compare the last logits; then
+ * `decodes` greedy steps (the CPU's token fed to both). */
 static void run_prompt(pair *p, const int32_t *toks, size_t n, int decodes)
 {
-    const float *lc = NULL, *lg = NULL;
-    llm_session_reset(p->sc);
-    llm_session_reset(p->sg);
-    REQUIRE(llm_prefill(p->sc, toks, n, 0, &lc) == 0);
-    REQUIRE(llm_prefill(p->sg, toks, n, 0, &lg) == 0);
+    p->c.pos = p->g.pos = 0;
+    const float *lc = run(&p->c, toks, (int32_t)n, PM_PHASE_EXACT, LLM_LOGITS_LAST);
+    const float *lg = run(&p->g, toks, (int32_t)n, PM_PHASE_EXACT, LLM_LOGITS_LAST);
     compare_rows(p, lc, lg, 1, "prefill");
     for (int i = 0; i < decodes; i++) {
         int32_t t = argmax_of(lc, p->vocab);
-        REQUIRE(llm_decode(p->sc, t, &lc) == 0);
-        REQUIRE(llm_decode(p->sg, t, &lg) == 0);
+        lc = run(&p->c, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+        lg = run(&p->g, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
         compare_rows(p, lc, lg, 1, "decode");
     }
 }
@@ -176,20 +222,18 @@ static void synth_case(const char *type_name, int prompts)
         run_prompt(&p, toks, n, 6);
     }
     /* A verify of 4 tokens after a prefill: all four rows. */
-    const float *lc, *lg;
-    llm_session_reset(p.sc);
-    llm_session_reset(p.sg);
-    REQUIRE(llm_prefill(p.sc, toks, 9, 0, &lc) == 0);
-    REQUIRE(llm_prefill(p.sg, toks, 9, 0, &lg) == 0);
+    p.c.pos = p.g.pos = 0;
+    (void)run(&p.c, toks, 9, PM_PHASE_EXACT, LLM_LOGITS_LAST);
+    (void)run(&p.g, toks, 9, PM_PHASE_EXACT, LLM_LOGITS_LAST);
     const int32_t draft[4] = {5, 17, 200, 3};
-    REQUIRE(llm_verify(p.sc, draft, 4, &lc) == 0);
-    REQUIRE(llm_verify(p.sg, draft, 4, &lg) == 0);
+    const float *lc = run(&p.c, draft, 4, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
+    const float *lg = run(&p.g, draft, 4, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
     compare_rows(&p, lc, lg, 4, "verify");
     /* Roll back two positions and decode again: the cache agrees. */
-    REQUIRE(llm_session_truncate(p.sc, 11) == 0);
-    REQUIRE(llm_session_truncate(p.sg, 11) == 0);
-    REQUIRE(llm_decode(p.sc, 42, &lc) == 0);
-    REQUIRE(llm_decode(p.sg, 42, &lg) == 0);
+    p.c.pos = p.g.pos = 11;
+    const int32_t t42 = 42;
+    lc = run(&p.c, &t42, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+    lg = run(&p.g, &t42, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
     compare_rows(&p, lc, lg, 1, "after rollback");
     printf("%s: %d greedy steps over %d prompts, %d near ties, max logit diff %.3g (tol %.3g)\n",
            type_name, p.steps, prompts, p.ties, p.worst, p.tol);
@@ -270,7 +314,7 @@ static void kjv_case(const char *file, double tol)
     int32_t toks[128];
     for (int k = 0; k < 20; k++) {
         size_t n = 0;
-        REQUIRE(llm_model_tokenize(p.cpu, kjv_prompts[k], strlen(kjv_prompts[k]), 1, toks,
+        REQUIRE(llm_model_tokenize(p.c.m, kjv_prompts[k], strlen(kjv_prompts[k]), 1, toks,
                              128, &n) == 0);
         run_prompt(&p, toks, n, 16);
     }
