@@ -224,6 +224,51 @@ static int case_cli(void)
     return pm_check_result();
 }
 
+/* A real capture (capture --kernels of cuda_prog on an H200, 2026-11-29):
+ * durations from its CSVs: kernels 736 and 672 ns, copies 1024 (host to
+ * device, in prefill) and 1888 ns (device to host, after decode). */
+static int case_h200_sample(void)
+{
+    pmt_trace t;
+    pmt_gpu g;
+    pmt_projection p;
+    char err[300];
+    pmt_trace_init(&t);
+    pmt_gpu_init(&g);
+    REQUIRE(pmt_trace_load(&t, FIX("h200_capture/marker_api_trace.csv"), err, sizeof err) == 0);
+    REQUIRE(pmt_trace_load(&t, FIX("h200_capture/trace.json"), err, sizeof err) == 0);
+    REQUIRE(t.n == 4);
+    /* The JSON holds the CSV's ranges to the nanosecond. */
+    CHECK_U64_EQ(t.r[2].start, t.r[0].start);
+    CHECK_U64_EQ(t.r[3].end, t.r[1].end);
+    t.n = 2;
+    static const char *const gpu[] = {"kernel_trace.csv", "memory_copy_trace.csv", "cuda_api_trace.csv"};
+    for (int i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/h200_capture/%s", PM_FIXTURES, gpu[i]);
+        REQUIRE(pmt_gpu_load(&g, path, err, sizeof err) == 0);
+    }
+    CHECK_INT_EQ(g.nact, 4);
+    CHECK_INT_EQ(g.napi, 11);
+    REQUIRE(pmt_project(&t, &g, &p) == 0);
+    CHECK_INT_EQ(p.total_ns, 4320);
+    CHECK_INT_EQ(p.nmatched, 4);
+    CHECK_INT_EQ(p.range_gpu_ns[0], 1760); /* prefill: copy 1024 + kernel 736 */
+    CHECK_INT_EQ(p.range_gpu_ns[1], 672);  /* decode */
+    CHECK_INT_EQ(p.uncovered_ns, 1888);
+    t.n = 4;
+    pmt_projection_free(&p);
+    pmt_gpu_free(&g);
+    pmt_trace_free(&t);
+    static pm_child_result r;
+    char *argv[] = {PM_TOOL, "report", FIX("h200_capture"), NULL};
+    REQUIRE(pm_child_exec(argv, NULL, 10000, &r) == 0);
+    CHECK(pm_child_ok(&r));
+    CHECK(strstr(r.out, "GPU: 4 activities, 0.004 ms; launch found for 4; outside every phase: "
+                        "0.002 ms (43.7% of GPU time)") != NULL);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -231,7 +276,7 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } cases[] = {{"projection", case_projection}, {"table", case_table},
                  {"rocprof_gpu", case_rocprof_gpu}, {"gpu_malformed", case_gpu_malformed},
-                 {"svg", case_svg}, {"cli", case_cli}};
+                 {"svg", case_svg}, {"cli", case_cli}, {"h200_sample", case_h200_sample}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();
