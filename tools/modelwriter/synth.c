@@ -16,12 +16,15 @@
  * unit standard deviation: neither flat nor one-hot.
  *
  * Vocabulary (tokenizer.ggml.model "llama"): <unk>, <s>, </s>, the 256
- * <0xXX> byte tokens, then pieces generated level by level: "▁", a-z,
- * A-Z, 0-9 and punctuation; then every piece of the previous level made
- * of "▁" and lower-case letters extended by one letter (▁a.. ▁z, aa.. zz,
- * ▁aa.., aaa..). Each longer piece is a shorter piece plus a letter, so
- * SentencePiece merging can reach it; scores fall with position (-k for
- * the k-th normal piece) so shorter pieces merge first.
+ * <0xXX> byte tokens, then normal pieces: level 1 "▁", a-z, A-Z, 0-9 and
+ * punctuation; level 2 "▁" and a-z each extended by one letter (▁a.. ▁z,
+ * aa.. zz); then "▁" + every prefix of a list of common English words
+ * (▁th, ▁the, ▁an, ▁and, ...: those not already present); then level k+1
+ * extends each level-k piece of "▁" and lower-case letters by one letter
+ * (▁aa.., aaa..), skipping pieces already present, until V. Each longer
+ * piece is a shorter piece plus a character, so SentencePiece merging can
+ * reach it; the k-th normal piece scores -k, so earlier pieces merge
+ * first.
  */
 #include <math.h>
 #include <stdio.h>
@@ -63,12 +66,27 @@ static int gen_row(void *ctx, uint64_t row, float *dst, uint64_t n)
 
 /* ---- vocabulary ------------------------------------------------------- */
 
+/* Common English words (TinyStories-flavoured). Their "▁"-prefixed
+ * prefixes join the vocabulary after the two-character level, so English
+ * text tokenizes into word-sized pieces. */
+static const char *const k_words[] = {
+    "the",   "and",  "was",   "to",    "a",     "he",    "she",   "they",  "it",   "of",    "in",
+    "is",    "that", "for",   "on",    "with",  "said",  "you",   "her",   "his",  "one",   "day",
+    "once",  "upon", "time",  "there", "little", "girl", "boy",   "big",   "happy", "saw",  "had",
+    "play",  "friend", "mom", "dad",   "not",   "but",   "very",  "were",  "so",   "what",  "when",
+    "all",   "can",  "we",    "them",  "then",  "went",  "wanted", "found", "named", "loved", "park",
+    "tree",  "ball", "dog",   "cat",   "bird",  "fun",   "sun",   "home",  "toy",  "help",  "good",
+};
+
 typedef struct synth_vocab {
-    char *text;      /* n pieces, PIECE_STRIDE bytes each */
+    char *text;          /* n pieces, PIECE_STRIDE bytes each */
     const char **pieces;
     float *scores;
     int32_t *types;
-    uint32_t n;
+    uint32_t n, cap;
+    uint32_t normal;     /* normal pieces so far (scores are -index) */
+    uint32_t *set;       /* open addressing over piece ids + 1 */
+    uint32_t set_mask;
 } synth_vocab;
 
 static void vocab_free(synth_vocab *v)
@@ -77,16 +95,33 @@ static void vocab_free(synth_vocab *v)
     free(v->pieces);
     free(v->scores);
     free(v->types);
+    free(v->set);
 }
 
-static void put(synth_vocab *v, const char *s, int32_t type, uint32_t *normal)
+static uint32_t hash_str(const char *s)
 {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* Adds piece s unless present or the vocabulary is full; 1 when added. */
+static int put(synth_vocab *v, const char *s, int32_t type)
+{
+    if (v->n == v->cap)
+        return 0;
+    uint32_t h = hash_str(s) & v->set_mask;
+    for (; v->set[h]; h = (h + 1) & v->set_mask)
+        if (strcmp(v->pieces[v->set[h] - 1], s) == 0)
+            return 0;
     char *slot = v->text + (size_t)v->n * PIECE_STRIDE;
     snprintf(slot, PIECE_STRIDE, "%s", s);
     v->pieces[v->n] = slot;
     v->types[v->n] = type;
-    v->scores[v->n] = type == LLM_TOKTYPE_NORMAL ? -(float)(*normal)++ : 0.0f;
-    v->n++;
+    v->scores[v->n] = type == LLM_TOKTYPE_NORMAL ? -(float)v->normal++ : 0.0f;
+    v->set[h] = ++v->n;
+    return 1;
 }
 
 /* A piece that generation may extend: "▁" and lower-case letters only. */
@@ -100,45 +135,74 @@ static int extendable(const char *s)
     return 1;
 }
 
+/* Appends every extendable piece of ids [from, to) plus one letter. */
+static void extend_level(synth_vocab *v, uint32_t from, uint32_t to)
+{
+    for (uint32_t p = from; p < to && v->n < v->cap; p++) {
+        if (!extendable(v->pieces[p]) || strlen(v->pieces[p]) + 2 > PIECE_STRIDE)
+            continue;
+        for (char c = 'a'; c <= 'z'; c++) {
+            char s[PIECE_STRIDE];
+            snprintf(s, sizeof s, "%s%c", v->pieces[p], c);
+            put(v, s, LLM_TOKTYPE_NORMAL);
+        }
+    }
+}
+
+static void add_words(synth_vocab *v)
+{
+    for (size_t w = 0; w < sizeof k_words / sizeof k_words[0]; w++) {
+        char s[PIECE_STRIDE] = "\xe2\x96\x81";
+        for (size_t i = 0; k_words[w][i] && i + 5 < PIECE_STRIDE; i++) {
+            s[3 + i] = k_words[w][i];
+            s[4 + i] = '\0';
+            put(v, s, LLM_TOKTYPE_NORMAL);
+        }
+    }
+}
+
 static int build_vocab(synth_vocab *v, uint32_t n)
 {
     memset(v, 0, sizeof *v);
+    v->cap = n;
+    v->set_mask = 1;
+    while (v->set_mask < 2 * n)
+        v->set_mask <<= 1;
     v->text = malloc((size_t)n * PIECE_STRIDE);
     v->pieces = malloc(n * sizeof *v->pieces);
     v->scores = malloc(n * sizeof *v->scores);
     v->types = malloc(n * sizeof *v->types);
-    if (!v->text || !v->pieces || !v->scores || !v->types)
+    v->set = calloc(v->set_mask, sizeof *v->set);
+    v->set_mask--;
+    if (!v->text || !v->pieces || !v->scores || !v->types || !v->set)
         return -1;
-    uint32_t normal = 0;
-    put(v, "<unk>", LLM_TOKTYPE_UNKNOWN, &normal);
-    put(v, "<s>", LLM_TOKTYPE_CONTROL, &normal);
-    put(v, "</s>", LLM_TOKTYPE_CONTROL, &normal);
+    put(v, "<unk>", LLM_TOKTYPE_UNKNOWN);
+    put(v, "<s>", LLM_TOKTYPE_CONTROL);
+    put(v, "</s>", LLM_TOKTYPE_CONTROL);
     for (int b = 0; b < 256; b++) {
         char s[8];
         snprintf(s, sizeof s, "<0x%02X>", b);
-        put(v, s, LLM_TOKTYPE_BYTE, &normal);
+        put(v, s, LLM_TOKTYPE_BYTE);
     }
     static const char singles[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,!?'\"-:;()";
-    uint32_t level_start = v->n;
-    put(v, "\xe2\x96\x81", LLM_TOKTYPE_NORMAL, &normal);
-    for (size_t i = 0; i + 1 < sizeof singles && v->n < n; i++) {
+    uint32_t level1 = v->n;
+    put(v, "\xe2\x96\x81", LLM_TOKTYPE_NORMAL);
+    for (size_t i = 0; i + 1 < sizeof singles; i++) {
         char s[2] = {singles[i], 0};
-        put(v, s, LLM_TOKTYPE_NORMAL, &normal);
+        put(v, s, LLM_TOKTYPE_NORMAL);
     }
-    while (v->n < n) {
-        uint32_t level_end = v->n;
-        for (uint32_t p = level_start; p < level_end && v->n < n; p++) {
-            if (!extendable(v->pieces[p]) || strlen(v->pieces[p]) + 2 > PIECE_STRIDE)
-                continue;
-            for (char c = 'a'; c <= 'z' && v->n < n; c++) {
-                char s[PIECE_STRIDE];
-                snprintf(s, sizeof s, "%s%c", v->pieces[p], c);
-                put(v, s, LLM_TOKTYPE_NORMAL, &normal);
-            }
-        }
-        level_start = level_end;
+    uint32_t level2 = v->n;
+    extend_level(v, level1, level2);
+    uint32_t level3 = v->n;
+    add_words(v);
+    /* Further levels extend the previous level (words are not extended). */
+    for (uint32_t from = level2, to = level3; v->n < v->cap && from < to;) {
+        uint32_t next = v->n;
+        extend_level(v, from, to);
+        from = next;
+        to = v->n;
     }
-    return 0;
+    return v->n == v->cap ? 0 : -1;
 }
 
 /* ---- options ---------------------------------------------------------- */

@@ -235,8 +235,14 @@ static void case_synth_types(void)
  * id 259; 73 single characters; "▁a".."▁z" = normal 74..99; "xy" = normal
  * 100 + 26x + y for letters x, y). "hello" -> ▁ h e l l o. Scores are
  * -normal: ▁h (-81) merges first; then el (-215); the pair ll (-397) is
- * stale (its left l is in "el"); lo (-400). No level-3 pieces exist at
- * V = 700, so the result is ▁h, el, lo = ids 340, 474, 659. */
+ * stale (its left l is in "el"); lo (-400). Level 2 ends at normal 775,
+ * so at V = 700 there are no word or level-3 pieces: the result is ▁h, el,
+ * lo = ids 340, 474, 659.
+ * With V = 1100 the word pieces follow level 2: "the" gives ▁th (normal
+ * 776) and ▁the (777), "and" gives ▁an (778) and ▁and (779) ("▁t", "▁a"
+ * exist). "the": ▁t (93) merges, then he (286), then ▁t+he = ▁the (777);
+ * ▁th and th went stale. "and": ▁a (74), then nd (441), then ▁a+nd =
+ * ▁and (779); ▁an went stale. Ids 259 + 777 = 1036 and 259 + 779 = 1038. */
 static void case_synth_vocab(void)
 {
     char path[512], err[256];
@@ -258,6 +264,21 @@ static void case_synth_vocab(void)
     CHECK_INT_EQ(n, 3);
     CHECK_INT_EQ(ids[1], 3 + 0xc3);
     CHECK_INT_EQ(ids[2], 3 + 0xa9);
+    llm_tokenizer_free(t);
+    llm_gguf_close(g);
+    CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "64", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+                      "--ffn", "64", "--vocab", "1100", "--ctx", "16", "--type", "f32", "--seed", "3", NULL),
+                 0);
+    g = open_ok(path);
+    REQUIRE(llm_tokenizer_from_gguf(g, &t, err, sizeof err) == 0);
+    CHECK_INT_EQ(llm_tokenize(t, "the and", 7, 0, ids, 16, &n), 0);
+    CHECK_INT_EQ(n, 2);
+    CHECK_INT_EQ(ids[0], 1036);
+    CHECK_INT_EQ(ids[1], 1038);
+    const char *piece;
+    size_t plen;
+    CHECK_INT_EQ(llm_tokenizer_piece(t, 1035, &piece, &plen), 0);
+    CHECK(plen == 5 && memcmp(piece, "\xe2\x96\x81th", 5) == 0);
     llm_tokenizer_free(t);
     llm_gguf_close(g);
     remove(path);
