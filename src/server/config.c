@@ -1,0 +1,172 @@
+/* config.c — pm-server's command line (see server.h, docs/server.md).
+ *
+ * Numbers are parsed with strtol/strtoull, an end-pointer check and a
+ * range per option; any problem is a usage error naming the option.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+void pms_config_defaults(pms_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 8080;
+    c->workers = 1;
+    c->queue = 16;
+    c->max_tokens = 512;
+    c->max_body = 1u << 20;
+    c->timeout_s = 30;
+    c->body_timeout_s = 30;
+    c->drain_s = 30;
+    c->retry_after_s = 1;
+    c->max_connections = 64;
+}
+
+const char *pms_config_usage(void)
+{
+    return "usage: pm-server -m MODEL [options]\n"
+           "  -m, --model PATH        GGUF model (or llama2.c .bin with --tokenizer)\n"
+           "  --model-id ID           id served in /v1/models (default: file name)\n"
+           "  --tokenizer PATH        llama2.c tokenizer.bin\n"
+           "  --host ADDR             listen address (default 127.0.0.1)\n"
+           "  --port N                TCP port; 0 picks a free one (default 8080)\n"
+           "  --workers N             worker threads, one engine session each (default 1)\n"
+           "  --queue N               requests that may wait for a worker (default 16)\n"
+           "  --threads N             engine compute threads (default: all CPUs)\n"
+           "  --ctx N                 context positions per session (default: the model's)\n"
+           "  --batch N               tokens per forward (default: the engine's)\n"
+           "  --max-tokens N          most tokens one request may generate (default 512)\n"
+           "  --max-body BYTES        request body limit (default 1048576)\n"
+           "  --timeout S             idle connection timeout (default 30)\n"
+           "  --body-timeout S        a request body must arrive within S (default 30)\n"
+           "  --drain S               on SIGTERM, in-flight requests get S seconds (default 30)\n"
+           "  --retry-after S         Retry-After of a 503 when the queue is full (default 1)\n"
+           "  --max-connections N     concurrent connections (default 64)\n"
+           "  --backend NAME          engine backend (cpu, cuda when built)\n"
+           "  --draft PATH            draft model for speculative decoding\n"
+           "  --placement SPEC        layer split over local and remote shards\n";
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+typedef struct int_opt {
+    const char *name;
+    long lo, hi;
+    int *dst;
+} int_opt;
+
+static int set_int(pms_config *c, const char *opt, const char *val, int *matched, char *err, size_t errlen)
+{
+    const int_opt table[] = {
+        {"--port", 0, 65535, &c->port},          {"--workers", 1, 64, &c->workers},
+        {"--queue", 1, 65536, &c->queue},        {"--threads", 0, 1024, &c->threads},
+        {"--ctx", 0, 1 << 24, &c->ctx},          {"--batch", 0, 1 << 16, &c->batch},
+        {"--max-tokens", 1, 1 << 24, &c->max_tokens}, {"--timeout", 1, 86400, &c->timeout_s},
+        {"--body-timeout", 1, 86400, &c->body_timeout_s}, {"--drain", 0, 86400, &c->drain_s},
+        {"--retry-after", 0, 86400, &c->retry_after_s}, {"--max-connections", 1, 65536, &c->max_connections},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(opt, table[i].name) != 0)
+            continue;
+        long v;
+        *matched = 1;
+        if (parse_int(val, table[i].lo, table[i].hi, &v)) {
+            snprintf(err, errlen, "%s needs an integer in %ld..%ld (got '%s')", opt, table[i].lo, table[i].hi, val);
+            return -1;
+        }
+        *table[i].dst = (int)v;
+        return 0;
+    }
+    return 0;
+}
+
+static int set_option(pms_config *c, const char *opt, const char *val, char *err, size_t errlen)
+{
+    const struct { const char *name; const char **dst; } strs[] = {
+        {"-m", &c->model_path},   {"--model", &c->model_path}, {"--model-id", &c->model_id},
+        {"--tokenizer", &c->tokenizer}, {"--host", &c->host}, {"--backend", &c->backend},
+        {"--draft", &c->draft},   {"--placement", &c->placement},
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (strcmp(opt, strs[i].name) == 0) {
+            *strs[i].dst = val;
+            return 0;
+        }
+    if (strcmp(opt, "--max-body") == 0) {
+        long v;
+        if (parse_int(val, 1, 1L << 30, &v)) {
+            snprintf(err, errlen, "--max-body needs a byte count in 1..%ld (got '%s')", 1L << 30, val);
+            return -1;
+        }
+        c->max_body = (size_t)v;
+        return 0;
+    }
+    int matched = 0;
+    if (set_int(c, opt, val, &matched, err, errlen))
+        return -1;
+    if (!matched) {
+        snprintf(err, errlen, "unknown option '%s'", opt);
+        return -1;
+    }
+    return 0;
+}
+
+int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help"))
+            return 1;
+        if (o[0] != '-') {
+            snprintf(err, errlen, "unexpected argument '%s'", o);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "option %s needs a value (or is unknown)", o);
+            return -1;
+        }
+        if (set_option(c, o, argv[++i], err, errlen))
+            return -1;
+    }
+    if (!c->model_path || !*c->model_path) {
+        snprintf(err, errlen, "a model is required (-m MODEL)");
+        return -1;
+    }
+    if (c->model_id && !*c->model_id) {
+        snprintf(err, errlen, "--model-id must not be empty");
+        return -1;
+    }
+    return 0;
+}
+
+/* The engine API (phasemark/engine.h) has no draft model and no layer
+ * placement yet. When it does: open the draft in pms_server_create next to
+ * the target (server.c, open_model), give each worker a draft session
+ * (worker.c, worker_init) and call the speculative generator in
+ * run_generation; hand the placement to llm_model_open's options. Then
+ * drop the matching refusal here. */
+int pms_config_check_engine(const pms_config *c, char *err, size_t errlen)
+{
+    if (c->draft) {
+        snprintf(err, errlen, "--draft: this engine build has no speculative decoding yet; start without --draft");
+        return -1;
+    }
+    if (c->placement) {
+        snprintf(err, errlen, "--placement: this engine build has no layer split yet; start without --placement");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,505 @@
+/* http.c — the libmicrohttpd front end: routing, bodies, answers, streams.
+ *
+ * Threading: libmicrohttpd runs one thread per connection (bounded by
+ * --max-connections), so a handler may block: a non-streamed request waits
+ * for its job in the handler, a streamed one waits inside the response's
+ * content reader. Generation itself happens on the workers.
+ *
+ * Per request, libmicrohttpd calls on_request once when the headers are
+ * in (we route, and answer 404/405/413 at once), then once per piece of
+ * body (we collect it, bounded by --max-body and --body-timeout), then a
+ * last time with no data (we answer). Every answer carries X-Request-Id,
+ * the id the engine's markers carry as req=. Errors that libmicrohttpd
+ * itself answers (malformed HTTP, oversized headers) cannot carry it.
+ *
+ * A client that goes away is noticed two ways: the worker probes the
+ * socket after every token (worker.c), and libmicrohttpd's completion
+ * notice (a failed write, a timeout) cancels the job. Either way the
+ * worker stops at the next token.
+ */
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum route { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS };
+
+typedef struct conn_req {
+    uint64_t id;
+    enum route route;
+    pms_buf body;
+    int answered; /* a response is queued: ignore later calls */
+    uint64_t t0;
+    pms_job *job; /* one reference, released when the request completes */
+} conn_req;
+
+typedef struct stream_st {
+    pms_server *s;
+    pms_job *job; /* one reference */
+    pms_buf out;  /* formatted events not yet handed to libmicrohttpd */
+    size_t off;
+    pms_buf piece; /* text copied out of the job under its lock */
+    size_t sent;   /* job text bytes already turned into events */
+    int first, finished;
+} stream_st;
+
+/* ---- answers ----------------------------------------------------------- */
+
+/* Queues status with body (malloc'd; taken over, may be NULL for none),
+ * X-Request-Id and an optional extra header. */
+static enum MHD_Result reply(pms_server *s, struct MHD_Connection *c, conn_req *r, unsigned status,
+                             const char *ctype, char *body, const char *hname, const char *hval)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (void *)"",
+                                                                body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    char id[24];
+    snprintf(id, sizeof id, "%" PRIu64, r->id);
+    MHD_add_response_header(resp, "X-Request-Id", id);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (hname)
+        MHD_add_response_header(resp, hname, hval);
+    enum MHD_Result rc = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    if (rc == MHD_YES) {
+        r->answered = 1;
+        pms_metrics_status(&s->metrics, (int)status);
+    }
+    return rc;
+}
+
+static enum MHD_Result reply_json(pms_server *s, struct MHD_Connection *c, conn_req *r, unsigned status,
+                                  char *body)
+{
+    return body ? reply(s, c, r, status, "application/json", body, NULL, NULL) : MHD_NO;
+}
+
+static enum MHD_Result reply_err(pms_server *s, struct MHD_Connection *c, conn_req *r, const pms_err *e,
+                                 const char *hname, const char *hval)
+{
+    char *body = pms_resp_error(e);
+    return body ? reply(s, c, r, (unsigned)e->status, "application/json", body, hname, hval) : MHD_NO;
+}
+
+static enum MHD_Result fail(pms_server *s, struct MHD_Connection *c, conn_req *r, int status,
+                            const char *type, const char *code, const char *msg)
+{
+    pms_err e;
+    pms_err_set(&e, status, type, code, NULL, "%s", msg);
+    return reply_err(s, c, r, &e, NULL, NULL);
+}
+
+/* ---- routing ----------------------------------------------------------- */
+
+static enum route route_of(const char *url)
+{
+    static const struct { const char *path; enum route r; } table[] = {
+        {"/v1/completions", R_COMPLETIONS}, {"/v1/chat/completions", R_CHAT}, {"/v1/models", R_MODELS},
+        {"/health", R_HEALTH},              {"/metrics", R_METRICS},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(url, table[i].path) == 0)
+            return table[i].r;
+    return strncmp(url, "/v1/models/", 11) == 0 && url[11] ? R_MODEL : R_NONE;
+}
+
+static int is_post(enum route r)
+{
+    return r == R_COMPLETIONS || r == R_CHAT;
+}
+
+static int method_ok(enum route r, const char *method)
+{
+    if (is_post(r))
+        return strcmp(method, "POST") == 0;
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+}
+
+/* The declared body length is over the limit (413 before reading it). */
+static int declared_too_large(const pms_server *s, struct MHD_Connection *c)
+{
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!cl)
+        return 0;
+    char *end;
+    unsigned long long v = strtoull(cl, &end, 10);
+    return end != cl && v > s->cfg.max_body;
+}
+
+static enum MHD_Result first_call(pms_server *s, struct MHD_Connection *c, conn_req *r, const char *url,
+                                  const char *method)
+{
+    r->route = route_of(url);
+    if (r->route == R_NONE)
+        return fail(s, c, r, 404, "not_found_error", NULL, "no such endpoint");
+    if (!method_ok(r->route, method)) {
+        pms_err e;
+        pms_err_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "method %.16s is not allowed here",
+                    method);
+        return reply_err(s, c, r, &e, "Allow", is_post(r->route) ? "POST" : "GET, HEAD");
+    }
+    if (is_post(r->route) && declared_too_large(s, c))
+        return fail(s, c, r, 413, "invalid_request_error", "request_too_large", "the request body is over the limit");
+    return MHD_YES;
+}
+
+/* Collects body bytes; over the limit or past the deadline the request is
+ * answered at once and the rest of the body is never read. */
+static enum MHD_Result absorb(pms_server *s, struct MHD_Connection *c, conn_req *r, const char *data, size_t n)
+{
+    if (pms_now_ns() - r->t0 > (uint64_t)s->cfg.body_timeout_s * 1000000000u) {
+        return fail(s, c, r, 408, "timeout_error", "request_timeout", "the request body arrived too slowly");
+    }
+    if (pms_buf_append(&r->body, data, n)) {
+        return fail(s, c, r, 413, "invalid_request_error", "request_too_large", "the request body is over the limit");
+    }
+    return MHD_YES;
+}
+
+/* ---- GET endpoints ----------------------------------------------------- */
+
+static enum MHD_Result get_metrics(pms_server *s, struct MHD_Connection *c, conn_req *r)
+{
+    pms_buf b;
+    pms_buf_init(&b, 0);
+    if (pms_metrics_render(&s->metrics, s->cfg.queue, s->n_workers, &b)) {
+        pms_buf_free(&b);
+        return MHD_NO;
+    }
+    return reply(s, c, r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, NULL, NULL);
+}
+
+static enum MHD_Result get_endpoint(pms_server *s, struct MHD_Connection *c, conn_req *r, const char *url)
+{
+    switch (r->route) {
+    case R_HEALTH:
+        if (atomic_load(&s->stopping))
+            return fail(s, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+        return reply_json(s, c, r, 200, strdup("{\"status\":\"ok\"}"));
+    case R_MODELS:
+        return reply_json(s, c, r, 200, pms_resp_models(s, 0));
+    case R_MODEL:
+        if (strcmp(url + 11, s->model_id) != 0) {
+            pms_err e;
+            pms_err_set(&e, 404, "invalid_request_error", "model_not_found", "model", "the model '%.80s' does not exist",
+                        url + 11);
+            return reply_err(s, c, r, &e, NULL, NULL);
+        }
+        return reply_json(s, c, r, 200, pms_resp_models(s, 1));
+    default:
+        return get_metrics(s, c, r);
+    }
+}
+
+/* ---- generation -------------------------------------------------------- */
+
+/* Tokenizes a text prompt (with BOS). 0, or -1 with *e. */
+static int tokenize(const pms_server *s, const pms_req *q, int32_t **ids, size_t *n, pms_err *e)
+{
+    size_t cap = (size_t)s->parse.max_prompt_ids + 1;
+    if (!(*ids = malloc(cap * sizeof **ids)))
+        return pms_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    int rc = llm_model_tokenize(s->model, q->text, q->text_len, 1, *ids, cap, n);
+    if (rc == 0 && *n > (size_t)s->parse.max_prompt_ids)
+        rc = LLM_ESPACE;
+    if (rc == 0 && *n == 0)
+        return pms_err_set(e, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
+    if (rc == LLM_ESPACE)
+        return pms_err_set(e, 400, "invalid_request_error", "context_length_exceeded", "prompt",
+                           "the prompt has %zu tokens; at most %d fit the context", *n, (int)s->parse.max_prompt_ids);
+    if (rc == LLM_ESTATE)
+        return pms_err_set(e, 400, "invalid_request_error", NULL, "prompt",
+                           "the model has no tokenizer: send the prompt as token ids");
+    if (rc)
+        return pms_err_set(e, 500, "server_error", NULL, NULL, "tokenization failed: %s", llm_strerror(rc));
+    return 0;
+}
+
+/* Parses and tokenizes the body into a job. NULL with *e on failure. */
+static pms_job *make_job(pms_server *s, conn_req *r, pms_err *e)
+{
+    pms_req q;
+    pms_endpoint ep = r->route == R_CHAT ? PMS_EP_CHAT : PMS_EP_COMPLETIONS;
+    if (pms_req_parse(&q, ep, r->body.p ? r->body.p : "", r->body.n, &s->parse, e))
+        return NULL;
+    int32_t *ids = q.ids;
+    size_t n = q.n_ids;
+    q.ids = NULL;
+    if (!ids && tokenize(s, &q, &ids, &n, e)) {
+        free(ids);
+        pms_req_free(&q);
+        return NULL;
+    }
+    if (q.max_tokens == 0)
+        q.max_tokens = ep == PMS_EP_CHAT ? s->cfg.max_tokens : (s->cfg.max_tokens < 16 ? s->cfg.max_tokens : 16);
+    if (ep == PMS_EP_CHAT && pms_req_add_stop(&q, pms_chat_end_of_turn(s->chat)))
+        pms_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    pms_job *j = e->status ? NULL : pms_job_new(r->id, &q, ids, n);
+    if (!j) {
+        if (!e->status)
+            pms_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        free(ids);
+        pms_req_free(&q);
+    }
+    return j;
+}
+
+static int client_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? (int)ci->connect_fd : -1;
+}
+
+static enum MHD_Result wait_and_answer(pms_server *s, struct MHD_Connection *c, conn_req *r, pms_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    while (j->state != PMS_JOB_DONE)
+        pthread_cond_wait(&j->cv, &j->mu);
+    pthread_mutex_unlock(&j->mu);
+    if (j->cancelled && j->client_gone)
+        return MHD_NO; /* nobody to answer: close the connection */
+    if (j->cancelled)
+        return fail(s, c, r, 503, "server_error", "shutting_down", "the server shut down during generation");
+    if (j->fail.status) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
+        return reply_err(s, c, r, &j->fail, j->fail.status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
+    }
+    return reply_json(s, c, r, 200, pms_resp_final(s, j));
+}
+
+/* ---- streaming --------------------------------------------------------- */
+
+static int emit_event(stream_st *st, char *json)
+{
+    int rc = json ? pms_buf_printf(&st->out, "data: %s\n\n", json) : -1;
+    free(json);
+    return rc;
+}
+
+/* Waits for news from the job and formats the next events into st->out. */
+static int next_events(stream_st *st)
+{
+    pms_job *j = st->job;
+    pthread_mutex_lock(&j->mu);
+    while (j->state != PMS_JOB_DONE && j->ready == st->sent)
+        pthread_cond_wait(&j->cv, &j->mu);
+    pms_buf_clear(&st->piece);
+    int rc = pms_buf_append(&st->piece, j->text.p + st->sent, j->ready - st->sent);
+    st->sent = j->ready;
+    int done = j->state == PMS_JOB_DONE;
+    pthread_mutex_unlock(&j->mu);
+    if (rc)
+        return -1;
+    /* After DONE the worker no longer writes the job: read it unlocked. */
+    if (st->piece.n || st->first)
+        rc = emit_event(st, pms_resp_chunk(st->s, j, st->piece.p, st->piece.n, st->first, NULL));
+    st->first = 0;
+    if (rc || !done)
+        return rc;
+    st->finished = 1;
+    if (j->cancelled || j->fail.status) {
+        pms_err e = j->fail;
+        if (!e.status)
+            pms_err_set(&e, 503, "server_error", "shutting_down", NULL, "the server shut down during generation");
+        rc = emit_event(st, pms_resp_error(&e));
+    } else {
+        rc = emit_event(st, pms_resp_chunk(st->s, j, NULL, 0, 0, j->finish));
+    }
+    return rc ? rc : pms_buf_puts(&st->out, "data: [DONE]\n\n");
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream_st *st = cls;
+    while (st->off == st->out.n) {
+        if (st->finished)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        pms_buf_clear(&st->out);
+        st->off = 0;
+        if (next_events(st))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = st->out.n - st->off < max ? st->out.n - st->off : max;
+    memcpy(buf, st->out.p + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    stream_st *st = cls;
+    pms_job_cancel(st->job);
+    pms_job_release(st->job);
+    pms_buf_free(&st->out);
+    pms_buf_free(&st->piece);
+    free(st);
+}
+
+static enum MHD_Result start_stream(pms_server *s, struct MHD_Connection *c, conn_req *r, pms_job *j)
+{
+    stream_st *st = calloc(1, sizeof *st);
+    if (!st)
+        return MHD_NO;
+    st->s = s;
+    st->job = j;
+    st->first = j->req.ep == PMS_EP_CHAT;
+    pms_buf_init(&st->out, 0);
+    pms_buf_init(&st->piece, 0);
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (!resp) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    char id[24];
+    snprintf(id, sizeof id, "%" PRIu64, r->id);
+    MHD_add_response_header(resp, "X-Request-Id", id);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result rc = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    if (rc == MHD_YES)
+        pms_metrics_status(&s->metrics, 200);
+    return rc;
+}
+
+static enum MHD_Result generate(pms_server *s, struct MHD_Connection *c, conn_req *r)
+{
+    pms_err e = {0};
+    if (atomic_load(&s->stopping))
+        return fail(s, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+    pms_job *j = make_job(s, r, &e);
+    if (!j)
+        return reply_err(s, c, r, &e, NULL, NULL);
+    j->fd = client_fd(c);
+    j->t_enqueue_ns = pms_now_ns();
+    r->job = j;
+    atomic_fetch_add(&s->metrics.queued, 1);
+    int q = pms_queue_push(&s->queue, j);
+    if (q != 0) {
+        atomic_fetch_sub(&s->metrics.queued, 1);
+        pms_job_release(j); /* the queue's reference */
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
+        if (q == -1)
+            atomic_fetch_add(&s->metrics.rejected_full, 1);
+        pms_err_set(&e, 503, "server_error", q == -1 ? "overloaded" : "shutting_down", NULL, "%s",
+                    q == -1 ? "the request queue is full; retry later" : "the server is shutting down");
+        return reply_err(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
+    return j->req.stream ? start_stream(s, c, r, j) : wait_and_answer(s, c, r, j);
+}
+
+/* ---- libmicrohttpd callbacks ------------------------------------------- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *data, size_t *n, void **con_cls)
+{
+    (void)version;
+    pms_server *s = cls;
+    conn_req *r = *con_cls;
+    if (!r) {
+        if (!(r = calloc(1, sizeof *r)))
+            return MHD_NO;
+        r->id = atomic_fetch_add(&s->next_id, 1);
+        r->t0 = pms_now_ns();
+        pms_buf_init(&r->body, s->cfg.max_body);
+        *con_cls = r;
+        return first_call(s, c, r, url, method);
+    }
+    if (r->answered) {
+        *n = 0; /* answered already; drop what still arrives */
+        return MHD_YES;
+    }
+    if (*n) {
+        size_t len = *n;
+        *n = 0;
+        return absorb(s, c, r, data, len);
+    }
+    return is_post(r->route) ? generate(s, c, r) : get_endpoint(s, c, r, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn_req *r = *con_cls;
+    if (!r)
+        return;
+    if (r->job) {
+        pms_job_cancel(r->job); /* harmless when done; stops a stream whose client left */
+        pms_job_release(r->job);
+    }
+    pms_buf_free(&r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+/* ---- daemon ------------------------------------------------------------ */
+
+int pms_http_start(pms_server *s, char *err, size_t errlen)
+{
+    struct sockaddr_in in4;
+    struct sockaddr_in6 in6;
+    struct sockaddr *sa;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
+    memset(&in4, 0, sizeof in4);
+    memset(&in6, 0, sizeof in6);
+    if (inet_pton(AF_INET, s->cfg.host, &in4.sin_addr) == 1) {
+        in4.sin_family = AF_INET;
+        in4.sin_port = htons((uint16_t)s->cfg.port);
+        sa = (struct sockaddr *)&in4;
+    } else if (inet_pton(AF_INET6, s->cfg.host, &in6.sin6_addr) == 1) {
+        in6.sin6_family = AF_INET6;
+        in6.sin6_port = htons((uint16_t)s->cfg.port);
+        sa = (struct sockaddr *)&in6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(err, errlen, "--host '%s' is not an IPv4 or IPv6 address", s->cfg.host);
+        return -1;
+    }
+    s->mhd = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
+                              MHD_OPTION_SOCK_ADDR, sa,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->cfg.timeout_s,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned int)s->cfg.max_connections,
+                              MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)128,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_END);
+    if (!s->mhd) {
+        snprintf(err, errlen, "cannot listen on %s port %d (in use, or not allowed)", s->cfg.host, s->cfg.port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? (int)di->port : s->cfg.port;
+    return 0;
+}
+
+void pms_http_quiesce(pms_server *s)
+{
+    if (!s->mhd)
+        return;
+    MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+}
+
+void pms_http_stop(pms_server *s)
+{
+    if (s->mhd)
+        MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+}

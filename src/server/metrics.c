@@ -1,0 +1,117 @@
+/* metrics.c — counters and the Prometheus text exposition format (0.0.4):
+ * "# HELP name text", "# TYPE name counter|gauge", then "name{labels} value"
+ * lines. Counter names end in _total; times are in seconds.
+ */
+#include "metrics.h"
+
+#include <inttypes.h>
+
+static const int status_codes[PMS_N_STATUS] = PMS_STATUS_CODES;
+
+void pms_metrics_init(pms_metrics *m)
+{
+    for (int i = 0; i <= PMS_N_STATUS; i++)
+        atomic_init(&m->status[i], 0);
+    for (int i = 0; i < PM_PHASE_COUNT; i++) {
+        atomic_init(&m->phase_tokens[i], 0);
+        atomic_init(&m->phase_ns[i], 0);
+    }
+    atomic_init(&m->cancelled, 0);
+    atomic_init(&m->rejected_full, 0);
+    atomic_init(&m->prompt_tokens, 0);
+    atomic_init(&m->generated_tokens, 0);
+    atomic_init(&m->drafted_tokens, 0);
+    atomic_init(&m->accepted_tokens, 0);
+    atomic_init(&m->request_ns, 0);
+    atomic_init(&m->completed, 0);
+    atomic_init(&m->queued, 0);
+    atomic_init(&m->running, 0);
+}
+
+void pms_metrics_status(pms_metrics *m, int code)
+{
+    int i = 0;
+    while (i < PMS_N_STATUS && status_codes[i] != code)
+        i++;
+    atomic_fetch_add_explicit(&m->status[i], 1, memory_order_relaxed);
+}
+
+static uint64_t get(atomic_uint_fast64_t *c)
+{
+    return (uint64_t)atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static int head(pms_buf *o, const char *name, const char *type, const char *help)
+{
+    return pms_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static int counter(pms_buf *o, const char *name, const char *help, uint64_t v)
+{
+    return head(o, name, "counter", help) || pms_buf_printf(o, "%s %" PRIu64 "\n", name, v);
+}
+
+static int render_status(pms_metrics *m, pms_buf *o)
+{
+    const char *name = "phasemark_http_requests_total";
+    if (head(o, name, "counter", "HTTP requests answered, by status code."))
+        return -1;
+    for (int i = 0; i < PMS_N_STATUS; i++)
+        if (pms_buf_printf(o, "%s{code=\"%d\"} %" PRIu64 "\n", name, status_codes[i], get(&m->status[i])))
+            return -1;
+    return pms_buf_printf(o, "%s{code=\"other\"} %" PRIu64 "\n", name, get(&m->status[PMS_N_STATUS]));
+}
+
+/* Per-phase tokens and seconds, labelled with the phase names the markers
+ * use (exact = prefill, decode, verify, batched = speculative rounds). */
+static int render_phases(pms_metrics *m, pms_buf *o)
+{
+    if (head(o, "phasemark_phase_tokens_total", "counter", "Tokens processed by forwards, by phase."))
+        return -1;
+    for (unsigned p = PM_PHASE_EXACT; p <= PM_PHASE_BATCHED; p++)
+        if (pms_buf_printf(o, "phasemark_phase_tokens_total{phase=\"%s\"} %" PRIu64 "\n", pm_phase_name(p),
+                           get(&m->phase_tokens[p])))
+            return -1;
+    if (head(o, "phasemark_phase_seconds_total", "counter", "Wall time spent in forwards, by phase."))
+        return -1;
+    for (unsigned p = PM_PHASE_EXACT; p <= PM_PHASE_BATCHED; p++)
+        if (pms_buf_printf(o, "phasemark_phase_seconds_total{phase=\"%s\"} %.9f\n", pm_phase_name(p),
+                           (double)get(&m->phase_ns[p]) / 1e9))
+            return -1;
+    return 0;
+}
+
+static int render_gauges(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
+{
+    long long q = (long long)atomic_load(&m->queued), r = (long long)atomic_load(&m->running);
+    return head(o, "phasemark_queue_depth", "gauge", "Requests waiting for a worker.") ||
+           pms_buf_printf(o, "phasemark_queue_depth %lld\n", q) ||
+           head(o, "phasemark_queue_capacity", "gauge", "Most requests that may wait (503 beyond).") ||
+           pms_buf_printf(o, "phasemark_queue_capacity %d\n", queue_cap) ||
+           head(o, "phasemark_requests_running", "gauge", "Requests being generated.") ||
+           pms_buf_printf(o, "phasemark_requests_running %lld\n", r) ||
+           head(o, "phasemark_workers", "gauge", "Worker threads, one engine session each.") ||
+           pms_buf_printf(o, "phasemark_workers %d\n", workers);
+}
+
+int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
+{
+    if (render_status(m, o) ||
+        counter(o, "phasemark_requests_cancelled_total", "Generations cancelled because the client went away.",
+                get(&m->cancelled)) ||
+        counter(o, "phasemark_requests_rejected_total", "Requests refused with 503 because the queue was full.",
+                get(&m->rejected_full)) ||
+        counter(o, "phasemark_generations_total", "Generations that ran to a stop condition.", get(&m->completed)) ||
+        counter(o, "phasemark_prompt_tokens_total", "Prompt tokens prefilled.", get(&m->prompt_tokens)) ||
+        counter(o, "phasemark_generated_tokens_total", "Tokens generated and returned.", get(&m->generated_tokens)) ||
+        counter(o, "phasemark_draft_tokens_total", "Tokens proposed by the draft model.", get(&m->drafted_tokens)) ||
+        counter(o, "phasemark_draft_accepted_tokens_total", "Drafted tokens the target accepted.",
+                get(&m->accepted_tokens)))
+        return -1;
+    if (head(o, "phasemark_request_seconds_total", "counter", "Queue wait plus generation time of finished requests.") ||
+        pms_buf_printf(o, "phasemark_request_seconds_total %.9f\n", (double)get(&m->request_ns) / 1e9))
+        return -1;
+    if (render_phases(m, o) || render_gauges(m, queue_cap, workers, o))
+        return -1;
+    return 0;
+}

@@ -1,0 +1,176 @@
+/* server.c — server lifetime: open the model, start workers and the
+ * listener, shut down gracefully (see server.h).
+ *
+ * Shutdown order matters: the listener stops accepting first (so no new
+ * connection arrives), then the queue closes (a request arriving on a
+ * kept-alive connection gets 503), requests still waiting are answered
+ * 503, running ones get --drain seconds before they are cancelled, and
+ * only then does libmicrohttpd stop — by which time no connection thread
+ * is waiting on a job any more.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gguf.h" /* the engine's GGUF reader, for tokenizer.chat_template */
+#include "internal.h"
+
+/* The id a model is served under: its file name without directory and
+ * without a .gguf/.bin extension. */
+static void default_model_id(const char *path, char *out, size_t cap)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    const char *dot = strrchr(base, '.');
+    if (dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".bin")))
+        n = (size_t)(dot - base);
+    snprintf(out, cap, "%.*s", (int)n, base);
+}
+
+/* The chat format from the file's tokenizer.chat_template. The engine's
+ * public API does not expose metadata yet, so this reads the GGUF header
+ * through the engine's own validating reader (a second, read-only
+ * mapping). A file that is not GGUF (llama2.c) has no template. */
+static pms_chat_format chat_format_of(const char *path)
+{
+    llm_gguf *g = NULL;
+    char err[256];
+    if (llm_gguf_open(path, &g, err, sizeof err) != 0)
+        return PMS_CHAT_PLAIN;
+    const char *t = NULL;
+    size_t len = 0;
+    pms_chat_format f = PMS_CHAT_PLAIN;
+    if (llm_gguf_get_str(g, "tokenizer.chat_template", &t, &len) == 0)
+        f = pms_chat_detect(t, len);
+    llm_gguf_close(g);
+    return f;
+}
+
+static int open_model(pms_server *s, char *err, size_t errlen)
+{
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.n_threads = s->cfg.threads;
+    mo.backend = s->cfg.backend; /* passed through; the engine refuses what it lacks */
+    mo.tokenizer_path = s->cfg.tokenizer;
+    char detail[384];
+    if (llm_model_open(s->cfg.model_path, &mo, &s->model, detail, sizeof detail) != 0) {
+        snprintf(err, errlen, "%s", detail);
+        return -1;
+    }
+    llm_model_get_info(s->model, &s->info);
+    if (s->cfg.model_id)
+        snprintf(s->model_id, sizeof s->model_id, "%s", s->cfg.model_id);
+    else
+        default_model_id(s->cfg.model_path, s->model_id, sizeof s->model_id);
+    s->chat = chat_format_of(s->cfg.model_path);
+    return 0;
+}
+
+/* What request parsing needs, known once the sessions exist. */
+static void set_parse_ctx(pms_server *s)
+{
+    int32_t n_ctx = (int32_t)llm_session_n_ctx(s->workers[0].session);
+    s->parse.model_id = s->model_id;
+    s->parse.n_vocab = s->info.n_vocab;
+    s->parse.max_tokens_cap = s->cfg.max_tokens;
+    s->parse.max_prompt_ids = n_ctx > 1 ? n_ctx - 1 : 1; /* room for one generated token */
+    s->parse.chat = s->chat;
+}
+
+static int init_sync(pms_server *s)
+{
+    if (pthread_mutex_init(&s->live_mu, NULL))
+        return -1;
+    if (pthread_cond_init(&s->live_cv, NULL)) {
+        pthread_mutex_destroy(&s->live_mu);
+        return -1;
+    }
+    return 0;
+}
+
+int pms_server_create(const pms_config *c, pms_server **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (pms_config_check_engine(c, err, errlen))
+        return -1;
+    pms_server *s = calloc(1, sizeof *s);
+    if (!s || init_sync(s)) {
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->cfg = *c;
+    s->started = (int64_t)time(NULL);
+    atomic_init(&s->next_id, 1);
+    atomic_init(&s->stopping, 0);
+    pms_metrics_init(&s->metrics);
+    if (open_model(s, err, errlen))
+        goto fail;
+    if (pms_queue_init(&s->queue, c->queue)) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    s->queue_ready = 1;
+    if (pms_workers_start(s, err, errlen))
+        goto fail;
+    set_parse_ctx(s);
+    if (pms_http_start(s, err, errlen))
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    pms_server_free(s);
+    return -1;
+}
+
+int pms_server_port(const pms_server *s)
+{
+    return s->port;
+}
+
+const char *pms_server_model_id(const pms_server *s)
+{
+    return s->model_id;
+}
+
+/* Answers every request still waiting in the queue with 503. */
+static void drain_queue(pms_server *s)
+{
+    pms_job *j;
+    while ((j = pms_queue_take(&s->queue)) != NULL) {
+        atomic_fetch_sub(&s->metrics.queued, 1);
+        pms_job_fail_unstarted(j, 503, "shutting_down", "the server is shutting down");
+        pms_job_release(j);
+    }
+}
+
+void pms_server_shutdown(pms_server *s)
+{
+    if (!s || s->shut_down)
+        return;
+    s->shut_down = 1;
+    atomic_store(&s->stopping, 1);
+    pms_http_quiesce(s);
+    if (s->queue_ready) {
+        pms_queue_close(&s->queue);
+        drain_queue(s);
+    }
+    pms_workers_stop(s);
+    pms_http_stop(s);
+}
+
+void pms_server_free(pms_server *s)
+{
+    if (!s)
+        return;
+    pms_server_shutdown(s);
+    pms_workers_free(s);
+    if (s->queue_ready)
+        pms_queue_destroy(&s->queue);
+    llm_model_free(s->model);
+    pthread_cond_destroy(&s->live_cv);
+    pthread_mutex_destroy(&s->live_mu);
+    free(s);
+}

@@ -1,0 +1,94 @@
+/* server.h — the HTTP server library behind `pm-server` (pms_ prefix).
+ *
+ * An OpenAI-style front end over the engine API (phasemark/engine.h):
+ * POST /v1/completions and /v1/chat/completions (streamed as server-sent
+ * events or not), GET /v1/models, /health and /metrics. The model is opened
+ * once and shared read-only; each worker thread owns one engine session and
+ * takes requests from a bounded queue. docs/server.md describes the HTTP
+ * surface; this header is the embedding contract used by the pm-server tool
+ * and the tests.
+ *
+ * Ownership: pms_server_create returns a server the caller owns and frees
+ * with pms_server_free after pms_server_shutdown. The configuration is
+ * copied where needed; strings in it must live until pms_server_create
+ * returns.
+ *
+ * Threads: pms_server_* calls come from one controlling thread. The server
+ * runs its own HTTP threads (one per connection, libmicrohttpd) and worker
+ * threads. Signals are the caller's business: pm-server blocks SIGTERM and
+ * SIGINT in every thread and waits for them with sigwait().
+ *
+ * Errors: 0 on success, negative on failure with one line of detail in the
+ * caller's err buffer. The library never prints and never exits.
+ */
+#ifndef PM_SERVER_H
+#define PM_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Start-up configuration (pm-server's command line). */
+typedef struct pms_config {
+    const char *model_path;  /* GGUF or llama2.c .bin (required) */
+    const char *model_id;    /* id served in /v1/models; NULL: file name */
+    const char *tokenizer;   /* llama2.c tokenizer.bin; NULL: none */
+    const char *host;        /* listen address, IPv4 or IPv6 literal */
+    int port;                /* 0: an ephemeral port (pms_server_port) */
+    int workers;             /* worker threads = engine sessions */
+    int queue;               /* requests waiting beyond the running ones */
+    int threads;             /* engine compute threads; 0: all online */
+    int ctx;                 /* positions per session; 0: the model's */
+    int batch;               /* tokens per forward; 0: the engine's */
+    int max_tokens;          /* most tokens one request may ask for */
+    size_t max_body;         /* request body limit in bytes (413 above) */
+    int timeout_s;           /* idle connection timeout (slow clients) */
+    int body_timeout_s;      /* a request body must arrive within this */
+    int drain_s;             /* on shutdown, in-flight requests get this long */
+    int retry_after_s;       /* Retry-After of a 503 when the queue is full */
+    int max_connections;     /* concurrent connections accepted */
+    /* Engine placement. backend is handed to llm_model_open. draft and
+     * placement are refused until the engine offers them (see
+     * pms_config_check_engine). */
+    const char *backend;
+    const char *draft;
+    const char *placement;
+} pms_config;
+
+/* Fills *c with the documented defaults (docs/server.md). */
+void pms_config_defaults(pms_config *c);
+
+/* Parses pm-server's arguments (argv[0] is skipped) into *c, which should
+ * hold the defaults. Strings point into argv. Returns 0, 1 when -h/--help
+ * was given, or -1 with one line in err (a usage error). */
+int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Refuses settings the engine cannot honour yet (a draft model, a layer
+ * placement) rather than silently ignoring them. 0, or -1 with err. */
+int pms_config_check_engine(const pms_config *c, char *err, size_t errlen);
+
+/* The --help text. */
+const char *pms_config_usage(void);
+
+typedef struct pms_server pms_server;
+
+/* Opens the model, creates one session per worker, starts the workers and
+ * binds the listener. *out is NULL on failure. */
+int pms_server_create(const pms_config *c, pms_server **out, char *err, size_t errlen);
+
+/* The bound TCP port (the real one when the configuration said 0). */
+int pms_server_port(const pms_server *s);
+
+/* The id the model is served under. */
+const char *pms_server_model_id(const pms_server *s);
+
+/* Graceful shutdown: stop accepting connections, answer requests still
+ * waiting in the queue with 503, let running ones finish for up to
+ * drain_s seconds, then cancel what is left (those clients get an error),
+ * join every thread and close the listener. Idempotent. */
+void pms_server_shutdown(pms_server *s);
+
+/* Frees the server (shutting it down first when needed). NULL is
+ * harmless. */
+void pms_server_free(pms_server *s);
+
+#endif

@@ -1,0 +1,319 @@
+/* worker.c — worker threads: each owns one engine session and runs queued
+ * jobs one at a time.
+ *
+ * A job runs as: reset the session, tag it with the job's id (so every
+ * marker range of the request says req=<id>, the same id the client sees
+ * in X-Request-Id), prefill and decode through llm_generate, and after each
+ * token append its text to the job, look for stop strings, publish what is
+ * safe to send, and check whether the client is still there. Returning
+ * non-zero from the token callback is the engine's way to stop early; it
+ * serves stop strings, cancellation and shutdown alike.
+ *
+ * Speculative decoding hooks in at run_generation(): with a draft model,
+ * the worker would own a draft session too and call the engine's
+ * speculative generate with the same callback, filling stats->drafted and
+ * stats->accepted from its statistics.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "internal.h"
+
+typedef struct gen_ctx {
+    pms_worker *w;
+    pms_job *job;
+    int32_t prev;      /* previous token, for detokenization */
+    size_t max_stop;   /* longest stop string */
+    int stopped;       /* a stop string matched */
+    int cancelled;
+} gen_ctx;
+
+/* True when the client closed its end: a peek that reads end-of-file.
+ * Data (a pipelined request) or EAGAIN means it is still there. */
+static int peer_closed(int fd)
+{
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return 1;
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+/* The bytes of token tok after prev, into w->piece (grown once when a
+ * piece is longer than any before). */
+static int token_text(gen_ctx *g, int32_t tok)
+{
+    pms_buf *b = &g->w->piece;
+    const llm_model *m = g->w->srv->model;
+    size_t n = 0;
+    pms_buf_clear(b);
+    int rc = llm_model_token_text(m, g->prev, tok, b->p, b->cap - 1, &n);
+    if (rc == LLM_ESPACE && pms_buf_reserve(b, n) == 0)
+        rc = llm_model_token_text(m, g->prev, tok, b->p, b->cap - 1, &n);
+    b->n = rc == 0 ? n : 0;
+    return rc == 0 ? 0 : -1;
+}
+
+/* Under j->mu: appends the piece, cuts at a stop string, and moves ready
+ * up to what can no longer change. */
+static void publish(gen_ctx *g, const char *piece, size_t n)
+{
+    pms_job *j = g->job;
+    const pms_req *r = &j->req;
+    size_t old = j->text.n;
+    if (pms_buf_append(&j->text, piece, n))
+        return; /* out of memory: the text stays short; the length limit ends it */
+    size_t from = old > g->max_stop ? old - g->max_stop : 0;
+    size_t at = pms_stop_find(j->text.p, j->text.n, from, (const char *const *)r->stop, r->stop_len, r->n_stop);
+    if (at != (size_t)-1) {
+        j->text.n = at;
+        j->text.p[at] = 0;
+        g->stopped = 1;
+    }
+    size_t hold = g->stopped ? 0 : pms_stop_holdback(j->text.p, j->text.n, (const char *const *)r->stop,
+                                                     r->stop_len, r->n_stop);
+    size_t ready = pms_utf8_complete(j->text.p, j->text.n - hold);
+    if (ready > j->ready)
+        j->ready = ready;
+    pthread_cond_broadcast(&j->cv);
+}
+
+static int on_token(void *user, int32_t tok)
+{
+    gen_ctx *g = user;
+    int have = token_text(g, tok) == 0;
+    g->prev = tok;
+    pms_job *j = g->job;
+    pthread_mutex_lock(&j->mu);
+    j->n_generated++;
+    if (have)
+        publish(g, g->w->piece.p, g->w->piece.n);
+    if (!j->cancel && j->fd >= 0 && peer_closed(j->fd))
+        j->cancel = j->client_gone = 1;
+    g->cancelled = j->cancel;
+    pthread_mutex_unlock(&j->mu);
+    return g->stopped || g->cancelled;
+}
+
+static int make_sampler(const pms_server *s, const pms_job *j, llm_sampler **out)
+{
+    llm_sampler_params p = LLM_SAMPLER_PARAMS_INIT;
+    p.temperature = j->req.temperature;
+    p.top_k = j->req.top_k;
+    p.top_p = j->req.top_p;
+    /* Without a seed every request draws differently, as OpenAI's API
+     * does; the id and the clock make the stream unique. */
+    p.seed = j->req.has_seed ? j->req.seed : j->id * 0x9e3779b97f4a7c15ull ^ pms_now_ns();
+    return llm_sampler_create(&p, s->info.n_vocab, out);
+}
+
+/* The generation proper. Returns the engine status. */
+static int run_generation(pms_worker *w, pms_job *j, llm_sampler *smp, gen_ctx *g, int *reason)
+{
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = j->req.max_tokens;
+    gp.stop_at_eos = 1;
+    size_t n_gen = 0;
+    return llm_generate(w->session, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
+}
+
+static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns)
+{
+    llm_timings t;
+    llm_session_get_timings(w->session, &t);
+    pms_gen_stats *st = &j->stats;
+    st->prompt_n = t.prefill_tokens;
+    st->prompt_ns = t.prefill_ns;
+    st->decode_n = t.decode_tokens;
+    st->decode_ns = t.decode_ns;
+    st->verify_n = t.verify_tokens;
+    st->verify_ns = t.verify_ns;
+    st->predicted_n = j->n_generated;
+    st->predicted_ns = wall_ns > t.prefill_ns ? wall_ns - t.prefill_ns : 0;
+}
+
+static void count(pms_server *s, const pms_job *j)
+{
+    pms_metrics *m = &s->metrics;
+    const pms_gen_stats *st = &j->stats;
+    atomic_fetch_add(&m->prompt_tokens, st->prompt_n);
+    atomic_fetch_add(&m->generated_tokens, st->predicted_n);
+    atomic_fetch_add(&m->drafted_tokens, st->drafted);
+    atomic_fetch_add(&m->accepted_tokens, st->accepted);
+    atomic_fetch_add(&m->phase_tokens[PM_PHASE_EXACT], st->prompt_n);
+    atomic_fetch_add(&m->phase_ns[PM_PHASE_EXACT], st->prompt_ns);
+    atomic_fetch_add(&m->phase_tokens[PM_PHASE_DECODE], st->decode_n);
+    atomic_fetch_add(&m->phase_ns[PM_PHASE_DECODE], st->decode_ns);
+    atomic_fetch_add(&m->phase_tokens[PM_PHASE_VERIFY], st->verify_n);
+    atomic_fetch_add(&m->phase_ns[PM_PHASE_VERIFY], st->verify_ns);
+    atomic_fetch_add(&m->request_ns, pms_now_ns() - j->t_enqueue_ns);
+    atomic_fetch_add(j->cancelled ? &m->cancelled : &m->completed, 1);
+}
+
+/* Marks the job DONE with its outcome; the HTTP side wakes up. */
+static void finish(pms_job *j, int rc, int reason, const gen_ctx *g, const char *detail)
+{
+    pthread_mutex_lock(&j->mu);
+    if (g->cancelled)
+        j->cancelled = 1;
+    else if (rc != 0)
+        pms_err_set(&j->fail, 500, "server_error", NULL, NULL, "generation failed: %s: %s", llm_strerror(rc),
+                    detail);
+    else
+        j->finish = g->stopped || reason == LLM_STOP_EOS || reason == LLM_STOP_TOKEN ? "stop" : "length";
+    j->ready = j->text.n; /* nothing can follow: release the held-back tail */
+    j->state = PMS_JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void run_job(pms_worker *w, pms_job *j)
+{
+    pms_server *s = w->srv;
+    gen_ctx g = {w, j, j->n_prompt ? j->prompt[j->n_prompt - 1] : -1, 0, 0, 0};
+    for (size_t i = 0; i < j->req.n_stop; i++)
+        if (j->req.stop_len[i] > g.max_stop)
+            g.max_stop = j->req.stop_len[i];
+    pthread_mutex_lock(&j->mu);
+    j->state = PMS_JOB_RUNNING;
+    j->stats.queue_ns = pms_now_ns() - j->t_enqueue_ns;
+    if (!j->cancel && j->fd >= 0 && peer_closed(j->fd))
+        j->cancel = j->client_gone = 1; /* left while queued: do not start */
+    g.cancelled = j->cancel;
+    pthread_mutex_unlock(&j->mu);
+    int rc = 0, reason = LLM_STOP_LENGTH;
+    if (!g.cancelled) {
+        llm_session_reset(w->session);
+        llm_session_set_request(w->session, j->id);
+        llm_sampler *smp = NULL;
+        uint64_t t0 = pms_now_ns();
+        rc = make_sampler(s, j, &smp);
+        if (rc == 0)
+            rc = run_generation(w, j, smp, &g, &reason);
+        llm_sampler_free(smp);
+        fill_stats(w, j, pms_now_ns() - t0);
+    }
+    finish(j, rc, reason, &g, llm_session_error(w->session));
+    count(s, j);
+}
+
+static void *worker_main(void *arg)
+{
+    pms_worker *w = arg;
+    pms_server *s = w->srv;
+    pms_job *j;
+    while ((j = pms_queue_pop(&s->queue)) != NULL) {
+        atomic_fetch_sub(&s->metrics.queued, 1);
+        atomic_fetch_add(&s->metrics.running, 1);
+        pthread_mutex_lock(&w->mu);
+        w->current = j;
+        pthread_mutex_unlock(&w->mu);
+        run_job(w, j);
+        pthread_mutex_lock(&w->mu);
+        w->current = NULL;
+        pthread_mutex_unlock(&w->mu);
+        atomic_fetch_sub(&s->metrics.running, 1);
+        pms_job_release(j);
+    }
+    pthread_mutex_lock(&s->live_mu);
+    s->live--;
+    pthread_cond_broadcast(&s->live_cv);
+    pthread_mutex_unlock(&s->live_mu);
+    return NULL;
+}
+
+static int worker_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
+{
+    w->srv = s;
+    pms_buf_init(&w->piece, 0);
+    if (pms_buf_reserve(&w->piece, 255)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = s->cfg.ctx;
+    so.n_batch = s->cfg.batch;
+    return llm_session_create(s->model, &so, &w->session, err, errlen) ? -1 : 0;
+}
+
+int pms_workers_start(pms_server *s, char *err, size_t errlen)
+{
+    s->workers = calloc((size_t)s->cfg.workers, sizeof *s->workers);
+    if (!s->workers) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < s->cfg.workers; i++) {
+        if (pthread_mutex_init(&s->workers[i].mu, NULL)) {
+            snprintf(err, errlen, "cannot create a mutex");
+            return -1;
+        }
+        s->n_workers = i + 1;
+        if (worker_init(s, &s->workers[i], err, errlen))
+            return -1;
+    }
+    for (int i = 0; i < s->n_workers; i++) {
+        pms_worker *w = &s->workers[i];
+        pthread_mutex_lock(&s->live_mu);
+        s->live++;
+        pthread_mutex_unlock(&s->live_mu);
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            pthread_mutex_lock(&s->live_mu);
+            s->live--;
+            pthread_mutex_unlock(&s->live_mu);
+            snprintf(err, errlen, "cannot start worker thread %d", i);
+            return -1;
+        }
+        w->thread_started = 1;
+    }
+    return 0;
+}
+
+/* Cancels whatever each worker is generating (shutdown's last resort). */
+static void cancel_running(pms_server *s)
+{
+    for (int i = 0; i < s->n_workers; i++) {
+        pms_worker *w = &s->workers[i];
+        pthread_mutex_lock(&w->mu);
+        if (w->current)
+            pms_job_cancel(w->current);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+void pms_workers_stop(pms_server *s)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += s->cfg.drain_s;
+    pthread_mutex_lock(&s->live_mu);
+    while (s->live > 0)
+        if (pthread_cond_timedwait(&s->live_cv, &s->live_mu, &deadline) == ETIMEDOUT)
+            break;
+    int left = s->live;
+    pthread_mutex_unlock(&s->live_mu);
+    if (left > 0)
+        cancel_running(s);
+    for (int i = 0; i < s->n_workers; i++) {
+        pms_worker *w = &s->workers[i];
+        if (w->thread_started)
+            pthread_join(w->thread, NULL);
+        w->thread_started = 0;
+    }
+}
+
+void pms_workers_free(pms_server *s)
+{
+    for (int i = 0; i < s->n_workers; i++) {
+        pms_worker *w = &s->workers[i];
+        llm_session_free(w->session);
+        pms_buf_free(&w->piece);
+        pthread_mutex_destroy(&w->mu);
+    }
+    free(s->workers);
+    s->workers = NULL;
+    s->n_workers = 0;
+}

@@ -1,0 +1,58 @@
+/* pm-server — the OpenAI-style HTTP server (docs/server.md).
+ *
+ *   pm-server -m MODEL [--host ADDR] [--port N] [--workers N] [--queue N] ...
+ *
+ * Prints one line "pm-server: listening on http://ADDR:PORT (model ID)" on
+ * stdout once it accepts connections (with --port 0 the line names the
+ * port that was picked), then serves until SIGTERM or SIGINT, shuts down
+ * gracefully and exits 0. Exit 1 when start-up fails, 2 on a usage error.
+ *
+ * Signals: SIGTERM and SIGINT are blocked before any thread starts, so
+ * every thread inherits the mask and the main thread alone receives them
+ * through sigwait() — no asynchronous handler runs. SIGPIPE is ignored: a
+ * client that hangs up must not kill the server.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server.h"
+
+#define PROG "pm-server"
+
+int main(int argc, char **argv)
+{
+    pms_config cfg;
+    char err[512];
+    pms_config_defaults(&cfg);
+    int rc = pms_config_parse(&cfg, argc, argv, err, sizeof err);
+    if (rc == 1) {
+        fputs(pms_config_usage(), stdout);
+        return 0;
+    }
+    if (rc) {
+        fprintf(stderr, PROG ": %s\n%s", err, pms_config_usage());
+        return 2;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    pms_server *srv = NULL;
+    if (pms_server_create(&cfg, &srv, err, sizeof err)) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return 1;
+    }
+    printf(PROG ": listening on http://%s:%d (model %s)\n", cfg.host, pms_server_port(srv),
+           pms_server_model_id(srv));
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, PROG ": %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    pms_server_shutdown(srv);
+    pms_server_free(srv);
+    return 0;
+}
