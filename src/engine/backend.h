@@ -95,4 +95,9 @@ int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
 /* The CPU backend's kernel set in use: "avx2" or "scalar". */
 const char *llm_cpu_backend_kernels(const llm_backend *be);
 
+/* The CPU backend's batched product: "openblas", or the kernel set's own
+ * ("avx2"/"scalar") when OpenBLAS runs a pre-AVX2 core or
+ * PHASEMARK_ENGINE_GEMM=own. */
+const char *llm_cpu_backend_gemm(const llm_backend *be);
+
 #endif

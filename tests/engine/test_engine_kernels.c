@@ -5,6 +5,7 @@
  *     scaled per block;
  *   - the activation quantizer: scale = max|x|/127 and round-half-even,
  *     bit-identical between the two sets;
+ *   - the NT matrix product and panel dequantization of the batched path;
  *   - the thread pool's slices cover 0..n exactly once.
  * When the CPU lacks AVX2 the SIMD comparisons are reported and skipped;
  * the scalar checks still run.
@@ -160,6 +161,57 @@ static void test_sets_agree(const llm_kernels *a, const llm_kernels *b)
     CHECK(memcmp(qa, qb, sizeof qa) == 0);
 }
 
+/* gemm_nt against double sums, on shapes with every kind of edge: rows not
+ * a multiple of the 3x4 tile, k not a multiple of 8 and k spanning more
+ * than one cache block. */
+static void test_gemm(const llm_kernels *k)
+{
+    int64_t shapes[][3] = {{1, 1, 1}, {7, 10, 77}, {3, 4, 8}, {5, 9, 2100}, {12, 8, 64}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t n = shapes[si][0], m = shapes[si][1], kk = shapes[si][2];
+        int64_t ldx = kk + 3, ldw = kk + 5, ldy = m + 2;
+        float *x = malloc(sizeof(float) * (size_t)(n * ldx));
+        float *w = malloc(sizeof(float) * (size_t)(m * ldw));
+        float *y = malloc(sizeof(float) * (size_t)(n * ldy));
+        REQUIRE(x && w && y);
+        for (int64_t i = 0; i < n * ldx; i++)
+            x[i] = (float)uni();
+        for (int64_t i = 0; i < m * ldw; i++)
+            w[i] = (float)uni();
+        for (int64_t i = 0; i < n * ldy; i++)
+            y[i] = 1234.0f; /* must be overwritten, not accumulated into */
+        k->gemm_nt(n, m, kk, x, ldx, w, ldw, y, ldy);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < m; j++) {
+                double want = 0;
+                for (int64_t t = 0; t < kk; t++)
+                    want += (double)x[i * ldx + t] * w[j * ldw + t];
+                check_close(y[i * ldy + j], want, kk, "gemm_nt");
+            }
+        free(x);
+        free(w);
+        free(y);
+    }
+}
+
+/* The kernel set's dequantization equals the model-file code's, bit for
+ * bit (both are exact: fp16 scale times an integer, or a widening). */
+static void test_dequant(const llm_kernels *k)
+{
+    enum { N = 256 };
+    static float src[N], want[N], got[N];
+    static unsigned char buf[N * 4];
+    uint32_t types[] = {LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0, LLM_TYPE_F32};
+    for (int i = 0; i < N; i++)
+        src[i] = (float)(4.0 * uni());
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        llm_quantize_row(types[t], src, buf, N);
+        llm_dequantize_row(types[t], buf, want, N);
+        k->dequant_row(types[t], buf, got, N);
+        CHECK(memcmp(want, got, sizeof want) == 0);
+    }
+}
+
 typedef struct cover {
     int hits[1000];
 } cover;
@@ -200,12 +252,16 @@ int main(void)
     test_float_dots(&scalar);
     test_quant_dots(&scalar);
     test_quantizer(&scalar);
+    test_gemm(&scalar);
+    test_dequant(&scalar);
     if (llm_kernels_avx2(&simd) == 0) {
         CHECK_STR_EQ(simd.name, "avx2");
         test_float_dots(&simd);
         test_quant_dots(&simd);
         test_quantizer(&simd);
         test_sets_agree(&scalar, &simd);
+        test_gemm(&simd);
+        test_dequant(&simd);
     } else {
         printf("AVX2 kernels unavailable on this CPU: scalar checks only\n");
     }

@@ -29,7 +29,7 @@
  * Q8_0 and F32 weights; below it the weights' memory traffic dominates). */
 #define LLM_CPU_GEMM_MIN 8
 /* Weight rows dequantized per sgemm call on the gemm path. */
-#define LLM_CPU_PANEL 64
+#define LLM_CPU_PANEL 256
 /* Rows per unit of work on the matrix–vector path: small enough that a
  * preempted thread holds up little, large enough (about 100 KiB of a 2048-
  * wide Q8_0 matrix) that claiming it costs nothing. */
@@ -39,6 +39,7 @@ typedef struct cpu_backend {
     llm_backend base;
     llm_pool *pool;
     llm_kernels k;
+    int use_blas;       /* batched products: OpenBLAS (1) or k.gemm_nt (0) */
     int64_t max_width;  /* widest row reserved for */
     uint32_t n_ctx;     /* longest context reserved for */
     float *qd;          /* [GEMM_MIN][max_width/32] activation scales */
@@ -291,13 +292,16 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
         const unsigned char *src = (const unsigned char *)w->data + (size_t)r * w->row_bytes;
         const float *wp = (const float *)(const void *)src;
         if (w->type != LLM_TYPE_F32) {
-            llm_dequantize_row(w->type, src, panel, (size_t)(rows * k));
+            j->c->k.dequant_row(w->type, src, panel, rows * k);
             wp = panel;
         }
         /* y[:, r:r+rows] = x [n][k] * wp^T, wp [rows][k]. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, (int)rows,
-                    (int)k, 1.0f, j->x, (int)k, wp, (int)k, 0.0f, j->y + r,
-                    (int)w->ne1);
+        if (j->c->use_blas)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, (int)rows,
+                        (int)k, 1.0f, j->x, (int)k, wp, (int)k, 0.0f, j->y + r,
+                        (int)w->ne1);
+        else
+            j->c->k.gemm_nt(j->n, rows, k, j->x, k, wp, k, j->y + r, w->ne1);
     }
 }
 
@@ -356,6 +360,41 @@ const char *llm_cpu_backend_kernels(const llm_backend *be)
     return ((const cpu_backend *)(const void *)be)->k.name;
 }
 
+/* OpenBLAS cores without AVX2. A DYNAMIC_ARCH OpenBLAS falls back to one of
+ * these when it does not recognize the CPU (a virtual machine that masks
+ * the model, a CPU newer than the library): Debian's 0.3.21 picks
+ * "Prescott" on the 2-core VM of bench/results/engine.md, whose SSE3 sgemm
+ * ran 1B-model prefill 3x slower than its SkylakeX kernels. */
+static int blas_core_is_weak(const char *core)
+{
+    static const char *const weak[] = {
+        "Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+        "Katmai", "Coppermine", "Northwood", "Banias", "Sandybridge", "Generic"};
+    for (size_t i = 0; core && i < sizeof weak / sizeof weak[0]; i++)
+        if (strcmp(core, weak[i]) == 0)
+            return 1;
+    return !core;
+}
+
+/* PHASEMARK_ENGINE_GEMM=blas|own forces the batched product; unset or
+ * "auto": OpenBLAS unless it runs a pre-AVX2 core while our AVX2 kernels
+ * are active. Read once per backend, at creation. */
+static int choose_blas(const llm_kernels *k)
+{
+    const char *env = getenv("PHASEMARK_ENGINE_GEMM");
+    if (env && strcmp(env, "blas") == 0)
+        return 1;
+    if (env && strcmp(env, "own") == 0)
+        return 0;
+    return !(strcmp(k->name, "avx2") == 0 && blas_core_is_weak(openblas_get_corename()));
+}
+
+const char *llm_cpu_backend_gemm(const llm_backend *be)
+{
+    const cpu_backend *c = (const cpu_backend *)(const void *)be;
+    return c->use_blas ? "openblas" : c->k.name;
+}
+
 int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
                            char *err, size_t errlen)
 {
@@ -381,6 +420,7 @@ int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
         return LLM_ENOMEM;
     }
     openblas_set_num_threads(1);
+    c->use_blas = choose_blas(&c->k);
     *out = &c->base;
     return 0;
 }

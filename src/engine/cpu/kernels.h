@@ -36,6 +36,14 @@ typedef struct llm_kernels {
     /* sum_i a[i] * b[i] and y[i] += s * x[i] over f32, for attention. */
     float (*dot)(const float *a, const float *b, int64_t n);
     void (*axpy)(float *y, float s, const float *x, int64_t n);
+    /* y[i*ldy + j] = sum_k x[i*ldx + k] * w[j*ldw + k] for i < n, j < m:
+     * both operands k-contiguous ("NT"), as activations and weight rows
+     * are. The batched path's own product when no tuned BLAS is at hand. */
+    void (*gemm_nt)(int64_t n, int64_t m, int64_t k, const float *x, int64_t ldx,
+                    const float *w, int64_t ldw, float *y, int64_t ldy);
+    /* n elements of a supported type to f32 (llm_dequantize_row's
+     * contract; the AVX2 set widens 32-element blocks at a time). */
+    void (*dequant_row)(uint32_t type, const void *src, float *dst, int64_t n);
 } llm_kernels;
 
 /* The portable kernels. */

@@ -112,6 +112,19 @@ static void axpy(float *y, float s, const float *x, int64_t n)
         y[i] += s * x[i];
 }
 
+static void gemm_nt(int64_t n, int64_t m, int64_t k, const float *x, int64_t ldx,
+                    const float *w, int64_t ldw, float *y, int64_t ldy)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < m; j++)
+            y[i * ldy + j] = dot(x + i * ldx, w + j * ldw, k);
+}
+
+static void dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
+{
+    llm_dequantize_row(type, src, dst, (size_t)n);
+}
+
 void llm_kernels_scalar(llm_kernels *k)
 {
     k->name = "scalar";
@@ -123,4 +136,6 @@ void llm_kernels_scalar(llm_kernels *k)
     k->quantize_row = quantize_row;
     k->dot = dot;
     k->axpy = axpy;
+    k->gemm_nt = gemm_nt;
+    k->dequant_row = dequant_row;
 }
