@@ -235,7 +235,8 @@ int pmt_project(const pmt_trace *t, const pmt_gpu *g, pmt_projection *p)
     int rc = -1;
     if (!p->range_gpu_ns || !api || !ls || !order || !stack)
         goto done;
-    memcpy(api, g->api, g->napi * sizeof *api);
+    if (g->napi)
+        memcpy(api, g->api, g->napi * sizeof *api);
     qsort(api, g->napi, sizeof *api, cmp_api_corr);
     size_t nl = 0, nr = 0;
     for (size_t i = 0; i < g->nact; i++) {

@@ -178,6 +178,9 @@ int pmt_trace_write_json(const pmt_trace *t, FILE *f);
 /* Merges one raw file into t. Returns 0, 1 when the file was cut short
  * (whole chunks kept, note in err), -1 when unreadable (err set). */
 int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen);
+/* The same over bytes in memory; name labels messages. */
+int pmt_raw_load_mem(pmt_trace *t, const char *name, const char *buf, size_t len, char *err,
+                     size_t errlen);
 
 /* ---- check (check.c) ---- */
 

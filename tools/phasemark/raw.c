@@ -228,6 +228,14 @@ int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen)
     size_t len;
     if (pmt_read_file(path, PMT_RAW_FILE_MAX, &buf, &len, err, errlen) < 0)
         return -1;
+    int rc = pmt_raw_load_mem(t, path, buf, len, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int pmt_raw_load_mem(pmt_trace *t, const char *path, const char *buf, size_t len, char *err,
+                     size_t errlen)
+{
     raw_ctx c;
     memset(&c, 0, sizeof c);
     c.t = t;
@@ -236,7 +244,6 @@ int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen)
     for (int pass = 0; pass < 2 && rc >= 0; pass++)
         rc = walk(&c, buf, len, path, pass, err, errlen);
     ctx_free(&c);
-    free(buf);
     return rc;
 }
 
