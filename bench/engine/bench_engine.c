@@ -4,15 +4,19 @@
  * probe taken in the same run, so decode can be stated as a fraction of
  * what the memory system delivered.
  *
- *   bench_engine [--threads N] [--reps R] [--models 15m,110m,1b]
+ *   bench_engine [--threads 1,2] [--reps R] [--models 15m,110m,1b]
  *                [--types f32,q8_0] [--dir /tmp] [--keep]
  *
  * One JSON object per line on stdout:
- *   {"bench":"membw", ...}  read bandwidth: N threads summing a 2 GiB
- *                           buffer with AVX2 (scalar elsewhere), best of R
+ *   {"bench":"membw", ...}  read bandwidth per thread count: the threads
+ *                           summing a 2 GiB buffer with AVX2 (scalar
+ *                           elsewhere), best of R
  *   {"bench":"engine", ...} per model and type: prefill and decode tokens/s
  *                           (best of R), weight bytes read per decode step,
  *                           decode weight bytes/s and its ratio to the probe
+ *                           taken with the same thread count
+ * Each model is measured at every thread count in turn, so the ratios
+ * between counts and types come from one run.
  * Models are written to DIR as GGUF on first use (removed unless --keep).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -46,8 +50,10 @@ static const shape shapes[] = {
     {"1b", 2048, 22, 32, 4, 5632, 32000, 64, 16},
 };
 
+#define MAX_COUNTS 8
+
 typedef struct opts {
-    int threads, reps, keep;
+    int threads[MAX_COUNTS], n_threads, reps, keep;
     char models[128], types[128];
     const char *dir;
 } opts;
@@ -198,14 +204,12 @@ static int measure(llm_session *s, const shape *sh, int vocab, result *r)
     return 0;
 }
 
-static int bench_one(const shape *sh, const char *type, const opts *o, double bw)
+static int bench_threads(const shape *sh, const char *type, const opts *o, const char *path,
+                         int threads, double bw)
 {
-    char path[512], err[256];
-    int created;
-    if (ensure_model(sh, type, o, path, sizeof path, &created) != 0)
-        return -1;
+    char err[256];
     llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
-    mo.n_threads = o->threads;
+    mo.n_threads = threads;
     llm_model *m;
     if (llm_model_open(path, &mo, &m, err, sizeof err) != 0) {
         fprintf(stderr, "bench_engine: %s\n", err);
@@ -244,6 +248,17 @@ static int bench_one(const shape *sh, const char *type, const opts *o, double bw
     fflush(stdout);
     llm_session_free(s);
     llm_model_free(m);
+    return rc;
+}
+
+static int bench_one(const shape *sh, const char *type, const opts *o, const double *bw)
+{
+    char path[512];
+    int created, rc = 0;
+    if (ensure_model(sh, type, o, path, sizeof path, &created) != 0)
+        return -1;
+    for (int i = 0; i < o->n_threads && rc == 0; i++)
+        rc = bench_threads(sh, type, o, path, o->threads[i], bw[i]);
     if (created && !o->keep)
         unlink(path);
     return rc;
@@ -274,9 +289,30 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+/* "1,2" -> counts; -1 when malformed. */
+static int parse_counts(const char *s, opts *o)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", s);
+    o->n_threads = 0;
+    for (char *p = buf; *p;) {
+        char *e = strchr(p, ',');
+        if (e)
+            *e = '\0';
+        if (o->n_threads == MAX_COUNTS || parse_int(p, 1, 64, &o->threads[o->n_threads++]))
+            return -1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return o->n_threads ? 0 : -1;
+}
+
 static int parse_opts(int argc, char **argv, opts *o)
 {
-    o->threads = 2;
+    o->threads[0] = 1;
+    o->threads[1] = 2;
+    o->n_threads = 2;
     o->reps = 3;
     o->keep = 0;
     o->dir = "/tmp";
@@ -287,7 +323,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         if (!strcmp(a, "--keep")) { o->keep = 1; continue; }
         if (!v) return -1;
         i++;
-        if (!strcmp(a, "--threads")) { if (parse_int(v, 1, 64, &o->threads)) return -1; }
+        if (!strcmp(a, "--threads")) { if (parse_counts(v, o)) return -1; }
         else if (!strcmp(a, "--reps")) { if (parse_int(v, 1, 100, &o->reps)) return -1; }
         else if (!strcmp(a, "--models")) snprintf(o->models, sizeof o->models, "%s", v);
         else if (!strcmp(a, "--types")) snprintf(o->types, sizeof o->types, "%s", v);
@@ -301,12 +337,14 @@ int main(int argc, char **argv)
 {
     opts o;
     if (parse_opts(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_engine [--threads N] [--reps R] [--models 15m,110m,1b] "
+        fprintf(stderr, "usage: bench_engine [--threads 1,2] [--reps R] [--models 15m,110m,1b] "
                         "[--types f32,q8_0] [--dir DIR] [--keep]\n");
         return 2;
     }
     static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
-    double bw = membw(o.threads, o.reps);
+    double bw[MAX_COUNTS];
+    for (int i = 0; i < o.n_threads; i++)
+        bw[i] = membw(o.threads[i], o.reps);
     int rc = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         if (!listed(o.models, shapes[i].name))
@@ -315,7 +353,7 @@ int main(int argc, char **argv)
             if (listed(o.types, types[t]) && bench_one(&shapes[i], types[t], &o, bw) != 0)
                 rc = 1;
     }
-    double bw2 = membw(o.threads, o.reps); /* conditions may have changed */
-    printf("{\"bench\":\"membw_end\",\"GBps_start\":%.3f,\"GBps_end\":%.3f}\n", bw / 1e9, bw2 / 1e9);
+    for (int i = 0; i < o.n_threads; i++) /* conditions may have changed */
+        membw(o.threads[i], o.reps);
     return rc;
 }

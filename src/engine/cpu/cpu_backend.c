@@ -14,7 +14,6 @@
  * O(n * ctx * width) and runs in plain loops, attention across the pool.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,10 @@
 #include "../quant.h"
 #include "kernels.h"
 #include "pool.h"
+
+#if LLM_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 /* Batch width from which sgemm beats the row loop (measured on AVX2 with
  * Q8_0 and F32 weights; below it the weights' memory traffic dominates). */
@@ -296,12 +299,15 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
             wp = panel;
         }
         /* y[:, r:r+rows] = x [n][k] * wp^T, wp [rows][k]. */
-        if (j->c->use_blas)
+#if LLM_HAVE_OPENBLAS
+        if (j->c->use_blas) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, (int)rows,
                         (int)k, 1.0f, j->x, (int)k, wp, (int)k, 0.0f, j->y + r,
                         (int)w->ne1);
-        else
-            j->c->k.gemm_nt(j->n, rows, k, j->x, k, wp, k, j->y + r, w->ne1);
+            continue;
+        }
+#endif
+        j->c->k.gemm_nt(j->n, rows, k, j->x, k, wp, k, j->y + r, w->ne1);
     }
 }
 
@@ -360,6 +366,7 @@ const char *llm_cpu_backend_kernels(const llm_backend *be)
     return ((const cpu_backend *)(const void *)be)->k.name;
 }
 
+#if LLM_HAVE_OPENBLAS
 /* OpenBLAS cores without AVX2. A DYNAMIC_ARCH OpenBLAS falls back to one of
  * these when it does not recognize the CPU (a virtual machine that masks
  * the model, a CPU newer than the library): Debian's 0.3.21 picks
@@ -388,6 +395,13 @@ static int choose_blas(const llm_kernels *k)
         return 0;
     return !(strcmp(k->name, "avx2") == 0 && blas_core_is_weak(openblas_get_corename()));
 }
+#else
+static int choose_blas(const llm_kernels *k)
+{
+    (void)k;
+    return 0; /* built without OpenBLAS */
+}
+#endif
 
 const char *llm_cpu_backend_gemm(const llm_backend *be)
 {
@@ -419,7 +433,9 @@ int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
         llm_errf(err, errlen, "cpu backend: cannot start %d threads", (int)n_threads);
         return LLM_ENOMEM;
     }
+#if LLM_HAVE_OPENBLAS
     openblas_set_num_threads(1);
+#endif
     c->use_blas = choose_blas(&c->k);
     *out = &c->base;
     return 0;
