@@ -8,11 +8,14 @@
  *   abort: a closed decode, then a prefill left open by abort().
  *   exec:  a decode, then a forked child that execs "execchild", which
  *          records one prefill in the new image.
+ *   threads: 4 threads x 20000 decode ranges each (several buffer flushes
+ *          per thread, and the flush at thread exit).
  */
 #define _GNU_SOURCE
 #include <phasemark/mark.h>
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +99,30 @@ static int exec_child(const char *self, const char *ids)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
+#define STRESS_THREADS 4
+#define STRESS_PAIRS 20000
+
+static void *stress(void *arg)
+{
+    uint64_t req = (uint64_t)(uintptr_t)arg;
+    for (uint32_t pos = 0; pos < STRESS_PAIRS; pos++) {
+        pm_range d = pm_decode_push(req, pos);
+        pm_range_pop(&d);
+    }
+    return NULL;
+}
+
+static int threads(void)
+{
+    pthread_t th[STRESS_THREADS];
+    for (uintptr_t i = 0; i < STRESS_THREADS; i++)
+        if (pthread_create(&th[i], NULL, stress, (void *)(i + 10)) != 0)
+            return 1;
+    for (int i = 0; i < STRESS_THREADS; i++)
+        pthread_join(th[i], NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
 #ifdef PHASEMARK_DISABLED
@@ -122,6 +149,8 @@ int main(int argc, char **argv)
         rc = crash();
     else if (strcmp(argv[2], "exec") == 0)
         rc = exec_child(argv[0], argv[1]);
+    else if (strcmp(argv[2], "threads") == 0)
+        rc = threads();
     fclose(g_ids);
     return rc;
 #endif

@@ -271,6 +271,42 @@ static int case_check(void)
     return pm_check_result();
 }
 
+/* Many ranges on several threads: none lost across buffer flushes. */
+static int case_threads(void)
+{
+    CHECK_INT_EQ(capture("threads", "1"), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/marker_api_trace.csv", g_dir);
+    char *argv[] = {(char *)g_tool, "check", "--expect", "decode=80000,decode:decode=80000", path, NULL};
+    REQUIRE(pm_child_exec(argv, NULL, 30000, &g_res) == 0);
+    CHECK(pm_child_ok(&g_res));
+    CHECK(strstr(g_res.out, "ok: 80000 ranges") != NULL);
+    pmt_trace t;
+    pmt_trace_init(&t);
+    REQUIRE(pmt_trace_load(&t, path, NULL, 0) == 0);
+    /* Per thread, positions 0..19999 in order, each exactly once. */
+    uint32_t tids[4] = {0, 0, 0, 0}, next[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < t.n; i++) {
+        pmt_name nm;
+        REQUIRE(pmt_name_parse(t.r[i].name, &nm, NULL, 0) == 0);
+        uint64_t k = nm.req - 10;
+        REQUIRE(k < 4);
+        if (!tids[k])
+            tids[k] = t.r[i].tid;
+        CHECK_INT_EQ(t.r[i].tid, tids[k]);
+        char want[80];
+        snprintf(want, sizeof want, "pm.decode mode=decode req=%llu pos=%u", (unsigned long long)nm.req, next[k]++);
+        if (strcmp(t.r[i].name, want) != 0) {
+            CHECK_STR_EQ(t.r[i].name, want);
+            break;
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        CHECK_INT_EQ(next[k], 20000);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -285,7 +321,7 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } cases[] = {{"basic_csv", case_basic_csv}, {"basic_json", case_basic_json},
                  {"abort", case_abort}, {"exec", case_exec}, {"nvtx", case_nvtx},
-                 {"check", case_check}};
+                 {"check", case_check}, {"threads", case_threads}};
     int rc = 2;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[3], cases[i].name) == 0)
