@@ -1,0 +1,445 @@
+/* test_server_units.c — the server library's pure parts, case by case:
+ * UTF-8 completion and repair, stop strings, chat templates, request
+ * validation, the command line and the metrics exposition.
+ *
+ * Expected values are written out by hand from the specifications (RFC
+ * 3629 and Unicode's "maximal subpart" replacement practice for UTF-8,
+ * OpenAI's parameter ranges, the chat formats' published layouts,
+ * Prometheus' text format), never taken from the code under test.
+ *
+ *   test_server_units CASE
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "chat.h"
+#include "metrics.h"
+#include "pm_check.h"
+#include "request.h"
+#include "server.h"
+#include "text.h"
+
+static void check_complete(const char *s, size_t n, size_t want)
+{
+    size_t got = pms_utf8_complete(s, n);
+    if (got != want)
+        fprintf(stderr, "complete(%zu bytes) = %zu, want %zu\n", n, got, want);
+    CHECK_INT_EQ(got, want);
+}
+
+static int case_utf8_complete(void)
+{
+    check_complete("", 0, 0);
+    check_complete("abc", 3, 3);
+    check_complete("a\xC3", 2, 1);          /* é cut after its lead */
+    check_complete("a\xC3\xA9", 3, 3);
+    check_complete("\xE2\x82", 2, 0);       /* € cut */
+    check_complete("\xE2\x82\xAC", 3, 3);
+    check_complete("x\xF0\x9F\x98", 4, 1);  /* 😀 cut after 3 of 4 */
+    check_complete("\xF0\x9F\x98\x80", 4, 4);
+    check_complete("\xC3" "A", 2, 2);       /* invalid: complete, replaced later */
+    check_complete("\xFF", 1, 1);
+    check_complete("\xED\xA0", 2, 2);       /* surrogate: invalid, not held */
+    check_complete("\xF4\x90", 2, 2);       /* above U+10FFFF: invalid */
+    check_complete("\xE0\x80", 2, 2);       /* overlong: invalid */
+    check_complete("\x80\x80\x80", 3, 3);   /* stray continuations */
+    return pm_check_result();
+}
+
+static void check_repair(const char *in, size_t n, const char *want)
+{
+    pms_buf b;
+    pms_buf_init(&b, 0);
+    CHECK_INT_EQ(pms_utf8_repair(&b, in, n), 0);
+    CHECK_STR_EQ(b.p ? b.p : "", want);
+    pms_buf_free(&b);
+}
+
+#define FFFD "\xEF\xBF\xBD"
+
+static int case_utf8_repair(void)
+{
+    check_repair("plain", 5, "plain");
+    check_repair("a\xFF" "b", 3, "a" FFFD "b");
+    check_repair("\xC0\xAF", 2, FFFD FFFD);           /* overlong '/' */
+    check_repair("\xE2\x82", 2, FFFD);                /* truncated at the end */
+    check_repair("\xE2\x82" "A", 3, FFFD "A");        /* truncated mid-text */
+    check_repair("\xED\xA0\x80", 3, FFFD FFFD FFFD);  /* a surrogate */
+    check_repair("\xF4\x90\x80\x80", 4, FFFD FFFD FFFD FFFD);
+    check_repair("\xE2\x82\xAC\xF0\x9F\x98\x80", 7, "\xE2\x82\xAC\xF0\x9F\x98\x80");
+    check_repair("", 0, "");
+    pms_buf b;
+    pms_buf_init(&b, 4);
+    CHECK_INT_EQ(pms_utf8_repair(&b, "\xFF\xFF", 2), -1); /* 6 bytes over a limit of 4 */
+    pms_buf_free(&b);
+    return pm_check_result();
+}
+
+static int case_stop(void)
+{
+    const char *stops[] = {"END", "wor", "\n\n"};
+    size_t lens[] = {3, 3, 2};
+    const char *t = "Hello END world";
+    CHECK_INT_EQ(pms_stop_find(t, strlen(t), 0, stops, lens, 3), 6);
+    CHECK_INT_EQ(pms_stop_find(t, strlen(t), 7, stops, lens, 3), 10);
+    CHECK(pms_stop_find(t, strlen(t), 11, stops, lens, 3) == (size_t)-1);
+    CHECK(pms_stop_find("EN", 2, 0, stops, lens, 3) == (size_t)-1);
+    CHECK_INT_EQ(pms_stop_find("a\n\nb", 4, 0, stops, lens, 3), 1);
+    CHECK_INT_EQ(pms_stop_holdback("abc EN", 6, stops, lens, 3), 2);
+    CHECK_INT_EQ(pms_stop_holdback("abc E", 5, stops, lens, 3), 1);
+    CHECK_INT_EQ(pms_stop_holdback("abc w", 5, stops, lens, 3), 1);
+    CHECK_INT_EQ(pms_stop_holdback("abc\n", 4, stops, lens, 3), 1);
+    CHECK_INT_EQ(pms_stop_holdback("abc", 3, stops, lens, 3), 0);
+    CHECK_INT_EQ(pms_stop_holdback("", 0, stops, lens, 3), 0);
+    CHECK_INT_EQ(pms_stop_holdback("abc EN", 6, stops, lens, 0), 0);
+    return pm_check_result();
+}
+
+/* ---- chat ---------------------------------------------------------------- */
+
+static const pms_chat_msg conv[] = {
+    {PMS_ROLE_SYSTEM, "Be brief.", 9},
+    {PMS_ROLE_USER, "Hi", 2},
+    {PMS_ROLE_ASSISTANT, "Hello!", 6},
+    {PMS_ROLE_USER, "Why?", 4},
+};
+
+static void check_render(pms_chat_format f, const char *want)
+{
+    pms_buf b;
+    pms_buf_init(&b, 0);
+    CHECK_INT_EQ(pms_chat_render(f, conv, 4, &b), 0);
+    CHECK_STR_EQ(b.p, want);
+    pms_buf_free(&b);
+}
+
+static int case_chat(void)
+{
+    const char *chatml = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+                         "'<|im_end|>' + '\\n'}}{% endfor %}";
+    const char *llama2 = "{{ bos_token }}{% for message in messages %}{{ '[INST] ' + message['content'] + "
+                         "' [/INST]' }}{% endfor %}";
+    const char *llama3 = "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' %}";
+    const char *zephyr = "{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + eos_token }}";
+    CHECK_INT_EQ(pms_chat_detect(chatml, strlen(chatml)), PMS_CHAT_CHATML);
+    CHECK_INT_EQ(pms_chat_detect(llama2, strlen(llama2)), PMS_CHAT_LLAMA2);
+    CHECK_INT_EQ(pms_chat_detect(llama3, strlen(llama3)), PMS_CHAT_LLAMA3);
+    CHECK_INT_EQ(pms_chat_detect(zephyr, strlen(zephyr)), PMS_CHAT_ZEPHYR);
+    CHECK_INT_EQ(pms_chat_detect("{{ messages | custom }}", 23), PMS_CHAT_PLAIN);
+    CHECK_INT_EQ(pms_chat_detect(NULL, 0), PMS_CHAT_PLAIN);
+    CHECK_INT_EQ(pms_chat_detect(chatml, 5), PMS_CHAT_PLAIN); /* length is honoured */
+    CHECK_STR_EQ(pms_chat_format_name(PMS_CHAT_LLAMA3), "llama3");
+
+    check_render(PMS_CHAT_PLAIN, "Be brief.\n\nUser: Hi\nAssistant: Hello!\nUser: Why?\nAssistant:");
+    check_render(PMS_CHAT_CHATML,
+                 "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                 "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nWhy?<|im_end|>\n"
+                 "<|im_start|>assistant\n");
+    check_render(PMS_CHAT_LLAMA3,
+                 "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nWhy?<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    check_render(PMS_CHAT_ZEPHYR,
+                 "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\nWhy?</s>\n"
+                 "<|assistant|>\n");
+    check_render(PMS_CHAT_LLAMA2, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! [INST] Why? [/INST]");
+    CHECK_STR_EQ(pms_chat_end_of_turn(PMS_CHAT_PLAIN), "\nUser:");
+    CHECK_STR_EQ(pms_chat_end_of_turn(PMS_CHAT_CHATML), "<|im_end|>");
+    CHECK_STR_EQ(pms_chat_end_of_turn(PMS_CHAT_LLAMA3), "<|eot_id|>");
+
+    pms_buf small;
+    pms_buf_init(&small, 10);
+    CHECK_INT_EQ(pms_chat_render(PMS_CHAT_CHATML, conv, 4, &small), -1);
+    pms_buf_free(&small);
+    return pm_check_result();
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static const pms_parse_ctx pctx = {"tiny", 300, 64, 100, PMS_CHAT_PLAIN};
+
+static int case_request_valid(void)
+{
+    pms_req r;
+    pms_err e = {0};
+    const char *b1 = "{\"model\":\"tiny\",\"prompt\":\"Hi there\",\"max_tokens\":7,\"temperature\":0.5,"
+                     "\"top_p\":0.9,\"top_k\":40,\"seed\":12345,\"stop\":[\"\\n\",\"END\"],\"stream\":true,"
+                     "\"stream_options\":{\"include_usage\":true},\"n\":1,\"presence_penalty\":0,\"user\":\"x\"}";
+    REQUIRE(pms_req_parse(&r, PMS_EP_COMPLETIONS, b1, strlen(b1), &pctx, &e) == 0);
+    CHECK_STR_EQ(r.text, "Hi there");
+    CHECK_INT_EQ(r.text_len, 8);
+    CHECK(r.ids == NULL);
+    CHECK_INT_EQ(r.max_tokens, 7);
+    CHECK_NEAR(r.temperature, 0.5, 1e-7);
+    CHECK_NEAR(r.top_p, 0.9, 1e-7);
+    CHECK_INT_EQ(r.top_k, 40);
+    CHECK_U64_EQ(r.seed, 12345);
+    CHECK_INT_EQ(r.has_seed, 1);
+    CHECK_INT_EQ(r.n_stop, 2);
+    CHECK_STR_EQ(r.stop[0], "\n");
+    CHECK_STR_EQ(r.stop[1], "END");
+    CHECK_INT_EQ(r.stream, 1);
+    CHECK_INT_EQ(r.include_usage, 1);
+    CHECK_INT_EQ(pms_req_add_stop(&r, "END"), 0); /* already there */
+    CHECK_INT_EQ(r.n_stop, 2);
+    pms_req_free(&r);
+
+    const char *b2 = "{\"prompt\":[1,2,299],\"stop\":\"x\"}";
+    REQUIRE(pms_req_parse(&r, PMS_EP_COMPLETIONS, b2, strlen(b2), &pctx, &e) == 0);
+    CHECK_INT_EQ(r.n_ids, 3);
+    CHECK_INT_EQ(r.ids[2], 299);
+    CHECK_INT_EQ(r.max_tokens, 0); /* the server's default applies */
+    CHECK_NEAR(r.temperature, 1.0, 0);
+    CHECK_INT_EQ(r.n_stop, 1);
+    CHECK_INT_EQ(r.stream, 0);
+    pms_req_free(&r);
+
+    const char *b3 = "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":"
+                     "[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
+                     "\"max_completion_tokens\":3,\"stop\":[\"1\",\"2\",\"3\",\"4\"]}";
+    REQUIRE(pms_req_parse(&r, PMS_EP_CHAT, b3, strlen(b3), &pctx, &e) == 0);
+    CHECK_STR_EQ(r.text, "S\n\nUser: ab\nAssistant:");
+    CHECK_INT_EQ(r.max_tokens, 3);
+    CHECK_INT_EQ(pms_req_add_stop(&r, "\nUser:"), 0); /* the implicit stop has its own slot */
+    CHECK_INT_EQ(r.n_stop, 5);
+    CHECK_STR_EQ(r.stop[4], "\nUser:");
+    pms_req_free(&r);
+    return pm_check_result();
+}
+
+typedef struct bad_case {
+    pms_endpoint ep;
+    const char *body;
+    int status;
+    const char *param; /* NULL: none expected */
+} bad_case;
+
+static const bad_case bad[] = {
+    {PMS_EP_COMPLETIONS, "", 400, NULL},
+    {PMS_EP_COMPLETIONS, "{", 400, NULL},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\"", 400, NULL},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\"} x", 400, NULL},
+    {PMS_EP_COMPLETIONS, "[1,2]", 400, NULL},
+    {PMS_EP_COMPLETIONS, "\"text\"", 400, NULL},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"prompt\":\"b\"}", 400, NULL},
+    {PMS_EP_COMPLETIONS, "{}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":null}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":5}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":[]}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":[[1,2]]}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":[1.5]}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":[-1]}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":[300]}", 400, "prompt"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"max_tokens\":0}", 400, "max_tokens"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"max_tokens\":65}", 400, "max_tokens"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"max_tokens\":\"5\"}", 400, "max_tokens"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"max_tokens\":5.0}", 400, "max_tokens"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"max_tokens\":99999999999999999999}", 400, NULL},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"temperature\":-0.1}", 400, "temperature"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"temperature\":2.5}", 400, "temperature"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"temperature\":\"hot\"}", 400, "temperature"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"top_p\":0}", 400, "top_p"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"top_p\":1.01}", 400, "top_p"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"top_k\":-1}", 400, "top_k"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"seed\":-3}", 400, "seed"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"seed\":true}", 400, "seed"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"stream\":1}", 400, "stream"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"stream_options\":[]}", 400, "stream_options"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"stream_options\":{\"include_usage\":\"y\"}}", 400, "include_usage"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"stop\":5}", 400, "stop"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"stop\":\"\"}", 400, "stop"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400, "stop"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"stop\":[\"a\",1]}", 400, "stop"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"n\":2}", 400, "n"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"best_of\":3}", 400, "best_of"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"echo\":true}", 400, "echo"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"logprobs\":5}", 400, "logprobs"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"model\":7}", 400, "model"},
+    {PMS_EP_COMPLETIONS, "{\"prompt\":\"a\",\"model\":\"gpt-4\"}", 404, "model"},
+    {PMS_EP_CHAT, "{}", 400, "messages"},
+    {PMS_EP_CHAT, "{\"messages\":[]}", 400, "messages"},
+    {PMS_EP_CHAT, "{\"messages\":{}}", 400, "messages"},
+    {PMS_EP_CHAT, "{\"messages\":[5]}", 400, "messages"},
+    {PMS_EP_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", 400, "messages"},
+    {PMS_EP_CHAT, "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", 400, "messages"},
+    {PMS_EP_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", 400, "messages"},
+    {PMS_EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400, "messages"},
+    {PMS_EP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"other\"}", 404, "model"},
+};
+
+static int case_request_errors(void)
+{
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pms_req r;
+        pms_err e = {0};
+        int rc = pms_req_parse(&r, bad[i].ep, bad[i].body, strlen(bad[i].body), &pctx, &e);
+        if (rc != -1 || e.status != bad[i].status)
+            fprintf(stderr, "case %zu (%s): rc %d status %d (%s)\n", i, bad[i].body, rc, e.status, e.msg);
+        CHECK_INT_EQ(rc, -1);
+        CHECK_INT_EQ(e.status, bad[i].status);
+        CHECK(e.msg[0] != 0);
+        CHECK(e.type != NULL);
+        if (bad[i].param)
+            CHECK_STR_EQ(e.param, bad[i].param);
+        CHECK(r.text == NULL && r.ids == NULL && r.n_stop == 0); /* nothing leaks out of a failure */
+    }
+    /* Every prefix of a valid body is refused, never accepted half-read. */
+    const char *full = "{\"prompt\":[1,2],\"max_tokens\":3}";
+    for (size_t n = 0; n < strlen(full); n++) {
+        pms_req r;
+        pms_err e = {0};
+        CHECK_INT_EQ(pms_req_parse(&r, PMS_EP_COMPLETIONS, full, n, &pctx, &e), -1);
+        CHECK_INT_EQ(e.status, 400);
+    }
+    return pm_check_result();
+}
+
+/* ---- command line -------------------------------------------------------- */
+
+static int parse(pms_config *c, const char *const *args, char *err, size_t errlen)
+{
+    char *argv[32] = {"pm-server"};
+    int argc = 1;
+    while (args[argc - 1])
+        argv[argc] = (char *)args[argc - 1], argc++;
+    pms_config_defaults(c);
+    return pms_config_parse(c, argc, argv, err, errlen);
+}
+
+static int case_config(void)
+{
+    pms_config c;
+    char err[256];
+    const char *ok[] = {"-m", "x.gguf", "--port", "0", "--workers", "3", "--queue", "5", "--max-body", "100",
+                        "--host", "::1", "--backend", "cpu", "--drain", "0", NULL};
+    REQUIRE(parse(&c, ok, err, sizeof err) == 0);
+    CHECK_STR_EQ(c.model_path, "x.gguf");
+    CHECK_INT_EQ(c.port, 0);
+    CHECK_INT_EQ(c.workers, 3);
+    CHECK_INT_EQ(c.queue, 5);
+    CHECK_INT_EQ(c.max_body, 100);
+    CHECK_STR_EQ(c.host, "::1");
+    CHECK_STR_EQ(c.backend, "cpu");
+    CHECK_INT_EQ(c.drain_s, 0);
+    CHECK_INT_EQ(c.max_tokens, 512); /* untouched default */
+    CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), 0);
+
+    const char *help[] = {"--help", NULL};
+    CHECK_INT_EQ(parse(&c, help, err, sizeof err), 1);
+    const char *const bads[][5] = {
+        {NULL},
+        {"--port", "0", NULL},
+        {"-m", "x", "--port", "65536", NULL},
+        {"-m", "x", "--port", "12ab", NULL},
+        {"-m", "x", "--workers", "0", NULL},
+        {"-m", "x", "--queue", "", NULL},
+        {"-m", "x", "--bogus", "1", NULL},
+        {"-m", "x", "--port", NULL},
+        {"-m", "x", "stray", NULL},
+        {"-m", "x", "--model-id", "", NULL},
+    };
+    for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+        err[0] = 0;
+        CHECK_INT_EQ(parse(&c, bads[i], err, sizeof err), -1);
+        CHECK(err[0] != 0);
+    }
+    const char *draft[] = {"-m", "x", "--draft", "d.gguf", NULL};
+    REQUIRE(parse(&c, draft, err, sizeof err) == 0);
+    CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), -1);
+    CHECK(strstr(err, "--draft") != NULL);
+    const char *place[] = {"-m", "x", "--placement", "0-3:local,4-7:unix:/tmp/s", NULL};
+    REQUIRE(parse(&c, place, err, sizeof err) == 0);
+    CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), -1);
+    CHECK(strstr(err, "--placement") != NULL);
+    return pm_check_result();
+}
+
+/* ---- metrics ------------------------------------------------------------- */
+
+/* Every sample line's metric has a # TYPE line before it, every TYPE a
+ * HELP, and every value parses as a number. */
+static void check_exposition(const char *text)
+{
+    char typed[64][64];
+    int n_typed = 0;
+    for (const char *l = text; *l;) {
+        const char *e = strchr(l, '\n');
+        REQUIRE(e != NULL); /* every line ends in \n */
+        size_t len = (size_t)(e - l);
+        char line[256];
+        REQUIRE(len < sizeof line);
+        memcpy(line, l, len);
+        line[len] = 0;
+        char name[64];
+        if (sscanf(line, "# TYPE %63s", name) == 1) {
+            CHECK(strstr(line, " counter") || strstr(line, " gauge"));
+            if (n_typed < 64)
+                snprintf(typed[n_typed++], 64, "%s", name);
+        } else if (strncmp(line, "# HELP ", 7) != 0) {
+            size_t nl = strcspn(line, "{ ");
+            int found = 0;
+            for (int i = 0; i < n_typed; i++)
+                found |= strlen(typed[i]) == nl && strncmp(typed[i], line, nl) == 0;
+            if (!found)
+                fprintf(stderr, "untyped sample: %s\n", line);
+            CHECK(found);
+            const char *v = strrchr(line, ' ');
+            char *end;
+            REQUIRE(v != NULL);
+            strtod(v + 1, &end);
+            CHECK(*end == 0 && end != v + 1);
+        }
+        l = e + 1;
+    }
+}
+
+static int case_metrics(void)
+{
+    pms_metrics m;
+    pms_metrics_init(&m);
+    pms_metrics_status(&m, 200);
+    pms_metrics_status(&m, 200);
+    pms_metrics_status(&m, 404);
+    pms_metrics_status(&m, 418);
+    atomic_fetch_add(&m.phase_tokens[PM_PHASE_DECODE], 5);
+    atomic_fetch_add(&m.phase_ns[PM_PHASE_DECODE], 1500000000u);
+    atomic_fetch_add(&m.prompt_tokens, 11);
+    pms_buf b;
+    pms_buf_init(&b, 0);
+    REQUIRE(pms_metrics_render(&m, 16, 2, &b) == 0);
+    check_exposition(b.p);
+    CHECK(strstr(b.p, "phasemark_http_requests_total{code=\"200\"} 2\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_http_requests_total{code=\"404\"} 1\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_http_requests_total{code=\"other\"} 1\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_phase_tokens_total{phase=\"decode\"} 5\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_phase_seconds_total{phase=\"decode\"} 1.500000000\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_phase_tokens_total{phase=\"exact\"} 0\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_phase_tokens_total{phase=\"verify\"} 0\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_prompt_tokens_total 11\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_queue_capacity 16\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_workers 2\n") != NULL);
+    CHECK(strstr(b.p, "# TYPE phasemark_draft_accepted_tokens_total counter\n") != NULL);
+    pms_buf_free(&b);
+    pms_buf_init(&b, 100);
+    CHECK_INT_EQ(pms_metrics_render(&m, 16, 2, &b), -1); /* bounded output */
+    pms_buf_free(&b);
+    return pm_check_result();
+}
+
+int main(int argc, char **argv)
+{
+    static const struct { const char *name; int (*fn)(void); } cases[] = {
+        {"utf8_complete", case_utf8_complete}, {"utf8_repair", case_utf8_repair},
+        {"stop", case_stop},                   {"chat", case_chat},
+        {"request_valid", case_request_valid}, {"request_errors", case_request_errors},
+        {"config", case_config},               {"metrics", case_metrics},
+    };
+    for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(argv[1], cases[i].name) == 0)
+            return cases[i].fn();
+    fprintf(stderr, "usage: test_server_units CASE\n");
+    return 2;
+}
