@@ -321,6 +321,14 @@ __attribute__((constructor)) static void pmr_constructor(void)
     pthread_once(&g_once, init_once);
 }
 
+/* Library destructors run after the atexit handlers; ranges pushed from
+ * other libraries' destructors are written here (a second flush writes
+ * only what is new). */
+__attribute__((destructor)) static void pmr_destructor(void)
+{
+    pm__rec_flush_all();
+}
+
 /* A free buffer from an exited thread, else a new one. Not a hot path:
  * once per thread. */
 static pmr_tbuf *attach(void)
