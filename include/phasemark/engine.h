@@ -169,6 +169,15 @@ LLM_API const char *llm_session_error(const llm_session *s);
 /* Sets the request id that markers carry from the next forward on. */
 LLM_API void llm_session_set_request(llm_session *s, uint64_t request);
 
+/* The request id markers carry (the last set). */
+LLM_API uint64_t llm_session_get_request(const llm_session *s);
+
+/* quiet != 0: the session's forwards emit no ranges at all (no pm.prefill,
+ * pm.decode or layer range), so they can run inside a caller's leaf range:
+ * a speculative drafter's forwards inside its one pm.draft. quiet == 0 (the
+ * default) restores the ranges of the marker contract. */
+LLM_API void llm_session_set_quiet(llm_session *s, int quiet);
+
 /* Positions filled in the KV cache (the next token's position), and the
  * cache's capacity. */
 LLM_API uint32_t llm_session_pos(const llm_session *s);
@@ -246,6 +255,26 @@ LLM_API void llm_sampler_reseed(llm_sampler *sp, uint64_t seed);
  * draw from the renormalized rest. Allocates nothing. Returns the token,
  * or LLM_EINVAL on bad arguments. */
 LLM_API int32_t llm_sample(llm_sampler *sp, const float *logits);
+
+/* The parameters and vocabulary size the sampler was created with. */
+LLM_API void llm_sampler_get_params(const llm_sampler *sp, llm_sampler_params *p);
+LLM_API int32_t llm_sampler_n_vocab(const llm_sampler *sp);
+
+/* The distribution llm_sample draws from, as n_vocab probabilities into
+ * probs (caller-owned, n_vocab floats): the same temperature, top-k and
+ * top-p rules, zero outside the kept candidates, the rest summing to 1;
+ * greedy (temperature <= 0) gives 1 at the argmax. Consumes no randomness
+ * and allocates nothing. Speculative sampling compares the target's and
+ * the draft's distributions through it. 0 or LLM_EINVAL. */
+LLM_API int llm_sampler_probs(llm_sampler *sp, const float *logits, float *probs);
+
+/* One draw from n_vocab non-negative weights (need not sum to 1), using
+ * the sampler's random stream. Returns the token, or LLM_EINVAL when a
+ * weight is negative or NaN or all are zero. Allocates nothing. */
+LLM_API int32_t llm_sampler_draw(llm_sampler *sp, const float *probs);
+
+/* One uniform number in [0, 1) from the sampler's random stream. */
+LLM_API double llm_sampler_uniform(llm_sampler *sp);
 
 /* ---- generation -------------------------------------------------------- */
 

@@ -169,7 +169,9 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
     attr.backend = be->ops->name;
     attr.req = in->req;
     attr.tokens = (uint32_t)in->n;
-    PM_SCOPED_LAYER_RANGE(&attr);
+    /* A quiet span runs inside a caller's leaf, where nothing may nest. */
+    pm_range leaf __attribute__((cleanup(pm_range_pop), unused)) =
+        span->quiet ? PM_RANGE_NONE : pm_layer_range_push(&attr);
 
     if (span->first == 0)
         be->ops->embed(be, &m->tok_embd, in->tokens, in->n, ws->x);

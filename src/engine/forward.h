@@ -27,6 +27,8 @@ typedef struct llm_span {
     pm_where where;      /* local, or remote when a daemon runs it */
     uint32_t n_ctx;      /* cache positions */
     float **k, **v;      /* [last-first+1] -> backend [n_ctx][kv_dim] */
+    int quiet;           /* 1: emit no layer range (the forward runs inside
+                            a caller's leaf, e.g. a drafter's pm.draft) */
 } llm_span;
 
 /* Per-forward buffers, backend memory, [n_batch][width] each. */

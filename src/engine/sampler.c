@@ -162,12 +162,12 @@ static int32_t weigh(llm_sampler *sp, const float *logits)
     return kept;
 }
 
-int32_t llm_sample(llm_sampler *sp, const float *logits)
+/* The candidates a draw chooses from: softmax weights cut by top-k, sorted
+ * by rank, cut by top-p. Leaves them in sp->c[0..n) and returns n; *mass is
+ * their unnormalized total. Shared by llm_sample and llm_sampler_probs so
+ * both apply exactly the same rules. */
+static int32_t candidates(llm_sampler *sp, const float *logits, double *mass_out)
 {
-    if (!sp || !logits)
-        return LLM_EINVAL;
-    if (!(sp->p.temperature > 0.0f))
-        return argmax(logits, sp->n_vocab);
     int32_t n = weigh(sp, logits);
     if (sp->p.top_k > 0 && sp->p.top_k < n) {
         select_top_k(sp->c, n, sp->p.top_k);
@@ -190,6 +190,18 @@ int32_t llm_sample(llm_sampler *sp, const float *logits)
         n = cut;
         mass = acc < need ? mass : acc;
     }
+    *mass_out = mass;
+    return n;
+}
+
+int32_t llm_sample(llm_sampler *sp, const float *logits)
+{
+    if (!sp || !logits)
+        return LLM_EINVAL;
+    if (!(sp->p.temperature > 0.0f))
+        return argmax(logits, sp->n_vocab);
+    double mass;
+    int32_t n = candidates(sp, logits, &mass);
     double r = next_unit(&sp->state) * mass, acc = 0.0;
     for (int32_t i = 0; i < n; i++) {
         acc += sp->c[i].p;
@@ -197,4 +209,64 @@ int32_t llm_sample(llm_sampler *sp, const float *logits)
             return sp->c[i].id;
     }
     return sp->c[n - 1].id; /* rounding left r at the very top */
+}
+
+/* ---- distributions (speculative sampling) ------------------------------ */
+
+void llm_sampler_get_params(const llm_sampler *sp, llm_sampler_params *p)
+{
+    *p = sp->p;
+}
+
+int32_t llm_sampler_n_vocab(const llm_sampler *sp)
+{
+    return sp->n_vocab;
+}
+
+int llm_sampler_probs(llm_sampler *sp, const float *logits, float *probs)
+{
+    if (!sp || !logits || !probs)
+        return LLM_EINVAL;
+    int32_t nv = sp->n_vocab;
+    for (int32_t i = 0; i < nv; i++)
+        probs[i] = 0.0f;
+    if (!(sp->p.temperature > 0.0f)) {
+        probs[argmax(logits, nv)] = 1.0f;
+        return 0;
+    }
+    double mass;
+    int32_t n = candidates(sp, logits, &mass);
+    for (int32_t i = 0; i < n; i++)
+        probs[sp->c[i].id] = (float)(sp->c[i].p / mass);
+    return 0;
+}
+
+int32_t llm_sampler_draw(llm_sampler *sp, const float *probs)
+{
+    if (!sp || !probs)
+        return LLM_EINVAL;
+    int32_t nv = sp->n_vocab, last = -1;
+    double mass = 0.0;
+    for (int32_t i = 0; i < nv; i++) {
+        if (!(probs[i] >= 0.0f))
+            return LLM_EINVAL; /* negative or NaN */
+        if (probs[i] > 0.0f) {
+            mass += probs[i];
+            last = i;
+        }
+    }
+    if (last < 0 || !isfinite(mass))
+        return LLM_EINVAL;
+    double r = next_unit(&sp->state) * mass, acc = 0.0;
+    for (int32_t i = 0; i < last; i++) {
+        acc += probs[i];
+        if (r < acc)
+            return i;
+    }
+    return last; /* r fell in the last positive weight, or rounding */
+}
+
+double llm_sampler_uniform(llm_sampler *sp)
+{
+    return next_unit(&sp->state);
 }

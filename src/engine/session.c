@@ -113,6 +113,16 @@ void llm_session_set_request(llm_session *s, uint64_t request)
     s->req = request;
 }
 
+uint64_t llm_session_get_request(const llm_session *s)
+{
+    return s->req;
+}
+
+void llm_session_set_quiet(llm_session *s, int quiet)
+{
+    s->span.quiet = quiet != 0;
+}
+
 uint32_t llm_session_pos(const llm_session *s)
 {
     return s->pos;
@@ -171,7 +181,7 @@ int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
     const float *last = NULL;
     for (size_t done = 0; done < n; done += step) {
         int32_t len = (int32_t)(n - done < step ? n - done : step);
-        pm_range r = pm_prefill_push(s->req, s->pos, (uint32_t)len);
+        pm_range r = s->span.quiet ? PM_RANGE_NONE : pm_prefill_push(s->req, s->pos, (uint32_t)len);
         last = run_forward(s, tokens + done, len, PM_PHASE_EXACT, LLM_LOGITS_LAST);
         pm_range_pop(&r);
     }
@@ -190,7 +200,7 @@ int llm_decode(llm_session *s, int32_t token, const float **logits)
     if (rc)
         return rc;
     uint64_t t0 = llm_now_ns();
-    pm_range r = pm_decode_push(s->req, s->pos);
+    pm_range r = s->span.quiet ? PM_RANGE_NONE : pm_decode_push(s->req, s->pos);
     const float *out = run_forward(s, &token, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
     pm_range_pop(&r);
     s->t.decode_ns += llm_now_ns() - t0;
