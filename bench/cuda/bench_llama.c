@@ -18,9 +18,12 @@
  *
  * The models are the llm_cuda operations composed the way the engine's
  * forward composes them, with random weights filled on the device, so the
- * numbers need no model file. For decode the q/k/v and gate/up matrices of
- * a layer are stored as one matrix each (one pass over the concatenated
- * rows); prefill multiplies the same storage through row views.
+ * numbers need no model file. The q/k/v matrices of a layer are stored as
+ * one matrix (decode reads it in one pass; prefill multiplies row views of
+ * it), and gate/up as one matrix with alternating rows (gate_i, up_i), so
+ * SwiGLU folds into the decode product and follows the prefill product as
+ * one pass over interleaved pairs. Prefill attention runs on the tensor
+ * cores (llm_cuda_reserve_attention_gemm).
  *
  * Usage: bench_llama [1b|8b|all] [decode_tokens] [reps]
  */
@@ -49,7 +52,7 @@ static const shape shapes[] = {
 
 typedef struct layer {
     llm_cuda_weight qkv, o, gu, down;
-    llm_cuda_weight q, k, v, gate, up; /* row views into qkv and gu */
+    llm_cuda_weight q, k, v; /* row views into qkv */
     float *attn_norm, *ffn_norm;
     float *kc, *vc; /* [CTX][kv_dim] */
 } layer;
@@ -146,8 +149,6 @@ static void build(model *m, const shape *s)
         L->q = view(&L->qkv, 0, m->q_dim);
         L->k = view(&L->qkv, m->q_dim, m->kv_dim);
         L->v = view(&L->qkv, m->q_dim + m->kv_dim, m->kv_dim);
-        L->gate = view(&L->gu, 0, s->ffn);
-        L->up = view(&L->gu, s->ffn, s->ffn);
         L->attn_norm = norm_vector(s->dim);
         L->ffn_norm = norm_vector(s->dim);
         L->kc = dev((size_t)CTX * m->kv_dim * sizeof(float));
@@ -175,6 +176,13 @@ static void build(model *m, const shape *s)
     m->hb2 = dev(n * (size_t)s->ffn * sizeof(float));
     m->logits = dev((size_t)s->vocab * sizeof(float));
     m->tok = dev(PREFILL_N * sizeof(int32_t));
+    /* Defined contents everywhere (the products-only pass reads buffers the
+     * step has not written). */
+    float *bufs[] = {m->x, m->xb, m->xb2, m->q, m->att, m->hb, m->hb2};
+    size_t lens[] = {n * s->dim, n * s->dim, n * s->dim, n * (m->q_dim + 2 * m->kv_dim),
+                     n * m->q_dim, n * 2 * (size_t)s->ffn, n * (size_t)s->ffn};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        OK(llm_cuda_fill_uniform(cu, bufs[i], LLM_TYPE_F32, lens[i], seed_counter++, 1.0f));
     OK(llm_cuda_sync(cu));
 }
 
@@ -202,7 +210,11 @@ static void release(model *m)
 }
 
 /* One decode step for the token in m->tok[0] at the position in the
- * register; leaves the argmax in m->tok[0] and advances the register. */
+ * register; leaves the argmax in m->tok[0] and advances the register. Seven
+ * kernels a layer: q/k/v product with the RMSNorm folded in, RoPE + cache
+ * store, attention (split + merge), output product adding into the
+ * residual, gate/up product with RMSNorm and SwiGLU folded in, down product
+ * adding into the residual. */
 static void decode_step(model *m)
 {
     const shape *s = &m->s;
@@ -211,26 +223,37 @@ static void decode_step(model *m)
     OK(llm_cuda_embed(cu, &m->embd, m->tok, 1, m->x));
     for (int32_t l = 0; l < s->layers; l++) {
         layer *L = &m->L[l];
-        float *q = m->q, *k = m->q + m->q_dim, *v = k + m->kv_dim;
-        OK(llm_cuda_rmsnorm(cu, m->xb, m->x, L->attn_norm, 1, s->dim, 1e-5f));
-        OK(llm_cuda_matmul(cu, &L->qkv, m->xb, 1, m->q));
-        OK(llm_cuda_rope(cu, q, 1, s->heads, qkv_w, p, m->freq, 1.0f, m->hd));
-        OK(llm_cuda_rope(cu, k, 1, s->kv_heads, qkv_w, p, m->freq, 1.0f, m->hd));
-        OK(llm_cuda_kv_store(cu, L->kc, L->vc, k, v, 1, m->kv_dim, qkv_w, p));
-        llm_cuda_attn a = {q, L->kc, L->vc, m->att, 1, p, s->heads, s->kv_heads, m->hd};
+        llm_cuda_mv_fuse fn = {LLM_CUDA_MV_NORM, L->attn_norm, 1e-5f};
+        llm_cuda_mv_fuse fa = {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f};
+        llm_cuda_mv_fuse fg = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, L->ffn_norm, 1e-5f};
+        OK(llm_cuda_matvec_fused(cu, &L->qkv, m->x, m->q, &fn));
+        OK(llm_cuda_rope_qkv_store(cu, m->q, 1, qkv_w, s->heads, s->kv_heads, m->hd, p,
+                                   m->freq, 1.0f, L->kc, L->vc));
+        llm_cuda_attn a = {m->q, L->kc, L->vc, m->att, 1, p, s->heads, s->kv_heads, m->hd};
         OK(llm_cuda_attention(cu, &a));
-        OK(llm_cuda_matmul(cu, &L->o, m->att, 1, m->xb2));
-        OK(llm_cuda_add(cu, m->x, m->xb2, (size_t)s->dim));
-        OK(llm_cuda_rmsnorm(cu, m->xb, m->x, L->ffn_norm, 1, s->dim, 1e-5f));
-        OK(llm_cuda_matmul(cu, &L->gu, m->xb, 1, m->hb));
-        OK(llm_cuda_swiglu(cu, m->hb, m->hb + s->ffn, (size_t)s->ffn));
-        OK(llm_cuda_matmul(cu, &L->down, m->hb, 1, m->xb2));
-        OK(llm_cuda_add(cu, m->x, m->xb2, (size_t)s->dim));
+        OK(llm_cuda_matvec_fused(cu, &L->o, m->att, m->x, &fa));
+        OK(llm_cuda_matvec_fused(cu, &L->gu, m->x, m->hb, &fg));
+        OK(llm_cuda_matvec_fused(cu, &L->down, m->hb, m->x, &fa));
     }
-    OK(llm_cuda_rmsnorm(cu, m->xb, m->x, m->out_norm, 1, s->dim, 1e-5f));
-    OK(llm_cuda_matmul(cu, &m->out, m->xb, 1, m->logits));
+    llm_cuda_mv_fuse fo = {LLM_CUDA_MV_NORM, m->out_norm, 1e-5f};
+    OK(llm_cuda_matvec_fused(cu, &m->out, m->x, m->logits, &fo));
     OK(llm_cuda_argmax(cu, m->logits, 1, s->vocab, m->tok));
     OK(llm_cuda_pos_advance(cu, 1));
+}
+
+/* The same step's weight reads alone: every product, nothing else (the
+ * ceiling the fused step is compared with). */
+static void products_only(model *m)
+{
+    llm_cuda_mv_fuse f0 = {0, NULL, 0.0f};
+    for (int32_t l = 0; l < m->s.layers; l++) {
+        layer *L = &m->L[l];
+        OK(llm_cuda_matvec_fused(cu, &L->qkv, m->x, m->q, &f0));
+        OK(llm_cuda_matvec_fused(cu, &L->o, m->att, m->xb2, &f0));
+        OK(llm_cuda_matvec_fused(cu, &L->gu, m->xb, m->hb, &f0));
+        OK(llm_cuda_matvec_fused(cu, &L->down, m->hb2, m->xb2, &f0));
+    }
+    OK(llm_cuda_matvec_fused(cu, &m->out, m->xb, m->logits, &f0));
 }
 
 /* Prefill of n tokens at position 0 (host base), logits of the last row. */
@@ -252,10 +275,9 @@ static void prefill(model *m, int32_t n)
         OK(llm_cuda_matmul(cu, &L->o, m->att, n, m->xb2));
         OK(llm_cuda_add(cu, m->x, m->xb2, (size_t)n * s->dim));
         OK(llm_cuda_rmsnorm(cu, m->xb, m->x, L->ffn_norm, n, s->dim, 1e-5f));
-        OK(llm_cuda_matmul(cu, &L->gate, m->xb, n, m->hb));
-        OK(llm_cuda_matmul(cu, &L->up, m->xb, n, m->hb2));
-        OK(llm_cuda_swiglu(cu, m->hb, m->hb2, (size_t)n * s->ffn));
-        OK(llm_cuda_matmul(cu, &L->down, m->hb, n, m->xb2));
+        OK(llm_cuda_matmul(cu, &L->gu, m->xb, n, m->hb)); /* gate/up interleaved */
+        OK(llm_cuda_swiglu_pairs(cu, m->hb2, m->hb, (size_t)n * s->ffn));
+        OK(llm_cuda_matmul(cu, &L->down, m->hb2, n, m->xb2));
         OK(llm_cuda_add(cu, m->x, m->xb2, (size_t)n * s->dim));
     }
     OK(llm_cuda_rmsnorm(cu, m->xb, m->x + (size_t)(n - 1) * s->dim, m->out_norm, 1,
@@ -370,6 +392,23 @@ static void bench_decode(model *m, double copy_bw, int steps, int reps)
         td[r] = time_decode(m, NULL, 16, steps);
     }
     float mg = median(tg, reps), md = median(td, reps);
+    llm_cuda_graph *gp = NULL;
+    OK(llm_cuda_graph_begin(cu));
+    products_only(m);
+    OK(llm_cuda_graph_end(cu, &gp));
+    float tp[32];
+    OK(llm_cuda_graph_launch(cu, gp));
+    for (int r = 0; r < reps; r++)
+        tp[r] = time_decode(m, gp, 16, steps);
+    float mp = median(tp, reps);
+    llm_cuda_graph_free(gp);
+    {
+        double tps = steps / (mp * 1e-3), wbw = (double)m->weight_bytes * tps;
+        printf("{\"bench\":\"decode_products_only\",\"model\":\"%s\",\"tokens\":%d,"
+               "\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.2f,\"weight_GBps\":%.1f,"
+               "\"fraction_of_copy_bw\":%.3f}\n", m->s.name, steps, reps, mp, tps,
+               wbw / 1e9, wbw / copy_bw);
+    }
     int32_t last = -1;
     OK(llm_cuda_download(cu, &last, m->tok, sizeof last));
     for (int mode = 0; mode < 2; mode++) {
@@ -450,6 +489,7 @@ int main(int argc, char **argv)
            llm_cuda_device_name(cu), llm_cuda_sm_count(cu),
            (double)llm_cuda_total_mem(cu) / (1u << 30));
     OK(llm_cuda_reserve(cu, PREFILL_N, 2 * 14336, CTX, 32));
+    OK(llm_cuda_reserve_attention_gemm(cu, PREFILL_N, PREFILL_N, 4));
     double bw = copy_bandwidth(reps * 2);
     double peak = gemm_peak(reps * 2);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

@@ -221,6 +221,13 @@ static void swiglu_add(void)
     for (int i = 0; i < L; i++)
         ref[i] += u[i];
     CHECK(ct_rel_err(o, ref, L) <= 1e-6);
+    /* Interleaved pairs: out[i] = silu(gu[2i]) * gu[2i+1]. */
+    ct_put(c, dg, g, L * sizeof(float));
+    CT_OK(c, llm_cuda_swiglu_pairs(c, du, dg, L / 2));
+    ct_get(c, o, du, (L / 2) * sizeof(float));
+    for (int i = 0; i < L / 2; i++)
+        ref[i] = g[2 * i] / (1.0 + exp(-(double)g[2 * i])) * g[2 * i + 1];
+    CHECK(ct_rel_err(o, ref, L / 2) <= 1e-6);
     llm_cuda_mfree(c, dg), llm_cuda_mfree(c, du);
     llm_cuda_free(c);
     free(g), free(u), free(o), free(ref);
@@ -264,7 +271,133 @@ static void embed(void)
     llm_cuda_free(c);
 }
 
+/* The decode fusions against the unfused definition in double. */
+static void fused_case(uint32_t type, unsigned flags)
+{
+    enum { ROWS = 258, COLS = 1024 };
+    llm_cuda *c = ct_open(8, COLS, 16, 4);
+    ct_rng r = {4000u + type + flags * 17u};
+    size_t rb = ct_row_bytes(type, COLS);
+    float *w = malloc(sizeof(float) * ROWS * COLS), x[COLS], g[COLS], y0[ROWS], y[ROWS];
+    double *deq = malloc(sizeof(double) * ROWS * COLS), ref[ROWS], xn[COLS];
+    void *enc = malloc(rb * ROWS);
+    REQUIRE(w && deq && enc);
+    ct_fill(&r, w, (size_t)ROWS * COLS, 1.0f);
+    ct_fill(&r, x, COLS, 2.0f);
+    ct_fill(&r, y0, ROWS, 1.0f);
+    for (int i = 0; i < COLS; i++)
+        g[i] = 1.0f + ct_sym(&r, 0.3f);
+    ct_encode(type, w, ROWS, COLS, enc, deq);
+    double ss = 0.0;
+    for (int i = 0; i < COLS; i++)
+        ss += (double)x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / COLS + 1e-5);
+    for (int i = 0; i < COLS; i++)
+        xn[i] = (flags & LLM_CUDA_MV_NORM) ? x[i] * inv * g[i] : x[i];
+    int pairs = (flags & LLM_CUDA_MV_SWIGLU_PAIRS) != 0, nout = pairs ? ROWS / 2 : ROWS;
+    for (int o = 0; o < nout; o++) {
+        double d[2] = {0.0, 0.0};
+        for (int k2 = 0; k2 <= pairs; k2++)
+            for (int i = 0; i < COLS; i++)
+                d[k2] += deq[(size_t)(pairs ? 2 * o + k2 : o) * COLS + i] * xn[i];
+        double v = pairs ? d[0] / (1.0 + exp(-d[0])) * d[1] : d[0];
+        ref[o] = (flags & LLM_CUDA_MV_ACCUMULATE) ? y0[o] + v : v;
+    }
+    llm_cuda_weight dw;
+    CT_OK(c, llm_cuda_weight_upload(c, type, enc, COLS, ROWS, rb, &dw));
+    float *dx = ct_dev(c, sizeof x), *dg = ct_dev(c, sizeof g), *dy = ct_dev(c, sizeof y0);
+    ct_put(c, dx, x, sizeof x);
+    ct_put(c, dg, g, sizeof g);
+    ct_put(c, dy, y0, sizeof y0);
+    llm_cuda_mv_fuse f = {flags, dg, 1e-5f};
+    CT_OK(c, llm_cuda_matvec_fused(c, &dw, dx, dy, &f));
+    ct_get(c, y, dy, sizeof y);
+    double e = ct_rel_err(y, ref, (size_t)nout);
+    printf("fused type %u flags %u: rel err %.3g\n", type, flags, e);
+    CHECK(e <= 2e-5);
+    if (pairs) /* the tail past rows/2 is not written */
+        CHECK_NEAR(y[ROWS - 1], y0[ROWS - 1], 0.0);
+    llm_cuda_weight_release(c, &dw);
+    llm_cuda_mfree(c, dx), llm_cuda_mfree(c, dg), llm_cuda_mfree(c, dy);
+    llm_cuda_free(c);
+    free(w), free(deq), free(enc);
+}
+
+static void matvec_fused(void)
+{
+    const unsigned combos[] = {0, LLM_CUDA_MV_NORM, LLM_CUDA_MV_ACCUMULATE,
+                               LLM_CUDA_MV_NORM | LLM_CUDA_MV_ACCUMULATE,
+                               LLM_CUDA_MV_SWIGLU_PAIRS,
+                               LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS,
+                               LLM_CUDA_MV_ACCUMULATE | LLM_CUDA_MV_SWIGLU_PAIRS};
+    for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++)
+        fused_case(LLM_TYPE_BF16, combos[i]);
+    fused_case(LLM_TYPE_Q8_0, LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS);
+    fused_case(LLM_TYPE_F16, LLM_CUDA_MV_ACCUMULATE);
+    fused_case(LLM_TYPE_F32, LLM_CUDA_MV_NORM);
+    /* Shapes the fused kernels refuse. */
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    llm_cuda_weight w;
+    CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_BF16, 36, 3, &w));
+    float *d = ct_dev(c, 256 * sizeof(float));
+    llm_cuda_mv_fuse f = {LLM_CUDA_MV_SWIGLU_PAIRS, NULL, 0.0f};
+    CHECK_INT_EQ(llm_cuda_matvec_fused(c, &w, d, d + 128, &f), LLM_EINVAL); /* odd rows, cols % 8 */
+    f.flags = 8;
+    CHECK_INT_EQ(llm_cuda_matvec_fused(c, &w, d, d + 128, &f), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_weight_release(c, &w);
+    llm_cuda_mfree(c, d);
+    llm_cuda_free(c);
+}
+
+/* RoPE + cache store of [q | k | v] rows against the reference rotation. */
+static void rope_qkv_store(void)
+{
+    enum { N = 3, H = 4, KVH = 2, HD = 32, W = (H + 2 * KVH) * HD, CTX = 64 };
+    const uint32_t pos0 = 20;
+    llm_cuda *c = ct_open(8, W, CTX, H);
+    ct_rng r = {71};
+    float x[N * W], y[N * W], kc[CTX * KVH * HD], vc[CTX * KVH * HD];
+    double ref[N * W], freq[HD / 2];
+    ct_fill(&r, x, N * W, 1.0f);
+    for (int i = 0; i < HD / 2; i++)
+        freq[i] = pow(10000.0, -2.0 * i / HD);
+    for (int t = 0; t < N; t++)
+        for (int j = 0; j < W; j++)
+            ref[t * W + j] = x[t * W + j];
+    for (int t = 0; t < N; t++)
+        for (int h = 0; h < H + KVH; h++)
+            for (int i = 0; i < HD / 2; i++) {
+                double a = (double)(pos0 + (uint32_t)t) * freq[i];
+                double x0 = x[t * W + h * HD + 2 * i], x1 = x[t * W + h * HD + 2 * i + 1];
+                ref[t * W + h * HD + 2 * i] = x0 * cos(a) - x1 * sin(a);
+                ref[t * W + h * HD + 2 * i + 1] = x0 * sin(a) + x1 * cos(a);
+            }
+    float *dx = ct_dev(c, sizeof x), *dk = ct_dev(c, sizeof kc), *dv = ct_dev(c, sizeof vc);
+    double *df = ct_dev(c, sizeof freq);
+    ct_put(c, dx, x, sizeof x);
+    ct_put(c, df, freq, sizeof freq);
+    ct_poison(c, dk, CTX * KVH * HD);
+    ct_poison(c, dv, CTX * KVH * HD);
+    CT_OK(c, llm_cuda_pos_set(c, pos0));
+    llm_cuda_positions p = {0, llm_cuda_pos(c)};
+    CT_OK(c, llm_cuda_rope_qkv_store(c, dx, N, W, H, KVH, HD, p, df, 1.0f, dk, dv));
+    ct_get(c, y, dx, sizeof y);
+    ct_get(c, kc, dk, sizeof kc);
+    ct_get(c, vc, dv, sizeof vc);
+    CHECK(ct_max_err(y, ref, N * W) <= 1e-5);
+    for (int t = 0; t < N; t++)
+        for (int d = 0; d < KVH * HD; d++) {
+            CHECK_NEAR(kc[(pos0 + t) * KVH * HD + d], ref[t * W + H * HD + d], 1e-5);
+            CHECK_NEAR(vc[(pos0 + t) * KVH * HD + d], x[t * W + (H + KVH) * HD + d], 0.0);
+        }
+    CHECK(isnan(kc[(pos0 - 1) * KVH * HD])); /* other rows untouched */
+    llm_cuda_mfree(c, dx), llm_cuda_mfree(c, dk), llm_cuda_mfree(c, dv), llm_cuda_mfree(c, df);
+    llm_cuda_free(c);
+}
+
 static const ct_case cases[] = {
+    {"matvec_fused", matvec_fused}, {"rope_qkv_store", rope_qkv_store},
     {"matvec_bf16", matvec_bf16}, {"matvec_f16", matvec_f16},
     {"matvec_f32", matvec_f32}, {"matvec_q8_0", matvec_q8_0},
     {"matvec_q4_0", matvec_q4_0}, {"matvec_batch", matvec_batch},

@@ -149,15 +149,6 @@ void llm_cuda_weight_release(llm_cuda *c, llm_cuda_weight *w);
 
 /* ---- operations (asynchronous on the context's stream) ----------------- */
 
-/* y[i] = W x[i] for i < n: x [n][w->cols] f32, y [n][w->rows] f32; x and y
- * do not overlap. n <= the reserved max_n. */
-int llm_cuda_matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x,
-                    int32_t n, float *y);
-
-/* y[i] = x[i] / sqrt(mean(x[i]^2) + eps) * weight: [n][dim]; y may be x. */
-int llm_cuda_rmsnorm(llm_cuda *c, float *y, const float *x,
-                     const float *weight, int32_t n, int32_t dim, float eps);
-
 /* Positions of a forward's rows: row i is at position base + i, where base
  * is pos0, plus *dpos when dpos is not NULL (a device register, so that a
  * captured graph replays at a new position; see llm_cuda_pos). */
@@ -165,6 +156,53 @@ typedef struct llm_cuda_positions {
     uint32_t pos0;
     const uint32_t *dpos;
 } llm_cuda_positions;
+
+/* y[i] = W x[i] for i < n: x [n][w->cols] f32, y [n][w->rows] f32; x and y
+ * do not overlap. n <= the reserved max_n. */
+int llm_cuda_matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                    int32_t n, float *y);
+
+/* Decode-step fusions of one activation row (n = 1) into the matrix-vector
+ * product, which save a kernel launch and a pass over memory each:
+ *   LLM_CUDA_MV_NORM: the input is rmsnorm(x) * norm (eps), computed on the
+ *     fly (as llm_cuda_rmsnorm would, up to summation order);
+ *   LLM_CUDA_MV_ACCUMULATE: y += result (the residual add);
+ *   LLM_CUDA_MV_SWIGLU_PAIRS: the weight's rows alternate gate and up
+ *     (row 2i gate_i, row 2i+1 up_i) and y[i] = silu(gate_i . x) * (up_i . x),
+ *     so y has rows/2 elements.
+ * Requires the vector layout: cols a multiple of 8 (4 for F32), x and norm
+ * 16-byte aligned; LLM_EINVAL otherwise. x and y do not overlap. */
+enum {
+    LLM_CUDA_MV_NORM = 1,
+    LLM_CUDA_MV_ACCUMULATE = 2,
+    LLM_CUDA_MV_SWIGLU_PAIRS = 4
+};
+
+typedef struct llm_cuda_mv_fuse {
+    unsigned flags;
+    const float *norm; /* [cols] RMSNorm weight (LLM_CUDA_MV_NORM) */
+    float eps;
+} llm_cuda_mv_fuse;
+
+int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                          float *y, const llm_cuda_mv_fuse *f);
+
+/* out[i] = silu(gu[2i]) * gu[2i+1] for i < len: SwiGLU over interleaved
+ * gate/up outputs (a product with a pair-interleaved weight, n rows). */
+int llm_cuda_swiglu_pairs(llm_cuda *c, float *out, const float *gu, size_t len);
+
+/* Decode-step RoPE and cache store in one kernel: rows [n][stride] hold q
+ * (n_heads*head_dim), then k and v (n_kv_heads*head_dim each); q and k are
+ * rotated in place and the rotated k and v stored into cache rows
+ * base..base+n-1 ([ctx][n_kv_heads*head_dim]). */
+int llm_cuda_rope_qkv_store(llm_cuda *c, float *qkv, int32_t n, int32_t stride,
+                            int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                            llm_cuda_positions pos, const double *inv_freq,
+                            float scale, float *k_cache, float *v_cache);
+
+/* y[i] = x[i] / sqrt(mean(x[i]^2) + eps) * weight: [n][dim]; y may be x. */
+int llm_cuda_rmsnorm(llm_cuda *c, float *y, const float *x,
+                     const float *weight, int32_t n, int32_t dim, float eps);
 
 /* Rotates n rows of `stride` floats, each holding n_heads heads of head_dim:
  * adjacent pairs (x[2i], x[2i+1]) by angle (pos * scale) * inv_freq[i],
@@ -209,6 +247,15 @@ typedef struct llm_cuda_attn {
 } llm_cuda_attn;
 
 int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
+
+/* Reserves the score matrix ([max_group][max_rows][max_ctx] floats) that
+ * lets attention of more than 16 rows run on the tensor cores through
+ * cuBLAS: TF32 products (operands rounded to 10-bit mantissas, fp32
+ * accumulation) around a causal softmax, instead of the exact-fp32 tiled
+ * kernel. Calls that do not fit the reservation, or take their base from
+ * the register, keep using the tiled kernel. Setup only. */
+int llm_cuda_reserve_attention_gemm(llm_cuda *c, int32_t max_rows, uint32_t max_ctx,
+                                    int32_t max_group);
 
 /* out[r] = the index of the largest of logits[r][0..vocab) for r < n (the
  * lowest index on ties; NaN never wins). out: device int32 [n]. */

@@ -167,6 +167,7 @@ void llm_cuda_free(llm_cuda *c)
     cudaFree(c->x_bf16);
     cudaFree(c->w_bf16);
     cudaFree(c->attn_part);
+    cudaFree(c->attn_s);
     cudaFree(c->d_pos);
     if (c->blas)
         cublasDestroy(c->blas);

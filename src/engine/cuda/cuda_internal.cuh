@@ -52,6 +52,8 @@ struct llm_cuda {
     __nv_bfloat16 *w_bf16;   /* [LLM_CUDA_DEQ_ELEMS]: a dequantized weight chunk */
     float *attn_part;        /* split-K partials, see cuda_attention.cu */
     size_t attn_part_floats;
+    float *attn_s;           /* prefill scores [group][n][ctx] (optional) */
+    size_t attn_s_floats;
     void *blas_ws;           /* cuBLAS workspace, fixed so graphs can hold it */
 };
 

@@ -382,6 +382,168 @@ static int matvec(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     return 0;
 }
 
+/* ---- fused decode matrix-vector ---------------------------------------- */
+
+/* The decode step's small kernels between the products cost more than their
+ * work (each a launch and a drain of the GPU); these variants fold them into
+ * the product: an RMSNorm prologue (every block recomputes the row's scale
+ * from x, which is L2-resident, instead of a separate kernel writing xb), a
+ * residual-add epilogue (y += W x), and SwiGLU over interleaved gate/up rows
+ * (a warp computes rows 2p and 2p+1 and writes silu(g) * u). */
+enum { MV_NORM = LLM_CUDA_MV_NORM, MV_ACC = LLM_CUDA_MV_ACCUMULATE,
+       MV_PAIRS = LLM_CUDA_MV_SWIGLU_PAIRS };
+
+#define MVF_WARPS 8
+
+template <int WT, int FLAGS>
+__device__ __forceinline__ float fused_chunk(uint4 wv, int64_t j, const float *__restrict__ x,
+                                             const float *__restrict__ g, float inv,
+                                             const uint16_t *__restrict__ srow)
+{
+    constexpr int CH = wt_info<WT>::chunk;
+    float wf[CH];
+    unpack<WT>(wv, wf);
+    const float4 *xv = reinterpret_cast<const float4 *>(x + j * CH);
+    const float4 *gv = reinterpret_cast<const float4 *>(g + j * CH);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < CH / 4; i++) {
+        float4 a = __ldg(xv + i);
+        if (FLAGS & MV_NORM) { /* the same expression as rmsnorm_kernel */
+            float4 b = __ldg(gv + i);
+            a.x = a.x * inv * b.x;
+            a.y = a.y * inv * b.y;
+            a.z = a.z * inv * b.z;
+            a.w = a.w * inv * b.w;
+        }
+        s = fmaf(wf[4 * i], a.x, s);
+        s = fmaf(wf[4 * i + 1], a.y, s);
+        s = fmaf(wf[4 * i + 2], a.z, s);
+        s = fmaf(wf[4 * i + 3], a.w, s);
+    }
+    if (WT == WT_Q8)
+        s *= __half2float(__ushort_as_half(__ldg(srow + (j * CH) / LLM_QK)));
+    return s;
+}
+
+template <int WT, int FLAGS>
+__global__ void __launch_bounds__(MVF_WARPS * 32)
+matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
+                    const float *__restrict__ x, const float *__restrict__ g, float eps,
+                    float *__restrict__ y, int64_t rows, int64_t cols)
+{
+    constexpr int CH = wt_info<WT>::chunk;
+    constexpr int R = (FLAGS & MV_PAIRS) ? 2 : 1; /* rows per warp */
+    constexpr int U = R == 2 ? 2 : MV_UNROLL;
+    __shared__ float red[32];
+    float inv = 1.0f;
+    if (FLAGS & MV_NORM) {
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < cols / 4; i += blockDim.x) {
+            float4 a = __ldg(reinterpret_cast<const float4 *>(x) + i);
+            ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
+        }
+        ss = llm__block_sum(ss, red);
+        inv = 1.0f / sqrtf(ss / (float)cols + eps);
+    }
+    int lane = threadIdx.x & 31;
+    int64_t row0 = ((int64_t)blockIdx.x * MVF_WARPS + (threadIdx.x >> 5)) * R;
+    if (row0 >= rows)
+        return;
+    const uint4 *wr[R];
+    const uint16_t *sr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        wr[r] = reinterpret_cast<const uint4 *>((const char *)w +
+                                                (row0 + r) * cols * wt_info<WT>::bytes);
+        sr[r] = WT == WT_Q8 ? scales + (row0 + r) * (cols / LLM_QK) : nullptr;
+    }
+    int64_t nch = cols / CH;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        acc[r] = 0.0f;
+    int64_t j = lane;
+    for (; j + (U - 1) * 32 < nch; j += U * 32) {
+        uint4 wv[R][U];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                wv[r][u] = ld_stream(wr[r] + j + u * 32);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                acc[r] += fused_chunk<WT, FLAGS>(wv[r][u], j + u * 32, x, g, inv, sr[r]);
+    }
+    for (; j < nch; j += 32)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[r] += fused_chunk<WT, FLAGS>(ld_stream(wr[r] + j), j, x, g, inv, sr[r]);
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        acc[r] = llm__warp_sum(acc[r]);
+    if (lane != 0)
+        return;
+    if (FLAGS & MV_PAIRS) {
+        float h = acc[0] / (1.0f + expf(-acc[0])) * acc[R - 1];
+        y[row0 / 2] = (FLAGS & MV_ACC) ? y[row0 / 2] + h : h;
+    } else {
+        y[row0] = (FLAGS & MV_ACC) ? y[row0] + acc[0] : acc[0];
+    }
+}
+
+template <int WT, int FLAGS>
+static void launch_fused(const llm_cuda_weight *w, const float *x,
+                         const llm_cuda_mv_fuse *f, float *y, cudaStream_t st)
+{
+    int64_t warps = (FLAGS & MV_PAIRS) ? w->rows / 2 : w->rows;
+    matvec_fused_kernel<WT, FLAGS><<<llm__cuda_blocks((size_t)warps, MVF_WARPS),
+                                     MVF_WARPS * 32, 0, st>>>(
+        w->data, w->scales, x, f->norm, f->eps, y, w->rows, w->cols);
+}
+
+template <int WT>
+static int launch_fused_type(const llm_cuda_weight *w, const float *x,
+                             const llm_cuda_mv_fuse *f, float *y, cudaStream_t st)
+{
+    switch (f->flags) {
+    case 0: launch_fused<WT, 0>(w, x, f, y, st); return 0;
+    case MV_NORM: launch_fused<WT, MV_NORM>(w, x, f, y, st); return 0;
+    case MV_ACC: launch_fused<WT, MV_ACC>(w, x, f, y, st); return 0;
+    case MV_NORM | MV_ACC: launch_fused<WT, MV_NORM | MV_ACC>(w, x, f, y, st); return 0;
+    case MV_PAIRS: launch_fused<WT, MV_PAIRS>(w, x, f, y, st); return 0;
+    case MV_NORM | MV_PAIRS: launch_fused<WT, MV_NORM | MV_PAIRS>(w, x, f, y, st); return 0;
+    case MV_ACC | MV_PAIRS: launch_fused<WT, MV_ACC | MV_PAIRS>(w, x, f, y, st); return 0;
+    case MV_NORM | MV_ACC | MV_PAIRS:
+        launch_fused<WT, MV_NORM | MV_ACC | MV_PAIRS>(w, x, f, y, st);
+        return 0;
+    default: return -1;
+    }
+}
+
+int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                          float *y, const llm_cuda_mv_fuse *f)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, w && w->data && x && y && f && (f->flags & ~7u) == 0);
+    LLM_CU_ARG(c, w->type != LLM_TYPE_Q8_0 || w->scales);
+    LLM_CU_ARG(c, !(f->flags & MV_NORM) || (f->norm && ((uintptr_t)f->norm & 15) == 0));
+    LLM_CU_ARG(c, !(f->flags & MV_PAIRS) || w->rows % 2 == 0);
+    int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
+    LLM_CU_ARG(c, w->cols % chunk == 0 && ((uintptr_t)x & 15) == 0 &&
+                      ((uintptr_t)w->data & 15) == 0);
+    switch (w->type) {
+    case LLM_TYPE_F32: launch_fused_type<WT_F32>(w, x, f, y, c->stream); break;
+    case LLM_TYPE_F16: launch_fused_type<WT_F16>(w, x, f, y, c->stream); break;
+    case LLM_TYPE_BF16: launch_fused_type<WT_BF16>(w, x, f, y, c->stream); break;
+    default: launch_fused_type<WT_Q8>(w, x, f, y, c->stream); break;
+    }
+    LLM_CU_LAUNCHED(c, "matvec_fused_kernel");
+    return 0;
+}
+
 /* ---- wide products through cuBLAS -------------------------------------- */
 
 __global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n)

@@ -106,6 +106,71 @@ int llm_cuda_kv_store(llm_cuda *c, float *k_cache, float *v_cache, const float *
     return 0;
 }
 
+/* One thread per rotated pair of q or k, plus the v copy. */
+__global__ void rope_qkv_store_kernel(float *qkv, int32_t n, int32_t stride, int32_t nh,
+                                      int32_t nkv, int32_t hd, llm_cuda_positions pos,
+                                      const double *inv_freq, float scale, float *kc,
+                                      float *vc)
+{
+    int32_t half = hd / 2, kv_dim = nkv * hd;
+    int32_t per_row = (nh + nkv) * half + kv_dim; /* pairs, then v elements */
+    size_t total = (size_t)n * (size_t)per_row;
+    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (t >= total)
+        return;
+    int32_t r = (int32_t)(t / (size_t)per_row), e = (int32_t)(t % (size_t)per_row);
+    uint32_t p = llm__base_pos(pos) + (uint32_t)r;
+    float *row = qkv + (size_t)r * stride;
+    if (e >= (nh + nkv) * half) { /* v */
+        int32_t d = e - (nh + nkv) * half;
+        vc[(size_t)p * kv_dim + d] = row[nh * hd + kv_dim + d];
+        return;
+    }
+    int32_t h = e / half, i = e % half;
+    double angle = ((double)p * (double)scale) * inv_freq[i];
+    double sd, cd;
+    sincos(angle, &sd, &cd);
+    float s = (float)sd, co = (float)cd;
+    float *v = row + (size_t)h * hd + 2 * i; /* k heads follow q heads */
+    float a = v[0], b = v[1];
+    float x0 = a * co - b * s, x1 = a * s + b * co;
+    v[0] = x0;
+    v[1] = x1;
+    if (h >= nh) {
+        float *kr = kc + (size_t)p * kv_dim + (size_t)(h - nh) * hd + 2 * i;
+        kr[0] = x0;
+        kr[1] = x1;
+    }
+}
+
+int llm_cuda_rope_qkv_store(llm_cuda *c, float *qkv, int32_t n, int32_t stride,
+                            int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                            llm_cuda_positions pos, const double *inv_freq, float scale,
+                            float *k_cache, float *v_cache)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, qkv && inv_freq && k_cache && v_cache && n > 0 && n_heads > 0);
+    LLM_CU_ARG(c, n_kv_heads > 0 && head_dim > 0 && head_dim % 2 == 0);
+    LLM_CU_ARG(c, stride >= (n_heads + 2 * n_kv_heads) * head_dim);
+    size_t per_row = (size_t)(n_heads + n_kv_heads) * (head_dim / 2) +
+                     (size_t)n_kv_heads * head_dim;
+    size_t total = (size_t)n * per_row;
+    rope_qkv_store_kernel<<<llm__cuda_blocks(total, 256), 256, 0, c->stream>>>(
+        qkv, n, stride, n_heads, n_kv_heads, head_dim, pos, inv_freq, scale, k_cache,
+        v_cache);
+    LLM_CU_LAUNCHED(c, "rope_qkv_store_kernel");
+    return 0;
+}
+
+__global__ void swiglu_pairs_kernel(float *out, const float *gu, size_t len)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float g = gu[2 * i];
+        out[i] = g / (1.0f + expf(-g)) * gu[2 * i + 1];
+    }
+}
+
 __global__ void swiglu_kernel(float *gate, const float *up, size_t len)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
@@ -136,6 +201,17 @@ int llm_cuda_swiglu(llm_cuda *c, float *gate, const float *up, size_t len)
         return 0;
     swiglu_kernel<<<grid_for(c, len), 256, 0, c->stream>>>(gate, up, len);
     LLM_CU_LAUNCHED(c, "swiglu_kernel");
+    return 0;
+}
+
+int llm_cuda_swiglu_pairs(llm_cuda *c, float *out, const float *gu, size_t len)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, out && gu);
+    if (!len)
+        return 0;
+    swiglu_pairs_kernel<<<grid_for(c, len), 256, 0, c->stream>>>(out, gu, len);
+    LLM_CU_LAUNCHED(c, "swiglu_pairs_kernel");
     return 0;
 }
 
