@@ -269,6 +269,36 @@ static int case_h200_sample(void)
     return pm_check_result();
 }
 
+/* trace.json with GPU activities: one named track per process and stream,
+ * skipped when the file is read back as a marker trace. */
+static int case_json_gpu(void)
+{
+    pmt_trace t, back;
+    pmt_gpu g;
+    pmt_trace_init(&t);
+    pmt_trace_init(&back);
+    pmt_gpu_init(&g);
+    REQUIRE(pmt_trace_load(&t, FIX("h200_capture/marker_api_trace.csv"), NULL, 0) == 0);
+    REQUIRE(pmt_gpu_load(&g, FIX("h200_capture/kernel_trace.csv"), NULL, 0) == 0);
+    REQUIRE(pmt_gpu_load(&g, FIX("h200_capture/memory_copy_trace.csv"), NULL, 0) == 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f && pmt_trace_write_json_gpu(&t, &g, f) == 0);
+    fclose(f);
+    CHECK_INT_EQ(count(buf, "\"cat\":\"phasemark.gpu\""), 4);
+    CHECK_INT_EQ(count(buf, "\"name\":\"GPU stream 7\""), 1); /* all on stream 7 */
+    CHECK(strstr(buf, "{\"name\":\"pm_fill\",\"cat\":\"phasemark.gpu\",\"ph\":\"X\",\"pid\":1026,"
+                      "\"tid\":4294901767,\"ts\":36514885.717,\"dur\":0.736,\"args\":{\"corr\":8}}") != NULL);
+    REQUIRE(pmt_trace_load_json_text(&back, "j", buf, len, NULL, 0) == 0);
+    CHECK_INT_EQ(back.n, 2);
+    free(buf);
+    pmt_gpu_free(&g);
+    pmt_trace_free(&back);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -276,7 +306,8 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } cases[] = {{"projection", case_projection}, {"table", case_table},
                  {"rocprof_gpu", case_rocprof_gpu}, {"gpu_malformed", case_gpu_malformed},
-                 {"svg", case_svg}, {"cli", case_cli}, {"h200_sample", case_h200_sample}};
+                 {"svg", case_svg}, {"cli", case_cli}, {"h200_sample", case_h200_sample},
+                 {"json_gpu", case_json_gpu}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();

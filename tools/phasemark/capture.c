@@ -196,7 +196,7 @@ static int merge_csv(const char *rawdir, const char *suffix, const char *out)
     return rc;
 }
 
-static int write_outputs(const pmt_trace *t, const char *dir)
+static int write_outputs(const pmt_trace *t, const pmt_gpu *g, const char *dir)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/marker_api_trace.csv", dir);
@@ -206,7 +206,7 @@ static int write_outputs(const pmt_trace *t, const char *dir)
         rc = -1;
     snprintf(path, sizeof path, "%s/trace.json", dir);
     f = rc == 0 ? fopen(path, "w") : NULL;
-    rc = f ? pmt_trace_write_json(t, f) : -1;
+    rc = f ? pmt_trace_write_json_gpu(t, g, f) : -1;
     if (f && fclose(f) != 0)
         rc = -1;
     return rc;
@@ -272,6 +272,33 @@ static int parse(int argc, char **argv, cap_opts *o)
     return 0;
 }
 
+/* Merges the CUPTI recorder's files into DIR and loads the activities (for
+ * trace.json). Returns 0 or -1. */
+static int merge_kernels(const cap_opts *o, const char *rawdir, pmt_gpu *g)
+{
+    static const struct {
+        const char *suffix, *merged;
+        int activities; /* shown in trace.json */
+    } files[] = {{".kernels.csv", "kernel_trace.csv", 1},
+                 {".copies.csv", "memory_copy_trace.csv", 1},
+                 {".api.csv", "cuda_api_trace.csv", 0}};
+    char out[4096], err[512];
+    int rc = 0;
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        snprintf(out, sizeof out, "%s/%s", o->out, files[k].merged);
+        int n = merge_csv(rawdir, files[k].suffix, out);
+        if (n < 0)
+            rc = -1;
+        else if (n == 0 && k == 0)
+            fprintf(stderr, CAP "no CUPTI records (no CUDA work, or no GPU)\n");
+        if (n > 0 && files[k].activities && pmt_gpu_load(g, out, err, sizeof err) < 0) {
+            fprintf(stderr, CAP "%s\n", err);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
 /* Builds the environment, runs, merges. */
 static int capture(const cap_opts *o, const char *rec, const char *cupti, const char *rawdir)
 {
@@ -282,33 +309,22 @@ static int capture(const cap_opts *o, const char *rec, const char *cupti, const 
     int status = run_and_wait(o->cmd);
     int rc = describe_exit(status, o->cmd);
     pmt_trace t;
+    pmt_gpu g;
     pmt_trace_init(&t);
-    if (merge_raw(&t, rawdir) < 0)
+    pmt_gpu_init(&g);
+    if (merge_raw(&t, rawdir) < 0 || (o->kernels && merge_kernels(o, rawdir, &g) < 0))
         rc = 1;
     pmt_trace_sort(&t);
     for (size_t i = 0; i < t.n; i++)
         t.r[i].corr = i + 1; /* unique, increasing in time, as rocprofv3 numbers them */
-    if (write_outputs(&t, o->out) < 0) {
+    if (write_outputs(&t, &g, o->out) < 0) {
         fprintf(stderr, CAP "cannot write to %s: %s\n", o->out, strerror(errno));
         rc = 1;
     }
     fprintf(stderr, CAP "%zu ranges from %zu processes -> %s/marker_api_trace.csv, %s/trace.json\n",
             t.n, count_processes(&t), o->out, o->out);
+    pmt_gpu_free(&g);
     pmt_trace_free(&t);
-    if (o->kernels) {
-        static const char *const kinds[3][2] = {{".kernels.csv", "kernel_trace.csv"},
-                                                {".copies.csv", "memory_copy_trace.csv"},
-                                                {".api.csv", "cuda_api_trace.csv"}};
-        for (int k = 0; k < 3; k++) {
-            char out[4096];
-            snprintf(out, sizeof out, "%s/%s", o->out, kinds[k][1]);
-            int n = merge_csv(rawdir, kinds[k][0], out);
-            if (n < 0)
-                rc = 1;
-            else if (n == 0 && k == 0)
-                fprintf(stderr, CAP "no CUPTI records (no CUDA work, or no GPU)\n");
-        }
-    }
     return rc;
 }
 

@@ -45,7 +45,7 @@ static int grow(void **p, size_t *cap, size_t n, size_t elem)
 }
 
 typedef struct cols {
-    int corr, start, end, tid, pid, name;
+    int corr, start, end, tid, pid, name, stream;
 } cols;
 
 static int u64_at(char **f, size_t nf, int col, uint64_t *out, int optional)
@@ -59,10 +59,11 @@ static int u64_at(char **f, size_t nf, int col, uint64_t *out, int optional)
 
 static int row(pmt_gpu *g, int is_api, int kind, const cols *k, char **f, size_t nf)
 {
-    uint64_t corr = 0, start = 0, end = 0, tid = 0, pid = 0;
+    uint64_t corr = 0, start = 0, end = 0, tid = 0, pid = 0, stream = 0;
     if (u64_at(f, nf, k->corr, &corr, 0) < 0 || u64_at(f, nf, k->start, &start, 0) < 0 ||
         u64_at(f, nf, k->end, &end, 0) < 0 || u64_at(f, nf, k->tid, &tid, 1) < 0 ||
-        u64_at(f, nf, k->pid, &pid, 1) < 0 || tid > UINT32_MAX || pid > UINT32_MAX)
+        u64_at(f, nf, k->pid, &pid, 1) < 0 || u64_at(f, nf, k->stream, &stream, 1) < 0 ||
+        tid > UINT32_MAX || pid > UINT32_MAX || stream > 0xFFFF)
         return -2;
     if (is_api) {
         if (grow((void **)&g->api, &g->api_cap, g->napi, sizeof *g->api) < 0)
@@ -75,7 +76,8 @@ static int row(pmt_gpu *g, int is_api, int kind, const cols *k, char **f, size_t
     char *name = strdup(k->name >= 0 && (size_t)k->name < nf ? f[k->name] : "");
     if (!name)
         return -1;
-    g->act[g->nact++] = (pmt_activity){kind, corr, start, end, (uint32_t)tid, name};
+    g->act[g->nact++] = (pmt_activity){kind, corr, start, end, (uint32_t)tid, (uint32_t)pid,
+                                       (uint32_t)stream, name};
     return 0;
 }
 
@@ -87,7 +89,8 @@ static int load(pmt_gpu *g, pmt_csv *c, char *err, size_t errlen)
     int kind = kernel >= 0 ? PMT_ACT_KERNEL : PMT_ACT_COPY;
     cols k = {pmt_csv_col(c, "Correlation_Id"), pmt_csv_col(c, "Start_Timestamp"),
               pmt_csv_col(c, "End_Timestamp"), pmt_csv_col(c, "Thread_Id"),
-              pmt_csv_col(c, "Process_Id"), kernel >= 0 ? kernel : dir >= 0 ? dir : func};
+              pmt_csv_col(c, "Process_Id"), kernel >= 0 ? kernel : dir >= 0 ? dir : func,
+              pmt_csv_col(c, "Stream_Id")};
     if ((kernel < 0 && dir < 0 && func < 0) || k.corr < 0 || k.start < 0 || k.end < 0) {
         pmt_errf(err, errlen, "%s: not a kernel, memory-copy or API trace (columns)", c->path);
         return -1;

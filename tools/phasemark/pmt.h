@@ -172,6 +172,13 @@ int pmt_trace_load_json_text(pmt_trace *t, const char *name, const char *text, s
 void pmt_trace_sort(pmt_trace *t);
 int pmt_trace_write_csv(const pmt_trace *t, FILE *f);
 int pmt_trace_write_json(const pmt_trace *t, FILE *f);
+struct pmt_gpu;
+/* The same with GPU activities added as complete events on one track per
+ * process and stream (category PMT_GPU_CATEGORY, which the JSON loader
+ * skips: they are not marker ranges). g may be NULL. */
+int pmt_trace_write_json_gpu(const pmt_trace *t, const struct pmt_gpu *g, FILE *f);
+#define PMT_GPU_CATEGORY "phasemark.gpu"
+#define PMT_GPU_TRACK_BASE 0xFFFF0000u /* tid of stream 0's track */
 
 /* ---- raw recorder files (raw.c) ---- */
 
@@ -206,7 +213,9 @@ enum { PMT_ACT_KERNEL = 1, PMT_ACT_COPY = 2 };
 typedef struct pmt_activity {
     int kind;
     uint64_t corr, start, end;
-    uint32_t tid; /* launching thread when the trace says, else 0 */
+    uint32_t tid;    /* launching thread when the trace says, else 0 */
+    uint32_t pid;    /* Process_Id when the trace has it, else 0 */
+    uint32_t stream; /* Stream_Id when the trace has it, else 0 */
     char *name;
 } pmt_activity;
 
@@ -216,6 +225,7 @@ typedef struct pmt_api {
 } pmt_api;
 
 typedef struct pmt_gpu {
+    /* activities and launch calls, in file order */
     pmt_activity *act;
     size_t nact, act_cap;
     pmt_api *api;

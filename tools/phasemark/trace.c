@@ -279,6 +279,8 @@ static int json_event(pmt_trace *t, const pmt_json *j, const pmt_jnode *ev, open
         return json_meta(t, j, ev, &r) < 0 ? -1 : 0;
     if (!strchr("XBEiIR", ph[0]) || !ph[0] || ph[1])
         return 0; /* counters, flows, async events: not ranges */
+    if (strcmp(json_str(pmt_json_get(j, ev, "cat")), PMT_GPU_CATEGORY) == 0)
+        return 0; /* GPU activity we wrote next to the ranges */
     r.name = (char *)json_str(pmt_json_get(j, ev, "name"));
     r.domain = (char *)json_str(pmt_json_get(j, ev, "cat"));
     const pmt_jnode *corr = pmt_json_get(j, pmt_json_get(j, ev, "args"), "corr");
@@ -421,11 +423,40 @@ static void json_labels(const pmt_trace *t, FILE *f, int *first)
     }
 }
 
+/* GPU activities: one track per process and stream, named once. */
+static void json_gpu(const pmt_gpu *g, FILE *f, int *first)
+{
+    for (size_t i = 0; g && i < g->nact; i++) {
+        const pmt_activity *a = &g->act[i];
+        uint32_t tid = PMT_GPU_TRACK_BASE + a->stream;
+        size_t j = 0;
+        while (j < i && (g->act[j].pid != a->pid || g->act[j].stream != a->stream))
+            j++;
+        if (j == i) /* first activity of this track */
+            fprintf(f, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,"
+                       "\"args\":{\"name\":\"GPU stream %u\"}}",
+                    *first ? "" : ",", a->pid, tid, a->stream);
+        *first = 0;
+        fputs(",\n{\"name\":", f);
+        pmt_json_put(f, a->name);
+        fprintf(f, ",\"cat\":\"" PMT_GPU_CATEGORY "\",\"ph\":\"X\",\"pid\":%u,\"tid\":%u", a->pid, tid);
+        put_us(f, "ts", a->start);
+        put_us(f, "dur", a->end >= a->start ? a->end - a->start : 0);
+        fprintf(f, ",\"args\":{\"corr\":%llu}}", (unsigned long long)a->corr);
+    }
+}
+
 int pmt_trace_write_json(const pmt_trace *t, FILE *f)
+{
+    return pmt_trace_write_json_gpu(t, NULL, f);
+}
+
+int pmt_trace_write_json_gpu(const pmt_trace *t, const pmt_gpu *g, FILE *f)
 {
     int first = 1;
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
     json_labels(t, f, &first);
+    json_gpu(g, f, &first);
     for (size_t i = 0; i < t->n; i++) {
         const pmt_range *r = &t->r[i];
         const char *ph = (r->flags & PMT_F_OPEN) ? "B" : (r->flags & PMT_F_ORPHAN) ? "E"
