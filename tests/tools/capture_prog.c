@@ -8,6 +8,9 @@
  *   abort: a closed decode, then a prefill left open by abort().
  *   exec:  a decode, then a forked child that execs "execchild", which
  *          records one prefill in the new image.
+ *   closefds: a decode, then every descriptor from 3 up is closed and
+ *          a file takes the lowest number (as daemons do); a second
+ *          decode; the file must not receive recorder data.
  *   threads: 4 threads x 20000 decode ranges each (several buffer flushes
  *          per thread, and the flush at thread exit).
  */
@@ -99,6 +102,27 @@ static int exec_child(const char *self, const char *ids)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
+static int close_fds(const char *ids)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s.victim", ids);
+    pm_range d = pm_decode_push(5, 1);
+    pm_range_pop(&d);
+    fclose(g_ids);
+    g_ids = NULL;
+    for (int fd = 3; fd < 4096; fd++)
+        close(fd);
+    FILE *victim = fopen(path, "w");
+    if (!victim)
+        return 1;
+    for (uint32_t pos = 2; pos < 3000; pos++) { /* enough to fill a buffer */
+        pm_range e = pm_decode_push(5, pos);
+        pm_range_pop(&e);
+    }
+    fputs("victim\n", victim);
+    return fclose(victim) != 0;
+}
+
 #define STRESS_THREADS 4
 #define STRESS_PAIRS 20000
 
@@ -151,6 +175,8 @@ int main(int argc, char **argv)
         rc = exec_child(argv[0], argv[1]);
     else if (strcmp(argv[2], "threads") == 0)
         rc = threads();
+    else if (strcmp(argv[2], "closefds") == 0)
+        return close_fds(argv[1]);
     fclose(g_ids);
     return rc;
 #endif

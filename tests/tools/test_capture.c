@@ -307,6 +307,25 @@ static int case_threads(void)
     return pm_check_result();
 }
 
+/* A program that closes every descriptor (a daemon) and reuses the
+ * numbers: its ranges still reach the capture, its own file stays clean. */
+static int case_closefds(void)
+{
+    CHECK_INT_EQ(capture("closefds", "1"), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/marker_api_trace.csv", g_dir);
+    char *argv[] = {(char *)g_tool, "check", "--expect", "decode=2999", path, NULL};
+    REQUIRE(pm_child_exec(argv, NULL, 30000, &g_res) == 0);
+    CHECK(pm_child_ok(&g_res));
+    char victim[400], *text;
+    size_t len;
+    snprintf(victim, sizeof victim, "%s.victim", g_ids);
+    REQUIRE(pmt_read_file(victim, 1 << 20, &text, &len, NULL, 0) == 0);
+    CHECK_STR_EQ(text, "victim\n");
+    free(text);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -321,7 +340,8 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } cases[] = {{"basic_csv", case_basic_csv}, {"basic_json", case_basic_json},
                  {"abort", case_abort}, {"exec", case_exec}, {"nvtx", case_nvtx},
-                 {"check", case_check}, {"threads", case_threads}};
+                 {"check", case_check}, {"threads", case_threads},
+                 {"closefds", case_closefds}};
     int rc = 2;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[3], cases[i].name) == 0)

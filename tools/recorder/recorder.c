@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +60,14 @@ static _Atomic(pmr_tbuf *) g_threads;
 static _Atomic int g_fd = -1;
 static _Atomic uint64_t g_range_id = 1;
 static char g_dir[PATH_MAX - 64];
+/* This image's file, to notice when the program closed our descriptor
+ * (daemons close every fd) and reopen it rather than write into whatever
+ * file took the number. Written when the file is opened: at init, or in
+ * the fork child before it runs anything else. */
+static char g_path[PATH_MAX];
+static dev_t g_dev;
+static ino_t g_ino;
+#define PMR_FD_MIN 500 /* keep our descriptor away from the low numbers */
 static pthread_key_t g_key;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct sigaction g_old_action[NSIG];
@@ -144,6 +153,17 @@ static int open_file(void)
             continue;
         if (fd < 0)
             return -1;
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, PMR_FD_MIN);
+        if (high >= 0) {
+            close(fd);
+            fd = high;
+        }
+        struct stat st;
+        if (fstat(fd, &st) == 0) {
+            g_dev = st.st_dev;
+            g_ino = st.st_ino;
+        }
+        memcpy(g_path, path, strlen(path) + 1);
         pmr_file_hdr h;
         memset(&h, 0, sizeof h);
         memcpy(h.magic, PMR_FILE_MAGIC, 8);
@@ -157,12 +177,34 @@ static int open_file(void)
     return -1;
 }
 
+/* The output descriptor, reopened (append) when the program closed ours
+ * and the number now names another file. Async-signal-safe. */
+static int output_fd(void)
+{
+    int fd = atomic_load_explicit(&g_fd, memory_order_relaxed);
+    struct stat st;
+    if (fd < 0 || (fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino))
+        return fd;
+    int nfd = open(g_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    int high = nfd >= 0 ? fcntl(nfd, F_DUPFD_CLOEXEC, PMR_FD_MIN) : -1;
+    if (high >= 0) {
+        close(nfd);
+        nfd = high;
+    }
+    /* The old number is not ours any more: never close it. */
+    if (nfd >= 0 && !atomic_compare_exchange_strong(&g_fd, &fd, nfd)) {
+        close(nfd);
+        nfd = atomic_load(&g_fd);
+    }
+    return nfd;
+}
+
 /* Writes [flushed, committed) of t as one chunk. The caller holds t's lock.
  * name_mode: 0 = owner (prctl), 1 = another thread (/proc). */
 static void write_chunk(pmr_tbuf *t, int name_mode)
 {
     uint32_t c = atomic_load_explicit(&t->committed, memory_order_acquire);
-    int fd = atomic_load_explicit(&g_fd, memory_order_relaxed);
+    int fd = c > t->flushed ? output_fd() : -1;
     if (c <= t->flushed || fd < 0) {
         t->flushed = c;
         return;
