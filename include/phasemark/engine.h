@@ -183,6 +183,10 @@ LLM_API void llm_session_set_quiet(llm_session *s, int quiet);
 LLM_API uint32_t llm_session_pos(const llm_session *s);
 LLM_API uint32_t llm_session_n_ctx(const llm_session *s);
 
+/* The most tokens one forward takes (the session's n_batch): the widest
+ * llm_verify. */
+LLM_API uint32_t llm_session_n_batch(const llm_session *s);
+
 /* Exact prefill: runs n tokens at positions pos..pos+n-1 in forwards of at
  * most chunk tokens (chunk <= 0 or > n_batch: n_batch), one pm.prefill range
  * per forward. On success *logits (when not NULL) points at the vocabulary

@@ -133,6 +133,11 @@ uint32_t llm_session_n_ctx(const llm_session *s)
     return s->span.n_ctx;
 }
 
+uint32_t llm_session_n_batch(const llm_session *s)
+{
+    return (uint32_t)s->ws.n_batch;
+}
+
 const llm_model *llm_session_model(const llm_session *s)
 {
     return s->m;
