@@ -1,0 +1,158 @@
+/* phasemark/spec.h — speculative decoding over two engine sessions.
+ *
+ * A speculative generator drives a target session and a draft session
+ * (two models that share one vocabulary). Each round the draft proposes k
+ * tokens, the target checks all of them in one batched forward
+ * (llm_verify: k+1 positions, phase verify), the longest agreeing prefix
+ * plus one token of the target's own is committed, and both KV caches roll
+ * back past it. The generator uses only the public session calls, so a
+ * target session over any placement (one span, local and remote shards)
+ * is verified through every shard without the generator knowing.
+ *
+ * Exactness. Greedy sampling (temperature <= 0): the output is the
+ * target's own greedy output, token for token. Temperature > 0: standard
+ * speculative sampling (accept a draft token d with probability
+ * min(1, p(d)/q(d)); on rejection draw from the normalized max(0, p - q);
+ * after k acceptances draw a bonus token from p), where p and q are the
+ * target's and the draft's distributions after the same temperature,
+ * top-k and top-p processing as llm_sample (llm_sampler_probs). So the
+ * output distribution is the target's.
+ *
+ * Markers (PHASEMARK=1). Each round is one "pm.spec_decode mode=batched
+ * req=R draft=K" enclosing one leaf "pm.draft req=R tokens=K" (every draft
+ * forward of the round, including any catch-up over tokens the draft has
+ * not seen yet: the prompt in the first round; the draft session is made
+ * quiet so nothing nests in the leaf) and then the target's verify layer
+ * ranges (mode=verify, one per span). The prompt's prefill is the target's
+ * usual pm.prefill ranges. When there is no room left to draft (the last
+ * token of max_tokens, the context's end) the target takes plain decode
+ * steps (pm.decode). docs/spec.md gives the exact range count.
+ *
+ * Handles and threading. llm_spec is opaque; it borrows the two sessions
+ * (they and their models must outlive it) and owns its buffers, allocated
+ * at creation: a round allocates nothing. A generator and its sessions
+ * must be used by one thread at a time.
+ *
+ * Errors. 0 or a negative LLM_E* code (engine.h). Constructors write one
+ * line into the caller's err buffer; llm_spec_generate keeps its detail in
+ * the generator (llm_spec_error).
+ */
+#ifndef PHASEMARK_SPEC_H
+#define PHASEMARK_SPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phasemark/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct llm_spec llm_spec;
+
+/* A drafter other than a draft model (prompt lookup, a test's script):
+ * fills out[0..k) with k proposed tokens given the history the target has
+ * seen followed by the last emitted token (hist[0..n_hist), the last entry
+ * being that token). Returns 0, or negative to abort generation (the
+ * status is passed through). Its proposals count as deterministic (q is 1
+ * at the proposed token) under temperature > 0. */
+typedef int (*llm_spec_propose_fn)(void *user, const int32_t *hist, size_t n_hist,
+                                   int32_t k, int32_t *out);
+
+typedef struct llm_spec_params {
+    uint16_t version;    /* LLM_SPEC_PARAMS_VERSION */
+    uint16_t size;       /* sizeof(llm_spec_params) */
+    int32_t k;           /* tokens drafted per round, 1..target n_batch-1 */
+    int32_t adaptive;    /* nonzero: choose k each round (see below) */
+    int32_t k_min;       /* adaptive bounds; <= 0: 1 */
+    int32_t k_max;       /* <= 0: 2*k; capped at target n_batch-1 */
+    float draft_cost;    /* adaptive: a draft forward's cost relative to a
+                            target forward; <= 0: the ratio of the models'
+                            weight bytes (decode is bandwidth-bound) */
+    llm_spec_propose_fn propose; /* NULL: the draft session proposes */
+    void *propose_user;
+} llm_spec_params;
+
+#define LLM_SPEC_PARAMS_VERSION 1
+#define LLM_SPEC_PARAMS_INIT \
+    {LLM_SPEC_PARAMS_VERSION, (uint16_t)sizeof(llm_spec_params), 4, 0, 0, 0, 0.0f, 0, 0}
+
+/* Adaptive k. The generator keeps a decayed count of accepted proposals
+ * and of rejections (a round that accepted all k observes none), which
+ * estimates the per-token acceptance a = accepted / (accepted +
+ * rejections); each round it takes the k in [k_min, k_max] that maximizes
+ * the expected tokens per round (1 - a^(k+1)) / (1 - a) over its cost
+ * 1 + k * draft_cost (target forwards). Deterministic: it depends on the
+ * acceptance history only, never on timings, so a seed still fixes the
+ * output under temperature > 0. */
+
+/* Statistics since creation or llm_spec_reset_stats. */
+typedef struct llm_spec_stats {
+    uint64_t rounds;    /* draft + verify rounds */
+    uint64_t drafted;   /* tokens proposed */
+    uint64_t accepted;  /* proposals the target accepted */
+    uint64_t committed; /* tokens rounds fixed: accepted + 1 per round */
+    uint64_t steps;     /* plain target decode steps (no room to draft) */
+    uint64_t generated; /* tokens emitted to the caller */
+    double acceptance;  /* accepted / drafted; 0 when nothing was drafted */
+    double tokens_per_round; /* committed / rounds; 0 when no round ran */
+    int32_t k;          /* the draft length the next round will use */
+    uint64_t draft_ns;  /* wall time in the drafter (inside pm.draft) */
+    uint64_t verify_ns; /* wall time in the target's verify forwards */
+    uint64_t accept_ns; /* wall time deciding acceptance and sampling */
+} llm_spec_stats;
+
+/* 0 when token ids mean the same text in both models: with tokenizers, the
+ * same kind, pieces in order, BOS and EOS; without (ids-only models), the
+ * same vocabulary size, BOS and EOS. Otherwise LLM_EINVAL and err names
+ * the first difference ("draft vocabulary differs from the target's: ...").
+ * Thread-safe. */
+LLM_API int llm_spec_check_vocab(const llm_model *target, const llm_model *draft,
+                                 char *err, size_t errlen);
+
+/* Creates a generator over target and draft (distinct sessions; draft may
+ * be NULL only when p->propose is set). Refuses a vocabulary mismatch
+ * (llm_spec_check_vocab), a k outside 1..n_batch-1 of the target, and bad
+ * params (LLM_EINVAL). Makes the draft session quiet (no ranges of its
+ * own; llm_spec_free restores it). p may be NULL (k = 4). The caller owns
+ * *out (NULL on failure). */
+LLM_API int llm_spec_create(llm_session *target, llm_session *draft,
+                            const llm_spec_params *p, llm_spec **out, char *err,
+                            size_t errlen);
+
+/* Frees a generator (not its sessions). NULL is harmless. */
+LLM_API void llm_spec_free(llm_spec *sd);
+
+/* The detail line of the last failure ("" when none); owned by sd. */
+LLM_API const char *llm_spec_error(const llm_spec *sd);
+
+/* llm_generate with speculative rounds: prefills prompt into the target at
+ * its current position, then emits tokens until the same stop conditions
+ * with the same semantics (max_tokens, EOS or a stop token drawn and not
+ * emitted, the callback asking to stop, the context full), and leaves the
+ * target session where llm_generate would (every emitted token but the
+ * last in its cache; after an EOS / stop token, every emitted token). The
+ * sampler sp (created for the target's n_vocab) supplies every draw.
+ *
+ * History. The generator records the tokens it feeds the target and keeps
+ * the draft in step lazily. The target must be used only through this
+ * generator between calls, or be emptied (position 0, e.g.
+ * llm_session_reset), which restarts the history; otherwise LLM_ESTATE.
+ * On a failure the detail is in llm_spec_error. */
+LLM_API int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt,
+                              size_t n_prompt, const llm_generate_params *p,
+                              llm_token_cb cb, void *user, size_t *n_generated,
+                              int *stop_reason);
+
+/* Fills *st (totals since creation or the last reset). */
+LLM_API void llm_spec_get_stats(const llm_spec *sd, llm_spec_stats *st);
+
+/* Zeroes the statistics (and the adaptive estimate); k returns to the
+ * configured k. */
+LLM_API void llm_spec_reset_stats(llm_spec *sd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PHASEMARK_SPEC_H */

@@ -1,0 +1,709 @@
+/* spec.c — speculative decoding: a draft proposes, the target verifies.
+ *
+ * The generator drives both models through the public session calls only
+ * (llm_prefill, llm_decode, llm_verify, llm_session_truncate), so a target
+ * session over a layer split is verified through every shard.
+ *
+ * State between rounds. hist[0..hlen) is exactly what the target's cache
+ * holds (its position is hlen); `last` is the last emitted token, which
+ * the target has not run yet. The draft's cache holds a prefix hist[0..dpos)
+ * of it; a round first feeds the draft hist[dpos..hlen] (with hist[hlen] =
+ * last), normally one token, two after a round that accepted everything,
+ * the whole prompt in the first round. So the draft is fed the bonus /
+ * correction token before it drafts again and never holds a token the
+ * target rejected.
+ *
+ * One round with k drafts d1..dk: the draft runs k forwards (the feed, then
+ * d1..d(k-1)); the target verifies [last, d1..dk] at hlen..hlen+k, whose
+ * row i scores the token after position hlen+i. With a accepted the round
+ * commits d1..da and c = the target's token at row a (a correction, or a
+ * bonus when a = k). Both caches are cut back to the committed positions.
+ *
+ * Memory. Every buffer (history, proposals, the k draft distributions, a
+ * target distribution and a residual) is allocated at creation.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "phasemark/mark.h"
+#include "phasemark/spec.h"
+#include "session.h"
+#include "tokenizer.h"
+
+#define SPEC_ERR_MAX 256
+/* Decay of the adaptive acceptance counts per round: about the last ten
+ * rounds matter, so k follows a change of text within a few rounds. */
+#define SPEC_DECAY 0.9
+
+struct llm_spec {
+    llm_session *target, *draft;
+    llm_spec_params p;
+    int32_t n_vocab;
+    int32_t k_cap;       /* largest k: target n_batch - 1 (and k_max) */
+    int32_t k;           /* the next round's draft length */
+    double cost;         /* adaptive: draft forward / target forward */
+    double acc_w, rej_w; /* adaptive: decayed accepted / rejection counts */
+    int32_t *hist;       /* [n_ctx + 1] tokens fed to the target, + last */
+    uint32_t hlen;       /* target position == entries of hist in cache */
+    uint32_t n_ctx;      /* target context */
+    int32_t *vtok;       /* [k_cap + 1] the verify batch: last, d1..dk */
+    int32_t *commit;     /* [k_cap + 1] tokens a round commits */
+    float *q;            /* [k_cap][n_vocab] draft distributions */
+    float *pr;           /* [n_vocab] target distribution */
+    float *res;          /* [n_vocab] residual max(0, p - q) */
+    llm_spec_stats st;
+    char err[SPEC_ERR_MAX];
+};
+
+/* What a generate call is doing: its parameters and running totals. */
+typedef struct gen_run {
+    llm_spec *sd;
+    llm_sampler *sp;
+    const llm_generate_params *gp;
+    llm_token_cb cb;
+    void *user;
+    int greedy;
+    int32_t eos;
+    size_t generated;
+    int reason; /* LLM_STOP_* once stopped, else -1 */
+} gen_run;
+
+static int fail(llm_spec *sd, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(llm_spec *sd, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sd->err, sizeof sd->err, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* ---- vocabulary -------------------------------------------------------- */
+
+/* The first token whose piece differs, or -1 when all n agree. */
+static int32_t first_piece_difference(const struct llm_tokenizer *a,
+                                      const struct llm_tokenizer *b, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) {
+        const char *pa, *pb;
+        size_t la, lb;
+        if (llm_tokenizer_piece(a, i, &pa, &la) != 0 || llm_tokenizer_piece(b, i, &pb, &lb) != 0)
+            return i;
+        if (la != lb || memcmp(pa, pb, la) != 0)
+            return i;
+    }
+    return -1;
+}
+
+int llm_spec_check_vocab(const llm_model *target, const llm_model *draft, char *err,
+                         size_t errlen)
+{
+    static const char *const what = "draft vocabulary differs from the target's";
+    if (!target || !draft) {
+        llm_errf(err, errlen, "spec: target and draft models are required");
+        return LLM_EINVAL;
+    }
+    if (target->hp.n_vocab != draft->hp.n_vocab) {
+        llm_errf(err, errlen, "%s: %d tokens, target %d", what, (int)draft->hp.n_vocab,
+                 (int)target->hp.n_vocab);
+        return LLM_EINVAL;
+    }
+    if (target->bos != draft->bos || target->eos != draft->eos) {
+        llm_errf(err, errlen, "%s: BOS/EOS %d/%d, target %d/%d", what, (int)draft->bos,
+                 (int)draft->eos, (int)target->bos, (int)target->eos);
+        return LLM_EINVAL;
+    }
+    if (!target->tok != !draft->tok) {
+        llm_errf(err, errlen, "%s: only the %s has a tokenizer, so its ids cannot be matched",
+                 what, target->tok ? "target" : "draft");
+        return LLM_EINVAL;
+    }
+    if (target->tok && !llm_tokenizer_equal(target->tok, draft->tok)) {
+        int32_t i = first_piece_difference(target->tok, draft->tok, target->hp.n_vocab);
+        if (i >= 0)
+            llm_errf(err, errlen, "%s: token %d is a different piece", what, (int)i);
+        else
+            llm_errf(err, errlen, "%s: the tokenizer kinds differ", what);
+        return LLM_EINVAL;
+    }
+    return 0;
+}
+
+/* ---- creation ---------------------------------------------------------- */
+
+static int check_params(const llm_spec_params *p, int32_t k_cap, char *err, size_t errlen)
+{
+    if (p->version != LLM_SPEC_PARAMS_VERSION || p->size < sizeof(llm_spec_params)) {
+        llm_errf(err, errlen, "spec: params version %u size %u not understood",
+                 (unsigned)p->version, (unsigned)p->size);
+        return LLM_EINVAL;
+    }
+    if (p->k < 1 || p->k > k_cap) {
+        llm_errf(err, errlen, "spec: k = %d is outside 1..%d (the target's batch less one)",
+                 (int)p->k, (int)k_cap);
+        return LLM_EINVAL;
+    }
+    if (p->adaptive && p->k_min > 0 && p->k_max > 0 && p->k_min > p->k_max) {
+        llm_errf(err, errlen, "spec: k_min %d exceeds k_max %d", (int)p->k_min, (int)p->k_max);
+        return LLM_EINVAL;
+    }
+    if (isnan(p->draft_cost)) {
+        llm_errf(err, errlen, "spec: draft_cost is not a number");
+        return LLM_EINVAL;
+    }
+    return 0;
+}
+
+/* Resolves the adaptive bounds and cost; k_cap becomes the largest k any
+ * round may use (the buffers' size). */
+static void resolve_k(llm_spec *sd, const llm_model *tm, const llm_model *dm)
+{
+    llm_spec_params *p = &sd->p;
+    if (!p->adaptive) {
+        p->k_min = p->k_max = p->k;
+    } else {
+        if (p->k_min <= 0)
+            p->k_min = 1;
+        if (p->k_max <= 0)
+            p->k_max = 2 * p->k;
+        if (p->k_max > sd->k_cap)
+            p->k_max = sd->k_cap;
+        if (p->k_min > p->k_max)
+            p->k_min = p->k_max;
+    }
+    sd->k_cap = p->k_max > p->k ? p->k_max : p->k;
+    sd->k = p->k;
+    if (p->draft_cost > 0.0f)
+        sd->cost = p->draft_cost;
+    else if (dm && tm->weight_bytes > 0)
+        sd->cost = (double)dm->weight_bytes / (double)tm->weight_bytes;
+    else
+        sd->cost = 0.0; /* an external proposer: taken as free */
+}
+
+static int alloc_buffers(llm_spec *sd)
+{
+    size_t kc = (size_t)sd->k_cap, nv = (size_t)sd->n_vocab;
+    sd->hist = malloc(((size_t)sd->n_ctx + 1) * sizeof *sd->hist);
+    sd->vtok = malloc((kc + 1) * sizeof *sd->vtok);
+    sd->commit = malloc((kc + 1) * sizeof *sd->commit);
+    sd->q = malloc(kc * nv * sizeof *sd->q);
+    sd->pr = malloc(nv * sizeof *sd->pr);
+    sd->res = malloc(nv * sizeof *sd->res);
+    return sd->hist && sd->vtok && sd->commit && sd->q && sd->pr && sd->res ? 0 : LLM_ENOMEM;
+}
+
+int llm_spec_create(llm_session *target, llm_session *draft, const llm_spec_params *p,
+                    llm_spec **out, char *err, size_t errlen)
+{
+    llm_spec_params defaults = LLM_SPEC_PARAMS_INIT;
+    if (out)
+        *out = NULL;
+    if (!target || !out || (!draft && !(p && p->propose)) || draft == target) {
+        llm_errf(err, errlen, "spec: a target, a distinct draft session (or a proposer) "
+                              "and out are required");
+        return LLM_EINVAL;
+    }
+    if (!p)
+        p = &defaults;
+    const llm_model *tm = llm_session_model(target);
+    const llm_model *dm = draft ? llm_session_model(draft) : NULL;
+    int32_t k_cap = (int32_t)llm_session_n_batch(target) - 1;
+    int rc = check_params(p, k_cap, err, errlen);
+    if (rc == 0 && dm)
+        rc = llm_spec_check_vocab(tm, dm, err, errlen);
+    if (rc)
+        return rc;
+    llm_spec *sd = calloc(1, sizeof *sd);
+    if (!sd) {
+        llm_errf(err, errlen, "spec: out of memory");
+        return LLM_ENOMEM;
+    }
+    sd->target = target;
+    sd->draft = p->propose ? NULL : draft;
+    sd->p = *p;
+    sd->n_vocab = tm->hp.n_vocab;
+    sd->n_ctx = llm_session_n_ctx(target);
+    sd->k_cap = k_cap;
+    resolve_k(sd, tm, sd->draft ? dm : NULL);
+    if (alloc_buffers(sd) != 0) {
+        llm_spec_free(sd);
+        llm_errf(err, errlen, "spec: out of memory");
+        return LLM_ENOMEM;
+    }
+    sd->hlen = llm_session_pos(target);
+    if (sd->draft) {
+        llm_session_set_quiet(sd->draft, 1);
+        llm_session_truncate(sd->draft, 0); /* its history is unknown */
+    }
+    llm_spec_reset_stats(sd);
+    *out = sd;
+    return 0;
+}
+
+void llm_spec_free(llm_spec *sd)
+{
+    if (!sd)
+        return;
+    if (sd->draft)
+        llm_session_set_quiet(sd->draft, 0);
+    free(sd->hist);
+    free(sd->vtok);
+    free(sd->commit);
+    free(sd->q);
+    free(sd->pr);
+    free(sd->res);
+    free(sd);
+}
+
+const char *llm_spec_error(const llm_spec *sd)
+{
+    return sd ? sd->err : "no generator";
+}
+
+void llm_spec_get_stats(const llm_spec *sd, llm_spec_stats *st)
+{
+    *st = sd->st;
+    st->acceptance = st->drafted ? (double)st->accepted / (double)st->drafted : 0.0;
+    st->tokens_per_round = st->rounds ? (double)st->committed / (double)st->rounds : 0.0;
+    st->k = sd->k;
+}
+
+void llm_spec_reset_stats(llm_spec *sd)
+{
+    memset(&sd->st, 0, sizeof sd->st);
+    sd->k = sd->p.k;
+    sd->acc_w = sd->rej_w = 0.0;
+}
+
+/* ---- adaptive k -------------------------------------------------------- */
+
+/* Expected tokens one round commits with k drafts at per-token acceptance
+ * a, per target-forward of cost (the verify counts as one). */
+static double round_value(double a, int32_t k, double cost)
+{
+    double tokens = a >= 1.0 ? (double)(k + 1) : (1.0 - pow(a, k + 1)) / (1.0 - a);
+    return tokens / (1.0 + k * cost);
+}
+
+static void adapt_k(llm_spec *sd, int32_t k, int32_t accepted)
+{
+    sd->acc_w = sd->acc_w * SPEC_DECAY + accepted;
+    sd->rej_w = sd->rej_w * SPEC_DECAY + (accepted < k ? 1.0 : 0.0);
+    if (!sd->p.adaptive)
+        return;
+    /* One pseudo-observation each way keeps a short all-accept streak from
+     * reading as certainty. */
+    double a = (sd->acc_w + 1.0) / (sd->acc_w + sd->rej_w + 2.0);
+    int32_t best = sd->p.k_min;
+    double best_v = -1.0;
+    for (int32_t kk = sd->p.k_min; kk <= sd->p.k_max; kk++) {
+        double v = round_value(a, kk, sd->cost);
+        if (v > best_v) {
+            best_v = v;
+            best = kk;
+        }
+    }
+    sd->k = best;
+}
+
+/* ---- emitting tokens --------------------------------------------------- */
+
+static int is_stop(const gen_run *g, int32_t tok)
+{
+    if (g->gp->stop_at_eos && g->eos >= 0 && tok == g->eos)
+        return LLM_STOP_EOS;
+    for (size_t i = 0; i < g->gp->n_stop_tokens; i++)
+        if (g->gp->stop_tokens[i] == tok)
+            return LLM_STOP_TOKEN;
+    return -1;
+}
+
+/* Hands tok to the caller as llm_generate would, vpos being the target's
+ * position had it decoded every emitted token but this one. Returns 1 when
+ * tok was emitted, 0 when it was a stop token; g->reason is set on a stop. */
+static int emit(gen_run *g, int32_t tok, uint32_t vpos)
+{
+    int stop = is_stop(g, tok);
+    if (stop >= 0) {
+        g->reason = stop;
+        return 0;
+    }
+    g->generated++;
+    g->sd->st.generated++;
+    if (g->cb && g->cb(g->user, tok))
+        g->reason = LLM_STOP_CALLBACK;
+    else if (g->generated >= (size_t)g->gp->max_tokens)
+        g->reason = LLM_STOP_LENGTH;
+    else if (vpos >= g->sd->n_ctx)
+        g->reason = LLM_STOP_CONTEXT;
+    return 1;
+}
+
+/* ---- sampling ---------------------------------------------------------- */
+
+static int32_t sample_from(gen_run *g, const float *logits)
+{
+    uint64_t t0 = llm_now_ns();
+    int32_t tok = llm_sample(g->sp, logits);
+    llm_session_add_sample_ns(g->sd->target, llm_now_ns() - t0);
+    return tok;
+}
+
+/* One proposal from draft logits: the argmax, or a draw from q (kept in
+ * sd->q row i for the acceptance test). */
+static int32_t draft_pick(gen_run *g, const float *logits, int32_t i)
+{
+    if (g->greedy)
+        return llm_sample(g->sp, logits);
+    float *q = g->sd->q + (size_t)i * (size_t)g->sd->n_vocab;
+    int rc = llm_sampler_probs(g->sp, logits, q);
+    return rc ? rc : llm_sampler_draw(g->sp, q);
+}
+
+/* ---- the draft --------------------------------------------------------- */
+
+static int draft_fail(llm_spec *sd, int rc)
+{
+    return fail(sd, rc, "draft: %s", llm_session_error(sd->draft));
+}
+
+/* Feeds the draft what it has not seen of hist[0..hlen] (the prompt in
+ * the first round, then one token or two) and returns its next logits. */
+static int draft_catch_up(llm_spec *sd, const float **logits)
+{
+    uint32_t dpos = llm_session_pos(sd->draft);
+    if (dpos > sd->hlen) { /* cannot happen: rounds cut the draft back */
+        int rc = llm_session_truncate(sd->draft, sd->hlen);
+        if (rc)
+            return draft_fail(sd, rc);
+        dpos = sd->hlen;
+    }
+    size_t n = (size_t)(sd->hlen + 1 - dpos);
+    int rc = n == 1 ? llm_decode(sd->draft, sd->hist[dpos], logits)
+                    : llm_prefill(sd->draft, sd->hist + dpos, n, 0, logits);
+    return rc ? draft_fail(sd, rc) : 0;
+}
+
+/* Proposes k tokens into sd->vtok[1..k] with the draft model: k forwards
+ * (the catch-up, then d1..d(k-1)); dk is left for the next round. */
+static int draft_model_propose(gen_run *g, int32_t k)
+{
+    llm_spec *sd = g->sd;
+    const float *lg;
+    int rc = draft_catch_up(sd, &lg);
+    for (int32_t i = 0; rc == 0 && i < k; i++) {
+        int32_t d = draft_pick(g, lg, i);
+        if (d < 0)
+            return fail(sd, d, "draft: sampling failed");
+        sd->vtok[1 + i] = d;
+        if (i + 1 < k) {
+            rc = llm_decode(sd->draft, d, &lg);
+            if (rc)
+                return draft_fail(sd, rc);
+        }
+    }
+    return rc;
+}
+
+static int propose(gen_run *g, int32_t k)
+{
+    llm_spec *sd = g->sd;
+    if (sd->draft)
+        return draft_model_propose(g, k);
+    int rc = sd->p.propose(sd->p.propose_user, sd->hist, (size_t)sd->hlen + 1, k, sd->vtok + 1);
+    if (rc)
+        return fail(sd, rc < 0 ? rc : LLM_EINVAL, "proposer failed (%d)", rc);
+    for (int32_t i = 1; i <= k; i++)
+        if (sd->vtok[i] < 0 || sd->vtok[i] >= sd->n_vocab)
+            return fail(sd, LLM_ETOKEN, "proposer gave token %d outside the vocabulary",
+                        (int)sd->vtok[i]);
+    return 0;
+}
+
+/* ---- acceptance -------------------------------------------------------- */
+
+/* Greedy: accept while the target's argmax agrees; the target's token at
+ * the first disagreement (or after all k) is the round's last. */
+static int32_t accept_greedy(gen_run *g, const float *rows, int32_t k, int32_t *last)
+{
+    llm_spec *sd = g->sd;
+    int32_t i;
+    for (i = 0; i < k; i++) {
+        int32_t t = llm_sample(g->sp, rows + (size_t)i * (size_t)sd->n_vocab);
+        if (t != sd->vtok[1 + i]) {
+            *last = t;
+            return i;
+        }
+    }
+    *last = llm_sample(g->sp, rows + (size_t)k * (size_t)sd->n_vocab);
+    return k;
+}
+
+/* The rejection draw: from max(0, p - q) normalized, q being the draft's
+ * distribution (NULL: a deterministic proposal d, q one-hot at d). When
+ * p <= q everywhere, which only rounding can produce after a rejection,
+ * p itself is the right law. */
+static int32_t draw_residual(gen_run *g, const float *q, int32_t d)
+{
+    llm_spec *sd = g->sd;
+    int any = 0;
+    for (int32_t j = 0; j < sd->n_vocab; j++) {
+        float qj = q ? q[j] : (j == d ? 1.0f : 0.0f);
+        float r = sd->pr[j] - qj;
+        sd->res[j] = r > 0.0f ? r : 0.0f;
+        any |= sd->res[j] > 0.0f;
+    }
+    return llm_sampler_draw(g->sp, any ? sd->res : sd->pr);
+}
+
+/* Speculative sampling: accept d with probability min(1, p(d)/q(d)). */
+static int32_t accept_sampled(gen_run *g, const float *rows, int32_t k, int32_t *last)
+{
+    llm_spec *sd = g->sd;
+    size_t nv = (size_t)sd->n_vocab;
+    for (int32_t i = 0; i < k; i++) {
+        int rc = llm_sampler_probs(g->sp, rows + (size_t)i * nv, sd->pr);
+        if (rc)
+            return rc;
+        int32_t d = sd->vtok[1 + i];
+        const float *q = sd->draft ? sd->q + (size_t)i * nv : NULL;
+        double qd = q ? q[d] : 1.0;
+        if (llm_sampler_uniform(g->sp) * qd < sd->pr[d])
+            continue;
+        *last = draw_residual(g, q, d);
+        return *last < 0 ? *last : i;
+    }
+    int rc = llm_sampler_probs(g->sp, rows + (size_t)k * nv, sd->pr);
+    if (rc)
+        return rc;
+    *last = llm_sampler_draw(g->sp, sd->pr);
+    return *last < 0 ? *last : k;
+}
+
+/* ---- one round --------------------------------------------------------- */
+
+/* Emits the round's n committed tokens, then cuts both caches back to
+ * what llm_generate would hold: last and the tokens emitted before the
+ * final one, plus that one too when a stop token ended the request. */
+static int commit_round(gen_run *g, int32_t n)
+{
+    llm_spec *sd = g->sd;
+    uint32_t base = sd->hlen; /* hist[base] is the round's `last` */
+    int32_t e = 0;
+    while (e < n && g->reason < 0) {
+        e += emit(g, sd->commit[e], base + (uint32_t)e + 1);
+    }
+    int by_token = g->reason == LLM_STOP_EOS || g->reason == LLM_STOP_TOKEN;
+    uint32_t keep = base + (uint32_t)e + (by_token ? 1u : 0u);
+    if (g->reason < 0)
+        keep = base + (uint32_t)n; /* last, then every commit but the new last */
+    for (uint32_t j = base + 1; j < keep; j++)
+        sd->hist[j] = sd->commit[j - base - 1];
+    int rc = llm_session_truncate(sd->target, keep);
+    if (rc)
+        return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+    sd->hlen = keep;
+    if (sd->draft && llm_session_pos(sd->draft) > keep) {
+        rc = llm_session_truncate(sd->draft, keep);
+        if (rc)
+            return draft_fail(sd, rc);
+    }
+    return 0;
+}
+
+/* Drafts k tokens, verifies them in one target forward and decides. Fills
+ * sd->commit[0..*n) (the accepted drafts, then the target's token). */
+static int draft_and_verify(gen_run *g, int32_t k, int32_t *n)
+{
+    llm_spec *sd = g->sd;
+    uint64_t req = llm_session_get_request(sd->target);
+    uint64_t t0 = llm_now_ns();
+    pm_range dr = pm_draft_push(req, (uint32_t)k);
+    int rc = propose(g, k);
+    pm_range_pop(&dr);
+    uint64_t t1 = llm_now_ns();
+    sd->st.draft_ns += t1 - t0;
+    if (rc)
+        return rc;
+    const float *rows;
+    rc = llm_verify(sd->target, sd->vtok, (size_t)k + 1, &rows);
+    uint64_t t2 = llm_now_ns();
+    sd->st.verify_ns += t2 - t1;
+    if (rc)
+        return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+    int32_t last = -1;
+    int32_t a = g->greedy ? accept_greedy(g, rows, k, &last) : accept_sampled(g, rows, k, &last);
+    sd->st.accept_ns += llm_now_ns() - t2;
+    if (a < 0)
+        return fail(sd, a, "sampling failed");
+    memcpy(sd->commit, sd->vtok + 1, (size_t)a * sizeof *sd->commit);
+    sd->commit[a] = last;
+    *n = a + 1;
+    sd->st.rounds++;
+    sd->st.drafted += (uint64_t)k;
+    sd->st.accepted += (uint64_t)a;
+    sd->st.committed += (uint64_t)a + 1;
+    adapt_k(sd, k, a);
+    return 0;
+}
+
+/* One round after `last`; *next is the round's final token (the next
+ * round's `last` unless the request stopped). */
+static int round_run(gen_run *g, int32_t last, int32_t k, int32_t *next)
+{
+    llm_spec *sd = g->sd;
+    sd->hist[sd->hlen] = last;
+    sd->vtok[0] = last;
+    pm_range rr = pm_spec_decode_push(llm_session_get_request(sd->target), (uint32_t)k);
+    int32_t n = 0;
+    int rc = draft_and_verify(g, k, &n);
+    if (rc == 0) {
+        *next = sd->commit[n - 1];
+        rc = commit_round(g, n);
+    }
+    pm_range_pop(&rr);
+    return rc;
+}
+
+/* A plain target step for `last` when there is no room to draft; returns
+ * the next token or a negative status. */
+static int32_t plain_step(gen_run *g, int32_t last)
+{
+    llm_spec *sd = g->sd;
+    const float *lg;
+    int rc = llm_decode(sd->target, last, &lg);
+    if (rc)
+        return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+    sd->hist[sd->hlen++] = last;
+    sd->st.steps++;
+    return sample_from(g, lg);
+}
+
+/* The draft length this round may use: the chosen k, cut so the round can
+ * commit no more than max_tokens and fits both contexts. */
+static int32_t room_for_k(const gen_run *g)
+{
+    const llm_spec *sd = g->sd;
+    int64_t k = sd->k;
+    int64_t left = (int64_t)g->gp->max_tokens - (int64_t)g->generated; /* >= 1 */
+    if (k > left - 1)
+        k = left - 1;
+    int64_t room = (int64_t)sd->n_ctx - (int64_t)sd->hlen - 1; /* after `last` */
+    if (k > room)
+        k = room;
+    if (sd->draft) {
+        /* The draft holds hist[0..hlen] and d1..d(k-1): hlen + k positions. */
+        int64_t droom = (int64_t)llm_session_n_ctx(sd->draft) - (int64_t)sd->hlen;
+        if (k > droom)
+            k = droom;
+    }
+    return k > 0 ? (int32_t)k : 0;
+}
+
+/* ---- generate ---------------------------------------------------------- */
+
+static int check_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size_t n_prompt,
+                          const llm_generate_params *p)
+{
+    if (!sp || !p || !prompt || n_prompt == 0 || p->version != LLM_GENERATE_PARAMS_VERSION ||
+        p->size < sizeof(llm_generate_params) || p->max_tokens < 1 ||
+        (p->n_stop_tokens && !p->stop_tokens))
+        return fail(sd, LLM_EINVAL, "bad arguments to llm_spec_generate");
+    if (llm_sampler_n_vocab(sp) != sd->n_vocab)
+        return fail(sd, LLM_EINVAL, "the sampler's vocabulary (%d) is not the target's (%d)",
+                    (int)llm_sampler_n_vocab(sp), (int)sd->n_vocab);
+    return 0;
+}
+
+/* Lines the history up with the target: a target at position 0 restarts
+ * it (and empties the draft); one moved elsewhere cannot be followed. */
+static int sync_history(llm_spec *sd)
+{
+    uint32_t tpos = llm_session_pos(sd->target);
+    if (tpos == 0) {
+        sd->hlen = 0;
+        if (sd->draft)
+            llm_session_truncate(sd->draft, 0);
+        return 0;
+    }
+    if (tpos != sd->hlen)
+        return fail(sd, LLM_ESTATE,
+                    "the target is at position %u but the generator fed it %u tokens; "
+                    "reset the target session", (unsigned)tpos, (unsigned)sd->hlen);
+    return 0;
+}
+
+static int prefill_prompt(llm_spec *sd, const int32_t *prompt, size_t n, int32_t chunk,
+                          const float **logits)
+{
+    int rc = llm_prefill(sd->target, prompt, n, chunk, logits);
+    if (rc)
+        return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+    memcpy(sd->hist + sd->hlen, prompt, n * sizeof *prompt);
+    sd->hlen += (uint32_t)n;
+    return 0;
+}
+
+/* Rounds (or plain steps) after the first token until a stop. */
+static int generate_loop(gen_run *g, int32_t last)
+{
+    while (g->reason < 0) {
+        int32_t k = room_for_k(g);
+        if (k == 0) {
+            int32_t tok = plain_step(g, last);
+            if (tok < 0)
+                return tok;
+            emit(g, tok, g->sd->hlen);
+            last = tok;
+            continue;
+        }
+        int rc = round_run(g, last, k, &last);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size_t n_prompt,
+                      const llm_generate_params *p, llm_token_cb cb, void *user,
+                      size_t *n_generated, int *stop_reason)
+{
+    if (n_generated)
+        *n_generated = 0;
+    if (!sd)
+        return LLM_EINVAL;
+    sd->err[0] = '\0';
+    int rc = check_generate(sd, sp, prompt, n_prompt, p);
+    if (rc == 0)
+        rc = sync_history(sd);
+    if (rc)
+        return rc;
+    llm_sampler_params sprm;
+    llm_sampler_get_params(sp, &sprm);
+    llm_model_info info;
+    llm_model_get_info(llm_session_model(sd->target), &info);
+    gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f), info.eos, 0, -1};
+    const float *logits;
+    rc = prefill_prompt(sd, prompt, n_prompt, p->chunk, &logits);
+    if (rc == 0) {
+        int32_t tok = sample_from(&g, logits);
+        if (tok < 0)
+            rc = fail(sd, tok, "sampling failed");
+        else
+            emit(&g, tok, sd->hlen);
+        if (rc == 0 && g.reason < 0)
+            rc = generate_loop(&g, tok);
+    }
+    if (n_generated)
+        *n_generated = g.generated;
+    if (stop_reason)
+        *stop_reason = g.reason < 0 ? LLM_STOP_LENGTH : g.reason;
+    return rc;
+}
