@@ -14,6 +14,10 @@
 #include "quant.h"
 #include "tokenizer.h"
 
+#if LLM_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
 void llm_errf(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0)
@@ -105,14 +109,55 @@ int llm_model_alloc_norms(llm_model *m, size_t n_floats, char *err, size_t errle
     return 0;
 }
 
+static int is_cuda_name(const char *name)
+{
+    return name && strncmp(name, "cuda", 4) == 0 && (name[4] == '\0' || name[4] == ':');
+}
+
 int llm_backend_create(const char *name, int32_t n_threads, llm_backend **out,
                        char *err, size_t errlen)
 {
     *out = NULL;
     if (!name || strcmp(name, "cpu") == 0)
         return llm_cpu_backend_create(n_threads, 1, out, err, errlen);
-    llm_errf(err, errlen, "model: unknown backend '%s' (available: cpu)", name);
+#if LLM_HAVE_CUDA
+    if (is_cuda_name(name)) {
+        int rc = llm_cuda_backend_create(name, out, err, errlen);
+        return rc == LLM_EINVAL ? LLM_EBACKEND : rc;
+    }
+    llm_errf(err, errlen, "model: unknown backend '%s' (available: cpu, cuda, cuda:N)", name);
+#else
+    if (is_cuda_name(name))
+        llm_errf(err, errlen, "model: backend '%s': this build has no CUDA backend", name);
+    else
+        llm_errf(err, errlen, "model: unknown backend '%s' (available: cpu)", name);
+#endif
     return LLM_EBACKEND;
+}
+
+/* Puts the weights where the backend computes: a device backend uploads
+ * them all now, so that no forward ever does. */
+static int backend_prepare(llm_model *m, const char *name, char *err, size_t errlen)
+{
+    m->be_cuda = is_cuda_name(name);
+#if LLM_HAVE_CUDA
+    if (m->be_cuda)
+        return llm_cuda_backend_prepare(m->be, m, 0, m->hp.n_layers - 1, err, errlen);
+#endif
+    return 0;
+}
+
+int llm_model_backend_check(const llm_model *m, char *err, size_t errlen)
+{
+#if LLM_HAVE_CUDA
+    if (m->be_cuda && llm_cuda_backend_status(m->be, err, errlen) != 0)
+        return LLM_EBACKEND;
+#else
+    (void)err;
+    (void)errlen;
+#endif
+    (void)m;
+    return 0;
 }
 
 /* ---- opening ----------------------------------------------------------------- */
@@ -202,6 +247,8 @@ int llm_model_open(const char *path, const llm_model_options *opt,
                   : llm_model_load_llama2c(m, path, opt->tokenizer_path, err, errlen);
     if (!rc)
         rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
+    if (!rc)
+        rc = backend_prepare(m, opt->backend, err, errlen);
     if (rc) {
         llm_model_free(m);
         return rc;

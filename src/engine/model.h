@@ -70,6 +70,7 @@ struct llm_model {
     void *file;              /* owned: the gguf or llama2c handle */
     void (*file_close)(void *file);
     struct llm_backend *be;  /* owned */
+    int be_cuda;             /* 1: be is the CUDA seam (device memory) */
     pthread_mutex_t lock;    /* serializes forwards on be */
     int32_t bos, eos;
     uint64_t n_params;
@@ -93,6 +94,11 @@ int llm_model_load_gguf(struct llm_model *m, const char *path, char *err,
 int llm_model_load_llama2c(struct llm_model *m, const char *path,
                            const char *tokenizer_path, char *err,
                            size_t errlen);
+
+/* 0 while the model's backend is healthy; otherwise LLM_EBACKEND with the
+ * reason in err. The CPU backend cannot fail; a device backend reports a
+ * fault that happened asynchronously (the forward's results are void). */
+int llm_model_backend_check(const struct llm_model *m, char *err, size_t errlen);
 
 /* Allocates m->norms for n_floats and returns it; LLM_ENOMEM on failure. */
 int llm_model_alloc_norms(struct llm_model *m, size_t n_floats, char *err,

@@ -28,6 +28,8 @@ struct llm_session {
     uint32_t pos;       /* filled cache positions */
     uint64_t req;
     llm_timings t;
+    float *logits_host; /* [n_batch][n_vocab] when the backend's memory is
+                           not host memory; NULL otherwise */
     char err[SESSION_ERR_MAX];
 };
 
@@ -86,6 +88,14 @@ int llm_session_create(llm_model *m, const llm_session_options *opt,
             llm_span_release(&s->span, m);
     }
     pthread_mutex_unlock(&m->lock);
+    if (rc == 0 && !m->be->host_visible) {
+        s->logits_host = malloc((size_t)n_batch * (size_t)m->hp.n_vocab * sizeof(float));
+        if (!s->logits_host) {
+            llm_errf(err, errlen, "session: out of memory (logits)");
+            llm_session_free(s);
+            return LLM_ENOMEM;
+        }
+    }
     if (rc) {
         free(s);
         return rc;
@@ -100,6 +110,7 @@ void llm_session_free(llm_session *s)
         return;
     llm_workspace_release(&s->ws, s->m);
     llm_span_release(&s->span, s->m);
+    free(s->logits_host);
     free(s);
 }
 
@@ -161,16 +172,29 @@ static int check_tokens(llm_session *s, const int32_t *tokens, size_t n,
     return 0;
 }
 
-/* One forward of n tokens at s->pos; the caller pushed the phase range. */
+/* One forward of n tokens at s->pos; the caller pushed the phase range.
+ * Returns host logits (one row, or n rows for LLM_LOGITS_ALL), or NULL with
+ * s->err set when a device backend faulted (the position does not move). */
 static const float *run_forward(llm_session *s, const int32_t *tokens, int32_t n,
                                 pm_phase phase, llm_logits_mode mode)
 {
     llm_forward_in in = {phase, s->req, s->pos, n, tokens, NULL, mode};
+    llm_backend *be = s->m->be;
+    const float *out = s->ws.logits;
     pthread_mutex_lock(&s->m->lock);
     llm_span_forward(s->m, &s->span, &s->ws, &in);
+    if (!be->host_visible) {
+        size_t rows = mode == LLM_LOGITS_ALL ? (size_t)n : 1;
+        be->ops->read(be, s->logits_host, s->ws.logits,
+                      rows * (size_t)s->m->hp.n_vocab * sizeof(float));
+        out = s->logits_host;
+    }
+    int rc = llm_model_backend_check(s->m, s->err, sizeof s->err);
     pthread_mutex_unlock(&s->m->lock);
+    if (rc)
+        return NULL;
     s->pos += (uint32_t)n;
-    return s->ws.logits; /* CPU: host memory (the only backend so far) */
+    return out;
 }
 
 int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
@@ -189,6 +213,8 @@ int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
         pm_range r = s->span.quiet ? PM_RANGE_NONE : pm_prefill_push(s->req, s->pos, (uint32_t)len);
         last = run_forward(s, tokens + done, len, PM_PHASE_EXACT, LLM_LOGITS_LAST);
         pm_range_pop(&r);
+        if (!last)
+            return LLM_EBACKEND;
     }
     s->t.prefill_ns += llm_now_ns() - t0;
     s->t.prefill_tokens += n;
@@ -208,6 +234,8 @@ int llm_decode(llm_session *s, int32_t token, const float **logits)
     pm_range r = s->span.quiet ? PM_RANGE_NONE : pm_decode_push(s->req, s->pos);
     const float *out = run_forward(s, &token, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
     pm_range_pop(&r);
+    if (!out)
+        return LLM_EBACKEND;
     s->t.decode_ns += llm_now_ns() - t0;
     s->t.decode_tokens++;
     if (logits)
@@ -224,6 +252,8 @@ int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **lo
         return rc;
     uint64_t t0 = llm_now_ns();
     const float *out = run_forward(s, tokens, (int32_t)n, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
+    if (!out)
+        return LLM_EBACKEND;
     s->t.verify_ns += llm_now_ns() - t0;
     s->t.verify_tokens += n;
     if (logits)

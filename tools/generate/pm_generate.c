@@ -3,7 +3,7 @@
  *   pm-generate -m MODEL [-p PROMPT | --tokens 1,2,3] [-n N]
  *               [--temp T --top-k K --top-p P --seed S] [--threads N]
  *               [--chunk C] [--ctx N] [--tokenizer tokenizer.bin]
- *               [--ids] [--no-bos]
+ *               [--backend cpu|cuda|cuda:N] [--ids] [--no-bos]
  *
  * The continuation goes to stdout as text (or as ids with --ids, one line,
  * space-separated) while it is generated; timings with tokens per second go
@@ -22,7 +22,7 @@
 #define MAX_PROMPT 65536
 
 typedef struct args {
-    const char *model, *prompt, *tokens, *tokenizer;
+    const char *model, *prompt, *tokens, *tokenizer, *backend;
     long n_predict, threads, chunk, ctx, top_k;
     double temp, top_p;
     unsigned long long seed;
@@ -41,7 +41,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: " PROG " -m MODEL [-p PROMPT | --tokens 1,2,3] [-n N]\n"
             "       [--temp T] [--top-k K] [--top-p P] [--seed S] [--threads N]\n"
-            "       [--chunk C] [--ctx N] [--tokenizer tokenizer.bin] [--ids] [--no-bos]\n"
+            "       [--chunk C] [--ctx N] [--tokenizer tokenizer.bin] [--backend B]\n"
+            "       [--ids] [--no-bos]\n"
             "  -m MODEL       GGUF file, or llama2.c .bin (with --tokenizer for text)\n"
             "  -p PROMPT      prompt text (needs a tokenizer)\n"
             "  --tokens LIST  prompt as comma-separated token ids\n"
@@ -53,6 +54,7 @@ static void usage(FILE *f)
             "  --threads N    CPU threads (default: all online)\n"
             "  --chunk C      prefill chunk size (default: whole batch)\n"
             "  --ctx N        context positions (default: the model's)\n"
+            "  --backend B    cpu (default), cuda or cuda:N\n"
             "  --ids          print token ids instead of text\n"
             "  --no-bos       do not prepend BOS to a text prompt\n");
 }
@@ -99,6 +101,7 @@ static int option_value(args *a, const char *opt, const char *v)
     else if (!strcmp(opt, "-p")) a->prompt = v;
     else if (!strcmp(opt, "--tokens")) a->tokens = v;
     else if (!strcmp(opt, "--tokenizer")) a->tokenizer = v;
+    else if (!strcmp(opt, "--backend")) a->backend = v;
     else if (!strcmp(opt, "-n")) return parse_long(v, 1, INT32_MAX, &a->n_predict);
     else if (!strcmp(opt, "--threads")) return parse_long(v, 1, 256, &a->threads);
     else if (!strcmp(opt, "--chunk")) return parse_long(v, 1, INT32_MAX, &a->chunk);
@@ -275,6 +278,7 @@ int main(int argc, char **argv)
     llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
     mo.n_threads = (int32_t)a.threads;
     mo.tokenizer_path = a.tokenizer;
+    mo.backend = a.backend;
     llm_model *m = NULL;
     char err[512];
     if ((rc = llm_model_open(a.model, &mo, &m, err, sizeof err)) != 0) {
