@@ -50,6 +50,8 @@ struct llm_spec {
     int32_t *hist;       /* [n_ctx + 1] tokens fed to the target, + last */
     uint32_t hlen;       /* target position == entries of hist in cache */
     uint32_t n_ctx;      /* target context */
+    uint32_t pfx_start, pfx_end; /* the last prompt the target prefilled */
+    int32_t pfx_chunk;   /* and the chunk it used */
     int32_t *vtok;       /* [k_cap + 1] the verify batch: last, d1..dk */
     int32_t *commit;     /* [k_cap + 1] tokens a round commits */
     float *q;            /* [k_cap][n_vocab] draft distributions */
@@ -375,18 +377,27 @@ static int draft_fail(llm_spec *sd, int rc)
 }
 
 /* Feeds the draft what it has not seen of hist[0..hlen] (the prompt in
- * the first round, then one token or two) and returns its next logits. */
+ * the first round, then one token or two) and returns its next logits.
+ * The prompt goes in the same chunks the target's prefill used and the
+ * tokens after it in one short forward, so a draft that is the target's
+ * own model computes every position exactly as the target did (a wide
+ * forward may take a different matrix path than a short one). */
 static int draft_catch_up(llm_spec *sd, const float **logits)
 {
     uint32_t dpos = llm_session_pos(sd->draft);
+    int rc = 0;
     if (dpos > sd->hlen) { /* cannot happen: rounds cut the draft back */
-        int rc = llm_session_truncate(sd->draft, sd->hlen);
-        if (rc)
-            return draft_fail(sd, rc);
+        rc = llm_session_truncate(sd->draft, sd->hlen);
         dpos = sd->hlen;
     }
+    if (rc == 0 && dpos >= sd->pfx_start && dpos < sd->pfx_end) {
+        rc = llm_prefill(sd->draft, sd->hist + dpos, (size_t)(sd->pfx_end - dpos), sd->pfx_chunk,
+                         NULL);
+        dpos = sd->pfx_end;
+    }
     size_t n = (size_t)(sd->hlen + 1 - dpos);
-    int rc = n == 1 ? llm_decode(sd->draft, sd->hist[dpos], logits)
+    if (rc == 0)
+        rc = n == 1 ? llm_decode(sd->draft, sd->hist[dpos], logits)
                     : llm_prefill(sd->draft, sd->hist + dpos, n, 0, logits);
     return rc ? draft_fail(sd, rc) : 0;
 }
@@ -647,7 +658,12 @@ static int prefill_prompt(llm_spec *sd, const int32_t *prompt, size_t n, int32_t
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     memcpy(sd->hist + sd->hlen, prompt, n * sizeof *prompt);
+    sd->pfx_start = sd->hlen;
     sd->hlen += (uint32_t)n;
+    sd->pfx_end = sd->hlen;
+    /* The chunk llm_prefill actually used, for the draft to repeat. */
+    int32_t nb = (int32_t)llm_session_n_batch(sd->target);
+    sd->pfx_chunk = chunk > 0 && chunk < nb ? chunk : nb;
     return 0;
 }
 

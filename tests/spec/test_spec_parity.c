@@ -1,0 +1,248 @@
+/* test_spec_parity — greedy speculative decoding emits exactly the target's
+ * own greedy tokens (llm_generate on the same model), with the same stop
+ * reason and the same final target position, on 20 prompts, in every
+ * placement of the target.
+ *
+ *   test_spec_parity synth TYPE K [adaptive]   synthetic target (4 blocks)
+ *                                              with its 1-block truncation
+ *   test_spec_parity kjv K [adaptive]          the shipped trained pair
+ *   test_spec_parity self synth TYPE K | self kjv K   the target drafts for itself:
+ *                                              acceptance exactly 1.0
+ *
+ * The kjv cases also hold the output to models/golden.json's target
+ * continuations (PyTorch, float32), an independent reference.
+ *
+ * Placements: the target session comes from k_placements[]; adding a
+ * placement (two local shards, local + remote over shared memory, when
+ * the layer split provides them) is one line there.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pm_check.h"
+#include "spec_common.h"
+
+#define N_PROMPTS 20
+
+typedef struct placement {
+    const char *name;
+    llm_session *(*make)(llm_model *m, int n_ctx, int n_batch, uint64_t req);
+} placement;
+
+static const placement k_placements[] = {
+    {"monolithic", sc_session},
+};
+
+#define N_PLACEMENTS (sizeof k_placements / sizeof k_placements[0])
+
+typedef struct prompt {
+    int32_t ids[64];
+    size_t n;
+} prompt;
+
+typedef struct setup {
+    llm_model *target, *draft;
+    prompt prompts[N_PROMPTS];
+    int max_tokens, stop_at_eos, n_ctx;
+    int self;
+} setup;
+
+/* 20 prompts of 1..17 ids over the synthetic vocabulary of 160. */
+static void synth_prompts(setup *su)
+{
+    for (int p = 0; p < N_PROMPTS; p++) {
+        prompt *pr = &su->prompts[p];
+        pr->n = (size_t)(1 + (p * 7) % 17);
+        for (size_t i = 0; i < pr->n; i++)
+            pr->ids[i] = (int32_t)((p * 37 + (int)i * 11 + 5) % 160);
+    }
+}
+
+static const char *const k_kjv_texts[N_PROMPTS] = {
+    "In the beginning God created",
+    "And Jesus answered and said unto them,",
+    "And the LORD spake unto Moses, saying,",
+    "And it came to pass, when the king heard",
+    "The LORD is my shepherd;",
+    "Blessed are the poor in spirit:",
+    "And God said, Let there be light:",
+    "For God so loved the world,",
+    "Then said Jesus unto his disciples,",
+    "And the children of Israel",
+    "Hear, O Israel:",
+    "And David said unto Saul,",
+    "Thus saith the LORD of hosts,",
+    "And when they were come into the house,",
+    "Now the serpent was more subtil than any beast",
+    "And Moses went up unto God,",
+    "Praise ye the LORD.",
+    "And he opened his mouth, and taught them, saying,",
+    "Let not your heart be troubled:",
+    "And there was war in heaven:",
+};
+
+static void kjv_prompts(setup *su)
+{
+    for (int p = 0; p < N_PROMPTS; p++) {
+        prompt *pr = &su->prompts[p];
+        const char *t = k_kjv_texts[p];
+        REQUIRE(llm_model_tokenize(su->target, t, strlen(t), 1, pr->ids, 64, &pr->n) == 0);
+    }
+}
+
+/* Golden greedy continuations of the first three prompts (models/golden.json,
+ * computed by train/train.py in PyTorch float32 from the shipped weights). */
+static const int32_t k_golden[3][32] = {
+    {261, 1219, 4049, 270, 261, 1219, 372, 347, 1215, 4049, 722, 372, 387, 652, 301, 602,
+     1261, 4049, 722, 372, 387, 652, 301, 602, 1261, 4049, 722, 372, 387, 652, 301, 602},
+    {1271, 270, 1447, 368, 4049, 552, 4049, 454, 495, 271, 261, 495, 271, 438, 427, 493,
+     325, 534, 4049, 270, 338, 301, 427, 1051, 271, 341, 427, 1442, 659, 4057, 300, 338},
+    {2505, 325, 261, 495, 271, 438, 4049, 552, 4049, 454, 495, 271, 438, 4049, 270, 261,
+     495, 271, 438, 4049, 270, 261, 495, 271, 438, 4049, 270, 261, 495, 271, 438, 4049},
+};
+
+static int check_golden(llm_spec *sd, llm_session *t, llm_sampler *sp, const setup *su)
+{
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = 32;
+    gp.stop_at_eos = 0;
+    int ok = 1;
+    for (int p = 0; p < 3; p++) {
+        sc_run r;
+        CHECK_INT_EQ(sc_run_spec(sd, t, sp, su->prompts[p].ids, su->prompts[p].n, &gp, &r), 0);
+        CHECK_INT_EQ((int)r.n, 32);
+        for (int i = 0; i < 32 && i < (int)r.n; i++)
+            if (r.ids[i] != k_golden[p][i]) {
+                fprintf(stderr, "golden prompt %d: token %d is %d, want %d\n", p, i,
+                        (int)r.ids[i], (int)k_golden[p][i]);
+                ok = 0;
+                break;
+            }
+    }
+    CHECK(ok);
+    return ok;
+}
+
+static void run_placement(const placement *pl, setup *su, const llm_spec_params *sprm, int golden)
+{
+    llm_session *ar = pl->make(su->target, su->n_ctx, 64, 1);
+    llm_session *t = pl->make(su->target, su->n_ctx, 64, 2);
+    llm_session *d = sc_session(su->draft, su->n_ctx, 64, 3);
+    llm_sampler *sp = sc_sampler(su->target, 0.0f, 0, 1.0f, 1);
+    llm_spec *sd;
+    char err[256];
+    int rc = llm_spec_create(t, d, sprm, &sd, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "llm_spec_create: %s\n", err);
+        exit(1);
+    }
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = su->max_tokens;
+    gp.stop_at_eos = su->stop_at_eos;
+    int same = 0;
+    for (int p = 0; p < N_PROMPTS; p++) {
+        sc_run a, b;
+        char what[96];
+        snprintf(what, sizeof what, "%s prompt %d", pl->name, p);
+        CHECK_INT_EQ(sc_run_ar(ar, sp, su->prompts[p].ids, su->prompts[p].n, &gp, &a), 0);
+        CHECK_INT_EQ(sc_run_spec(sd, t, sp, su->prompts[p].ids, su->prompts[p].n, &gp, &b), 0);
+        same += sc_same(&a, &b, what);
+    }
+    CHECK_INT_EQ(same, N_PROMPTS);
+    llm_spec_stats st;
+    llm_spec_get_stats(sd, &st);
+    fprintf(stderr, "%s: rounds %llu drafted %llu accepted %llu (%.3f) tokens/round %.2f steps %llu\n",
+            pl->name, (unsigned long long)st.rounds, (unsigned long long)st.drafted,
+            (unsigned long long)st.accepted, st.acceptance, st.tokens_per_round,
+            (unsigned long long)st.steps);
+    CHECK(st.rounds > 0);
+    CHECK_U64_EQ(st.committed, st.accepted + st.rounds);
+    if (su->self) {
+        CHECK_U64_EQ(st.accepted, st.drafted);
+        CHECK(st.acceptance == 1.0);
+    }
+    if (golden)
+        check_golden(sd, t, sp, su);
+    llm_spec_free(sd);
+    llm_sampler_free(sp);
+    llm_session_free(d);
+    llm_session_free(t);
+    llm_session_free(ar);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: test_spec_parity synth TYPE K [adaptive] | kjv K [adaptive] | "
+                    "self synth TYPE K | self kjv K\n");
+    return 2;
+}
+
+static int parse_k(const char *s)
+{
+    char *end;
+    long k = strtol(s, &end, 10);
+    return *end || k < 1 || k > 63 ? -1 : (int)k;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return usage();
+    setup su;
+    memset(&su, 0, sizeof su);
+    char tp[512], dp[512];
+    int synth = 0, k, golden = 0, adaptive = 0;
+    const char *kind = argv[1];
+    if (strcmp(kind, "self") == 0) {
+        if (argc < 4)
+            return usage();
+        su.self = 1;
+        kind = argv[2];
+        argv++;
+        argc--;
+    }
+    if (strcmp(kind, "synth") == 0) {
+        if (argc < 4 || (k = parse_k(argv[3])) < 0)
+            return usage();
+        adaptive = argc > 4 && strcmp(argv[4], "adaptive") == 0;
+        sc_path(tp, sizeof tp, "parity_target");
+        sc_path(dp, sizeof dp, "parity_draft");
+        sc_write_synth_pair(su.self ? "f32" : argv[2], 4, 1, tp, dp);
+        synth = 1;
+        su.max_tokens = 48;
+        su.n_ctx = 256;
+    } else if (strcmp(kind, "kjv") == 0) {
+        if ((k = parse_k(argv[2])) < 0)
+            return usage();
+        adaptive = argc > 3 && strcmp(argv[3], "adaptive") == 0;
+        if (sc_kjv_paths(tp, dp, sizeof tp) != 0)
+            PM_SKIP("the shipped KJV models are not in models/");
+        su.max_tokens = 24;
+        su.stop_at_eos = 1;
+        su.n_ctx = 512;
+        golden = 1;
+    } else {
+        return usage();
+    }
+    su.target = sc_open(tp);
+    su.draft = su.self ? su.target : sc_open(dp);
+    if (synth)
+        synth_prompts(&su);
+    else
+        kjv_prompts(&su);
+    llm_spec_params sprm = LLM_SPEC_PARAMS_INIT;
+    sprm.k = k;
+    sprm.adaptive = adaptive;
+    for (size_t i = 0; i < N_PLACEMENTS; i++)
+        run_placement(&k_placements[i], &su, &sprm, golden);
+    if (su.draft != su.target)
+        llm_model_free(su.draft);
+    llm_model_free(su.target);
+    if (synth) {
+        unlink(tp);
+        unlink(dp);
+    }
+    return pm_check_result();
+}
