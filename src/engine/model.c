@@ -143,6 +143,9 @@ static int backend_prepare(llm_model *m, const char *name, char *err, size_t err
 #if LLM_HAVE_CUDA
     if (m->be_cuda)
         return llm_cuda_backend_prepare(m->be, m, 0, m->hp.n_layers - 1, err, errlen);
+#else
+    (void)err;
+    (void)errlen;
 #endif
     return 0;
 }
