@@ -10,6 +10,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -349,11 +350,20 @@ AVX2_FN static void dequant_row(uint32_t type, const void *src, float *dst, int6
     llm_dequantize_row(type, src, dst, (size_t)n);
 }
 
+/* F16C through CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports
+ * does not know the "f16c" feature string, gcc's does. */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    return (c >> 29) & 1u;
+}
+
 int llm_kernels_avx2(llm_kernels *k)
 {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-        !__builtin_cpu_supports("f16c"))
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !cpu_has_f16c())
         return -1;
     k->name = "avx2";
     k->dot_f32 = dot_f32;
