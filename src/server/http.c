@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -34,7 +35,8 @@ typedef struct conn_req {
     uint64_t id;
     enum route route;
     pms_buf body;
-    int answered; /* a response is queued: ignore later calls */
+    int too_large; /* the body outgrew --max-body: being dropped */
+    int answered;  /* a response is queued: ignore later calls */
     uint64_t t0;
     pms_job *job; /* one reference, released when the request completes */
 } conn_req;
@@ -95,7 +97,10 @@ static enum MHD_Result fail(pms_server *s, struct MHD_Connection *c, conn_req *r
 {
     pms_err e;
     pms_err_set(&e, status, type, code, NULL, "%s", msg);
-    return reply_err(s, c, r, &e, NULL, NULL);
+    /* After an oversized or late body the connection is not worth keeping:
+     * the client may still be sending. */
+    int close_it = status == 413 || status == 408;
+    return reply_err(s, c, r, &e, close_it ? "Connection" : NULL, close_it ? "close" : NULL);
 }
 
 /* ---- routing ----------------------------------------------------------- */
@@ -152,17 +157,37 @@ static enum MHD_Result first_call(pms_server *s, struct MHD_Connection *c, conn_
     return MHD_YES;
 }
 
-/* Collects body bytes; over the limit or past the deadline the request is
- * answered at once and the rest of the body is never read. */
-static enum MHD_Result absorb(pms_server *s, struct MHD_Connection *c, conn_req *r, const char *data, size_t n)
+/* Collects body bytes. libmicrohttpd lets a handler answer only before the
+ * body is read or after all of it arrived, so a body over the limit is
+ * read and dropped and answered 413 at its end, and a body still arriving
+ * after --body-timeout makes us close the connection (the client gets no
+ * answer, which is what a timed-out client gets anyway). */
+static enum MHD_Result absorb(pms_server *s, conn_req *r, const char *data, size_t n)
 {
     if (pms_now_ns() - r->t0 > (uint64_t)s->cfg.body_timeout_s * 1000000000u) {
-        return fail(s, c, r, 408, "timeout_error", "request_timeout", "the request body arrived too slowly");
+        atomic_fetch_add(&s->metrics.timeouts, 1);
+        return MHD_NO;
     }
-    if (pms_buf_append(&r->body, data, n)) {
-        return fail(s, c, r, 413, "invalid_request_error", "request_too_large", "the request body is over the limit");
+    if (!r->too_large && pms_buf_append(&r->body, data, n)) {
+        r->too_large = 1;
+        pms_buf_free(&r->body);
     }
     return MHD_YES;
+}
+
+/* The final call's verdict on the body: 0 to go on, or an answer. */
+static int body_rejected(pms_server *s, struct MHD_Connection *c, conn_req *r, enum MHD_Result *rc)
+{
+    if (r->too_large) {
+        *rc = fail(s, c, r, 413, "invalid_request_error", "request_too_large", "the request body is over the limit");
+        return 1;
+    }
+    if (pms_now_ns() - r->t0 > (uint64_t)s->cfg.body_timeout_s * 1000000000u) {
+        atomic_fetch_add(&s->metrics.timeouts, 1);
+        *rc = fail(s, c, r, 408, "timeout_error", "request_timeout", "the request body arrived too slowly");
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- GET endpoints ----------------------------------------------------- */
@@ -418,6 +443,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->t0 = pms_now_ns();
         pms_buf_init(&r->body, s->cfg.max_body);
         *con_cls = r;
+        atomic_fetch_add(&s->http_active, 1);
         return first_call(s, c, r, url, method);
     }
     if (r->answered) {
@@ -427,19 +453,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*n) {
         size_t len = *n;
         *n = 0;
-        return absorb(s, c, r, data, len);
+        return absorb(s, r, data, len);
     }
+    enum MHD_Result rc;
+    if (is_post(r->route) && body_rejected(s, c, r, &rc))
+        return rc;
     return is_post(r->route) ? generate(s, c, r) : get_endpoint(s, c, r, url);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
     (void)c;
     (void)toe;
+    pms_server *s = cls;
     conn_req *r = *con_cls;
     if (!r)
         return;
+    atomic_fetch_sub(&s->http_active, 1);
     if (r->job) {
         pms_job_cancel(r->job); /* harmless when done; stops a stream whose client left */
         pms_job_release(r->job);
@@ -495,6 +525,14 @@ void pms_http_quiesce(pms_server *s)
     MHD_socket fd = MHD_quiesce_daemon(s->mhd);
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
+}
+
+void pms_http_settle(pms_server *s, int timeout_ms)
+{
+    uint64_t deadline = pms_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    struct timespec pause = {0, 2000000};
+    while (atomic_load(&s->http_active) > 0 && pms_now_ns() < deadline)
+        nanosleep(&pause, NULL);
 }
 
 void pms_http_stop(pms_server *s)

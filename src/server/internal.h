@@ -126,6 +126,7 @@ struct pms_server {
     int port;
     atomic_uint_fast64_t next_id;
     atomic_int stopping;
+    atomic_int http_active;  /* requests between first call and completion */
     int shut_down;
     int64_t started;         /* Unix seconds */
 };
@@ -138,6 +139,8 @@ void pms_workers_free(struct pms_server *s); /* after stop (or a failed start) *
 /* HTTP front end (http.c). */
 int pms_http_start(struct pms_server *s, char *err, size_t errlen);
 void pms_http_quiesce(struct pms_server *s);
+/* Waits (up to timeout_ms) until no request is in progress. */
+void pms_http_settle(struct pms_server *s, int timeout_ms);
 void pms_http_stop(struct pms_server *s);
 
 /* Response bodies (response.c). Each returns a new JSON text (caller

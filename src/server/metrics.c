@@ -18,6 +18,7 @@ void pms_metrics_init(pms_metrics *m)
     }
     atomic_init(&m->cancelled, 0);
     atomic_init(&m->rejected_full, 0);
+    atomic_init(&m->timeouts, 0);
     atomic_init(&m->prompt_tokens, 0);
     atomic_init(&m->generated_tokens, 0);
     atomic_init(&m->drafted_tokens, 0);
@@ -101,6 +102,8 @@ int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
                 get(&m->cancelled)) ||
         counter(o, "phasemark_requests_rejected_total", "Requests refused with 503 because the queue was full.",
                 get(&m->rejected_full)) ||
+        counter(o, "phasemark_request_timeouts_total", "Requests whose body did not arrive within the deadline.",
+                get(&m->timeouts)) ||
         counter(o, "phasemark_generations_total", "Generations that ran to a stop condition.", get(&m->completed)) ||
         counter(o, "phasemark_prompt_tokens_total", "Prompt tokens prefilled.", get(&m->prompt_tokens)) ||
         counter(o, "phasemark_generated_tokens_total", "Tokens generated and returned.", get(&m->generated_tokens)) ||

@@ -22,6 +22,7 @@ typedef struct pms_metrics {
     atomic_uint_fast64_t status[PMS_N_STATUS + 1]; /* last: other */
     atomic_uint_fast64_t cancelled;       /* client went away mid-request */
     atomic_uint_fast64_t rejected_full;   /* 503 because the queue was full */
+    atomic_uint_fast64_t timeouts;        /* request bodies that came too slowly */
     atomic_uint_fast64_t prompt_tokens;
     atomic_uint_fast64_t generated_tokens;
     atomic_uint_fast64_t drafted_tokens;

@@ -105,6 +105,7 @@ int pms_server_create(const pms_config *c, pms_server **out, char *err, size_t e
     s->started = (int64_t)time(NULL);
     atomic_init(&s->next_id, 1);
     atomic_init(&s->stopping, 0);
+    atomic_init(&s->http_active, 0);
     pms_metrics_init(&s->metrics);
     if (open_model(s, err, errlen))
         goto fail;
@@ -158,6 +159,10 @@ void pms_server_shutdown(pms_server *s)
         drain_queue(s);
     }
     pms_workers_stop(s);
+    /* Every job is done now; give the connection threads a moment to
+     * deliver the last answers and stream endings before the daemon
+     * closes the sockets under them. */
+    pms_http_settle(s, 5000);
     pms_http_stop(s);
 }
 

@@ -227,6 +227,8 @@ int hc_request(int port, const char *method, const char *path, const char *body,
         ssize_t n = hc_read_all(fd, &raw, timeout_ms);
         if (n >= 0)
             rc = hc_parse(raw, (size_t)n, r);
+        if (rc && r->status && r->body_len == 0 && strcmp(method, "HEAD") == 0)
+            rc = 0; /* a HEAD answer declares the length of a body it omits */
     }
     free(raw);
     close(fd);

@@ -1,0 +1,1050 @@
+/* test_server_http.c — pm-server end to end, over real HTTP on loopback.
+ *
+ *   test_server_http CASE SERVER TINY SLOW GENERATE [PHASEMARK]
+ *
+ * SERVER is the pm-server binary; TINY and SLOW are synthetic models
+ * written by pm-modelwriter (TINY answers in microseconds; SLOW takes
+ * seconds for thousands of tokens, so a request can be caught while it
+ * runs); GENERATE is pm-generate, the engine's other front end, used as
+ * the independent reference for token counts and text; PHASEMARK (the
+ * markers case only) is the phasemark command. Each case starts its own
+ * server on an ephemeral port.
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "pm_check.h"
+#include "pm_child.h"
+#include "text.h"
+
+static const char *server_bin, *tiny, *slow, *generate_bin, *phasemark_bin;
+
+#define TIMEOUT 60000
+/* A prompt of ids the SLOW model does not end (no EOS in 4000 steps). */
+#define SLOW_PROMPT "[1,50,60]"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static json_t *body_json(const hc_resp *r)
+{
+    json_error_t e;
+    json_t *j = r->body ? json_loadb(r->body, r->body_len, 0, &e) : NULL;
+    if (!j)
+        fprintf(stderr, "not JSON: '%.300s'\n", r->body ? r->body : "(null)");
+    return j;
+}
+
+static const char *jstr(json_t *o, const char *path)
+{
+    json_t *v = json_object_get(o, path);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static long long jint(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+static json_t *choice0(json_t *o)
+{
+    return json_array_get(json_object_get(o, "choices"), 0);
+}
+
+static void start(srv_proc *p, const char *model, const char *const *extra)
+{
+    REQUIRE(srv_start(p, server_bin, model, extra) == 0);
+}
+
+static void stop_ok(srv_proc *p)
+{
+    CHECK_INT_EQ(srv_stop(p, SIGTERM, TIMEOUT), 0);
+}
+
+static long long request_id(const hc_resp *r)
+{
+    char v[32];
+    return hc_header(r, "X-Request-Id", v, sizeof v) ? strtoll(v, NULL, 10) : -1;
+}
+
+/* Runs pm-generate greedily on ids and returns its generated ids count
+ * (--ids output) and its text (repaired to UTF-8 like the server does). */
+static int reference(const char *model, const char *ids_csv, int n, char *text, size_t cap, int *count)
+{
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", n);
+    char *argv_ids[] = {(char *)generate_bin, "-m", (char *)model, "--tokens", (char *)ids_csv, "-n", nbuf,
+                        "--threads", "1", "--ids", NULL};
+    pm_child_result res;
+    if (pm_child_exec(argv_ids, NULL, TIMEOUT, &res) || !pm_child_ok(&res))
+        return -1;
+    *count = 0;
+    for (char *tok = res.out; *tok;) {
+        while (*tok == ' ' || *tok == '\n')
+            tok++;
+        if (!*tok)
+            break;
+        (*count)++;
+        while (*tok && *tok != ' ' && *tok != '\n')
+            tok++;
+    }
+    char *argv_text[] = {(char *)generate_bin, "-m", (char *)model, "--tokens", (char *)ids_csv, "-n", nbuf,
+                         "--threads", "1", NULL};
+    if (pm_child_exec(argv_text, NULL, TIMEOUT, &res) || !pm_child_ok(&res))
+        return -1;
+    size_t len = strlen(res.out);
+    if (len && res.out[len - 1] == '\n')
+        len--; /* pm-generate ends with a newline of its own */
+    pms_buf b;
+    pms_buf_init(&b, 0);
+    int rc = pms_utf8_repair(&b, res.out, len);
+    snprintf(text, cap, "%s", rc == 0 && b.p ? b.p : "");
+    pms_buf_free(&b);
+    return rc;
+}
+
+/* The SSE events of a stream body: each "data: X\n\n". Fills the JSON
+ * payloads (all but [DONE], which must come last); -1 on bad framing. */
+static int sse_events(const hc_resp *r, json_t **ev, int cap, int *n)
+{
+    *n = 0;
+    const char *p = r->body;
+    int done = 0;
+    while (*p) {
+        if (done || strncmp(p, "data: ", 6) != 0)
+            return -1;
+        const char *end = strstr(p, "\n\n");
+        if (!end)
+            return -1;
+        size_t len = (size_t)(end - p - 6);
+        if (len == 6 && strncmp(p + 6, "[DONE]", 6) == 0) {
+            done = 1;
+        } else {
+            json_error_t e;
+            if (*n >= cap || !(ev[*n] = json_loadb(p + 6, len, 0, &e)))
+                return -1;
+            (*n)++;
+        }
+        p = end + 2;
+    }
+    return done ? 0 : -1;
+}
+
+static void free_events(json_t **ev, int n)
+{
+    for (int i = 0; i < n; i++)
+        json_decref(ev[i]);
+}
+
+static void check_timings(json_t *t, long long prompt_n, long long predicted_n)
+{
+    static const char *const keys[] = {"prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second",
+                                       "predicted_n", "predicted_ms", "predicted_per_token_ms",
+                                       "predicted_per_second", "draft_n", "draft_n_accepted"};
+    REQUIRE(json_is_object(t));
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(t, keys[i]);
+        if (!json_is_number(v) || json_number_value(v) < 0)
+            fprintf(stderr, "timings.%s missing or negative\n", keys[i]);
+        CHECK(json_is_number(v) && json_number_value(v) >= 0);
+    }
+    CHECK_INT_EQ(jint(t, "prompt_n"), prompt_n);
+    CHECK_INT_EQ(jint(t, "predicted_n"), predicted_n);
+    CHECK_INT_EQ(jint(t, "draft_n"), 0);
+    CHECK_INT_EQ(jint(t, "draft_n_accepted"), 0);
+}
+
+/* Checks the error shape of an answer: status, JSON error object with a
+ * message and type, X-Request-Id. */
+static void check_error(const hc_resp *r, int status, const char *what)
+{
+    if (r->status != status)
+        fprintf(stderr, "%s: status %d, want %d (%s)\n", what, r->status, status, r->body ? r->body : "");
+    CHECK_INT_EQ(r->status, status);
+    CHECK(request_id(r) > 0);
+    json_t *j = body_json(r);
+    json_t *e = json_object_get(j, "error");
+    CHECK(json_is_object(e));
+    CHECK(jstr(e, "message") && jstr(e, "message")[0]);
+    CHECK(jstr(e, "type") != NULL);
+    json_decref(j);
+}
+
+/* ---- endpoints ----------------------------------------------------------- */
+
+static int case_endpoints(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--model-id", "tiny-model", NULL};
+    start(&p, tiny, extra);
+    hc_resp r;
+    long long last_id = 0;
+
+    REQUIRE(hc_request(p.port, "GET", "/health", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    CHECK_STR_EQ(r.body, "{\"status\":\"ok\"}");
+    char ct[128];
+    CHECK_STR_EQ(hc_header(&r, "Content-Type", ct, sizeof ct), "application/json");
+    last_id = request_id(&r);
+    CHECK(last_id > 0);
+    hc_free(&r);
+
+    long long t0 = (long long)time(NULL);
+    REQUIRE(hc_request(p.port, "GET", "/v1/models", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    CHECK(request_id(&r) > last_id);
+    last_id = request_id(&r);
+    json_t *j = body_json(&r);
+    CHECK_STR_EQ(jstr(j, "object"), "list");
+    json_t *data = json_object_get(j, "data");
+    CHECK_INT_EQ(json_array_size(data), 1);
+    json_t *m = json_array_get(data, 0);
+    CHECK_STR_EQ(jstr(m, "id"), "tiny-model");
+    CHECK_STR_EQ(jstr(m, "object"), "model");
+    CHECK_STR_EQ(jstr(m, "owned_by"), "phasemark");
+    CHECK(jint(m, "created") > 0 && jint(m, "created") <= t0);
+    CHECK_INT_EQ(json_object_size(m), 4);
+    json_decref(j);
+    hc_free(&r);
+
+    REQUIRE(hc_request(p.port, "GET", "/v1/models/tiny-model", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    j = body_json(&r);
+    CHECK_STR_EQ(jstr(j, "id"), "tiny-model");
+    CHECK_STR_EQ(jstr(j, "object"), "model");
+    json_decref(j);
+    hc_free(&r);
+
+    REQUIRE(hc_request(p.port, "GET", "/v1/models/other", NULL, &r, TIMEOUT) == 0);
+    check_error(&r, 404, "unknown model");
+    j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "model_not_found");
+    json_decref(j);
+    hc_free(&r);
+
+    REQUIRE(hc_request(p.port, "HEAD", "/health", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+
+    REQUIRE(hc_request(p.port, "GET", "/metrics", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    CHECK(request_id(&r) > last_id);
+    CHECK(hc_header(&r, "Content-Type", ct, sizeof ct) && strncmp(ct, "text/plain; version=0.0.4", 25) == 0);
+    /* health, models, model, 404, HEAD so far: counted by status. */
+    CHECK(strstr(r.body, "# TYPE phasemark_http_requests_total counter\n") != NULL);
+    CHECK(strstr(r.body, "phasemark_http_requests_total{code=\"200\"} 4\n") != NULL);
+    CHECK(strstr(r.body, "phasemark_http_requests_total{code=\"404\"} 1\n") != NULL);
+    static const char *const names[] = {"phasemark_prompt_tokens_total", "phasemark_generated_tokens_total",
+                                        "phasemark_draft_tokens_total", "phasemark_draft_accepted_tokens_total",
+                                        "phasemark_phase_tokens_total", "phasemark_phase_seconds_total",
+                                        "phasemark_queue_depth", "phasemark_requests_cancelled_total"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char help[128];
+        snprintf(help, sizeof help, "# HELP %s ", names[i]);
+        CHECK(strstr(r.body, help) != NULL);
+    }
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* ---- completions ----------------------------------------------------------- */
+
+static int case_completion(void)
+{
+    char want[4096];
+    int want_n = 0;
+    REQUIRE(reference(tiny, "1,100,200,300", 12, want, sizeof want, &want_n) == 0);
+    srv_proc p;
+    start(&p, tiny, NULL);
+    hc_resp r;
+    long long t0 = (long long)time(NULL);
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                       "{\"prompt\":[1,100,200,300],\"max_tokens\":12,\"temperature\":0}", &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    REQUIRE(j != NULL);
+    char id[64];
+    snprintf(id, sizeof id, "cmpl-%lld", request_id(&r));
+    CHECK_STR_EQ(jstr(j, "id"), id);
+    CHECK_STR_EQ(jstr(j, "object"), "text_completion");
+    CHECK(jint(j, "created") >= t0 && jint(j, "created") <= (long long)time(NULL));
+    CHECK_STR_EQ(jstr(j, "model"), "server_tiny");
+    CHECK_INT_EQ(json_array_size(json_object_get(j, "choices")), 1);
+    json_t *c = choice0(j);
+    CHECK_STR_EQ(jstr(c, "text"), want);
+    CHECK_INT_EQ(jint(c, "index"), 0);
+    CHECK(json_is_null(json_object_get(c, "logprobs")));
+    CHECK_STR_EQ(jstr(c, "finish_reason"), want_n == 12 ? "length" : "stop");
+    json_t *u = json_object_get(j, "usage");
+    CHECK_INT_EQ(jint(u, "prompt_tokens"), 4);
+    CHECK_INT_EQ(jint(u, "completion_tokens"), want_n);
+    CHECK_INT_EQ(jint(u, "total_tokens"), 4 + want_n);
+    check_timings(json_object_get(j, "timings"), 4, want_n);
+    json_decref(j);
+    hc_free(&r);
+
+    /* A text prompt: the prompt's token count must equal what the engine's
+     * other front end prefilled for the same text. */
+    char *argv_gen[] = {(char *)generate_bin, "-m", (char *)tiny, "-p", "The quick brown fox", "-n", "1",
+                        "--threads", "1", NULL};
+    pm_child_result res;
+    REQUIRE(pm_child_exec(argv_gen, NULL, TIMEOUT, &res) == 0 && pm_child_ok(&res));
+    const char *pre = strstr(res.err, "prefill ");
+    REQUIRE(pre != NULL);
+    long long prompt_n = strtoll(pre + 8, NULL, 10);
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                       "{\"prompt\":\"The quick brown fox\",\"max_tokens\":3,\"temperature\":0,\"seed\":5}", &r,
+                       TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    j = body_json(&r);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "prompt_tokens"), prompt_n);
+    CHECK_INT_EQ(jint(json_object_get(j, "timings"), "prompt_n"), prompt_n);
+    json_decref(j);
+    hc_free(&r);
+
+    /* Without max_tokens a completion stops at 16 (OpenAI's default). */
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", "{\"prompt\":[1,100,200,300],\"temperature\":0}", &r,
+                       TIMEOUT) == 0);
+    j = body_json(&r);
+    CHECK(jint(json_object_get(j, "usage"), "completion_tokens") <= 16);
+    json_decref(j);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* Concatenated stream text, with the shape of every chunk checked. */
+static void stream_text(json_t **ev, int n, int chat, char *out, size_t cap, const char **finish)
+{
+    size_t o = 0;
+    *finish = NULL;
+    for (int i = 0; i < n; i++) {
+        json_t *c = choice0(ev[i]);
+        CHECK_STR_EQ(jstr(ev[i], "object"), chat ? "chat.completion.chunk" : "text_completion");
+        json_t *fr = json_object_get(c, "finish_reason");
+        if (i < n - 1)
+            CHECK(json_is_null(fr));
+        else
+            *finish = json_string_value(fr);
+        const char *t = chat ? jstr(json_object_get(c, "delta"), "content") : jstr(c, "text");
+        if (chat && i == 0)
+            CHECK_STR_EQ(jstr(json_object_get(c, "delta"), "role"), "assistant");
+        if (t && o + strlen(t) < cap) {
+            memcpy(out + o, t, strlen(t));
+            o += strlen(t);
+        }
+    }
+    out[o] = 0;
+}
+
+static int case_stream(void)
+{
+    srv_proc p;
+    start(&p, tiny, NULL);
+    hc_resp r;
+    const char *body = "{\"prompt\":[1,100,200,300],\"max_tokens\":12,\"temperature\":0}";
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    json_t *j = body_json(&r);
+    char want[4096];
+    snprintf(want, sizeof want, "%s", jstr(choice0(j), "text"));
+    long long want_n = jint(json_object_get(j, "usage"), "completion_tokens");
+    json_decref(j);
+    hc_free(&r);
+
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                       "{\"prompt\":[1,100,200,300],\"max_tokens\":12,\"temperature\":0,\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true}}",
+                       &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    CHECK_INT_EQ(r.chunked, 1);
+    char ct[64];
+    CHECK_STR_EQ(hc_header(&r, "Content-Type", ct, sizeof ct), "text/event-stream");
+    CHECK_STR_EQ(hc_header(&r, "Cache-Control", ct, sizeof ct), "no-cache");
+    /* The body ends with exactly one [DONE] event. */
+    CHECK(r.body_len >= 14 && strcmp(r.body + r.body_len - 14, "data: [DONE]\n\n") == 0);
+    json_t *ev[256];
+    int n = 0;
+    REQUIRE(sse_events(&r, ev, 256, &n) == 0);
+    CHECK(n >= 2);
+    char got[4096];
+    const char *finish;
+    stream_text(ev, n, 0, got, sizeof got, &finish);
+    CHECK_STR_EQ(got, want);
+    CHECK_STR_EQ(finish, want_n == 12 ? "length" : "stop");
+    char id[64];
+    snprintf(id, sizeof id, "cmpl-%lld", request_id(&r));
+    for (int i = 0; i < n; i++)
+        CHECK_STR_EQ(jstr(ev[i], "id"), id);
+    json_t *last = ev[n - 1];
+    CHECK_INT_EQ(jint(json_object_get(last, "usage"), "completion_tokens"), want_n);
+    check_timings(json_object_get(last, "timings"), 4, want_n);
+    CHECK(json_object_get(ev[0], "timings") == NULL);
+    free_events(ev, n);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+static int case_chat(void)
+{
+    srv_proc p;
+    start(&p, tiny, NULL);
+    hc_resp r;
+    /* The documented default template for one user message, sent as a
+     * plain completion with the implicit stop: the reference answer. */
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                       "{\"prompt\":\"Be brief.\\n\\nUser: Hi\\nAssistant:\",\"max_tokens\":10,\"temperature\":0,"
+                       "\"stop\":\"\\nUser:\"}",
+                       &r, TIMEOUT) == 0);
+    json_t *j = body_json(&r);
+    char want[4096];
+    snprintf(want, sizeof want, "%s", jstr(choice0(j), "text"));
+    long long prompt_n = jint(json_object_get(j, "usage"), "prompt_tokens");
+    long long gen_n = jint(json_object_get(j, "usage"), "completion_tokens");
+    json_decref(j);
+    hc_free(&r);
+
+    const char *chat = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
+                       "\"content\":\"Hi\"}],\"max_tokens\":10,\"temperature\":0";
+    char body[512];
+    snprintf(body, sizeof body, "%s}", chat);
+    REQUIRE(hc_request(p.port, "POST", "/v1/chat/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    j = body_json(&r);
+    char id[64];
+    snprintf(id, sizeof id, "chatcmpl-%lld", request_id(&r));
+    CHECK_STR_EQ(jstr(j, "id"), id);
+    CHECK_STR_EQ(jstr(j, "object"), "chat.completion");
+    json_t *c = choice0(j);
+    CHECK_INT_EQ(jint(c, "index"), 0);
+    json_t *msg = json_object_get(c, "message");
+    CHECK_STR_EQ(jstr(msg, "role"), "assistant");
+    CHECK_STR_EQ(jstr(msg, "content"), want);
+    CHECK(jstr(c, "finish_reason") != NULL);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "prompt_tokens"), prompt_n);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), gen_n);
+    json_decref(j);
+    hc_free(&r);
+
+    snprintf(body, sizeof body, "%s,\"stream\":true}", chat);
+    REQUIRE(hc_request(p.port, "POST", "/v1/chat/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *ev[256];
+    int n = 0;
+    REQUIRE(sse_events(&r, ev, 256, &n) == 0);
+    char got[4096];
+    const char *finish;
+    stream_text(ev, n, 1, got, sizeof got, &finish);
+    CHECK_STR_EQ(got, want);
+    CHECK(finish != NULL);
+    CHECK(json_object_get(ev[n - 1], "usage") == NULL); /* not asked for */
+    free_events(ev, n);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* The first printable two-byte ASCII window at or after 1, or -1. */
+static int ascii_pair(const char *t)
+{
+    for (int i = 1; t[i] && t[i + 1]; i++)
+        if (t[i] > ' ' && t[i] < 127 && t[i + 1] > ' ' && t[i + 1] < 127)
+            return i;
+    return -1;
+}
+
+static int case_stop(void)
+{
+    srv_proc p;
+    start(&p, tiny, NULL);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                       "{\"prompt\":[1,100,200,300],\"max_tokens\":24,\"temperature\":0}", &r, TIMEOUT) == 0);
+    json_t *j = body_json(&r);
+    char full[4096];
+    snprintf(full, sizeof full, "%s", jstr(choice0(j), "text"));
+    json_decref(j);
+    hc_free(&r);
+    int at = ascii_pair(full);
+    if (at < 0)
+        PM_SKIP("the reference output has no ASCII pair to stop on");
+    char stop[3] = {full[at], full[at + 1], 0};
+    char want[4096];
+    snprintf(want, sizeof want, "%.*s", (int)(strstr(full, stop) - full), full);
+    for (int stream = 0; stream <= 1; stream++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"prompt\":[1,100,200,300],\"max_tokens\":24,\"temperature\":0,\"stop\":[\"%s\"],"
+                 "\"stream\":%s}",
+                 stop, stream ? "true" : "false");
+        REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+        CHECK_INT_EQ(r.status, 200);
+        char got[4096];
+        const char *finish = NULL;
+        json_t *ev[256];
+        int n = 0;
+        if (stream) {
+            REQUIRE(sse_events(&r, ev, 256, &n) == 0);
+            stream_text(ev, n, 0, got, sizeof got, &finish);
+            CHECK_STR_EQ(got, want);
+            CHECK_STR_EQ(finish, "stop");
+            free_events(ev, n);
+        } else {
+            j = body_json(&r);
+            CHECK_STR_EQ(jstr(choice0(j), "text"), want);
+            CHECK_STR_EQ(jstr(choice0(j), "finish_reason"), "stop");
+            json_decref(j);
+        }
+        hc_free(&r);
+    }
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* ---- the error table ------------------------------------------------------- */
+
+static void raw_exchange(int port, const char *req, size_t n, hc_resp *r)
+{
+    int fd = hc_connect(port);
+    REQUIRE(fd >= 0);
+    char *raw = NULL;
+    memset(r, 0, sizeof *r);
+    if (hc_send_all(fd, req, n, TIMEOUT) == 0) {
+        ssize_t got = hc_read_all(fd, &raw, TIMEOUT);
+        if (got >= 0)
+            hc_parse(raw, (size_t)got, r);
+    }
+    free(raw);
+    close(fd);
+}
+
+static int case_errors(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--max-body", "2048", "--ctx", "64", "--max-tokens", "32", NULL};
+    start(&p, tiny, extra);
+    static const struct { const char *method, *path, *body; int status; const char *code; } table[] = {
+        {"POST", "/v1/completions", "{\"prompt\": \"a\",", 400, NULL},
+        {"POST", "/v1/completions", "not json", 400, NULL},
+        {"POST", "/v1/completions", "", 400, NULL},
+        {"POST", "/v1/completions", "[]", 400, NULL},
+        {"POST", "/v1/completions", "{\"prompt\":7}", 400, NULL},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":\"3\"}", 400, NULL},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":33}", 400, NULL},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"temperature\":3}", 400, NULL},
+        {"POST", "/v1/completions", "{\"prompt\":[512]}", 400, NULL},
+        {"POST", "/v1/chat/completions", "{\"messages\":\"hi\"}", 400, NULL},
+        {"POST", "/v1/completions", "{\"prompt\":\"a\",\"model\":\"nope\"}", 404, "model_not_found"},
+        {"POST", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"model\":\"x\"}",
+         404, "model_not_found"},
+        {"GET", "/v2/anything", NULL, 404, NULL},
+        {"POST", "/v1/completion", "{}", 404, NULL},
+        {"GET", "/v1/completions", NULL, 405, "method_not_allowed"},
+        {"PUT", "/v1/chat/completions", "{}", 405, "method_not_allowed"},
+        {"POST", "/health", "{}", 405, "method_not_allowed"},
+        {"DELETE", "/v1/models", NULL, 405, "method_not_allowed"},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        hc_resp r;
+        REQUIRE(hc_request(p.port, table[i].method, table[i].path, table[i].body, &r, TIMEOUT) == 0);
+        check_error(&r, table[i].status, table[i].body ? table[i].body : table[i].path);
+        json_t *j = body_json(&r);
+        if (table[i].code)
+            CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), table[i].code);
+        json_decref(j);
+        char allow[64];
+        if (table[i].status == 405)
+            CHECK(hc_header(&r, "Allow", allow, sizeof allow) != NULL);
+        hc_free(&r);
+    }
+
+    /* A prompt longer than the context (64 positions): 400 before queueing. */
+    char big[1024];
+    size_t o = (size_t)snprintf(big, sizeof big, "{\"prompt\":[");
+    for (int i = 0; i < 80; i++)
+        o += (size_t)snprintf(big + o, sizeof big - o, "%s5", i ? "," : "");
+    snprintf(big + o, sizeof big - o, "]}");
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", big, &r, TIMEOUT) == 0);
+    check_error(&r, 400, "prompt over the context");
+    hc_free(&r);
+    char text[300];
+    memset(text, 'w', 200);
+    text[200] = 0;
+    snprintf(big, sizeof big, "{\"prompt\":\"%s\"}", text); /* 200 bytes: ~200 tokens > 63 */
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", big, &r, TIMEOUT) == 0);
+    check_error(&r, 400, "text prompt over the context");
+    hc_free(&r);
+
+    /* 413: a declared length over the limit is refused before the body. */
+    const char *decl = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n\r\n";
+    raw_exchange(p.port, decl, strlen(decl), &r);
+    check_error(&r, 413, "declared 413");
+    hc_free(&r);
+    /* 413: a chunked body that grows past the limit. */
+    char chunked[8192];
+    o = (size_t)snprintf(chunked, sizeof chunked,
+                         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 5; i++) {
+        o += (size_t)snprintf(chunked + o, sizeof chunked - o, "400\r\n");
+        memset(chunked + o, ' ', 1024);
+        o += 1024;
+        o += (size_t)snprintf(chunked + o, sizeof chunked - o, "\r\n");
+    }
+    o += (size_t)snprintf(chunked + o, sizeof chunked - o, "0\r\n\r\n");
+    raw_exchange(p.port, chunked, o, &r);
+    check_error(&r, 413, "chunked 413");
+    hc_free(&r);
+
+    /* After all that the server is up and answers normally. */
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":2}", &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+    CHECK(srv_metric(p.port, "phasemark_http_requests_total{code=\"400\"}") == 12);
+    CHECK(srv_metric(p.port, "phasemark_http_requests_total{code=\"404\"}") == 4);
+    CHECK(srv_metric(p.port, "phasemark_http_requests_total{code=\"405\"}") == 4);
+    CHECK(srv_metric(p.port, "phasemark_http_requests_total{code=\"413\"}") == 2);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+static int case_slow_client(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--timeout", "1", "--body-timeout", "1", NULL};
+    start(&p, tiny, extra);
+    /* A body still trickling in after the body deadline: the server
+     * hangs up (libmicrohttpd cannot answer mid-body) and counts it. */
+    int fd = hc_connect(p.port);
+    REQUIRE(fd >= 0);
+    const char *head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{\"prompt\":";
+    REQUIRE(hc_send_all(fd, head, strlen(head), TIMEOUT) == 0);
+    hc_sleep_ms(600);
+    REQUIRE(hc_send_all(fd, " ", 1, TIMEOUT) == 0);
+    hc_sleep_ms(600);
+    hc_send_all(fd, " ", 1, TIMEOUT); /* past 1 s since the request began */
+    char *raw = NULL;
+    ssize_t n = hc_read_all(fd, &raw, 20000);
+    CHECK(n == 0); /* closed, nothing sent */
+    free(raw);
+    close(fd);
+    CHECK(srv_metric(p.port, "phasemark_request_timeouts_total") == 1);
+    hc_resp r;
+
+    /* Headers that never finish: the connection is closed after the idle
+     * timeout, with nothing (or an error) sent. */
+    fd = hc_connect(p.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(hc_send_all(fd, "POST /v1/compl", 14, TIMEOUT) == 0);
+    long long t0 = hc_now_ms();
+    n = hc_read_all(fd, &raw, 20000);
+    CHECK(n >= 0); /* closed by the server, not by our 20 s deadline */
+    CHECK(hc_now_ms() - t0 < 15000);
+    free(raw);
+    close(fd);
+
+    REQUIRE(hc_request(p.port, "GET", "/health", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* ---- concurrency ----------------------------------------------------------- */
+
+/* Sends a request on a new connection and returns the socket without
+ * reading the answer. */
+static int send_only(int port, const char *path, const char *body)
+{
+    int fd = hc_connect(port);
+    REQUIRE(fd >= 0);
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", path,
+                     strlen(body));
+    REQUIRE(hc_send_all(fd, head, (size_t)n, TIMEOUT) == 0 && hc_send_all(fd, body, strlen(body), TIMEOUT) == 0);
+    return fd;
+}
+
+static void read_response(int fd, hc_resp *r)
+{
+    char *raw = NULL;
+    memset(r, 0, sizeof *r);
+    ssize_t n = hc_read_all(fd, &raw, TIMEOUT);
+    if (n >= 0)
+        hc_parse(raw, (size_t)n, r);
+    free(raw);
+    close(fd);
+}
+
+#define LONG_BODY "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":4000,\"temperature\":0%s}"
+
+static int case_queue_full(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--workers", "1", "--queue", "1", "--ctx", "4096", "--max-tokens", "4000",
+                           "--retry-after", "3", NULL};
+    start(&p, slow, extra);
+    char body[256];
+    snprintf(body, sizeof body, LONG_BODY, ",\"stream\":true");
+    int a = send_only(p.port, "/v1/completions", body);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
+    snprintf(body, sizeof body, LONG_BODY, "");
+    int b = send_only(p.port, "/v1/completions", body);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 1, TIMEOUT) == 0);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":2}", &r, TIMEOUT) == 0);
+    check_error(&r, 503, "queue full");
+    char ra[16];
+    CHECK_STR_EQ(hc_header(&r, "Retry-After", ra, sizeof ra), "3");
+    json_t *j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "overloaded");
+    json_decref(j);
+    hc_free(&r);
+    CHECK(srv_metric(p.port, "phasemark_requests_rejected_total") == 1);
+    /* Both long requests go away; both generations are cancelled. */
+    close(a);
+    close(b);
+    CHECK(srv_wait_metric(p.port, "phasemark_requests_cancelled_total", 2, TIMEOUT) == 0);
+    CHECK(srv_metric(p.port, "phasemark_generations_total") == 0);
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":2}", &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+static int case_disconnect(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--ctx", "4096", "--max-tokens", "4000", NULL};
+    start(&p, slow, extra);
+    char body[256];
+    /* Non-streamed: the client leaves while the worker generates. */
+    snprintf(body, sizeof body, LONG_BODY, "");
+    int fd = send_only(p.port, "/v1/completions", body);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
+    close(fd);
+    CHECK(srv_wait_metric(p.port, "phasemark_requests_cancelled_total", 1, TIMEOUT) == 0);
+    /* Streamed: read the first event, then leave. */
+    snprintf(body, sizeof body, LONG_BODY, ",\"stream\":true");
+    fd = send_only(p.port, "/v1/completions", body);
+    char buf[512];
+    REQUIRE(recv(fd, buf, sizeof buf, 0) > 0);
+    close(fd);
+    CHECK(srv_wait_metric(p.port, "phasemark_requests_cancelled_total", 2, TIMEOUT) == 0);
+    CHECK(srv_metric(p.port, "phasemark_generations_total") == 0);
+    CHECK(srv_metric(p.port, "phasemark_requests_running") == 0);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":2}", &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+enum { LOAD_CLIENTS = 8, LOAD_REQUESTS = 200 };
+
+typedef struct load_arg {
+    int port, index;
+    int ok, bad, fivexx;
+    char first_text[256];
+    int text_mismatch;
+} load_arg;
+
+static void *load_client(void *p)
+{
+    load_arg *a = p;
+    static const char *const bodies[] = {
+        "{\"prompt\":[1,100,200,300],\"max_tokens\":4,\"temperature\":0}",
+        "{\"prompt\":\"Hello there\",\"max_tokens\":3,\"temperature\":0.7,\"seed\":1}",
+        "{\"prompt\":[1,100,200,300],\"max_tokens\":4,\"temperature\":0,\"stream\":true}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":3,\"temperature\":0}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":3,\"stream\":true}",
+    };
+    for (int i = 0; i < LOAD_REQUESTS; i++) {
+        int k = (i + a->index) % 5;
+        const char *path = k >= 3 ? "/v1/chat/completions" : "/v1/completions";
+        hc_resp r;
+        if (hc_request(a->port, "POST", path, bodies[k], &r, TIMEOUT) != 0) {
+            a->bad++;
+        } else if (r.status >= 500) {
+            a->fivexx++;
+        } else if (r.status != 200) {
+            a->bad++;
+        } else {
+            a->ok++;
+            if (k == 0) { /* greedy: every session on every worker agrees */
+                json_t *j = body_json(&r);
+                const char *t = jstr(choice0(j), "text");
+                if (!a->first_text[0] && t)
+                    snprintf(a->first_text, sizeof a->first_text, "%s", t);
+                else if (!t || strcmp(t, a->first_text) != 0)
+                    a->text_mismatch++;
+                json_decref(j);
+            }
+        }
+        hc_free(&r);
+    }
+    return NULL;
+}
+
+static int case_load(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--workers", "2", "--queue", "64", NULL};
+    start(&p, tiny, extra);
+    pthread_t th[LOAD_CLIENTS];
+    load_arg args[LOAD_CLIENTS];
+    for (int i = 0; i < LOAD_CLIENTS; i++) {
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].port = p.port;
+        args[i].index = i;
+        REQUIRE(pthread_create(&th[i], NULL, load_client, &args[i]) == 0);
+    }
+    int ok = 0;
+    for (int i = 0; i < LOAD_CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_INT_EQ(args[i].fivexx, 0);
+        CHECK_INT_EQ(args[i].bad, 0);
+        CHECK_INT_EQ(args[i].text_mismatch, 0);
+        if (i)
+            CHECK_STR_EQ(args[i].first_text, args[0].first_text);
+        ok += args[i].ok;
+    }
+    CHECK_INT_EQ(ok, LOAD_CLIENTS * LOAD_REQUESTS);
+    CHECK(srv_metric(p.port, "phasemark_http_requests_total{code=\"200\"}") == LOAD_CLIENTS * LOAD_REQUESTS);
+    CHECK(srv_metric(p.port, "phasemark_http_requests_total{code=\"503\"}") == 0);
+    CHECK(srv_metric(p.port, "phasemark_generations_total") == LOAD_CLIENTS * LOAD_REQUESTS);
+    CHECK(srv_metric(p.port, "phasemark_queue_depth") == 0);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* ---- shutdown -------------------------------------------------------------- */
+
+static int case_sigterm(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--workers", "1", "--ctx", "4096", "--max-tokens", "4000", NULL};
+    start(&p, slow, extra);
+    int a = send_only(p.port, "/v1/completions", "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":600,\"temperature\":0}");
+    REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
+    int b = send_only(p.port, "/v1/completions", "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":600,\"temperature\":0}");
+    REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 1, TIMEOUT) == 0);
+    kill(p.pid, SIGTERM);
+    hc_resp ra, rb;
+    read_response(a, &ra);
+    read_response(b, &rb);
+    /* The running request finishes whole; the waiting one gets 503. */
+    CHECK_INT_EQ(ra.status, 200);
+    json_t *j = body_json(&ra);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), 600);
+    json_decref(j);
+    check_error(&rb, 503, "queued at shutdown");
+    j = body_json(&rb);
+    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "shutting_down");
+    json_decref(j);
+    hc_free(&ra);
+    hc_free(&rb);
+    CHECK_INT_EQ(srv_stop(&p, 0, TIMEOUT), 0); /* signal 0: just wait for the exit */
+    CHECK(hc_connect(p.port) < 0);              /* nobody listens any more */
+    return pm_check_result();
+}
+
+static int case_sigterm_drain0(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--workers", "1", "--ctx", "4096", "--max-tokens", "4000", "--drain", "0", NULL};
+    start(&p, slow, extra);
+    char body[256];
+    snprintf(body, sizeof body, LONG_BODY, ",\"stream\":true");
+    int a = send_only(p.port, "/v1/completions", body);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
+    long long t0 = hc_now_ms();
+    kill(p.pid, SIGTERM);
+    hc_resp r;
+    read_response(a, &r);
+    CHECK_INT_EQ(r.status, 200);
+    /* The stream was cut by shutdown: it ends with an error event, then
+     * [DONE], properly framed. */
+    const char *last = strstr(r.body ? r.body : "", "data: {\"error\"");
+    CHECK(last != NULL);
+    CHECK(last && strstr(last, "shutting_down") != NULL);
+    CHECK(r.body_len >= 14 && strcmp(r.body + r.body_len - 14, "data: [DONE]\n\n") == 0);
+    hc_free(&r);
+    CHECK_INT_EQ(srv_stop(&p, 0, TIMEOUT), 0);
+    CHECK(hc_now_ms() - t0 < 30000); /* long before 4000 tokens could finish */
+    return pm_check_result();
+}
+
+/* ---- start-up -------------------------------------------------------------- */
+
+static int run_server(const char *const *args, pm_child_result *res)
+{
+    char *argv[16] = {(char *)server_bin};
+    int n = 1;
+    for (; args[n - 1] && n < 15; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    REQUIRE(pm_child_exec(argv, NULL, TIMEOUT, res) == 0);
+    return res->exited ? res->exit_code : -1;
+}
+
+static int case_startup(void)
+{
+    pm_child_result res;
+    const char *draft[] = {"-m", tiny, "--port", "0", "--draft", tiny, NULL};
+    CHECK_INT_EQ(run_server(draft, &res), 1);
+    CHECK(strstr(res.err, "pm-server: --draft") != NULL);
+    const char *place[] = {"-m", tiny, "--port", "0", "--placement", "0-1:local", NULL};
+    CHECK_INT_EQ(run_server(place, &res), 1);
+    CHECK(strstr(res.err, "pm-server: --placement") != NULL);
+    const char *backend[] = {"-m", tiny, "--port", "0", "--backend", "no-such-backend", NULL};
+    CHECK_INT_EQ(run_server(backend, &res), 1);
+    CHECK(strncmp(res.err, "pm-server: ", 11) == 0);
+    const char *missing[] = {"-m", "/nonexistent/model.gguf", "--port", "0", NULL};
+    CHECK_INT_EQ(run_server(missing, &res), 1);
+    const char *bad[] = {"-m", tiny, "--port", "x", NULL};
+    CHECK_INT_EQ(run_server(bad, &res), 2);
+    CHECK(strstr(res.err, "usage:") != NULL);
+    const char *help[] = {"--help", NULL};
+    CHECK_INT_EQ(run_server(help, &res), 0);
+    CHECK(strstr(res.out, "usage: pm-server") != NULL);
+    const char *host[] = {"-m", tiny, "--port", "0", "--host", "not-an-address", NULL};
+    CHECK_INT_EQ(run_server(host, &res), 1);
+    return pm_check_result();
+}
+
+/* ---- markers: X-Request-Id is the markers' req= -------------------------- */
+
+/* Runs under `phasemark capture`: starts the server (which inherits the
+ * recorder), sends two requests, writes their X-Request-Ids to ids_path
+ * and stops the server. */
+static int marker_driver(const char *ids_path)
+{
+    srv_proc p;
+    start(&p, tiny, NULL);
+    FILE *f = fopen(ids_path, "w");
+    REQUIRE(f != NULL);
+    for (int i = 0; i < 2; i++) {
+        hc_resp r;
+        REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                           "{\"prompt\":[1,100,200,300],\"max_tokens\":3,\"temperature\":0}", &r, TIMEOUT) == 0);
+        CHECK_INT_EQ(r.status, 200);
+        fprintf(f, "%lld\n", request_id(&r));
+        hc_free(&r);
+    }
+    fclose(f);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+static int count_in_file(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+static int case_markers(const char *self)
+{
+    if (!phasemark_bin)
+        PM_SKIP("the phasemark command was not built");
+    char dir[] = "/tmp/pm_server_markers_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char ids_path[128], csv[128];
+    snprintf(ids_path, sizeof ids_path, "%s/ids.txt", dir);
+    snprintf(csv, sizeof csv, "%s/marker_api_trace.csv", dir);
+    char *argv[] = {(char *)phasemark_bin, "capture", "-o", dir, "--", (char *)self, "marker_driver",
+                    (char *)server_bin, (char *)tiny, (char *)slow, (char *)generate_bin, ids_path, NULL};
+    pm_child_result res;
+    REQUIRE(pm_child_exec(argv, NULL, 120000, &res) == 0);
+    if (!pm_child_ok(&res))
+        fprintf(stderr, "capture: %s\n%s\n", res.out, res.err);
+    REQUIRE(pm_child_ok(&res));
+    FILE *f = fopen(ids_path, "r");
+    REQUIRE(f != NULL);
+    long long ids[2] = {-1, -1};
+    REQUIRE(fscanf(f, "%lld %lld", &ids[0], &ids[1]) == 2);
+    fclose(f);
+    /* Prompt of 4 tokens in one chunk, 3 tokens generated: one prefill
+     * range and 2 decode steps (the last token is sampled, not decoded),
+     * each enclosing one leaf layer range. */
+    for (int i = 0; i < 2; i++) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "pm.prefill mode=exact req=%lld ", ids[i]);
+        CHECK_INT_EQ(count_in_file(csv, needle), 1);
+        snprintf(needle, sizeof needle, "pm.decode mode=decode req=%lld ", ids[i]);
+        int decodes = count_in_file(csv, needle);
+        CHECK_INT_EQ(decodes, 2);
+        snprintf(needle, sizeof needle, "req=%lld\"", ids[i]);
+        int tail = count_in_file(csv, needle);
+        snprintf(needle, sizeof needle, "req=%lld ", ids[i]);
+        CHECK_INT_EQ(count_in_file(csv, needle) + tail, 2 * (1 + decodes));
+    }
+    char *check[] = {(char *)phasemark_bin, "check", csv, NULL};
+    REQUIRE(pm_child_exec(check, NULL, TIMEOUT, &res) == 0);
+    if (!pm_child_ok(&res))
+        fprintf(stderr, "check: %s\n%s\n", res.out, res.err);
+    CHECK(pm_child_ok(&res));
+    const char *const files[] = {"ids.txt", "marker_api_trace.csv", "trace.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    return pm_check_result();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 6) {
+        fprintf(stderr, "usage: test_server_http CASE SERVER TINY SLOW GENERATE [PHASEMARK|IDS]\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    server_bin = argv[2];
+    tiny = argv[3];
+    slow = argv[4];
+    generate_bin = argv[5];
+    phasemark_bin = argc > 6 && argv[6][0] ? argv[6] : NULL;
+    struct stat st;
+    if (stat(tiny, &st) != 0 || stat(slow, &st) != 0)
+        PM_SKIP("the synthetic test models are missing (the server_models fixture did not run)");
+    const char *c = argv[1];
+    if (!strcmp(c, "marker_driver"))
+        return argc > 6 ? marker_driver(argv[6]) : 2;
+    if (!strcmp(c, "markers"))
+        return case_markers(argv[0]);
+    static const struct { const char *name; int (*fn)(void); } cases[] = {
+        {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
+        {"chat", case_chat},             {"stop", case_stop},             {"errors", case_errors},
+        {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
+        {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
+        {"startup", case_startup},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (!strcmp(c, cases[i].name))
+            return cases[i].fn();
+    fprintf(stderr, "test_server_http: unknown case '%s'\n", c);
+    return 2;
+}
