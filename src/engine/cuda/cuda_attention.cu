@@ -2,7 +2,9 @@
  * cache, for decode (one or a few queries) and prefill/verify (many).
  *
  * Decode has one query per head, so parallelism must come from the context:
- * the positions are split into LLM_CUDA_ATTN_SPLIT-long pieces, each block
+ * the positions are cut into up to LLM_CUDA_ATTN_MAX_SPLITS pieces of at
+ * least LLM_CUDA_ATTN_SPLIT_MIN positions (the cut depends on the reserved
+ * context only); each block
  * computes one (row, head, piece) partial softmax (max m, sum l, weighted
  * values acc), and a second kernel merges the pieces with the usual
  * rescaling (out = sum exp(m_s - M) acc_s / sum exp(m_s - M) l_s). When the
@@ -27,22 +29,46 @@
 #include <math.h>
 
 #define SK_THREADS 128
+#define SK_KEYS (SK_THREADS / 2) /* keys scored at once: two threads a key */
+
+/* Two threads score one key, each over half the head (16-byte loads when
+ * VEC), so a block has 64 independent key rows in flight instead of a warp
+ * walking keys one by one. */
+template <bool VEC>
+__device__ __forceinline__ float half_dot(const float *__restrict__ qs,
+                                          const float *__restrict__ kr, int d0, int d1)
+{
+    float dot = 0.0f;
+    if (VEC) {
+        for (int d = d0; d < d1; d += 4) {
+            float4 kv = __ldg(reinterpret_cast<const float4 *>(kr + d));
+            dot = fmaf(qs[d], kv.x, dot);
+            dot = fmaf(qs[d + 1], kv.y, dot);
+            dot = fmaf(qs[d + 2], kv.z, dot);
+            dot = fmaf(qs[d + 3], kv.w, dot);
+        }
+    } else {
+        for (int d = d0; d < d1; d++)
+            dot = fmaf(qs[d], __ldg(kr + d), dot);
+    }
+    return dot;
+}
 
 /* Partial of (row r, head h, split s) at part + ((r*H + h)*NS + s)*(hd+2):
- * [0] = m, [1] = l, [2..] = acc. */
+ * [0] = m, [1] = l, [2..] = acc. Dynamic shared memory: split_len scores. */
+template <bool VEC>
 __global__ void __launch_bounds__(SK_THREADS)
 attn_split_kernel(const float *__restrict__ q, const float *__restrict__ k,
                   const float *__restrict__ v, float *__restrict__ part,
                   llm_cuda_positions pos, int32_t n_heads, int32_t n_kv_heads,
-                  int32_t hd, int32_t n_splits)
+                  int32_t hd, int32_t n_splits, uint32_t split_len)
 {
+    extern __shared__ float sc[];
     __shared__ float qs[LLM_CUDA_MAX_HEAD_DIM];
-    __shared__ float sc[LLM_CUDA_ATTN_SPLIT];
     __shared__ float red[32];
     int h = blockIdx.x, s = blockIdx.y, r = blockIdx.z;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     uint32_t len = llm__base_pos(pos) + (uint32_t)r + 1; /* positions 0..qp */
-    uint32_t p0 = (uint32_t)s * LLM_CUDA_ATTN_SPLIT;
+    uint32_t p0 = (uint32_t)s * split_len;
     float *out = part + (((size_t)r * n_heads + h) * n_splits + s) * (size_t)(hd + 2);
     if (p0 >= len) {
         if (threadIdx.x == 0) {
@@ -51,7 +77,8 @@ attn_split_kernel(const float *__restrict__ q, const float *__restrict__ k,
         }
         return;
     }
-    uint32_t p1 = min(len, p0 + LLM_CUDA_ATTN_SPLIT);
+    uint32_t p1 = min(len, p0 + split_len);
+    int cnt = (int)(p1 - p0);
     int kvh = h / (n_heads / n_kv_heads);
     size_t kv_stride = (size_t)n_kv_heads * hd;
     const float *qr = q + (size_t)r * n_heads * hd + (size_t)h * hd;
@@ -59,18 +86,18 @@ attn_split_kernel(const float *__restrict__ q, const float *__restrict__ k,
     for (int d = threadIdx.x; d < hd; d += SK_THREADS)
         qs[d] = qr[d];
     __syncthreads();
-    const float *kb = k + (size_t)kvh * hd;
-    for (uint32_t p = p0 + warp; p < p1; p += SK_THREADS / 32) {
-        const float *kr = kb + (size_t)p * kv_stride;
-        float dot = 0.0f;
-        for (int d = lane; d < hd; d += 32)
-            dot = fmaf(qs[d], kr[d], dot);
-        dot = llm__warp_sum(dot);
-        if (lane == 0)
-            sc[p - p0] = dot * qscale;
+    const float *kb = k + (size_t)kvh * hd + (size_t)p0 * kv_stride;
+    int key = threadIdx.x >> 1, side = threadIdx.x & 1;
+    int half = VEC ? hd / 2 : (hd + 1) / 2;
+    int d0 = side * half, d1 = side ? hd : half;
+    for (int base = 0; base < cnt; base += SK_KEYS) { /* uniform trip count */
+        int i = base + key;
+        float dot = i < cnt ? half_dot<VEC>(qs, kb + (size_t)i * kv_stride, d0, d1) : 0.0f;
+        dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+        if (i < cnt && side == 0)
+            sc[i] = dot * qscale;
     }
     __syncthreads();
-    int cnt = (int)(p1 - p0);
     float m = -INFINITY;
     for (int i = threadIdx.x; i < cnt; i += SK_THREADS)
         m = fmaxf(m, sc[i]);
@@ -85,8 +112,9 @@ attn_split_kernel(const float *__restrict__ q, const float *__restrict__ k,
     const float *vb = v + (size_t)kvh * hd + (size_t)p0 * kv_stride;
     for (int d = threadIdx.x; d < hd; d += SK_THREADS) {
         float acc = 0.0f;
+#pragma unroll 4
         for (int i = 0; i < cnt; i++)
-            acc = fmaf(sc[i], vb[(size_t)i * kv_stride + d], acc);
+            acc = fmaf(sc[i], __ldg(vb + (size_t)i * kv_stride + d), acc);
         out[2 + d] = acc;
     }
     if (threadIdx.x == 0) {
@@ -227,24 +255,37 @@ attn_tiled_kernel(const float *__restrict__ q, const float *__restrict__ k,
 
 /* Rows r = j*n + t of S ([group*n][L]) hold query t's scores against keys
  * 0..L-1; keys after the query's position are masked. Each row becomes its
- * softmax (masked keys 0). One block per row. */
+ * softmax (masked keys 0). One block per row; the row's valid part is read
+ * once into shared memory (dynamic, L floats) when `cached`, else read
+ * three times from global memory. */
+template <bool CACHED>
 __global__ void softmax_causal_kernel(float *s, int32_t n, uint32_t L, uint32_t pos0)
 {
+    extern __shared__ float rs[];
     __shared__ float red[32];
     int32_t t = blockIdx.x % n;
     uint32_t valid = pos0 + (uint32_t)t + 1;
     float *row = s + (size_t)blockIdx.x * L;
+    const float *src = CACHED ? rs : row;
     float m = -INFINITY;
-    for (uint32_t i = threadIdx.x; i < valid; i += blockDim.x)
-        m = fmaxf(m, row[i]);
-    m = llm__block_max(m, red);
+    for (uint32_t i = threadIdx.x; i < valid; i += blockDim.x) {
+        float x = row[i];
+        if (CACHED)
+            rs[i] = x;
+        m = fmaxf(m, x);
+    }
+    m = llm__block_max(m, red); /* its barriers publish rs */
     float sum = 0.0f;
-    for (uint32_t i = threadIdx.x; i < valid; i += blockDim.x)
-        sum += expf(row[i] - m);
+    for (uint32_t i = threadIdx.x; i < valid; i += blockDim.x) {
+        float e = expf(src[i] - m);
+        if (CACHED)
+            rs[i] = e;
+        sum += e;
+    }
     sum = llm__block_sum(sum, red);
     float inv = 1.0f / sum;
     for (uint32_t i = threadIdx.x; i < L; i += blockDim.x)
-        row[i] = i < valid ? expf(row[i] - m) * inv : 0.0f;
+        row[i] = i < valid ? (CACHED ? rs[i] : expf(src[i] - m)) * inv : 0.0f;
 }
 
 /* Per kv head: S = Q_group K^T (one strided batch over the group's query
@@ -264,8 +305,13 @@ static int attn_gemm(llm_cuda *c, const llm_cuda_attn *a)
             a->q + (size_t)g * group * hd, CUDA_R_32F, (int)qs, hd, &zero,
             c->attn_s, CUDA_R_32F, (int)L, (long long)n * L, group,
             CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
-        softmax_causal_kernel<<<(unsigned)(group * n), 256, 0, c->stream>>>(
-            c->attn_s, n, L, a->pos.pos0);
+        if ((size_t)L * sizeof(float) <= 48 * 1024)
+            softmax_causal_kernel<true><<<(unsigned)(group * n), 256,
+                                          (size_t)L * sizeof(float), c->stream>>>(
+                c->attn_s, n, L, a->pos.pos0);
+        else
+            softmax_causal_kernel<false><<<(unsigned)(group * n), 256, 0, c->stream>>>(
+                c->attn_s, n, L, a->pos.pos0);
         LLM_CU_LAUNCHED(c, "softmax_causal_kernel");
         LLM_CU_BLAS(c, cublasGemmStridedBatchedEx(
             c->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, n, (int)L, &one,
@@ -314,7 +360,8 @@ static int check_attn(llm_cuda *c, const llm_cuda_attn *a)
     LLM_CU_ARG(c, (uint64_t)a->pos.pos0 + (uint64_t)a->n <= c->max_ctx);
     if (a->n <= LLM_CUDA_ATTN_SPLITK_MAX_N) {
         uint64_t len = a->pos.dpos ? c->max_ctx : (uint64_t)a->pos.pos0 + a->n;
-        uint64_t ns = (len + LLM_CUDA_ATTN_SPLIT - 1) / LLM_CUDA_ATTN_SPLIT;
+        uint32_t split = llm__attn_split_len(c->max_ctx);
+        uint64_t ns = (len + split - 1) / split;
         LLM_CU_ARG(c, (uint64_t)a->n * a->n_heads * ns * (a->head_dim + 2) <=
                           c->attn_part_floats);
     }
@@ -325,11 +372,29 @@ static int attn_splitk(llm_cuda *c, const llm_cuda_attn *a)
 {
     /* With a device base the length is unknown here: cover the context. */
     uint64_t len = a->pos.dpos ? c->max_ctx : (uint64_t)a->pos.pos0 + a->n;
-    int ns = (int)((len + LLM_CUDA_ATTN_SPLIT - 1) / LLM_CUDA_ATTN_SPLIT);
+    uint32_t split = llm__attn_split_len(c->max_ctx);
+    int ns = (int)((len + split - 1) / split);
+    size_t smem = (size_t)split * sizeof(float);
+    bool vec = a->head_dim % 8 == 0 && ((uintptr_t)a->k & 15) == 0;
+    if (smem > 48 * 1024) {
+        if (vec)
+            LLM_CU_TRY(c, cudaFuncSetAttribute(attn_split_kernel<true>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)smem));
+        else
+            LLM_CU_TRY(c, cudaFuncSetAttribute(attn_split_kernel<false>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)smem));
+    }
     dim3 grid((unsigned)a->n_heads, (unsigned)ns, (unsigned)a->n);
-    attn_split_kernel<<<grid, SK_THREADS, 0, c->stream>>>(
-        a->q, a->k, a->v, c->attn_part, a->pos, a->n_heads, a->n_kv_heads,
-        a->head_dim, ns);
+    if (vec)
+        attn_split_kernel<true><<<grid, SK_THREADS, smem, c->stream>>>(
+            a->q, a->k, a->v, c->attn_part, a->pos, a->n_heads, a->n_kv_heads,
+            a->head_dim, ns, split);
+    else
+        attn_split_kernel<false><<<grid, SK_THREADS, smem, c->stream>>>(
+            a->q, a->k, a->v, c->attn_part, a->pos, a->n_heads, a->n_kv_heads,
+            a->head_dim, ns, split);
     LLM_CU_LAUNCHED(c, "attn_split_kernel");
     dim3 mgrid((unsigned)a->n_heads, (unsigned)a->n);
     attn_merge_kernel<<<mgrid, a->head_dim, 0, c->stream>>>(

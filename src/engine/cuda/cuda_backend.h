@@ -232,7 +232,7 @@ int llm_cuda_embed(llm_cuda *c, const llm_cuda_weight *embd,
 /* Causal grouped-query attention for n query rows at positions base..base+n-1
  * over a cache of [pos][n_kv_heads*head_dim] f32 keys and values filled up
  * to base+n-1; out may not alias q. Scores are dot(q, k) / sqrt(head_dim).
- * Short batches (n <= 16) split the context over blocks (split-K) and merge;
+ * Short batches (n <= 8) split the context over blocks (split-K) and merge;
  * longer ones run a tiled kernel that reads each key tile once per 16
  * queries. head_dim is at most LLM_CUDA_MAX_HEAD_DIM (multiples of 32 use
  * full warps); base+n must not exceed the reserved max_ctx. */
@@ -249,7 +249,7 @@ typedef struct llm_cuda_attn {
 int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
 
 /* Reserves the score matrix ([max_group][max_rows][max_ctx] floats) that
- * lets attention of more than 16 rows run on the tensor cores through
+ * lets attention of more than 8 rows run on the tensor cores through
  * cuBLAS: TF32 products (operands rounded to 10-bit mantissas, fp32
  * accumulation) around a causal softmax, instead of the exact-fp32 tiled
  * kernel. Calls that do not fit the reservation, or take their base from

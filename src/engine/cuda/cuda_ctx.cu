@@ -222,7 +222,8 @@ static int regrow(llm_cuda *c, void **p, size_t bytes)
  * hold n_heads * head_dim <= width accumulators (attention checks the fit). */
 static size_t attn_part_floats(uint32_t ctx, int64_t width, int32_t heads)
 {
-    size_t splits = (ctx + LLM_CUDA_ATTN_SPLIT - 1) / LLM_CUDA_ATTN_SPLIT;
+    uint32_t len = llm__attn_split_len(ctx);
+    size_t splits = (ctx + len - 1) / len;
     return (size_t)LLM_CUDA_ATTN_SPLITK_MAX_N * splits *
            ((size_t)width + 2 * (size_t)heads);
 }

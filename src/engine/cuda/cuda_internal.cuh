@@ -63,10 +63,23 @@ struct llm_cuda {
 #define LLM_CUDA_DEQ_ELEMS ((size_t)16 << 20)
 #define LLM_CUDA_BLAS_WS_BYTES ((size_t)32 << 20)
 
-/* Split-K attention: positions per block and the most query rows that take
- * the split-K path (longer batches take the tiled kernel). */
-#define LLM_CUDA_ATTN_SPLIT 256
-#define LLM_CUDA_ATTN_SPLITK_MAX_N 16
+/* Split-K attention: the shortest piece of context a block takes, the most
+ * pieces a row is cut into (pieces grow past the minimum only for contexts
+ * longer than their product), and the most query rows that take the
+ * split-K path (longer batches take the tiled or tensor-core kernels). */
+#define LLM_CUDA_ATTN_SPLIT_MIN 64
+#define LLM_CUDA_ATTN_MAX_SPLITS 64
+#define LLM_CUDA_ATTN_SPLITK_MAX_N 8
+
+/* The piece length for a context of max_ctx positions: a function of the
+ * reservation only, so a graph replay and a direct call cut the same way
+ * and give bit-identical results. */
+static inline uint32_t llm__attn_split_len(uint32_t max_ctx)
+{
+    uint32_t per = (max_ctx + LLM_CUDA_ATTN_MAX_SPLITS - 1) / LLM_CUDA_ATTN_MAX_SPLITS;
+    per = (per + LLM_CUDA_ATTN_SPLIT_MIN - 1) / LLM_CUDA_ATTN_SPLIT_MIN * LLM_CUDA_ATTN_SPLIT_MIN;
+    return per > LLM_CUDA_ATTN_SPLIT_MIN ? per : LLM_CUDA_ATTN_SPLIT_MIN;
+}
 
 /* Records a failure: sets the sticky status when `sticky`, writes the
  * message, returns status. */

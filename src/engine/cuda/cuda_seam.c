@@ -261,8 +261,9 @@ static int seam_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
     cuda_be *c = cb(be);
     if (llm_cuda_bind(c->cu) != 0)
         return LLM_EBACKEND;
-    /* Heads are at least 32 wide, so width/32 bounds the head count. */
-    int64_t heads = max_width / 32 > 0 ? max_width / 32 : 1;
+    /* Heads are at least 2 wide (RoPE pairs), so width/2 bounds the head
+     * count whatever the model (stories260K has 8-wide heads). */
+    int64_t heads = max_width / 2 > 0 ? max_width / 2 : 1;
     int rc = llm_cuda_reserve(c->cu, SEAM_GEMM_ROWS, max_width, n_ctx,
                               (int32_t)(heads < 65536 ? heads : 65536));
     return rc == LLM_ENOMEM ? LLM_ENOMEM : rc ? LLM_EBACKEND : 0;
