@@ -426,6 +426,12 @@ __device__ __forceinline__ float fused_chunk(uint4 wv, int64_t j, const float *_
     return s;
 }
 
+/* Rows per warp: two whenever a block pays for a prologue (the norm) or an
+ * epilogue pairs rows, so each block reads x for 16 rows. */
+template <int FLAGS> struct fused_rows {
+    static constexpr int value = (FLAGS & (MV_NORM | MV_PAIRS)) ? 2 : 1;
+};
+
 template <int WT, int FLAGS>
 __global__ void __launch_bounds__(MVF_WARPS * 32)
 matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
@@ -433,7 +439,7 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
                     float *__restrict__ y, int64_t rows, int64_t cols)
 {
     constexpr int CH = wt_info<WT>::chunk;
-    constexpr int R = (FLAGS & MV_PAIRS) ? 2 : 1; /* rows per warp */
+    constexpr int R = fused_rows<FLAGS>::value;
     constexpr int U = R == 2 ? 2 : MV_UNROLL;
     __shared__ float red[32];
     float inv = 1.0f;
@@ -450,13 +456,16 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
     int64_t row0 = ((int64_t)blockIdx.x * MVF_WARPS + (threadIdx.x >> 5)) * R;
     if (row0 >= rows)
         return;
+    /* An odd last row (no pairing) repeats row0 and is not stored. */
+    int nr = row0 + 1 < rows ? R : 1;
     const uint4 *wr[R];
     const uint16_t *sr[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
+        int64_t row = r < nr ? row0 + r : row0;
         wr[r] = reinterpret_cast<const uint4 *>((const char *)w +
-                                                (row0 + r) * cols * wt_info<WT>::bytes);
-        sr[r] = WT == WT_Q8 ? scales + (row0 + r) * (cols / LLM_QK) : nullptr;
+                                                row * cols * wt_info<WT>::bytes);
+        sr[r] = WT == WT_Q8 ? scales + row * (cols / LLM_QK) : nullptr;
     }
     int64_t nch = cols / CH;
     float acc[R];
@@ -490,7 +499,10 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
         float h = acc[0] / (1.0f + expf(-acc[0])) * acc[R - 1];
         y[row0 / 2] = (FLAGS & MV_ACC) ? y[row0 / 2] + h : h;
     } else {
-        y[row0] = (FLAGS & MV_ACC) ? y[row0] + acc[0] : acc[0];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r < nr)
+                y[row0 + r] = (FLAGS & MV_ACC) ? y[row0 + r] + acc[r] : acc[r];
     }
 }
 
@@ -498,7 +510,8 @@ template <int WT, int FLAGS>
 static void launch_fused(const llm_cuda_weight *w, const float *x,
                          const llm_cuda_mv_fuse *f, float *y, cudaStream_t st)
 {
-    int64_t warps = (FLAGS & MV_PAIRS) ? w->rows / 2 : w->rows;
+    constexpr int R = fused_rows<FLAGS>::value;
+    int64_t warps = (w->rows + R - 1) / R;
     matvec_fused_kernel<WT, FLAGS><<<llm__cuda_blocks((size_t)warps, MVF_WARPS),
                                      MVF_WARPS * 32, 0, st>>>(
         w->data, w->scales, x, f->norm, f->eps, y, w->rows, w->cols);
