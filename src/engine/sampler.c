@@ -138,8 +138,9 @@ static void select_top_k(cand *c, int32_t n, int32_t k)
 }
 
 /* Unnormalized probabilities exp((l - max) / T) into sp->c; returns the
- * count kept (all, or those that could be in the nucleus). */
-static int32_t weigh(llm_sampler *sp, const float *logits)
+ * count kept (all, or those that could be in the nucleus) and the mass of
+ * all of them in *total (the nucleus is a share of the whole). */
+static int32_t weigh(llm_sampler *sp, const float *logits, double *total)
 {
     int32_t n = sp->n_vocab;
     float mx = logits[argmax(logits, n)];
@@ -150,6 +151,7 @@ static int32_t weigh(llm_sampler *sp, const float *logits)
         sp->c[i].id = i;
         sum += p;
     }
+    *total = sum;
     int top_k = sp->p.top_k > 0 && sp->p.top_k < n;
     int top_p = sp->p.top_p > 0.0f && sp->p.top_p < 1.0f;
     if (top_k || !top_p || n < 2)
@@ -168,7 +170,9 @@ static int32_t weigh(llm_sampler *sp, const float *logits)
  * both apply exactly the same rules. */
 static int32_t candidates(llm_sampler *sp, const float *logits, double *mass_out)
 {
-    int32_t n = weigh(sp, logits);
+    double total;
+    int32_t n = weigh(sp, logits, &total);
+    int prefiltered = n < sp->n_vocab;
     if (sp->p.top_k > 0 && sp->p.top_k < n) {
         select_top_k(sp->c, n, sp->p.top_k);
         n = sp->p.top_k;
@@ -177,6 +181,8 @@ static int32_t candidates(llm_sampler *sp, const float *logits, double *mass_out
     double mass = 0.0;
     for (int32_t i = 0; i < n; i++)
         mass += sp->c[i].p;
+    if (prefiltered)
+        mass = total; /* the dropped candidates still count in the whole */
     if (sp->p.top_p > 0.0f && sp->p.top_p < 1.0f) {
         double need = sp->p.top_p * mass, acc = 0.0;
         int32_t cut = n;

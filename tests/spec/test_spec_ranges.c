@@ -1,0 +1,239 @@
+/* test_spec_ranges — the exact ranges a speculative request produces.
+ *
+ * This executable defines roctxRangePushA / roctxRangePop and exports them,
+ * so with PHASEMARK=roctx the marker layer's process-global lookup finds
+ * them (as in tests/engine/test_engine_ranges.c). Target: a monolithic
+ * 2-block synthetic model, request id 7, prompt of 11 ids prefilled in
+ * chunks of 4, k = 3, max_tokens = 12.
+ *
+ *   scripted   a proposer that knows the target's greedy continuation
+ *              proposes a known number of correct tokens per round
+ *              (3, 0, 2, 1), then wrong ones; the sequence is derived by
+ *              hand below from the rules in docs/spec.md.
+ *   selfdraft  the target's own model drafts (acceptance 1): rounds of 3,
+ *              3 and 2 drafts; the draft's forwards (its prompt prefill
+ *              included) emit nothing inside the pm.draft leaves.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "phasemark/mark.h"
+#include "pm_check.h"
+#include "spec_common.h"
+
+#define MAX_RANGES 128
+#define EXPORT __attribute__((visibility("default")))
+
+static char texts[MAX_RANGES][PM_RANGE_TEXT_MAX];
+static int depths[MAX_RANGES];
+static int n_push, n_pop, depth;
+
+EXPORT int roctxRangePushA(const char *message);
+EXPORT int roctxRangePop(void);
+
+EXPORT int roctxRangePushA(const char *message)
+{
+    if (n_push < MAX_RANGES) {
+        snprintf(texts[n_push], sizeof texts[n_push], "%s", message);
+        depths[n_push] = depth;
+    }
+    n_push++;
+    return depth++;
+}
+
+EXPORT int roctxRangePop(void)
+{
+    n_pop++;
+    return --depth;
+}
+
+static void clear_ranges(void)
+{
+    n_push = n_pop = depth = 0;
+}
+
+#define N_PROMPT 11
+#define K 3
+#define MAX_TOKENS 12
+
+/* The scripted drafter: per round, `good[round]` correct tokens taken from
+ * the target's greedy continuation, then wrong ones. */
+typedef struct script {
+    const int32_t *ref; /* the target's greedy continuation */
+    size_t n_ref;
+    int round;
+} script;
+
+static const int k_good[] = {3, 0, 2, 1};
+
+static int scripted(void *user, const int32_t *hist, size_t n_hist, int32_t k, int32_t *out)
+{
+    script *s = user;
+    (void)hist;
+    size_t emitted = n_hist - N_PROMPT; /* hist ends with the last emitted token */
+    int good = s->round < 4 ? k_good[s->round] : 0;
+    s->round++;
+    for (int32_t j = 0; j < k; j++) {
+        size_t at = emitted + (size_t)j;
+        int32_t right = at < s->n_ref ? s->ref[at] : 0;
+        out[j] = j < good ? right : (right + 1) % 160;
+    }
+    return 0;
+}
+
+static void check_sequence(const char *const *want, const int *want_depth, int n_want)
+{
+    CHECK_INT_EQ(n_push, n_want);
+    CHECK_INT_EQ(n_pop, n_want);
+    CHECK_INT_EQ(depth, 0);
+    for (int i = 0; i < n_want && i < n_push; i++) {
+        CHECK_STR_EQ(texts[i], want[i]);
+        CHECK_INT_EQ(depths[i], want_depth[i]);
+    }
+}
+
+#define PREFILL_RANGES                                                                         \
+    "pm.prefill mode=exact req=7 pos=0 tokens=4",                                              \
+        "pm.layer_range mode=exact layers=0-1 shard=0 where=local backend=cpu req=7 tokens=4", \
+        "pm.prefill mode=exact req=7 pos=4 tokens=4",                                          \
+        "pm.layer_range mode=exact layers=0-1 shard=0 where=local backend=cpu req=7 tokens=4", \
+        "pm.prefill mode=exact req=7 pos=8 tokens=3",                                          \
+        "pm.layer_range mode=exact layers=0-1 shard=0 where=local backend=cpu req=7 tokens=3"
+#define VERIFY(n) "pm.layer_range mode=verify layers=0-1 shard=0 where=local backend=cpu req=7 tokens=" #n
+
+static int run_scripted(llm_model *m, const int32_t *prompt, const sc_run *ref)
+{
+    /* Tokens: 1 from the prefill; rounds of 3 drafts commit 4, 1 and 3
+     * (9 so far); the fourth round may draft only 12 - 9 - 1 = 2 and
+     * commits 2; the twelfth comes from a plain decode step of the token
+     * at position 21 = 11 + 4 + 1 + 3 + 2. */
+    static const char *const want[] = {
+        PREFILL_RANGES,
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=2", "pm.draft req=7 tokens=2", VERIFY(3),
+        "pm.decode mode=decode req=7 pos=21",
+        "pm.layer_range mode=decode layers=0-1 shard=0 where=local backend=cpu req=7 tokens=1",
+    };
+    static const int want_depth[] = {0, 1, 0, 1, 0, 1, 0, 1, 1, 0, 1, 1,
+                                     0, 1, 1, 0, 1, 1, 0, 1};
+    llm_session *t = sc_session(m, 64, 16, 7);
+    llm_sampler *sp = sc_sampler(m, 0.0f, 0, 1.0f, 1);
+    script sc = {ref->ids, ref->n, 0};
+    llm_spec_params p = LLM_SPEC_PARAMS_INIT;
+    p.k = K;
+    p.propose = scripted;
+    p.propose_user = &sc;
+    llm_spec *sd;
+    char err[256];
+    REQUIRE(llm_spec_create(t, NULL, &p, &sd, err, sizeof err) == 0);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = MAX_TOKENS;
+    gp.chunk = 4;
+    sc_run r;
+    clear_ranges();
+    CHECK_INT_EQ(sc_run_spec(sd, t, sp, prompt, N_PROMPT, &gp, &r), 0);
+    check_sequence(want, want_depth, (int)(sizeof want / sizeof want[0]));
+    CHECK(sc_same(ref, &r, "scripted"));
+    llm_spec_stats st;
+    llm_spec_get_stats(sd, &st);
+    CHECK_U64_EQ(st.rounds, 4);
+    CHECK_U64_EQ(st.drafted, 11);
+    CHECK_U64_EQ(st.accepted, 6);
+    CHECK_U64_EQ(st.committed, 10);
+    CHECK_U64_EQ(st.steps, 1);
+    CHECK_U64_EQ(st.generated, 12);
+    CHECK_NEAR(st.acceptance, 6.0 / 11.0, 1e-12);
+    CHECK_NEAR(st.tokens_per_round, 2.5, 1e-12);
+    llm_spec_free(sd);
+    llm_sampler_free(sp);
+    llm_session_free(t);
+    return 0;
+}
+
+static int run_selfdraft(llm_model *m, const int32_t *prompt, const sc_run *ref)
+{
+    /* Acceptance 1: rounds commit 4, 4, then 12 - 9 - 1 = 2 drafts and 3. */
+    static const char *const want[] = {
+        PREFILL_RANGES,
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=2", "pm.draft req=7 tokens=2", VERIFY(3),
+    };
+    static const int want_depth[] = {0, 1, 0, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1};
+    llm_session *t = sc_session(m, 64, 16, 7);
+    llm_session *d = sc_session(m, 64, 16, 99);
+    llm_sampler *sp = sc_sampler(m, 0.0f, 0, 1.0f, 1);
+    llm_spec_params p = LLM_SPEC_PARAMS_INIT;
+    p.k = K;
+    llm_spec *sd;
+    char err[256];
+    REQUIRE(llm_spec_create(t, d, &p, &sd, err, sizeof err) == 0);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = MAX_TOKENS;
+    gp.chunk = 4;
+    sc_run r;
+    clear_ranges();
+    CHECK_INT_EQ(sc_run_spec(sd, t, sp, prompt, N_PROMPT, &gp, &r), 0);
+    check_sequence(want, want_depth, (int)(sizeof want / sizeof want[0]));
+    CHECK(sc_same(ref, &r, "selfdraft"));
+    llm_spec_stats st;
+    llm_spec_get_stats(sd, &st);
+    CHECK_U64_EQ(st.rounds, 3);
+    CHECK_U64_EQ(st.accepted, 8);
+    CHECK_U64_EQ(st.steps, 0);
+    /* Freed, the generator gives the draft session its ranges back. */
+    llm_spec_free(sd);
+    llm_session_reset(d);
+    clear_ranges();
+    const float *lg;
+    CHECK_INT_EQ(llm_decode(d, 5, &lg), 0);
+    CHECK_INT_EQ(n_push, 2);
+    CHECK_STR_EQ(texts[0], "pm.decode mode=decode req=99 pos=0");
+    llm_sampler_free(sp);
+    llm_session_free(d);
+    llm_session_free(t);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    if (setenv("PHASEMARK", "roctx", 1) != 0)
+        return 1;
+    REQUIRE(pm_enabled() == 1);
+    char tp[512], dp[512];
+    sc_path(tp, sizeof tp, "ranges_target");
+    sc_path(dp, sizeof dp, "ranges_draft");
+    sc_write_synth_pair("f32", 2, 1, tp, dp);
+    llm_model *m = sc_open(tp);
+    int32_t prompt[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; i++)
+        prompt[i] = i + 3;
+    /* The reference: the target alone, greedy. */
+    llm_session *ar = sc_session(m, 64, 16, 7);
+    llm_sampler *sp = sc_sampler(m, 0.0f, 0, 1.0f, 1);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = MAX_TOKENS;
+    gp.chunk = 4;
+    sc_run ref;
+    REQUIRE(sc_run_ar(ar, sp, prompt, N_PROMPT, &gp, &ref) == 0);
+    REQUIRE(ref.n == MAX_TOKENS);
+    if (strcmp(argv[1], "scripted") == 0)
+        run_scripted(m, prompt, &ref);
+    else if (strcmp(argv[1], "selfdraft") == 0)
+        run_selfdraft(m, prompt, &ref);
+    else
+        return 2;
+    llm_sampler_free(sp);
+    llm_session_free(ar);
+    llm_model_free(m);
+    unlink(tp);
+    unlink(dp);
+    return pm_check_result();
+}
