@@ -50,7 +50,10 @@ static pms_chat_format chat_format_of(const char *path)
 
 static int open_model(pms_server *s, char *err, size_t errlen)
 {
-    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    /* Designated, not the _INIT macro: option structs grow at their end
+     * (version/size tell the engine how much we know), and fields we do
+     * not name are zero, the documented defaults. */
+    llm_model_options mo = {.version = LLM_MODEL_OPTIONS_VERSION, .size = sizeof(llm_model_options)};
     mo.n_threads = s->cfg.threads;
     mo.backend = s->cfg.backend; /* passed through; the engine refuses what it lacks */
     mo.tokenizer_path = s->cfg.tokenizer;

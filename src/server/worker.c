@@ -233,7 +233,7 @@ static int worker_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    llm_session_options so = {.version = LLM_SESSION_OPTIONS_VERSION, .size = sizeof(llm_session_options)};
     so.n_ctx = s->cfg.ctx;
     so.n_batch = s->cfg.batch;
     return llm_session_create(s->model, &so, &w->session, err, errlen) ? -1 : 0;
