@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "gguf_copy.h"
 #include "pm_check.h"
 #include "pm_child.h"
 #include "text.h"
@@ -455,6 +456,47 @@ static int case_chat(void)
     return pm_check_result();
 }
 
+/* A model whose GGUF metadata carries a ChatML template: the server must
+ * render chat messages in that format and stop at <|im_end|>. */
+static int case_chat_template(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/pm_server_chatml_%ld.gguf", (long)getpid());
+    const char *tmpl = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                       "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+                       "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+    REQUIRE(gguf_copy_with_template(tiny, path, tmpl) == 0);
+    srv_proc p;
+    start(&p, path, NULL);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                       "{\"prompt\":\"<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n\","
+                       "\"max_tokens\":10,\"temperature\":0,\"stop\":\"<|im_end|>\"}",
+                       &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    char want[4096];
+    snprintf(want, sizeof want, "%s", jstr(choice0(j), "text"));
+    long long prompt_n = jint(json_object_get(j, "usage"), "prompt_tokens");
+    json_decref(j);
+    hc_free(&r);
+    REQUIRE(hc_request(p.port, "POST", "/v1/chat/completions",
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":10,"
+                       "\"temperature\":0}",
+                       &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(choice0(j), "message"), "content"), want);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "prompt_tokens"), prompt_n);
+    /* The plain default would have given a different prompt length. */
+    CHECK(prompt_n > 20);
+    json_decref(j);
+    hc_free(&r);
+    stop_ok(&p);
+    unlink(path);
+    return pm_check_result();
+}
+
 /* The first printable two-byte ASCII window at or after 1, or -1. */
 static int ascii_pair(const char *t)
 {
@@ -839,9 +881,9 @@ static int case_sigterm(void)
     srv_proc p;
     const char *extra[] = {"--workers", "1", "--ctx", "4096", "--max-tokens", "4000", NULL};
     start(&p, slow, extra);
-    int a = send_only(p.port, "/v1/completions", "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":600,\"temperature\":0}");
+    int a = send_only(p.port, "/v1/completions", "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":1500,\"temperature\":0}");
     REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
-    int b = send_only(p.port, "/v1/completions", "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":600,\"temperature\":0}");
+    int b = send_only(p.port, "/v1/completions", "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":1500,\"temperature\":0}");
     REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 1, TIMEOUT) == 0);
     kill(p.pid, SIGTERM);
     hc_resp ra, rb;
@@ -850,7 +892,7 @@ static int case_sigterm(void)
     /* The running request finishes whole; the waiting one gets 503. */
     CHECK_INT_EQ(ra.status, 200);
     json_t *j = body_json(&ra);
-    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), 600);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), 1500);
     json_decref(j);
     check_error(&rb, 503, "queued at shutdown");
     j = body_json(&rb);
@@ -1037,7 +1079,7 @@ int main(int argc, char **argv)
         return case_markers(argv[0]);
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
-        {"chat", case_chat},             {"stop", case_stop},             {"errors", case_errors},
+        {"chat", case_chat},             {"chat_template", case_chat_template}, {"stop", case_stop},             {"errors", case_errors},
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},
