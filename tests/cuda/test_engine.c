@@ -6,8 +6,8 @@
  *
  * The CUDA model is the CPU model re-seated on "cuda:0" (its backend
  * replaced through the internal model.h, as the engine's own tests reach
- * internals), because the engine's llm_backend_create does not know
- * "cuda:N" yet.
+ * internals), so both run the very same forward code over the very same
+ * mapping; engine_session_api opens "cuda:0" through the public API.
  *
  * Logit tolerances (max |cuda - cpu| over the vocabulary; logits spread
  * over a few units):
@@ -323,11 +323,74 @@ static void kjv_case(const char *file, double tol)
     close_pair(&p);
 }
 
+/* Through the public API alone: the engine opens the model on "cuda:0"
+ * itself (uploading at open), sessions hand out host logits; prefill,
+ * greedy decode and a verify against the CPU model. */
+static void engine_session_api(void)
+{
+    ct_require_device();
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : PM_REPO_MODELS,
+             "phasemark-kjv-target-q8_0.gguf");
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s not present\n", path);
+        exit(77);
+    }
+    llm_model_options o = LLM_MODEL_OPTIONS_INIT;
+    o.backend = "cuda:0";
+    llm_model *gm = NULL, *cm = synth_open(path, 2);
+    int rc = llm_model_open(path, &o, &gm, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "open on cuda:0: %s\n", err);
+    REQUIRE(rc == 0);
+    llm_model_info info;
+    llm_model_get_info(gm, &info);
+    CHECK_STR_EQ(info.backend, "cuda:0");
+    llm_session *sc = synth_session(cm, 256, 32, 1), *sg = synth_session(gm, 256, 32, 1);
+    pair p;
+    memset(&p, 0, sizeof p);
+    p.vocab = info.n_vocab;
+    p.tol = 0.15;
+    int32_t toks[128];
+    for (int k = 0; k < 5; k++) {
+        size_t n = 0;
+        REQUIRE(llm_model_tokenize(cm, kjv_prompts[k], strlen(kjv_prompts[k]), 1, toks,
+                                   128, &n) == 0);
+        llm_session_reset(sc);
+        llm_session_reset(sg);
+        const float *lc, *lg;
+        REQUIRE(llm_prefill(sc, toks, n, 0, &lc) == 0);
+        rc = llm_prefill(sg, toks, n, 0, &lg);
+        if (rc)
+            fprintf(stderr, "cuda prefill: %s\n", llm_session_error(sg));
+        REQUIRE(rc == 0);
+        compare_rows(&p, lc, lg, 1, "session prefill");
+        for (int i = 0; i < 8; i++) {
+            int32_t t = argmax_of(lc, p.vocab);
+            REQUIRE(llm_decode(sc, t, &lc) == 0);
+            REQUIRE(llm_decode(sg, t, &lg) == 0);
+            compare_rows(&p, lc, lg, 1, "session decode");
+        }
+        const int32_t draft[3] = {toks[1], toks[2], toks[3 % n]};
+        REQUIRE(llm_verify(sc, draft, 3, &lc) == 0);
+        REQUIRE(llm_verify(sg, draft, 3, &lg) == 0);
+        compare_rows(&p, lc, lg, 3, "session verify");
+    }
+    printf("session API on cuda:0: %d steps, %d near ties, max logit diff %.3g\n",
+           p.steps, p.ties, p.worst);
+    llm_session_free(sc);
+    llm_session_free(sg);
+    llm_model_free(cm);
+    llm_model_free(gm);
+}
+
 static void engine_kjv_target(void) { kjv_case("phasemark-kjv-target-q8_0.gguf", 0.15); }
 static void engine_kjv_draft(void) { kjv_case("phasemark-kjv-draft-f16.gguf", 0.08); }
 
 static const ct_case cases[] = {
     {"engine_kjv_target", engine_kjv_target}, {"engine_kjv_draft", engine_kjv_draft},
+    {"engine_session_api", engine_session_api},
     {"engine_f32", engine_f32}, {"engine_f16", engine_f16},
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
     {"engine_q4_0", engine_q4_0}, {"engine_stories", engine_stories},
