@@ -5,7 +5,10 @@
  * Usage: test_engine_parity TYPE [VARIANT]
  *   TYPE     f32 f16 bf16 q8_0 q4_0 (matrices and embedding)
  *   VARIANT  plain (default) | tied (output = embedding) | rope (base
- *            500000, linear scaling x4) | mha (n_kv_heads = n_heads)
+ *            500000, linear scaling x4) | mha (n_kv_heads = n_heads) |
+ *            scalar (the portable kernels instead of AVX2) | gemm_own /
+ *            gemm_blas (the batched product forced to the built-in kernel
+ *            or to OpenBLAS)
  *
  * Tolerances (max |logit - reference| over the vocabulary; logits here
  * have a spread of a few units): f32/f16/bf16 weights are exact in the
@@ -18,12 +21,15 @@
  * the last row's logits as a matrix-vector product. Measured maxima are
  * printed.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "gguf.h"
+#include "model.h"
 #include "phasemark/engine.h"
 #include "pm_check.h"
 #include "ref.h"
@@ -40,7 +46,12 @@ static int quantized(uint32_t t)
 
 static void apply_variant(synth_spec *s, const char *v)
 {
-    if (strcmp(v, "tied") == 0)
+    if (strcmp(v, "gemm_own") == 0 || strcmp(v, "gemm_blas") == 0) {
+        if (setenv("PHASEMARK_ENGINE_GEMM", v + 5, 1) != 0)
+            exit(1);
+    } else if (strcmp(v, "scalar") == 0)
+        return; /* applied to the opened model */
+    else if (strcmp(v, "tied") == 0)
         s->tied = 1;
     else if (strcmp(v, "rope") == 0) {
         s->hp.rope_base = 500000.0;
@@ -108,6 +119,15 @@ int main(int argc, char **argv)
     ref_model *r = ref_load(&s.hp, synth_find_gguf, g);
     REQUIRE(r);
     llm_model *m = synth_open(path, 2);
+    if (argc == 3 && strcmp(argv[2], "scalar") == 0) {
+        /* Swap in a CPU backend restricted to the scalar kernels (an
+         * internal hook: engine.h offers no such switch). */
+        llm_backend *be;
+        REQUIRE(llm_cpu_backend_create(2, 0, &be, err, sizeof err) == 0);
+        CHECK_STR_EQ(llm_cpu_backend_kernels(be), "scalar");
+        m->be->ops->destroy(m->be);
+        m->be = be;
+    }
 
     double tol = quantized(s.type) ? 0.1 : 2e-4;
     run(m, r, &s, N_LONG, tol, "long prefill");
