@@ -4,29 +4,42 @@
  *               [--temp T --top-k K --top-p P --seed S] [--threads N]
  *               [--chunk C] [--ctx N] [--tokenizer tokenizer.bin]
  *               [--backend cpu|cuda|cuda:N] [--ids] [--no-bos]
+ *               [--placement SPEC]
+ *               [--draft MODEL [--draft-k K] [--adaptive-k]]
  *
  * The continuation goes to stdout as text (or as ids with --ids, one line,
  * space-separated) while it is generated; timings with tokens per second go
  * to stderr. Exit status: 0 ok, 1 failure, 2 usage error.
+ *
+ * With --draft, generation is speculative (phasemark/spec.h): the draft
+ * model proposes K tokens per round, the target verifies them in one
+ * batched forward; the round statistics go to stderr.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "phasemark/engine.h"
+#include "phasemark/spec.h"
 
 #define PROG "pm-generate"
 #define MAX_PROMPT 65536
 
 typedef struct args {
     const char *model, *prompt, *tokens, *tokenizer, *backend;
+    const char *placement; /* layer split of the target (docs/split.md) */
     long n_predict, threads, chunk, ctx, top_k;
     double temp, top_p;
     unsigned long long seed;
     int ids, no_bos;
+    const char *draft; /* speculative decoding with this draft model */
+    long draft_k;
+    int adaptive_k;
 } args;
 
 typedef struct out_state {
@@ -42,7 +55,7 @@ static void usage(FILE *f)
             "usage: " PROG " -m MODEL [-p PROMPT | --tokens 1,2,3] [-n N]\n"
             "       [--temp T] [--top-k K] [--top-p P] [--seed S] [--threads N]\n"
             "       [--chunk C] [--ctx N] [--tokenizer tokenizer.bin] [--backend B]\n"
-            "       [--ids] [--no-bos]\n"
+            "       [--ids] [--no-bos] [--placement SPEC]\n"
             "  -m MODEL       GGUF file, or llama2.c .bin (with --tokenizer for text)\n"
             "  -p PROMPT      prompt text (needs a tokenizer)\n"
             "  --tokens LIST  prompt as comma-separated token ids\n"
@@ -56,7 +69,12 @@ static void usage(FILE *f)
             "  --ctx N        context positions (default: the model's)\n"
             "  --backend B    cpu (default), cuda or cuda:N\n"
             "  --ids          print token ids instead of text\n"
-            "  --no-bos       do not prepend BOS to a text prompt\n");
+            "  --no-bos       do not prepend BOS to a text prompt\n"
+            "  --placement S  split the target's layers over shards, e.g.\n"
+            "                 0-3@local,4-7@spawn?transport=shared (docs/split.md)\n"
+            "  --draft MODEL  speculative decoding with this draft model (same vocabulary)\n"
+            "  --draft-k K    tokens drafted per round (default 4)\n"
+            "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -102,6 +120,9 @@ static int option_value(args *a, const char *opt, const char *v)
     else if (!strcmp(opt, "--tokens")) a->tokens = v;
     else if (!strcmp(opt, "--tokenizer")) a->tokenizer = v;
     else if (!strcmp(opt, "--backend")) a->backend = v;
+    else if (!strcmp(opt, "--placement")) a->placement = v;
+    else if (!strcmp(opt, "--draft")) a->draft = v;
+    else if (!strcmp(opt, "--draft-k")) return parse_long(v, 1, 4096, &a->draft_k);
     else if (!strcmp(opt, "-n")) return parse_long(v, 1, INT32_MAX, &a->n_predict);
     else if (!strcmp(opt, "--threads")) return parse_long(v, 1, 256, &a->threads);
     else if (!strcmp(opt, "--chunk")) return parse_long(v, 1, INT32_MAX, &a->chunk);
@@ -121,6 +142,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->n_predict = 32;
     a->top_p = 1.0;
     a->seed = 1;
+    a->draft_k = 4;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -129,6 +151,7 @@ static int parse_args(int argc, char **argv, args *a)
         }
         if (!strcmp(o, "--ids")) { a->ids = 1; continue; }
         if (!strcmp(o, "--no-bos")) { a->no_bos = 1; continue; }
+        if (!strcmp(o, "--adaptive-k")) { a->adaptive_k = 1; continue; }
         if (i + 1 >= argc) {
             fprintf(stderr, PROG ": option %s needs a value (or is unknown)\n", o);
             return 2;
@@ -229,6 +252,83 @@ static int prompt_ids(const args *a, const llm_model *m, int32_t *ids, size_t *n
     return 0;
 }
 
+static void report_spec(const llm_spec *sd, uint64_t wall_ns)
+{
+    llm_spec_stats st;
+    llm_spec_get_stats(sd, &st);
+    fprintf(stderr,
+            PROG ": speculative: %" PRIu64 " rounds, %" PRIu64 " drafted, %" PRIu64
+            " accepted (acceptance %.3f), %.2f tokens/round, %" PRIu64 " plain steps, next k %d\n"
+            PROG ": speculative: draft %.1f ms, verify %.1f ms, accept %.1f ms; %" PRIu64
+            " tokens in %.1f ms (%.2f tokens/s)\n",
+            st.rounds, st.drafted, st.accepted, st.acceptance, st.tokens_per_round, st.steps,
+            (int)st.k, (double)st.draft_ns / 1e6, (double)st.verify_ns / 1e6,
+            (double)st.accept_ns / 1e6, st.generated, (double)wall_ns / 1e6,
+            per_second(st.generated, wall_ns));
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Opens the draft model and its session like the target's. 0, or 1 with a
+ * message printed. */
+static int open_draft(const args *a, const llm_session_options *so, llm_model **dm,
+                      llm_session **ds)
+{
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.n_threads = (int32_t)a->threads;
+    mo.backend = a->backend;
+    char err[512];
+    if (llm_model_open(a->draft, &mo, dm, err, sizeof err) != 0 ||
+        llm_session_create(*dm, so, ds, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": draft: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* llm_spec_generate with the --draft model; prints the round statistics.
+ * 0, or 1 after printing what failed. */
+static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const int32_t *ids,
+                         size_t n, const llm_generate_params *gp, out_state *o)
+{
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = (int32_t)llm_session_n_ctx(s);
+    so.request = 1;
+    llm_model *dm = NULL;
+    llm_session *ds = NULL;
+    llm_spec *sd = NULL;
+    int rc = open_draft(a, &so, &dm, &ds);
+    if (rc == 0) {
+        llm_spec_params sp = LLM_SPEC_PARAMS_INIT;
+        sp.k = (int32_t)a->draft_k;
+        sp.adaptive = a->adaptive_k;
+        char err[512];
+        if (llm_spec_create(s, ds, &sp, &sd, err, sizeof err) != 0) {
+            fprintf(stderr, PROG ": %s\n", err);
+            rc = 1;
+        }
+    }
+    if (rc == 0) {
+        uint64_t t0 = now_ns();
+        rc = llm_spec_generate(sd, smp, ids, n, gp, emit, o, NULL, NULL);
+        uint64_t wall = now_ns() - t0;
+        if (rc)
+            fprintf(stderr, "\n" PROG ": %s: %s\n", llm_strerror(rc), llm_spec_error(sd));
+        else
+            report_spec(sd, wall);
+        rc = rc ? 1 : 0;
+    }
+    llm_spec_free(sd);
+    llm_session_free(ds);
+    llm_model_free(dm);
+    return rc;
+}
+
 static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
 {
     llm_model_info info;
@@ -236,6 +336,7 @@ static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
     llm_session_options so = LLM_SESSION_OPTIONS_INIT;
     so.n_ctx = a->ctx > INT32_MAX ? INT32_MAX : (int32_t)a->ctx;
     so.request = 1;
+    so.placement = a->placement;
     llm_sampler_params sp = LLM_SAMPLER_PARAMS_INIT;
     sp.temperature = (float)a->temp;
     sp.top_k = (int32_t)a->top_k;
@@ -258,6 +359,15 @@ static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
     gp.max_tokens = (int32_t)a->n_predict;
     gp.chunk = (int32_t)(a->chunk > INT32_MAX ? INT32_MAX : a->chunk);
     out_state o = {m, a->ids, n ? ids[n - 1] : -1, 0};
+    if (a->draft) {
+        rc = generate_spec(a, s, smp, ids, n, &gp, &o);
+        printf("\n");
+        if (rc == 0)
+            report(s, &info);
+        llm_sampler_free(smp);
+        llm_session_free(s);
+        return rc;
+    }
     rc = llm_generate(s, smp, ids, n, &gp, emit, &o, NULL, NULL);
     printf("\n");
     if (rc)

@@ -1,0 +1,431 @@
+/* bench_spec — speculative decoding against plain autoregressive decoding,
+ * side by side in one process, at greedy parity.
+ *
+ *   bench_spec derive IN OUT [--layers L] [--type T]
+ *       a draft from a target GGUF: its first L blocks, matrices re-encoded
+ *       to T (tests/spec/spec_models.h)
+ *   bench_spec cost --model M [--threads N] [--reps R]
+ *       one line per width n = 1..9: the time of one llm_verify of n tokens
+ *       against one llm_decode (what a round's verify costs in decodes)
+ *   bench_spec run --target T --draft D [--k 2,4,6] [--adaptive] [--threads N]
+ *                  [--tokens M] [--reps R] [--label NAME]
+ *       for each k: R repetitions, each generating M tokens greedily (no
+ *       EOS stop) for 10 prompts with llm_generate and then with
+ *       llm_spec_generate; parity is checked token for token; tokens/s are
+ *       medians over repetitions, end to end (prompt prefill included)
+ *
+ * Output: one JSON object per line on stdout. Exit 0, 1 on failure (or a
+ * parity break), 2 on a usage error.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "phasemark/engine.h"
+#include "phasemark/spec.h"
+#include "spec_models.h"
+
+#define PROG "bench_spec"
+#define N_PROMPTS 10
+#define MAX_REPS 64
+#define MAX_TOKENS 1024
+#define MAX_KS 16
+
+static const char *const k_texts[N_PROMPTS] = {
+    "And it came to pass, when the king heard",
+    "In the beginning God created",
+    "Then said Jesus unto his disciples,",
+    "And the LORD spake unto Moses, saying,",
+    "Blessed are the poor in spirit:",
+    "And David said unto Saul,",
+    "Thus saith the LORD of hosts,",
+    "Now the serpent was more subtil than any beast",
+    "And he opened his mouth, and taught them, saying,",
+    "Once upon a time there was a little girl",
+};
+
+typedef struct opts {
+    const char *model, *target, *draft, *label, *type;
+    int threads, reps, tokens, adaptive, layers;
+    int ks[MAX_KS], n_ks;
+} opts;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* "2,4,6" -> ks. */
+static int parse_ks(const char *s, opts *o)
+{
+    o->n_ks = 0;
+    char buf[128];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    memcpy(buf, s, strlen(s) + 1);
+    char *p = buf;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 1 || v > 63 || o->n_ks >= MAX_KS)
+            return -1;
+        o->ks[o->n_ks++] = (int)v;
+        if (*end == ',')
+            end++;
+        else if (*end)
+            return -1;
+        p = end;
+    }
+    return o->n_ks ? 0 : -1;
+}
+
+static int parse_opts(int argc, char **argv, int first, opts *o)
+{
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--adaptive")) {
+            o->adaptive = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return -1;
+        const char *v = argv[++i];
+        int rc = 0;
+        if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--target")) o->target = v;
+        else if (!strcmp(a, "--draft")) o->draft = v;
+        else if (!strcmp(a, "--label")) o->label = v;
+        else if (!strcmp(a, "--type")) o->type = v;
+        else if (!strcmp(a, "--layers")) rc = parse_int(v, 1, 1000, &o->layers);
+        else if (!strcmp(a, "--threads")) rc = parse_int(v, 1, 256, &o->threads);
+        else if (!strcmp(a, "--reps")) rc = parse_int(v, 1, MAX_REPS, &o->reps);
+        else if (!strcmp(a, "--tokens")) rc = parse_int(v, 2, MAX_TOKENS, &o->tokens);
+        else if (!strcmp(a, "--k")) rc = parse_ks(v, o);
+        else return -1;
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+static llm_model *open_model(const char *path, int threads)
+{
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.n_threads = threads;
+    llm_model *m = NULL;
+    char err[512];
+    if (llm_model_open(path, &mo, &m, err, sizeof err) != 0)
+        fprintf(stderr, PROG ": %s\n", err);
+    return m;
+}
+
+static llm_session *open_session(llm_model *m, uint64_t req)
+{
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = 2048;
+    so.n_batch = 64;
+    so.request = req;
+    llm_session *s = NULL;
+    char err[512];
+    if (llm_session_create(m, &so, &s, err, sizeof err) != 0)
+        fprintf(stderr, PROG ": %s\n", err);
+    return s;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- cost -------------------------------------------------------------- */
+
+/* Median ns of one forward of n tokens after a 32-token history: a
+ * decode for n == 0, else a verify of n. */
+static double forward_ns(llm_session *s, int n, int reps)
+{
+    int32_t hist[32], toks[16];
+    for (int i = 0; i < 32; i++)
+        hist[i] = 3 + i;
+    for (int i = 0; i < 16; i++)
+        toks[i] = 40 + i;
+    llm_session_reset(s);
+    if (llm_prefill(s, hist, 32, 0, NULL) != 0)
+        return -1.0;
+    double t[MAX_REPS];
+    for (int r = 0; r <= reps; r++) { /* the first is a warm-up */
+        const float *lg;
+        uint64_t t0 = now_ns();
+        int rc = n == 0 ? llm_decode(s, toks[0], &lg) : llm_verify(s, toks, (size_t)n, &lg);
+        uint64_t dt = now_ns() - t0;
+        if (rc || llm_session_truncate(s, 32) != 0)
+            return -1.0;
+        if (r > 0)
+            t[r - 1] = (double)dt;
+    }
+    return median(t, reps);
+}
+
+static int cmd_cost(const opts *o)
+{
+    llm_model *m = open_model(o->model, o->threads);
+    llm_session *s = m ? open_session(m, 1) : NULL;
+    if (!s) {
+        llm_model_free(m);
+        return 1;
+    }
+    int reps = o->reps * 10 > MAX_REPS ? MAX_REPS : o->reps * 10;
+    double dec = forward_ns(s, 0, reps);
+    printf("{\"bench\":\"verify_cost\",\"model\":\"%s\",\"threads\":%d,\"n\":0,\"what\":\"decode\","
+           "\"ms\":%.4f}\n", o->model, o->threads, dec / 1e6);
+    for (int n = 1; n <= 9 && dec > 0; n++) {
+        double v = forward_ns(s, n, reps);
+        printf("{\"bench\":\"verify_cost\",\"model\":\"%s\",\"threads\":%d,\"n\":%d,\"what\":\"verify\","
+               "\"ms\":%.4f,\"vs_decode\":%.3f}\n", o->model, o->threads, n, v / 1e6, v / dec);
+    }
+    llm_session_free(s);
+    llm_model_free(m);
+    return dec > 0 ? 0 : 1;
+}
+
+/* ---- run --------------------------------------------------------------- */
+
+typedef struct prompts {
+    int32_t ids[N_PROMPTS][64];
+    size_t n[N_PROMPTS];
+} prompts;
+
+/* Text prompts through the target's tokenizer, or id prompts for a model
+ * without one. */
+static void make_prompts(const llm_model *m, prompts *p)
+{
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    for (int i = 0; i < N_PROMPTS; i++) {
+        const char *t = k_texts[i];
+        if (info.has_tokenizer &&
+            llm_model_tokenize(m, t, strlen(t), 1, p->ids[i], 64, &p->n[i]) == 0 && p->n[i] > 0)
+            continue;
+        p->n[i] = 8;
+        for (int j = 0; j < 8; j++)
+            p->ids[i][j] = (int32_t)((i * 37 + j * 11 + 5) % info.n_vocab);
+    }
+}
+
+typedef struct collect {
+    int32_t ids[MAX_TOKENS];
+    size_t n;
+} collect;
+
+static int on_token(void *user, int32_t tok)
+{
+    collect *c = user;
+    if (c->n < MAX_TOKENS)
+        c->ids[c->n] = tok;
+    c->n++;
+    return 0;
+}
+
+typedef struct run_ctx {
+    const opts *o;
+    llm_session *ar, *t, *d;
+    llm_sampler *sp;
+    prompts pr;
+    collect ref[N_PROMPTS];
+} run_ctx;
+
+/* All prompts through llm_generate; seconds, or < 0 on failure. */
+static double pass_ar(run_ctx *c, const llm_generate_params *gp)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < N_PROMPTS; i++) {
+        c->ref[i].n = 0;
+        llm_session_reset(c->ar);
+        uint64_t t0 = now_ns();
+        int rc = llm_generate(c->ar, c->sp, c->pr.ids[i], c->pr.n[i], gp, on_token, &c->ref[i],
+                              NULL, NULL);
+        total += now_ns() - t0;
+        if (rc)
+            return -1.0;
+    }
+    return (double)total / 1e9;
+}
+
+/* All prompts through llm_spec_generate; seconds, or < 0 on failure;
+ * *parity cleared on any difference from the reference. */
+static double pass_spec(run_ctx *c, llm_spec *sd, const llm_generate_params *gp, int *parity)
+{
+    uint64_t total = 0;
+    collect got;
+    for (int i = 0; i < N_PROMPTS; i++) {
+        got.n = 0;
+        llm_session_reset(c->t);
+        uint64_t t0 = now_ns();
+        int rc = llm_spec_generate(sd, c->sp, c->pr.ids[i], c->pr.n[i], gp, on_token, &got, NULL,
+                                   NULL);
+        total += now_ns() - t0;
+        if (rc) {
+            fprintf(stderr, PROG ": %s\n", llm_spec_error(sd));
+            return -1.0;
+        }
+        if (got.n != c->ref[i].n || memcmp(got.ids, c->ref[i].ids, got.n * sizeof got.ids[0]))
+            *parity = 0;
+    }
+    return (double)total / 1e9;
+}
+
+static int run_k(run_ctx *c, int k)
+{
+    const opts *o = c->o;
+    llm_spec_params sprm = LLM_SPEC_PARAMS_INIT;
+    sprm.k = k;
+    sprm.adaptive = o->adaptive;
+    llm_spec *sd;
+    char err[512];
+    if (llm_spec_create(c->t, c->d, &sprm, &sd, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return 1;
+    }
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = o->tokens;
+    gp.stop_at_eos = 0;
+    double ar[MAX_REPS], sp[MAX_REPS];
+    int parity = 1;
+    double tokens = (double)N_PROMPTS * o->tokens;
+    for (int r = 0; r <= o->reps; r++) { /* repetition 0 warms up */
+        double a = pass_ar(c, &gp);
+        if (r == 0)
+            llm_spec_reset_stats(sd); /* stats cover the measured passes */
+        double s = pass_spec(c, sd, &gp, &parity);
+        if (a < 0 || s < 0) {
+            llm_spec_free(sd);
+            return 1;
+        }
+        if (r > 0) {
+            ar[r - 1] = tokens / a;
+            sp[r - 1] = tokens / s;
+        }
+    }
+    llm_spec_stats st;
+    llm_spec_get_stats(sd, &st);
+    double ar_m = median(ar, o->reps), sp_m = median(sp, o->reps);
+    double spec_ns = (double)(st.draft_ns + st.verify_ns + st.accept_ns);
+    printf("{\"bench\":\"spec\",\"label\":\"%s\",\"target\":\"%s\",\"draft\":\"%s\",\"threads\":%d,"
+           "\"k\":%d,\"adaptive\":%d,\"prompts\":%d,\"tokens\":%d,\"reps\":%d,"
+           "\"ar_tok_s\":%.2f,\"spec_tok_s\":%.2f,\"speedup\":%.3f,\"acceptance\":%.4f,"
+           "\"tokens_per_round\":%.3f,\"rounds\":%llu,\"final_k\":%d,"
+           "\"draft_share\":%.3f,\"verify_share\":%.3f,\"parity\":%s}\n",
+           o->label ? o->label : "", o->target, o->draft, o->threads, k, o->adaptive, N_PROMPTS,
+           o->tokens, o->reps, ar_m, sp_m, sp_m / ar_m, st.acceptance, st.tokens_per_round,
+           (unsigned long long)st.rounds, (int)st.k,
+           spec_ns > 0 ? (double)st.draft_ns / spec_ns : 0.0,
+           spec_ns > 0 ? (double)st.verify_ns / spec_ns : 0.0, parity ? "true" : "false");
+    fflush(stdout);
+    llm_spec_free(sd);
+    return parity ? 0 : 1;
+}
+
+static int cmd_run(const opts *o)
+{
+    llm_model *tm = open_model(o->target, o->threads);
+    llm_model *dm = tm ? open_model(o->draft, o->threads) : NULL;
+    run_ctx *c = calloc(1, sizeof *c);
+    int rc = 1;
+    if (!dm || !c)
+        goto done;
+    c->o = o;
+    c->ar = open_session(tm, 1);
+    c->t = open_session(tm, 2);
+    c->d = open_session(dm, 3);
+    llm_model_info info;
+    llm_model_get_info(tm, &info);
+    if (!c->ar || !c->t || !c->d || llm_sampler_create(NULL, info.n_vocab, &c->sp) != 0)
+        goto done;
+    make_prompts(tm, &c->pr);
+    rc = 0;
+    for (int i = 0; i < o->n_ks && rc == 0; i++)
+        rc = run_k(c, o->ks[i]);
+done:
+    if (c) {
+        llm_sampler_free(c->sp);
+        llm_session_free(c->d);
+        llm_session_free(c->t);
+        llm_session_free(c->ar);
+    }
+    free(c);
+    llm_model_free(dm);
+    llm_model_free(tm);
+    return rc;
+}
+
+static int cmd_derive(int argc, char **argv)
+{
+    opts o;
+    memset(&o, 0, sizeof o);
+    if (argc < 4 || parse_opts(argc, argv, 4, &o) != 0)
+        return 2;
+    spec_derive d = {o.layers, o.type, -1};
+    char err[512];
+    if (spec_derive_gguf(argv[2], argv[3], &d, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: " PROG " derive IN OUT [--layers L] [--type T]\n"
+            "       " PROG " cost --model M [--threads N] [--reps R]\n"
+            "       " PROG " run --target T --draft D [--k 2,4,6] [--adaptive] [--threads N]\n"
+            "                    [--tokens M] [--reps R] [--label NAME]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage();
+    if (!strcmp(argv[1], "derive")) {
+        int rc = cmd_derive(argc, argv);
+        return rc == 2 ? usage() : rc;
+    }
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = 2;
+    o.reps = 3;
+    o.tokens = 128;
+    o.ks[0] = 4;
+    o.n_ks = 1;
+    if (parse_opts(argc, argv, 2, &o) != 0)
+        return usage();
+    if (!strcmp(argv[1], "cost") && o.model)
+        return cmd_cost(&o);
+    if (!strcmp(argv[1], "run") && o.target && o.draft)
+        return cmd_run(&o);
+    return usage();
+}
