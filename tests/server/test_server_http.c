@@ -876,27 +876,36 @@ static int case_load(void)
 
 /* ---- shutdown -------------------------------------------------------------- */
 
+/* SIGTERM with a request running and one waiting: the running one
+ * finishes whole within the drain time; the waiting one gets 503, unless
+ * the running one ended before the signal arrived and it got to run (a
+ * race this case cannot exclude; sigterm_drain0 pins the 503 path). */
 static int case_sigterm(void)
 {
     srv_proc p;
-    const char *extra[] = {"--workers", "1", "--ctx", "4096", "--max-tokens", "4000", NULL};
+    const char *extra[] = {"--workers", "1", "--ctx", "4096", "--max-tokens", "4000", "--drain", "300", NULL};
     start(&p, slow, extra);
-    int a = send_only(p.port, "/v1/completions", "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":1500,\"temperature\":0}");
+    const char *body = "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":300,\"temperature\":0}";
+    int a = send_only(p.port, "/v1/completions", body);
     REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
-    int b = send_only(p.port, "/v1/completions", "{\"prompt\":" SLOW_PROMPT ",\"max_tokens\":1500,\"temperature\":0}");
+    int b = send_only(p.port, "/v1/completions", body);
     REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 1, TIMEOUT) == 0);
     kill(p.pid, SIGTERM);
     hc_resp ra, rb;
     read_response(a, &ra);
     read_response(b, &rb);
-    /* The running request finishes whole; the waiting one gets 503. */
     CHECK_INT_EQ(ra.status, 200);
     json_t *j = body_json(&ra);
-    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), 1500);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), 300);
     json_decref(j);
-    check_error(&rb, 503, "queued at shutdown");
     j = body_json(&rb);
-    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "shutting_down");
+    if (rb.status == 200) {
+        fprintf(stderr, "note: the waiting request ran before the signal took effect\n");
+        CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), 300);
+    } else {
+        check_error(&rb, 503, "queued at shutdown");
+        CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "shutting_down");
+    }
     json_decref(j);
     hc_free(&ra);
     hc_free(&rb);
@@ -905,6 +914,8 @@ static int case_sigterm(void)
     return pm_check_result();
 }
 
+/* --drain 0: a stream running thousands of tokens is cut at once (an error
+ * event, then [DONE]) and the request waiting behind it gets 503. */
 static int case_sigterm_drain0(void)
 {
     srv_proc p;
@@ -914,18 +925,24 @@ static int case_sigterm_drain0(void)
     snprintf(body, sizeof body, LONG_BODY, ",\"stream\":true");
     int a = send_only(p.port, "/v1/completions", body);
     REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
+    int b = send_only(p.port, "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":2}");
+    REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 1, TIMEOUT) == 0);
     long long t0 = hc_now_ms();
     kill(p.pid, SIGTERM);
-    hc_resp r;
+    hc_resp r, rb;
     read_response(a, &r);
+    read_response(b, &rb);
     CHECK_INT_EQ(r.status, 200);
-    /* The stream was cut by shutdown: it ends with an error event, then
-     * [DONE], properly framed. */
     const char *last = strstr(r.body ? r.body : "", "data: {\"error\"");
     CHECK(last != NULL);
     CHECK(last && strstr(last, "shutting_down") != NULL);
     CHECK(r.body_len >= 14 && strcmp(r.body + r.body_len - 14, "data: [DONE]\n\n") == 0);
+    check_error(&rb, 503, "queued at shutdown");
+    json_t *j = body_json(&rb);
+    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "shutting_down");
+    json_decref(j);
     hc_free(&r);
+    hc_free(&rb);
     CHECK_INT_EQ(srv_stop(&p, 0, TIMEOUT), 0);
     CHECK(hc_now_ms() - t0 < 30000); /* long before 4000 tokens could finish */
     return pm_check_result();
