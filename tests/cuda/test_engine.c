@@ -263,7 +263,7 @@ static void engine_stories(void)
     int32_t toks[48];
     ct_rng r = {260};
     for (int k = 0; k < 20; k++) {
-        size_t n = (size_t)(1 + (k * 5) % 40);
+        size_t n = (size_t)(1 + (k * 5) % RUN_BATCH); /* one forward each */
         toks[0] = 1; /* BOS in llama2.c vocabularies */
         for (size_t i = 1; i < n; i++)
             toks[i] = (int32_t)(3 + ct_next(&r) % 500);
