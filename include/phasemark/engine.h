@@ -79,11 +79,19 @@ typedef struct llm_model_options {
     const char *backend;        /* "cpu" (NULL means "cpu") */
     const char *tokenizer_path; /* llama2.c tokenizer.bin; NULL: none (GGUF
                                    carries its own tokenizer) */
+    /* Added after the first release (callers compiled with the shorter
+     * struct pass a smaller size and get the defaults). */
+    int32_t span_first;  /* load only layers span_first .. span_first +
+                            span_layers - 1 (a layer-split shard): their
+                            blocks, plus the token embedding when the span
+                            starts the model and the final norm and output
+                            head when it ends it; */
+    int32_t span_layers; /* 0: every layer (the default) */
 } llm_model_options;
 
 #define LLM_MODEL_OPTIONS_VERSION 1
 #define LLM_MODEL_OPTIONS_INIT \
-    {LLM_MODEL_OPTIONS_VERSION, (uint16_t)sizeof(llm_model_options), 0, 0, 0}
+    {LLM_MODEL_OPTIONS_VERSION, (uint16_t)sizeof(llm_model_options), 0, 0, 0, 0, 0}
 
 /* Opens a model: a GGUF file (llama architecture), or a legacy llama2.c
  * checkpoint (.bin; its tokenizer.bin through opt->tokenizer_path). The
@@ -147,15 +155,28 @@ typedef struct llm_session_options {
     int32_t n_batch;   /* most tokens in one forward (prefill chunk, verify
                           width); <= 0: 512, capped at n_ctx */
     uint64_t request;  /* request id carried by markers */
+    /* Added after the first release (a smaller size means NULL). */
+    const char *placement; /* layer split over local and remote shards
+                              (docs/split.md), e.g.
+                              "0-7@local,8-15@spawn?transport=shared";
+                              NULL or "": monolithic */
 } llm_session_options;
 
 #define LLM_SESSION_OPTIONS_VERSION 1
 #define LLM_SESSION_OPTIONS_INIT \
-    {LLM_SESSION_OPTIONS_VERSION, (uint16_t)sizeof(llm_session_options), 0, 0, 0}
+    {LLM_SESSION_OPTIONS_VERSION, (uint16_t)sizeof(llm_session_options), 0, 0, 0, 0}
 
 /* Creates a session over model: its KV cache (n_ctx positions) and all run
  * buffers. opt may be NULL. The model must outlive the session. On failure
- * *out is NULL and err holds one line. The caller owns *out. */
+ * *out is NULL and err holds one line. The caller owns *out.
+ * With a placement, each shard keeps the KV cache of its own layers: local
+ * shards in this process, remote shards in shard daemons (pm-shardd), which
+ * the session connects to (or spawns and later reaps) here. A bad
+ * placement is LLM_EINVAL with err naming the problem; a shard that cannot
+ * be reached or started is LLM_EBACKEND naming the shard. Every later call
+ * behaves as for a monolithic session; a shard failure during a forward is
+ * LLM_EBACKEND with llm_session_error naming the shard, and the next call
+ * reconnects (or respawns) it. */
 LLM_API int llm_session_create(llm_model *model, const llm_session_options *opt,
                                llm_session **out, char *err, size_t errlen);
 

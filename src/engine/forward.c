@@ -175,7 +175,7 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
 
     if (span->first == 0)
         be->ops->embed(be, &m->tok_embd, in->tokens, in->n, ws->x);
-    else
+    else if (in->act) /* NULL: the previous span left them in ws->x */
         be->ops->write(be, ws->x, in->act, (size_t)in->n * m->hp.dim * sizeof(float));
     for (int32_t l = span->first; l <= span->last; l++) {
         const llm_layer *L = &m->layers[l];

@@ -54,7 +54,9 @@ typedef struct llm_forward_in {
     uint32_t pos0;           /* position of the first token */
     int32_t n;               /* tokens, 1..n_batch */
     const int32_t *tokens;   /* [n] ids when span->first == 0 */
-    const float *act;        /* [n][dim] host activations otherwise */
+    const float *act;        /* [n][dim] host activations otherwise, or
+                                NULL when ws->x already holds them (the
+                                previous span ran in the same workspace) */
     llm_logits_mode logits;  /* last span only */
 } llm_forward_in;
 

@@ -1,7 +1,9 @@
 /* model.c — opening and describing a model; the public model functions of
  * engine.h and the shared validation helpers of model.h.
  */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,7 +144,7 @@ static int backend_prepare(llm_model *m, const char *name, char *err, size_t err
     m->be_cuda = is_cuda_name(name);
 #if LLM_HAVE_CUDA
     if (m->be_cuda)
-        return llm_cuda_backend_prepare(m->be, m, 0, m->hp.n_layers - 1, err, errlen);
+        return llm_cuda_backend_prepare(m->be, m, m->span_first, m->span_last, err, errlen);
 #else
     (void)err;
     (void)errlen;
@@ -165,6 +167,34 @@ int llm_model_backend_check(const llm_model *m, char *err, size_t errlen)
 
 /* ---- opening ----------------------------------------------------------------- */
 
+/* Records what a layer split needs to open the same model elsewhere, and
+ * the span to load (fields past the first release only when opt has them). */
+static int open_setup(llm_model *m, const char *path, const llm_model_options *opt,
+                      char *err, size_t errlen)
+{
+    m->span_first = 0;
+    m->span_last = -1;
+    if (opt->size >= offsetof(llm_model_options, span_layers) + sizeof opt->span_layers &&
+        opt->span_layers != 0) {
+        if (opt->span_layers < 0 || opt->span_first < 0 ||
+            (int64_t)opt->span_first + opt->span_layers - 1 > INT32_MAX) {
+            llm_errf(err, errlen, "model: layer span %d+%d is invalid",
+                     (int)opt->span_first, (int)opt->span_layers);
+            return LLM_EINVAL;
+        }
+        m->span_first = opt->span_first;
+        m->span_last = opt->span_first + opt->span_layers - 1;
+    }
+    m->path = strdup(path);
+    m->backend_name = strdup(opt->backend ? opt->backend : "cpu");
+    m->n_threads_opt = opt->n_threads;
+    if (!m->path || !m->backend_name) {
+        llm_errf(err, errlen, "model: out of memory");
+        return LLM_ENOMEM;
+    }
+    return 0;
+}
+
 /* 1 when the file starts with the GGUF magic, 0 when not, negative on I/O
  * failure. */
 static int is_gguf(const char *path, char *err, size_t errlen)
@@ -182,8 +212,8 @@ static int is_gguf(const char *path, char *err, size_t errlen)
 
 static const char *uniform_type(const llm_model *m)
 {
-    uint32_t t = m->layers[0].wq.type;
-    for (int32_t l = 0; l < m->hp.n_layers; l++) {
+    uint32_t t = m->layers[m->span_first].wq.type;
+    for (int32_t l = m->span_first; l <= m->span_last; l++) {
         const llm_layer *L = &m->layers[l];
         const llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
@@ -196,9 +226,14 @@ static const char *uniform_type(const llm_model *m)
 static void count_weights(llm_model *m)
 {
     const llm_hparams *hp = &m->hp;
-    uint64_t params = (uint64_t)hp->n_vocab * hp->dim + (uint64_t)(2 * hp->n_layers + 1) * hp->dim;
+    /* A shard's model counts what it holds: its blocks, and the
+     * embedding and head when its span has them. */
+    int first = m->span_first == 0, last = m->span_last == hp->n_layers - 1;
+    uint64_t params = (uint64_t)(2 * (m->span_last - m->span_first + 1) + last) * hp->dim;
+    if (first)
+        params += (uint64_t)hp->n_vocab * hp->dim;
     uint64_t bytes = 0;
-    for (int32_t l = 0; l < hp->n_layers; l++) {
+    for (int32_t l = m->span_first; l <= m->span_last; l++) {
         const llm_layer *L = &m->layers[l];
         const llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
@@ -206,9 +241,10 @@ static void count_weights(llm_model *m)
             bytes += (uint64_t)ts[i]->row_bytes * (uint64_t)ts[i]->ne1;
         }
     }
-    if (m->output.data != m->tok_embd.data)
+    if (last && (!first || m->output.data != m->tok_embd.data))
         params += (uint64_t)hp->n_vocab * hp->dim;
-    bytes += (uint64_t)m->output.row_bytes * (uint64_t)m->output.ne1;
+    if (last)
+        bytes += (uint64_t)m->output.row_bytes * (uint64_t)m->output.ne1;
     m->n_params = params;
     m->weight_bytes = bytes;
     m->weight_type = uniform_type(m);
@@ -228,7 +264,8 @@ int llm_model_open(const char *path, const llm_model_options *opt,
     }
     if (!opt)
         opt = &defaults;
-    if (opt->version != LLM_MODEL_OPTIONS_VERSION || opt->size < sizeof(llm_model_options)) {
+    if (opt->version != LLM_MODEL_OPTIONS_VERSION ||
+        opt->size < offsetof(llm_model_options, span_first)) {
         llm_errf(err, errlen, "model: options version %u size %u not understood",
                  (unsigned)opt->version, (unsigned)opt->size);
         return LLM_EINVAL;
@@ -246,7 +283,9 @@ int llm_model_open(const char *path, const llm_model_options *opt,
         llm_errf(err, errlen, "model: cannot create lock");
         return LLM_ENOMEM;
     }
-    int rc = gguf ? llm_model_load_gguf(m, path, err, errlen)
+    int rc = open_setup(m, path, opt, err, errlen);
+    if (!rc)
+        rc = gguf ? llm_model_load_gguf(m, path, err, errlen)
                   : llm_model_load_llama2c(m, path, opt->tokenizer_path, err, errlen);
     if (!rc)
         rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
@@ -274,6 +313,8 @@ void llm_model_free(llm_model *m)
         m->file_close(m->file);
     free(m->layers);
     free(m->norms);
+    free(m->path);
+    free(m->backend_name);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }

@@ -76,7 +76,22 @@ struct llm_model {
     uint64_t n_params;
     uint64_t weight_bytes;   /* matrix bytes read per forward (no embd) */
     const char *weight_type; /* static */
+    /* The layers this model holds (llm_model_options span): only their
+     * blocks are bound; the token embedding only when span_first == 0, the
+     * final norm and output head only when span_last == n_layers - 1.
+     * hp.n_layers stays the whole model's count. */
+    int32_t span_first, span_last;
+    char *path;              /* owned: the file opened (a split spawns
+                                shard daemons over the same file) */
+    char *backend_name;      /* owned: the backend asked for ("cpu") */
+    int32_t n_threads_opt;   /* the n_threads option as given */
 };
+
+/* 1 when the model holds layer l (see span_first/span_last). */
+static inline int llm_model_has_layer(const struct llm_model *m, int32_t l)
+{
+    return l >= m->span_first && l <= m->span_last;
+}
 
 /* Checks hyper-parameters for internal consistency and sane bounds. 0, or
  * LLM_EFORMAT with one line in err. */
@@ -88,7 +103,9 @@ int llm_tensor_check(const llm_tensor *t, const char *name, int64_t ne0,
                      int64_t ne1, char *err, size_t errlen);
 
 /* Loaders: fill every field of m except be and the counters, which
- * llm_model_open fills. On failure they release what they took. */
+ * llm_model_open fills. They bind only the span m->span_first..span_last
+ * (span_last < 0: through the last layer, which they then store). On
+ * failure they release what they took. */
 int llm_model_load_gguf(struct llm_model *m, const char *path, char *err,
                         size_t errlen);
 int llm_model_load_llama2c(struct llm_model *m, const char *path,

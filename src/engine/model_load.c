@@ -130,7 +130,20 @@ static int bind_layer(llm_model *m, int32_t l, find_fn find, const void *h,
     return rc;
 }
 
-/* Binds every tensor once m->hp is set and validated. */
+/* Settles the span to bind: span_last < 0 means through the last layer. */
+static int bind_span(llm_model *m, int32_t n_layers, char *err, size_t errlen)
+{
+    if (m->span_last < 0)
+        m->span_last = n_layers - 1;
+    if (m->span_first < 0 || m->span_first > m->span_last || m->span_last >= n_layers) {
+        llm_errf(err, errlen, "model: layer span %d-%d is outside the model's %d layers (0-%d)",
+                 (int)m->span_first, (int)m->span_last, (int)n_layers, (int)n_layers - 1);
+        return LLM_EINVAL;
+    }
+    return 0;
+}
+
+/* Binds every tensor of the span once m->hp is set and validated. */
 static int bind_tensors(llm_model *m, find_fn find, const void *h, char *err,
                         size_t errlen)
 {
@@ -143,10 +156,16 @@ static int bind_tensors(llm_model *m, find_fn find, const void *h, char *err,
         llm_errf(err, errlen, "model: out of memory");
         return LLM_ENOMEM;
     }
-    rc = bind_matrix(&m->tok_embd, find, h, "token_embd.weight", hp->dim, hp->n_vocab, err, errlen);
-    for (int32_t l = 0; rc == 0 && l < hp->n_layers; l++)
+    rc = bind_span(m, hp->n_layers, err, errlen);
+    /* The embedding is bound for the first shard, and for the last too when
+     * the head is tied to it. */
+    int last = m->span_last == hp->n_layers - 1;
+    int tied = !find(h, "output.weight");
+    if (rc == 0 && (m->span_first == 0 || (last && tied)))
+        rc = bind_matrix(&m->tok_embd, find, h, "token_embd.weight", hp->dim, hp->n_vocab, err, errlen);
+    for (int32_t l = m->span_first; rc == 0 && l <= m->span_last; l++)
         rc = bind_layer(m, l, find, h, err, errlen);
-    if (rc)
+    if (rc || !last)
         return rc;
     float *out_norm = m->norms + (size_t)2 * hp->n_layers * hp->dim;
     rc = bind_norm(out_norm, find, h, "output_norm.weight", hp->dim, err, errlen);

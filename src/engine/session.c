@@ -1,7 +1,11 @@
 /* session.c — sessions: one KV cache, one workspace, a position.
  *
- * A session runs the monolithic placement: one span over all layers on the
- * model's backend. Every forward goes through run_forward(), which holds
+ * A session runs the monolithic placement, one span over all layers on the
+ * model's backend, unless its options name a placement: then a layer split
+ * (split.h) owns the shards, their KV caches and buffers, and the session
+ * keeps only the position, the phase ranges and the timings, so every call
+ * below behaves the same over any placement. Every forward goes through
+ * run_forward(), which (monolithic) holds
  * the model lock (sessions over one model may live on different threads;
  * the backend is not reentrant), advances the position and accounts time.
  * Arguments are validated before anything runs, so a failed call leaves the
@@ -9,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +22,19 @@
 #include "forward.h"
 #include "model.h"
 #include "session.h"
+#include "split.h"
 
 /* Longest detail line a session keeps. */
 #define SESSION_ERR_MAX 256
 
 struct llm_session {
     llm_model *m;
-    llm_span span;      /* layers 0..L-1, shard 0, local */
-    llm_workspace ws;
+    llm_span span;      /* layers 0..L-1, shard 0, local (monolithic) */
+    llm_workspace ws;   /* monolithic only */
+    llm_split *split;   /* owned; NULL: monolithic */
+    uint32_t n_ctx;     /* cache positions (every shard's) */
+    int32_t n_batch;    /* most tokens in one forward */
+    int quiet;          /* no ranges (llm_session_set_quiet) */
     uint32_t pos;       /* filled cache positions */
     uint64_t req;
     llm_timings t;
@@ -64,7 +74,8 @@ int llm_session_create(llm_model *m, const llm_session_options *opt,
     }
     if (!opt)
         opt = &defaults;
-    if (opt->version != LLM_SESSION_OPTIONS_VERSION || opt->size < sizeof(llm_session_options)) {
+    if (opt->version != LLM_SESSION_OPTIONS_VERSION ||
+        opt->size < offsetof(llm_session_options, placement)) {
         llm_errf(err, errlen, "session: options version %u size %u not understood",
                  (unsigned)opt->version, (unsigned)opt->size);
         return LLM_EINVAL;
@@ -80,6 +91,24 @@ int llm_session_create(llm_model *m, const llm_session_options *opt,
     }
     s->m = m;
     s->req = opt->request;
+    s->n_ctx = (uint32_t)n_ctx;
+    s->n_batch = n_batch;
+    const char *placement = opt->size >= sizeof(llm_session_options) ? opt->placement : NULL;
+    if (placement && placement[0]) {
+        int rc = llm_split_open(m, placement, (uint32_t)n_ctx, n_batch, &s->split, err, errlen);
+        if (rc) {
+            free(s);
+            return rc;
+        }
+        *out = s;
+        return 0;
+    }
+    if (m->span_first != 0 || m->span_last != m->hp.n_layers - 1) {
+        llm_errf(err, errlen, "session: the model holds only layers %d-%d; a monolithic session needs all %d",
+                 (int)m->span_first, (int)m->span_last, (int)m->hp.n_layers);
+        free(s);
+        return LLM_EINVAL;
+    }
     pthread_mutex_lock(&m->lock); /* reserve() grows the backend's scratch */
     int rc = llm_span_init(&s->span, m, 0, m->hp.n_layers - 1, (uint32_t)n_ctx, err, errlen);
     if (rc == 0) {
@@ -108,6 +137,11 @@ void llm_session_free(llm_session *s)
 {
     if (!s)
         return;
+    if (s->split) {
+        llm_split_free(s->split);
+        free(s);
+        return;
+    }
     llm_workspace_release(&s->ws, s->m);
     llm_span_release(&s->span, s->m);
     free(s->logits_host);
@@ -131,7 +165,10 @@ uint64_t llm_session_get_request(const llm_session *s)
 
 void llm_session_set_quiet(llm_session *s, int quiet)
 {
-    s->span.quiet = quiet != 0;
+    s->quiet = quiet != 0;
+    s->span.quiet = s->quiet;
+    if (s->split)
+        llm_split_set_quiet(s->split, s->quiet);
 }
 
 uint32_t llm_session_pos(const llm_session *s)
@@ -141,17 +178,22 @@ uint32_t llm_session_pos(const llm_session *s)
 
 uint32_t llm_session_n_ctx(const llm_session *s)
 {
-    return s->span.n_ctx;
+    return s->n_ctx;
 }
 
 uint32_t llm_session_n_batch(const llm_session *s)
 {
-    return (uint32_t)s->ws.n_batch;
+    return (uint32_t)s->n_batch;
 }
 
 const llm_model *llm_session_model(const llm_session *s)
 {
     return s->m;
+}
+
+llm_split *llm_session_split(const llm_session *s)
+{
+    return s ? s->split : NULL;
 }
 
 /* Rejects a forward of n tokens that would not fit or names a bad id. */
@@ -160,9 +202,9 @@ static int check_tokens(llm_session *s, const int32_t *tokens, size_t n,
 {
     if (!tokens || n == 0)
         return fail(s, LLM_EINVAL, "no tokens given");
-    if (n > s->span.n_ctx - s->pos)
+    if (n > s->n_ctx - s->pos)
         return fail(s, LLM_ECTX, "%zu tokens at position %u exceed the context of %u",
-                    n, (unsigned)s->pos, (unsigned)s->span.n_ctx);
+                    n, (unsigned)s->pos, (unsigned)s->n_ctx);
     if (n > limit)
         return fail(s, LLM_EINVAL, "%zu tokens exceed the batch of %zu", n, limit);
     for (size_t i = 0; i < n; i++)
@@ -179,6 +221,12 @@ static const float *run_forward(llm_session *s, const int32_t *tokens, int32_t n
                                 pm_phase phase, llm_logits_mode mode)
 {
     llm_forward_in in = {phase, s->req, s->pos, n, tokens, NULL, mode};
+    if (s->split) {
+        const float *split_out = llm_split_forward(s->split, &in, s->err, sizeof s->err);
+        if (split_out)
+            s->pos += (uint32_t)n;
+        return split_out;
+    }
     llm_backend *be = s->m->be;
     const float *out = s->ws.logits;
     pthread_mutex_lock(&s->m->lock);
@@ -202,15 +250,15 @@ int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
 {
     if (!s)
         return LLM_EINVAL;
-    int rc = check_tokens(s, tokens, n, (size_t)s->span.n_ctx);
+    int rc = check_tokens(s, tokens, n, (size_t)s->n_ctx);
     if (rc)
         return rc;
-    size_t step = chunk > 0 && chunk < s->ws.n_batch ? (size_t)chunk : (size_t)s->ws.n_batch;
+    size_t step = chunk > 0 && chunk < s->n_batch ? (size_t)chunk : (size_t)s->n_batch;
     uint64_t t0 = llm_now_ns();
     const float *last = NULL;
     for (size_t done = 0; done < n; done += step) {
         int32_t len = (int32_t)(n - done < step ? n - done : step);
-        pm_range r = s->span.quiet ? PM_RANGE_NONE : pm_prefill_push(s->req, s->pos, (uint32_t)len);
+        pm_range r = s->quiet ? PM_RANGE_NONE : pm_prefill_push(s->req, s->pos, (uint32_t)len);
         last = run_forward(s, tokens + done, len, PM_PHASE_EXACT, LLM_LOGITS_LAST);
         pm_range_pop(&r);
         if (!last)
@@ -231,7 +279,7 @@ int llm_decode(llm_session *s, int32_t token, const float **logits)
     if (rc)
         return rc;
     uint64_t t0 = llm_now_ns();
-    pm_range r = s->span.quiet ? PM_RANGE_NONE : pm_decode_push(s->req, s->pos);
+    pm_range r = s->quiet ? PM_RANGE_NONE : pm_decode_push(s->req, s->pos);
     const float *out = run_forward(s, &token, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
     pm_range_pop(&r);
     if (!out)
@@ -247,7 +295,7 @@ int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **lo
 {
     if (!s)
         return LLM_EINVAL;
-    int rc = check_tokens(s, tokens, n, (size_t)s->ws.n_batch);
+    int rc = check_tokens(s, tokens, n, (size_t)s->n_batch);
     if (rc)
         return rc;
     uint64_t t0 = llm_now_ns();
@@ -269,7 +317,10 @@ int llm_session_truncate(llm_session *s, uint32_t pos)
         return fail(s, LLM_EINVAL, "cannot truncate to %u: only %u positions are filled",
                     (unsigned)pos, (unsigned)s->pos);
     /* Cache rows past pos are simply overwritten by later forwards:
-     * attention never reads beyond the current position. */
+     * attention never reads beyond the current position. Remote shards
+     * are told, so that their own position checks agree. */
+    if (s->split && llm_split_truncate(s->split, pos, s->err, sizeof s->err) != 0)
+        return LLM_EBACKEND;
     s->pos = pos;
     return 0;
 }
@@ -280,6 +331,8 @@ void llm_session_reset(llm_session *s)
         return;
     s->pos = 0;
     s->err[0] = '\0';
+    if (s->split)
+        llm_split_reset(s->split);
     memset(&s->t, 0, sizeof s->t);
 }
 

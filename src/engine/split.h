@@ -1,0 +1,142 @@
+/* split.h — layer-split execution below the session API.
+ *
+ * A placement (docs/split.md has the grammar) assigns contiguous layer
+ * spans to shards, in order, covering every layer exactly once. A shard is
+ *
+ *  - local: the span runs in this process, through the same span forward a
+ *    monolithic session uses, on the session's model (its backend) or, for
+ *    a different backend ("cuda:N" next to a CPU model), on a model of its
+ *    own that holds only the span;
+ *  - remote: a shard daemon (pm-shardd) reached through the shard wire over
+ *    a Unix socket (stream or shared transport) or TCP, either started by
+ *    someone else (unix:, tcp:) or spawned by the split itself (spawn:),
+ *    which then owns and reaps the child.
+ *
+ * Every shard keeps the KV cache of its own layers. A forward runs the
+ * shards in order: the first gets the token ids, each later one the
+ * boundary activations [n][dim] of the one before, and the last produces
+ * logits (every row for verify, the last row otherwise). Each shard is told
+ * the phase of the forward and marks its own leaf pm.layer_range with it:
+ * local shards here, remote shards in their daemon (where=remote).
+ *
+ * Failure. A remote shard that fails during a call (the daemon died,
+ * stalled past its deadline, or refused the request) makes the call fail
+ * with a line naming the shard; its connection is dropped (a spawned child
+ * is reaped, killed first when it stalled) and the next call connects
+ * again, or spawns a new daemon. A reconnected daemon holds no positions,
+ * so a session that was mid-request must be reset (the daemon says so).
+ *
+ * Ownership and threads: an llm_split belongs to one session and is used
+ * by one thread at a time. Nothing on the forward path allocates: every
+ * buffer is sized for n_batch tokens when the split is opened.
+ */
+#ifndef LLM_SPLIT_H
+#define LLM_SPLIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "forward.h"
+#include "model.h"
+
+/* Limits of the placement grammar. */
+#define LLM_SPLIT_MAX_SHARDS 16
+#define LLM_SPLIT_MAX_ADDR 200    /* bytes of an address */
+#define LLM_SPLIT_MAX_TOKEN 128   /* bytes of an authentication token */
+#define LLM_SPLIT_MAX_NAME 32     /* bytes of a backend name */
+#define LLM_SPLIT_MAX_PATH 256    /* bytes of the daemon program's path */
+
+/* Defaults of the per-shard options. */
+#define LLM_SPLIT_TIMEOUT_MS 30000 /* deadline of one remote call */
+#define LLM_SPLIT_START_MS 30000   /* a spawned daemon's start, model load included */
+
+typedef enum llm_shard_kind {
+    LLM_SHARD_LOCAL = 0, /* in-process */
+    LLM_SHARD_UNIX = 1,  /* a daemon on a Unix socket */
+    LLM_SHARD_TCP = 2,   /* a daemon on TCP */
+    LLM_SHARD_SPAWN = 3  /* a daemon this split starts over a socket pair */
+} llm_shard_kind;
+
+/* One shard of a parsed placement. Strings are NUL-terminated copies. */
+typedef struct llm_shard_spec {
+    int32_t first, last;                /* layers, inclusive */
+    llm_shard_kind kind;
+    char backend[LLM_SPLIT_MAX_NAME];   /* local, spawn: "cpu", "cuda:N" */
+    char address[LLM_SPLIT_MAX_ADDR];   /* unix, tcp: as pmw_connect takes it */
+    int transport;                      /* PMW_TRANSPORT_* (remote) */
+    char token[LLM_SPLIT_MAX_TOKEN];    /* "" when none */
+    int timeout_ms;                     /* remote: deadline of one call */
+    int32_t threads;                    /* local with its own model, spawn:
+                                           worker threads; 0: the model's */
+    char exe[LLM_SPLIT_MAX_PATH];       /* spawn: the daemon; "": search */
+} llm_shard_spec;
+
+typedef struct llm_placement {
+    int n;                                     /* shards, >= 1 */
+    llm_shard_spec shard[LLM_SPLIT_MAX_SHARDS];
+} llm_placement;
+
+/* Parses a placement for a model of n_layers layers. Checks the grammar,
+ * each target (backend names, addresses, options), and that the spans
+ * cover 0..n_layers-1 in order without gap or overlap. 0, or LLM_EINVAL
+ * with one line in err naming the shard and the problem. Pure; thread-safe. */
+int llm_placement_parse(const char *spec, int32_t n_layers, llm_placement *out,
+                        char *err, size_t errlen);
+
+/* The target of a shard as text ("local:cpu", "unix:/run/s.sock",
+ * "spawn:cpu"), for error lines. */
+const char *llm_shard_kind_name(llm_shard_kind kind);
+
+typedef struct llm_split llm_split;
+
+/* Parses spec and opens every shard for a session of n_ctx positions and
+ * n_batch tokens per forward: local KV caches and buffers, connections to
+ * running daemons, spawned daemons (after their handshake). The caller
+ * owns *out (NULL on failure). LLM_EINVAL for a bad placement, LLM_ENOMEM,
+ * or LLM_EBACKEND when a shard cannot be opened; err names the shard. */
+int llm_split_open(llm_model *m, const char *spec, uint32_t n_ctx, int32_t n_batch,
+                   llm_split **out, char *err, size_t errlen);
+
+/* Closes every connection and reaps every spawned daemon (a daemon that
+ * does not exit within a second of its connection closing is killed).
+ * NULL is harmless. */
+void llm_split_free(llm_split *sp);
+
+/* Runs one forward through the shards (in->act must be NULL; the caller
+ * validated tokens, positions and the phase). Returns host logits (one row,
+ * or in->n rows for LLM_LOGITS_ALL) owned by the split and valid until its
+ * next call, or NULL with one line in err naming the failed shard. */
+const float *llm_split_forward(llm_split *sp, const llm_forward_in *in, char *err,
+                               size_t errlen);
+
+/* Tells every shard that only pos positions remain. A remote shard that
+ * cannot be told is dropped (it is reconnected, empty, on the next call);
+ * the return is then LLM_EBACKEND with err naming it, else 0. */
+int llm_split_truncate(llm_split *sp, uint32_t pos, char *err, size_t errlen);
+
+/* Empties every shard. A remote shard that does not answer is dropped: a
+ * new connection starts empty anyway. */
+void llm_split_reset(llm_split *sp);
+
+/* quiet != 0: local shards emit no layer ranges (a remote daemon always
+ * marks its own leaves, in its own process). */
+void llm_split_set_quiet(llm_split *sp, int quiet);
+
+/* The number of shards, and the process id of shard i's spawned daemon
+ * (0 when it is not a spawned shard or none runs now). */
+int llm_split_n_shards(const llm_split *sp);
+long llm_split_shard_pid(const llm_split *sp, int i);
+
+/* Protocol tests: sends one frame verbatim on remote shard i's connection
+ * (the session's own) and reports the daemon's answer: *code 0 for a reply
+ * or ack, else the error reply's code, with its text. LLM_EINVAL when shard
+ * i is not remote; LLM_EBACKEND when the connection failed. */
+int llm_split_send_raw(llm_split *sp, int i, uint16_t kind, const void *meta,
+                       size_t meta_len, const void *body, size_t body_len, int *code,
+                       char *text, size_t textlen, char *err, size_t errlen);
+
+/* Engine statuses travel in a shard's error reply as application codes
+ * (wire.h: codes <= PMW_E_APP_BASE are the application's). */
+#define LLM_SPLIT_WIRE_CODE(status) (-100 + (status))
+
+#endif

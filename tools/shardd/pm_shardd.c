@@ -1,0 +1,556 @@
+/* pm-shardd — a target-shard daemon: runs one span of a model's layers for
+ * engines that placed those layers on it (docs/split.md).
+ *
+ *   pm-shardd --model GGUF --layers A-B [--shard N]
+ *             (--listen ADDRESS | --fd N) [--backend cpu|cuda:N]
+ *             [--threads N] [--ctx N] [--batch N] [--timeout MS]
+ *             [--token-file PATH] [--ready-fd N] [--max-conns N]
+ *
+ * It opens only its span of the GGUF (plus the token embedding when the
+ * span starts the model, and the final norm and output head when it ends
+ * it) and serves the shard wire: forward requests with their phase, reset,
+ * truncate and shutdown. Each connection is one engine session with its
+ * own KV cache for the span; a forward's leaf range "pm.layer_range ...
+ * where=remote" carries the phase the request carried, never another.
+ *
+ * --listen binds a Unix socket or TCP address and serves up to --max-conns
+ * connections, one request at a time; --fd N serves the one connection
+ * already on descriptor N (an engine that spawned this daemon) and exits
+ * when it closes. Exit status: 0 on a clean stop (connection closed,
+ * shutdown, SIGTERM/SIGINT), 1 on failure, 2 on a usage error.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "forward.h"
+#include "model.h"
+#include "phasemark/engine.h"
+#include "phasemark/wire.h"
+#include "split.h"
+
+#define PROG "pm-shardd"
+#define MAX_CONNS 64
+#define TOKEN_MAX 128
+
+typedef struct options {
+    const char *model, *listen, *backend, *token_file;
+    long first, last, shard, fd, threads, ctx, batch, timeout_ms, ready_fd, max_conns;
+} options;
+
+/* One engine session: its connection and the KV cache of the span. */
+typedef struct peer {
+    pmw_conn *c;
+    llm_span span;
+    uint32_t filled; /* positions held */
+} peer;
+
+typedef struct server {
+    options o;
+    llm_model *m;
+    llm_workspace ws;     /* shared by every peer: requests run one at a time */
+    float *host;          /* [n_batch][max(dim, n_vocab)] when the backend's
+                             memory is not host memory */
+    int32_t *argmax;      /* [n_batch] */
+    uint32_t n_ctx;
+    int32_t n_batch;
+    int first, last;      /* the span starts / ends the model */
+    pmw_options wopt;
+    char token[TOKEN_MAX];
+    peer peers[MAX_CONNS];
+    int n_peers;
+} server;
+
+static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT: the one
+                                        process-wide flag a handler needs */
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: " PROG " --model GGUF --layers A-B [--shard N]\n"
+            "       (--listen ADDRESS | --fd N) [--backend B] [--threads N]\n"
+            "       [--ctx N] [--batch N] [--timeout MS] [--token-file PATH]\n"
+            "       [--ready-fd N] [--max-conns N]\n"
+            "  --model GGUF      the model file (the engine's own)\n"
+            "  --layers A-B      the span this shard runs (A alone: one layer)\n"
+            "  --shard N         its index in the placement (markers; default 0)\n"
+            "  --listen ADDRESS  unix:PATH, tcp:HOST:PORT (tcp::PORT binds 127.0.0.1)\n"
+            "  --fd N            serve the one connection on descriptor N\n"
+            "  --backend B       cpu (default), cuda or cuda:N\n"
+            "  --threads N       CPU threads (0, the default: all online)\n"
+            "  --ctx N           KV positions per connection (default: the model's)\n"
+            "  --batch N         most tokens per forward (default 512)\n"
+            "  --timeout MS      deadline of one wire call (default 30000)\n"
+            "  --token-file PATH shared secret (or PHASEMARK_SHARD_TOKEN); required\n"
+            "                    for a non-loopback TCP address\n"
+            "  --ready-fd N      write \"ready ADDRESS\\n\" there once listening\n"
+            "  --max-conns N     connections served at once (default 8)\n");
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_layers(const char *s, long *first, long *last)
+{
+    char buf[32];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    memcpy(buf, s, strlen(s) + 1);
+    char *dash = strchr(buf, '-');
+    if (dash)
+        *dash = '\0';
+    if (parse_long(buf, 0, 1 << 20, first))
+        return -1;
+    if (!dash) {
+        *last = *first;
+        return 0;
+    }
+    return parse_long(dash + 1, *first, 1 << 20, last);
+}
+
+/* Options taking a number: name, bounds, field. */
+static int number_option(options *o, const char *name, const char *val)
+{
+    static const struct { const char *name; long lo, hi; size_t off; } k[] = {
+        {"--shard", 0, 1023, offsetof(options, shard)},
+        {"--fd", 0, 1 << 20, offsetof(options, fd)},
+        {"--threads", 0, 1024, offsetof(options, threads)},
+        {"--ctx", 1, 1 << 22, offsetof(options, ctx)},
+        {"--batch", 1, 1 << 16, offsetof(options, batch)},
+        {"--timeout", 1, 3600000, offsetof(options, timeout_ms)},
+        {"--ready-fd", 0, 1 << 20, offsetof(options, ready_fd)},
+        {"--max-conns", 1, MAX_CONNS, offsetof(options, max_conns)},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        if (strcmp(name, k[i].name) != 0)
+            continue;
+        long *field = (long *)((char *)o + k[i].off);
+        if (parse_long(val, k[i].lo, k[i].hi, field) == 0)
+            return 0;
+        fprintf(stderr, PROG ": %s: '%s' is not a number in %ld..%ld\n", name, val, k[i].lo,
+                k[i].hi);
+        return 2;
+    }
+    return 1; /* not a number option */
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){.first = -1, .shard = 0, .fd = -1, .threads = 0, .ctx = 0, .batch = 512,
+                   .timeout_ms = LLM_SPLIT_TIMEOUT_MS, .ready_fd = -1, .max_conns = 8};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, PROG ": %s needs a value (or is unknown)\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int rc = number_option(o, a, v);
+        if (rc == 0)
+            continue;
+        if (rc == 2)
+            return 2;
+        if (strcmp(a, "--model") == 0)
+            o->model = v;
+        else if (strcmp(a, "--listen") == 0)
+            o->listen = v;
+        else if (strcmp(a, "--backend") == 0)
+            o->backend = v;
+        else if (strcmp(a, "--token-file") == 0)
+            o->token_file = v;
+        else if (strcmp(a, "--layers") == 0 && parse_layers(v, &o->first, &o->last) == 0)
+            continue;
+        else {
+            fprintf(stderr, PROG ": bad option %s %s\n", a, v);
+            return 2;
+        }
+    }
+    if (!o->model || o->first < 0 || (!o->listen) == (o->fd < 0)) {
+        fprintf(stderr, PROG ": --model, --layers and one of --listen / --fd are required\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- setup ----------------------------------------------------------------- */
+
+static int read_token(server *s)
+{
+    const char *env = getenv("PHASEMARK_SHARD_TOKEN");
+    size_t n = 0;
+    if (s->o.token_file) {
+        FILE *f = fopen(s->o.token_file, "rb");
+        if (!f) {
+            fprintf(stderr, PROG ": %s: %s\n", s->o.token_file, strerror(errno));
+            return -1;
+        }
+        n = fread(s->token, 1, sizeof s->token - 1, f);
+        fclose(f);
+        while (n > 0 && (s->token[n - 1] == '\n' || s->token[n - 1] == '\r'))
+            n--;
+    } else if (env && env[0]) {
+        n = strlen(env) < sizeof s->token - 1 ? strlen(env) : sizeof s->token - 1;
+        memcpy(s->token, env, n);
+    }
+    s->token[n] = '\0';
+    if (n) {
+        s->wopt.token = s->token;
+        s->wopt.token_len = n;
+    }
+    return 0;
+}
+
+static int open_model(server *s)
+{
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.backend = s->o.backend;
+    mo.n_threads = (int32_t)s->o.threads;
+    mo.span_first = (int32_t)s->o.first;
+    mo.span_layers = (int32_t)(s->o.last - s->o.first + 1);
+    char err[256];
+    if (llm_model_open(s->o.model, &mo, &s->m, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return -1;
+    }
+    const llm_hparams *hp = &s->m->hp;
+    s->first = s->o.first == 0;
+    s->last = s->o.last == hp->n_layers - 1;
+    s->n_ctx = (uint32_t)(s->o.ctx > 0 && s->o.ctx < hp->n_ctx_train ? s->o.ctx : hp->n_ctx_train);
+    s->n_batch = (int32_t)(s->o.batch < (long)s->n_ctx ? s->o.batch : (long)s->n_ctx);
+    if (llm_workspace_init(&s->ws, s->m, s->n_batch, s->n_ctx, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return -1;
+    }
+    size_t width = (size_t)(hp->n_vocab > hp->dim ? hp->n_vocab : hp->dim);
+    s->argmax = malloc((size_t)s->n_batch * sizeof *s->argmax);
+    if (!s->m->be->host_visible)
+        s->host = malloc((size_t)s->n_batch * width * sizeof(float));
+    if (!s->argmax || (!s->m->be->host_visible && !s->host)) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return -1;
+    }
+    /* A reply carries up to n_batch rows of logits. */
+    uint64_t need = (uint64_t)s->n_batch * width * sizeof(float) + 4096;
+    if (need > s->wopt.limits.max_body && need <= UINT32_MAX)
+        s->wopt.limits.max_body = (uint32_t)need;
+    return 0;
+}
+
+static void close_peer(server *s, int i)
+{
+    pmw_conn_close(s->peers[i].c);
+    llm_span_release(&s->peers[i].span, s->m);
+    s->peers[i] = s->peers[--s->n_peers];
+}
+
+static int add_peer(server *s, pmw_conn *c)
+{
+    peer *p = &s->peers[s->n_peers];
+    char err[256];
+    memset(p, 0, sizeof *p);
+    if (llm_span_init(&p->span, s->m, (int32_t)s->o.first, (int32_t)s->o.last, s->n_ctx, err,
+                      sizeof err) != 0) {
+        pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(LLM_ENOMEM), 0, err);
+        pmw_conn_close(c);
+        return -1;
+    }
+    p->c = c;
+    p->span.shard = (int32_t)s->o.shard;
+    p->span.where = PM_WHERE_REMOTE;
+    s->n_peers++;
+    return 0;
+}
+
+/* ---- requests ---------------------------------------------------------------- */
+
+static int refuse(peer *p, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int refuse(peer *p, int status, const char *fmt, ...)
+{
+    char text[PMW_TEXT_MAX + 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return pmw_conn_send_error(p->c, LLM_SPLIT_WIRE_CODE(status), 0, text);
+}
+
+/* The checks a forward must pass before anything runs. 0, or the refusal
+ * already sent (positive). */
+static int check_forward(server *s, peer *p, const pmw_forward *f)
+{
+    const llm_hparams *hp = &s->m->hp;
+    uint32_t want_ok = s->last ? (PMW_OUT_LOGITS | PMW_OUT_ARGMAX) : PMW_OUT_ACTIVATIONS;
+    int rc = -1;
+    if (s->first != (f->dim == 0))
+        rc = refuse(p, LLM_EINVAL, "layers %ld-%ld take %s", s->o.first, s->o.last,
+                    s->first ? "token ids" : "activations");
+    else if (!s->first && f->dim != (uint32_t)hp->dim)
+        rc = refuse(p, LLM_EINVAL, "activations of width %u, the model's is %d",
+                    (unsigned)f->dim, (int)hp->dim);
+    else if (f->want & ~want_ok)
+        rc = refuse(p, LLM_EINVAL, "outputs %u not available from layers %ld-%ld",
+                    (unsigned)f->want, s->o.first, s->o.last);
+    else if (f->n_tokens > (uint32_t)s->n_batch)
+        rc = refuse(p, LLM_EINVAL, "%u tokens exceed the batch of %d", (unsigned)f->n_tokens,
+                    (int)s->n_batch);
+    else if (f->base_pos > p->filled)
+        rc = refuse(p, LLM_ESTATE,
+                    "base position %u is past the %u positions this shard holds "
+                    "(restarted daemon? reset the session)",
+                    (unsigned)f->base_pos, (unsigned)p->filled);
+    else if (f->n_tokens > s->n_ctx - f->base_pos)
+        rc = refuse(p, LLM_ECTX, "%u tokens at position %u exceed the shard's context of %u",
+                    (unsigned)f->n_tokens, (unsigned)f->base_pos, (unsigned)s->n_ctx);
+    for (uint32_t i = 0; rc < 0 && s->first && i < f->n_tokens; i++)
+        if (f->tokens[i] < 0 || f->tokens[i] >= hp->n_vocab)
+            rc = refuse(p, LLM_ETOKEN, "token %d at index %u is outside the vocabulary of %d",
+                        (int)f->tokens[i], (unsigned)i, (int)hp->n_vocab);
+    return rc < 0 ? 0 : 1;
+}
+
+static void argmax_rows(const float *v, uint32_t rows, int32_t width, int32_t *out)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *row = v + (size_t)r * width;
+        int32_t best = 0;
+        for (int32_t j = 1; j < width; j++)
+            if (row[j] > row[best])
+                best = j;
+        out[r] = best;
+    }
+}
+
+static int handle_forward(server *s, peer *p, const pmw_forward *f)
+{
+    if (check_forward(s, p, f))
+        return 0;
+    llm_backend *be = s->m->be;
+    const llm_hparams *hp = &s->m->hp;
+    /* Verify asks for every row's logits; prefill and decode for the last. */
+    llm_logits_mode mode = f->phase == PM_PHASE_VERIFY ? LLM_LOGITS_ALL : LLM_LOGITS_LAST;
+    llm_forward_in in = {f->phase, f->req_id, f->base_pos, (int32_t)f->n_tokens, f->tokens,
+                         f->activations, mode};
+    uint32_t rows = s->last && mode == LLM_LOGITS_LAST ? 1 : f->n_tokens;
+    int32_t width = s->last ? hp->n_vocab : hp->dim;
+    const float *src = s->last ? s->ws.logits : s->ws.x;
+    char err[200];
+    pthread_mutex_lock(&s->m->lock);
+    llm_span_forward(s->m, &p->span, &s->ws, &in);
+    if (!be->host_visible) {
+        be->ops->read(be, s->host, src, (size_t)rows * (size_t)width * sizeof(float));
+        src = s->host;
+    }
+    int bad = llm_model_backend_check(s->m, err, sizeof err);
+    pthread_mutex_unlock(&s->m->lock);
+    if (bad)
+        return refuse(p, LLM_EBACKEND, "%s", err);
+    p->filled = f->base_pos + f->n_tokens;
+    pmw_msg r;
+    memset(&r, 0, sizeof r);
+    r.kind = PMW_MSG_REPLY;
+    r.reply.req_id = f->req_id;
+    r.reply.n_tokens = rows;
+    r.reply.outputs = f->want;
+    if (f->want & (PMW_OUT_LOGITS | PMW_OUT_ACTIVATIONS)) {
+        r.reply.width = (uint32_t)width;
+        r.reply.values = src;
+    }
+    if (f->want & PMW_OUT_ARGMAX) {
+        argmax_rows(src, rows, width, s->argmax);
+        r.reply.argmax = s->argmax;
+    }
+    return pmw_conn_send(p->c, &r);
+}
+
+static int ack(peer *p, uint64_t req)
+{
+    pmw_msg a;
+    memset(&a, 0, sizeof a);
+    a.kind = PMW_MSG_ACK;
+    a.ack.req_id = req;
+    return pmw_conn_send(p->c, &a);
+}
+
+/* Serves one message from peer i. Returns 0 to keep the peer, 1 to drop it,
+ * 2 to stop the daemon (shutdown). */
+static int serve_one(server *s, int i)
+{
+    peer *p = &s->peers[i];
+    pmw_msg m;
+    int rc = pmw_conn_recv(p->c, &m);
+    if (rc == PMW_E_TIMEOUT || pmw_status_is_drainable(rc))
+        return 0; /* idle, or refused and already answered */
+    if (rc)
+        return 1;
+    switch (m.kind) {
+    case PMW_MSG_FORWARD:
+        rc = handle_forward(s, p, &m.forward);
+        break;
+    case PMW_MSG_RESET:
+        p->filled = 0;
+        rc = ack(p, m.reset.req_id);
+        break;
+    case PMW_MSG_TRUNCATE:
+        if (m.truncate.position > p->filled) {
+            rc = refuse(p, LLM_EINVAL, "cannot truncate to %u: only %u positions are held",
+                        (unsigned)m.truncate.position, (unsigned)p->filled);
+            break;
+        }
+        p->filled = m.truncate.position;
+        rc = ack(p, m.truncate.req_id);
+        break;
+    case PMW_MSG_SHUTDOWN:
+        ack(p, 0);
+        return 2;
+    default:
+        rc = pmw_conn_send_error(p->c, PMW_E_KIND, 0, "message kind not served by a shard");
+        break;
+    }
+    return rc == 0 || pmw_conn_usable(p->c) ? 0 : 1;
+}
+
+/* ---- loops ----------------------------------------------------------------------- */
+
+static int serve_fd(server *s)
+{
+    char err[256];
+    pmw_conn *c;
+    if (pmw_conn_server((int)s->o.fd, &s->wopt, &c, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": handshake: %s\n", err);
+        return 1;
+    }
+    if (add_peer(s, c) != 0)
+        return 1;
+    while (!g_stop && s->n_peers == 1) {
+        int rc = serve_one(s, 0);
+        if (rc)
+            close_peer(s, 0);
+    }
+    return 0;
+}
+
+static void announce(server *s, const pmw_listener *l)
+{
+    if (s->o.ready_fd < 0)
+        return;
+    char line[300];
+    int n = snprintf(line, sizeof line, "ready %s\n", pmw_listener_address(l));
+    ssize_t w = write((int)s->o.ready_fd, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
+    (void)w;
+    close((int)s->o.ready_fd);
+}
+
+static void accept_one(server *s, pmw_listener *l)
+{
+    char err[256];
+    pmw_conn *c;
+    /* poll() said a client is waiting; the short wait only guards a race. */
+    int rc = pmw_accept(l, 10, &c, err, sizeof err);
+    if (rc == PMW_E_TIMEOUT || rc == PMW_E_CLOSED)
+        return; /* a probe, or a client that left */
+    if (rc) {
+        fprintf(stderr, PROG ": accept: %s: %s\n", pmw_strerror(rc), err);
+        return;
+    }
+    if (s->n_peers >= s->o.max_conns) {
+        pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(LLM_EBACKEND), 0, "shard daemon is full");
+        pmw_conn_close(c);
+        return;
+    }
+    add_peer(s, c);
+}
+
+static int serve_listen(server *s)
+{
+    char err[256];
+    pmw_listener *l;
+    if (pmw_listen(s->o.listen, &s->wopt, &l, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return 1;
+    }
+    announce(s, l);
+    int stop = 0;
+    while (!g_stop && !stop) {
+        struct pollfd pfd[MAX_CONNS + 1];
+        pfd[0] = (struct pollfd){pmw_listener_fd(l), POLLIN, 0};
+        for (int i = 0; i < s->n_peers; i++)
+            pfd[i + 1] = (struct pollfd){pmw_conn_fd(s->peers[i].c), POLLIN, 0};
+        int n = poll(pfd, (nfds_t)s->n_peers + 1, 200);
+        if (n <= 0)
+            continue; /* timeout, or EINTR from a signal */
+        for (int i = s->n_peers - 1; i >= 0 && !stop; i--) {
+            if (!pfd[i + 1].revents)
+                continue;
+            int rc = serve_one(s, i);
+            if (rc == 2)
+                stop = 1;
+            if (rc)
+                close_peer(s, i);
+        }
+        if (pfd[0].revents && !stop)
+            accept_one(s, l);
+    }
+    pmw_listener_close(l);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    server *s = calloc(1, sizeof *s);
+    if (!s) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return 1;
+    }
+    int rc = parse_args(argc, argv, &s->o);
+    if (rc) {
+        usage(stderr);
+        free(s);
+        return rc;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pmw_options_default(&s->wopt);
+    s->wopt.timeout_ms = (int)s->o.timeout_ms;
+    rc = read_token(s) || open_model(s) ? 1 : 0;
+    if (rc == 0)
+        rc = s->o.listen ? serve_listen(s) : serve_fd(s);
+    while (s->n_peers > 0)
+        close_peer(s, s->n_peers - 1);
+    if (s->m)
+        llm_workspace_release(&s->ws, s->m);
+    free(s->host);
+    free(s->argmax);
+    llm_model_free(s->m);
+    free(s);
+    return rc;
+}
