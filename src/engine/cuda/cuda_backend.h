@@ -80,7 +80,8 @@ uint64_t llm_cuda_total_mem(const llm_cuda *c);
  * max_width columns at a time (wider batches run in slices of max_n rows),
  * and attention runs over up to max_ctx positions with up to max_heads query
  * heads. Grows, never shrinks; call at setup (it may allocate and
- * synchronize). */
+ * synchronize). A graph captured before a reservation that grew must be
+ * captured again: it refers to the scratch that was replaced. */
 int llm_cuda_reserve(llm_cuda *c, int32_t max_n, int64_t max_width,
                      uint32_t max_ctx, int32_t max_heads);
 
