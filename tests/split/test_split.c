@@ -1,0 +1,600 @@
+/* test_split — layer-split execution (issue 6), one case per invocation:
+ *
+ *   test_split parse_ok | parse_bad | open_errors | local_phase
+ *   test_split parity MODEL PLACEMENT   MODEL: synth | kjv
+ *   test_split bad_phase stream|shared|tcp
+ *   test_split kill spawn|unix      kill -9 of a daemon mid-request
+ *   test_split stall spawn|unix     a stopped daemon and a short deadline
+ *   test_split cuda                 a cuda:N span (skips without a GPU)
+ *
+ * Parity: a scripted greedy request (chunked prefill, decode, a verify,
+ * truncate, reset; split_util.h) gives the same tokens and logits within
+ * 1e-4 on every placement as on the monolithic session of the same model,
+ * which is itself held to an independent reference by the engine tests.
+ * After every case no child process may be left.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "phasemark/wire.h"
+#include "pm_check.h"
+#include "session.h"
+#include "split.h"
+#include "split_util.h"
+#include "synth.h"
+
+#define TOL 1e-4
+
+static char g_model[512];
+static char g_sock[256];
+
+/* The 4-layer synthetic model (or the shipped KJV target: exit 77 if
+ * absent). */
+static void make_model(const char *which)
+{
+    if (strcmp(which, "kjv") == 0) {
+        snprintf(g_model, sizeof g_model, "%s/models/phasemark-kjv-target-q8_0.gguf", PM_SOURCE_DIR);
+        if (access(g_model, R_OK) != 0)
+            PM_SKIP("models/phasemark-kjv-target-q8_0.gguf is absent");
+        return;
+    }
+    synth_spec sp = synth_default();
+    sp.hp.n_layers = 4;
+    sp.hp.ctx = 128;
+    synth_path(g_model, sizeof g_model, "split");
+    REQUIRE(synth_write(g_model, &sp) == 0);
+}
+
+static void drop_model(void)
+{
+    if (strstr(g_model, "pm_engine_split_"))
+        unlink(g_model);
+}
+
+static llm_model *open_model(void)
+{
+    llm_model_options o = LLM_MODEL_OPTIONS_INIT;
+    o.n_threads = 2;
+    llm_model *m;
+    char err[256];
+    int rc = llm_model_open(g_model, &o, &m, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "open: %s\n", err);
+    REQUIRE(rc == 0);
+    return m;
+}
+
+static int open_session(llm_model *m, const char *placement, llm_session **s, char *err,
+                        size_t errlen)
+{
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = 128;
+    so.n_batch = 16;
+    so.request = 7;
+    so.placement = placement;
+    return llm_session_create(m, &so, s, err, errlen);
+}
+
+static int32_t n_vocab(const llm_model *m)
+{
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    return info.n_vocab;
+}
+
+static int n_layers(const llm_model *m)
+{
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    return info.n_layers;
+}
+
+/* ---- placements ------------------------------------------------------------ */
+
+typedef struct fixture {
+    su_daemon d[2];
+    int n_d;
+    char spec[512];
+} fixture;
+
+/* Builds placement `name` for a model of L layers, starting the daemons it
+ * needs (the caller stops them). 0, or -1 for an unknown name. */
+static int make_placement(fixture *f, const char *name, int L)
+{
+    int h = L / 2, a = L / 3, b = 2 * L / 3;
+    memset(f, 0, sizeof *f);
+    snprintf(g_sock, sizeof g_sock, "/tmp/pm_split_%ld.sock", (long)getpid());
+    if (strcmp(name, "local2") == 0)
+        snprintf(f->spec, sizeof f->spec, "0-%d@local,%d-%d@local", h - 1, h, L - 1);
+    else if (strcmp(name, "local_each") == 0) {
+        size_t n = 0;
+        for (int l = 0; l < L; l++)
+            n += (size_t)snprintf(f->spec + n, sizeof f->spec - n, "%s%d@local", l ? "," : "", l);
+    } else if (strcmp(name, "spawn_stream") == 0)
+        snprintf(f->spec, sizeof f->spec, "0-%d@local,%d-%d@spawn", h - 1, h, L - 1);
+    else if (strcmp(name, "spawn_shared") == 0)
+        snprintf(f->spec, sizeof f->spec, "0-%d@local,%d-%d@spawn?transport=shared", h - 1, h, L - 1);
+    else if (strcmp(name, "remote_first") == 0)
+        snprintf(f->spec, sizeof f->spec, "0-%d@spawn?transport=shared,%d-%d@local", h - 1, h, L - 1);
+    else if (strcmp(name, "all_remote") == 0)
+        snprintf(f->spec, sizeof f->spec, "0-%d@spawn,%d-%d@spawn?transport=shared,%d-%d@spawn",
+                 a - 1, a, b - 1, b, L - 1);
+    else if (strcmp(name, "unix_stream") == 0 || strcmp(name, "unix_shared") == 0) {
+        char listen[300];
+        snprintf(listen, sizeof listen, "unix:%s", g_sock);
+        if (su_daemon_start(&f->d[f->n_d++], g_model, h, L - 1, 1, listen))
+            return -1;
+        snprintf(f->spec, sizeof f->spec, "0-%d@local,%d-%d@%s%s", h - 1, h, L - 1,
+                 f->d[0].address, name[5] == 's' && name[6] == 'h' ? "?transport=shared" : "");
+    } else if (strcmp(name, "tcp3") == 0) {
+        if (su_daemon_start(&f->d[f->n_d++], g_model, b, L - 1, 2, "tcp::0"))
+            return -1;
+        snprintf(f->spec, sizeof f->spec, "0-%d@local,%d-%d@spawn?transport=shared,%d-%d@%s",
+                 a - 1, a, b - 1, b, L - 1, f->d[0].address);
+    } else if (strcmp(name, "mono") != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static void stop_daemons(fixture *f, int sig)
+{
+    for (int i = 0; i < f->n_d; i++)
+        su_daemon_stop(&f->d[i], sig);
+}
+
+/* Runs the script on a fresh session; returns the status. */
+static int record(llm_model *m, const char *placement, su_record *r)
+{
+    llm_session *s;
+    char err[400];
+    int rc = open_session(m, placement, &s, err, sizeof err);
+    if (rc) {
+        snprintf(r->err, sizeof r->err, "create: %s", err);
+        return rc;
+    }
+    rc = su_run_script(s, n_vocab(m), r);
+    llm_session_free(s);
+    return rc;
+}
+
+static int case_parity(const char *model, const char *name)
+{
+    make_model(model);
+    llm_model *m = open_model();
+    su_record mono = {0}, split = {0};
+    REQUIRE(record(m, NULL, &mono) == 0);
+    fixture f;
+    REQUIRE(make_placement(&f, name, n_layers(m)) == 0);
+    int rc = record(m, f.spec[0] ? f.spec : NULL, &split);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", f.spec, split.err);
+    CHECK_INT_EQ(rc, 0);
+    CHECK(su_same_tokens(&mono, &split));
+    double diff = su_max_diff(&mono, &split);
+    fprintf(stderr, "%s [%s]: %zu tokens, %zu logits, max |diff| %.3g\n", name, f.spec,
+            split.n_tokens, split.n_logits, diff);
+    CHECK(diff <= TOL);
+    stop_daemons(&f, SIGTERM);
+    CHECK_INT_EQ(su_count_children(), 0);
+    su_record_free(&mono);
+    su_record_free(&split);
+    llm_model_free(m);
+    drop_model();
+    return pm_check_result();
+}
+
+/* ---- the placement grammar ----------------------------------------------------- */
+
+static int case_parse_ok(void)
+{
+    llm_placement pl;
+    char err[256];
+    REQUIRE(llm_placement_parse("0-7@local:cpu,8-15@unix:/run/s1.sock?transport=shared,"
+                                "16-21@tcp:127.0.0.1:7001?token=abc&timeout=250",
+                                22, &pl, err, sizeof err) == 0);
+    CHECK_INT_EQ(pl.n, 3);
+    CHECK_INT_EQ(pl.shard[0].first, 0);
+    CHECK_INT_EQ(pl.shard[0].last, 7);
+    CHECK_INT_EQ(pl.shard[0].kind, LLM_SHARD_LOCAL);
+    CHECK_STR_EQ(pl.shard[0].backend, "cpu");
+    CHECK_INT_EQ(pl.shard[1].kind, LLM_SHARD_UNIX);
+    CHECK_STR_EQ(pl.shard[1].address, "unix:/run/s1.sock");
+    CHECK_INT_EQ(pl.shard[1].transport, PMW_TRANSPORT_SHARED);
+    CHECK_INT_EQ(pl.shard[1].timeout_ms, LLM_SPLIT_TIMEOUT_MS);
+    CHECK_INT_EQ(pl.shard[2].kind, LLM_SHARD_TCP);
+    CHECK_STR_EQ(pl.shard[2].address, "tcp:127.0.0.1:7001");
+    CHECK_STR_EQ(pl.shard[2].token, "abc");
+    CHECK_INT_EQ(pl.shard[2].timeout_ms, 250);
+    CHECK_INT_EQ(pl.shard[2].transport, PMW_TRANSPORT_STREAM);
+    /* Heterogeneous and spawned spans, a single layer, IPv6. */
+    REQUIRE(llm_placement_parse("0@local,1-2@local:cuda:1,3@spawn:cuda?threads=3&exe=/x/pm-shardd,"
+                                "4-5@tcp:[::1]:9",
+                                6, &pl, err, sizeof err) == 0);
+    CHECK_INT_EQ(pl.n, 4);
+    CHECK_INT_EQ(pl.shard[0].last, 0);
+    CHECK_STR_EQ(pl.shard[1].backend, "cuda:1");
+    CHECK_INT_EQ(pl.shard[2].kind, LLM_SHARD_SPAWN);
+    CHECK_STR_EQ(pl.shard[2].backend, "cuda");
+    CHECK_INT_EQ(pl.shard[2].threads, 3);
+    CHECK_STR_EQ(pl.shard[2].exe, "/x/pm-shardd");
+    CHECK_STR_EQ(pl.shard[3].address, "tcp:[::1]:9");
+    REQUIRE(llm_placement_parse("0-3@spawn", 4, &pl, err, sizeof err) == 0);
+    CHECK_STR_EQ(pl.shard[0].backend, "cpu");
+    return pm_check_result();
+}
+
+static int case_parse_bad(void)
+{
+    static const struct { const char *spec; const char *want; } k[] = {
+        {"0-3@local,5-7@local", "layers 4-4 are not assigned (gap before shard 1)"},
+        {"2-7@local", "layers 0-1 are not assigned"},
+        {"0-5@local", "layers 6-7 are not assigned (the model has 8 layers)"},
+        {"0-4@local,3-7@local", "shard 1: layers 3-7 overlap shard 0 (layers 0-4)"},
+        {"0-8@local", "shard 0: layer 8 is out of range (the model has 8 layers, 0-7)"},
+        {"0-3@local,4-9@spawn", "shard 1: layer 9 is out of range"},
+        {"5-2@local", "layer span '5-2' is reversed"},
+        {"x-7@local", "bad layer span 'x-7'"},
+        {"-1-7@local", "bad layer span"},
+        {"0-7", "missing '@'"},
+        {"0-7@local:tpu", "unknown backend 'tpu'"},
+        {"0-7@local:cuda:x", "unknown backend 'cuda:x'"},
+        {"0-7@spawn:rocm", "unknown backend 'rocm'"},
+        {"0-7@remote", "unknown target 'remote'"},
+        {"0-7@unix:", "bad address 'unix:'"},
+        {"0-7@tcp:127.0.0.1", "bad address 'tcp:127.0.0.1'"},
+        {"0-7@tcp:127.0.0.1:0", "bad address"},
+        {"0-7@tcp:127.0.0.1:70000", "bad address"},
+        {"0-7@tcp::7000", "bad address"},
+        {"0-7@tcp:[::1:7000", "bad address"},
+        {"0-7@tcp:h:1?transport=shared", "transport 'shared' is not possible over tcp"},
+        {"0-7@unix:/a?transport=carrier", "unknown transport 'carrier'"},
+        {"0-7@unix:/a?colour=red", "unknown option 'colour'"},
+        {"0-7@local?timeout=5", "option 'timeout' does not apply to a local shard"},
+        {"0-7@spawn?token=x", "option 'token' does not apply to a spawn shard"},
+        {"0-7@unix:/a?timeout=0", "bad timeout '0'"},
+        {"0-7@unix:/a?timeout", "bad option 'timeout'"},
+        {"0-7@spawn?threads=-2", "bad threads '-2'"},
+        {"0-3@local,,4-7@local", "shard 1: empty shard"},
+        {"0-7@local,", "shard 1: empty shard"},
+        {"", "empty"},
+        {"0@local,1@local,2@local,3@local,4@local,5@local,6@local,7@local,"
+         "0@local,1@local,2@local,3@local,4@local,5@local,6@local,7@local,0@local",
+         "more than 16 shards"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        llm_placement pl;
+        char err[256] = "";
+        int rc = llm_placement_parse(k[i].spec, 8, &pl, err, sizeof err);
+        CHECK_INT_EQ(rc, LLM_EINVAL);
+        if (!strstr(err, k[i].want) || strchr(err, '\n'))
+            fprintf(stderr, "'%s': got '%s', want it to contain '%s'\n", k[i].spec, err, k[i].want);
+        CHECK(strstr(err, k[i].want) != NULL);
+        CHECK(strncmp(err, "placement: ", 11) == 0);
+    }
+    char long_addr[400];
+    memset(long_addr, 'a', sizeof long_addr);
+    memcpy(long_addr, "0-7@unix:/", 10);
+    long_addr[sizeof long_addr - 1] = '\0';
+    llm_placement pl;
+    char err[256];
+    CHECK_INT_EQ(llm_placement_parse(long_addr, 8, &pl, err, sizeof err), LLM_EINVAL);
+    CHECK_INT_EQ(llm_placement_parse(NULL, 8, &pl, err, sizeof err), LLM_EINVAL);
+    return pm_check_result();
+}
+
+/* A bad placement, an unreachable daemon, a missing daemon program and a
+ * layer-subset model under a monolithic session: each refused with a line
+ * naming the problem, nothing left behind. */
+static int case_open_errors(void)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    llm_session *s = NULL;
+    char err[512];
+    CHECK_INT_EQ(open_session(m, "0-1@local,3@local", &s, err, sizeof err), LLM_EINVAL);
+    CHECK(s == NULL);
+    CHECK(strstr(err, "layers 2-2 are not assigned") != NULL);
+    CHECK_INT_EQ(open_session(m, "0-1@local,2-3@unix:/nonexistent/pm.sock", &s, err, sizeof err),
+                 LLM_EBACKEND);
+    CHECK(strstr(err, "shard 1 (unix:/nonexistent/pm.sock): cannot connect") != NULL);
+    CHECK_INT_EQ(open_session(m, "0-1@local,2-3@spawn?exe=/nonexistent/pm-shardd", &s, err,
+                              sizeof err),
+                 LLM_EBACKEND);
+    fprintf(stderr, "missing exe: %s\n", err);
+    CHECK(strstr(err, "shard 1 (spawn:cpu, layers 2-3): cannot run /nonexistent/pm-shardd") != NULL);
+    CHECK_INT_EQ(su_count_children(), 0);
+    /* A model holding layers 2-3 only. */
+    llm_model_options o = LLM_MODEL_OPTIONS_INIT;
+    o.span_first = 2;
+    o.span_layers = 2;
+    llm_model *part = NULL;
+    REQUIRE(llm_model_open(g_model, &o, &part, err, sizeof err) == 0);
+    CHECK_INT_EQ(open_session(part, NULL, &s, err, sizeof err), LLM_EINVAL);
+    CHECK(strstr(err, "holds only layers 2-3") != NULL);
+    CHECK_INT_EQ(open_session(part, "0-1@local,2-3@local", &s, err, sizeof err), LLM_EINVAL);
+    CHECK(strstr(err, "shard 0 (local): the model holds only layers 2-3") != NULL);
+    llm_model_free(part);
+    o.span_first = 3;
+    o.span_layers = 2;
+    CHECK_INT_EQ(llm_model_open(g_model, &o, &part, err, sizeof err), LLM_EINVAL);
+    CHECK(strstr(err, "layer span 3-4 is outside the model's 4 layers") != NULL);
+    llm_model_free(m);
+    drop_model();
+    return pm_check_result();
+}
+
+/* The split checks the phase it tells every shard: batched and none are
+ * refused before anything runs, and the session goes on. */
+static int case_local_phase(void)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    llm_session *s;
+    char err[512];
+    REQUIRE(open_session(m, "0-1@local,2-3@local", &s, err, sizeof err) == 0);
+    llm_split *sp = llm_session_split(s);
+    REQUIRE(sp != NULL);
+    int32_t tok = 5;
+    pm_phase bad[] = {PM_PHASE_BATCHED, PM_PHASE_NONE, (pm_phase)9};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        llm_forward_in in = {bad[i], 7, 0, 1, &tok, NULL, LLM_LOGITS_LAST};
+        err[0] = '\0';
+        CHECK(llm_split_forward(sp, &in, err, sizeof err) == NULL);
+        CHECK(strstr(err, "is not a shard phase") != NULL);
+    }
+    su_record r = {0}, mono = {0};
+    CHECK_INT_EQ(su_run_script(s, n_vocab(m), &r), 0);
+    llm_session_free(s);
+    REQUIRE(record(m, NULL, &mono) == 0);
+    CHECK(su_same_tokens(&r, &mono));
+    CHECK(su_max_diff(&r, &mono) <= TOL);
+    su_record_free(&r);
+    su_record_free(&mono);
+    llm_model_free(m);
+    drop_model();
+    return pm_check_result();
+}
+
+/* ---- the wire, end to end ------------------------------------------------------- */
+
+/* A forward frame for the second shard (activations of width dim), with
+ * the phase byte given (or none when phase < 0). */
+static size_t forward_meta(uint8_t *buf, size_t cap, int phase, uint32_t dim)
+{
+    pmw_meta w;
+    pmw_meta_init(&w, buf, cap);
+    if (phase >= 0)
+        pmw_meta_u8(&w, PMW_TAG_PHASE, (uint8_t)phase);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 7);
+    pmw_meta_u32(&w, PMW_TAG_BASE_POS, 0);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, 1);
+    pmw_meta_u32(&w, PMW_TAG_DIM, dim);
+    pmw_meta_u8(&w, PMW_TAG_WANT, PMW_OUT_LOGITS);
+    return w.overflow ? 0 : w.len;
+}
+
+static int case_bad_phase(const char *transport)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    fixture f;
+    memset(&f, 0, sizeof f);
+    if (strcmp(transport, "tcp") == 0) {
+        REQUIRE(su_daemon_start(&f.d[f.n_d++], g_model, 2, 3, 1, "tcp::0") == 0);
+        snprintf(f.spec, sizeof f.spec, "0-1@local,2-3@%s", f.d[0].address);
+    } else {
+        snprintf(f.spec, sizeof f.spec, "0-1@local,2-3@spawn?transport=%s", transport);
+    }
+    su_record mono = {0}, before = {0}, after = {0};
+    REQUIRE(record(m, NULL, &mono) == 0);
+    llm_session *s;
+    char err[512];
+    REQUIRE(open_session(m, f.spec, &s, err, sizeof err) == 0);
+    CHECK_INT_EQ(su_run_script(s, n_vocab(m), &before), 0);
+    llm_split *sp = llm_session_split(s);
+    float body[64] = {0};
+    uint8_t meta[256];
+    static const struct { int phase; int code; const char *text; } k[] = {
+        {9, PMW_E_PHASE, "tag 1 (phase) value 9 out of range"},
+        {0, PMW_E_PHASE, "phase"},
+        {PM_PHASE_BATCHED, PMW_E_PHASE, "phase"},
+        {-1, PMW_E_MISSING, "required tag 1 (phase) missing"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        size_t len = forward_meta(meta, sizeof meta, k[i].phase, 64);
+        int code = 0;
+        char text[300] = "";
+        CHECK_INT_EQ(llm_split_send_raw(sp, 1, PMW_MSG_FORWARD, meta, len, body, sizeof body,
+                                        &code, text, sizeof text, err, sizeof err),
+                     0);
+        CHECK_INT_EQ(code, k[i].code);
+        if (!strstr(text, k[i].text))
+            fprintf(stderr, "phase %d: '%s'\n", k[i].phase, text);
+        CHECK(strstr(text, k[i].text) != NULL);
+    }
+    /* The same connection serves the next requests correctly. */
+    long pid = llm_split_shard_pid(sp, 1);
+    llm_session_reset(s);
+    CHECK_INT_EQ(su_run_script(s, n_vocab(m), &after), 0);
+    CHECK_INT_EQ(llm_split_shard_pid(sp, 1), pid);
+    CHECK(su_same_tokens(&mono, &after) && su_same_tokens(&before, &after));
+    CHECK(su_max_diff(&mono, &after) <= TOL);
+    llm_session_free(s);
+    stop_daemons(&f, SIGTERM);
+    CHECK_INT_EQ(su_count_children(), 0);
+    su_record_free(&mono);
+    su_record_free(&before);
+    su_record_free(&after);
+    llm_model_free(m);
+    drop_model();
+    return pm_check_result();
+}
+
+/* ---- failures ---------------------------------------------------------------- */
+
+typedef struct killer {
+    pid_t pid;
+    int sig;
+    long after_ms;
+} killer;
+
+static void *kill_later(void *arg)
+{
+    const killer *k = arg;
+    struct timespec ts = {k->after_ms / 1000, (k->after_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(k->pid, k->sig);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* kind "spawn": the session's own daemon; "unix": one the test started
+ * and restarts. stall: the daemon is stopped (never killed by the test)
+ * and the shard's short deadline must end the request. */
+static int case_failure(const char *kind, int stall)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    int spawn = strcmp(kind, "spawn") == 0;
+    const char *timeout = stall ? "timeout=400" : "timeout=20000";
+    fixture f;
+    memset(&f, 0, sizeof f);
+    char listen[300];
+    snprintf(g_sock, sizeof g_sock, "/tmp/pm_split_%ld.sock", (long)getpid());
+    snprintf(listen, sizeof listen, "unix:%s", g_sock);
+    if (spawn) {
+        snprintf(f.spec, sizeof f.spec, "0-1@local,2-3@spawn?transport=shared&%s", timeout);
+    } else {
+        REQUIRE(su_daemon_start(&f.d[f.n_d++], g_model, 2, 3, 1, listen) == 0);
+        snprintf(f.spec, sizeof f.spec, "0-1@local,2-3@%s?transport=shared&%s", f.d[0].address,
+                 timeout);
+    }
+    su_record mono = {0}, before = {0}, after = {0};
+    REQUIRE(record(m, NULL, &mono) == 0);
+    llm_session *s;
+    char err[512];
+    REQUIRE(open_session(m, f.spec, &s, err, sizeof err) == 0);
+    llm_split *sp = llm_session_split(s);
+    CHECK_INT_EQ(su_run_script(s, n_vocab(m), &before), 0);
+    pid_t victim = spawn ? (pid_t)llm_split_shard_pid(sp, 1) : f.d[0].pid;
+    REQUIRE(victim > 0);
+    /* Stopped, the daemon cannot answer: the request is in flight when
+     * SIGKILL arrives (or, for a stall, when the deadline passes). */
+    kill(victim, SIGSTOP);
+    killer k = {victim, SIGKILL, 300};
+    pthread_t th;
+    if (!stall)
+        REQUIRE(pthread_create(&th, NULL, kill_later, &k) == 0);
+    double t0 = now_s();
+    const float *lg;
+    int rc = llm_decode(s, 3, &lg);
+    double took = now_s() - t0;
+    if (!stall)
+        pthread_join(th, NULL);
+    fprintf(stderr, "%s%s: failed in %.3f s: %s\n", kind, stall ? " stall" : " kill", took,
+            llm_session_error(s));
+    CHECK_INT_EQ(rc, LLM_EBACKEND);
+    CHECK(strstr(llm_session_error(s), "shard 1 (") != NULL);
+    CHECK(strstr(llm_session_error(s), stall ? "deadline" : "receive failed") != NULL);
+    if (spawn) {
+        /* The engine reaped its child (killed first when it stalled). */
+        CHECK_INT_EQ((int)llm_split_shard_pid(sp, 1), 0);
+        CHECK(waitpid(victim, NULL, WNOHANG) == -1 && errno == ECHILD);
+        CHECK(strstr(llm_session_error(s), stall ? "killed by signal 9" : "killed by signal 9") != NULL);
+    } else {
+        su_daemon_stop(&f.d[0], SIGKILL);
+        f.n_d = 0;
+        REQUIRE(su_daemon_start(&f.d[f.n_d++], g_model, 2, 3, 1, listen) == 0);
+    }
+    /* The session stays usable: the next request reconnects (or respawns). */
+    llm_session_reset(s);
+    CHECK_INT_EQ(su_run_script(s, n_vocab(m), &after), 0);
+    if (after.err[0])
+        fprintf(stderr, "after restart: %s\n", after.err);
+    CHECK(su_same_tokens(&mono, &after));
+    CHECK(su_max_diff(&mono, &after) <= TOL);
+    if (spawn)
+        CHECK(llm_split_shard_pid(sp, 1) > 0 && llm_split_shard_pid(sp, 1) != victim);
+    llm_session_free(s);
+    stop_daemons(&f, SIGTERM);
+    CHECK_INT_EQ(su_count_children(), 0);
+    su_record_free(&mono);
+    su_record_free(&before);
+    su_record_free(&after);
+    llm_model_free(m);
+    drop_model();
+    return pm_check_result();
+}
+
+/* A cuda:N span next to a CPU span: parity where a GPU exists, else a
+ * clear refusal naming the shard (then skipped). */
+static int case_cuda(void)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    su_record mono = {0}, het = {0};
+    REQUIRE(record(m, NULL, &mono) == 0);
+    int rc = record(m, "0-1@local,2-3@local:cuda:0", &het);
+    if (rc) {
+        fprintf(stderr, "%s\n", het.err);
+        CHECK_INT_EQ(rc, LLM_EBACKEND);
+        CHECK(strstr(het.err, "shard 1 (local:cuda:0): ") != NULL);
+        llm_model_free(m);
+        drop_model();
+        if (pm_check_result() != 0)
+            return 1;
+        PM_SKIP("no CUDA backend or device here");
+    }
+    CHECK(su_same_tokens(&mono, &het));
+    double diff = su_max_diff(&mono, &het);
+    fprintf(stderr, "cpu + cuda:0: max |diff| %.3g\n", diff);
+    CHECK(diff <= 1e-2);
+    su_record_free(&mono);
+    su_record_free(&het);
+    llm_model_free(m);
+    drop_model();
+    return pm_check_result();
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stderr, NULL, _IONBF, 0);
+    setenv("PHASEMARK_SHARDD", PM_SHARDD, 1);
+    signal(SIGPIPE, SIG_IGN);
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "parse_ok") == 0)
+        return case_parse_ok();
+    if (strcmp(c, "parse_bad") == 0)
+        return case_parse_bad();
+    if (strcmp(c, "open_errors") == 0)
+        return case_open_errors();
+    if (strcmp(c, "local_phase") == 0)
+        return case_local_phase();
+    if (strcmp(c, "parity") == 0 && argc == 4)
+        return case_parity(argv[2], argv[3]);
+    if (strcmp(c, "bad_phase") == 0 && argc == 3)
+        return case_bad_phase(argv[2]);
+    if (strcmp(c, "kill") == 0 && argc == 3)
+        return case_failure(argv[2], 0);
+    if (strcmp(c, "stall") == 0 && argc == 3)
+        return case_failure(argv[2], 1);
+    if (strcmp(c, "cuda") == 0)
+        return case_cuda();
+    fprintf(stderr, "usage: test_split CASE [ARGS] (see the source)\n");
+    return 2;
+}
