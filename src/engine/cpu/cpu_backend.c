@@ -246,36 +246,51 @@ typedef struct mm_job {
     llm_pool_counter next;
 } mm_job;
 
-static float row_dot(const llm_kernels *k, const llm_tensor *w, const void *row,
-                     const float *x, const llm_qrow *xq)
+typedef float (*dot_float_fn)(const void *w, const float *x, int64_t n);
+typedef float (*dot_quant_fn)(const void *w, const llm_qrow *x, int64_t n);
+
+/* The row kernel for a float weight type (NULL for quantized types). */
+static dot_float_fn float_kernel(const llm_kernels *k, uint32_t type)
 {
-    switch (w->type) {
-    case LLM_TYPE_F32: return k->dot_f32(row, x, w->ne0);
-    case LLM_TYPE_F16: return k->dot_f16(row, x, w->ne0);
-    case LLM_TYPE_BF16: return k->dot_bf16(row, x, w->ne0);
-    case LLM_TYPE_Q8_0: return k->dot_q8_0(row, xq, w->ne0);
-    case LLM_TYPE_Q4_0: return k->dot_q4_0(row, xq, w->ne0);
-    default: return 0.0f; /* unreachable: types are checked at load */
+    switch (type) {
+    case LLM_TYPE_F32: return k->dot_f32;
+    case LLM_TYPE_F16: return k->dot_f16;
+    case LLM_TYPE_BF16: return k->dot_bf16;
+    default: return NULL;
+    }
+}
+
+/* Rows [r0, r1) of y = x W^T; the kernel is chosen once per chunk, not per
+ * row, which matters for narrow models (a 288-wide Q8_0 row is 9 blocks). */
+static void matvec_rows(const mm_job *j, int64_t r0, int64_t r1)
+{
+    const llm_tensor *w = j->w;
+    const unsigned char *base = w->data;
+    int64_t nb = w->ne0 / LLM_QK;
+    dot_float_fn df = float_kernel(&j->c->k, w->type);
+    dot_quant_fn dq = w->type == LLM_TYPE_Q8_0 ? j->c->k.dot_q8_0 : j->c->k.dot_q4_0;
+    for (int64_t r = r0; r < r1; r++) {
+        const void *row = base + (size_t)r * w->row_bytes;
+        for (int32_t t = 0; t < j->n; t++) {
+            float *out = j->y + (size_t)t * w->ne1 + r;
+            if (df) {
+                *out = df(row, j->x + (size_t)t * w->ne0, w->ne0);
+            } else {
+                llm_qrow xq = {j->c->qd + t * nb, j->c->qq + (size_t)t * w->ne0};
+                *out = dq(row, &xq, w->ne0);
+            }
+        }
     }
 }
 
 static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
 {
     mm_job *j = ctx;
-    const llm_tensor *w = j->w;
-    int64_t nb = w->ne0 / LLM_QK, r0, r1;
+    int64_t r0, r1;
     (void)ith;
     (void)nth;
-    while (llm_pool_next(&j->next, w->ne1, LLM_CPU_GRAIN, &r0, &r1)) {
-        for (int64_t r = r0; r < r1; r++) {
-            const void *row = (const unsigned char *)w->data + (size_t)r * w->row_bytes;
-            for (int32_t t = 0; t < j->n; t++) {
-                llm_qrow xq = {j->c->qd + t * nb, j->c->qq + (size_t)t * w->ne0};
-                j->y[(size_t)t * w->ne1 + r] =
-                    row_dot(&j->c->k, w, row, j->x + (size_t)t * w->ne0, &xq);
-            }
-        }
-    }
+    while (llm_pool_next(&j->next, j->w->ne1, LLM_CPU_GRAIN, &r0, &r1))
+        matvec_rows(j, r0, r1);
 }
 
 static int is_quantized(uint32_t type)
