@@ -6,6 +6,10 @@
  *   test_split kill spawn|unix      kill -9 of a daemon mid-request
  *   test_split stall spawn|unix     a stopped daemon and a short deadline
  *   test_split cuda                 a cuda:N span (skips without a GPU)
+ *   test_split ranges PHASEMARK PLACEMENT   the script under `phasemark
+ *                                   capture`: exact counts per kind and
+ *                                   mode from the engine and every daemon,
+ *                                   balanced and nested (`check --expect`)
  *
  * Parity: a scripted greedy request (chunked prefill, decode, a verify,
  * truncate, reset; split_util.h) gives the same tokens and logits within
@@ -26,6 +30,7 @@
 
 #include "phasemark/wire.h"
 #include "pm_check.h"
+#include "pm_child.h"
 #include "session.h"
 #include "split.h"
 #include "split_util.h"
@@ -571,6 +576,160 @@ static int case_cuda(void)
     return pm_check_result();
 }
 
+/* ---- ranges from every process ------------------------------------------------ */
+
+/* Under `phasemark capture`: the script over the placement, daemons the
+ * placement needs started here (so they are captured too) and stopped
+ * with SIGTERM before exit, so that their ranges are flushed. */
+static int case_ranges_child(const char *model, const char *name)
+{
+    snprintf(g_model, sizeof g_model, "%s", model);
+    llm_model *m = open_model();
+    fixture f;
+    REQUIRE(make_placement(&f, name, n_layers(m)) == 0);
+    su_record r = {0};
+    int rc = record(m, f.spec[0] ? f.spec : NULL, &r);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", f.spec, r.err);
+    stop_daemons(&f, SIGTERM);
+    su_record_free(&r);
+    llm_model_free(m);
+    return rc ? 1 : 0;
+}
+
+/* One marker CSV row: the process and the range text. */
+typedef struct row {
+    long pid;
+    char text[256];
+} row;
+
+/* Reads "Domain","Function","Process_Id",... rows; returns the count. */
+static int read_rows(const char *path, row *rows, int cap)
+{
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < cap) {
+        char *fn = strchr(line, ',');
+        if (!fn || fn[1] != '"' || strncmp(line, "\"Domain\"", 8) == 0)
+            continue;
+        char *end = strchr(fn + 2, '"');
+        if (!end || end[1] != ',')
+            continue;
+        snprintf(rows[n].text, sizeof rows[n].text, "%.*s", (int)(end - fn - 2), fn + 2);
+        rows[n].pid = strtol(end + 2 + (end[2] == '"'), NULL, 10);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Per process: the leaves must all be local (the engine's) or all remote
+ * (a daemon's), each daemon's carry one shard, and every leaf says req=7. */
+static void check_processes(const row *rows, int n, int n_local_shards, int n_remote)
+{
+    long pids[8];
+    int n_pids = 0, local = 0, remote = 0;
+    for (int i = 0; i < n; i++) {
+        if (strncmp(rows[i].text, "pm.layer_range ", 15) != 0)
+            continue;
+        CHECK(strstr(rows[i].text, " req=7") != NULL);
+        if (strstr(rows[i].text, " where=local"))
+            local++;
+        else if (strstr(rows[i].text, " where=remote"))
+            remote++;
+        int known = 0;
+        for (int p = 0; p < n_pids; p++)
+            known |= pids[p] == rows[i].pid;
+        if (!known && n_pids < 8)
+            pids[n_pids++] = rows[i].pid;
+    }
+    int per_shard = SU_PREFILLS + SU_DECODES + SU_VERIFIES;
+    CHECK_INT_EQ(local, n_local_shards * per_shard);
+    CHECK_INT_EQ(remote, n_remote * per_shard);
+    CHECK_INT_EQ(n_pids, (n_local_shards > 0) + n_remote);
+    for (int p = 0; p < n_pids; p++) {
+        int leaves = 0, rem = 0;
+        char shard[32] = "";
+        for (int i = 0; i < n; i++) {
+            if (rows[i].pid != pids[p] || strncmp(rows[i].text, "pm.layer_range ", 15) != 0)
+                continue;
+            leaves++;
+            if (!strstr(rows[i].text, " where=remote"))
+                continue;
+            rem++;
+            const char *sh = strstr(rows[i].text, " shard=");
+            char this_shard[32];
+            snprintf(this_shard, sizeof this_shard, "%.*s", (int)strcspn(sh, " \0"), sh);
+            if (!shard[0])
+                snprintf(shard, sizeof shard, "%s", this_shard);
+            CHECK_STR_EQ(this_shard, shard);
+        }
+        /* A daemon's process holds its own leaves only, all remote. */
+        CHECK(rem == 0 || rem == leaves);
+        if (rem)
+            CHECK_INT_EQ(rem, per_shard);
+    }
+}
+
+static int case_ranges(const char *cli, const char *name)
+{
+    make_model("synth");
+    char self[512], dir[] = "/tmp/pm_split_cap_XXXXXX";
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    REQUIRE(len > 0 && mkdtemp(dir) != NULL);
+    self[len] = '\0';
+    char *cap[] = {(char *)cli, "capture", "-o", dir, "--", self, "ranges_child", g_model,
+                   (char *)name, NULL};
+    pm_child_result res;
+    char how[128];
+    REQUIRE(pm_child_exec(cap, NULL, 90000, &res) == 0);
+    if (!pm_child_ok(&res))
+        fprintf(stderr, "capture: %s\n%s\n", pm_child_describe(&res, how, sizeof how), res.err);
+    CHECK(pm_child_ok(&res));
+    /* Shards per placement of the 4-layer model: local, remote. */
+    static const struct { const char *name; int local, remote; } k[] = {
+        {"mono", 1, 0}, {"local2", 2, 0}, {"local_each", 4, 0}, {"spawn_stream", 1, 1},
+        {"spawn_shared", 1, 1}, {"unix_shared", 1, 1}, {"tcp3", 1, 2}, {"remote_first", 1, 1},
+        {"all_remote", 0, 3},
+    };
+    int lo = -1, re = -1;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(k[i].name, name) == 0) {
+            lo = k[i].local;
+            re = k[i].remote;
+        }
+    REQUIRE(lo >= 0);
+    int shards = lo + re;
+    char expect[256];
+    snprintf(expect, sizeof expect,
+             "prefill:exact=%d,decode:decode=%d,spec_decode:batched=%d,draft=0,"
+             "layer_range:exact=%d,layer_range:decode=%d,layer_range:verify=%d",
+             SU_PREFILLS, SU_DECODES, SU_VERIFIES, SU_PREFILLS * shards, SU_DECODES * shards,
+             SU_VERIFIES * shards);
+    char csv[600];
+    snprintf(csv, sizeof csv, "%s/marker_api_trace.csv", dir);
+    char *chk[] = {(char *)cli, "check", "--expect", expect, csv, NULL};
+    REQUIRE(pm_child_exec(chk, NULL, 30000, &res) == 0);
+    if (!pm_child_ok(&res))
+        fprintf(stderr, "check --expect %s:\n%s%s\n", expect, res.out, res.err);
+    CHECK(pm_child_ok(&res));
+    static row rows[4096];
+    int n = read_rows(csv, rows, 4096);
+    check_processes(rows, n, lo, re);
+    fprintf(stderr, "%s: %d ranges from %d shard(s) (%d remote), check --expect %s\n", name, n,
+            shards, re, expect);
+    char json[600];
+    snprintf(json, sizeof json, "%s/trace.json", dir);
+    unlink(csv);
+    unlink(json);
+    rmdir(dir);
+    drop_model();
+    CHECK_INT_EQ(su_count_children(), 0);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stderr, NULL, _IONBF, 0);
@@ -595,6 +754,10 @@ int main(int argc, char **argv)
         return case_failure(argv[2], 1);
     if (strcmp(c, "cuda") == 0)
         return case_cuda();
+    if (strcmp(c, "ranges") == 0 && argc == 4)
+        return case_ranges(argv[2], argv[3]);
+    if (strcmp(c, "ranges_child") == 0 && argc == 4)
+        return case_ranges_child(argv[2], argv[3]);
     fprintf(stderr, "usage: test_split CASE [ARGS] (see the source)\n");
     return 2;
 }
