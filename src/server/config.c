@@ -47,8 +47,10 @@ const char *pms_config_usage(void)
            "  --retry-after S         Retry-After of a 503 when the queue is full (default 1)\n"
            "  --max-connections N     concurrent connections (default 64)\n"
            "  --backend NAME          engine backend (cpu, cuda when built)\n"
-           "  --draft PATH            draft model for speculative decoding\n"
-           "  --placement SPEC        layer split over local and remote shards\n";
+           "  --placement SPEC        layer split over local and remote shards, e.g.\n"
+           "                          0-3@local,4-7@spawn (docs/split.md)\n"
+           "  --draft PATH            draft model: speculative decoding (same vocabulary)\n"
+           "  --draft-k N             tokens drafted per round (default 4)\n";
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -77,6 +79,7 @@ static int set_int(pms_config *c, const char *opt, const char *val, int *matched
         {"--max-tokens", 1, 1 << 24, &c->max_tokens}, {"--timeout", 1, 86400, &c->timeout_s},
         {"--body-timeout", 1, 86400, &c->body_timeout_s}, {"--drain", 0, 86400, &c->drain_s},
         {"--retry-after", 0, 86400, &c->retry_after_s}, {"--max-connections", 1, 65536, &c->max_connections},
+        {"--draft-k", 1, 4096, &c->draft_k},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(opt, table[i].name) != 0)
@@ -152,20 +155,14 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
     return 0;
 }
 
-/* The engine API (phasemark/engine.h) has no draft model and no layer
- * placement yet. When it does: open the draft in pms_server_create next to
- * the target (server.c, open_model), give each worker a draft session
- * (worker.c, worker_init) and call the speculative generator in
- * run_generation; hand the placement to llm_model_open's options. Then
- * drop the matching refusal here. */
 int pms_config_check_engine(const pms_config *c, char *err, size_t errlen)
 {
-    if (c->draft) {
-        snprintf(err, errlen, "--draft: this engine build has no speculative decoding yet; start without --draft");
+    if (c->draft_k && !c->draft) {
+        snprintf(err, errlen, "--draft-k needs --draft");
         return -1;
     }
-    if (c->placement) {
-        snprintf(err, errlen, "--placement: this engine build has no layer split yet; start without --placement");
+    if (c->placement && !*c->placement) {
+        snprintf(err, errlen, "--placement must not be empty");
         return -1;
     }
     return 0;

@@ -25,6 +25,7 @@
 
 #include "metrics.h"
 #include "phasemark/engine.h"
+#include "phasemark/spec.h"
 #include "request.h"
 #include "server.h"
 #include "text.h"
@@ -39,6 +40,7 @@ typedef struct pms_gen_stats {
     uint64_t decode_n, decode_ns;       /* autoregressive steps (phase decode) */
     uint64_t verify_n, verify_ns;       /* batched verification (phase verify) */
     uint64_t drafted, accepted;         /* speculative decoding */
+    uint64_t rounds_committed, rounds_ns; /* tokens fixed by rounds, their time (phase batched) */
     uint64_t queue_ns;                  /* waiting for a worker */
 } pms_gen_stats;
 
@@ -101,7 +103,9 @@ typedef struct pms_worker {
     struct pms_server *srv;
     pthread_t thread;
     int thread_started;
-    llm_session *session; /* owned */
+    llm_session *session; /* owned; the target's, over the placement */
+    llm_session *draft;   /* owned; NULL without --draft */
+    llm_spec *spec;       /* owned; speculative generator over the two */
     pms_buf piece;        /* one token's text, reused */
     pthread_mutex_t mu;   /* guards current */
     pms_job *current;     /* the job being generated, for shutdown's cancel */
@@ -111,6 +115,7 @@ struct pms_server {
     pms_config cfg;
     char model_id[256];
     llm_model *model;
+    llm_model *draft_model;  /* NULL without --draft */
     llm_model_info info;
     pms_chat_format chat;
     pms_parse_ctx parse;

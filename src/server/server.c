@@ -48,6 +48,19 @@ static pms_chat_format chat_format_of(const char *path)
     return f;
 }
 
+/* The draft model for speculative decoding, opened like the target and
+ * checked to mean the same text by the same ids. */
+static int open_draft(pms_server *s, const llm_model_options *mo, char *err, size_t errlen)
+{
+    char detail[384];
+    if (llm_model_open(s->cfg.draft, mo, &s->draft_model, detail, sizeof detail) != 0 ||
+        llm_spec_check_vocab(s->model, s->draft_model, detail, sizeof detail) != 0) {
+        snprintf(err, errlen, "--draft: %s", detail);
+        return -1;
+    }
+    return 0;
+}
+
 static int open_model(pms_server *s, char *err, size_t errlen)
 {
     /* Designated, not the _INIT macro: option structs grow at their end
@@ -62,6 +75,8 @@ static int open_model(pms_server *s, char *err, size_t errlen)
         snprintf(err, errlen, "%s", detail);
         return -1;
     }
+    if (s->cfg.draft && open_draft(s, &mo, err, errlen))
+        return -1;
     llm_model_get_info(s->model, &s->info);
     if (s->cfg.model_id)
         snprintf(s->model_id, sizeof s->model_id, "%s", s->cfg.model_id);
@@ -177,6 +192,7 @@ void pms_server_free(pms_server *s)
     pms_workers_free(s);
     if (s->queue_ready)
         pms_queue_destroy(&s->queue);
+    llm_model_free(s->draft_model);
     llm_model_free(s->model);
     pthread_cond_destroy(&s->live_cv);
     pthread_mutex_destroy(&s->live_mu);

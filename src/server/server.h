@@ -46,12 +46,14 @@ typedef struct pms_config {
     int drain_s;             /* on shutdown, in-flight requests get this long */
     int retry_after_s;       /* Retry-After of a 503 when the queue is full */
     int max_connections;     /* concurrent connections accepted */
-    /* Engine placement. backend is handed to llm_model_open. draft and
-     * placement are refused until the engine offers them (see
-     * pms_config_check_engine). */
+    /* Engine set-up, handed to the engine unchanged: backend to
+     * llm_model_open, placement (a layer split, docs/split.md) to every
+     * session, draft (a model sharing the target's vocabulary) turns on
+     * speculative decoding with draft_k tokens per round. */
     const char *backend;
     const char *draft;
     const char *placement;
+    int draft_k;             /* 0: the engine's default (4) */
 } pms_config;
 
 /* Fills *c with the documented defaults (docs/server.md). */
@@ -62,8 +64,8 @@ void pms_config_defaults(pms_config *c);
  * was given, or -1 with one line in err (a usage error). */
 int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t errlen);
 
-/* Refuses settings the engine cannot honour yet (a draft model, a layer
- * placement) rather than silently ignoring them. 0, or -1 with err. */
+/* Refuses combinations that cannot work (--draft-k without --draft)
+ * rather than silently ignoring them. 0, or -1 with err. */
 int pms_config_check_engine(const pms_config *c, char *err, size_t errlen);
 
 /* The --help text. */

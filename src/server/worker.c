@@ -9,10 +9,12 @@
  * non-zero from the token callback is the engine's way to stop early; it
  * serves stop strings, cancellation and shutdown alike.
  *
- * Speculative decoding hooks in at run_generation(): with a draft model,
- * the worker would own a draft session too and call the engine's
- * speculative generate with the same callback, filling stats->drafted and
- * stats->accepted from its statistics.
+ * With a draft model (--draft) the worker also owns a draft session and a
+ * speculative generator over the two (phasemark/spec.h): the same
+ * callback, the same stop conditions, greedy output identical to the
+ * target's alone, and the round statistics in the response's timings.
+ * With a placement (--placement) the target session is split over local
+ * and remote shards below the session API; nothing here changes.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@ typedef struct gen_ctx {
     size_t max_stop;   /* longest stop string */
     int stopped;       /* a stop string matched */
     int cancelled;
+    char detail[256];  /* the engine's failure line */
 } gen_ctx;
 
 /* True when the client closed its end: a peek that reads end-of-file.
@@ -100,7 +103,7 @@ static int on_token(void *user, int32_t tok)
 
 static int make_sampler(const pms_server *s, const pms_job *j, llm_sampler **out)
 {
-    llm_sampler_params p = LLM_SAMPLER_PARAMS_INIT;
+    llm_sampler_params p = {.version = LLM_SAMPLER_PARAMS_VERSION, .size = sizeof(llm_sampler_params)};
     p.temperature = j->req.temperature;
     p.top_k = j->req.top_k;
     p.top_p = j->req.top_p;
@@ -113,11 +116,17 @@ static int make_sampler(const pms_server *s, const pms_job *j, llm_sampler **out
 /* The generation proper. Returns the engine status. */
 static int run_generation(pms_worker *w, pms_job *j, llm_sampler *smp, gen_ctx *g, int *reason)
 {
-    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    llm_generate_params gp = {.version = LLM_GENERATE_PARAMS_VERSION, .size = sizeof(llm_generate_params)};
     gp.max_tokens = j->req.max_tokens;
     gp.stop_at_eos = 1;
     size_t n_gen = 0;
-    return llm_generate(w->session, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
+    if (!w->spec)
+        return llm_generate(w->session, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
+    llm_spec_reset_stats(w->spec);
+    int rc = llm_spec_generate(w->spec, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
+    if (rc)
+        snprintf(g->detail, sizeof g->detail, "%s", llm_spec_error(w->spec));
+    return rc;
 }
 
 static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns)
@@ -133,6 +142,14 @@ static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns)
     st->verify_ns = t.verify_ns;
     st->predicted_n = j->n_generated;
     st->predicted_ns = wall_ns > t.prefill_ns ? wall_ns - t.prefill_ns : 0;
+    if (w->spec) {
+        llm_spec_stats ss;
+        llm_spec_get_stats(w->spec, &ss);
+        st->drafted = ss.drafted;
+        st->accepted = ss.accepted;
+        st->rounds_committed = ss.committed;
+        st->rounds_ns = ss.draft_ns + ss.verify_ns + ss.accept_ns;
+    }
 }
 
 static void count(pms_server *s, const pms_job *j)
@@ -149,19 +166,21 @@ static void count(pms_server *s, const pms_job *j)
     atomic_fetch_add(&m->phase_ns[PM_PHASE_DECODE], st->decode_ns);
     atomic_fetch_add(&m->phase_tokens[PM_PHASE_VERIFY], st->verify_n);
     atomic_fetch_add(&m->phase_ns[PM_PHASE_VERIFY], st->verify_ns);
+    atomic_fetch_add(&m->phase_tokens[PM_PHASE_BATCHED], st->rounds_committed);
+    atomic_fetch_add(&m->phase_ns[PM_PHASE_BATCHED], st->rounds_ns);
     atomic_fetch_add(&m->request_ns, pms_now_ns() - j->t_enqueue_ns);
     atomic_fetch_add(j->cancelled ? &m->cancelled : &m->completed, 1);
 }
 
 /* Marks the job DONE with its outcome; the HTTP side wakes up. */
-static void finish(pms_job *j, int rc, int reason, const gen_ctx *g, const char *detail)
+static void finish(pms_job *j, int rc, int reason, const gen_ctx *g)
 {
     pthread_mutex_lock(&j->mu);
     if (g->cancelled)
         j->cancelled = 1;
     else if (rc != 0)
         pms_err_set(&j->fail, 500, "server_error", NULL, NULL, "generation failed: %s: %s", llm_strerror(rc),
-                    detail);
+                    g->detail);
     else
         j->finish = g->stopped || reason == LLM_STOP_EOS || reason == LLM_STOP_TOKEN ? "stop" : "length";
     j->ready = j->text.n; /* nothing can follow: release the held-back tail */
@@ -173,7 +192,7 @@ static void finish(pms_job *j, int rc, int reason, const gen_ctx *g, const char 
 static void run_job(pms_worker *w, pms_job *j)
 {
     pms_server *s = w->srv;
-    gen_ctx g = {w, j, j->n_prompt ? j->prompt[j->n_prompt - 1] : -1, 0, 0, 0};
+    gen_ctx g = {w, j, j->n_prompt ? j->prompt[j->n_prompt - 1] : -1, 0, 0, 0, ""};
     for (size_t i = 0; i < j->req.n_stop; i++)
         if (j->req.stop_len[i] > g.max_stop)
             g.max_stop = j->req.stop_len[i];
@@ -186,8 +205,12 @@ static void run_job(pms_worker *w, pms_job *j)
     pthread_mutex_unlock(&j->mu);
     int rc = 0, reason = LLM_STOP_LENGTH;
     if (!g.cancelled) {
+        /* A target at position 0 also restarts the speculative history
+         * (and empties the draft). */
         llm_session_reset(w->session);
         llm_session_set_request(w->session, j->id);
+        if (w->draft)
+            llm_session_set_request(w->draft, j->id);
         llm_sampler *smp = NULL;
         uint64_t t0 = pms_now_ns();
         rc = make_sampler(s, j, &smp);
@@ -195,8 +218,10 @@ static void run_job(pms_worker *w, pms_job *j)
             rc = run_generation(w, j, smp, &g, &reason);
         llm_sampler_free(smp);
         fill_stats(w, j, pms_now_ns() - t0);
+        if (rc && !g.detail[0])
+            snprintf(g.detail, sizeof g.detail, "%s", llm_session_error(w->session));
     }
-    finish(j, rc, reason, &g, llm_session_error(w->session));
+    finish(j, rc, reason, &g);
     count(s, j);
 }
 
@@ -225,6 +250,20 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The draft session (context and batch as the target's) and the
+ * speculative generator over the pair. */
+static int spec_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
+{
+    llm_session_options so = {.version = LLM_SESSION_OPTIONS_VERSION, .size = sizeof(llm_session_options)};
+    so.n_ctx = (int32_t)llm_session_n_ctx(w->session);
+    so.n_batch = s->cfg.batch;
+    if (llm_session_create(s->draft_model, &so, &w->draft, err, errlen))
+        return -1;
+    llm_spec_params sp = {.version = LLM_SPEC_PARAMS_VERSION, .size = sizeof(llm_spec_params)};
+    sp.k = s->cfg.draft_k ? s->cfg.draft_k : 4;
+    return llm_spec_create(w->session, w->draft, &sp, &w->spec, err, errlen) ? -1 : 0;
+}
+
 static int worker_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
 {
     w->srv = s;
@@ -236,7 +275,10 @@ static int worker_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
     llm_session_options so = {.version = LLM_SESSION_OPTIONS_VERSION, .size = sizeof(llm_session_options)};
     so.n_ctx = s->cfg.ctx;
     so.n_batch = s->cfg.batch;
-    return llm_session_create(s->model, &so, &w->session, err, errlen) ? -1 : 0;
+    so.placement = s->cfg.placement;
+    if (llm_session_create(s->model, &so, &w->session, err, errlen))
+        return -1;
+    return s->draft_model ? spec_init(s, w, err, errlen) : 0;
 }
 
 int pms_workers_start(pms_server *s, char *err, size_t errlen)
@@ -309,6 +351,8 @@ void pms_workers_free(pms_server *s)
 {
     for (int i = 0; i < s->n_workers; i++) {
         pms_worker *w = &s->workers[i];
+        llm_spec_free(w->spec);
+        llm_session_free(w->draft);
         llm_session_free(w->session);
         pms_buf_free(&w->piece);
         pthread_mutex_destroy(&w->mu);

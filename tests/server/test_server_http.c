@@ -497,6 +497,86 @@ static int case_chat_template(void)
     return pm_check_result();
 }
 
+/* The greedy text of one completion request on a server started with
+ * extra arguments, and its timings' draft counts. */
+static void greedy_text(const char *const *extra, const char *body, char *text, size_t cap, long long *drafted,
+                        long long *accepted, int *port_out, srv_proc *keep)
+{
+    srv_proc p;
+    start(&p, tiny, extra);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    snprintf(text, cap, "%s", jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "(none)");
+    json_t *t = json_object_get(j, "timings");
+    *drafted = jint(t, "draft_n");
+    *accepted = jint(t, "draft_n_accepted");
+    json_decref(j);
+    hc_free(&r);
+    if (keep) {
+        *keep = p;
+        *port_out = p.port;
+    } else {
+        stop_ok(&p);
+    }
+}
+
+/* --draft: speculative decoding with the model as its own draft. Greedy
+ * output must be the target's own; every proposal is accepted (the draft
+ * is the target); the counts reach timings and metrics. */
+static int case_speculative(void)
+{
+    const char *body = "{\"prompt\":[1,100,200,300],\"max_tokens\":20,\"temperature\":0}";
+    char plain[4096], spec[4096];
+    long long d0, a0, d1, a1;
+    int port = 0;
+    greedy_text(NULL, body, plain, sizeof plain, &d0, &a0, &port, NULL);
+    CHECK_INT_EQ(d0, 0);
+    CHECK_INT_EQ(a0, 0);
+    const char *extra[] = {"--draft", tiny, "--draft-k", "3", NULL};
+    srv_proc p;
+    greedy_text(extra, body, spec, sizeof spec, &d1, &a1, &port, &p);
+    CHECK_STR_EQ(spec, plain);
+    CHECK(d1 > 0);
+    CHECK_INT_EQ(a1, d1);
+    CHECK(srv_metric(port, "phasemark_draft_tokens_total") == (double)d1);
+    CHECK(srv_metric(port, "phasemark_draft_accepted_tokens_total") == (double)a1);
+    CHECK(srv_metric(port, "phasemark_phase_tokens_total{phase=\"verify\"}") > 0);
+    CHECK(srv_metric(port, "phasemark_phase_tokens_total{phase=\"batched\"}") > 0);
+    /* Streamed, the same text. */
+    hc_resp r;
+    REQUIRE(hc_request(port, "POST", "/v1/completions",
+                       "{\"prompt\":[1,100,200,300],\"max_tokens\":20,\"temperature\":0,\"stream\":true}", &r,
+                       TIMEOUT) == 0);
+    json_t *ev[256];
+    int n = 0;
+    REQUIRE(sse_events(&r, ev, 256, &n) == 0);
+    char got[4096];
+    const char *finish;
+    stream_text(ev, n, 0, got, sizeof got, &finish);
+    CHECK_STR_EQ(got, plain);
+    free_events(ev, n);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* --placement: the two layers of the tiny model on two local shards give
+ * the monolithic model's greedy text. */
+static int case_placement(void)
+{
+    const char *body = "{\"prompt\":[1,100,200,300],\"max_tokens\":20,\"temperature\":0}";
+    char mono[4096], split[4096];
+    long long d, a;
+    int port = 0;
+    greedy_text(NULL, body, mono, sizeof mono, &d, &a, &port, NULL);
+    const char *extra[] = {"--placement", "0-0@local,1-1@local", NULL};
+    greedy_text(extra, body, split, sizeof split, &d, &a, &port, NULL);
+    CHECK_STR_EQ(split, mono);
+    return pm_check_result();
+}
+
 /* The first printable two-byte ASCII window at or after 1, or -1. */
 static int ascii_pair(const char *t)
 {
@@ -964,12 +1044,17 @@ static int run_server(const char *const *args, pm_child_result *res)
 static int case_startup(void)
 {
     pm_child_result res;
-    const char *draft[] = {"-m", tiny, "--port", "0", "--draft", tiny, NULL};
+    char other[512];
+    snprintf(other, sizeof other, "%.*s/server_other.gguf", (int)(strrchr(tiny, '/') - tiny), tiny);
+    const char *draft[] = {"-m", tiny, "--port", "0", "--draft", other, NULL};
     CHECK_INT_EQ(run_server(draft, &res), 1);
-    CHECK(strstr(res.err, "pm-server: --draft") != NULL);
-    const char *place[] = {"-m", tiny, "--port", "0", "--placement", "0-1:local", NULL};
+    CHECK(strstr(res.err, "pm-server: --draft: ") != NULL && strstr(res.err, "vocabulary") != NULL);
+    const char *draftk[] = {"-m", tiny, "--port", "0", "--draft-k", "3", NULL};
+    CHECK_INT_EQ(run_server(draftk, &res), 1);
+    CHECK(strstr(res.err, "--draft-k needs --draft") != NULL);
+    const char *place[] = {"-m", tiny, "--port", "0", "--placement", "0-5@local", NULL};
     CHECK_INT_EQ(run_server(place, &res), 1);
-    CHECK(strstr(res.err, "pm-server: --placement") != NULL);
+    CHECK(strncmp(res.err, "pm-server: ", 11) == 0);
     const char *backend[] = {"-m", tiny, "--port", "0", "--backend", "no-such-backend", NULL};
     CHECK_INT_EQ(run_server(backend, &res), 1);
     CHECK(strncmp(res.err, "pm-server: ", 11) == 0);
@@ -1096,7 +1181,8 @@ int main(int argc, char **argv)
         return case_markers(argv[0]);
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
-        {"chat", case_chat},             {"chat_template", case_chat_template}, {"stop", case_stop},             {"errors", case_errors},
+        {"chat", case_chat},             {"chat_template", case_chat_template}, {"stop", case_stop}, {"speculative", case_speculative},
+        {"placement", case_placement},             {"errors", case_errors},
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},

@@ -346,14 +346,22 @@ static int case_config(void)
         CHECK_INT_EQ(parse(&c, bads[i], err, sizeof err), -1);
         CHECK(err[0] != 0);
     }
-    const char *draft[] = {"-m", "x", "--draft", "d.gguf", NULL};
+    const char *draft[] = {"-m", "x", "--draft", "d.gguf", "--draft-k", "6", "--placement", "0-3@local,4-7@spawn",
+                           NULL};
     REQUIRE(parse(&c, draft, err, sizeof err) == 0);
+    CHECK_STR_EQ(c.draft, "d.gguf");
+    CHECK_INT_EQ(c.draft_k, 6);
+    CHECK_STR_EQ(c.placement, "0-3@local,4-7@spawn");
+    CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), 0);
+    const char *lone_k[] = {"-m", "x", "--draft-k", "2", NULL};
+    REQUIRE(parse(&c, lone_k, err, sizeof err) == 0);
     CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), -1);
-    CHECK(strstr(err, "--draft") != NULL);
-    const char *place[] = {"-m", "x", "--placement", "0-3:local,4-7:unix:/tmp/s", NULL};
-    REQUIRE(parse(&c, place, err, sizeof err) == 0);
+    CHECK(strstr(err, "--draft-k") != NULL);
+    const char *empty_place[] = {"-m", "x", "--placement", "", NULL};
+    REQUIRE(parse(&c, empty_place, err, sizeof err) == 0);
     CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), -1);
-    CHECK(strstr(err, "--placement") != NULL);
+    const char *bad_k[] = {"-m", "x", "--draft", "d", "--draft-k", "0", NULL};
+    CHECK_INT_EQ(parse(&c, bad_k, err, sizeof err), -1);
     return pm_check_result();
 }
 
