@@ -31,8 +31,46 @@ typedef struct placement {
     llm_session *(*make)(llm_model *m, int n_ctx, int n_batch, uint64_t req);
 } placement;
 
+/* Layer-split placements of the target (docs/split.md): half the layers
+ * per shard, both local, or the second half in a shard daemon the session
+ * spawns, over the shared-memory transport. */
+static llm_session *split_session(llm_model *m, int n_ctx, int n_batch, uint64_t req,
+                                  const char *second)
+{
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    int h = info.n_layers / 2;
+    if (h < 1)
+        return sc_session(m, n_ctx, n_batch, req);
+    char spec[128], err[512];
+    snprintf(spec, sizeof spec, "0-%d@local,%d-%d@%s", h - 1, h, (int)info.n_layers - 1, second);
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = n_ctx;
+    so.n_batch = n_batch;
+    so.request = req;
+    so.placement = spec;
+    llm_session *s;
+    if (llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "session over %s: %s\n", spec, err);
+        exit(1);
+    }
+    return s;
+}
+
+static llm_session *split_local2(llm_model *m, int n_ctx, int n_batch, uint64_t req)
+{
+    return split_session(m, n_ctx, n_batch, req, "local");
+}
+
+static llm_session *split_shared(llm_model *m, int n_ctx, int n_batch, uint64_t req)
+{
+    return split_session(m, n_ctx, n_batch, req, "spawn?transport=shared");
+}
+
 static const placement k_placements[] = {
     {"monolithic", sc_session},
+    {"2 local shards", split_local2},
+    {"local + remote (shared)", split_shared},
 };
 
 #define N_PLACEMENTS (sizeof k_placements / sizeof k_placements[0])
