@@ -181,17 +181,26 @@ void llm_split_free(llm_split *sp)
 {
     if (!sp)
         return;
+    /* Backend memory is released under its model's lock, as it was
+     * allocated: another session may be mid-forward on that backend. */
     for (int i = 0; i < sp->n; i++) {
         shard *sh = &sp->sh[i];
         llm_remote_close(sh->remote);
+        if (sh->m)
+            pthread_mutex_lock(&sh->m->lock);
         if (sh->has_span)
             llm_span_release(&sh->span, sh->m);
         if (sh->ws == &sh->own_ws)
             llm_workspace_release(&sh->own_ws, sh->m);
+        if (sh->m)
+            pthread_mutex_unlock(&sh->m->lock);
         llm_model_free(sh->own_model);
     }
-    if (sp->has_ws)
+    if (sp->has_ws) {
+        pthread_mutex_lock(&sp->m->lock);
         llm_workspace_release(&sp->ws, sp->m);
+        pthread_mutex_unlock(&sp->m->lock);
+    }
     free(sp->act_host);
     free(sp->logits_host);
     free(sp);

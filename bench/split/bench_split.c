@@ -1,0 +1,267 @@
+/* bench_split — decode tokens/s of each layer-split placement relative to
+ * the monolithic session, on a synthetic model of the stories110M shape
+ * (dim 768, 12 layers, 12 heads, ffn 2048, vocab 32000; 134M parameters
+ * with the embedding and head).
+ *
+ *   bench_split [--reps N] [--tokens N] [--threads N] [--types f32,q8_0]
+ *               [--dir DIR] [--keep]
+ *
+ * Each repetition runs every placement once, in turn (so a noisy neighbour
+ * hits all of them alike): a fresh session, a 16-token prefill, then N
+ * greedy decode steps timed together. Daemons get the same thread count as
+ * the engine. Output: one JSON object per placement and type with the
+ * median and best decode tokens/s over the repetitions and their ratios to
+ * the monolithic session's, and whether the tokens matched it exactly.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "phasemark/engine.h"
+#include "split_util.h"
+#include "synth.h"
+
+#define MAX_REPS 64
+#define MAX_TOKENS 512
+
+typedef struct opts {
+    int reps, tokens, threads, keep;
+    char types[64];
+    const char *dir;
+} opts;
+
+typedef struct placement {
+    const char *name;
+    char spec[512];
+    double tps[MAX_REPS];
+    int32_t out[MAX_TOKENS];
+    int ok;
+} placement;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double s[MAX_REPS];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+static double best(const double *v, int n)
+{
+    double b = 0;
+    for (int i = 0; i < n; i++)
+        b = v[i] > b ? v[i] : b;
+    return b;
+}
+
+static int32_t argmax(const float *x, int n)
+{
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+/* One timed run: decode tokens/s, and the tokens into out. */
+static double run_once(llm_model *m, const placement *pl, const opts *o, int32_t *out)
+{
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = 64 + o->tokens;
+    so.n_batch = 32;
+    so.placement = pl->spec[0] ? pl->spec : NULL;
+    llm_session *s;
+    char err[512];
+    if (llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_split: %s: %s\n", pl->name, err);
+        return -1;
+    }
+    int32_t prompt[16];
+    for (int i = 0; i < 16; i++)
+        prompt[i] = (int32_t)(1 + i * 97);
+    const float *lg;
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    double tps = -1;
+    if (llm_prefill(s, prompt, 16, 0, &lg) == 0) {
+        int32_t tok = argmax(lg, info.n_vocab);
+        double t0 = now_s();
+        int i = 0;
+        for (; i < o->tokens; i++) {
+            out[i] = tok;
+            if (llm_decode(s, tok, &lg) != 0)
+                break;
+            tok = argmax(lg, info.n_vocab);
+        }
+        if (i == o->tokens)
+            tps = o->tokens / (now_s() - t0);
+        else
+            fprintf(stderr, "bench_split: %s: %s\n", pl->name, llm_session_error(s));
+    }
+    llm_session_free(s);
+    return tps;
+}
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    *o = (opts){.reps = 5, .tokens = 64, .threads = 2, .dir = "/tmp"};
+    snprintf(o->types, sizeof o->types, "q8_0,f32");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        long n = v ? strtol(v, &end, 10) : 0;
+        int num_ok = v && end && *end == '\0' && n > 0;
+        if (strcmp(a, "--keep") == 0) {
+            o->keep = 1;
+            continue;
+        }
+        if (!v)
+            return -1;
+        i++;
+        if (strcmp(a, "--reps") == 0 && num_ok && n <= MAX_REPS)
+            o->reps = (int)n;
+        else if (strcmp(a, "--tokens") == 0 && num_ok && n <= MAX_TOKENS)
+            o->tokens = (int)n;
+        else if (strcmp(a, "--threads") == 0 && num_ok && n <= 256)
+            o->threads = (int)n;
+        else if (strcmp(a, "--types") == 0 && strlen(v) < sizeof o->types)
+            snprintf(o->types, sizeof o->types, "%s", v);
+        else if (strcmp(a, "--dir") == 0)
+            o->dir = v;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+static int ensure_model(const char *type, const opts *o, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/pm_bench_split_110m_%s.gguf", o->dir, type);
+    if (access(path, R_OK) == 0)
+        return 0;
+    synth_spec s = synth_default();
+    s.hp.dim = 768;
+    s.hp.n_layers = 12;
+    s.hp.n_heads = 12;
+    s.hp.n_kv_heads = 12;
+    s.hp.ffn = 2048;
+    s.hp.vocab = 32000;
+    s.hp.ctx = 1024;
+    s.type = s.embd_type = synth_type(type);
+    return synth_write(path, &s);
+}
+
+static void report(const char *type, const opts *o, placement *pl, int n, double load)
+{
+    double mono_med = median(pl[0].tps, o->reps), mono_best = best(pl[0].tps, o->reps);
+    for (int i = 0; i < n; i++) {
+        int same = memcmp(pl[i].out, pl[0].out, (size_t)o->tokens * sizeof(int32_t)) == 0;
+        double med = median(pl[i].tps, o->reps), b = best(pl[i].tps, o->reps);
+        printf("{\"bench\":\"split\",\"model\":\"110m\",\"type\":\"%s\",\"threads\":%d,"
+               "\"placement\":\"%s\",\"spec\":\"%s\",\"reps\":%d,\"decode_tokens\":%d,"
+               "\"decode_tok_s_median\":%.2f,\"decode_tok_s_best\":%.2f,"
+               "\"ratio_median\":%.4f,\"ratio_best\":%.4f,\"tokens_identical\":%s,"
+               "\"loadavg_1m\":%.2f}\n",
+               type, o->threads, pl[i].name, pl[i].spec, o->reps, o->tokens, med, b,
+               med / mono_med, b / mono_best, same && pl[i].ok ? "true" : "false", load);
+    }
+    fflush(stdout);
+}
+
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+static int bench_type(const char *type, const opts *o)
+{
+    char path[512];
+    if (ensure_model(type, o, path, sizeof path) != 0)
+        return -1;
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.n_threads = o->threads;
+    llm_model *m;
+    char err[256];
+    if (llm_model_open(path, &mo, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_split: %s\n", err);
+        return -1;
+    }
+    su_daemon d;
+    if (su_daemon_start(&d, path, 8, 11, 2, "tcp::0") != 0)
+        return -1;
+    static placement pl[6];
+    memset(pl, 0, sizeof pl);
+    int t = o->threads;
+    pl[0].name = "monolithic";
+    pl[1].name = "2 local";
+    snprintf(pl[1].spec, sizeof pl[1].spec, "0-5@local,6-11@local");
+    pl[2].name = "local + remote stream";
+    snprintf(pl[2].spec, sizeof pl[2].spec, "0-5@local,6-11@spawn?threads=%d", t);
+    pl[3].name = "local + remote shared";
+    snprintf(pl[3].spec, sizeof pl[3].spec, "0-5@local,6-11@spawn?transport=shared&threads=%d", t);
+    pl[4].name = "3 shards, one tcp";
+    snprintf(pl[4].spec, sizeof pl[4].spec,
+             "0-3@local,4-7@spawn?transport=shared&threads=%d,8-11@%s", t, d.address);
+    pl[5].name = "4 local";
+    snprintf(pl[5].spec, sizeof pl[5].spec, "0-2@local,3-5@local,6-8@local,9-11@local");
+    int n = 6;
+    double load0 = loadavg();
+    for (int i = 0; i < n; i++) /* warm-up: page the weights in everywhere */
+        pl[i].ok = run_once(m, &pl[i], o, pl[i].out) > 0;
+    for (int r = 0; r < o->reps; r++)
+        for (int i = 0; i < n; i++) {
+            pl[i].tps[r] = run_once(m, &pl[i], o, pl[i].out);
+            pl[i].ok &= pl[i].tps[r] > 0;
+        }
+    report(type, o, pl, n, 0.5 * (load0 + loadavg()));
+    su_daemon_stop(&d, SIGTERM);
+    llm_model_free(m);
+    if (!o->keep)
+        unlink(path);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o) != 0) {
+        fprintf(stderr, "usage: bench_split [--reps N] [--tokens N] [--threads N] "
+                        "[--types f32,q8_0] [--dir DIR] [--keep]\n");
+        return 2;
+    }
+    setenv("PHASEMARK_SHARDD", PM_SHARDD, 0);
+    char types[64];
+    snprintf(types, sizeof types, "%s", o.types);
+    int rc = 0;
+    for (char *p = types, *next; p && *p; p = next) {
+        next = strchr(p, ',');
+        if (next)
+            *next++ = '\0';
+        rc |= bench_type(p, &o) != 0;
+    }
+    return rc;
+}
