@@ -142,8 +142,13 @@ void llm_session_free(llm_session *s)
         free(s);
         return;
     }
+    /* Backend memory is released under the model lock, like it was
+     * allocated: a device backend's context serves one thread at a time,
+     * and another session may be mid-forward. */
+    pthread_mutex_lock(&s->m->lock);
     llm_workspace_release(&s->ws, s->m);
     llm_span_release(&s->span, s->m);
+    pthread_mutex_unlock(&s->m->lock);
     free(s->logits_host);
     free(s);
 }
