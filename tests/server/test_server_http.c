@@ -562,8 +562,8 @@ static int case_speculative(void)
     return pm_check_result();
 }
 
-/* --placement: the two layers of the tiny model on two local shards give
- * the monolithic model's greedy text. */
+/* --placement: the two layers of the tiny model on two shards give the
+ * monolithic model's greedy text. */
 static int case_placement(void)
 {
     const char *body = "{\"prompt\":[1,100,200,300],\"max_tokens\":20,\"temperature\":0}";
@@ -573,6 +573,11 @@ static int case_placement(void)
     greedy_text(NULL, body, mono, sizeof mono, &d, &a, &port, NULL);
     const char *extra[] = {"--placement", "0-0@local,1-1@local", NULL};
     greedy_text(extra, body, split, sizeof split, &d, &a, &port, NULL);
+    CHECK_STR_EQ(split, mono);
+    /* Mixed: one local shard and one spawned shard daemon (pm-shardd,
+     * found beside the engine's build), reaped when the server stops. */
+    const char *mixed[] = {"--placement", "0-0@local,1-1@spawn", "--workers", "2", NULL};
+    greedy_text(mixed, body, split, sizeof split, &d, &a, &port, NULL);
     CHECK_STR_EQ(split, mono);
     return pm_check_result();
 }
