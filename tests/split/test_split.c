@@ -526,7 +526,11 @@ static int case_failure(const char *kind, int stall)
         f.n_d = 0;
         REQUIRE(su_daemon_start(&f.d[f.n_d++], g_model, 2, 3, 1, listen) == 0);
     }
-    /* The session stays usable: the next request reconnects (or respawns). */
+    /* The next request reconnects (or respawns); the new daemon holds no
+     * positions, so continuing mid-request is refused with a hint... */
+    CHECK_INT_EQ(llm_decode(s, 3, &lg), LLM_EBACKEND);
+    CHECK(strstr(llm_session_error(s), "is past the 0 positions this shard holds") != NULL);
+    /* ...and after a reset the session is fully usable again. */
     llm_session_reset(s);
     CHECK_INT_EQ(su_run_script(s, n_vocab(m), &after), 0);
     if (after.err[0])
@@ -730,6 +734,34 @@ static int case_ranges(const char *cli, const char *name)
     return pm_check_result();
 }
 
+/* pm-shardd's command line: usage errors exit 2 with a prefixed line, -h
+ * exits 0, a missing model file exits 1. */
+static int case_shardd_usage(void)
+{
+    static const struct { const char *args[8]; int code; const char *text; } k[] = {
+        {{"-h"}, 0, "usage: pm-shardd"},
+        {{"--model", "x.gguf"}, 2, "pm-shardd: --model, --layers and one of --listen / --fd are required"},
+        {{"--model", "x.gguf", "--layers", "3-1", "--fd", "3"}, 2, "pm-shardd: bad option --layers 3-1"},
+        {{"--model", "x.gguf", "--layers", "0-1", "--ctx", "0x10"}, 2, "pm-shardd: --ctx: '0x10' is not a number"},
+        {{"--model", "x.gguf", "--layers", "0-1", "--fd", "3", "--listen"}, 2, "needs a value"},
+        {{"--model", "/nonexistent.gguf", "--layers", "0-1", "--fd", "0"}, 1, "pm-shardd: model: cannot open"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        char *argv[10] = {PM_SHARDD};
+        for (int a = 0; a < 8 && k[i].args[a]; a++)
+            argv[a + 1] = (char *)k[i].args[a];
+        pm_child_result res;
+        REQUIRE(pm_child_exec(argv, NULL, 20000, &res) == 0);
+        CHECK(res.exited);
+        CHECK_INT_EQ(res.exit_code, k[i].code);
+        const char *where = k[i].code == 0 ? res.out : res.err;
+        if (!strstr(where, k[i].text))
+            fprintf(stderr, "case %zu: '%s'\n", i, where);
+        CHECK(strstr(where, k[i].text) != NULL);
+    }
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stderr, NULL, _IONBF, 0);
@@ -754,6 +786,8 @@ int main(int argc, char **argv)
         return case_failure(argv[2], 1);
     if (strcmp(c, "cuda") == 0)
         return case_cuda();
+    if (strcmp(c, "shardd_usage") == 0)
+        return case_shardd_usage();
     if (strcmp(c, "ranges") == 0 && argc == 4)
         return case_ranges(argv[2], argv[3]);
     if (strcmp(c, "ranges_child") == 0 && argc == 4)
