@@ -319,7 +319,7 @@ static int next_events(stream_st *st)
     while (j->state != PMS_JOB_DONE && j->ready == st->sent)
         pthread_cond_wait(&j->cv, &j->mu);
     pms_buf_clear(&st->piece);
-    int rc = pms_buf_append(&st->piece, j->text.p + st->sent, j->ready - st->sent);
+    int rc = j->ready > st->sent ? pms_buf_append(&st->piece, j->text.p + st->sent, j->ready - st->sent) : 0;
     st->sent = j->ready;
     int done = j->state == PMS_JOB_DONE;
     pthread_mutex_unlock(&j->mu);
