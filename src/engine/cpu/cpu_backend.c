@@ -408,7 +408,7 @@ static int choose_blas(const llm_kernels *k)
         return 1;
     if (env && strcmp(env, "own") == 0)
         return 0;
-    return !(strcmp(k->name, "scalar") != 0 && blas_core_is_weak(openblas_get_corename()));
+    return !(strcmp(k->name, "avx2") == 0 && blas_core_is_weak(openblas_get_corename()));
 }
 #else
 static int choose_blas(const llm_kernels *k)
@@ -442,7 +442,7 @@ int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
     c->base.host_visible = 1;
     llm_kernels_scalar(&c->k);
     if (simd)
-        (void)llm_kernels_avx512(&c->k); /* falls back to AVX2, then scalar */
+        (void)llm_kernels_avx2(&c->k);
     if (llm_pool_create(n_threads, &c->pool) != 0) {
         free(c);
         llm_errf(err, errlen, "cpu backend: cannot start %d threads", (int)n_threads);

@@ -25,7 +25,7 @@ typedef struct llm_qrow {
 } llm_qrow;
 
 typedef struct llm_kernels {
-    const char *name; /* "scalar", "avx2" or "avx512" */
+    const char *name; /* "scalar" or "avx2" */
     float (*dot_f32)(const void *w, const float *x, int64_t n);
     float (*dot_f16)(const void *w, const float *x, int64_t n);
     float (*dot_bf16)(const void *w, const float *x, int64_t n);
@@ -52,10 +52,5 @@ void llm_kernels_scalar(llm_kernels *k);
 /* The AVX2 kernels: 0 and *k filled when the CPU supports AVX2, FMA and
  * F16C (and the compiler could build them), else -1 and *k untouched. */
 int llm_kernels_avx2(llm_kernels *k);
-
-/* The AVX2 set with the batched product on 512-bit vectors: 0 when the CPU
- * has AVX-512F too. -1 otherwise, with *k holding the AVX2 set when that
- * much is available (llm_kernels_avx2's result says), untouched if not. */
-int llm_kernels_avx512(llm_kernels *k);
 
 #endif

@@ -360,85 +360,6 @@ static int cpu_has_f16c(void)
     return (c >> 29) & 1u;
 }
 
-/* ---- AVX-512 matrix product ----------------------------------------------
- * The batched path's product with 512-bit vectors, where the CPU has
- * AVX-512F: a 4x6 tile keeps 24 accumulators, 4 activation rows and one
- * weight vector in the 32 ZMM registers (every weight load feeds four FMAs,
- * every activation load six); the k tail is read with masked loads. */
-#define AVX512_FN __attribute__((target("avx512f,avx2,fma,f16c")))
-#define GEMM512_KB 512 /* 6 weight rows + 4 activation rows: 20 KiB of L1 */
-
-#define T512_COL(j)                                                   \
-    do {                                                              \
-        __m512 wv = _mm512_maskz_loadu_ps(m, w + (j) * ldw + kk);     \
-        a0##j = _mm512_fmadd_ps(x0, wv, a0##j);                       \
-        a1##j = _mm512_fmadd_ps(x1, wv, a1##j);                       \
-        a2##j = _mm512_fmadd_ps(x2, wv, a2##j);                       \
-        a3##j = _mm512_fmadd_ps(x3, wv, a3##j);                       \
-    } while (0)
-
-#define T512_ROW(i) {a##i##0, a##i##1, a##i##2, a##i##3, a##i##4, a##i##5}
-
-AVX512_FN static void tile_4x6(int64_t k, const float *x, int64_t ldx, const float *w,
-                               int64_t ldw, float *y, int64_t ldy, int accumulate)
-{
-    __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a04 = a00, a05 = a00;
-    __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00, a14 = a00, a15 = a00;
-    __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00, a24 = a00, a25 = a00;
-    __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00, a34 = a00, a35 = a00;
-    for (int64_t kk = 0; kk < k; kk += 16) {
-        __mmask16 m = k - kk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - kk)) - 1u);
-        __m512 x0 = _mm512_maskz_loadu_ps(m, x + kk);
-        __m512 x1 = _mm512_maskz_loadu_ps(m, x + ldx + kk);
-        __m512 x2 = _mm512_maskz_loadu_ps(m, x + 2 * ldx + kk);
-        __m512 x3 = _mm512_maskz_loadu_ps(m, x + 3 * ldx + kk);
-        T512_COL(0);
-        T512_COL(1);
-        T512_COL(2);
-        T512_COL(3);
-        T512_COL(4);
-        T512_COL(5);
-    }
-    __m512 acc[4][6] = {T512_ROW(0), T512_ROW(1), T512_ROW(2), T512_ROW(3)};
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 6; j++) {
-            float s = _mm512_reduce_add_ps(acc[i][j]);
-            y[i * ldy + j] = accumulate ? y[i * ldy + j] + s : s;
-        }
-}
-
-AVX512_FN static void gemm_nt_512(int64_t n, int64_t m, int64_t k, const float *x,
-                                  int64_t ldx, const float *w, int64_t ldw, float *y,
-                                  int64_t ldy)
-{
-    for (int64_t k0 = 0; k0 < k; k0 += GEMM512_KB) {
-        int64_t kb = k - k0 < GEMM512_KB ? k - k0 : GEMM512_KB;
-        int acc = k0 > 0;
-        const float *xk = x + k0, *wk = w + k0;
-        int64_t j = 0;
-        for (; j + 6 <= m; j += 6) {
-            int64_t i = 0;
-            for (; i + 4 <= n; i += 4)
-                tile_4x6(kb, xk + i * ldx, ldx, wk + j * ldw, ldw, y + i * ldy + j, ldy, acc);
-            for (; i < n; i++)
-                dot_cols(i, j, j + 6, kb, xk, ldx, wk, ldw, y, ldy, acc);
-        }
-        for (int64_t i = 0; j < m && i < n; i++)
-            dot_cols(i, j, m, kb, xk, ldx, wk, ldw, y, ldy, acc);
-    }
-}
-
-int llm_kernels_avx512(llm_kernels *k)
-{
-    if (llm_kernels_avx2(k) != 0)
-        return -1;
-    if (!__builtin_cpu_supports("avx512f"))
-        return -1; /* *k keeps the AVX2 set */
-    k->name = "avx512";
-    k->gemm_nt = gemm_nt_512;
-    return 0;
-}
-
 int llm_kernels_avx2(llm_kernels *k)
 {
     __builtin_cpu_init();
@@ -461,12 +382,6 @@ int llm_kernels_avx2(llm_kernels *k)
 #else
 
 int llm_kernels_avx2(llm_kernels *k)
-{
-    (void)k;
-    return -1;
-}
-
-int llm_kernels_avx512(llm_kernels *k)
 {
     (void)k;
     return -1;
