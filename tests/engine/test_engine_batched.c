@@ -3,7 +3,13 @@
  *   batched:  one prefill of the prompt, then greedy decode;
  *   tokens:   the prompt one token at a time (chunk 1), then greedy decode;
  *   chunked:  the prompt in chunks of 8 (sgemm path, shifted positions).
- * The greedy tokens must be identical in all three.
+ * All three are fed the same continuation (the batched run's greedy
+ * tokens), so every logits row is comparable. For f32-exact types the
+ * greedy choices must be identical at every step. For quantized types the
+ * shapes legitimately differ by up to the tolerance, and random synthetic
+ * logits have top-1 margins as small as 0.05, so a race closer than the
+ * two runs' actual disagreement at that step may go either way (and could,
+ * under another CPU's rounding); the choices must agree everywhere else.
  * Usage: test_engine_batched TYPE. Tolerance on every logits row: 2e-4 for
  * f32-exact types; 0.1 for quantized types, whose single-token steps round
  * activations to 8 bits while batched steps do not (see test_engine_parity).
@@ -34,7 +40,9 @@ static int32_t argmax(const float *x, int n)
     return b;
 }
 
-static void run(llm_model *m, const int32_t *prompt, int chunk, int vocab, trace *t)
+/* forced: the tokens to feed (NULL: feed this run's own greedy choice). */
+static void run(llm_model *m, const int32_t *prompt, int chunk, int vocab,
+                const int32_t *forced, trace *t)
 {
     llm_session *s = synth_session(m, 64, 32, 1);
     const float *lg = NULL;
@@ -43,10 +51,33 @@ static void run(llm_model *m, const int32_t *prompt, int chunk, int vocab, trace
     for (int i = 0; i < N_GEN; i++) {
         memcpy(t->logits[i], lg, (size_t)vocab * sizeof(float));
         t->tokens[i] = argmax(lg, vocab);
-        CHECK_INT_EQ(llm_decode(s, t->tokens[i], &lg), 0);
+        CHECK_INT_EQ(llm_decode(s, forced ? forced[i] : t->tokens[i], &lg), 0);
     }
     memcpy(t->logits[N_GEN], lg, (size_t)vocab * sizeof(float));
     llm_session_free(s);
+}
+
+/* max |a - b| over row i. */
+static double step_diff(const trace *a, const trace *b, int i, int vocab)
+{
+    double m = 0;
+    for (int j = 0; j < vocab; j++) {
+        double d = a->logits[i][j] - b->logits[i][j];
+        d = d < 0 ? -d : d;
+        m = d > m ? d : m;
+    }
+    return m;
+}
+
+/* Best minus second-best logit. */
+static double margin(const float *x, int n)
+{
+    int32_t b = argmax(x, n);
+    double second = -1e30;
+    for (int i = 0; i < n; i++)
+        if (i != b && x[i] > second)
+            second = x[i];
+    return x[b] - second;
 }
 
 static double max_diff(const trace *a, const trace *b, int vocab)
@@ -78,9 +109,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < N_PROMPT; i++)
         prompt[i] = (i * 53 + 7) % V;
     static trace batched, tokens, chunked;
-    run(m, prompt, 0, V, &batched);
-    run(m, prompt, 1, V, &tokens);
-    run(m, prompt, 8, V, &chunked);
+    run(m, prompt, 0, V, NULL, &batched);
+    run(m, prompt, 1, V, batched.tokens, &tokens);
+    run(m, prompt, 8, V, batched.tokens, &chunked);
     double tol = sp.type == 2 || sp.type == 8 ? 0.1 : 2e-4;
     double d1 = max_diff(&batched, &tokens, V), d2 = max_diff(&batched, &chunked, V);
     printf("batched vs token-by-token %.3g, batched vs chunked %.3g\n", d1, d2);
@@ -89,10 +120,18 @@ int main(int argc, char **argv)
      * activations to 8 bits, where f32-level differences can flip a
      * rounding, so the same tolerance applies. */
     CHECK_NEAR(d2, 0.0, tol);
-    for (int i = 0; i < N_GEN; i++) {
-        CHECK_INT_EQ(batched.tokens[i], tokens.tokens[i]);
-        CHECK_INT_EQ(batched.tokens[i], chunked.tokens[i]);
-    }
+    int exact = !(sp.type == 2 || sp.type == 8);
+    const trace *others[2] = {&tokens, &chunked};
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; i < N_GEN; i++) {
+            double race = 2 * step_diff(&batched, others[o], i, V);
+            if (!exact && margin(batched.logits[i], V) <= race) {
+                printf("step %d: top-1 margin %.3g within the runs' disagreement %.3g\n", i,
+                       margin(batched.logits[i], V), race);
+                continue;
+            }
+            CHECK_INT_EQ(batched.tokens[i], others[o]->tokens[i]);
+        }
     llm_model_free(m);
     unlink(path);
     return pm_check_result();
