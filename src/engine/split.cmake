@@ -16,3 +16,17 @@ if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.19)
 else()
   message(FATAL_ERROR "the layer split needs CMake >= 3.19 (or phasemark_wire linked in src/engine/CMakeLists.txt)")
 endif()
+
+# libFuzzer target for the placement parser (scripts/fuzz runs every
+# fuzz_*; seeds in tests/fuzz/corpus/placement/). The parser is compiled
+# into the target itself so that it carries the coverage instrumentation.
+if(PHASEMARK_FUZZ)
+  add_executable(fuzz_placement ${PROJECT_SOURCE_DIR}/tests/split/fuzz_placement.c
+                 ${CMAKE_CURRENT_LIST_DIR}/split_spec.c)
+  target_include_directories(fuzz_placement PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  target_compile_options(fuzz_placement PRIVATE -fsanitize=fuzzer,address,undefined
+                         -fno-sanitize-recover=all)
+  target_link_options(fuzz_placement PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_placement PRIVATE phasemark_engine)
+  pm_strict(fuzz_placement)
+endif()
