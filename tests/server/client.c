@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -300,10 +301,13 @@ int srv_stop(srv_proc *p, int sig, int timeout_ms)
     kill(p->pid, sig);
     long long deadline = hc_now_ms() + timeout_ms;
     int st = 0, rc = -1;
+    struct rusage ru;
     for (;;) {
-        pid_t w = waitpid(p->pid, &st, WNOHANG);
+        pid_t w = wait4(p->pid, &st, WNOHANG, &ru);
         if (w == p->pid) {
             rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
+            p->cpu_ms = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                        (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
             break;
         }
         if (hc_now_ms() > deadline) {

@@ -50,6 +50,7 @@ typedef struct srv_proc {
     int port;
     int out_fd; /* its stdout (the listening line has been read) */
     int err_fd; /* its stderr */
+    double cpu_ms; /* user + system CPU time, filled by srv_stop */
 } srv_proc;
 
 /* Starts server_path with -m model --port 0 and the extra arguments
