@@ -316,9 +316,9 @@ static int run_k(run_ctx *c, int k)
     int parity = 1;
     double tokens = (double)N_PROMPTS * o->tokens;
     for (int r = 0; r <= o->reps; r++) { /* repetition 0 warms up */
-        double a = pass_ar(c, &gp);
-        if (r == 0)
+        if (r == 1)
             llm_spec_reset_stats(sd); /* stats cover the measured passes */
+        double a = pass_ar(c, &gp);
         double s = pass_spec(c, sd, &gp, &parity);
         if (a < 0 || s < 0) {
             llm_spec_free(sd);

@@ -41,7 +41,10 @@ int sc_kjv_paths(char *target, char *draft, size_t cap)
 
 llm_model *sc_open(const char *path)
 {
-    return synth_open(path, 2);
+    /* One thread: the tests need no parallelism, and a spinning worker
+     * pool on a loaded 2-core CI machine (two ctest jobs) costs more than
+     * it gives. */
+    return synth_open(path, 1);
 }
 
 llm_session *sc_session(llm_model *m, int n_ctx, int n_batch, uint64_t req)

@@ -30,7 +30,7 @@ void sc_write_synth_pair(const char *type, int layers, int draft_layers, const c
 /* The shipped pair's paths (source tree); 0 when both exist, else -1. */
 int sc_kjv_paths(char *target, char *draft, size_t cap);
 
-/* Opens a model on the CPU with 2 threads; exits 1 on failure. */
+/* Opens a model on the CPU with 1 thread; exits 1 on failure. */
 llm_model *sc_open(const char *path);
 
 /* A session with n_ctx positions and batch n_batch; exits 1 on failure. */

@@ -3,7 +3,7 @@
  *   test_spec_sampling probs        llm_sampler_probs against this file's
  *                                   own softmax / top-k / top-p, and
  *                                   llm_sampler_draw against its weights
- *   test_spec_sampling joint T K P  20000 speculative generations of 4
+ *   test_spec_sampling joint T K P  8000 speculative generations of 4
  *                                   tokens (k = 2, so the first round
  *                                   drafts 2) from a tiny target (vocab 8)
  *                                   with an unrelated draft; the joint law
@@ -27,7 +27,7 @@
 #include "synth.h"
 
 #define V 8
-#define N_SAMPLES 20000
+#define N_SAMPLES 8000
 #define CELLS (V * V * V)
 
 typedef struct law {
