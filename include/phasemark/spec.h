@@ -66,7 +66,8 @@ typedef struct llm_spec_params {
     int32_t k;           /* tokens drafted per round, 1..target n_batch-1 */
     int32_t adaptive;    /* nonzero: choose k each round (see below) */
     int32_t k_min;       /* adaptive bounds; <= 0: 1 */
-    int32_t k_max;       /* <= 0: 2*k; capped at target n_batch-1 */
+    int32_t k_max;       /* <= 0: 2*k but at most max(k, 6); capped at
+                            target n_batch-1 (docs/spec.md: exactness) */
     float draft_cost;    /* adaptive: a draft forward's cost relative to a
                             target forward; <= 0: the ratio of the models'
                             weight bytes (decode is bandwidth-bound) */

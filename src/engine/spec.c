@@ -172,8 +172,13 @@ static void resolve_k(llm_spec *sd, const llm_model *tm, const llm_model *dm)
     } else {
         if (p->k_min <= 0)
             p->k_min = 1;
+        /* Default: up to 2k, but not past 6 unless k itself is: a verify
+         * of up to 7 tokens runs the CPU backend's matrix-vector path,
+         * bitwise equal to decode steps; a wider one takes its sgemm path,
+         * which rounds differently (greedy parity can break at near-ties
+         * with quantized weights) and costs several decodes more. */
         if (p->k_max <= 0)
-            p->k_max = 2 * p->k;
+            p->k_max = 2 * p->k < 6 ? 2 * p->k : (p->k > 6 ? p->k : 6);
         if (p->k_max > sd->k_cap)
             p->k_max = sd->k_cap;
         if (p->k_min > p->k_max)
