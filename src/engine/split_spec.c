@@ -72,6 +72,10 @@ static int bad(char *err, size_t errlen, int idx, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    /* Quoted user text may hold control bytes; the line stays one line. */
+    for (char *c = line; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     if (idx >= 0)
         llm_errf(err, errlen, "placement: shard %d: %s", idx, line);
     else
