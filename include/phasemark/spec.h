@@ -71,7 +71,9 @@ typedef struct llm_spec_params {
     float draft_cost;    /* adaptive: a draft forward's cost relative to a
                             target forward; <= 0: the ratio of the models'
                             weight bytes (decode is bandwidth-bound) */
-    llm_spec_propose_fn propose; /* NULL: the draft session proposes */
+    llm_spec_propose_fn propose; /* NULL: the draft session proposes; set:
+                                    the callback does, and no draft
+                                    session is used */
     void *propose_user;
 } llm_spec_params;
 

@@ -240,8 +240,22 @@ int llm_sampler_probs(llm_sampler *sp, const float *logits, float *probs)
         probs[argmax(logits, nv)] = 1.0f;
         return 0;
     }
-    double mass;
-    int32_t n = candidates(sp, logits, &mass);
+    double mass = 0.0;
+    int32_t n;
+    if (sp->p.top_p > 0.0f && sp->p.top_p < 1.0f) {
+        n = candidates(sp, logits, &mass);
+    } else {
+        /* No nucleus: the kept set needs no order, so skip the sort (a
+         * vector is filled per draft token and per verified row). */
+        double total;
+        n = weigh(sp, logits, &total);
+        if (sp->p.top_k > 0 && sp->p.top_k < n) {
+            select_top_k(sp->c, n, sp->p.top_k);
+            n = sp->p.top_k;
+        }
+        for (int32_t i = 0; i < n; i++)
+            mass += sp->c[i].p;
+    }
     for (int32_t i = 0; i < n; i++)
         probs[sp->c[i].id] = (float)(sp->c[i].p / mass);
     return 0;
