@@ -100,4 +100,11 @@ const char *llm_cpu_backend_kernels(const llm_backend *be);
  * PHASEMARK_ENGINE_GEMM=own. */
 const char *llm_cpu_backend_gemm(const llm_backend *be);
 
+/* Sets the batch widths from which the CPU backend's matmul switches from
+ * the row loop to the matrix product, for float (F32/F16/BF16) and
+ * quantized (Q8_0/Q4_0) weights; clamped to 1..64 (64 forces the row loop
+ * up to 63 rows). For tuning and the benchmark; not thread-safe against a
+ * running forward. */
+void llm_cpu_backend_set_gemm_min(llm_backend *be, int32_t float_min, int32_t quant_min);
+
 #endif

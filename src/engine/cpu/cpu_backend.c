@@ -1,7 +1,7 @@
 /* cpu_backend.c — the CPU implementation of the backend seam (backend.h).
  *
  * Matrix products take one of two paths by batch width n:
- *  - n < LLM_CPU_GEMM_MIN (decode, short verify): a matrix–vector loop over
+ *  - n below a threshold (decode, short verify): a matrix–vector loop over
  *    weight rows, split across the thread pool, each row read once from the
  *    mapping and dotted with every activation row by the SIMD kernels.
  *    Quantized weights meet activations quantized once per call (kernels.h).
@@ -28,9 +28,19 @@
 #include <cblas.h>
 #endif
 
-/* Batch width from which sgemm beats the row loop (measured on AVX2 with
- * Q8_0 and F32 weights; below it the weights' memory traffic dominates). */
-#define LLM_CPU_GEMM_MIN 8
+/* Batch widths from which the matrix product beats the row loop, per
+ * weight class (defaults; see llm_cpu_backend_set_gemm_min). The row loop
+ * reads each weight once for all rows, so its cost grows only by the
+ * kernel's compute per extra row; the product must first dequantize every
+ * quantized weight to f32, which it amortizes only over many rows.
+ * Measured on the 2-vCPU VM, all matrices of a model per pass, 2 threads:
+ * F32 110M, ms per row at 4/8/12 rows: loop 13.5/10.9/11.9, product
+ * 15.7/9.2/7.1; Q8_0 110M at 8/12/16: loop 4.2/4.1/6.0, product 5.4/3.9/5.5;
+ * Q8_0 1B at 8/16/24: loop 90/86/90, product 150/89/78. */
+#define LLM_CPU_GEMM_MIN_FLOAT 8
+#define LLM_CPU_GEMM_MIN_QUANT 12
+/* Most rows the row loop takes (its activation scratch is sized for it). */
+#define LLM_CPU_ROWS_MAX 64
 /* Weight rows dequantized per sgemm call on the gemm path. */
 #define LLM_CPU_PANEL 256
 /* Rows per unit of work on the matrix–vector path: small enough that a
@@ -43,10 +53,13 @@ typedef struct cpu_backend {
     llm_pool *pool;
     llm_kernels k;
     int use_blas;       /* batched products: OpenBLAS (1) or k.gemm_nt (0) */
+    int32_t gemm_min_float; /* rows from which F32/F16/BF16 weights use the
+                               matrix product */
+    int32_t gemm_min_quant; /* the same for Q8_0/Q4_0 */
     int64_t max_width;  /* widest row reserved for */
     uint32_t n_ctx;     /* longest context reserved for */
-    float *qd;          /* [GEMM_MIN][max_width/32] activation scales */
-    int8_t *qq;         /* [GEMM_MIN][max_width] activation quants */
+    float *qd;          /* [ROWS_MAX][max_width/32] activation scales */
+    int8_t *qq;         /* [ROWS_MAX][max_width] activation quants */
     float *panel;       /* [n_threads][PANEL][max_width] */
     float *scores;      /* [n_threads][n_ctx] attention scores */
 } cpu_backend;
@@ -92,8 +105,8 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
     size_t nth = (size_t)c->base.n_threads;
     if (max_width > c->max_width) {
         size_t w = (size_t)max_width;
-        float *qd = alloc64(LLM_CPU_GEMM_MIN * (w / LLM_QK + 1) * sizeof(float));
-        int8_t *qq = alloc64(LLM_CPU_GEMM_MIN * w);
+        float *qd = alloc64(LLM_CPU_ROWS_MAX * (w / LLM_QK + 1) * sizeof(float));
+        int8_t *qq = alloc64(LLM_CPU_ROWS_MAX * w);
         float *panel = alloc64(nth * LLM_CPU_PANEL * w * sizeof(float));
         if (!qd || !qq || !panel) {
             free(qd);
@@ -331,7 +344,7 @@ static void cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
 {
     cpu_backend *c = cpu(be);
     mm_job j = {c, w, x, n, y, {0}};
-    if (n >= LLM_CPU_GEMM_MIN) {
+    if (n >= (is_quantized(w->type) ? c->gemm_min_quant : c->gemm_min_float)) {
         llm_pool_run(c->pool, gemm_worker, &j);
         return;
     }
@@ -418,6 +431,13 @@ static int choose_blas(const llm_kernels *k)
 }
 #endif
 
+void llm_cpu_backend_set_gemm_min(llm_backend *be, int32_t float_min, int32_t quant_min)
+{
+    cpu_backend *c = cpu(be);
+    c->gemm_min_float = float_min < 1 ? 1 : float_min > LLM_CPU_ROWS_MAX ? LLM_CPU_ROWS_MAX : float_min;
+    c->gemm_min_quant = quant_min < 1 ? 1 : quant_min > LLM_CPU_ROWS_MAX ? LLM_CPU_ROWS_MAX : quant_min;
+}
+
 const char *llm_cpu_backend_gemm(const llm_backend *be)
 {
     const cpu_backend *c = (const cpu_backend *)(const void *)be;
@@ -452,6 +472,8 @@ int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
     openblas_set_num_threads(1);
 #endif
     c->use_blas = choose_blas(&c->k);
+    c->gemm_min_float = LLM_CPU_GEMM_MIN_FLOAT;
+    c->gemm_min_quant = LLM_CPU_GEMM_MIN_QUANT;
     *out = &c->base;
     return 0;
 }
