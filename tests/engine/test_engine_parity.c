@@ -1,5 +1,5 @@
 /* test_engine_parity — engine logits against the independent double
- * reference (ref.c) on a synthetic model, for a long prefill (the sgemm
+ * reference (ref.c) on a synthetic model, for a long prefill (the matrix-product
  * path), a short prefill (the matrix-vector path) and every decode step.
  *
  * Usage: test_engine_parity TYPE [VARIANT]
@@ -35,7 +35,7 @@
 #include "ref.h"
 #include "synth.h"
 
-#define N_LONG 11   /* >= the sgemm threshold */
+#define N_LONG 13   /* >= the matrix-product threshold for every type */
 #define N_SHORT 5   /* below it */
 #define N_DECODE 6
 
