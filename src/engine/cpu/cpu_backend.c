@@ -2,14 +2,16 @@
  *
  * Matrix products take one of two paths by batch width n:
  *  - n below a threshold (decode, short verify): a matrix–vector loop over
- *    weight rows, split across the thread pool, each row read once from the
- *    mapping and dotted with every activation row by the SIMD kernels.
- *    Quantized weights meet activations quantized once per call (kernels.h).
- *  - otherwise (prefill, long verify): OpenBLAS sgemm on row panels of the
- *    weight, again split across the pool. F32 weights are used in place;
- *    other types are dequantized a panel at a time into per-thread scratch.
- *    OpenBLAS runs single-threaded inside our workers so that one pool owns
- *    the cores (set once at backend creation; see docs/engine.md).
+ *    weight rows, claimed in chunks by the pool's threads, each row read
+ *    once from the mapping and dotted with every activation row by the SIMD
+ *    kernels. Quantized weights meet activations quantized once per call
+ *    (kernels.h).
+ *  - otherwise (prefill, long verify): a matrix product on row panels of
+ *    the weight, again claimed by the pool's threads. F32 weights are used
+ *    in place; other types are dequantized a panel at a time into per-thread
+ *    scratch. The product is OpenBLAS sgemm, running single-threaded inside
+ *    our workers so that one pool owns the cores, or the kernels' own
+ *    product when OpenBLAS would run a pre-AVX2 core (choose_blas).
  * Everything else (norms, rope, attention, SwiGLU) is O(n * width) or
  * O(n * ctx * width) and runs in plain loops, attention across the pool.
  */
@@ -41,7 +43,8 @@
 #define LLM_CPU_GEMM_MIN_QUANT 12
 /* Most rows the row loop takes (its activation scratch is sized for it). */
 #define LLM_CPU_ROWS_MAX 64
-/* Weight rows dequantized per sgemm call on the gemm path. */
+/* Weight rows per matrix-product call (dequantized together when the
+ * weights are not f32). */
 #define LLM_CPU_PANEL 256
 /* Rows per unit of work on the matrix–vector path: small enough that a
  * preempted thread holds up little, large enough (about 100 KiB of a 2048-
