@@ -164,7 +164,9 @@ static int parse_target(const char *p, size_t len, llm_shard_spec *sh, int idx, 
     } else {
         return bad(err, errlen, idx, "unknown target '%s' (local, spawn, unix:PATH, tcp:HOST:PORT)", t);
     }
-    return copy_field(sh->address, sizeof sh->address, t, strlen(t)) ? LLM_EINVAL : 0;
+    if (copy_field(sh->address, sizeof sh->address, t, strlen(t)))
+        return bad(err, errlen, idx, "address longer than %d bytes", LLM_SPLIT_MAX_ADDR - 1);
+    return 0;
 }
 
 /* Which options each kind takes. */

@@ -292,6 +292,19 @@ static int case_parse_bad(void)
     llm_placement pl;
     char err[256];
     CHECK_INT_EQ(llm_placement_parse(long_addr, 8, &pl, err, sizeof err), LLM_EINVAL);
+    CHECK_STR_EQ(err, "placement: shard 0: target too long");
+    /* A TCP address just too long to keep (the fuzzer's find: it was
+     * refused with no line at all). */
+    char long_tcp[300];
+    memset(long_tcp, 'h', sizeof long_tcp);
+    memcpy(long_tcp, "0-7@tcp:", 8);
+    memcpy(long_tcp + 4 + 199, ":7000", 6); /* "tcp:" + 195 + ":7000": 204 */
+    err[0] = '\0';
+    CHECK_INT_EQ(llm_placement_parse(long_tcp, 8, &pl, err, sizeof err), LLM_EINVAL);
+    CHECK_STR_EQ(err, "placement: shard 0: address longer than 199 bytes");
+    /* Control bytes in quoted text never break the line. */
+    CHECK_INT_EQ(llm_placement_parse("0-7@lo\ncal", 8, &pl, err, sizeof err), LLM_EINVAL);
+    CHECK_STR_EQ(err, "placement: shard 0: unknown target 'lo?cal' (local, spawn, unix:PATH, tcp:HOST:PORT)");
     CHECK_INT_EQ(llm_placement_parse(NULL, 8, &pl, err, sizeof err), LLM_EINVAL);
     return pm_check_result();
 }
