@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "chat.h"
+#include "internal.h"
 #include "metrics.h"
 #include "pm_check.h"
 #include "request.h"
@@ -437,6 +438,62 @@ static int case_metrics(void)
     return pm_check_result();
 }
 
+/* ---- jobs and the queue -------------------------------------------------- */
+
+static pms_job *job(uint64_t id)
+{
+    pms_req r;
+    memset(&r, 0, sizeof r);
+    r.text = strdup("x");
+    r.text_len = 1;
+    int32_t *ids = malloc(sizeof *ids);
+    REQUIRE(ids != NULL);
+    ids[0] = 1;
+    pms_job *j = pms_job_new(id, &r, ids, 1);
+    REQUIRE(j != NULL);
+    CHECK(r.text == NULL); /* moved into the job */
+    return j;
+}
+
+static int case_queue(void)
+{
+    pms_queue q;
+    REQUIRE(pms_queue_init(&q, 2) == 0);
+    pms_job *a = job(1), *b = job(2), *c = job(3);
+    CHECK_INT_EQ(pms_queue_push(&q, a), 0);
+    CHECK_INT_EQ(pms_queue_push(&q, b), 0);
+    CHECK_INT_EQ(pms_queue_push(&q, c), -1); /* full: refused at once */
+    CHECK(pms_queue_pop(&q) == a);           /* first in, first out */
+    CHECK_INT_EQ(pms_queue_push(&q, c), 0);  /* room again, across the ring's end */
+    CHECK(pms_queue_take(&q) == b);
+    pms_queue_close(&q);
+    CHECK_INT_EQ(pms_queue_push(&q, a), -2); /* closed */
+    CHECK(pms_queue_pop(&q) == c);           /* closed queues drain first */
+    CHECK(pms_queue_pop(&q) == NULL);
+    CHECK(pms_queue_take(&q) == NULL);
+    pms_queue_destroy(&q);
+
+    /* Two references each; a job ended unstarted says so; cancel forgets
+     * the socket; the last release frees (ASan checks the rest). */
+    c->fd = 5;
+    pms_job_cancel(c);
+    CHECK_INT_EQ(c->cancel, 1);
+    CHECK_INT_EQ(c->fd, -1);
+    pms_job_fail_unstarted(b, 503, "shutting_down", "bye");
+    CHECK_INT_EQ(b->state, PMS_JOB_DONE);
+    CHECK_INT_EQ(b->fail.status, 503);
+    CHECK_STR_EQ(b->fail.code, "shutting_down");
+    CHECK_STR_EQ(b->fail.msg, "bye");
+    pms_job *all[] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        pms_job_release(all[i]);
+        CHECK_INT_EQ(all[i]->refs, 1);
+        pms_job_release(all[i]);
+    }
+    pms_job_release(NULL);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct { const char *name; int (*fn)(void); } cases[] = {
@@ -444,6 +501,7 @@ int main(int argc, char **argv)
         {"stop", case_stop},                   {"chat", case_chat},
         {"request_valid", case_request_valid}, {"request_errors", case_request_errors},
         {"config", case_config},               {"metrics", case_metrics},
+        {"queue", case_queue},
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
