@@ -210,6 +210,33 @@ int hc_parse(const char *raw, size_t n, hc_resp *r)
     return 0;
 }
 
+int hc_read_one(int fd, hc_resp *r, int timeout_ms)
+{
+    long long deadline = hc_now_ms() + timeout_ms;
+    char buf[65536];
+    size_t n = 0, want = 0;
+    memset(r, 0, sizeof *r);
+    for (;;) {
+        buf[n] = 0;
+        const char *sep = strstr(buf, "\r\n\r\n");
+        if (sep && !want) {
+            const char *cl = strstr(buf, "Content-Length: ");
+            if (!cl || cl > sep)
+                return -1;
+            want = (size_t)(sep + 4 - buf) + strtoul(cl + 16, NULL, 10);
+        }
+        if (want && n >= want)
+            return n == want ? hc_parse(buf, n, r) : -1;
+        if (n + 1 >= sizeof buf || wait_fd(fd, POLLIN, deadline))
+            return -1;
+        /* One byte at a time: never read into the next response. */
+        ssize_t got = recv(fd, buf + n, 1, 0);
+        if (got <= 0)
+            return -1;
+        n += (size_t)got;
+    }
+}
+
 int hc_request(int port, const char *method, const char *path, const char *body, hc_resp *r, int timeout_ms)
 {
     memset(r, 0, sizeof *r);

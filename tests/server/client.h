@@ -37,6 +37,10 @@ int hc_send_all(int fd, const void *p, size_t n, int timeout_ms);
  * Returns the length, or -1 on a timeout/error (buffer still set). */
 ssize_t hc_read_all(int fd, char **out, int timeout_ms);
 
+/* Reads exactly one response with a Content-Length from a kept-alive
+ * connection (deadline timeout_ms) and parses it. 0 or -1. */
+int hc_read_one(int fd, hc_resp *r, int timeout_ms);
+
 /* Parses a raw response. 0, or -1 when malformed (r->status may be 0). */
 int hc_parse(const char *raw, size_t n, hc_resp *r);
 

@@ -639,6 +639,56 @@ static int case_stop(void)
     return pm_check_result();
 }
 
+/* Keep-alive: several requests on one connection, one after another and
+ * pipelined (the second request is already waiting while the first one
+ * generates, which the disconnect probe must not take for a hang-up). */
+static int case_keepalive(void)
+{
+    srv_proc p;
+    start(&p, tiny, NULL);
+    int fd = hc_connect(p.port);
+    REQUIRE(fd >= 0);
+    const char *body = "{\"prompt\":[1,100,200,300],\"max_tokens\":6,\"temperature\":0}";
+    char req[512];
+    int n = snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    char first[4096] = "";
+    long long last_id = 0;
+    for (int i = 0; i < 3; i++) {
+        hc_resp r;
+        REQUIRE(hc_send_all(fd, req, (size_t)n, TIMEOUT) == 0);
+        REQUIRE(hc_read_one(fd, &r, TIMEOUT) == 0);
+        CHECK_INT_EQ(r.status, 200);
+        CHECK(request_id(&r) > last_id);
+        last_id = request_id(&r);
+        json_t *j = body_json(&r);
+        if (i == 0)
+            snprintf(first, sizeof first, "%s", jstr(choice0(j), "text"));
+        else
+            CHECK_STR_EQ(jstr(choice0(j), "text"), first);
+        json_decref(j);
+        hc_free(&r);
+    }
+    char two[1024];
+    memcpy(two, req, (size_t)n);
+    memcpy(two + n, req, (size_t)n);
+    REQUIRE(hc_send_all(fd, two, 2 * (size_t)n, TIMEOUT) == 0);
+    for (int i = 0; i < 2; i++) {
+        hc_resp r;
+        REQUIRE(hc_read_one(fd, &r, TIMEOUT) == 0);
+        CHECK_INT_EQ(r.status, 200);
+        json_t *j = body_json(&r);
+        CHECK_STR_EQ(jstr(choice0(j), "text"), first);
+        json_decref(j);
+        hc_free(&r);
+    }
+    close(fd);
+    CHECK(srv_metric(p.port, "phasemark_requests_cancelled_total") == 0);
+    CHECK(srv_metric(p.port, "phasemark_generations_total") == 5);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
 /* ---- the error table ------------------------------------------------------- */
 
 static void raw_exchange(int port, const char *req, size_t n, hc_resp *r)
@@ -1187,7 +1237,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
         {"chat", case_chat},             {"chat_template", case_chat_template}, {"stop", case_stop}, {"speculative", case_speculative},
-        {"placement", case_placement},             {"errors", case_errors},
+        {"placement", case_placement},   {"keepalive", case_keepalive},             {"errors", case_errors},
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},
