@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 static const int status_codes[PMS_N_STATUS] = PMS_STATUS_CODES;
+static const double buckets[PMS_N_BUCKETS] = PMS_DURATION_BUCKETS;
 
 void pms_metrics_init(pms_metrics *m)
 {
@@ -24,6 +25,8 @@ void pms_metrics_init(pms_metrics *m)
     atomic_init(&m->drafted_tokens, 0);
     atomic_init(&m->accepted_tokens, 0);
     atomic_init(&m->request_ns, 0);
+    for (int i = 0; i <= PMS_N_BUCKETS; i++)
+        atomic_init(&m->duration[i], 0);
     atomic_init(&m->completed, 0);
     atomic_init(&m->queued, 0);
     atomic_init(&m->running, 0);
@@ -35,6 +38,16 @@ void pms_metrics_status(pms_metrics *m, int code)
     while (i < PMS_N_STATUS && status_codes[i] != code)
         i++;
     atomic_fetch_add_explicit(&m->status[i], 1, memory_order_relaxed);
+}
+
+void pms_metrics_duration(pms_metrics *m, uint64_t ns)
+{
+    double s = (double)ns / 1e9;
+    int i = 0;
+    while (i < PMS_N_BUCKETS && s > buckets[i])
+        i++;
+    atomic_fetch_add_explicit(&m->duration[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->request_ns, ns, memory_order_relaxed);
 }
 
 static uint64_t get(atomic_uint_fast64_t *c)
@@ -82,6 +95,25 @@ static int render_phases(pms_metrics *m, pms_buf *o)
     return 0;
 }
 
+/* A Prometheus histogram: cumulative buckets with "le" labels, then _sum
+ * and _count. */
+static int render_duration(pms_metrics *m, pms_buf *o)
+{
+    const char *name = "phasemark_request_duration_seconds";
+    if (head(o, name, "histogram", "Queue wait plus generation time of finished generations."))
+        return -1;
+    uint64_t cum = 0;
+    for (int i = 0; i <= PMS_N_BUCKETS; i++) {
+        cum += get(&m->duration[i]);
+        int rc = i < PMS_N_BUCKETS ? pms_buf_printf(o, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, buckets[i], cum)
+                                   : pms_buf_printf(o, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, cum);
+        if (rc)
+            return -1;
+    }
+    return pms_buf_printf(o, "%s_sum %.9f\n%s_count %" PRIu64 "\n", name, (double)get(&m->request_ns) / 1e9, name,
+                          cum);
+}
+
 static int render_gauges(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
 {
     long long q = (long long)atomic_load(&m->queued), r = (long long)atomic_load(&m->running);
@@ -111,8 +143,7 @@ int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
         counter(o, "phasemark_draft_accepted_tokens_total", "Drafted tokens the target accepted.",
                 get(&m->accepted_tokens)))
         return -1;
-    if (head(o, "phasemark_request_seconds_total", "counter", "Queue wait plus generation time of finished requests.") ||
-        pms_buf_printf(o, "phasemark_request_seconds_total %.9f\n", (double)get(&m->request_ns) / 1e9))
+    if (render_duration(m, o))
         return -1;
     if (render_phases(m, o) || render_gauges(m, queue_cap, workers, o))
         return -1;

@@ -18,6 +18,11 @@
 #define PMS_STATUS_CODES {200, 400, 404, 405, 408, 413, 500, 503}
 enum { PMS_N_STATUS = 8 };
 
+/* Upper bounds (seconds) of the request duration histogram's buckets;
+ * +Inf is implied. */
+#define PMS_DURATION_BUCKETS {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0}
+enum { PMS_N_BUCKETS = 12 };
+
 typedef struct pms_metrics {
     atomic_uint_fast64_t status[PMS_N_STATUS + 1]; /* last: other */
     atomic_uint_fast64_t cancelled;       /* client went away mid-request */
@@ -30,6 +35,7 @@ typedef struct pms_metrics {
     atomic_uint_fast64_t phase_tokens[PM_PHASE_COUNT]; /* by pm_phase */
     atomic_uint_fast64_t phase_ns[PM_PHASE_COUNT];
     atomic_uint_fast64_t request_ns;      /* queue wait + generation, summed */
+    atomic_uint_fast64_t duration[PMS_N_BUCKETS + 1]; /* per bucket (not cumulative); last: +Inf */
     atomic_uint_fast64_t completed;       /* generations that finished */
     atomic_int_fast64_t queued;           /* gauge: waiting in the queue */
     atomic_int_fast64_t running;          /* gauge: being generated */
@@ -39,6 +45,9 @@ void pms_metrics_init(pms_metrics *m);
 
 /* Counts one answer with HTTP status code. */
 void pms_metrics_status(pms_metrics *m, int code);
+
+/* Records one finished generation's duration (queue wait included). */
+void pms_metrics_duration(pms_metrics *m, uint64_t ns);
 
 /* Appends the exposition text (HELP/TYPE lines, then samples) to out.
  * queue_cap and workers are reported as gauges. 0 or -1 (buffer limit). */

@@ -168,7 +168,7 @@ static void count(pms_server *s, const pms_job *j)
     atomic_fetch_add(&m->phase_ns[PM_PHASE_VERIFY], st->verify_ns);
     atomic_fetch_add(&m->phase_tokens[PM_PHASE_BATCHED], st->rounds_committed);
     atomic_fetch_add(&m->phase_ns[PM_PHASE_BATCHED], st->rounds_ns);
-    atomic_fetch_add(&m->request_ns, pms_now_ns() - j->t_enqueue_ns);
+    pms_metrics_duration(m, pms_now_ns() - j->t_enqueue_ns);
     atomic_fetch_add(j->cancelled ? &m->cancelled : &m->completed, 1);
 }
 

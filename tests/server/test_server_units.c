@@ -372,7 +372,7 @@ static int case_config(void)
  * HELP, and every value parses as a number. */
 static void check_exposition(const char *text)
 {
-    char typed[64][64];
+    char typed[64][80];
     int n_typed = 0;
     for (const char *l = text; *l;) {
         const char *e = strchr(l, '\n');
@@ -384,9 +384,15 @@ static void check_exposition(const char *text)
         line[len] = 0;
         char name[64];
         if (sscanf(line, "# TYPE %63s", name) == 1) {
-            CHECK(strstr(line, " counter") || strstr(line, " gauge"));
+            int hist = strstr(line, " histogram") != NULL;
+            CHECK(strstr(line, " counter") || strstr(line, " gauge") || hist);
+            if (hist && n_typed + 3 <= 64) { /* a histogram's samples carry suffixes */
+                snprintf(typed[n_typed++], 80, "%s_bucket", name);
+                snprintf(typed[n_typed++], 80, "%s_sum", name);
+                snprintf(typed[n_typed++], 80, "%s_count", name);
+            }
             if (n_typed < 64)
-                snprintf(typed[n_typed++], 64, "%s", name);
+                snprintf(typed[n_typed++], 80, "%s", name);
         } else if (strncmp(line, "# HELP ", 7) != 0) {
             size_t nl = strcspn(line, "{ ");
             int found = 0;
@@ -416,6 +422,10 @@ static int case_metrics(void)
     atomic_fetch_add(&m.phase_tokens[PM_PHASE_DECODE], 5);
     atomic_fetch_add(&m.phase_ns[PM_PHASE_DECODE], 1500000000u);
     atomic_fetch_add(&m.prompt_tokens, 11);
+    pms_metrics_duration(&m, 20000000u);    /* 0.02 s: bucket 0.025 */
+    pms_metrics_duration(&m, 25000000u);    /* exactly 0.025: le is inclusive */
+    pms_metrics_duration(&m, 3000000000u);  /* 3 s: bucket 5 */
+    pms_metrics_duration(&m, 100000000000u); /* 100 s: +Inf only */
     pms_buf b;
     pms_buf_init(&b, 0);
     REQUIRE(pms_metrics_render(&m, 16, 2, &b) == 0);
@@ -431,6 +441,15 @@ static int case_metrics(void)
     CHECK(strstr(b.p, "phasemark_queue_capacity 16\n") != NULL);
     CHECK(strstr(b.p, "phasemark_workers 2\n") != NULL);
     CHECK(strstr(b.p, "# TYPE phasemark_draft_accepted_tokens_total counter\n") != NULL);
+    CHECK(strstr(b.p, "# TYPE phasemark_request_duration_seconds histogram\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_request_duration_seconds_bucket{le=\"0.01\"} 0\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_request_duration_seconds_bucket{le=\"0.025\"} 2\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_request_duration_seconds_bucket{le=\"2.5\"} 2\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_request_duration_seconds_bucket{le=\"5\"} 3\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_request_duration_seconds_bucket{le=\"60\"} 3\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_request_duration_seconds_bucket{le=\"+Inf\"} 4\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_request_duration_seconds_count 4\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_request_duration_seconds_sum 103.045000000\n") != NULL);
     pms_buf_free(&b);
     pms_buf_init(&b, 100);
     CHECK_INT_EQ(pms_metrics_render(&m, 16, 2, &b), -1); /* bounded output */
