@@ -152,7 +152,9 @@ static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns)
     }
 }
 
-static void count(pms_server *s, const pms_job *j)
+/* Metrics first, then DONE: a client that scrapes /metrics right after
+ * its answer must see its own request counted. */
+static void count(pms_server *s, const pms_job *j, int cancelled)
 {
     pms_metrics *m = &s->metrics;
     const pms_gen_stats *st = &j->stats;
@@ -169,7 +171,7 @@ static void count(pms_server *s, const pms_job *j)
     atomic_fetch_add(&m->phase_tokens[PM_PHASE_BATCHED], st->rounds_committed);
     atomic_fetch_add(&m->phase_ns[PM_PHASE_BATCHED], st->rounds_ns);
     pms_metrics_duration(m, pms_now_ns() - j->t_enqueue_ns);
-    atomic_fetch_add(j->cancelled ? &m->cancelled : &m->completed, 1);
+    atomic_fetch_add(cancelled ? &m->cancelled : &m->completed, 1);
 }
 
 /* Marks the job DONE with its outcome; the HTTP side wakes up. */
@@ -221,8 +223,8 @@ static void run_job(pms_worker *w, pms_job *j)
         if (rc && !g.detail[0])
             snprintf(g.detail, sizeof g.detail, "%s", llm_session_error(w->session));
     }
+    count(s, j, g.cancelled);
     finish(j, rc, reason, &g);
-    count(s, j);
 }
 
 static void *worker_main(void *arg)
