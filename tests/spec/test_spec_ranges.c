@@ -204,6 +204,9 @@ int main(int argc, char **argv)
 {
     if (argc != 2)
         return 2;
+#ifdef PHASEMARK_DISABLED
+    PM_SKIP("markers are compiled out (PHASEMARK_MARKERS=OFF)");
+#endif
     if (setenv("PHASEMARK", "roctx", 1) != 0)
         return 1;
     REQUIRE(pm_enabled() == 1);
