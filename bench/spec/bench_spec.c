@@ -163,52 +163,60 @@ static double median(double *v, int n)
 
 /* ---- cost -------------------------------------------------------------- */
 
-/* Median ns of one forward of n tokens after a 32-token history: a
- * decode for n == 0, else a verify of n. */
-static double forward_ns(llm_session *s, int n, int reps)
+/* One forward of n tokens after a 32-token history (a decode for n == 0,
+ * else a verify of n), rolled back after; ns, or -1 on failure. */
+static double forward_once(llm_session *s, int n)
 {
-    int32_t hist[32], toks[16];
-    for (int i = 0; i < 32; i++)
-        hist[i] = 3 + i;
-    for (int i = 0; i < 16; i++)
-        toks[i] = 40 + i;
-    llm_session_reset(s);
-    if (llm_prefill(s, hist, 32, 0, NULL) != 0)
-        return -1.0;
-    double t[MAX_REPS];
-    for (int r = 0; r <= reps; r++) { /* the first is a warm-up */
-        const float *lg;
-        uint64_t t0 = now_ns();
-        int rc = n == 0 ? llm_decode(s, toks[0], &lg) : llm_verify(s, toks, (size_t)n, &lg);
-        uint64_t dt = now_ns() - t0;
-        if (rc || llm_session_truncate(s, 32) != 0)
-            return -1.0;
-        if (r > 0)
-            t[r - 1] = (double)dt;
-    }
-    return median(t, reps);
+    static const int32_t toks[16] = {40, 41, 42, 43, 44, 45, 46, 47,
+                                     48, 49, 50, 51, 52, 53, 54, 55};
+    const float *lg;
+    uint64_t t0 = now_ns();
+    int rc = n == 0 ? llm_decode(s, toks[0], &lg) : llm_verify(s, toks, (size_t)n, &lg);
+    uint64_t dt = now_ns() - t0;
+    return rc || llm_session_truncate(s, 32) != 0 ? -1.0 : (double)dt;
 }
 
+#define COST_MAX_N 9
+
+/* Each repetition times a decode and verifies of 1..9 back to back, so
+ * slow drifts (frequency, a neighbour's load) touch every width alike;
+ * medians per width. The first repetition warms up. */
 static int cmd_cost(const opts *o)
 {
     llm_model *m = open_model(o->model, o->threads);
     llm_session *s = m ? open_session(m, 1) : NULL;
-    if (!s) {
+    int32_t hist[32];
+    for (int i = 0; i < 32; i++)
+        hist[i] = 3 + i;
+    if (!s || llm_prefill(s, hist, 32, 0, NULL) != 0) {
+        llm_session_free(s);
         llm_model_free(m);
         return 1;
     }
     int reps = o->reps * 10 > MAX_REPS ? MAX_REPS : o->reps * 10;
-    double dec = forward_ns(s, 0, reps);
+    static double t[COST_MAX_N + 1][MAX_REPS];
+    for (int r = 0; r <= reps; r++)
+        for (int n = 0; n <= COST_MAX_N; n++) {
+            double v = forward_once(s, n);
+            if (v < 0) {
+                llm_session_free(s);
+                llm_model_free(m);
+                return 1;
+            }
+            if (r > 0)
+                t[n][r - 1] = v;
+        }
+    double dec = median(t[0], reps);
     printf("{\"bench\":\"verify_cost\",\"model\":\"%s\",\"threads\":%d,\"n\":0,\"what\":\"decode\","
            "\"ms\":%.4f}\n", o->model, o->threads, dec / 1e6);
-    for (int n = 1; n <= 9 && dec > 0; n++) {
-        double v = forward_ns(s, n, reps);
+    for (int n = 1; n <= COST_MAX_N; n++) {
+        double v = median(t[n], reps);
         printf("{\"bench\":\"verify_cost\",\"model\":\"%s\",\"threads\":%d,\"n\":%d,\"what\":\"verify\","
                "\"ms\":%.4f,\"vs_decode\":%.3f}\n", o->model, o->threads, n, v / 1e6, v / dec);
     }
     llm_session_free(s);
     llm_model_free(m);
-    return dec > 0 ? 0 : 1;
+    return 0;
 }
 
 /* ---- run --------------------------------------------------------------- */
