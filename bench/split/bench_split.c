@@ -6,12 +6,14 @@
  *   bench_split [--reps N] [--tokens N] [--threads N] [--types f32,q8_0]
  *               [--dir DIR] [--keep]
  *
- * Each repetition runs every placement once, in turn (so a noisy neighbour
- * hits all of them alike): a fresh session, a 16-token prefill, then N
- * greedy decode steps timed together. Daemons get the same thread count as
- * the engine. Output: one JSON object per placement and type with the
- * median and best decode tokens/s over the repetitions and their ratios to
- * the monolithic session's, and whether the tokens matched it exactly.
+ * Each repetition opens one session per placement (daemons included),
+ * prefills 16 tokens in each, then runs N greedy decode steps in lock
+ * step: step i of every placement, in turn, each timed on its own. A busy
+ * neighbour thus hits every placement alike, and the median step time
+ * ignores the steps it preempted. Daemons get the engine's thread count.
+ * Output: one JSON object per placement and type with the median step's
+ * tokens/s (and the mean's) over all repetitions, their ratios to the
+ * monolithic session's, and whether the tokens matched it exactly.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -37,9 +39,7 @@ typedef struct opts {
 typedef struct placement {
     const char *name;
     char spec[512];
-    double tps[MAX_REPS];
     int32_t out[MAX_TOKENS];
-    int ok;
 } placement;
 
 static double now_s(void)
@@ -57,18 +57,10 @@ static int cmp_double(const void *a, const void *b)
 
 static double median(const double *v, int n)
 {
-    double s[MAX_REPS];
+    static double s[MAX_REPS * MAX_TOKENS];
     memcpy(s, v, (size_t)n * sizeof *s);
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
-
-static double best(const double *v, int n)
-{
-    double b = 0;
-    for (int i = 0; i < n; i++)
-        b = v[i] > b ? v[i] : b;
-    return b;
 }
 
 static int32_t argmax(const float *x, int n)
@@ -80,16 +72,20 @@ static int32_t argmax(const float *x, int n)
     return b;
 }
 
-/* One timed run: decode tokens/s, and the tokens into out. */
-static double run_once(llm_model *m, const placement *pl, const opts *o, int32_t *out)
+/* A placement's live session during one repetition. */
+typedef struct live {
+    llm_session *s;
+    int32_t tok;
+} live;
+
+static int open_live(llm_model *m, const placement *pl, const opts *o, int32_t n_vocab, live *lv)
 {
     llm_session_options so = LLM_SESSION_OPTIONS_INIT;
     so.n_ctx = 64 + o->tokens;
     so.n_batch = 32;
     so.placement = pl->spec[0] ? pl->spec : NULL;
-    llm_session *s;
     char err[512];
-    if (llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+    if (llm_session_create(m, &so, &lv->s, err, sizeof err) != 0) {
         fprintf(stderr, "bench_split: %s: %s\n", pl->name, err);
         return -1;
     }
@@ -97,26 +93,50 @@ static double run_once(llm_model *m, const placement *pl, const opts *o, int32_t
     for (int i = 0; i < 16; i++)
         prompt[i] = (int32_t)(1 + i * 97);
     const float *lg;
+    if (llm_prefill(lv->s, prompt, 16, 0, &lg) != 0) {
+        fprintf(stderr, "bench_split: %s: %s\n", pl->name, llm_session_error(lv->s));
+        return -1;
+    }
+    lv->tok = argmax(lg, n_vocab);
+    return 0;
+}
+
+/* One decode step of a live session: its time in seconds (< 0 on failure);
+ * the token fed goes to out. */
+static double step(live *lv, int32_t n_vocab, int32_t *out)
+{
+    const float *lg;
+    *out = lv->tok;
+    double t0 = now_s();
+    if (llm_decode(lv->s, lv->tok, &lg) != 0)
+        return -1;
+    double t = now_s() - t0;
+    lv->tok = argmax(lg, n_vocab);
+    return t;
+}
+
+/* One repetition: every placement's session, stepped in lock step. Step
+ * times go to times[placement][rep * tokens + i]. */
+static int one_rep(llm_model *m, placement *pl, int n, const opts *o, int rep, double *times)
+{
     llm_model_info info;
     llm_model_get_info(m, &info);
-    double tps = -1;
-    if (llm_prefill(s, prompt, 16, 0, &lg) == 0) {
-        int32_t tok = argmax(lg, info.n_vocab);
-        double t0 = now_s();
-        int i = 0;
-        for (; i < o->tokens; i++) {
-            out[i] = tok;
-            if (llm_decode(s, tok, &lg) != 0)
-                break;
-            tok = argmax(lg, info.n_vocab);
+    live lv[8] = {{0}};
+    int rc = 0;
+    for (int p = 0; p < n && rc == 0; p++)
+        rc = open_live(m, &pl[p], o, info.n_vocab, &lv[p]);
+    for (int i = 0; i < o->tokens && rc == 0; i++)
+        for (int p = 0; p < n && rc == 0; p++) {
+            double t = step(&lv[p], info.n_vocab, &pl[p].out[i]);
+            if (t < 0) {
+                fprintf(stderr, "bench_split: %s: %s\n", pl[p].name, llm_session_error(lv[p].s));
+                rc = -1;
+            }
+            times[(size_t)p * MAX_REPS * MAX_TOKENS + (size_t)rep * o->tokens + i] = t;
         }
-        if (i == o->tokens)
-            tps = o->tokens / (now_s() - t0);
-        else
-            fprintf(stderr, "bench_split: %s: %s\n", pl->name, llm_session_error(s));
-    }
-    llm_session_free(s);
-    return tps;
+    for (int p = 0; p < n; p++)
+        llm_session_free(lv[p].s);
+    return rc;
 }
 
 static int parse_opts(int argc, char **argv, opts *o)
@@ -168,19 +188,30 @@ static int ensure_model(const char *type, const opts *o, char *path, size_t cap)
     return synth_write(path, &s);
 }
 
-static void report(const char *type, const opts *o, placement *pl, int n, double load)
+static double mean(const double *v, int n)
 {
-    double mono_med = median(pl[0].tps, o->reps), mono_best = best(pl[0].tps, o->reps);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += v[i];
+    return sum / n;
+}
+
+static void report(const char *type, const opts *o, placement *pl, int n, const double *times,
+                   double load)
+{
+    int cnt = o->reps * o->tokens;
+    double mono_med = 1.0 / median(times, cnt), mono_mean = 1.0 / mean(times, cnt);
     for (int i = 0; i < n; i++) {
+        const double *t = times + (size_t)i * MAX_REPS * MAX_TOKENS;
         int same = memcmp(pl[i].out, pl[0].out, (size_t)o->tokens * sizeof(int32_t)) == 0;
-        double med = median(pl[i].tps, o->reps), b = best(pl[i].tps, o->reps);
+        double med = 1.0 / median(t, cnt), avg = 1.0 / mean(t, cnt);
         printf("{\"bench\":\"split\",\"model\":\"110m\",\"type\":\"%s\",\"threads\":%d,"
                "\"placement\":\"%s\",\"spec\":\"%s\",\"reps\":%d,\"decode_tokens\":%d,"
-               "\"decode_tok_s_median\":%.2f,\"decode_tok_s_best\":%.2f,"
-               "\"ratio_median\":%.4f,\"ratio_best\":%.4f,\"tokens_identical\":%s,"
+               "\"step_us_median\":%.1f,\"decode_tok_s_median\":%.2f,\"decode_tok_s_mean\":%.2f,"
+               "\"ratio_median\":%.4f,\"ratio_mean\":%.4f,\"tokens_identical\":%s,"
                "\"loadavg_1m\":%.2f}\n",
-               type, o->threads, pl[i].name, pl[i].spec, o->reps, o->tokens, med, b,
-               med / mono_med, b / mono_best, same && pl[i].ok ? "true" : "false", load);
+               type, o->threads, pl[i].name, pl[i].spec, o->reps, o->tokens,
+               1e6 / med, med, avg, med / mono_med, avg / mono_mean, same ? "true" : "false", load);
     }
     fflush(stdout);
 }
@@ -211,6 +242,7 @@ static int bench_type(const char *type, const opts *o)
         return -1;
     }
     su_daemon d;
+    su_daemon_threads = o->threads;
     if (su_daemon_start(&d, path, 8, 11, 2, "tcp::0") != 0)
         return -1;
     static placement pl[6];
@@ -230,19 +262,17 @@ static int bench_type(const char *type, const opts *o)
     snprintf(pl[5].spec, sizeof pl[5].spec, "0-2@local,3-5@local,6-8@local,9-11@local");
     int n = 6;
     double load0 = loadavg();
-    for (int i = 0; i < n; i++) /* warm-up: page the weights in everywhere */
-        pl[i].ok = run_once(m, &pl[i], o, pl[i].out) > 0;
-    for (int r = 0; r < o->reps; r++)
-        for (int i = 0; i < n; i++) {
-            pl[i].tps[r] = run_once(m, &pl[i], o, pl[i].out);
-            pl[i].ok &= pl[i].tps[r] > 0;
-        }
-    report(type, o, pl, n, 0.5 * (load0 + loadavg()));
+    static double times[6 * MAX_REPS * MAX_TOKENS];
+    int rc = one_rep(m, pl, n, o, 0, times); /* warm-up: pages in, daemons start */
+    for (int r = 0; r < o->reps && rc == 0; r++)
+        rc = one_rep(m, pl, n, o, r, times);
+    if (rc == 0)
+        report(type, o, pl, n, times, 0.5 * (load0 + loadavg()));
     su_daemon_stop(&d, SIGTERM);
     llm_model_free(m);
     if (!o->keep)
         unlink(path);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)

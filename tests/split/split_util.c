@@ -51,12 +51,15 @@ static int read_ready(int fd, su_daemon *d)
     return -1;
 }
 
+int su_daemon_threads = 1;
+
 int su_daemon_start(su_daemon *d, const char *model, int first, int last, int shard,
                     const char *listen)
 {
-    char layers[32], sh[16];
+    char layers[32], sh[16], threads[16];
     snprintf(layers, sizeof layers, "%d-%d", first, last);
     snprintf(sh, sizeof sh, "%d", shard);
+    snprintf(threads, sizeof threads, "%d", su_daemon_threads);
     int p[2];
     if (pipe(p) != 0)
         return -1;
@@ -69,7 +72,7 @@ int su_daemon_start(su_daemon *d, const char *model, int first, int last, int sh
             close(p[1]);
         }
         execl(PM_SHARDD, "pm-shardd", "--model", model, "--layers", layers, "--shard", sh,
-              "--listen", listen, "--ready-fd", "3", "--threads", "1", (char *)NULL);
+              "--listen", listen, "--ready-fd", "3", "--threads", threads, (char *)NULL);
         _exit(127);
     }
     close(p[1]);

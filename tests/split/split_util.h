@@ -20,9 +20,14 @@ typedef struct su_daemon {
 
 /* Starts pm-shardd over model for layers first..last as shard `shard`,
  * listening on listen ("unix:PATH", "tcp::0"), and waits for its ready
- * line. 0, or -1 with a message on stderr. */
+ * line. The daemon runs su_daemon_threads worker threads (1 unless set).
+ * 0, or -1 with a message on stderr. */
 int su_daemon_start(su_daemon *d, const char *model, int first, int last, int shard,
                     const char *listen);
+
+/* Worker threads of the daemons su_daemon_start starts (a benchmark sets
+ * it to the engine's count; tests keep 1). */
+extern int su_daemon_threads;
 
 /* Sends sig and reaps the daemon (SIGKILL after 5 s when sig was ignored). */
 void su_daemon_stop(su_daemon *d, int sig);
