@@ -46,7 +46,8 @@ typedef struct stream_st {
     pms_job *job; /* one reference */
     pms_buf out;  /* formatted events not yet handed to libmicrohttpd */
     size_t off;
-    pms_buf piece; /* text copied out of the job under its lock */
+    pms_buf head;  /* "data: {...": every content chunk's fixed start */
+    const char *tail; /* ...and its fixed end, "...}\n\n" */
     size_t sent;   /* job text bytes already turned into events */
     int first, finished;
 } stream_st;
@@ -311,26 +312,38 @@ static int emit_event(stream_st *st, char *json)
     return rc;
 }
 
-/* Waits for news from the job and formats the next events into st->out. */
+/* Appends one content event for text[from..to) of the job: the fixed
+ * head, the text quoted, the fixed tail. Under j->mu. */
+static int content_event(stream_st *st, const pms_job *j, size_t from, size_t to)
+{
+    return pms_buf_append(&st->out, st->head.p, st->head.n) ||
+           pms_json_quote(&st->out, j->text.p ? j->text.p + from : "", to - from) ||
+           pms_buf_puts(&st->out, st->tail);
+}
+
+/* Waits for news from the job and formats the next events into st->out.
+ * Content events are written straight from the job's text under its lock
+ * (quoting is cheap), so a token costs no allocation once the buffers have
+ * grown; only the first chat chunk and the last chunk are built as JSON. */
 static int next_events(stream_st *st)
 {
     pms_job *j = st->job;
+    int rc = 0;
+    if (st->first) { /* the chat role chunk */
+        st->first = 0;
+        rc = emit_event(st, pms_resp_chunk(st->s, j, NULL, 0, 1, NULL));
+    }
     pthread_mutex_lock(&j->mu);
-    while (j->state != PMS_JOB_DONE && j->ready == st->sent)
+    while (rc == 0 && j->state != PMS_JOB_DONE && j->ready == st->sent)
         pthread_cond_wait(&j->cv, &j->mu);
-    pms_buf_clear(&st->piece);
-    int rc = j->ready > st->sent ? pms_buf_append(&st->piece, j->text.p + st->sent, j->ready - st->sent) : 0;
+    if (rc == 0 && j->ready > st->sent)
+        rc = content_event(st, j, st->sent, j->ready);
     st->sent = j->ready;
     int done = j->state == PMS_JOB_DONE;
     pthread_mutex_unlock(&j->mu);
-    if (rc)
-        return -1;
-    /* After DONE the worker no longer writes the job: read it unlocked. */
-    if (st->piece.n || st->first)
-        rc = emit_event(st, pms_resp_chunk(st->s, j, st->piece.p, st->piece.n, st->first, NULL));
-    st->first = 0;
     if (rc || !done)
         return rc;
+    /* After DONE the worker no longer writes the job: read it unlocked. */
     st->finished = 1;
     if (j->cancelled || j->fail.status) {
         pms_err e = j->fail;
@@ -367,7 +380,7 @@ static void stream_free(void *cls)
     pms_job_cancel(st->job);
     pms_job_release(st->job);
     pms_buf_free(&st->out);
-    pms_buf_free(&st->piece);
+    pms_buf_free(&st->head);
     free(st);
 }
 
@@ -380,10 +393,14 @@ static enum MHD_Result start_stream(pms_server *s, struct MHD_Connection *c, con
     st->job = j;
     st->first = j->req.ep == PMS_EP_CHAT;
     pms_buf_init(&st->out, 0);
-    pms_buf_init(&st->piece, 0);
+    pms_buf_init(&st->head, 0);
     pthread_mutex_lock(&j->mu);
     j->refs++;
     pthread_mutex_unlock(&j->mu);
+    if (pms_resp_chunk_frame(s, j, &st->head, &st->tail)) {
+        stream_free(st);
+        return MHD_NO;
+    }
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
     if (!resp) {
         stream_free(st);

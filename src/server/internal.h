@@ -157,6 +157,11 @@ char *pms_resp_final(const struct pms_server *s, const pms_job *j);
  * delta. */
 char *pms_resp_chunk(const struct pms_server *s, const pms_job *j, const char *text, size_t len,
                      int first, const char *finish);
+/* The fixed parts of a stream's content chunks: *head (appended, from
+ * "data: " up to the text's value) and *tail (static, from after it to
+ * the blank line), so that each token's event is head + quoted text +
+ * tail, written without building JSON objects. 0 or -1. */
+int pms_resp_chunk_frame(const struct pms_server *s, const pms_job *j, pms_buf *head, const char **tail);
 /* The model list (one: the model object alone). */
 char *pms_resp_models(const struct pms_server *s, int one);
 

@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -138,6 +139,20 @@ char *pms_resp_chunk(const pms_server *s, const pms_job *j, const char *text, si
     if (j->req.ep != PMS_EP_CHAT || len || (first && !finish))
         t = utf8_string(text ? text : "", len);
     return with_choice(s, j, choice(j, t, 1, first, finish), 1, finish != NULL);
+}
+
+int pms_resp_chunk_frame(const pms_server *s, const pms_job *j, pms_buf *head, const char **tail)
+{
+    int chat = j->req.ep == PMS_EP_CHAT;
+    if (pms_buf_printf(head, "data: {\"id\":\"%s-%llu\",\"object\":\"%s\",\"created\":%lld,\"model\":",
+                       chat ? "chatcmpl" : "cmpl", (unsigned long long)j->id,
+                       chat ? "chat.completion.chunk" : "text_completion", (long long)j->created) ||
+        pms_json_quote(head, s->model_id, strlen(s->model_id)) ||
+        pms_buf_puts(head, chat ? ",\"choices\":[{\"index\":0,\"delta\":{\"content\":" : ",\"choices\":[{\"text\":"))
+        return -1;
+    *tail = chat ? "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"
+                 : ",\"index\":0,\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+    return 0;
 }
 
 char *pms_resp_models(const pms_server *s, int one)

@@ -143,11 +143,14 @@ size_t pms_utf8_complete(const char *text, size_t n)
     return n;
 }
 
-int pms_utf8_repair(pms_buf *out, const char *text, size_t n)
+/* Walks text as UTF-8: emit(ctx, bytes, len) for each run of valid
+ * sequences and emit(ctx, NULL, 0) for each invalid or truncated one. */
+typedef int (*utf8_emit)(void *ctx, const unsigned char *p, size_t n);
+
+static int utf8_walk(const char *text, size_t n, utf8_emit emit, void *ctx)
 {
-    static const char repl[] = "\xEF\xBF\xBD";
     const unsigned char *p = (const unsigned char *)text;
-    size_t i = 0, run = 0; /* run: valid bytes not yet copied, ending at i */
+    size_t i = 0, run = 0; /* run: valid bytes not yet emitted, ending at i */
     while (i < n) {
         size_t want = lead_len(p[i]);
         int ok = want > 0;
@@ -157,12 +160,61 @@ int pms_utf8_repair(pms_buf *out, const char *text, size_t n)
             run += got;
             continue;
         }
-        if (pms_buf_append(out, p + i - run, run) || pms_buf_append(out, repl, 3))
+        if ((run && emit(ctx, p + i - run, run)) || emit(ctx, NULL, 0))
             return -1;
         run = 0;
         i += got;
     }
-    return pms_buf_append(out, p + i - run, run);
+    return run ? emit(ctx, p + i - run, run) : 0;
+}
+
+static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
+
+static int emit_raw(void *ctx, const unsigned char *p, size_t n)
+{
+    return p ? pms_buf_append(ctx, p, n) : pms_buf_append(ctx, replacement, 3);
+}
+
+int pms_utf8_repair(pms_buf *out, const char *text, size_t n)
+{
+    return utf8_walk(text, n, emit_raw, out);
+}
+
+/* RFC 8259, section 7: quotation mark, reverse solidus and the control
+ * characters U+0000..U+001F must be escaped; everything else may appear
+ * as is. */
+static int emit_json(void *ctx, const unsigned char *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    pms_buf *out = ctx;
+    if (!p)
+        return pms_buf_append(out, replacement, 3);
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        char esc[6] = {'\\', (char)c, 0, 0, 0, 0};
+        size_t len = 2;
+        if (c == '\n' || c == '\t' || c == '\r' || c == '\b' || c == '\f')
+            esc[1] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : c == '\b' ? 'b' : 'f';
+        else if (c < 0x20) {
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            len = 6;
+        }
+        if (pms_buf_append(out, p + start, i - start) || pms_buf_append(out, esc, len))
+            return -1;
+        start = i + 1;
+    }
+    return pms_buf_append(out, p + start, n - start);
+}
+
+int pms_json_quote(pms_buf *out, const char *text, size_t n)
+{
+    return pms_buf_append(out, "\"", 1) || utf8_walk(text, n, emit_json, out) || pms_buf_append(out, "\"", 1) ? -1
+                                                                                                        : 0;
 }
 
 size_t pms_stop_find(const char *text, size_t len, size_t from, const char *const *stops,

@@ -46,6 +46,12 @@ size_t pms_utf8_complete(const char *p, size_t n);
  * included) becomes U+FFFD. 0 or -1 as pms_buf_append. */
 int pms_utf8_repair(pms_buf *out, const char *p, size_t n);
 
+/* Appends p[0..n) to out as a quoted JSON string: '"' and '\\' escaped,
+ * control characters as \n, \t, ... or \u00XX, invalid UTF-8 replaced
+ * by U+FFFD as pms_utf8_repair does. Allocates only when out must grow.
+ * 0 or -1 as pms_buf_append. */
+int pms_json_quote(pms_buf *out, const char *p, size_t n);
+
 /* Stop strings: the earliest offset >= from at which any of the n stops
  * begins in text[0..len), or (size_t)-1 when none occurs. Empty stops are
  * never matched. */

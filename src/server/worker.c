@@ -198,7 +198,11 @@ static void run_job(pms_worker *w, pms_job *j)
     for (size_t i = 0; i < j->req.n_stop; i++)
         if (j->req.stop_len[i] > g.max_stop)
             g.max_stop = j->req.stop_len[i];
+    /* Room for the usual text up front, so tokens do not allocate; a long
+     * piece can still grow the buffer. */
+    size_t guess = (size_t)j->req.max_tokens * 16;
     pthread_mutex_lock(&j->mu);
+    pms_buf_reserve(&j->text, guess < ((size_t)1 << 20) ? guess : ((size_t)1 << 20));
     j->state = PMS_JOB_RUNNING;
     j->stats.queue_ns = pms_now_ns() - j->t_enqueue_ns;
     if (!j->cancel && j->fd >= 0 && peer_closed(j->fd))

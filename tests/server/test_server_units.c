@@ -76,6 +76,34 @@ static int case_utf8_repair(void)
     return pm_check_result();
 }
 
+static void check_quote(const char *in, size_t n, const char *want)
+{
+    pms_buf b;
+    pms_buf_init(&b, 0);
+    CHECK_INT_EQ(pms_json_quote(&b, in, n), 0);
+    CHECK_STR_EQ(b.p, want);
+    pms_buf_free(&b);
+}
+
+/* Escapes per RFC 8259 section 7. */
+static int case_json_quote(void)
+{
+    check_quote("", 0, "\"\"");
+    check_quote("plain text", 10, "\"plain text\"");
+    check_quote("a\"b\\c/d", 7, "\"a\\\"b\\\\c/d\"");
+    check_quote("\n\t\r\b\f", 5, "\"\\n\\t\\r\\b\\f\"");
+    check_quote("\x01\x1b\x1f\x7f", 4, "\"\\u0001\\u001b\\u001f\x7f\"");
+    check_quote("\0x", 2, "\"\\u0000x\"");
+    check_quote("caf\xC3\xA9 \xE2\x82\xAC", 9, "\"caf\xC3\xA9 \xE2\x82\xAC\"");
+    check_quote("a\xFF\"", 3, "\"a" FFFD "\\\"\"");
+    check_quote("\xE2\x82", 2, "\"" FFFD "\"");
+    pms_buf b;
+    pms_buf_init(&b, 5);
+    CHECK_INT_EQ(pms_json_quote(&b, "abcdef", 6), -1);
+    pms_buf_free(&b);
+    return pm_check_result();
+}
+
 static int case_stop(void)
 {
     const char *stops[] = {"END", "wor", "\n\n"};
@@ -518,6 +546,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"utf8_complete", case_utf8_complete}, {"utf8_repair", case_utf8_repair},
         {"stop", case_stop},                   {"chat", case_chat},
+        {"json_quote", case_json_quote},
         {"request_valid", case_request_valid}, {"request_errors", case_request_errors},
         {"config", case_config},               {"metrics", case_metrics},
         {"queue", case_queue},
