@@ -4,12 +4,15 @@
  * Input: the first byte picks the endpoint (even: completions, odd: chat)
  * and the chat format (byte / 2 mod 5); the rest is the request body. The
  * same bytes then go through UTF-8 completion and repair (whose output
- * must be valid UTF-8 that repairs to itself) and the stop-string helpers.
+ * must be valid UTF-8 that repairs to itself), JSON quoting (which jansson
+ * must read back as the repaired text) and the stop-string helpers.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "request.h"
 #include "text.h"
@@ -29,6 +32,17 @@ static void text_helpers(const char *p, size_t n)
         if (pms_utf8_complete(a.p ? a.p : "", a.n) != a.n)
             abort(); /* and it never ends in a cut character */
     }
+    /* The quoted form is one JSON string whose value is the repaired text. */
+    pms_buf q;
+    pms_buf_init(&q, 0);
+    if (pms_json_quote(&q, p, n) == 0) {
+        json_t *v = json_loadb(q.p, q.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        if (!json_is_string(v) || json_string_length(v) != a.n ||
+            (a.n && memcmp(json_string_value(v), a.p, a.n) != 0))
+            abort();
+        json_decref(v);
+    }
+    pms_buf_free(&q);
     pms_buf_free(&a);
     pms_buf_free(&b);
     const char *stops[] = {"\n", "ab", "END!"};
