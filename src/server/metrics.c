@@ -143,6 +143,10 @@ int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
         counter(o, "phasemark_draft_accepted_tokens_total", "Drafted tokens the target accepted.",
                 get(&m->accepted_tokens)))
         return -1;
+    uint64_t drafted = get(&m->drafted_tokens), accepted = get(&m->accepted_tokens);
+    if (head(o, "phasemark_draft_acceptance_ratio", "gauge", "Accepted over drafted tokens since start (0 before any).") ||
+        pms_buf_printf(o, "phasemark_draft_acceptance_ratio %.6f\n", drafted ? (double)accepted / (double)drafted : 0.0))
+        return -1;
     if (render_duration(m, o))
         return -1;
     if (render_phases(m, o) || render_gauges(m, queue_cap, workers, o))

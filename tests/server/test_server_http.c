@@ -542,6 +542,7 @@ static int case_speculative(void)
     CHECK_INT_EQ(a1, d1);
     CHECK(srv_metric(port, "phasemark_draft_tokens_total") == (double)d1);
     CHECK(srv_metric(port, "phasemark_draft_accepted_tokens_total") == (double)a1);
+    CHECK(srv_metric(port, "phasemark_draft_acceptance_ratio") == 1.0);
     CHECK(srv_metric(port, "phasemark_phase_tokens_total{phase=\"verify\"}") > 0);
     CHECK(srv_metric(port, "phasemark_phase_tokens_total{phase=\"batched\"}") > 0);
     /* Streamed, the same text. */

@@ -450,6 +450,8 @@ static int case_metrics(void)
     atomic_fetch_add(&m.phase_tokens[PM_PHASE_DECODE], 5);
     atomic_fetch_add(&m.phase_ns[PM_PHASE_DECODE], 1500000000u);
     atomic_fetch_add(&m.prompt_tokens, 11);
+    atomic_fetch_add(&m.drafted_tokens, 8);
+    atomic_fetch_add(&m.accepted_tokens, 6);
     pms_metrics_duration(&m, 20000000u);    /* 0.02 s: bucket 0.025 */
     pms_metrics_duration(&m, 25000000u);    /* exactly 0.025: le is inclusive */
     pms_metrics_duration(&m, 3000000000u);  /* 3 s: bucket 5 */
@@ -466,6 +468,7 @@ static int case_metrics(void)
     CHECK(strstr(b.p, "phasemark_phase_tokens_total{phase=\"exact\"} 0\n") != NULL);
     CHECK(strstr(b.p, "phasemark_phase_tokens_total{phase=\"verify\"} 0\n") != NULL);
     CHECK(strstr(b.p, "phasemark_prompt_tokens_total 11\n") != NULL);
+    CHECK(strstr(b.p, "phasemark_draft_acceptance_ratio 0.750000\n") != NULL);
     CHECK(strstr(b.p, "phasemark_queue_capacity 16\n") != NULL);
     CHECK(strstr(b.p, "phasemark_workers 2\n") != NULL);
     CHECK(strstr(b.p, "# TYPE phasemark_draft_accepted_tokens_total counter\n") != NULL);
