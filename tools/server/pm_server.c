@@ -46,8 +46,9 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", err);
         return 1;
     }
-    printf(PROG ": listening on http://%s:%d (model %s)\n", cfg.host, pms_server_port(srv),
-           pms_server_model_id(srv));
+    int v6 = strchr(cfg.host, ':') != NULL; /* an IPv6 literal goes in brackets */
+    printf(PROG ": listening on http://%s%s%s:%d (model %s)\n", v6 ? "[" : "", cfg.host, v6 ? "]" : "",
+           pms_server_port(srv), pms_server_model_id(srv));
     fflush(stdout);
     int sig = 0;
     sigwait(&set, &sig);
