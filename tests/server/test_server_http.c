@@ -10,6 +10,7 @@
  * markers case only) is the phasemark command. Each case starts its own
  * server on an ephemeral port.
  */
+#include <dirent.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -563,6 +564,33 @@ static int case_speculative(void)
     return pm_check_result();
 }
 
+/* Processes whose command line holds pm-shardd and needle (from /proc). */
+static int count_daemons(const char *needle)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[300], cmd[4096];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(cmd, 1, sizeof cmd - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++)
+            if (cmd[i] == 0)
+                cmd[i] = ' ';
+        cmd[len] = 0;
+        n += strstr(cmd, "pm-shardd") && strstr(cmd, needle);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 /* --placement: the two layers of the tiny model on two shards give the
  * monolithic model's greedy text. */
 static int case_placement(void)
@@ -578,8 +606,12 @@ static int case_placement(void)
     /* Mixed: one local shard and one spawned shard daemon (pm-shardd,
      * found beside the engine's build), reaped when the server stops. */
     const char *mixed[] = {"--placement", "0-0@local,1-1@spawn", "--workers", "2", NULL};
-    greedy_text(mixed, body, split, sizeof split, &d, &a, &port, NULL);
+    srv_proc p;
+    greedy_text(mixed, body, split, sizeof split, &d, &a, &port, &p);
     CHECK_STR_EQ(split, mono);
+    CHECK_INT_EQ(count_daemons(tiny), 2); /* one daemon per worker session */
+    stop_ok(&p);
+    CHECK_INT_EQ(count_daemons(tiny), 0); /* reaped at shutdown */
     return pm_check_result();
 }
 
