@@ -4,7 +4,11 @@
  * with the embedding and head).
  *
  *   bench_split [--reps N] [--tokens N] [--threads N] [--types f32,q8_0]
- *               [--dir DIR] [--keep]
+ *               [--shape 110m|tiny] [--dir DIR] [--keep]
+ *
+ * --shape tiny keeps the 12 layers but shrinks every width (dim 64, vocab
+ * 160): compute vanishes, and a step's time is what the placement itself
+ * costs (handoffs, wire round trips, ranges).
  *
  * Each repetition opens one session per placement (daemons included),
  * prefills 16 tokens in each, then runs N greedy decode steps in lock
@@ -32,6 +36,8 @@
 
 typedef struct opts {
     int reps, tokens, threads, keep;
+    int tiny; /* --shape tiny: the 110M's 12 layers at dim 64, vocab 160, so
+                 that a step's time is the split's own overhead */
     char types[64];
     const char *dir;
 } opts;
@@ -91,7 +97,7 @@ static int open_live(llm_model *m, const placement *pl, const opts *o, int32_t n
     }
     int32_t prompt[16];
     for (int i = 0; i < 16; i++)
-        prompt[i] = (int32_t)(1 + i * 97);
+        prompt[i] = (int32_t)((1 + i * 97) % n_vocab);
     const float *lg;
     if (llm_prefill(lv->s, prompt, 16, 0, &lg) != 0) {
         fprintf(stderr, "bench_split: %s: %s\n", pl->name, llm_session_error(lv->s));
@@ -165,6 +171,8 @@ static int parse_opts(int argc, char **argv, opts *o)
             snprintf(o->types, sizeof o->types, "%s", v);
         else if (strcmp(a, "--dir") == 0)
             o->dir = v;
+        else if (strcmp(a, "--shape") == 0 && (strcmp(v, "tiny") == 0 || strcmp(v, "110m") == 0))
+            o->tiny = strcmp(v, "tiny") == 0;
         else
             return -1;
     }
@@ -173,16 +181,16 @@ static int parse_opts(int argc, char **argv, opts *o)
 
 static int ensure_model(const char *type, const opts *o, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/pm_bench_split_110m_%s.gguf", o->dir, type);
+    snprintf(path, cap, "%s/pm_bench_split_%s_%s.gguf", o->dir, o->tiny ? "tiny" : "110m", type);
     if (access(path, R_OK) == 0)
         return 0;
     synth_spec s = synth_default();
-    s.hp.dim = 768;
+    s.hp.dim = o->tiny ? 64 : 768;
     s.hp.n_layers = 12;
-    s.hp.n_heads = 12;
-    s.hp.n_kv_heads = 12;
-    s.hp.ffn = 2048;
-    s.hp.vocab = 32000;
+    s.hp.n_heads = o->tiny ? 4 : 12;
+    s.hp.n_kv_heads = o->tiny ? 4 : 12;
+    s.hp.ffn = o->tiny ? 96 : 2048;
+    s.hp.vocab = o->tiny ? 160 : 32000;
     s.hp.ctx = 1024;
     s.type = s.embd_type = synth_type(type);
     return synth_write(path, &s);
@@ -205,12 +213,12 @@ static void report(const char *type, const opts *o, placement *pl, int n, const 
         const double *t = times + (size_t)i * MAX_REPS * MAX_TOKENS;
         int same = memcmp(pl[i].out, pl[0].out, (size_t)o->tokens * sizeof(int32_t)) == 0;
         double med = 1.0 / median(t, cnt), avg = 1.0 / mean(t, cnt);
-        printf("{\"bench\":\"split\",\"model\":\"110m\",\"type\":\"%s\",\"threads\":%d,"
+        printf("{\"bench\":\"split\",\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,"
                "\"placement\":\"%s\",\"spec\":\"%s\",\"reps\":%d,\"decode_tokens\":%d,"
                "\"step_us_median\":%.1f,\"decode_tok_s_median\":%.2f,\"decode_tok_s_mean\":%.2f,"
                "\"ratio_median\":%.4f,\"ratio_mean\":%.4f,\"tokens_identical\":%s,"
                "\"loadavg_1m\":%.2f}\n",
-               type, o->threads, pl[i].name, pl[i].spec, o->reps, o->tokens,
+               o->tiny ? "tiny" : "110m", type, o->threads, pl[i].name, pl[i].spec, o->reps, o->tokens,
                1e6 / med, med, avg, med / mono_med, avg / mono_mean, same ? "true" : "false", load);
     }
     fflush(stdout);
@@ -280,7 +288,7 @@ int main(int argc, char **argv)
     opts o;
     if (parse_opts(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_split [--reps N] [--tokens N] [--threads N] "
-                        "[--types f32,q8_0] [--dir DIR] [--keep]\n");
+                        "[--types f32,q8_0] [--shape 110m|tiny] [--dir DIR] [--keep]\n");
         return 2;
     }
     setenv("PHASEMARK_SHARDD", PM_SHARDD, 0);

@@ -300,38 +300,47 @@ static int refuse(peer *p, int status, const char *fmt, ...)
     return pmw_conn_send_error(p->c, LLM_SPLIT_WIRE_CODE(status), 0, text);
 }
 
-/* The checks a forward must pass before anything runs. 0, or the refusal
- * already sent (positive). */
+/* Every id inside the vocabulary; 1 when one is not (refused). */
+static int check_tokens(server *s, peer *p, const pmw_forward *f)
+{
+    for (uint32_t i = 0; i < f->n_tokens; i++)
+        if (f->tokens[i] < 0 || f->tokens[i] >= s->m->hp.n_vocab) {
+            refuse(p, LLM_ETOKEN, "token %d at index %u is outside the vocabulary of %d",
+                   (int)f->tokens[i], (unsigned)i, (int)s->m->hp.n_vocab);
+            return 1;
+        }
+    return 0;
+}
+
+/* The checks a forward must pass before anything runs. 0, or 1 when it
+ * was refused (the error reply is sent, or the connection failed trying). */
 static int check_forward(server *s, peer *p, const pmw_forward *f)
 {
     const llm_hparams *hp = &s->m->hp;
     uint32_t want_ok = s->last ? (PMW_OUT_LOGITS | PMW_OUT_ARGMAX) : PMW_OUT_ACTIVATIONS;
-    int rc = -1;
     if (s->first != (f->dim == 0))
-        rc = refuse(p, LLM_EINVAL, "layers %ld-%ld take %s", s->o.first, s->o.last,
-                    s->first ? "token ids" : "activations");
+        refuse(p, LLM_EINVAL, "layers %ld-%ld take %s", s->o.first, s->o.last,
+               s->first ? "token ids" : "activations");
     else if (!s->first && f->dim != (uint32_t)hp->dim)
-        rc = refuse(p, LLM_EINVAL, "activations of width %u, the model's is %d",
-                    (unsigned)f->dim, (int)hp->dim);
+        refuse(p, LLM_EINVAL, "activations of width %u, the model's is %d", (unsigned)f->dim,
+               (int)hp->dim);
     else if (f->want & ~want_ok)
-        rc = refuse(p, LLM_EINVAL, "outputs %u not available from layers %ld-%ld",
-                    (unsigned)f->want, s->o.first, s->o.last);
+        refuse(p, LLM_EINVAL, "outputs %u not available from layers %ld-%ld",
+               (unsigned)f->want, s->o.first, s->o.last);
     else if (f->n_tokens > (uint32_t)s->n_batch)
-        rc = refuse(p, LLM_EINVAL, "%u tokens exceed the batch of %d", (unsigned)f->n_tokens,
-                    (int)s->n_batch);
+        refuse(p, LLM_EINVAL, "%u tokens exceed the batch of %d", (unsigned)f->n_tokens,
+               (int)s->n_batch);
     else if (f->base_pos > p->filled)
-        rc = refuse(p, LLM_ESTATE,
-                    "base position %u is past the %u positions this shard holds "
-                    "(restarted daemon? reset the session)",
-                    (unsigned)f->base_pos, (unsigned)p->filled);
+        refuse(p, LLM_ESTATE,
+               "base position %u is past the %u positions this shard holds "
+               "(restarted daemon? reset the session)",
+               (unsigned)f->base_pos, (unsigned)p->filled);
     else if (f->n_tokens > s->n_ctx - f->base_pos)
-        rc = refuse(p, LLM_ECTX, "%u tokens at position %u exceed the shard's context of %u",
-                    (unsigned)f->n_tokens, (unsigned)f->base_pos, (unsigned)s->n_ctx);
-    for (uint32_t i = 0; rc < 0 && s->first && i < f->n_tokens; i++)
-        if (f->tokens[i] < 0 || f->tokens[i] >= hp->n_vocab)
-            rc = refuse(p, LLM_ETOKEN, "token %d at index %u is outside the vocabulary of %d",
-                        (int)f->tokens[i], (unsigned)i, (int)hp->n_vocab);
-    return rc < 0 ? 0 : 1;
+        refuse(p, LLM_ECTX, "%u tokens at position %u exceed the shard's context of %u",
+               (unsigned)f->n_tokens, (unsigned)f->base_pos, (unsigned)s->n_ctx);
+    else
+        return s->first ? check_tokens(s, p, f) : 0;
+    return 1;
 }
 
 static void argmax_rows(const float *v, uint32_t rows, int32_t width, int32_t *out)
