@@ -457,6 +457,100 @@ static int case_bad_phase(const char *transport)
     return pm_check_result();
 }
 
+/* A forward or truncate frame built by hand. */
+typedef struct raw {
+    uint16_t kind;
+    int phase;          /* < 0: none */
+    uint32_t pos, n, dim; /* dim 0: token ids */
+    uint8_t want;
+    int32_t token;      /* every id of a token body */
+    int code;           /* the answer expected */
+    const char *text;
+} raw;
+
+static int send_case(llm_split *sp, int shard, const raw *r)
+{
+    uint8_t meta[256];
+    static float body[32 * 64];
+    static int32_t ids[32];
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    size_t body_len = 0;
+    if (r->kind == PMW_MSG_TRUNCATE) {
+        pmw_meta_u64(&w, PMW_TAG_REQ_ID, 7);
+        pmw_meta_u32(&w, PMW_TAG_POSITION, r->pos);
+    } else if (r->kind == PMW_MSG_SHUTDOWN) {
+        /* no tags */
+    } else {
+        pmw_meta_u8(&w, PMW_TAG_PHASE, (uint8_t)r->phase);
+        pmw_meta_u64(&w, PMW_TAG_REQ_ID, 7);
+        pmw_meta_u32(&w, PMW_TAG_BASE_POS, r->pos);
+        pmw_meta_u32(&w, PMW_TAG_N_TOKENS, r->n);
+        if (r->dim)
+            pmw_meta_u32(&w, PMW_TAG_DIM, r->dim);
+        pmw_meta_u8(&w, PMW_TAG_WANT, r->want);
+        for (uint32_t i = 0; i < r->n && i < 32; i++)
+            ids[i] = r->token;
+        body_len = r->dim ? (size_t)r->n * r->dim * sizeof(float) : (size_t)r->n * sizeof(int32_t);
+    }
+    int code = 1;
+    char text[300] = "", err[300];
+    int rc = llm_split_send_raw(sp, shard, r->kind, meta, w.len, r->dim ? (void *)body : (void *)ids,
+                                body_len, &code, text, sizeof text, err, sizeof err);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_INT_EQ(code, r->code);
+    if (!strstr(text, r->text))
+        fprintf(stderr, "kind %d: got '%s' want '%s' (%s)\n", (int)r->kind, text, r->text, err);
+    CHECK(strstr(text, r->text) != NULL);
+    return code;
+}
+
+/* The daemon's own checks, each answered with the engine status as an
+ * application code and a line; then the session goes on. */
+static int case_daemon_refusals(void)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    su_record mono = {0}, after = {0};
+    REQUIRE(record(m, NULL, &mono) == 0);
+    llm_session *s;
+    char err[512];
+    REQUIRE(open_session(m, "0-1@local,2-3@spawn", &s, err, sizeof err) == 0);
+    llm_split *sp = llm_session_split(s);
+    const int E = LLM_SPLIT_WIRE_CODE(LLM_EINVAL);
+    const raw last[] = {
+        {PMW_MSG_FORWARD, PM_PHASE_EXACT, 0, 1, 32, PMW_OUT_LOGITS, 0, E, "activations of width 32, the model's is 64"},
+        {PMW_MSG_FORWARD, PM_PHASE_EXACT, 0, 1, 0, PMW_OUT_LOGITS, 1, E, "layers 2-3 take activations"},
+        {PMW_MSG_FORWARD, PM_PHASE_EXACT, 0, 1, 64, PMW_OUT_ACTIVATIONS, 0, E, "outputs 1 not available from layers 2-3"},
+        {PMW_MSG_FORWARD, PM_PHASE_EXACT, 0, 17, 64, PMW_OUT_LOGITS, 0, E, "17 tokens exceed the batch of 16"},
+        {PMW_MSG_FORWARD, PM_PHASE_DECODE, 5, 1, 64, PMW_OUT_LOGITS, 0, LLM_SPLIT_WIRE_CODE(LLM_ESTATE),
+         "base position 5 is past the 0 positions this shard holds"},
+        {PMW_MSG_TRUNCATE, 0, 9, 0, 0, 0, 0, E, "cannot truncate to 9: only 0 positions are held"},
+        {PMW_MSG_FORWARD, PM_PHASE_EXACT, 0, 2, 64, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 0, 0, ""},
+        {PMW_MSG_TRUNCATE, 0, 1, 0, 0, 0, 0, 0, ""},
+        {PMW_MSG_SHUTDOWN, 0, 0, 0, 0, 0, 0, 0, ""},
+    };
+    for (size_t i = 0; i < sizeof last / sizeof last[0]; i++)
+        send_case(sp, 1, &last[i]);
+    /* The daemon was shut down: the next request starts a new one. */
+    llm_session_reset(s);
+    CHECK_INT_EQ(su_run_script(s, n_vocab(m), &after), 0);
+    CHECK(su_same_tokens(&mono, &after));
+    llm_session_free(s);
+    /* A remote first shard checks the ids. */
+    REQUIRE(open_session(m, "0-1@spawn,2-3@local", &s, err, sizeof err) == 0);
+    raw first = {PMW_MSG_FORWARD, PM_PHASE_EXACT, 0, 2, 0, PMW_OUT_ACTIVATIONS, 999,
+                 LLM_SPLIT_WIRE_CODE(LLM_ETOKEN), "token 999 at index 0 is outside the vocabulary of 160"};
+    send_case(llm_session_split(s), 0, &first);
+    llm_session_free(s);
+    CHECK_INT_EQ(su_count_children(), 0);
+    su_record_free(&mono);
+    su_record_free(&after);
+    llm_model_free(m);
+    drop_model();
+    return pm_check_result();
+}
+
 /* ---- failures ---------------------------------------------------------------- */
 
 typedef struct killer {
@@ -799,6 +893,8 @@ int main(int argc, char **argv)
         return case_failure(argv[2], 1);
     if (strcmp(c, "cuda") == 0)
         return case_cuda();
+    if (strcmp(c, "daemon_refusals") == 0)
+        return case_daemon_refusals();
     if (strcmp(c, "shardd_usage") == 0)
         return case_shardd_usage();
     if (strcmp(c, "ranges") == 0 && argc == 4)
