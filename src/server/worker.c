@@ -153,7 +153,7 @@ static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns)
 }
 
 /* Metrics first, then DONE: a client that scrapes /metrics right after
- * its answer must see its own request counted. */
+ * its answer must see its own request counted (and no longer running). */
 static void count(pms_server *s, const pms_job *j, int cancelled)
 {
     pms_metrics *m = &s->metrics;
@@ -227,6 +227,7 @@ static void run_job(pms_worker *w, pms_job *j)
         if (rc && !g.detail[0])
             snprintf(g.detail, sizeof g.detail, "%s", llm_session_error(w->session));
     }
+    atomic_fetch_sub(&s->metrics.running, 1);
     count(s, j, g.cancelled);
     finish(j, rc, reason, &g);
 }
@@ -246,7 +247,6 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&w->mu);
         w->current = NULL;
         pthread_mutex_unlock(&w->mu);
-        atomic_fetch_sub(&s->metrics.running, 1);
         pms_job_release(j);
     }
     pthread_mutex_lock(&s->live_mu);
