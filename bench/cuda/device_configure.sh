@@ -1,0 +1,38 @@
+# device_configure.sh — sourced, not run: configures the tree for the GPU
+# machine, which lacks OpenBLAS, libmicrohttpd and jansson.
+#
+#   . bench/cuda/device_configure.sh
+#   pm_device_configure BUILD_DIR LOG [CMAKE_ARG...]     # 0 ok, else cmake's status
+#
+# Without a system BLAS, the engine's CPU backend (the reference CUDA results
+# are compared with) links bench/cuda/device/cblas_shim.c, a plain fp32
+# sgemm, through the engine's PM_OPENBLAS_LIB / PM_CBLAS_INCLUDE cache
+# variables (PM_FORCE_SHIM=1 forces it). Parts that need libmicrohttpd or
+# jansson get configure-time pkg-config stubs so that the whole tree
+# configures; callers then build only the targets that do not need them.
+# Run from the repository root; the caller's shell gets PKG_CONFIG_PATH.
+
+pm_device_configure() {
+  local b=$1 log=$2
+  shift 2
+  local blas_args=()
+  mkdir -p "$b"
+  if [ -n "${PM_FORCE_SHIM:-}" ] || { ! pkg-config --exists openblas 2>/dev/null &&
+     ! ls /usr/include/*/openblas*/cblas.h /usr/include/openblas/cblas.h >/dev/null 2>&1; }; then
+    mkdir -p "$b/shim"
+    gcc -O2 -fPIC -c bench/cuda/device/cblas_shim.c -o "$b/shim/cblas_shim.o" &&
+      ar rcs "$b/shim/libopenblas.a" "$b/shim/cblas_shim.o" || return 1
+    blas_args=(-DPM_CBLAS_INCLUDE="$PWD/bench/cuda/device" -DPM_OPENBLAS_LIB="$PWD/$b/shim/libopenblas.a")
+    echo "no system BLAS: using the sgemm shim" >> "$log"
+  fi
+  mkdir -p "$b/pcstub"
+  local mod
+  for mod in libmicrohttpd jansson; do
+    pkg-config --exists $mod 2>/dev/null ||
+      printf 'Name: %s\nDescription: configure-time stub (not built here)\nVersion: 0\nCflags:\nLibs:\n' \
+        $mod > "$b/pcstub/$mod.pc"
+  done
+  export PKG_CONFIG_PATH=$PWD/$b/pcstub${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DPHASEMARK_CUDA=ON "${blas_args[@]}" "$@" >> "$log" 2>&1
+}
