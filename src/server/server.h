@@ -9,9 +9,9 @@
  * and the tests.
  *
  * Ownership: pms_server_create returns a server the caller owns and frees
- * with pms_server_free after pms_server_shutdown. The configuration is
- * copied where needed; strings in it must live until pms_server_create
- * returns.
+ * with pms_server_free after pms_server_shutdown. The configuration
+ * struct is copied; the strings it points to must outlive the server (the
+ * engine may keep paths, e.g. to respawn a shard daemon).
  *
  * Threads: pms_server_* calls come from one controlling thread. The server
  * runs its own HTTP threads (one per connection, libmicrohttpd) and worker
