@@ -329,7 +329,10 @@ enum { LLM_STOP_LENGTH = 0, LLM_STOP_EOS = 1, LLM_STOP_TOKEN = 2,
  * then samples and decodes until a stop condition: max_tokens generated,
  * EOS / a stop token drawn (not emitted), the callback asked to stop, or the
  * context is full. cb (may be NULL) sees every emitted token. *n_generated
- * and *stop_reason (either may be NULL) say what happened. */
+ * and *stop_reason (either may be NULL) say what happened. The last emitted
+ * token is not fed back: afterwards the cache holds the prompt and every
+ * emitted token but the last (llm_session_pos), so a continuation starts by
+ * feeding that token. */
 LLM_API int llm_generate(llm_session *s, llm_sampler *sp,
                          const int32_t *prompt, size_t n_prompt,
                          const llm_generate_params *p, llm_token_cb cb,
