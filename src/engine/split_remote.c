@@ -380,11 +380,12 @@ static int refused(llm_remote *r, const pmw_error *e, char *err, size_t errlen)
 static int call(llm_remote *r, const pmw_msg *msg, pmw_msg *ans, char *err, size_t errlen)
 {
     int rc = pmw_conn_send(r->c, msg);
-    if (rc)
-        return pmw_conn_usable(r->c) ? (llm_errf(err, errlen, "%s: request refused locally: %s",
-                                                 r->what, pmw_conn_error(r->c)),
-                                        LLM_EINVAL)
-                                     : lost(r, "send", rc, err, errlen);
+    if (rc && !pmw_conn_usable(r->c))
+        return lost(r, "send", rc, err, errlen);
+    if (rc) { /* refused before anything was written: the link is intact */
+        llm_errf(err, errlen, "%s: request refused locally: %s", r->what, pmw_conn_error(r->c));
+        return LLM_EINVAL;
+    }
     rc = pmw_conn_recv(r->c, ans);
     if (rc)
         return lost(r, "receive", rc, err, errlen);

@@ -456,9 +456,13 @@ static int serve_fd(server *s)
     }
     if (add_peer(s, c) != 0)
         return 1;
+    /* Waiting in poll() rather than in a receive keeps SIGTERM prompt: a
+     * receive would sit out its whole deadline first. */
     while (!g_stop && s->n_peers == 1) {
-        int rc = serve_one(s, 0);
-        if (rc)
+        struct pollfd pfd = {pmw_conn_fd(s->peers[0].c), POLLIN, 0};
+        if (poll(&pfd, 1, 200) <= 0)
+            continue;
+        if (serve_one(s, 0))
             close_peer(s, 0);
     }
     return 0;
