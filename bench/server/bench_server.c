@@ -132,7 +132,7 @@ static double run_load(const char *server, const char *model, int workers, long 
 {
     char w[8];
     snprintf(w, sizeof w, "%d", workers);
-    const char *extra[] = {"--workers", w, "--queue", "256", "--threads", "1", NULL};
+    const char *extra[] = {"--workers", w, "--queue", "256", "--threads", "1", "--quiet", NULL};
     srv_proc p;
     if (srv_start(&p, server, model, extra) != 0)
         exit(1);
@@ -158,6 +158,7 @@ static double run_load(const char *server, const char *model, int workers, long 
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     srv_stop(&p, SIGTERM, TIMEOUT);
+    free(p.log);
     qsort(lat, total, sizeof *lat, cmp_double);
     double sum = 0;
     for (size_t i = 0; i < total; i++)
@@ -198,7 +199,7 @@ static int cmd_once(int argc, char **argv)
     FILE *f = fopen(out, "w");
     if (!f)
         return 1;
-    const char *extra[] = {"--workers", "1", "--threads", "1", NULL};
+    const char *extra[] = {"--workers", "1", "--threads", "1", "--quiet", NULL};
     srv_proc p;
     if (srv_start(&p, argv[2], argv[3], extra) != 0)
         return 1;
@@ -215,6 +216,7 @@ static int cmd_once(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fclose(f);
     int rc = srv_stop(&p, SIGTERM, TIMEOUT);
+    free(p.log);
     double ms = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) / (double)requests;
     /* Wall time per request as the client sees it, and the server's
      * whole CPU time (start-up included) per request: the second is less

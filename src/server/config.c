@@ -50,7 +50,8 @@ const char *pms_config_usage(void)
            "  --placement SPEC        layer split over local and remote shards, e.g.\n"
            "                          0-3@local,4-7@spawn (docs/split.md)\n"
            "  --draft PATH            draft model: speculative decoding (same vocabulary)\n"
-           "  --draft-k N             tokens drafted per round (default 4)\n";
+           "  --draft-k N             tokens drafted per round (default 4)\n"
+           "  --quiet                 no access log line per request on stderr\n";
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -133,6 +134,10 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help"))
             return 1;
+        if (!strcmp(o, "--quiet")) {
+            c->quiet = 1;
+            continue;
+        }
         if (o[0] != '-') {
             snprintf(err, errlen, "unexpected argument '%s'", o);
             return -1;

@@ -34,6 +34,9 @@ enum route { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRI
 typedef struct conn_req {
     uint64_t id;
     enum route route;
+    char method[16];  /* for the access log */
+    char path[96];
+    int status;       /* the answer's status; 0 until one is queued */
     pms_buf body;
     int too_large; /* the body outgrew --max-body: being dropped */
     int answered;  /* a response is queued: ignore later calls */
@@ -75,6 +78,7 @@ static enum MHD_Result reply(pms_server *s, struct MHD_Connection *c, conn_req *
     MHD_destroy_response(resp);
     if (rc == MHD_YES) {
         r->answered = 1;
+        r->status = (int)status;
         pms_metrics_status(&s->metrics, (int)status);
     }
     return rc;
@@ -413,8 +417,10 @@ static enum MHD_Result start_stream(pms_server *s, struct MHD_Connection *c, con
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     enum MHD_Result rc = MHD_queue_response(c, 200, resp);
     MHD_destroy_response(resp);
-    if (rc == MHD_YES)
+    if (rc == MHD_YES) {
+        r->status = 200;
         pms_metrics_status(&s->metrics, 200);
+    }
     return rc;
 }
 
@@ -458,6 +464,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         r->id = atomic_fetch_add(&s->next_id, 1);
         r->t0 = pms_now_ns();
+        snprintf(r->method, sizeof r->method, "%s", method);
+        snprintf(r->path, sizeof r->path, "%s", url);
         pms_buf_init(&r->body, s->cfg.max_body);
         *con_cls = r;
         atomic_fetch_add(&s->http_active, 1);
@@ -478,6 +486,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return is_post(r->route) ? generate(s, c, r) : get_endpoint(s, c, r, url);
 }
 
+/* One access-log entry for a finished request. A job may still be
+ * winding down (its client left mid-stream): read it under its lock. */
+static void log_access(pms_server *s, const conn_req *r)
+{
+    pms_access a = {r->id, r->method, r->path, r->status, (double)(pms_now_ns() - r->t0) / 1e6, 0, 0, ""};
+    pms_job *j = r->job;
+    if (j) {
+        pthread_mutex_lock(&j->mu);
+        a.prompt_tokens = j->n_prompt;
+        a.generated_tokens = j->n_generated;
+        a.outcome = j->state != PMS_JOB_DONE || j->cancelled ? "cancelled"
+                    : j->fail.status                        ? "error"
+                                                            : j->finish;
+        pthread_mutex_unlock(&j->mu);
+    }
+    s->cfg.access_log(s->cfg.access_user, &a);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     (void)c;
@@ -486,6 +512,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     conn_req *r = *con_cls;
     if (!r)
         return;
+    if (s->cfg.access_log)
+        log_access(s, r);
     atomic_fetch_sub(&s->http_active, 1);
     if (r->job) {
         pms_job_cancel(r->job); /* harmless when done; stops a stream whose client left */

@@ -27,6 +27,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One finished request, for an access log. Strings are valid during the
+ * call only. */
+typedef struct pms_access {
+    uint64_t id;              /* X-Request-Id, the markers' req= */
+    const char *method;
+    const char *path;
+    int status;               /* 0: the connection closed without an answer */
+    double ms;                /* from the headers' arrival to completion */
+    uint64_t prompt_tokens;   /* 0 for requests that generate nothing */
+    uint64_t generated_tokens;
+    const char *outcome;      /* "length", "stop", "cancelled", "error" or "" */
+} pms_access;
+
+/* Called once per request from the connection's thread (any thread; calls
+ * may overlap), after its answer went out or the connection closed. */
+typedef void (*pms_access_fn)(void *user, const pms_access *a);
+
 /* Start-up configuration (pm-server's command line). */
 typedef struct pms_config {
     const char *model_path;  /* GGUF or llama2.c .bin (required) */
@@ -54,6 +71,11 @@ typedef struct pms_config {
     const char *draft;
     const char *placement;
     int draft_k;             /* 0: the engine's default (4) */
+    /* Access log (NULL: none). Not set by pms_config_parse except through
+     * the caller; pm-server logs to stderr unless --quiet. */
+    pms_access_fn access_log;
+    void *access_user;
+    int quiet;               /* --quiet: the caller should not log */
 } pms_config;
 
 /* Fills *c with the documented defaults (docs/server.md). */

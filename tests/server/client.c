@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/types.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -291,30 +292,38 @@ int srv_start(srv_proc *p, const char *server_path, const char *model, const cha
     for (size_t i = 0; extra && extra[i] && argc < 62; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;
-    int out[2], err[2];
-    if (pipe(out) || pipe(err))
+    int out[2];
+    char tmpl[] = "/tmp/pm_server_stderr_XXXXXX";
+    int err = mkstemp(tmpl);
+    if (err < 0)
         return -1;
+    unlink(tmpl);
+    if (pipe(out)) {
+        close(err);
+        return -1;
+    }
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
         dup2(out[1], 1);
-        dup2(err[1], 2);
+        dup2(err, 2);
         close(out[0]);
-        close(err[0]);
         execv(server_path, (char *const *)argv);
         _exit(127);
     }
     close(out[1]);
-    close(err[1]);
+    memset(p, 0, sizeof *p);
     p->pid = pid;
     p->out_fd = out[0];
-    p->err_fd = err[0];
+    p->err_fd = err;
     char line[512];
     const char *at;
     if (read_line(out[0], line, sizeof line, 60000) || !(at = strstr(line, "127.0.0.1:"))) {
         fprintf(stderr, "pm-server did not start (line: '%s')\n", line);
         srv_stop(p, SIGKILL, 5000);
+        free(p->log);
+        p->log = NULL;
         return -1;
     }
     p->port = (int)strtol(at + 10, NULL, 10);
@@ -344,12 +353,22 @@ int srv_stop(srv_proc *p, int sig, int timeout_ms)
         }
         hc_sleep_ms(5);
     }
-    /* Pass the server's stderr through, so a failing test shows it. */
-    char buf[4096];
-    ssize_t n;
-    fcntl(p->err_fd, F_SETFL, O_NONBLOCK);
-    while ((n = read(p->err_fd, buf, sizeof buf)) > 0)
-        fwrite(buf, 1, (size_t)n, stderr);
+    /* Keep the server's stderr and pass its tail through, so a failing
+     * test shows it. */
+    off_t size = lseek(p->err_fd, 0, SEEK_END);
+    p->log = malloc(size > 0 ? (size_t)size + 1 : 1);
+    size_t got = 0;
+    if (p->log && size > 0 && lseek(p->err_fd, 0, SEEK_SET) == 0)
+        while (got < (size_t)size) {
+            ssize_t n = read(p->err_fd, p->log + got, (size_t)size - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+    if (p->log) {
+        p->log[got] = 0;
+        fputs(got > 2000 ? p->log + got - 2000 : p->log, stderr);
+    }
     close(p->out_fd);
     close(p->err_fd);
     p->pid = 0;

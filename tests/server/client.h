@@ -53,8 +53,10 @@ typedef struct srv_proc {
     pid_t pid;
     int port;
     int out_fd; /* its stdout (the listening line has been read) */
-    int err_fd; /* its stderr */
+    int err_fd; /* its stderr: an unlinked temporary file, so a chatty
+                   server never blocks on a full pipe */
     double cpu_ms; /* user + system CPU time, filled by srv_stop */
+    char *log;     /* its whole stderr, filled by srv_stop (free it) */
 } srv_proc;
 
 /* Starts server_path with -m model --port 0 and the extra arguments
@@ -64,7 +66,8 @@ int srv_start(srv_proc *p, const char *server_path, const char *model, const cha
 
 /* Sends sig and waits up to timeout_ms for exit. Returns the exit status
  * (0..255), 1000 + signal when killed by one, or -1 on timeout (the
- * process is then killed and reaped). */
+ * process is then killed and reaped). Fills p->log with its stderr (and
+ * echoes the last lines to ours, for a failing test's output). */
 int srv_stop(srv_proc *p, int sig, int timeout_ms);
 
 /* Reads a pm-server metric (a line "name value") from /metrics; -1 when

@@ -71,6 +71,22 @@ static void start(srv_proc *p, const char *model, const char *const *extra)
 static void stop_ok(srv_proc *p)
 {
     CHECK_INT_EQ(srv_stop(p, SIGTERM, TIMEOUT), 0);
+    free(p->log);
+    p->log = NULL;
+}
+
+/* Stops the server and checks that its access log holds each needle. */
+static void stop_check_log(srv_proc *p, const char *const *needles)
+{
+    CHECK_INT_EQ(srv_stop(p, SIGTERM, TIMEOUT), 0);
+    for (size_t i = 0; needles[i]; i++) {
+        int found = p->log && strstr(p->log, needles[i]) != NULL;
+        if (!found)
+            fprintf(stderr, "access log lacks '%s'\n", needles[i]);
+        CHECK(found);
+    }
+    free(p->log);
+    p->log = NULL;
 }
 
 static long long request_id(const hc_resp *r)
@@ -256,7 +272,9 @@ static int case_endpoints(void)
         CHECK(strstr(r.body, help) != NULL);
     }
     hc_free(&r);
-    stop_ok(&p);
+    const char *log[] = {"pm-server: req=1 GET /health 200 ", "pm-server: req=2 GET /v1/models 200 ",
+                         "pm-server: req=4 GET /v1/models/other 404 ", "pm-server: req=5 HEAD /health 200 ", NULL};
+    stop_check_log(&p, log);
     return pm_check_result();
 }
 
@@ -322,7 +340,12 @@ static int case_completion(void)
     CHECK(jint(json_object_get(j, "usage"), "completion_tokens") <= 16);
     json_decref(j);
     hc_free(&r);
-    stop_ok(&p);
+    char line[128];
+    snprintf(line, sizeof line, "POST /v1/completions 200 ");
+    char toks[64];
+    snprintf(toks, sizeof toks, "prompt=4 gen=%d %s\n", want_n, want_n == 12 ? "length" : "stop");
+    const char *log[] = {line, toks, NULL};
+    stop_check_log(&p, log);
     return pm_check_result();
 }
 
@@ -963,7 +986,8 @@ static int case_disconnect(void)
     REQUIRE(hc_request(p.port, "POST", "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":2}", &r, TIMEOUT) == 0);
     CHECK_INT_EQ(r.status, 200);
     hc_free(&r);
-    stop_ok(&p);
+    const char *log[] = {"pm-server: req=", " gen=", " cancelled\n", NULL};
+    stop_check_log(&p, log);
     return pm_check_result();
 }
 
@@ -1081,6 +1105,7 @@ static int case_sigterm(void)
     hc_free(&ra);
     hc_free(&rb);
     CHECK_INT_EQ(srv_stop(&p, 0, TIMEOUT), 0); /* signal 0: just wait for the exit */
+    free(p.log);
     return pm_check_result();
 }
 
@@ -1114,6 +1139,7 @@ static int case_sigterm_drain0(void)
     hc_free(&r);
     hc_free(&rb);
     CHECK_INT_EQ(srv_stop(&p, 0, TIMEOUT), 0);
+    free(p.log);
     CHECK(hc_now_ms() - t0 < 30000); /* long before 4000 tokens could finish */
     return pm_check_result();
 }

@@ -343,7 +343,7 @@ static int case_config(void)
     pms_config c;
     char err[256];
     const char *ok[] = {"-m", "x.gguf", "--port", "0", "--workers", "3", "--queue", "5", "--max-body", "100",
-                        "--host", "::1", "--backend", "cpu", "--drain", "0", NULL};
+                        "--quiet", "--host", "::1", "--backend", "cpu", "--drain", "0", NULL};
     REQUIRE(parse(&c, ok, err, sizeof err) == 0);
     CHECK_STR_EQ(c.model_path, "x.gguf");
     CHECK_INT_EQ(c.port, 0);
@@ -354,6 +354,7 @@ static int case_config(void)
     CHECK_STR_EQ(c.backend, "cpu");
     CHECK_INT_EQ(c.drain_s, 0);
     CHECK_INT_EQ(c.max_tokens, 512); /* untouched default */
+    CHECK_INT_EQ(c.quiet, 1);
     CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), 0);
 
     const char *help[] = {"--help", NULL};
