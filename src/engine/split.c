@@ -273,9 +273,13 @@ const float *llm_split_forward(llm_split *sp, const llm_forward_in *in, char *er
 {
     /* Every shard is told the phase, so it is checked once for all here,
      * the same rule a daemon applies to what it receives. */
-    if (!pm_phase_is_shard_phase(in->phase) || in->act) {
+    if (!pm_phase_is_shard_phase(in->phase)) {
         llm_errf(err, errlen, "split: phase %d is not a shard phase (exact, decode, verify)",
                  (int)in->phase);
+        return NULL;
+    }
+    if (in->act || !in->tokens) {
+        llm_errf(err, errlen, "split: a forward starts from token ids");
         return NULL;
     }
     sp->req = in->req;

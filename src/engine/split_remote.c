@@ -208,6 +208,61 @@ fail:;
     _exit(127);
 }
 
+/* Waits for the exec: a closed pipe means it happened, an errno on it that
+ * it failed (the child then exits 127 and is reaped here). */
+static int await_exec(llm_remote *r, int errfd, const spawn_args *a, char *err, size_t errlen)
+{
+    int child_errno = 0;
+    ssize_t got;
+    while ((got = read(errfd, &child_errno, sizeof child_errno)) < 0 && errno == EINTR)
+        ;
+    close(errfd);
+    if (got != (ssize_t)sizeof child_errno)
+        return 0;
+    reap(r, 1000, NULL, 0);
+    llm_errf(err, errlen, "%s: cannot run %s: %s (set PHASEMARK_SHARDD or exe=)", r->what,
+             a->cand[a->n_cand - 1], strerror(child_errno));
+    return LLM_EBACKEND;
+}
+
+/* Forks and execs the daemon with one end of a socket pair as its
+ * descriptor 3. Returns the other end, or -1 with err set. */
+static int start_child(llm_remote *r, spawn_args *a, char *err, size_t errlen)
+{
+    int sv[2], ep[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        llm_errf(err, errlen, "%s: socketpair: %s", r->what, strerror(errno));
+        return -1;
+    }
+    if (pipe2(ep, O_CLOEXEC) != 0) {
+        llm_errf(err, errlen, "%s: pipe: %s", r->what, strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        close(ep[0]);
+        child_exec(a, sv[1], ep[1]);
+    }
+    int fork_errno = errno;
+    close(sv[1]);
+    close(ep[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        close(ep[0]);
+        llm_errf(err, errlen, "%s: fork: %s", r->what, strerror(fork_errno));
+        return -1;
+    }
+    r->pid = pid;
+    if (await_exec(r, ep[0], a, err, errlen) != 0) {
+        close(sv[0]);
+        return -1;
+    }
+    return sv[0];
+}
+
 /* Starts the daemon and runs the client handshake with it. */
 static int spawn(llm_remote *r, const pmw_options *opt, char *err, size_t errlen)
 {
@@ -217,49 +272,13 @@ static int spawn(llm_remote *r, const pmw_options *opt, char *err, size_t errlen
         llm_errf(err, errlen, "%s: daemon arguments too long", r->what);
         return LLM_EBACKEND;
     }
-    int sv[2], ep[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-        llm_errf(err, errlen, "%s: socketpair: %s", r->what, strerror(errno));
+    int fd = start_child(r, &a, err, errlen);
+    if (fd < 0)
         return LLM_EBACKEND;
-    }
-    if (pipe2(ep, O_CLOEXEC) != 0) {
-        llm_errf(err, errlen, "%s: pipe: %s", r->what, strerror(errno));
-        close(sv[0]);
-        close(sv[1]);
-        return LLM_EBACKEND;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(sv[0]);
-        close(ep[0]);
-        child_exec(&a, sv[1], ep[1]);
-    }
-    int fork_errno = errno;
-    close(sv[1]);
-    close(ep[1]);
-    if (pid < 0) {
-        close(sv[0]);
-        close(ep[0]);
-        llm_errf(err, errlen, "%s: fork: %s", r->what, strerror(fork_errno));
-        return LLM_EBACKEND;
-    }
-    r->pid = pid;
-    int child_errno = 0;
-    ssize_t got;
-    while ((got = read(ep[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR)
-        ;
-    close(ep[0]);
-    if (got == (ssize_t)sizeof child_errno) {
-        close(sv[0]);
-        reap(r, 1000, NULL, 0);
-        llm_errf(err, errlen, "%s: cannot run %s: %s (set PHASEMARK_SHARDD or exe=)", r->what,
-                 a.cand[a.n_cand - 1], strerror(child_errno));
-        return LLM_EBACKEND;
-    }
     pmw_options o = *opt;
     o.timeout_ms = LLM_SPLIT_START_MS;
-    char werr[256];
-    int rc = pmw_conn_client(sv[0], &o, &r->c, werr, sizeof werr);
+    char werr[256] = "";
+    int rc = pmw_conn_client(fd, &o, &r->c, werr, sizeof werr);
     if (rc == 0)
         rc = pmw_conn_set_timeout(r->c, r->spec.timeout_ms);
     if (rc) {
