@@ -118,6 +118,10 @@ static int open_shard(llm_split *sp, int idx, char *err, size_t errlen)
     shard *sh = &sp->sh[idx];
     if (sh->spec.kind == LLM_SHARD_LOCAL)
         return open_local(sp, sh, idx, err, errlen);
+    /* A spawned daemon works with the engine's thread count unless told:
+     * the two take turns, never run at once. */
+    if (sh->spec.kind == LLM_SHARD_SPAWN && sh->spec.threads <= 0)
+        sh->spec.threads = sp->m->be->n_threads;
     llm_remote_params p = {idx, sp->m->path, sp->n_ctx, sp->n_batch, sp->m->hp.dim,
                            sp->m->hp.n_vocab, idx == sp->n - 1};
     return llm_remote_open(&sh->spec, &p, &sh->remote, err, errlen);
