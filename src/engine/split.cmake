@@ -8,14 +8,8 @@ list(APPEND LLM_PART_SOURCES
 # (installed, it is looked up beside the program and on PATH).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/split_remote.c PROPERTIES
   COMPILE_DEFINITIONS "LLM_SHARDD_BUILD_PATH=\"${CMAKE_BINARY_DIR}/tools/shardd/pm-shardd\"")
-# Remote shards speak the shard wire. The engine target is created after
-# this fragment is read, so the link is deferred to the end of the
-# directory (CMake >= 3.19; the project's minimum is 3.18, hence the check).
-if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.19)
-  cmake_language(DEFER CALL target_link_libraries phasemark_engine PUBLIC phasemark_wire)
-else()
-  message(FATAL_ERROR "the layer split needs CMake >= 3.19 (or phasemark_wire linked in src/engine/CMakeLists.txt)")
-endif()
+# Remote shards speak the shard wire.
+list(APPEND LLM_PART_LIBS phasemark_wire)
 
 # libFuzzer target for the placement parser (scripts/fuzz runs every
 # fuzz_*; seeds in tests/fuzz/corpus/placement/). The parser is compiled
