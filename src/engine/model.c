@@ -250,6 +250,26 @@ static void count_weights(llm_model *m)
     m->weight_type = uniform_type(m);
 }
 
+/* The common end of opening: the backend, the weights on it, the counts.
+ * Frees m on failure (rc from the loader, or a later step). */
+static int open_finish(llm_model *m, const llm_model_options *opt, int rc,
+                       llm_model **out, char *err, size_t errlen)
+{
+    if (!rc)
+        rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
+    if (!rc)
+        rc = backend_prepare(m, opt->backend, err, errlen);
+    if (rc) {
+        llm_model_free(m);
+        return rc;
+    }
+    m->bos = m->tok ? llm_tokenizer_bos(m->tok) : -1;
+    m->eos = m->tok ? llm_tokenizer_eos(m->tok) : -1;
+    count_weights(m);
+    *out = m;
+    return 0;
+}
+
 int llm_model_open(const char *path, const llm_model_options *opt,
                    llm_model **out, char *err, size_t errlen)
 {
@@ -287,19 +307,29 @@ int llm_model_open(const char *path, const llm_model_options *opt,
     if (!rc)
         rc = gguf ? llm_model_load_gguf(m, path, err, errlen)
                   : llm_model_load_llama2c(m, path, opt->tokenizer_path, err, errlen);
-    if (!rc)
-        rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
-    if (!rc)
-        rc = backend_prepare(m, opt->backend, err, errlen);
-    if (rc) {
-        llm_model_free(m);
-        return rc;
+    return open_finish(m, opt, rc, out, err, errlen);
+}
+
+int llm_model_open_gguf_memory(const void *buf, size_t len, int32_t n_threads,
+                               llm_model **out, char *err, size_t errlen)
+{
+    llm_model_options opt = LLM_MODEL_OPTIONS_INIT;
+    opt.n_threads = n_threads;
+    *out = NULL;
+    llm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        llm_errf(err, errlen, "model: out of memory");
+        return LLM_ENOMEM;
     }
-    m->bos = m->tok ? llm_tokenizer_bos(m->tok) : -1;
-    m->eos = m->tok ? llm_tokenizer_eos(m->tok) : -1;
-    count_weights(m);
-    *out = m;
-    return 0;
+    if (pthread_mutex_init(&m->lock, NULL) != 0) {
+        free(m);
+        llm_errf(err, errlen, "model: cannot create lock");
+        return LLM_ENOMEM;
+    }
+    int rc = open_setup(m, "(memory)", &opt, err, errlen);
+    if (!rc)
+        rc = llm_model_load_gguf_memory(m, buf, len, err, errlen);
+    return open_finish(m, &opt, rc, out, err, errlen);
 }
 
 void llm_model_free(llm_model *m)

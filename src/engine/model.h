@@ -108,6 +108,20 @@ int llm_tensor_check(const llm_tensor *t, const char *name, int64_t ne0,
  * failure they release what they took. */
 int llm_model_load_gguf(struct llm_model *m, const char *path, char *err,
                         size_t errlen);
+/* The GGUF loader over a caller's buffer, which must outlive the model
+ * (tensors point into it). F32 tensors must land 4-byte aligned in memory
+ * (an aligned buffer and GGUF's alignment give that); a misaligned one is
+ * refused like a malformed file. */
+int llm_model_load_gguf_memory(struct llm_model *m, const void *buf, size_t len,
+                               char *err, size_t errlen);
+
+/* Opens a GGUF model held in memory on the CPU backend with n_threads:
+ * llm_model_open's checks and results for bytes instead of a file (the
+ * fuzzer's entry point). Same ownership as llm_model_open; buf must
+ * outlive the model. */
+int llm_model_open_gguf_memory(const void *buf, size_t len, int32_t n_threads,
+                               struct llm_model **out, char *err, size_t errlen);
+
 int llm_model_load_llama2c(struct llm_model *m, const char *path,
                            const char *tokenizer_path, char *err,
                            size_t errlen);

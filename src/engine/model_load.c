@@ -8,6 +8,7 @@
  * are converted to f32 into the model's one norms buffer.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,13 @@ static int bind_matrix(llm_tensor *t, find_fn find, const void *h,
         llm_errf(err, errlen, "model: tensor '%s' has type %s, which the engine does not compute with",
                  name, llm_type_name(g->type));
         return LLM_EUNSUP;
+    }
+    /* The kernels read f32 weights as floats; every other type bytewise.
+     * Mapped files are page-aligned and GGUF aligns tensor data, so only
+     * a file declaring a tiny alignment (or a misaligned buffer) fails. */
+    if (g->type == LLM_TYPE_F32 && ((uintptr_t)g->data & 3u) != 0) {
+        llm_errf(err, errlen, "model: tensor '%s' f32 data is not 4-byte aligned", name);
+        return LLM_EFORMAT;
     }
     uint64_t row_bytes;
     if (llm_type_row_bytes(g->type, g->ne[0], &row_bytes) != 0) {
@@ -320,20 +328,36 @@ static int status_from_file(int rc)
     return rc == LLM_GGUF_EIO ? LLM_EIO : rc == LLM_GGUF_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
 }
 
+/* Everything after the GGUF handle exists; m owns g from here on. */
+static int load_gguf_handle(llm_model *m, llm_gguf *g, char *err, size_t errlen)
+{
+    m->file = g;
+    m->file_close = close_gguf;
+    int rc = gguf_hparams(g, &m->hp, err, errlen);
+    if (!rc)
+        rc = bind_tensors(m, find_gguf, g, err, errlen);
+    if (!rc)
+        rc = gguf_tokenizer(m, g, err, errlen);
+    return rc; /* on failure llm_model_free releases what was taken */
+}
+
 int llm_model_load_gguf(llm_model *m, const char *path, char *err, size_t errlen)
 {
     llm_gguf *g;
     int rc = llm_gguf_open(path, &g, err, errlen);
     if (rc)
         return status_from_file(rc);
-    m->file = g;
-    m->file_close = close_gguf;
-    rc = gguf_hparams(g, &m->hp, err, errlen);
-    if (!rc)
-        rc = bind_tensors(m, find_gguf, g, err, errlen);
-    if (!rc)
-        rc = gguf_tokenizer(m, g, err, errlen);
-    return rc; /* on failure llm_model_free releases what was taken */
+    return load_gguf_handle(m, g, err, errlen);
+}
+
+int llm_model_load_gguf_memory(llm_model *m, const void *buf, size_t len, char *err,
+                               size_t errlen)
+{
+    llm_gguf *g;
+    int rc = llm_gguf_open_memory(buf, len, &g, err, errlen);
+    if (rc)
+        return status_from_file(rc);
+    return load_gguf_handle(m, g, err, errlen);
 }
 
 /* ---- llama2.c ---------------------------------------------------------------- */
