@@ -165,8 +165,10 @@ static inline pm_range pm_prefill_push(uint64_t req, uint32_t pos,
     return pm__push_prefill(req, pos, tokens);
 }
 
-/* "pm.decode mode=decode req=R pos=P": one autoregressive step producing
- * the token at position pos. Current phase: decode. */
+/* "pm.decode mode=decode req=R pos=P": one autoregressive step that feeds
+ * the token at position pos (the step's base position, as pm.prefill's pos
+ * is its chunk's) and yields the logits for position pos+1. Current phase:
+ * decode. */
 static inline pm_range pm_decode_push(uint64_t req, uint32_t pos)
 {
     if (PM__OFF())
