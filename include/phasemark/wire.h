@@ -464,6 +464,11 @@ PMW_API int pmw_listener_fd(const pmw_listener *l);
 /* Closes the socket and removes a Unix socket file it created. NULL ok. */
 PMW_API void pmw_listener_close(pmw_listener *l);
 
+/* SHA-256 (FIPS 180-4) of len bytes, the hash the TCP handshake's HMAC is
+ * built on, exported so the tools (perturb's output parity) share one
+ * implementation. Pure and thread-safe; data may be NULL when len is 0. */
+PMW_API void pmw_sha256(const void *data, size_t len, uint8_t out[32]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -119,6 +119,12 @@ void pmw__sha256(const void *const *parts, const size_t *lens, size_t n, uint8_t
     sha_final(&s, out);
 }
 
+PMW_API void pmw_sha256(const void *data, size_t len, uint8_t out[32])
+{
+    const void *parts[1] = {data ? data : ""};
+    pmw__sha256(parts, &len, 1, out);
+}
+
 void pmw__hmac_sha256(const void *key, size_t key_len, const void *const *parts,
                       const size_t *lens, size_t n, uint8_t out[32])
 {

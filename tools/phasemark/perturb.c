@@ -162,16 +162,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void hash_text(const char *p, size_t n, char hex[65])
-{
-    pmt_sha256 s;
-    unsigned char d[32];
-    pmt_sha256_init(&s);
-    pmt_sha256_update(&s, p, n);
-    pmt_sha256_final(&s, d);
-    pmt_sha256_hex(d, hex);
-}
-
 /* What the run produced: metric, tokens, hash. */
 static void evaluate(const pt_opts *o, const buf *out, const buf *err, double wall, pt_run *r)
 {
@@ -188,7 +178,7 @@ static void evaluate(const pt_opts *o, const buf *out, const buf *err, double wa
         r->tokens = (uint64_t)v;
     }
     if (!o->file) {
-        hash_text(so, out->n, r->sha);
+        pmt_sha256_hex(so, out->n, r->sha);
         return;
     }
     char *text;
@@ -199,7 +189,7 @@ static void evaluate(const pt_opts *o, const buf *out, const buf *err, double wa
         r->ok = 0;
         return;
     }
-    hash_text(text, len, r->sha);
+    pmt_sha256_hex(text, len, r->sha);
     free(text);
 }
 

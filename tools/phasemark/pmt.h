@@ -264,20 +264,10 @@ typedef struct pmt_report_opts {
 int pmt_report(const pmt_trace *t, const pmt_projection *p, const pmt_report_opts *o, FILE *out);
 int pmt_svg(const pmt_trace *t, const pmt_gpu *g, FILE *out);
 
-/* ---- SHA-256 (sha256.c), our own implementation of FIPS 180-4 ---- */
+/* ---- SHA-256 through the wire library's implementation (util.c) ---- */
 
-typedef struct pmt_sha256 {
-    uint32_t h[8];
-    uint64_t bytes;
-    unsigned char block[64];
-    size_t fill;
-} pmt_sha256;
-
-void pmt_sha256_init(pmt_sha256 *s);
-void pmt_sha256_update(pmt_sha256 *s, const void *data, size_t len);
-void pmt_sha256_final(pmt_sha256 *s, unsigned char out[32]);
-/* Lowercase hex of out (65 bytes with the NUL). */
-void pmt_sha256_hex(const unsigned char digest[32], char hex[65]);
+/* Lowercase hex SHA-256 of len bytes into hex (65 bytes with the NUL). */
+void pmt_sha256_hex(const void *data, size_t len, char hex[65]);
 
 /* ---- subcommands (one file each); argv[0] is the subcommand name ---- */
 

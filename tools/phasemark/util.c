@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "phasemark/wire.h"
 #include "pmt.h"
 
 void pmt_errf(char *err, size_t errlen, const char *fmt, ...)
@@ -152,4 +153,16 @@ void pmt_remove_tree(const char *dir)
     if (d)
         closedir(d);
     rmdir(dir);
+}
+
+void pmt_sha256_hex(const void *data, size_t len, char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    uint8_t digest[32];
+    pmw_sha256(data, len, digest);
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[digest[i] >> 4];
+        hex[2 * i + 1] = digits[digest[i] & 15];
+    }
+    hex[64] = '\0';
 }
