@@ -128,6 +128,14 @@ typedef struct llm_model_info {
 /* Fills *info. Thread-safe. */
 LLM_API void llm_model_get_info(const llm_model *model, llm_model_info *info);
 
+/* A string from the model file's metadata, by GGUF key (for instance
+ * "tokenizer.chat_template"). On success *s points at len bytes (not
+ * NUL-terminated) inside the model's read-only mapping, valid until
+ * llm_model_free. LLM_EINVAL when the key is absent or not a string, or the
+ * model did not come from a GGUF file. Thread-safe. */
+LLM_API int llm_model_meta_str(const llm_model *model, const char *key,
+                               const char **s, size_t *len);
+
 /* Tokenizes len bytes of text (UTF-8, need not be NUL-terminated),
  * prepending BOS when add_bos is set and the model has one. Writes at most
  * cap ids to out and the full count to *n_out; returns LLM_ESPACE when cap

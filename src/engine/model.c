@@ -349,6 +349,13 @@ void llm_model_free(llm_model *m)
     free(m);
 }
 
+int llm_model_meta_str(const llm_model *m, const char *key, const char **s, size_t *len)
+{
+    if (!m || !key || !s || !len || !m->gguf)
+        return LLM_EINVAL;
+    return llm_gguf_get_str(m->gguf, key, s, len) == 0 ? 0 : LLM_EINVAL;
+}
+
 void llm_model_get_info(const llm_model *m, llm_model_info *info)
 {
     const llm_hparams *hp = &m->hp;

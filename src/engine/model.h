@@ -69,6 +69,8 @@ struct llm_model {
     struct llm_tokenizer *tok; /* owned; NULL: ids only */
     void *file;              /* owned: the gguf or llama2c handle */
     void (*file_close)(void *file);
+    struct llm_gguf *gguf;   /* file as a GGUF reader when it is one
+                                (borrowed from file), else NULL */
     struct llm_backend *be;  /* owned */
     int be_cuda;             /* 1: be is the CUDA seam (device memory) */
     pthread_mutex_t lock;    /* serializes forwards on be */

@@ -333,6 +333,7 @@ static int load_gguf_handle(llm_model *m, llm_gguf *g, char *err, size_t errlen)
 {
     m->file = g;
     m->file_close = close_gguf;
+    m->gguf = g;
     int rc = gguf_hparams(g, &m->hp, err, errlen);
     if (!rc)
         rc = bind_tensors(m, find_gguf, g, err, errlen);

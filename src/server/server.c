@@ -13,7 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h" /* the engine's GGUF reader, for tokenizer.chat_template */
 #include "internal.h"
 
 /* The id a model is served under: its file name without directory and
@@ -29,23 +28,15 @@ static void default_model_id(const char *path, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)n, base);
 }
 
-/* The chat format from the file's tokenizer.chat_template. The engine's
- * public API does not expose metadata yet, so this reads the GGUF header
- * through the engine's own validating reader (a second, read-only
- * mapping). A file that is not GGUF (llama2.c) has no template. */
-static pms_chat_format chat_format_of(const char *path)
+/* The chat format from the model's tokenizer.chat_template; a model with
+ * none (or a llama2.c checkpoint) gets the documented default. */
+static pms_chat_format chat_format_of(const llm_model *model)
 {
-    llm_gguf *g = NULL;
-    char err[256];
-    if (llm_gguf_open(path, &g, err, sizeof err) != 0)
-        return PMS_CHAT_PLAIN;
     const char *t = NULL;
     size_t len = 0;
-    pms_chat_format f = PMS_CHAT_PLAIN;
-    if (llm_gguf_get_str(g, "tokenizer.chat_template", &t, &len) == 0)
-        f = pms_chat_detect(t, len);
-    llm_gguf_close(g);
-    return f;
+    if (llm_model_meta_str(model, "tokenizer.chat_template", &t, &len) != 0)
+        return PMS_CHAT_PLAIN;
+    return pms_chat_detect(t, len);
 }
 
 /* The draft model for speculative decoding, opened like the target and
@@ -82,7 +73,7 @@ static int open_model(pms_server *s, char *err, size_t errlen)
         snprintf(s->model_id, sizeof s->model_id, "%s", s->cfg.model_id);
     else
         default_model_id(s->cfg.model_path, s->model_id, sizeof s->model_id);
-    s->chat = chat_format_of(s->cfg.model_path);
+    s->chat = chat_format_of(s->model);
     return 0;
 }
 

@@ -82,6 +82,15 @@ static int case_load(void)
     CHECK_INT_EQ(ti.bos, 1);
     CHECK_INT_EQ(ti.eos, 2);
     CHECK(ti.has_tokenizer && di.has_tokenizer);
+    /* Metadata strings through the public API (keys the exporter wrote). */
+    const char *v = NULL;
+    size_t vlen = 0;
+    CHECK_INT_EQ(llm_model_meta_str(t, "general.architecture", &v, &vlen), 0);
+    CHECK(vlen == 5 && v && memcmp(v, "llama", 5) == 0);
+    CHECK_INT_EQ(llm_model_meta_str(t, "tokenizer.ggml.model", &v, &vlen), 0);
+    CHECK(vlen == 5 && v && memcmp(v, "llama", 5) == 0);
+    CHECK_INT_EQ(llm_model_meta_str(t, "no.such.key", &v, &vlen), LLM_EINVAL);
+    CHECK_INT_EQ(llm_model_meta_str(t, "llama.block_count", &v, &vlen), LLM_EINVAL); /* not a string */
     llm_model_free(t);
     llm_model_free(d);
     return pm_check_result();
