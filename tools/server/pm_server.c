@@ -9,14 +9,21 @@
  * Each request gets an access-log line on stderr (--quiet: none),
  *     pm-server: req=7 POST /v1/completions 200 41.3ms prompt=11 gen=16 length
  *
- * Signals: SIGTERM and SIGINT are blocked before any thread starts, so
- * every thread inherits the mask and the main thread alone receives them
- * through sigwait() — no asynchronous handler runs. SIGPIPE is ignored: a
- * client that hangs up must not kill the server.
+ * Signals: SIGTERM and SIGINT are caught by a handler that only writes the
+ * signal's number into a self-pipe; the main thread reads it and shuts
+ * down. A handler rather than sigwait() with a blocked mask: libraries start
+ * threads before main() runs (OpenBLAS's pool, in its constructor), those
+ * threads keep SIGTERM unblocked, and the kernel may deliver a
+ * process-directed signal to any of them — with no handler installed that
+ * thread would take the default action and kill the server mid-request.
+ * SIGPIPE is ignored: a client that hangs up must not kill the server.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "server.h"
 
@@ -37,6 +44,49 @@ static void access_line(void *user, const pms_access *a)
                 a->status, a->ms);
 }
 
+static int signal_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t n = write(signal_pipe[1], &b, 1); /* a full pipe already holds a stop */
+    (void)n;
+    errno = saved;
+}
+
+/* Installs the stop handler; returns 0 or -1 with errno set. */
+static int catch_stop_signals(void)
+{
+    if (pipe(signal_pipe) != 0)
+        return -1;
+    fcntl(signal_pipe[0], F_SETFD, FD_CLOEXEC);
+    fcntl(signal_pipe[1], F_SETFD, FD_CLOEXEC);
+    fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+/* Blocks until a stop signal arrived; returns its number. */
+static int wait_stop_signal(void)
+{
+    for (;;) {
+        unsigned char b;
+        ssize_t n = read(signal_pipe[0], &b, 1);
+        if (n == 1)
+            return b;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return SIGTERM; /* the pipe broke: treat as a stop */
+    }
+}
+
 int main(int argc, char **argv)
 {
     pms_config cfg;
@@ -53,11 +103,10 @@ int main(int argc, char **argv)
     }
     if (!cfg.quiet)
         cfg.access_log = access_line;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (catch_stop_signals() != 0) {
+        fprintf(stderr, PROG ": cannot install signal handlers: %s\n", strerror(errno));
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
 
     pms_server *srv = NULL;
@@ -69,8 +118,7 @@ int main(int argc, char **argv)
     printf(PROG ": listening on http://%s%s%s:%d (model %s)\n", v6 ? "[" : "", cfg.host, v6 ? "]" : "",
            pms_server_port(srv), pms_server_model_id(srv));
     fflush(stdout);
-    int sig = 0;
-    sigwait(&set, &sig);
+    int sig = wait_stop_signal();
     fprintf(stderr, PROG ": %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     pms_server_shutdown(srv);
     pms_server_free(srv);
