@@ -1,9 +1,9 @@
 /* test_engine_ranges — the exact ranges a request shape produces.
  *
- * This executable defines roctxRangePushA / roctxRangePop itself and is
- * linked with exported symbols, so with PHASEMARK=roctx the marker layer's
- * process-global lookup (DESIGN.md §1.4) finds them: a recorder with no
- * preload. Request shape: prompt 11 tokens in chunks of 4, 3 decode steps,
+ * This executable links the in-executable ROCTX recorder
+ * (tests/common/pm_roctx_log.h) with exported symbols, so with
+ * PHASEMARK=roctx the marker layer's process-global lookup (DESIGN.md §1.4)
+ * finds it: a recorder with no preload. Request shape: prompt 11 tokens in chunks of 4, 3 decode steps,
  * one verify of 3 tokens; a monolithic 2-layer model. Expected, in order:
  *   3 x (pm.prefill + one leaf layer_range mode=exact)
  *   3 x (pm.decode + one leaf layer_range mode=decode)
@@ -19,34 +19,9 @@
 #include "phasemark/engine.h"
 #include "phasemark/mark.h"
 #include "pm_check.h"
+#include "pm_roctx_log.h"
 #include "synth.h"
 
-#define MAX_RANGES 64
-
-#define EXPORT __attribute__((visibility("default")))
-
-static char texts[MAX_RANGES][PM_RANGE_TEXT_MAX];
-static int depths[MAX_RANGES];
-static int n_push, n_pop, depth;
-
-EXPORT int roctxRangePushA(const char *message);
-EXPORT int roctxRangePop(void);
-
-EXPORT int roctxRangePushA(const char *message)
-{
-    if (n_push < MAX_RANGES) {
-        snprintf(texts[n_push], sizeof texts[n_push], "%s", message);
-        depths[n_push] = depth;
-    }
-    n_push++;
-    return depth++;
-}
-
-EXPORT int roctxRangePop(void)
-{
-    n_pop++;
-    return --depth;
-}
 
 int main(void)
 {
@@ -88,19 +63,19 @@ int main(void)
     };
     static const int want_depth[] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0};
     int n_want = (int)(sizeof want / sizeof want[0]);
-    CHECK_INT_EQ(n_push, n_want);
-    CHECK_INT_EQ(n_pop, n_want);
-    CHECK_INT_EQ(depth, 0);
-    for (int i = 0; i < n_want && i < n_push; i++) {
-        CHECK_STR_EQ(texts[i], want[i]);
-        CHECK_INT_EQ(depths[i], want_depth[i]);
+    CHECK_INT_EQ(pm_roctx.n_push, n_want);
+    CHECK_INT_EQ(pm_roctx.n_pop, n_want);
+    CHECK_INT_EQ(pm_roctx.depth, 0);
+    for (int i = 0; i < n_want && i < pm_roctx.n_push; i++) {
+        CHECK_STR_EQ(pm_roctx.texts[i], want[i]);
+        CHECK_INT_EQ(pm_roctx.depths[i], want_depth[i]);
     }
 
     /* A failed call emits nothing. */
-    int before = n_push;
+    int before = pm_roctx.n_push;
     int32_t bad = 100000;
     CHECK_INT_EQ(llm_decode(s, bad, &lg), LLM_ETOKEN);
-    CHECK_INT_EQ(n_push, before);
+    CHECK_INT_EQ(pm_roctx.n_push, before);
 
     llm_session_free(s);
     llm_model_free(m);

@@ -1,8 +1,9 @@
 /* test_spec_ranges — the exact ranges a speculative request produces.
  *
- * This executable defines roctxRangePushA / roctxRangePop and exports them,
- * so with PHASEMARK=roctx the marker layer's process-global lookup finds
- * them (as in tests/engine/test_engine_ranges.c). Target: a monolithic
+ * This executable links the in-executable ROCTX recorder
+ * (tests/common/pm_roctx_log.h) with exported symbols, so with
+ * PHASEMARK=roctx the marker layer's process-global lookup finds it (as in
+ * tests/engine/test_engine_ranges.c). Target: a monolithic
  * 2-block synthetic model, request id 7, prompt of 11 ids prefilled in
  * chunks of 4, k = 3, max_tokens = 12.
  *
@@ -22,38 +23,9 @@
 
 #include "phasemark/mark.h"
 #include "pm_check.h"
+#include "pm_roctx_log.h"
 #include "spec_common.h"
 
-#define MAX_RANGES 128
-#define EXPORT __attribute__((visibility("default")))
-
-static char texts[MAX_RANGES][PM_RANGE_TEXT_MAX];
-static int depths[MAX_RANGES];
-static int n_push, n_pop, depth;
-
-EXPORT int roctxRangePushA(const char *message);
-EXPORT int roctxRangePop(void);
-
-EXPORT int roctxRangePushA(const char *message)
-{
-    if (n_push < MAX_RANGES) {
-        snprintf(texts[n_push], sizeof texts[n_push], "%s", message);
-        depths[n_push] = depth;
-    }
-    n_push++;
-    return depth++;
-}
-
-EXPORT int roctxRangePop(void)
-{
-    n_pop++;
-    return --depth;
-}
-
-static void clear_ranges(void)
-{
-    n_push = n_pop = depth = 0;
-}
 
 #define N_PROMPT 11
 #define K 3
@@ -86,12 +58,12 @@ static int scripted(void *user, const int32_t *hist, size_t n_hist, int32_t k, i
 
 static void check_sequence(const char *const *want, const int *want_depth, int n_want)
 {
-    CHECK_INT_EQ(n_push, n_want);
-    CHECK_INT_EQ(n_pop, n_want);
-    CHECK_INT_EQ(depth, 0);
-    for (int i = 0; i < n_want && i < n_push; i++) {
-        CHECK_STR_EQ(texts[i], want[i]);
-        CHECK_INT_EQ(depths[i], want_depth[i]);
+    CHECK_INT_EQ(pm_roctx.n_push, n_want);
+    CHECK_INT_EQ(pm_roctx.n_pop, n_want);
+    CHECK_INT_EQ(pm_roctx.depth, 0);
+    for (int i = 0; i < n_want && i < pm_roctx.n_push; i++) {
+        CHECK_STR_EQ(pm_roctx.texts[i], want[i]);
+        CHECK_INT_EQ(pm_roctx.depths[i], want_depth[i]);
     }
 }
 
@@ -135,7 +107,7 @@ static int run_scripted(llm_model *m, const int32_t *prompt, const sc_run *ref)
     gp.max_tokens = MAX_TOKENS;
     gp.chunk = 4;
     sc_run r;
-    clear_ranges();
+    pm_roctx_log_clear();
     CHECK_INT_EQ(sc_run_spec(sd, t, sp, prompt, N_PROMPT, &gp, &r), 0);
     check_sequence(want, want_depth, (int)(sizeof want / sizeof want[0]));
     CHECK(sc_same(ref, &r, "scripted"));
@@ -177,7 +149,7 @@ static int run_selfdraft(llm_model *m, const int32_t *prompt, const sc_run *ref)
     gp.max_tokens = MAX_TOKENS;
     gp.chunk = 4;
     sc_run r;
-    clear_ranges();
+    pm_roctx_log_clear();
     CHECK_INT_EQ(sc_run_spec(sd, t, sp, prompt, N_PROMPT, &gp, &r), 0);
     check_sequence(want, want_depth, (int)(sizeof want / sizeof want[0]));
     CHECK(sc_same(ref, &r, "selfdraft"));
@@ -189,11 +161,11 @@ static int run_selfdraft(llm_model *m, const int32_t *prompt, const sc_run *ref)
     /* Freed, the generator gives the draft session its ranges back. */
     llm_spec_free(sd);
     llm_session_reset(d);
-    clear_ranges();
+    pm_roctx_log_clear();
     const float *lg;
     CHECK_INT_EQ(llm_decode(d, 5, &lg), 0);
-    CHECK_INT_EQ(n_push, 2);
-    CHECK_STR_EQ(texts[0], "pm.decode mode=decode req=99 pos=0");
+    CHECK_INT_EQ(pm_roctx.n_push, 2);
+    CHECK_STR_EQ(pm_roctx.texts[0], "pm.decode mode=decode req=99 pos=0");
     llm_sampler_free(sp);
     llm_session_free(d);
     llm_session_free(t);
