@@ -64,51 +64,38 @@ AVX2_FN static inline __m256 load_f16x8(const unsigned char *p)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
-AVX2_FN static float dot_f16(const void *w, const float *x, int64_t n)
-{
-    const unsigned char *p = w;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        if ((i & 31) == 0)
-            PREFETCH(p + 2 * i);
-        s0 = _mm256_fmadd_ps(load_f16x8(p + 2 * i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(load_f16x8(p + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1);
-    }
-    float s = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        s += llm_fp16_to_f32(h) * x[i];
-    }
-    return s;
-}
-
 AVX2_FN static inline __m256 load_bf16x8(const unsigned char *p)
 {
     __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-AVX2_FN static float dot_bf16(const void *w, const float *x, int64_t n)
-{
-    const unsigned char *p = w;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        if ((i & 31) == 0)
-            PREFETCH(p + 2 * i);
-        s0 = _mm256_fmadd_ps(load_bf16x8(p + 2 * i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(load_bf16x8(p + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1);
+/* Dot product of n 16-bit floats (F16 or BF16, widened by LOAD8 eight at
+ * a time and by TO_F32 in the tail) with n f32 activations; two
+ * accumulators hide the FMA latency. */
+#define DEFINE_DOT_HALF(NAME, LOAD8, TO_F32)                                      \
+    AVX2_FN static float NAME(const void *w, const float *x, int64_t n)           \
+    {                                                                             \
+        const unsigned char *p = w;                                               \
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                \
+        int64_t i = 0;                                                            \
+        for (; i + 16 <= n; i += 16) {                                            \
+            if ((i & 31) == 0)                                                    \
+                PREFETCH(p + 2 * i);                                              \
+            s0 = _mm256_fmadd_ps(LOAD8(p + 2 * i), _mm256_loadu_ps(x + i), s0);   \
+            s1 = _mm256_fmadd_ps(LOAD8(p + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1); \
+        }                                                                         \
+        float s = hsum8(_mm256_add_ps(s0, s1));                                   \
+        for (; i < n; i++) {                                                      \
+            uint16_t h;                                                           \
+            memcpy(&h, p + 2 * i, 2);                                             \
+            s += TO_F32(h) * x[i];                                                \
+        }                                                                         \
+        return s;                                                                 \
     }
-    float s = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        s += llm_bf16_to_f32(h) * x[i];
-    }
-    return s;
-}
+
+DEFINE_DOT_HALF(dot_f16, load_f16x8, llm_fp16_to_f32)
+DEFINE_DOT_HALF(dot_bf16, load_bf16x8, llm_bf16_to_f32)
 
 /* The exact int32 sums of 32 products of signed bytes, as 8 lanes.
  * maddubs wants unsigned x signed, so |w| times x with w's sign moved onto
