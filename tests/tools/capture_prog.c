@@ -2,7 +2,7 @@
  * capture` by test_capture.c. It writes the ids the test needs to check
  * Process_Id/Thread_Id (its pid and tids, its child's pid) to IDS_FILE.
  *
- * usage: capture_prog IDS_FILE basic|abort|exec|execchild
+ * usage: capture_prog IDS_FILE basic|abort|exec|execchild|closefds|threads|clock
  *   basic: main thread: prefill{layer_range} decode decode; a worker
  *          thread: one generic range; a forked child: spec_decode{draft}.
  *   abort: a closed decode, then a prefill left open by abort().
@@ -13,6 +13,14 @@
  *          decode; the file must not receive recorder data.
  *   threads: 4 threads x 20000 decode ranges each (several buffer flushes
  *          per thread, and the flush at thread exit).
+ *   clock: decode ranges bracketed by CLOCK_BOOTTIME readings, written to
+ *          IDS_FILE.clock as "REQ POS BEFORE MIDDLE AFTER" (before the
+ *          push, between push and pop, after the pop): req 7 on the main
+ *          thread (CLOCK_MAIN ranges, several buffer flushes), req 8 on a
+ *          worker and req 9 in a forked child (CLOCK_OTHER each). Now and
+ *          then a range, or the gap before one, sleeps 2 ms, so the
+ *          recorder's periodic calibration points fall inside ranges and
+ *          between them.
  */
 #define _GNU_SOURCE
 #include <phasemark/mark.h>
@@ -23,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static FILE *g_ids;
@@ -147,6 +156,90 @@ static int threads(void)
     return 0;
 }
 
+#define CLOCK_MAIN 80000
+#define CLOCK_OTHER 3000
+#define CLOCK_NAP_EVERY 2000
+
+typedef struct reading {
+    uint64_t before, middle, after;
+} reading;
+
+static reading g_main_readings[CLOCK_MAIN], g_other_readings[CLOCK_OTHER];
+static const char *g_clock_path;
+
+static uint64_t boottime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void nap_2ms(void)
+{
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+}
+
+static void clock_ranges(uint64_t req, uint32_t n, reading *out)
+{
+    for (uint32_t pos = 0; pos < n; pos++) {
+        if (pos % CLOCK_NAP_EVERY == CLOCK_NAP_EVERY / 2)
+            nap_2ms();
+        out[pos].before = boottime_ns();
+        pm_range d = pm_decode_push(req, pos);
+        out[pos].middle = boottime_ns();
+        if (pos % CLOCK_NAP_EVERY == 0)
+            nap_2ms();
+        pm_range_pop(&d);
+        out[pos].after = boottime_ns();
+    }
+}
+
+/* Appends the readings; several processes append in turn. */
+static int write_readings(uint64_t req, uint32_t n, const reading *r)
+{
+    FILE *f = fopen(g_clock_path, "a");
+    if (!f)
+        return 1;
+    for (uint32_t i = 0; i < n; i++)
+        fprintf(f, "%llu %u %llu %llu %llu\n", (unsigned long long)req, i,
+                (unsigned long long)r[i].before, (unsigned long long)r[i].middle,
+                (unsigned long long)r[i].after);
+    return fclose(f) != 0;
+}
+
+static void *clock_worker(void *arg)
+{
+    (void)arg;
+    clock_ranges(8, CLOCK_OTHER, g_other_readings);
+    return NULL;
+}
+
+static int clock_test(const char *ids)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s.clock", ids);
+    g_clock_path = path;
+    clock_ranges(7, CLOCK_MAIN, g_main_readings);
+    pthread_t th;
+    if (pthread_create(&th, NULL, clock_worker, NULL) != 0)
+        return 1;
+    pthread_join(th, NULL);
+    if (write_readings(8, CLOCK_OTHER, g_other_readings) != 0)
+        return 1;
+    fflush(g_ids);
+    pid_t pid = fork();
+    if (pid == 0) {
+        clock_ranges(9, CLOCK_OTHER, g_other_readings);
+        exit(write_readings(9, CLOCK_OTHER, g_other_readings));
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return 1;
+    return write_readings(7, CLOCK_MAIN, g_main_readings);
+}
+
 int main(int argc, char **argv)
 {
 #ifdef PHASEMARK_DISABLED
@@ -175,6 +268,8 @@ int main(int argc, char **argv)
         rc = exec_child(argv[0], argv[1]);
     else if (strcmp(argv[2], "threads") == 0)
         rc = threads();
+    else if (strcmp(argv[2], "clock") == 0)
+        rc = clock_test(argv[1]);
     else if (strcmp(argv[2], "closefds") == 0)
         return close_fds(argv[1]);
     fclose(g_ids);

@@ -7,6 +7,7 @@
  * usage: test_capture TOOL PROG CASE
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "pm_check.h"
 #include "pm_child.h"
+#include "pmraw.h"
 #include "pmt.h"
 
 #define HEADER "\"Domain\",\"Function\",\"Process_Id\",\"Thread_Id\",\"Correlation_Id\"," \
@@ -22,6 +24,8 @@
 static const char *g_tool, *g_prog;
 static char g_dir[256], g_ids[300];
 static pm_child_result g_res;
+static char *g_extra_env; /* one more "K=V" for CMD, or NULL */
+static int g_keep_raw;    /* capture with --keep-raw */
 
 typedef struct row {
     char domain[64], name[160];
@@ -110,9 +114,20 @@ static int capture(const char *mode, const char *phasemark_env)
 {
     char env_pm[64];
     snprintf(env_pm, sizeof env_pm, "PHASEMARK=%s", phasemark_env);
-    char *env[] = {env_pm, NULL};
-    char *argv[] = {(char *)g_tool, "capture", "-o", g_dir, "--", (char *)g_prog, g_ids,
-                    (char *)mode, NULL};
+    char *env[] = {env_pm, g_extra_env, NULL};
+    char *argv[10];
+    int n = 0;
+    argv[n++] = (char *)g_tool;
+    argv[n++] = "capture";
+    argv[n++] = "-o";
+    argv[n++] = g_dir;
+    if (g_keep_raw)
+        argv[n++] = "--keep-raw";
+    argv[n++] = "--";
+    argv[n++] = (char *)g_prog;
+    argv[n++] = g_ids;
+    argv[n++] = (char *)mode;
+    argv[n] = NULL;
     REQUIRE(pm_child_exec(argv, env, 30000, &g_res) == 0);
     if (g_res.exited && g_res.exit_code == 1 && strstr(g_res.err, "exited with status 77"))
         PM_SKIP("markers compiled out");
@@ -326,6 +341,163 @@ static int case_closefds(void)
     return pm_check_result();
 }
 
+/* ---- timestamps against the real clock (capture_prog clock) ---- */
+
+#define CLOCK_MAIN 80000 /* ranges per req, as capture_prog makes them */
+#define CLOCK_OTHER 3000
+/* How far a recorded time may lie outside the CLOCK_BOOTTIME readings
+ * taken around it when ticks are TSC counts: the error of the calibration
+ * points (half the narrowest of four brackets, tens of ns) plus an
+ * unfenced TSC read running a few ns ahead of the instructions before it.
+ * 500 ns leaves an order of magnitude of room. With the BOOTTIME clock the
+ * recorder's stamps are readings of the same clock, in program order, so
+ * they lie within the bracket exactly. */
+#define TSC_TOLERANCE_NS 500
+
+typedef struct clock_row {
+    uint64_t before, middle, after; /* capture_prog's readings */
+    uint64_t start, end;            /* the recorded range */
+    int seen;
+} clock_row;
+
+/* The clock every raw file of the capture says it used (the raw folder is
+ * removed afterwards), or -1 when they differ or none is found. */
+static int raw_clock(void)
+{
+    int clock = -1, files = 0;
+    DIR *d = opendir(g_dir);
+    REQUIRE(d != NULL);
+    char rawdir[600] = "";
+    for (struct dirent *e; (e = readdir(d));)
+        if (strncmp(e->d_name, "raw.", 4) == 0)
+            snprintf(rawdir, sizeof rawdir, "%s/%s", g_dir, e->d_name);
+    closedir(d);
+    REQUIRE(rawdir[0] != 0);
+    d = opendir(rawdir);
+    REQUIRE(d != NULL);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strstr(e->d_name, ".pmraw"))
+            continue;
+        char path[900], *text;
+        size_t len;
+        pmr_file_hdr h;
+        snprintf(path, sizeof path, "%s/%s", rawdir, e->d_name);
+        REQUIRE(pmt_read_file(path, (size_t)1 << 26, &text, &len, NULL, 0) == 0);
+        REQUIRE(len >= sizeof h);
+        memcpy(&h, text, sizeof h);
+        free(text);
+        clock = (files++ == 0 || clock == (int)h.clock) ? (int)h.clock : -2;
+    }
+    closedir(d);
+    pmt_remove_tree(rawdir);
+    CHECK_INT_EQ(files, 2); /* the process and its forked child */
+    return clock < 0 ? -1 : clock;
+}
+
+/* Reads capture_prog's readings and the recorded ranges into rows[req-7][pos]. */
+static void load_clock_rows(clock_row *rows[3])
+{
+    char path[400], line[256];
+    snprintf(path, sizeof path, "%s.clock", g_ids);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    size_t n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long req, b, m, a;
+        unsigned pos;
+        REQUIRE(sscanf(line, "%llu %u %llu %llu %llu", &req, &pos, &b, &m, &a) == 5);
+        REQUIRE(req >= 7 && req <= 9 && pos < (req == 7 ? CLOCK_MAIN : CLOCK_OTHER));
+        rows[req - 7][pos] = (clock_row){b, m, a, 0, 0, 0};
+        n++;
+    }
+    fclose(f);
+    CHECK_INT_EQ(n, CLOCK_MAIN + 2 * CLOCK_OTHER);
+    pmt_trace t;
+    pmt_trace_init(&t);
+    snprintf(path, sizeof path, "%s/marker_api_trace.csv", g_dir);
+    REQUIRE(pmt_trace_load(&t, path, NULL, 0) == 0);
+    CHECK_INT_EQ(t.n, CLOCK_MAIN + 2 * CLOCK_OTHER);
+    for (size_t i = 0; i < t.n; i++) {
+        unsigned long long req;
+        unsigned pos;
+        REQUIRE(sscanf(t.r[i].name, "pm.decode mode=decode req=%llu pos=%u", &req, &pos) == 2);
+        REQUIRE(req >= 7 && req <= 9 && pos < (req == 7 ? CLOCK_MAIN : CLOCK_OTHER));
+        clock_row *r = &rows[req - 7][pos];
+        CHECK_INT_EQ(r->seen, 0);
+        r->seen = 1;
+        r->start = t.r[i].start;
+        r->end = t.r[i].end;
+    }
+    pmt_trace_free(&t);
+}
+
+/* How far x lies outside [lo, hi], in ns (0 inside). */
+static uint64_t outside(uint64_t x, uint64_t lo, uint64_t hi)
+{
+    return x < lo ? lo - x : x > hi ? x - hi : 0;
+}
+
+/* Every range's start lies between the readings before its push and
+ * after it, its end between the readings before and after its pop, both
+ * within tol; and each thread's times never go backwards. */
+static void check_clock_rows(clock_row *rows[3], uint64_t tol, const char *what)
+{
+    uint64_t worst = 0;
+    for (int k = 0; k < 3; k++) {
+        uint32_t n = k == 0 ? CLOCK_MAIN : CLOCK_OTHER;
+        for (uint32_t pos = 0; pos < n; pos++) {
+            const clock_row *r = &rows[k][pos];
+            REQUIRE(r->seen);
+            uint64_t off = outside(r->start, r->before, r->middle);
+            uint64_t off_end = outside(r->end, r->middle, r->after);
+            off = off > off_end ? off : off_end;
+            worst = off > worst ? off : worst;
+            if (off > tol) {
+                fprintf(stderr, "req %d pos %u: readings %llu %llu %llu, range %llu-%llu\n", k + 7,
+                        pos, (unsigned long long)r->before, (unsigned long long)r->middle,
+                        (unsigned long long)r->after, (unsigned long long)r->start,
+                        (unsigned long long)r->end);
+                CHECK(off <= tol);
+                return;
+            }
+            CHECK(r->start <= r->end);
+            if (pos > 0)
+                CHECK(rows[k][pos - 1].end <= r->start);
+        }
+    }
+    fprintf(stderr, "%s: %d ranges, worst distance outside the readings %llu ns (allowed %llu)\n",
+            what, CLOCK_MAIN + 2 * CLOCK_OTHER, (unsigned long long)worst, (unsigned long long)tol);
+}
+
+static int clock_case(const char *force, int want_clock)
+{
+    static clock_row main_rows[CLOCK_MAIN], worker_rows[CLOCK_OTHER], child_rows[CLOCK_OTHER];
+    clock_row *rows[3] = {main_rows, worker_rows, child_rows};
+    g_extra_env = (char *)force;
+    g_keep_raw = 1;
+    CHECK_INT_EQ(capture("clock", "1"), 0);
+    int clock = raw_clock();
+    CHECK(clock == PMR_CLOCK_BOOTTIME || clock == PMR_CLOCK_TSC);
+    if (want_clock >= 0)
+        CHECK_INT_EQ(clock, want_clock);
+    load_clock_rows(rows);
+    check_clock_rows(rows, clock == PMR_CLOCK_TSC ? TSC_TOLERANCE_NS : 0,
+                     clock == PMR_CLOCK_TSC ? "tsc" : "boottime");
+    return pm_check_result();
+}
+
+/* The default clock: the TSC where the machine allows it. */
+static int case_clock(void)
+{
+    return clock_case(NULL, -1);
+}
+
+/* PHASEMARK_RECORDER_CLOCK=boottime: clock_gettime for every event. */
+static int case_clock_boottime(void)
+{
+    return clock_case("PHASEMARK_RECORDER_CLOCK=boottime", PMR_CLOCK_BOOTTIME);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -341,7 +513,8 @@ int main(int argc, char **argv)
     } cases[] = {{"basic_csv", case_basic_csv}, {"basic_json", case_basic_json},
                  {"abort", case_abort}, {"exec", case_exec}, {"nvtx", case_nvtx},
                  {"check", case_check}, {"threads", case_threads},
-                 {"closefds", case_closefds}};
+                 {"closefds", case_closefds}, {"clock", case_clock},
+                 {"clock_boottime", case_clock_boottime}};
     int rc = 2;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[3], cases[i].name) == 0)

@@ -1,9 +1,10 @@
 /* test_parsers.c — the tools' decoders on valid, malformed and partial
  * input: CSV, JSON, the range-name grammar, --expect, microsecond text,
- * raw recorder files, and SHA-256 against FIPS 180-4's example vectors.
+ * raw recorder files (and their TSC-to-ns conversion), and SHA-256 against FIPS 180-4's example vectors.
  * usage: test_parsers CASE
  */
 #define _GNU_SOURCE
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -296,33 +297,73 @@ static int case_sha256(void)
     return pm_check_result();
 }
 
-/* Builds a raw file: header, one chunk (push "pm.draft req=1 tokens=2",
- * pop), then `tail` extra bytes of a second, cut chunk. */
-static size_t make_raw(unsigned char *buf, size_t tail)
+/* Raw recorder files are built here byte by byte, as pmraw.h defines
+ * them, so the reader is checked against the format, not against the
+ * recorder's encoder. */
+static size_t put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+    return 8;
+}
+
+static size_t put_file_hdr(unsigned char *buf, uint32_t pid, const char *comm, uint32_t clock)
 {
     pmr_file_hdr fh;
     memset(&fh, 0, sizeof fh);
     memcpy(fh.magic, PMR_FILE_MAGIC, 8);
-    fh.pid = 42;
-    memcpy(fh.comm, "engine", 6);
-    const char *name = "pm.draft req=1 tokens=2";
-    uint32_t nl = (uint32_t)strlen(name);
-    pmr_event push = {PMR_PUSH, PMR_DOMAIN_ROCTX, (uint16_t)nl, 0, 1000};
-    pmr_event pop = {PMR_POP, PMR_DOMAIN_ROCTX, 0, 0, 1500};
+    fh.pid = pid;
+    memcpy(fh.comm, comm, strlen(comm));
+    fh.clock = clock;
+    memcpy(buf, &fh, sizeof fh);
+    return sizeof fh;
+}
+
+/* A chunk of thread tid with the given event bytes and header point. */
+static size_t put_chunk(unsigned char *buf, uint32_t tid, uint64_t cal_tsc, uint64_t cal_ns,
+                        const unsigned char *events, size_t n)
+{
     pmr_chunk_hdr ch;
     memset(&ch, 0, sizeof ch);
     ch.magic = PMR_CHUNK_MAGIC;
-    ch.tid = 43;
-    ch.bytes = (uint32_t)(2 * sizeof(pmr_event) + pmr_padded(nl));
-    size_t o = 0;
-    memcpy(buf + o, &fh, sizeof fh), o += sizeof fh;
-    memcpy(buf + o, &ch, sizeof ch), o += sizeof ch;
-    memcpy(buf + o, &push, sizeof push), o += sizeof push;
-    memset(buf + o, 0, pmr_padded(nl));
-    memcpy(buf + o, name, nl), o += pmr_padded(nl);
-    memcpy(buf + o, &pop, sizeof pop), o += sizeof pop;
-    memcpy(buf + o, &ch, tail < sizeof ch ? tail : sizeof ch), o += tail < sizeof ch ? tail : sizeof ch;
-    return o;
+    ch.tid = tid;
+    ch.bytes = (uint32_t)n;
+    ch.cal_tsc = cal_tsc;
+    ch.cal_ns = cal_ns;
+    memcpy(buf, &ch, sizeof ch);
+    memcpy(buf + sizeof ch, events, n);
+    return sizeof ch + n;
+}
+
+/* A calibration event: tag 7, tsc and ns little-endian. */
+static size_t put_cal(unsigned char *p, uint64_t tsc, uint64_t ns)
+{
+    p[0] = PMR_CAL;
+    return 1 + put_le64(p + 1, tsc) + put_le64(p + 9, ns);
+}
+
+#define RAW_CAL_AT 0               /* offsets in make_raw's events */
+#define RAW_PUSH_AT 17
+#define RAW_POP_AT (RAW_PUSH_AT + 4 + 23)
+
+/* A BOOTTIME-clock file: header, one chunk (base 900, push "pm.draft
+ * req=1 tokens=2" at 1000, pop at 1500), then `tail` bytes of a second,
+ * cut chunk. `events` (when not NULL) receives where the events begin. */
+static size_t make_raw(unsigned char *buf, size_t tail, size_t *events)
+{
+    unsigned char ev[64];
+    size_t n = put_cal(ev, 900, 900);
+    static const unsigned char push[] = {PMR_PUSH, 100, 0, 23};
+    memcpy(ev + n, push, sizeof push), n += sizeof push;
+    memcpy(ev + n, "pm.draft req=1 tokens=2", 23), n += 23;
+    static const unsigned char pop[] = {PMR_POP, 0xf4, 0x03}; /* 500 */
+    memcpy(ev + n, pop, sizeof pop), n += sizeof pop;
+    size_t o = put_file_hdr(buf, 42, "engine", PMR_CLOCK_BOOTTIME);
+    if (events)
+        *events = o + sizeof(pmr_chunk_hdr);
+    size_t first = put_chunk(buf + o, 43, 0, 0, ev, n);
+    memcpy(buf + o + first, buf + o, tail < first ? tail : first);
+    return o + first + (tail < first ? tail : first);
 }
 
 static int load_raw_bytes(const unsigned char *buf, size_t len, pmt_trace *t, char *err, size_t errlen)
@@ -344,7 +385,7 @@ static int case_raw_partial(void)
     for (size_t tail = 0; tail <= 10; tail += 5) {
         pmt_trace t;
         pmt_trace_init(&t);
-        size_t n = make_raw(buf, tail);
+        size_t n = make_raw(buf, tail, NULL);
         CHECK_INT_EQ(load_raw_bytes(buf, n, &t, err, sizeof err), tail ? 1 : 0);
         REQUIRE(t.n == 1);
         CHECK_STR_EQ(t.r[0].name, "pm.draft req=1 tokens=2");
@@ -359,7 +400,7 @@ static int case_raw_partial(void)
         pmt_trace_free(&t);
     }
     /* Every shorter prefix: never a crash, whole chunks only. */
-    size_t full = make_raw(buf, 0);
+    size_t full = make_raw(buf, 0, NULL);
     for (size_t n = 0; n < full; n++) {
         pmt_trace t;
         pmt_trace_init(&t);
@@ -371,37 +412,185 @@ static int case_raw_partial(void)
     return pm_check_result();
 }
 
+/* Loads buf after one change and expects the "malformed events" error. */
+static void expect_malformed(unsigned char *buf, size_t n, const char *why)
+{
+    pmt_trace t;
+    char err[300] = "";
+    pmt_trace_init(&t);
+    int rc = load_raw_bytes(buf, n, &t, err, sizeof err);
+    if (rc != -1 || !strstr(err, "malformed events"))
+        fprintf(stderr, "case %s: rc %d, err \"%s\"\n", why, rc, err);
+    CHECK_INT_EQ(rc, -1);
+    CHECK(strstr(err, "malformed events") != NULL);
+    pmt_trace_free(&t);
+}
+
 static int case_raw_malformed(void)
 {
     unsigned char buf[512];
     char err[300];
-    size_t n = make_raw(buf, 0);
+    size_t at;
+    size_t n = make_raw(buf, 0, &at);
     pmt_trace t;
     pmt_trace_init(&t);
     buf[0] = 'X';
     CHECK_INT_EQ(load_raw_bytes(buf, n, &t, err, sizeof err), -1);
     CHECK(strstr(err, "not a phasemark raw file") != NULL);
-    make_raw(buf, 0);
-    pmr_event ev;
-    size_t at = sizeof(pmr_file_hdr) + sizeof(pmr_chunk_hdr);
-    memcpy(&ev, buf + at, sizeof ev);
-    ev.len = 4000; /* longer than its chunk */
-    memcpy(buf + at, &ev, sizeof ev);
+    make_raw(buf, 0, NULL);
+    buf[offsetof(pmr_file_hdr, clock)] = 2;
     CHECK_INT_EQ(load_raw_bytes(buf, n, &t, err, sizeof err), -1);
-    CHECK(strstr(err, "malformed events") != NULL);
-    make_raw(buf, 0);
-    ev.len = 0;
-    ev.type = 99;
-    memcpy(buf + at, &ev, sizeof ev);
-    CHECK_INT_EQ(load_raw_bytes(buf, n, &t, err, sizeof err), -1);
-    /* A start/stop event too short for its range id. */
-    make_raw(buf, 0);
-    size_t pop_at = at + sizeof ev + pmr_padded((uint32_t)strlen("pm.draft req=1 tokens=2"));
-    memcpy(&ev, buf + pop_at, sizeof ev);
-    ev.type = PMR_STOP;
-    memcpy(buf + pop_at, &ev, sizeof ev);
-    CHECK_INT_EQ(load_raw_bytes(buf, n, &t, err, sizeof err), -1);
+    CHECK(strstr(err, "unknown clock 2") != NULL);
     pmt_trace_free(&t);
+
+    make_raw(buf, 0, NULL);
+    buf[at + RAW_PUSH_AT + 3] = 127; /* a name longer than its chunk */
+    expect_malformed(buf, n, "name past the chunk");
+    make_raw(buf, 0, NULL);
+    buf[at + RAW_CAL_AT] = 0; /* no event type 0 */
+    expect_malformed(buf, n, "type 0");
+    make_raw(buf, 0, NULL);
+    buf[at + RAW_POP_AT + 2] = 0x83; /* a varint the chunk cuts */
+    expect_malformed(buf, n, "cut varint");
+    make_raw(buf, 0, NULL);
+    buf[at + RAW_PUSH_AT + 2] = 5; /* a prefix of a name never seen */
+    expect_malformed(buf, n, "prefix without a name");
+    make_raw(buf, 0, NULL);
+    buf[at + RAW_PUSH_AT] = PMR_STOP; /* a stop whose id the chunk cuts */
+    buf[at + RAW_PUSH_AT + 2] = 0x80;
+    memset(buf + at + RAW_PUSH_AT + 3, 0x80, n - (at + RAW_PUSH_AT + 3));
+    expect_malformed(buf, n, "stop without an id");
+
+    /* A varint of more than 64 bits; a TSC stream without a base point. */
+    unsigned char ev[16] = {PMR_POP, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+    size_t o = put_file_hdr(buf, 1, "x", PMR_CLOCK_BOOTTIME);
+    o += put_chunk(buf + o, 2, 0, 0, ev, 11);
+    expect_malformed(buf, o, "65-bit varint");
+    ev[10] = 0x01; /* exactly 64 bits: fine */
+    o = put_file_hdr(buf, 1, "x", PMR_CLOCK_BOOTTIME);
+    o += put_chunk(buf + o, 2, 0, 0, ev, 11);
+    CHECK_INT_EQ(load_raw_bytes(buf, o, &t, err, sizeof err), 0);
+    CHECK_INT_EQ(t.n, 1); /* a pop with nothing open, at 2^64-1 */
+    CHECK(t.n == 1 && t.r[0].end == UINT64_MAX && (t.r[0].flags & PMT_F_ORPHAN));
+    pmt_trace_free(&t);
+    o = put_file_hdr(buf, 1, "x", PMR_CLOCK_TSC);
+    o += put_chunk(buf + o, 2, 5000, 5000, (const unsigned char[]){PMR_POP, 0}, 2);
+    expect_malformed(buf, o, "TSC event before a calibration point");
+    return pm_check_result();
+}
+
+/* A TSC-clock stream over four chunks of one thread: ticks become ns on
+ * the line through the calibration points around them. Expected values
+ * are floor(a.ns + (tick - a.tsc) * (b.ns - a.ns) / (b.tsc - a.tsc)),
+ * worked out by hand (and in Python). */
+static int case_raw_tsc(void)
+{
+    static unsigned char buf[1024];
+    unsigned char ev[128];
+    size_t o = put_file_hdr(buf, 7, "tsc", PMR_CLOCK_TSC), n;
+
+    /* Chunk 1, points (10000, 5000) and its header's (22000, 9000): 1/3 ns
+     * per tick. Push at 13000, pop 13300, push 13330, pop 16000. */
+    n = put_cal(ev, 10000, 5000);
+    static const unsigned char c1[] = {PMR_PUSH, 0xb8, 0x17, 0, 33};
+    memcpy(ev + n, c1, sizeof c1), n += sizeof c1;
+    memcpy(ev + n, "pm.decode mode=decode req=1 pos=9", 33), n += 33;
+    static const unsigned char c1b[] = {PMR_POP, 0xac, 0x02, PMR_PUSH, 30, 32, 2, '1', '0',
+                                        PMR_POP, 0xee, 0x14};
+    memcpy(ev + n, c1b, sizeof c1b), n += sizeof c1b;
+    o += put_chunk(buf + o, 43, 22000, 9000, ev, n);
+
+    /* Chunk 2: push at 26000, then a point (40000, 13000), pop at 40500;
+     * header (70000, 23000). */
+    static const unsigned char c2[] = {PMR_PUSH, 0x90, 0x4e, 32, 2, '1', '1'};
+    memcpy(ev, c2, sizeof c2), n = sizeof c2;
+    n += put_cal(ev + n, 40000, 13000);
+    static const unsigned char c2b[] = {PMR_POP, 0xf4, 0x03};
+    memcpy(ev + n, c2b, sizeof c2b), n += sizeof c2b;
+    o += put_chunk(buf + o, 43, 70000, 23000, ev, n);
+
+    /* Chunk 3: a push at 40600, before the latest point (as an event
+     * stamped just before another thread's flush took its point, recorded
+     * after it): the segment before, although a later point exists. A pop
+     * at 70100 on the segment to the header's (100000, 36000). */
+    static const unsigned char c3[] = {PMR_PUSH, 100, 32, 2, '1', '2', PMR_POP, 0xbc, 0xe6, 0x01};
+    o += put_chunk(buf + o, 43, 100000, 36000, c3, sizeof c3);
+
+    /* Chunk 4: a mark at 101000, the domain 40 named "mine" (its id takes
+     * a second byte), a push and pop in it at 101000. The header's point
+     * (95000, 40000) runs backwards and is dropped, so they extrapolate
+     * the last segment. */
+    static const unsigned char c4[] = {PMR_MARK, 0xb4, 0xf1, 0x01, 0, 1, 'm',
+                                       PMR_DOMAIN | 0xf8, 40, 0, 4, 'm', 'i', 'n', 'e',
+                                       PMR_PUSH | 0xf8, 40, 0, 0, 1, 'd',
+                                       PMR_POP | 0xf8, 40, 0};
+    o += put_chunk(buf + o, 43, 95000, 40000, c4, sizeof c4);
+
+    pmt_trace t;
+    char err[300];
+    pmt_trace_init(&t);
+    CHECK_INT_EQ(load_raw_bytes(buf, o, &t, err, sizeof err), 0);
+    static const struct {
+        const char *name, *domain;
+        uint64_t start, end;
+        unsigned flags;
+    } want[] = {
+        {"pm.decode mode=decode req=1 pos=9", "MARKER_CORE_API", 6000, 6100, 0},
+        {"pm.decode mode=decode req=1 pos=10", "MARKER_CORE_API", 6110, 7000, 0},
+        {"pm.decode mode=decode req=1 pos=11", "MARKER_CORE_API", 9888, 13166, 0},
+        {"pm.decode mode=decode req=1 pos=12", "MARKER_CORE_API", 13200, 23043, 0},
+        {"m", "MARKER_CORE_API", 36433, 36433, PMT_F_MARK},
+        {"d", "mine", 36433, 36433, 0},
+    };
+    REQUIRE(t.n == sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < t.n; i++) {
+        CHECK_STR_EQ(t.r[i].name, want[i].name);
+        CHECK_STR_EQ(t.r[i].domain, want[i].domain);
+        CHECK_U64_EQ(t.r[i].start, want[i].start);
+        CHECK_U64_EQ(t.r[i].end, want[i].end);
+        CHECK_INT_EQ(t.r[i].flags, want[i].flags);
+        CHECK_INT_EQ(t.r[i].corr, i + 1);
+        CHECK_INT_EQ(t.r[i].pid, 7);
+        CHECK_INT_EQ(t.r[i].tid, 43);
+    }
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
+/* pmr_tick_to_ns against values worked out with Python's integers. */
+static int case_tick_to_ns(void)
+{
+    pmr_cal a = {1000, 5000}, b = {4000, 6000};
+    CHECK_U64_EQ(pmr_tick_to_ns(2500, a, b), 5500);
+    CHECK_U64_EQ(pmr_tick_to_ns(1000, a, b), 5000);
+    CHECK_U64_EQ(pmr_tick_to_ns(4000, a, b), 6000);
+    CHECK_U64_EQ(pmr_tick_to_ns(7000, a, b), 7000); /* past b */
+    CHECK_U64_EQ(pmr_tick_to_ns(999, a, b), 4999);  /* floor(-1/3) */
+    CHECK_U64_EQ(pmr_tick_to_ns(997, a, b), 4999);
+    CHECK_U64_EQ(pmr_tick_to_ns(996, a, b), 4998);
+    /* An hour at 3 GHz high in the counter: the product needs 128 bits. */
+    pmr_cal h0 = {UINT64_C(1) << 63, UINT64_C(1000000000000000000)};
+    pmr_cal h1 = {(UINT64_C(1) << 63) + UINT64_C(10800000000000),
+                  UINT64_C(1000003600000000000)};
+    CHECK_U64_EQ(pmr_tick_to_ns(h1.tsc + 12345, h0, h1), UINT64_C(1000003600000004115));
+    /* A rate that is not a whole ratio. */
+    pmr_cal z = {0, 0}, r = {UINT64_C(2899999999), UINT64_C(1000000000)};
+    CHECK_U64_EQ(pmr_tick_to_ns(1, z, r), 0);
+    CHECK_U64_EQ(pmr_tick_to_ns(UINT64_C(14500000002), z, r), UINT64_C(5000000002));
+    CHECK_U64_EQ(pmr_tick_to_ns(UINT64_C(123456789012345678), z, r), UINT64_C(42571306570661029));
+    /* The whole 64-bit range, and saturation at both ends. */
+    pmr_cal m = {UINT64_MAX, UINT64_MAX};
+    CHECK_U64_EQ(pmr_tick_to_ns(UINT64_MAX - 1, z, m), UINT64_MAX - 1);
+    CHECK_U64_EQ(pmr_tick_to_ns(0, (pmr_cal){10, 5}, (pmr_cal){11, 1000}), 0);
+    CHECK_U64_EQ(pmr_tick_to_ns(UINT64_MAX, z, (pmr_cal){1, 2}), UINT64_MAX);
+    /* Non-decreasing across a calibration point where the rate changes. */
+    pmr_cal p0 = {0, 0}, p1 = {3000, 1000}, p2 = {6000, 1003};
+    uint64_t last = 0;
+    for (uint64_t tick = 2990; tick < 3010; tick++) {
+        uint64_t ns = tick < p1.tsc ? pmr_tick_to_ns(tick, p0, p1) : pmr_tick_to_ns(tick, p1, p2);
+        CHECK(ns >= last);
+        last = ns;
+    }
     return pm_check_result();
 }
 
@@ -417,6 +606,7 @@ int main(int argc, char **argv)
         {"us_to_ns", case_us_to_ns}, {"names_valid", case_names_valid},
         {"names_invalid", case_names_invalid}, {"expect_parse", case_expect_parse},
         {"sha256", case_sha256}, {"raw_partial", case_raw_partial}, {"raw_malformed", case_raw_malformed},
+        {"raw_tsc", case_raw_tsc}, {"tick_to_ns", case_tick_to_ns},
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)

@@ -5,6 +5,13 @@
  * without push" row), start/stop ranges pair by id across threads. What is
  * still open at the end stays open (a crash, or a range never popped), so
  * `check` can report it.
+ *
+ * Each thread's events are a stream that continues across its chunks
+ * (timestamps and names are differences from the previous event), so the
+ * per-thread state lives in raw_thread. With the TSC clock, an event's
+ * tick becomes CLOCK_BOOTTIME ns on the line through the calibration
+ * points before and after it (pmraw.h); for the point after, a chunk is
+ * scanned once for its points before its events are read.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -21,18 +28,47 @@ typedef struct raw_thread {
     uint32_t tid;
     size_t *open; /* indexes into the trace, innermost last */
     size_t nopen;
+    /* The stream's state, carried from one chunk to the next (pmraw.h). */
+    uint64_t tick;      /* the last event's tick */
+    int ncal;           /* calibration points accepted so far (counts to 2) */
+    pmr_cal prev, cur;  /* the last two accepted, cur the latest */
+    uint32_t name_len;  /* the last name, base of the next one */
+    char name[PMR_NAME_MAX + 1];
 } raw_thread;
 
 typedef struct raw_ctx {
     pmt_trace *t;
     const char *src;
     uint32_t pid;
+    uint32_t clock; /* enum pmr_clock */
     char *domains[PMT_RAW_DOMAINS];
     raw_thread *threads;
     size_t nthreads;
     size_t *started; /* open start/stop ranges, by trace index */
     size_t nstarted, started_cap;
+    pmr_cal *cals;   /* the current chunk's calibration points, in order */
+    size_t ncals, cals_cap;
 } raw_ctx;
+
+/* One decoded event. For a name, text is the suffix after `prefix` bytes
+ * of the stream's previous name; for DOMAIN it is the whole name. */
+typedef struct raw_event {
+    unsigned type, domain;
+    uint64_t delta; /* all but CAL */
+    pmr_cal cal;    /* CAL */
+    uint64_t id;    /* START, STOP */
+    uint32_t prefix;
+    const unsigned char *text;
+    uint32_t text_len;
+} raw_event;
+
+/* An event as the trace sees it: time in ns, the whole name. */
+typedef struct raw_rec {
+    unsigned type, domain;
+    uint64_t ns, id;
+    const char *name;
+    size_t len;
+} raw_rec;
 
 static const char *domain_name(const raw_ctx *c, unsigned d)
 {
@@ -51,8 +87,8 @@ static raw_thread *thread_of(raw_ctx *c, uint32_t tid)
         return NULL;
     c->threads = nt;
     raw_thread *th = &nt[c->nthreads++];
+    memset(th, 0, sizeof *th);
     th->tid = tid;
-    th->nopen = 0;
     th->open = malloc(PMT_RAW_DEPTH * sizeof *th->open);
     if (!th->open) {
         c->nthreads--;
@@ -63,7 +99,7 @@ static raw_thread *thread_of(raw_ctx *c, uint32_t tid)
 
 /* Adds a range; its correlation id is the one `id` says (start/stop) or
  * the next free one, renumbered in time order by capture. */
-static int add_range(raw_ctx *c, uint32_t tid, const pmr_event *ev, const char *name, size_t len,
+static int add_range(raw_ctx *c, uint32_t tid, const raw_rec *ev, const char *name, size_t len,
                      uint64_t id, unsigned flags, uint64_t start, uint64_t end)
 {
     char buf[PMR_NAME_MAX + 1];
@@ -74,73 +110,249 @@ static int add_range(raw_ctx *c, uint32_t tid, const pmr_event *ev, const char *
     return pmt_trace_add(c->t, &r);
 }
 
-static int on_pop(raw_ctx *c, raw_thread *th, const pmr_event *ev)
+static int on_pop(raw_ctx *c, raw_thread *th, const raw_rec *ev)
 {
     if (!th->nopen)
-        return add_range(c, th->tid, ev, "", 0, 0, PMT_F_ORPHAN, 0, ev->ts);
+        return add_range(c, th->tid, ev, "", 0, 0, PMT_F_ORPHAN, 0, ev->ns);
     pmt_range *r = &c->t->r[th->open[--th->nopen]];
-    r->end = ev->ts;
+    r->end = ev->ns;
     r->flags &= ~(unsigned)PMT_F_OPEN;
     return 0;
 }
 
-static int on_stop(raw_ctx *c, uint32_t tid, const pmr_event *ev, uint64_t id)
+static int on_stop(raw_ctx *c, uint32_t tid, const raw_rec *ev)
 {
     for (size_t i = 0; i < c->nstarted; i++) {
         pmt_range *r = &c->t->r[c->started[i]];
-        if (r->corr == id && (r->flags & PMT_F_OPEN)) {
-            r->end = ev->ts;
+        if (r->corr == ev->id && (r->flags & PMT_F_OPEN)) {
+            r->end = ev->ns;
             r->flags &= ~(unsigned)PMT_F_OPEN;
             c->started[i] = c->started[--c->nstarted];
             return 0;
         }
     }
-    return add_range(c, tid, ev, "", 0, id, PMT_F_ORPHAN, 0, ev->ts);
+    return add_range(c, tid, ev, "", 0, ev->id, PMT_F_ORPHAN, 0, ev->ns);
 }
 
-static int on_push(raw_ctx *c, raw_thread *th, const pmr_event *ev, const char *name, size_t len)
+static int on_push(raw_ctx *c, raw_thread *th, const raw_rec *ev)
 {
     if (th->nopen == PMT_RAW_DEPTH)
         return -1;
     th->open[th->nopen++] = c->t->n;
-    return add_range(c, th->tid, ev, name, len, 0, PMT_F_OPEN, ev->ts, 0);
+    return add_range(c, th->tid, ev, ev->name, ev->len, 0, PMT_F_OPEN, ev->ns, 0);
 }
 
-static int on_event(raw_ctx *c, raw_thread *th, const pmr_event *ev, const char *payload)
+static int on_start(raw_ctx *c, raw_thread *th, const raw_rec *ev)
 {
-    uint64_t id = 0;
-    if (ev->type == PMR_START || ev->type == PMR_STOP)
-        memcpy(&id, payload, 8);
+    if (c->nstarted == c->started_cap) {
+        size_t ncap = c->started_cap ? c->started_cap * 2 : 64;
+        size_t *ns = realloc(c->started, ncap * sizeof *ns);
+        if (!ns)
+            return -1;
+        c->started = ns;
+        c->started_cap = ncap;
+    }
+    c->started[c->nstarted++] = c->t->n;
+    return add_range(c, th->tid, ev, ev->name, ev->len, ev->id, PMT_F_OPEN, ev->ns, 0);
+}
+
+static int on_event(raw_ctx *c, raw_thread *th, const raw_rec *ev)
+{
     switch (ev->type) {
     case PMR_PUSH:
-        return on_push(c, th, ev, payload, ev->len);
+        return on_push(c, th, ev);
     case PMR_POP:
         return on_pop(c, th, ev);
     case PMR_MARK:
-        return add_range(c, th->tid, ev, payload, ev->len, 0, PMT_F_MARK, ev->ts, ev->ts);
+        return add_range(c, th->tid, ev, ev->name, ev->len, 0, PMT_F_MARK, ev->ns, ev->ns);
     case PMR_START:
-        if (c->nstarted == c->started_cap) {
-            size_t ncap = c->started_cap ? c->started_cap * 2 : 64;
-            size_t *ns = realloc(c->started, ncap * sizeof *ns);
-            if (!ns)
-                return -1;
-            c->started = ns;
-            c->started_cap = ncap;
-        }
-        c->started[c->nstarted++] = c->t->n;
-        return add_range(c, th->tid, ev, payload + 8, ev->len, id, PMT_F_OPEN, ev->ts, 0);
+        return on_start(c, th, ev);
     case PMR_STOP:
-        return on_stop(c, th->tid, ev, id);
-    case PMR_DOMAIN:
-        if (ev->aux < PMT_RAW_DOMAINS && !c->domains[ev->aux])
-            c->domains[ev->aux] = strndup(payload, ev->len);
-        return 0;
+        return on_stop(c, th->tid, ev);
     default:
         return -1;
     }
 }
 
-/* Walks the events of one chunk; -1 when they do not fit it exactly. */
+/* An LEB128 varint at p[*off], at most 10 bytes and 64 bits. */
+static int get_varint(const unsigned char *p, size_t n, size_t *off, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < PMR_VARINT_MAX; i++) {
+        if (*off >= n)
+            return -1;
+        unsigned char b = p[(*off)++];
+        if (i == PMR_VARINT_MAX - 1 && b > 1)
+            return -1; /* more than 64 bits */
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A length varint no larger than max and than the bytes left. */
+static int get_len(const unsigned char *p, size_t n, size_t *off, uint32_t max, uint32_t *out)
+{
+    uint64_t v;
+    if (get_varint(p, n, off, &v) < 0 || v > max || v > n - *off)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* Decodes the event at p (n bytes left in the chunk). Returns its size,
+ * or 0 when the bytes are not one whole event. */
+static size_t parse_event(const unsigned char *p, size_t n, raw_event *ev)
+{
+    size_t off = 1;
+    memset(ev, 0, sizeof *ev);
+    ev->type = p[0] & PMR_TAG_TYPE_MASK;
+    ev->domain = p[0] >> PMR_TAG_DOMAIN_SHIFT;
+    if (ev->domain == PMR_TAG_DOMAIN_BYTE) {
+        if (off >= n)
+            return 0;
+        ev->domain = p[off++];
+    }
+    if (ev->type == PMR_CAL) {
+        if (n - off < 16)
+            return 0;
+        ev->cal.tsc = get_le64(p + off);
+        ev->cal.ns = get_le64(p + off + 8);
+        return off + 16;
+    }
+    if (ev->type < PMR_PUSH || get_varint(p, n, &off, &ev->delta) < 0)
+        return 0;
+    if ((ev->type == PMR_START || ev->type == PMR_STOP) && get_varint(p, n, &off, &ev->id) < 0)
+        return 0;
+    if (ev->type == PMR_PUSH || ev->type == PMR_MARK || ev->type == PMR_START) {
+        uint64_t prefix;
+        if (get_varint(p, n, &off, &prefix) < 0 || prefix > PMR_NAME_MAX)
+            return 0;
+        ev->prefix = (uint32_t)prefix;
+        if (get_len(p, n, &off, PMR_NAME_MAX - ev->prefix, &ev->text_len) < 0)
+            return 0;
+    } else if (ev->type == PMR_DOMAIN && get_len(p, n, &off, PMR_NAME_MAX, &ev->text_len) < 0) {
+        return 0;
+    }
+    ev->text = p + off;
+    return off + ev->text_len;
+}
+
+/* Calibration points must run forward in both counts, or the line between
+ * two would not be monotonic; one that does not (a point taken by another
+ * thread's flush that reached the stream after a later one) is skipped. */
+static int cal_follows(const raw_thread *th, pmr_cal x)
+{
+    return !th->ncal || (x.tsc > th->cur.tsc && x.ns >= th->cur.ns);
+}
+
+static void cal_accept(raw_thread *th, pmr_cal x)
+{
+    if (!cal_follows(th, x))
+        return;
+    th->prev = th->cur;
+    th->cur = x;
+    th->ncal += th->ncal < 2;
+}
+
+/* The chunk's calibration points in stream order: its CAL events, then
+ * the point in its header. -1 on malformed events. */
+static int collect_cals(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *p)
+{
+    c->ncals = 0;
+    for (size_t off = 0; off <= h->bytes;) {
+        raw_event ev = {0};
+        size_t used = 0;
+        if (off < h->bytes) {
+            used = parse_event(p + off, h->bytes - off, &ev);
+            if (!used)
+                return -1;
+            if (ev.type != PMR_CAL) {
+                off += used;
+                continue;
+            }
+        } else {
+            ev.cal = (pmr_cal){h->cal_tsc, h->cal_ns};
+            used = 1;
+        }
+        if (c->ncals == c->cals_cap) {
+            size_t ncap = c->cals_cap ? c->cals_cap * 2 : 16;
+            pmr_cal *nc = realloc(c->cals, ncap * sizeof *nc);
+            if (!nc)
+                return -1;
+            c->cals = nc;
+            c->cals_cap = ncap;
+        }
+        c->cals[c->ncals++] = ev.cal;
+        off += used;
+    }
+    return 0;
+}
+
+/* The ns of th's current tick (TSC clock): on the line through the
+ * accepted points around it, the next one being the first point at or
+ * after cals[*look] that follows cur. A tick before cur (an event stamped
+ * just before another thread's flush took its point, recorded after it)
+ * belongs to the segment before. With a single point there is no rate:
+ * the tick gets that point's time. */
+static int tick_ns(raw_ctx *c, raw_thread *th, size_t *look, uint64_t *ns)
+{
+    if (!th->ncal)
+        return -1; /* a stream must start with a calibration point */
+    while (*look < c->ncals && !cal_follows(th, c->cals[*look]))
+        (*look)++;
+    const pmr_cal *next = *look < c->ncals ? &c->cals[*look] : NULL;
+    int before = th->tick < th->cur.tsc;
+    if (th->ncal >= 2 && (before || !next))
+        *ns = pmr_tick_to_ns(th->tick, th->prev, th->cur);
+    else if (next)
+        *ns = pmr_tick_to_ns(th->tick, th->cur, *next);
+    else
+        *ns = th->cur.ns;
+    return 0;
+}
+
+/* Pass 1's handling of one event of th's stream. */
+static int stream_event(raw_ctx *c, raw_thread *th, const raw_event *ev, size_t *ncal_seen,
+                        size_t *look)
+{
+    if (ev->type == PMR_CAL) {
+        th->tick = ev->cal.tsc;
+        cal_accept(th, ev->cal);
+        (*ncal_seen)++;
+        if (*look < *ncal_seen)
+            *look = *ncal_seen;
+        return 0;
+    }
+    if (ev->type == PMR_DOMAIN)
+        return 0;
+    th->tick += ev->delta;
+    raw_rec r = {ev->type, ev->domain, th->tick, ev->id, th->name, 0};
+    if (c->clock == PMR_CLOCK_TSC && tick_ns(c, th, look, &r.ns) < 0)
+        return -1;
+    if (ev->type == PMR_PUSH || ev->type == PMR_MARK || ev->type == PMR_START) {
+        if (ev->prefix > th->name_len)
+            return -1;
+        memcpy(th->name + ev->prefix, ev->text, ev->text_len);
+        th->name_len = ev->prefix + ev->text_len;
+        r.len = th->name_len;
+    }
+    return on_event(c, th, &r);
+}
+
+/* Walks the events of one chunk; -1 when they do not fit it exactly.
+ * Pass 0 only names the domains, so events of any thread can use them. */
 static int chunk(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *p, int pass)
 {
     raw_thread *th = thread_of(c, h->tid);
@@ -152,22 +364,24 @@ static int chunk(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *p, int
         name[16] = 0;
         pmt_trace_label(c->t, c->pid, h->tid, name);
     }
-    size_t off = 0;
-    while (off < h->bytes) {
-        pmr_event ev;
-        if (h->bytes - off < sizeof ev)
+    if (pass == 1 && c->clock == PMR_CLOCK_TSC && collect_cals(c, h, p) < 0)
+        return -1;
+    size_t ncal_seen = 0, look = 0;
+    for (size_t off = 0; off < h->bytes;) {
+        raw_event ev;
+        size_t used = parse_event(p + off, h->bytes - off, &ev);
+        if (!used)
             return -1;
-        memcpy(&ev, p + off, sizeof ev);
-        uint32_t idb = (ev.type == PMR_START || ev.type == PMR_STOP) ? 8 : 0;
-        size_t need = sizeof ev + pmr_padded(idb + ev.len);
-        if (ev.len > PMR_NAME_MAX || h->bytes - off < need)
-            return -1;
-        /* Pass 0 names the domains, so events of any thread can use them. */
-        if ((pass == 0) == (ev.type == PMR_DOMAIN) &&
-            on_event(c, th, &ev, (const char *)p + off + sizeof ev) < 0)
-            return -1;
-        off += need;
+        off += used;
+        if (pass == 1) {
+            if (stream_event(c, th, &ev, &ncal_seen, &look) < 0)
+                return -1;
+        } else if (ev.type == PMR_DOMAIN && ev.domain < PMT_RAW_DOMAINS && !c->domains[ev.domain]) {
+            c->domains[ev.domain] = strndup((const char *)ev.text, ev.text_len);
+        }
     }
+    if (pass == 1 && c->clock == PMR_CLOCK_TSC)
+        cal_accept(th, (pmr_cal){h->cal_tsc, h->cal_ns});
     return 0;
 }
 
@@ -179,6 +393,7 @@ static void ctx_free(raw_ctx *c)
         free(c->domains[i]);
     free(c->threads);
     free(c->started);
+    free(c->cals);
 }
 
 static int header(raw_ctx *c, const char *buf, size_t len, const char *path, char *err, size_t errlen)
@@ -188,7 +403,12 @@ static int header(raw_ctx *c, const char *buf, size_t len, const char *path, cha
         pmt_errf(err, errlen, "%s: not a phasemark raw file", path);
         return -1;
     }
+    if (fh.clock != PMR_CLOCK_BOOTTIME && fh.clock != PMR_CLOCK_TSC) {
+        pmt_errf(err, errlen, "%s: unknown clock %u", path, (unsigned)fh.clock);
+        return -1;
+    }
     c->pid = fh.pid;
+    c->clock = fh.clock;
     char comm[17];
     memcpy(comm, fh.comm, 16);
     comm[16] = 0;

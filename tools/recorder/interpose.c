@@ -17,10 +17,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "recorder.h"
 
 #define PMR_EXPORT __attribute__((visibility("default")))
-#define PMR_ENV_VARS 5
+#define PMR_ENV_VARS 6
 #define PMR_ENV_MAX 4096
 
 extern char **environ;
@@ -34,7 +35,7 @@ __attribute__((constructor)) static void save_capture_env(void)
 {
     static const char *const names[PMR_ENV_VARS] = {
         PM_REC_DIR_ENV, "LD_PRELOAD", "NVTX_INJECTION64_PATH", "PHASEMARK",
-        "CUDA_INJECTION64_PATH"};
+        "CUDA_INJECTION64_PATH", PM_REC_CLOCK_ENV};
     if (!getenv(PM_REC_DIR_ENV))
         return;
     for (int i = 0; i < PMR_ENV_VARS; i++) {

@@ -11,7 +11,15 @@
  * Invariants: a buffer's bytes below `committed` are whole events; only
  * the owner advances `committed` or resets it (under the lock); a chunk on
  * disk is one writev() of one thread's events, so chunks never interleave
- * mid-event (O_APPEND on a regular file).
+ * mid-event (O_APPEND on a regular file), and a thread's chunks reach the
+ * file in the order of its events (each is written under the buffer's
+ * lock), which the stream encoding relies on (pmraw.h: timestamps and
+ * names are stored as differences from the thread's previous event).
+ *
+ * The owner also keeps the state of its stream: the last tick (the base
+ * of the next delta), the tick of the last calibration point and the last
+ * name. A stream starts with a calibration point when a thread attaches
+ * and again in a forked child, whose file starts empty.
  *
  * What can be lost: events a thread was in the middle of recording when the
  * process died; on a fatal signal, the buffer of a thread that was itself
@@ -38,9 +46,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "pmraw.h"
 
-#define PMR_BUF_BYTES (1u << 18) /* per thread: stays in L2; a write per ~3000 pairs */
+/* Per thread: stays in L2; at ~9 bytes per decode pair, a write per
+ * ~29000 pairs. */
+#define PMR_BUF_BYTES (1u << 18)
+/* Room an event needs besides its name: tag, domain byte, delta, range id,
+ * name prefix and suffix length. */
+#define PMR_EVENT_FIXED_MAX (2u + 2u * PMR_VARINT_MAX + 2u * 2u)
+#define PMR_CAL_BYTES 17u /* tag, tsc, ns */
 
 typedef struct pmr_tbuf {
     _Atomic uint32_t committed; /* bytes of whole, published events */
@@ -50,7 +65,11 @@ typedef struct pmr_tbuf {
     uint32_t tid;
     int depth;     /* open push ranges of the owner */
     int inherited; /* ranges open at fork: the parent records them */
+    uint64_t last_tick; /* owner: the stream's timestamp base */
+    uint64_t cal_tick;  /* owner: tick of the stream's last PMR_CAL */
+    uint32_t name_len;  /* owner: bytes of `name`, the stream's last name */
     struct pmr_tbuf *next; /* registry link; written once before publish */
+    char name[PMR_NAME_MAX];
     unsigned char data[PMR_BUF_BYTES];
 } pmr_tbuf;
 
@@ -59,6 +78,8 @@ typedef struct pmr_tbuf {
 static _Atomic(pmr_tbuf *) g_threads;
 static _Atomic int g_fd = -1;
 static _Atomic uint64_t g_range_id = 1;
+static uint32_t g_clock;           /* enum pmr_clock; set once at init */
+static uint64_t g_cal_every = UINT64_MAX; /* ticks between PMR_CAL events */
 static char g_dir[PATH_MAX - 64];
 /* This image's file, to notice when the program closed our descriptor
  * (daemons close every fd) and reopen it rather than write into whatever
@@ -79,13 +100,6 @@ static __thread pmr_tbuf *t_buf __attribute__((tls_model("initial-exec")));
 
 static const int g_fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL,
                                       SIGTERM, SIGINT, SIGQUIT, SIGHUP};
-
-static inline uint64_t pmr_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Appends the decimal digits of v at p (async-signal-safe); returns the
  * new end. */
@@ -139,7 +153,7 @@ static int open_file(void)
 {
     char path[PATH_MAX];
     size_t dl = strlen(g_dir);
-    uint64_t start = pmr_now();
+    uint64_t start = pm__boottime_ns();
     for (int attempt = 0; attempt < 8; attempt++) {
         memcpy(path, g_dir, dl);
         char *p = path + dl;
@@ -170,6 +184,7 @@ static int open_file(void)
         h.pid = (uint32_t)getpid();
         h.ppid = (uint32_t)getppid();
         h.start_ns = start;
+        h.clock = g_clock;
         prctl(PR_GET_NAME, h.comm, 0, 0, 0);
         write_all(fd, &h, sizeof h);
         return fd;
@@ -214,6 +229,11 @@ static void write_chunk(pmr_tbuf *t, int name_mode)
     h.magic = PMR_CHUNK_MAGIC;
     h.tid = t->tid;
     h.bytes = c - t->flushed;
+    /* Taken after `committed` was read, so after every event of the chunk
+     * was stamped: the point closes the chunk's interval. */
+    pmr_cal cal = pm__clock_calibrate();
+    h.cal_tsc = cal.tsc;
+    h.cal_ns = cal.ns;
     if (name_mode == 0)
         prctl(PR_GET_NAME, h.thread_name, 0, 0, 0);
     else
@@ -314,9 +334,174 @@ static void thread_exit(void *arg)
     atomic_store(&t->in_use, 0);
 }
 
+/* Room for `need` bytes at the end of the owner's buffer (flushing it
+ * when full); the caller writes there and then calls publish(). */
+static inline unsigned char *reserve(pmr_tbuf *t, uint32_t need)
+{
+    uint32_t c = atomic_load_explicit(&t->committed, memory_order_relaxed);
+    if (__builtin_expect(c + need > PMR_BUF_BYTES, 0)) {
+        flush_own(t);
+        c = 0;
+    }
+    return t->data + c;
+}
+
+/* Publishes the event written at [from, to) by reserve()'s caller. */
+static inline void publish(pmr_tbuf *t, const unsigned char *from, const unsigned char *to)
+{
+    uint32_t c = atomic_load_explicit(&t->committed, memory_order_relaxed);
+    atomic_store_explicit(&t->committed, c + (uint32_t)(to - from), memory_order_release);
+}
+
+static inline unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+static inline unsigned char *put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        *p++ = (unsigned char)(v >> (8 * i));
+    return p;
+}
+
+static inline unsigned char *put_tag(unsigned char *p, unsigned type, unsigned domain)
+{
+    if (__builtin_expect(domain < PMR_TAG_DOMAIN_BYTE, 1)) {
+        *p++ = (unsigned char)(type | domain << PMR_TAG_DOMAIN_SHIFT);
+        return p;
+    }
+    *p++ = (unsigned char)(type | PMR_TAG_DOMAIN_BYTE << PMR_TAG_DOMAIN_SHIFT);
+    *p++ = (unsigned char)domain;
+    return p;
+}
+
+/* The tick as a delta from the stream's last one. A thread's ticks never
+ * go backwards: a read that would (a thread moved to a CPU whose counter
+ * lags, which the clocksource check should exclude) counts as no time. */
+static inline unsigned char *put_delta(pmr_tbuf *t, unsigned char *p, uint64_t tick)
+{
+    uint64_t d = tick > t->last_tick ? tick - t->last_tick : 0;
+    t->last_tick += d;
+    return put_varint(p, d);
+}
+
+/* Bytes a and b share at their start, comparing n at most: words while
+ * eight remain (the first differing byte is the lowest set byte of their
+ * xor on a little-endian machine), then bytes. */
+static inline uint32_t common_prefix(const char *a, const char *b, uint32_t n)
+{
+    uint32_t i = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y)
+            return i + (uint32_t)__builtin_ctzll(x ^ y) / 8;
+    }
+#endif
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* The name as what differs from the stream's previous name, which
+ * becomes this one. Phasemark names differ from the previous step's in
+ * the last digits only, so the suffix is a few bytes. */
+static inline unsigned char *put_name(pmr_tbuf *t, unsigned char *p, const char *name, uint32_t len)
+{
+    uint32_t pre = common_prefix(t->name, name, len < t->name_len ? len : t->name_len);
+    uint32_t suf = len - pre;
+    p = put_varint(p, pre);
+    p = put_varint(p, suf);
+    memcpy(p, name + pre, suf);
+    memcpy(t->name + pre, name + pre, suf);
+    t->name_len = len;
+    return p + suf;
+}
+
+/* Appends a calibration point, which also resets the timestamp base. A
+ * point older than the stream's last tick (CPUs whose counters disagree)
+ * is not written: it would make the reader's line run backwards. */
+static void emit_cal(pmr_tbuf *t)
+{
+    pmr_cal c = pm__clock_calibrate();
+    if (c.tsc < t->last_tick) {
+        t->cal_tick = t->last_tick;
+        return;
+    }
+    unsigned char *p0 = reserve(t, PMR_CAL_BYTES), *p = p0;
+    p = put_tag(p, PMR_CAL, PMR_DOMAIN_ROCTX);
+    p = put_le64(p, c.tsc);
+    p = put_le64(p, c.ns);
+    publish(t, p0, p);
+    t->last_tick = t->cal_tick = c.tsc;
+}
+
+/* After an event stamped `tick`: a calibration point once the stream has
+ * run PMR_CAL_TICKS past the last (never, on the BOOTTIME clock). Placed
+ * after the event, so the event lies between two points. */
+static inline void maybe_calibrate(pmr_tbuf *t)
+{
+    if (__builtin_expect(t->last_tick - t->cal_tick > g_cal_every, 0))
+        emit_cal(t);
+}
+
+/* A fresh stream in t: no previous name, and a calibration point as the
+ * timestamp base. */
+static void start_stream(pmr_tbuf *t)
+{
+    t->name_len = 0;
+    t->last_tick = 0;
+    t->cal_tick = 0;
+    emit_cal(t);
+}
+
+static inline uint32_t name_len(const char *name)
+{
+    return (uint32_t)strnlen(name, PMR_NAME_MAX);
+}
+
+/* Appends a PUSH, MARK or START event (id: START's range id, else NULL). */
+static inline void emit_named(pmr_tbuf *t, unsigned type, unsigned domain, uint64_t tick,
+                              const uint64_t *id, const char *name)
+{
+    if (!name)
+        name = "";
+    uint32_t len = name_len(name);
+    unsigned char *p0 = reserve(t, PMR_EVENT_FIXED_MAX + len), *p = p0;
+    p = put_tag(p, type, domain);
+    p = put_delta(t, p, tick);
+    if (id)
+        p = put_varint(p, *id);
+    p = put_name(t, p, name, len);
+    publish(t, p0, p);
+    maybe_calibrate(t);
+}
+
+/* Appends a POP or STOP event (id: STOP's range id, else NULL). */
+static inline void emit_plain(pmr_tbuf *t, unsigned type, unsigned domain, uint64_t tick,
+                              const uint64_t *id)
+{
+    unsigned char *p0 = reserve(t, PMR_EVENT_FIXED_MAX), *p = p0;
+    p = put_tag(p, type, domain);
+    p = put_delta(t, p, tick);
+    if (id)
+        p = put_varint(p, *id);
+    publish(t, p0, p);
+    maybe_calibrate(t);
+}
+
 /* In the child of fork: a new file for the new pid. Buffers of the
  * parent's other threads and what this thread had buffered belong to the
- * parent, which writes them; ranges open at the fork stay the parent's. */
+ * parent, which writes them; ranges open at the fork stay the parent's.
+ * The calling thread's stream starts over in the new file. */
 static void after_fork_child(void)
 {
     int old = atomic_exchange(&g_fd, -1);
@@ -329,11 +514,12 @@ static void after_fork_child(void)
         if (t != t_buf)
             atomic_store(&t->in_use, 0);
     }
+    atomic_store(&g_fd, open_file());
     if (t_buf) {
         t_buf->tid = (uint32_t)gettid();
         t_buf->inherited = t_buf->depth;
+        start_stream(t_buf);
     }
-    atomic_store(&g_fd, open_file());
     for (unsigned d = PMR_DOMAIN_FIRST_USER; d < 256; d++)
         if (g_domain_names[d][0])
             pm__rec_domain_name(d, g_domain_names[d]);
@@ -347,6 +533,9 @@ static void at_exit_flush(void)
 static void init_once(void)
 {
     const char *dir = getenv(PM_REC_DIR_ENV);
+    g_clock = (uint32_t)pm__clock_init();
+    if (g_clock == PMR_CLOCK_TSC)
+        g_cal_every = PMR_CAL_TICKS;
     if (pthread_key_create(&g_key, thread_exit) != 0)
         return;
     if (!dir || !*dir || strlen(dir) >= sizeof g_dir)
@@ -371,8 +560,8 @@ __attribute__((destructor)) static void pmr_destructor(void)
     pm__rec_flush_all();
 }
 
-/* A free buffer from an exited thread, else a new one. Not a hot path:
- * once per thread. */
+/* A free buffer from an exited thread, else a new one, with a fresh
+ * stream. Not a hot path: once per thread. */
 static pmr_tbuf *attach(void)
 {
     pthread_once(&g_once, init_once);
@@ -398,6 +587,7 @@ static pmr_tbuf *attach(void)
     t->depth = 0;
     t->inherited = 0;
     t_buf = t;
+    start_stream(t);
     pthread_setspecific(g_key, t);
     return t;
 }
@@ -408,64 +598,24 @@ static inline pmr_tbuf *self(void)
     return __builtin_expect(t != NULL, 1) ? t : attach();
 }
 
-/* Room for `need` bytes at the end of the owner's buffer (flushing it
- * when full); the caller writes there and then calls publish(). */
-static inline unsigned char *reserve(pmr_tbuf *t, uint32_t need)
-{
-    uint32_t c = atomic_load_explicit(&t->committed, memory_order_relaxed);
-    if (__builtin_expect(c + need > PMR_BUF_BYTES, 0)) {
-        flush_own(t);
-        c = 0;
-    }
-    return t->data + c;
-}
-
-static inline void publish(pmr_tbuf *t, uint32_t bytes)
-{
-    uint32_t c = atomic_load_explicit(&t->committed, memory_order_relaxed);
-    atomic_store_explicit(&t->committed, c + bytes, memory_order_release);
-}
-
-/* Appends one event with an optional range id and name, and publishes it. */
-static inline void emit(pmr_tbuf *t, unsigned type, unsigned domain, uint32_t aux, uint64_t ts,
-                        const uint64_t *id, const char *name, uint32_t len)
-{
-    uint32_t idb = id ? 8 : 0;
-    uint32_t need = (uint32_t)sizeof(pmr_event) + pmr_padded(idb + len);
-    unsigned char *p = reserve(t, need);
-    pmr_event ev = {(uint8_t)type, (uint8_t)domain, (uint16_t)len, aux, ts};
-    memcpy(p, &ev, sizeof ev);
-    p += sizeof ev;
-    if (id)
-        memcpy(p, id, 8);
-    if (len) {
-        memcpy(p + idb, name, len);
-        memset(p + idb + len, 0, pmr_padded(idb + len) - idb - len);
-    }
-    publish(t, need);
-}
-
-static inline uint32_t name_len(const char *name)
-{
-    return name ? (uint32_t)strnlen(name, PMR_NAME_MAX) : 0;
-}
-
+/* Each entry point finds its buffer before reading the clock, so a
+ * thread's first event is not stamped before its stream's calibration
+ * point (attach() takes one). */
 int pm__rec_push(unsigned domain, const char *name)
 {
-    uint64_t ts = pmr_now();
     pmr_tbuf *t = self();
     if (!t)
         return -1;
-    emit(t, PMR_PUSH, domain, 0, ts, NULL, name, name_len(name));
+    emit_named(t, PMR_PUSH, domain, pm__ticks(), NULL, name);
     return t->depth++;
 }
 
 int pm__rec_pop(unsigned domain)
 {
-    uint64_t ts = pmr_now();
     pmr_tbuf *t = self();
     if (!t)
         return -1;
+    uint64_t tick = pm__ticks();
     if (t->depth <= t->inherited) {
         if (t->depth > 0) { /* a range pushed before fork: the parent's */
             t->inherited = --t->depth;
@@ -473,37 +623,31 @@ int pm__rec_pop(unsigned domain)
         }
         /* Nothing open: recorded, so the checker reports it. */
     }
-    unsigned char *p = reserve(t, sizeof(pmr_event));
-    pmr_event ev = {PMR_POP, (uint8_t)domain, 0, 0, ts};
-    memcpy(p, &ev, sizeof ev);
-    publish(t, sizeof ev);
+    emit_plain(t, PMR_POP, domain, tick, NULL);
     return t->depth > 0 ? --t->depth : -1;
 }
 
 void pm__rec_mark(unsigned domain, const char *name)
 {
-    uint64_t ts = pmr_now();
     pmr_tbuf *t = self();
     if (t)
-        emit(t, PMR_MARK, domain, 0, ts, NULL, name, name_len(name));
+        emit_named(t, PMR_MARK, domain, pm__ticks(), NULL, name);
 }
 
 uint64_t pm__rec_start(unsigned domain, const char *name)
 {
-    uint64_t ts = pmr_now();
     uint64_t id = atomic_fetch_add_explicit(&g_range_id, 1, memory_order_relaxed);
     pmr_tbuf *t = self();
     if (t)
-        emit(t, PMR_START, domain, 0, ts, &id, name, name_len(name));
+        emit_named(t, PMR_START, domain, pm__ticks(), &id, name);
     return id;
 }
 
 void pm__rec_stop(unsigned domain, uint64_t id)
 {
-    uint64_t ts = pmr_now();
     pmr_tbuf *t = self();
     if (t)
-        emit(t, PMR_STOP, domain, 0, ts, &id, NULL, 0);
+        emit_plain(t, PMR_STOP, domain, pm__ticks(), &id);
 }
 
 void pm__rec_domain_name(unsigned domain, const char *name)
@@ -514,6 +658,13 @@ void pm__rec_domain_name(unsigned domain, const char *name)
         g_domain_names[domain][n] = 0;
     }
     pmr_tbuf *t = self();
-    if (t)
-        emit(t, PMR_DOMAIN, domain, domain, pmr_now(), NULL, name, name_len(name));
+    if (!t)
+        return;
+    uint32_t len = name_len(name);
+    unsigned char *p0 = reserve(t, PMR_EVENT_FIXED_MAX + len), *p = p0;
+    p = put_tag(p, PMR_DOMAIN, domain);
+    p = put_delta(t, p, pm__ticks());
+    p = put_varint(p, len);
+    memcpy(p, name, len);
+    publish(t, p0, p + len);
 }
