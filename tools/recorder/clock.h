@@ -12,11 +12,11 @@
  * every other case ticks are CLOCK_BOOTTIME nanoseconds, read with
  * clock_gettime; PHASEMARK_RECORDER_CLOCK=boottime forces that.
  *
- * Ordering. Event reads are a plain RDTSC, not LFENCE;RDTSC or RDTSCP:
- * fencing both reads of a pair made the recorder 17 ns per pair slower in
- * bench_recorder (52 ns over the no-op instead of 35: the fence also stops
- * the surrounding recording work from overlapping the read), more than the
- * TSC saves. An unfenced read may execute before earlier instructions
+ * Ordering. Event reads are a plain RDTSC, not LFENCE;RDTSC or RDTSCP. In
+ * bench_recorder, LFENCE;RDTSC at push and pop made the recorder cost 47
+ * ns per pair over the no-op instead of 30 (the fence also stops the
+ * recording work around it from overlapping the read), and RDTSCP at the
+ * pop alone 37-39 ns: at or past the 40 ns budget. An unfenced read may execute before earlier instructions
  * have finished, so a pop can be stamped before the last instructions of
  * the work it closes have retired (and a push after the first ones of the
  * work it opens have started), by at most what the out-of-order window

@@ -19,7 +19,9 @@
  * previous name). A stream starts with a PMR_CAL event, which sets the
  * timestamp base; the first name of a stream has no previous name. So a
  * push of "pm.decode mode=decode req=3 pos=101" after one of "...pos=100"
- * and its pop take about 9 bytes instead of 50.
+ * and its pop take 7 bytes when they follow each other within 127 ticks
+ * (as in bench_recorder), 9-11 when microseconds to milliseconds apart;
+ * version 02 took 72.
  *
  * Ticks. With clock PMR_CLOCK_BOOTTIME a tick is a CLOCK_BOOTTIME
  * nanosecond. With PMR_CLOCK_TSC it is a count of the x86 time-stamp
