@@ -12,6 +12,12 @@
  * every other case ticks are CLOCK_BOOTTIME nanoseconds, read with
  * clock_gettime; PHASEMARK_RECORDER_CLOCK=boottime forces that.
  *
+ * Limits of the TSC path: a system suspend (S3) or a VM migration during a
+ * capture can stop, reset or rescale the counter; a thread idle across it
+ * gets its events around that moment interpolated over the gap, and a
+ * counter that went backwards freezes a thread's times until it catches
+ * up. Capture across such events with PHASEMARK_RECORDER_CLOCK=boottime.
+ *
  * Ordering. Event reads are a plain RDTSC, not LFENCE;RDTSC or RDTSCP. In
  * bench_recorder, LFENCE;RDTSC at push and pop made the recorder cost 47
  * ns per pair over the no-op instead of 30 (the fence also stops the
@@ -35,11 +41,17 @@
 
 #include "pmraw.h"
 
+/* -DPMR_HAVE_TSC=0 builds the CLOCK_BOOTTIME-only recorder on x86-64 too
+ * (how the other architectures' path is compiled and tested here). */
+#ifndef PMR_HAVE_TSC
 #if defined(__x86_64__)
-#include <x86intrin.h>
 #define PMR_HAVE_TSC 1
 #else
 #define PMR_HAVE_TSC 0
+#endif
+#endif
+#if PMR_HAVE_TSC
+#include <x86intrin.h>
 #endif
 
 /* Forces ticks to be CLOCK_BOOTTIME ns when set to "boottime". */
