@@ -22,16 +22,16 @@
  * bench_recorder, LFENCE;RDTSC at push and pop made the recorder cost 47
  * ns per pair over the no-op instead of 30 (the fence also stops the
  * recording work around it from overlapping the read), and RDTSCP at the
- * pop alone 37-39 ns: at or past the 40 ns budget. An unfenced read may execute before earlier instructions
- * have finished, so a pop can be stamped before the last instructions of
- * the work it closes have retired (and a push after the first ones of the
- * work it opens have started), by at most what the out-of-order window
- * holds: a few ns, tens when a cache miss is in flight. That is far below
- * what ranges are compared at (kernel rows from CUPTI or rocprofv3 come at
- * microsecond granularity), and it cannot break nesting: the recorder
- * never lets a thread's ticks go backwards. Calibration reads are fenced,
- * as the vDSO's own TSC read is, because every converted time inherits
- * their error.
+ * pop alone 37-39 ns: at or past the 40 ns budget. An unfenced read may
+ * execute before earlier instructions have finished, so a pop can be
+ * stamped before the last instructions of the work it closes have retired
+ * (and a push after the first ones of the work it opens have started), by
+ * at most what the out-of-order window holds: a few ns, tens when a cache
+ * miss is in flight. That is small beside what ranges are laid against
+ * (a kernel starts microseconds after its launch call), and it cannot
+ * break nesting: the recorder never lets a thread's ticks go backwards.
+ * Calibration reads are fenced, as the vDSO's own TSC read is, because
+ * every converted time inherits their error.
  */
 #ifndef PM_RECORDER_CLOCK_H
 #define PM_RECORDER_CLOCK_H

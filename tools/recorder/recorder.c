@@ -472,8 +472,9 @@ static inline uint32_t name_len(const char *name)
 /* Appends a PUSH, MARK or START event (id: START's range id, else NULL).
  * Forced inline: the call's register saves cost 1 ns of a push in
  * bench_recorder. */
-__attribute__((always_inline)) static inline void emit_named(pmr_tbuf *t, unsigned type, unsigned domain, uint64_t tick,
-                              const uint64_t *id, const char *name)
+__attribute__((always_inline)) static inline void emit_named(pmr_tbuf *t, unsigned type,
+                                                             unsigned domain, uint64_t tick,
+                                                             const uint64_t *id, const char *name)
 {
     if (!name)
         name = "";
