@@ -7,6 +7,14 @@
  *   bench_spec cost --model M [--threads N] [--reps R]
  *       one line per width n = 1..9: the time of one llm_verify of n tokens
  *       against one llm_decode (what a round's verify costs in decodes)
+ *   bench_spec loop --model M --n N [--threads T] [--reps R]
+ *       R forwards of width N (0: a decode) back to back after a 32-token
+ *       history, for a profiler (perf record) to look at one shape; one line
+ *       with the median time
+ *   bench_spec ops --model M [--n N] [--threads T] [--reps R]
+ *       where one forward of width N (1: a decode) spends its time: each
+ *       backend operation of a layer timed alone (median), times the layer
+ *       count, beside the whole forward measured in the same loop
  *   bench_spec run --target T --draft D [--k 2,4,6] [--adaptive] [--threads N]
  *                  [--tokens M] [--reps R] [--label NAME]
  *       for each k: R repetitions, each generating M tokens greedily (no
@@ -24,6 +32,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
+#include "model.h"
 #include "phasemark/engine.h"
 #include "phasemark/spec.h"
 #include "spec_models.h"
@@ -33,6 +43,7 @@
 #define MAX_REPS 64
 #define MAX_TOKENS 1024
 #define MAX_KS 16
+#define LOOP_MAX_REPS 100000
 
 static const char *const k_texts[N_PROMPTS] = {
     "And it came to pass, when the king heard",
@@ -49,7 +60,7 @@ static const char *const k_texts[N_PROMPTS] = {
 
 typedef struct opts {
     const char *model, *target, *draft, *label, *type;
-    int threads, reps, tokens, adaptive, layers;
+    int threads, reps, tokens, adaptive, layers, n, loop_reps;
     int ks[MAX_KS], n_ks;
 } opts;
 
@@ -115,7 +126,11 @@ static int parse_opts(int argc, char **argv, int first, opts *o)
         else if (!strcmp(a, "--type")) o->type = v;
         else if (!strcmp(a, "--layers")) rc = parse_int(v, 1, 1000, &o->layers);
         else if (!strcmp(a, "--threads")) rc = parse_int(v, 1, 256, &o->threads);
-        else if (!strcmp(a, "--reps")) rc = parse_int(v, 1, MAX_REPS, &o->reps);
+        else if (!strcmp(a, "--reps")) {
+            rc = parse_int(v, 1, LOOP_MAX_REPS, &o->loop_reps);
+            o->reps = o->loop_reps < MAX_REPS ? o->loop_reps : MAX_REPS;
+        }
+        else if (!strcmp(a, "--n")) rc = parse_int(v, 0, 16, &o->n);
         else if (!strcmp(a, "--tokens")) rc = parse_int(v, 2, MAX_TOKENS, &o->tokens);
         else if (!strcmp(a, "--k")) rc = parse_ks(v, o);
         else return -1;
@@ -217,6 +232,146 @@ static int cmd_cost(const opts *o)
     llm_session_free(s);
     llm_model_free(m);
     return 0;
+}
+
+/* One shape over and over, nothing else in the process's profile but the
+ * model load and the 32-token prefill. */
+static int cmd_loop(const opts *o)
+{
+    llm_model *m = open_model(o->model, o->threads);
+    llm_session *s = m ? open_session(m, 1) : NULL;
+    int32_t hist[32];
+    for (int i = 0; i < 32; i++)
+        hist[i] = 3 + i;
+    int rc = 1;
+    static double t[LOOP_MAX_REPS];
+    if (!s || llm_prefill(s, hist, 32, 0, NULL) != 0)
+        goto done;
+    for (int r = 0; r < o->loop_reps; r++)
+        if ((t[r] = forward_once(s, o->n)) < 0)
+            goto done;
+    printf("{\"bench\":\"loop\",\"model\":\"%s\",\"threads\":%d,\"n\":%d,\"reps\":%d,"
+           "\"ms\":%.4f}\n", o->model, o->threads, o->n, o->loop_reps,
+           median(t, o->loop_reps) / 1e6);
+    rc = 0;
+done:
+    llm_session_free(s);
+    llm_model_free(m);
+    return rc;
+}
+
+/* ---- ops --------------------------------------------------------------- */
+
+enum { OP_WQ, OP_WK, OP_WV, OP_WO, OP_GATE, OP_UP, OP_DOWN, OP_HEAD, OP_ATTN, OP_NORM,
+       OP_ROPE, OP_SWIGLU, OP_ADD, OP_FORWARD, OP_COUNT };
+static const char *const k_op_names[OP_COUNT] = {
+    "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "output", "attention",
+    "rmsnorm", "rope", "swiglu", "add", "forward"};
+
+typedef struct ops_bufs {
+    float *x, *y, *q, *k, *v, *att;
+    double inv_freq[256];
+} ops_bufs;
+
+/* One backend operation of layer 0 for n rows (the head: the forward's one
+ * row); ns. Inputs are whatever the buffers hold: timing only. */
+static double time_op(struct llm_model *m, ops_bufs *b, int op, int32_t n)
+{
+    const llm_hparams *hp = &m->hp;
+    llm_backend *be = m->be;
+    const llm_backend_ops *o = be->ops;
+    const llm_layer *L = &m->layers[0];
+    const llm_tensor *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                             &L->w_down, &m->output};
+    llm_rope r = {b->inv_freq, hp->rope_scale, hp->head_dim};
+    llm_attn a = {b->q, b->k, b->v, b->att, n, 32, hp->n_heads, hp->n_kv_heads, hp->head_dim};
+    uint64_t t0 = now_ns();
+    if (op <= OP_HEAD)
+        o->matmul(be, w[op], b->x, op == OP_HEAD ? 1 : n, b->y);
+    else if (op == OP_ATTN)
+        o->attention(be, &a);
+    else if (op == OP_NORM)
+        o->rmsnorm(be, b->y, b->x, m->out_norm, n, hp->dim, hp->norm_eps);
+    else if (op == OP_ROPE)
+        o->rope(be, b->q, n, hp->n_heads, hp->n_heads * hp->head_dim, 32, &r);
+    else if (op == OP_SWIGLU)
+        o->swiglu(be, b->y, b->x, (size_t)n * hp->ffn_dim);
+    else
+        o->add(be, b->y, b->x, (size_t)n * hp->dim);
+    return (double)(now_ns() - t0);
+}
+
+/* How many times an operation runs in one forward. */
+static int op_count(const llm_hparams *hp, int op)
+{
+    switch (op) {
+    case OP_HEAD: return 1;
+    case OP_NORM: return 2 * hp->n_layers + 1;
+    case OP_ROPE: return 2 * hp->n_layers; /* q, and k (counted as q) */
+    case OP_ADD: return 2 * hp->n_layers;
+    default: return hp->n_layers;
+    }
+}
+
+static int cmd_ops(const opts *o)
+{
+    llm_model *mm = open_model(o->model, o->threads);
+    llm_session *s = mm ? open_session(mm, 1) : NULL;
+    struct llm_model *m = (struct llm_model *)mm;
+    int32_t hist[32], n = o->n > 0 ? o->n : 1;
+    for (int i = 0; i < 32; i++)
+        hist[i] = 3 + i;
+    int rc = 1, reps = o->loop_reps;
+    ops_bufs b;
+    memset(&b, 0, sizeof b);
+    static double t[OP_COUNT][LOOP_MAX_REPS];
+    if (!s || llm_prefill(s, hist, 32, 0, NULL) != 0 || m->be_cuda || m->hp.head_dim > 512)
+        goto done;
+    size_t wide = (size_t)m->hp.n_vocab > 4u * (size_t)m->hp.ffn_dim ? (size_t)m->hp.n_vocab
+                                                                     : 4u * (size_t)m->hp.ffn_dim;
+    size_t kv = 64u * (size_t)m->hp.n_kv_heads * (size_t)m->hp.head_dim;
+    b.x = calloc(16 * wide, sizeof(float));
+    b.y = calloc(16 * wide, sizeof(float));
+    b.q = calloc(16 * wide, sizeof(float));
+    b.att = calloc(16 * wide, sizeof(float));
+    b.k = calloc(kv, sizeof(float));
+    b.v = calloc(kv, sizeof(float));
+    if (!b.x || !b.y || !b.q || !b.att || !b.k || !b.v)
+        goto done;
+    for (size_t i = 0; i < 16 * wide; i++)
+        b.x[i] = (float)((i * 7919u) % 2001u) / 1000.0f - 1.0f;
+    for (int i = 0; i < m->hp.head_dim / 2; i++)
+        b.inv_freq[i] = 1.0 / (1.0 + i);
+    for (int r = 0; r < reps; r++) /* interleaved: drifts touch every op alike */
+        for (int op = 0; op < OP_COUNT; op++) {
+            double v = op == OP_FORWARD ? forward_once(s, o->n) : time_op(m, &b, op, n);
+            if (v < 0)
+                goto done;
+            t[op][r] = v;
+        }
+    double fwd = median(t[OP_FORWARD], reps), sum = 0;
+    for (int op = 0; op < OP_COUNT; op++) {
+        double v = median(t[op], reps), per_fwd = op == OP_FORWARD ? v : v * op_count(&m->hp, op);
+        if (op != OP_FORWARD)
+            sum += per_fwd;
+        printf("{\"bench\":\"ops\",\"model\":\"%s\",\"threads\":%d,\"n\":%d,\"op\":\"%s\","
+               "\"us\":%.2f,\"per_forward_us\":%.2f,\"of_forward\":%.3f}\n", o->model, o->threads,
+               o->n, k_op_names[op], v / 1e3, per_fwd / 1e3, per_fwd / fwd);
+    }
+    printf("{\"bench\":\"ops\",\"model\":\"%s\",\"threads\":%d,\"n\":%d,\"op\":\"sum_of_ops\","
+           "\"per_forward_us\":%.2f,\"of_forward\":%.3f}\n", o->model, o->threads, o->n, sum / 1e3,
+           sum / fwd);
+    rc = 0;
+done:
+    free(b.x);
+    free(b.y);
+    free(b.q);
+    free(b.att);
+    free(b.k);
+    free(b.v);
+    llm_session_free(s);
+    llm_model_free(mm);
+    return rc;
 }
 
 /* ---- run --------------------------------------------------------------- */
@@ -341,16 +496,28 @@ static int run_k(run_ctx *c, int k)
     llm_spec_get_stats(sd, &st);
     double ar_m = median(ar, o->reps), sp_m = median(sp, o->reps);
     double spec_ns = (double)(st.draft_ns + st.verify_ns + st.accept_ns);
+    /* Per-forward costs inside the rounds, against the plain pass's time
+     * per token, and the speedup they predict (bench/results/spec.md):
+     * tokens_per_round / ((t_verify + k t_draft) / t_decode). */
+    double ar_ms = 1e3 / ar_m;
+    double draft_ms = st.drafted ? (double)st.draft_ns / 1e6 / (double)st.drafted : 0.0;
+    double verify_ms = st.rounds ? (double)st.verify_ns / 1e6 / (double)st.rounds : 0.0;
+    double k_avg = st.rounds ? (double)st.drafted / (double)st.rounds : 0.0;
+    double predicted = verify_ms + k_avg * draft_ms > 0
+                           ? st.tokens_per_round * ar_ms / (verify_ms + k_avg * draft_ms) : 0.0;
     printf("{\"bench\":\"spec\",\"label\":\"%s\",\"target\":\"%s\",\"draft\":\"%s\",\"threads\":%d,"
            "\"k\":%d,\"adaptive\":%d,\"prompts\":%d,\"tokens\":%d,\"reps\":%d,"
            "\"ar_tok_s\":%.2f,\"spec_tok_s\":%.2f,\"speedup\":%.3f,\"acceptance\":%.4f,"
            "\"tokens_per_round\":%.3f,\"rounds\":%llu,\"final_k\":%d,"
-           "\"draft_share\":%.3f,\"verify_share\":%.3f,\"parity\":%s}\n",
+           "\"draft_share\":%.3f,\"verify_share\":%.3f,\"ar_ms_per_token\":%.4f,"
+           "\"draft_ms_per_token\":%.4f,\"verify_ms_per_round\":%.4f,\"k_avg\":%.3f,"
+           "\"predicted_speedup\":%.3f,\"parity\":%s}\n",
            o->label ? o->label : "", o->target, o->draft, o->threads, k, o->adaptive, N_PROMPTS,
            o->tokens, o->reps, ar_m, sp_m, sp_m / ar_m, st.acceptance, st.tokens_per_round,
            (unsigned long long)st.rounds, (int)st.k,
            spec_ns > 0 ? (double)st.draft_ns / spec_ns : 0.0,
-           spec_ns > 0 ? (double)st.verify_ns / spec_ns : 0.0, parity ? "true" : "false");
+           spec_ns > 0 ? (double)st.verify_ns / spec_ns : 0.0, ar_ms, draft_ms, verify_ms, k_avg,
+           predicted, parity ? "true" : "false");
     fflush(stdout);
     llm_spec_free(sd);
     return parity ? 0 : 1;
@@ -409,6 +576,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: " PROG " derive IN OUT [--layers L] [--type T]\n"
             "       " PROG " cost --model M [--threads N] [--reps R]\n"
+            "       " PROG " loop --model M --n N [--threads T] [--reps R]\n"
+            "       " PROG " ops --model M [--n N] [--threads T] [--reps R]\n"
             "       " PROG " run --target T --draft D [--k 2,4,6] [--adaptive] [--threads N]\n"
             "                    [--tokens M] [--reps R] [--label NAME]\n");
     return 2;
@@ -426,6 +595,7 @@ int main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     o.threads = 2;
     o.reps = 3;
+    o.loop_reps = 1000;
     o.tokens = 128;
     o.ks[0] = 4;
     o.n_ks = 1;
@@ -433,6 +603,10 @@ int main(int argc, char **argv)
         return usage();
     if (!strcmp(argv[1], "cost") && o.model)
         return cmd_cost(&o);
+    if (!strcmp(argv[1], "loop") && o.model)
+        return cmd_loop(&o);
+    if (!strcmp(argv[1], "ops") && o.model)
+        return cmd_ops(&o);
     if (!strcmp(argv[1], "run") && o.target && o.draft)
         return cmd_run(&o);
     return usage();

@@ -2,10 +2,13 @@
  *
  * Matrix products take one of two paths by batch width n:
  *  - n below a threshold (decode, short verify): a matrix–vector loop over
- *    weight rows, claimed in chunks by the pool's threads, each row read
- *    once from the mapping and dotted with every activation row by the SIMD
- *    kernels. Quantized weights meet activations quantized once per call
- *    (kernels.h).
+ *    weight rows, claimed in chunks by the pool's threads. The kernels are
+ *    register-blocked: each weight block is loaded and decoded once and
+ *    applied to up to 8 activation rows (and a few weight rows interleave
+ *    when there are few activation rows), each result bitwise the
+ *    single-row kernel's (kernels.h, llm_matvec_fn), so a verify's rows
+ *    equal the decodes they stand for. Quantized weights meet activations
+ *    quantized once per call (llm_acts_quantize).
  *  - otherwise (prefill, long verify): a matrix product on row panels of
  *    the weight, again claimed by the pool's threads. F32 weights are used
  *    in place; other types are dequantized a panel at a time into per-thread
@@ -43,6 +46,7 @@
 #define LLM_CPU_GEMM_MIN_QUANT 12
 /* Most rows the row loop takes (its activation scratch is sized for it). */
 #define LLM_CPU_ROWS_MAX 64
+_Static_assert(LLM_CPU_ROWS_MAX <= LLM_ACTS_MAX, "the kernels take every row the loop may");
 /* Weight rows per matrix-product call (dequantized together when the
  * weights are not f32). */
 #define LLM_CPU_PANEL 256
@@ -63,6 +67,9 @@ typedef struct cpu_backend {
     uint32_t n_ctx;     /* longest context reserved for */
     float *qd;          /* [ROWS_MAX][max_width/32] activation scales */
     int8_t *qq;         /* [ROWS_MAX][max_width] activation quants */
+    float *qdt;         /* [max_width/32][ROWS_MAX] + 8: qd block-major */
+    int8_t *qb;         /* [max_width/32][ROWS_MAX][32]: qq block-major */
+    int32_t *xbias;     /* [max_width/32][ROWS_MAX][8] (llm_acts) */
     float *panel;       /* [n_threads][PANEL][max_width] */
     float *scores;      /* [n_threads][n_ctx] attention scores */
 } cpu_backend;
@@ -108,20 +115,34 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
     size_t nth = (size_t)c->base.n_threads;
     if (max_width > c->max_width) {
         size_t w = (size_t)max_width;
-        float *qd = alloc64(LLM_CPU_ROWS_MAX * (w / LLM_QK + 1) * sizeof(float));
+        size_t scales = LLM_CPU_ROWS_MAX * (w / LLM_QK + 1);
+        float *qd = alloc64(scales * sizeof(float));
         int8_t *qq = alloc64(LLM_CPU_ROWS_MAX * w);
+        /* Zeroed: the kernels load 8 lanes of scales and use n of them. */
+        float *qdt = cpu_alloc(be, (scales + 8) * sizeof(float));
+        int8_t *qb = alloc64(LLM_CPU_ROWS_MAX * w);
+        int32_t *xbias = alloc64(LLM_CPU_ROWS_MAX * w / 4 * sizeof(int32_t));
         float *panel = alloc64(nth * LLM_CPU_PANEL * w * sizeof(float));
-        if (!qd || !qq || !panel) {
+        if (!qd || !qq || !qdt || !qb || !xbias || !panel) {
             free(qd);
             free(qq);
+            free(qdt);
+            free(qb);
+            free(xbias);
             free(panel);
             return LLM_ENOMEM;
         }
         free(c->qd);
         free(c->qq);
+        free(c->qdt);
+        free(c->qb);
+        free(c->xbias);
         free(c->panel);
         c->qd = qd;
         c->qq = qq;
+        c->qdt = qdt;
+        c->qb = qb;
+        c->xbias = xbias;
         c->panel = panel;
         c->max_width = max_width;
     }
@@ -259,54 +280,33 @@ typedef struct mm_job {
     const float *x;
     int32_t n;
     float *y;
+    llm_matvec_fn matvec; /* the row loop's kernel for w's type */
+    llm_acts acts;        /* x in the kernels' layouts */
+    int64_t grain;        /* rows per claim on the row loop */
     llm_pool_counter next;
 } mm_job;
 
-typedef float (*dot_float_fn)(const void *w, const float *x, int64_t n);
-typedef float (*dot_quant_fn)(const void *w, const llm_qrow *x, int64_t n);
-
-/* The row kernel for a float weight type (NULL for quantized types). */
-static dot_float_fn float_kernel(const llm_kernels *k, uint32_t type)
+static llm_matvec_fn matvec_kernel(const llm_kernels *k, uint32_t type)
 {
     switch (type) {
-    case LLM_TYPE_F32: return k->dot_f32;
-    case LLM_TYPE_F16: return k->dot_f16;
-    case LLM_TYPE_BF16: return k->dot_bf16;
-    default: return NULL;
-    }
-}
-
-/* Rows [r0, r1) of y = x W^T; the kernel is chosen once per chunk, not per
- * row, which matters for narrow models (a 288-wide Q8_0 row is 9 blocks). */
-static void matvec_rows(const mm_job *j, int64_t r0, int64_t r1)
-{
-    const llm_tensor *w = j->w;
-    const unsigned char *base = w->data;
-    int64_t nb = w->ne0 / LLM_QK;
-    dot_float_fn df = float_kernel(&j->c->k, w->type);
-    dot_quant_fn dq = w->type == LLM_TYPE_Q8_0 ? j->c->k.dot_q8_0 : j->c->k.dot_q4_0;
-    for (int64_t r = r0; r < r1; r++) {
-        const void *row = base + (size_t)r * w->row_bytes;
-        for (int32_t t = 0; t < j->n; t++) {
-            float *out = j->y + (size_t)t * w->ne1 + r;
-            if (df) {
-                *out = df(row, j->x + (size_t)t * w->ne0, w->ne0);
-            } else {
-                llm_qrow xq = {j->c->qd + t * nb, j->c->qq + (size_t)t * w->ne0};
-                *out = dq(row, &xq, w->ne0);
-            }
-        }
+    case LLM_TYPE_F32: return k->matvec_f32;
+    case LLM_TYPE_F16: return k->matvec_f16;
+    case LLM_TYPE_BF16: return k->matvec_bf16;
+    case LLM_TYPE_Q8_0: return k->matvec_q8_0;
+    default: return k->matvec_q4_0;
     }
 }
 
 static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
 {
     mm_job *j = ctx;
+    const llm_tensor *w = j->w;
     int64_t r0, r1;
     (void)ith;
     (void)nth;
-    while (llm_pool_next(&j->next, j->w->ne1, LLM_CPU_GRAIN, &r0, &r1))
-        matvec_rows(j, r0, r1);
+    while (llm_pool_next(&j->next, w->ne1, j->grain, &r0, &r1))
+        j->matvec((const unsigned char *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes,
+                  r1 - r0, &j->acts, j->y + r0, w->ne1);
 }
 
 static int is_quantized(uint32_t type)
@@ -346,17 +346,17 @@ static void cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
                        int32_t n, float *y)
 {
     cpu_backend *c = cpu(be);
-    mm_job j = {c, w, x, n, y, {0}};
+    mm_job j = {c, w, x, n, y, NULL, {n, w->ne0, x, NULL, NULL, NULL, NULL, NULL},
+                LLM_CPU_GRAIN, {0}};
     if (n >= (is_quantized(w->type) ? c->gemm_min_quant : c->gemm_min_float)) {
         llm_pool_run(c->pool, gemm_worker, &j);
         return;
     }
     if (is_quantized(w->type)) {
-        int64_t nb = w->ne0 / LLM_QK;
-        for (int32_t t = 0; t < n; t++)
-            c->k.quantize_row(x + (size_t)t * w->ne0, w->ne0, c->qd + t * nb,
-                              c->qq + (size_t)t * w->ne0);
+        llm_acts_scratch sc = {c->qd, c->qq, c->qdt, c->qb, c->xbias};
+        llm_acts_quantize(&c->k, x, n, w->ne0, &sc, &j.acts);
     }
+    j.matvec = matvec_kernel(&c->k, w->type);
     llm_pool_run(c->pool, matvec_worker, &j);
 }
 
@@ -370,6 +370,9 @@ static void cpu_destroy(llm_backend *be)
     llm_pool_free(c->pool);
     free(c->qd);
     free(c->qq);
+    free(c->qdt);
+    free(c->qb);
+    free(c->xbias);
     free(c->panel);
     free(c->scores);
     free(c);
@@ -464,8 +467,8 @@ int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
     c->base.n_threads = n_threads;
     c->base.host_visible = 1;
     llm_kernels_scalar(&c->k);
-    if (simd)
-        (void)llm_kernels_avx2(&c->k);
+    if (simd && llm_kernels_avx2(&c->k) == 0)
+        (void)llm_kernels_vnni(&c->k);
     if (llm_pool_create(n_threads, &c->pool) != 0) {
         free(c);
         llm_errf(err, errlen, "cpu backend: cannot start %d threads", (int)n_threads);

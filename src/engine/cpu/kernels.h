@@ -24,6 +24,52 @@ typedef struct llm_qrow {
     const int8_t *q;  /* [n] */
 } llm_qrow;
 
+/* The activation rows of one matrix–vector product, in the layouts the
+ * kernels read. Float weight types read x; quantized ones read the rest,
+ * all filled from the same quantization (quantize_row per row):
+ *   d, q   row-major, as llm_qrow (row t: d + t*len/32, q + t*len);
+ *   dt     the scales block-major, dt[b * n + t] = d[t * len/32 + b], so that
+ *          one vector load holds a block's scale for every row; readable
+ *          for 8 floats past the last (kernels load 8 lanes, use n);
+ *   qb     the quants block-major, block b of row t at qb + (b * n + t) * 32:
+ *          a tile's rows of one block lie side by side, one pointer and
+ *          constant offsets apart;
+ *   xbias  -128 times the sum of each group of four quants of qb (the
+ *          groups of a 32-bit lane), [len/32][n][8]: the VNNI kernels
+ *          multiply w + 128 by q and start from this (an exact identity:
+ *          sum (w+128) q - 128 sum q = sum w q).
+ * n is at most LLM_ACTS_MAX. */
+#define LLM_ACTS_MAX 64
+typedef struct llm_acts {
+    int32_t n;
+    int64_t len;
+    const float *x;    /* [n][len] */
+    const float *d;    /* [n][len/32] */
+    const int8_t *q;   /* [n][len] */
+    const float *dt;   /* [len/32][n] + 8 */
+    const int8_t *qb;  /* [len/32][n][32] */
+    const int32_t *xbias; /* [len/32][n][8] */
+} llm_acts;
+
+/* Caller-owned buffers for llm_acts_quantize, sized for n rows of len:
+ * d [n*len/32], q [n*len], dt [n*len/32 + 8], qb [n*len], xbias [n*len/4]. */
+typedef struct llm_acts_scratch {
+    float *d;
+    int8_t *q;
+    float *dt;
+    int8_t *qb;
+    int32_t *xbias;
+} llm_acts_scratch;
+
+/* y[t * ldy + r] = row r of w (rows row_bytes apart) dotted with activation
+ * row t, for r < rows and t < a->n. Every result is bit for bit what the
+ * same set's single-row dot kernel returns for that row and activation:
+ * the register-blocked kernels only share each weight block's load and
+ * decoding between rows of activations (and interleave weight rows to
+ * break dependency chains), keeping each dot's order of float operations. */
+typedef void (*llm_matvec_fn)(const void *w, size_t row_bytes, int64_t rows,
+                              const llm_acts *a, float *y, int64_t ldy);
+
 typedef struct llm_kernels {
     const char *name; /* "scalar" or "avx2" */
     float (*dot_f32)(const void *w, const float *x, int64_t n);
@@ -44,7 +90,15 @@ typedef struct llm_kernels {
     /* n elements of a supported type to f32 (llm_dequantize_row's
      * contract; the AVX2 set widens 32-element blocks at a time). */
     void (*dequant_row)(uint32_t type, const void *src, float *dst, int64_t n);
+    /* Matrix–vector products per weight type (llm_matvec_fn). */
+    llm_matvec_fn matvec_f32, matvec_f16, matvec_bf16, matvec_q8_0, matvec_q4_0;
 } llm_kernels;
+
+/* Quantizes n rows of len (a multiple of 32) f32 activations x with k's
+ * quantize_row and fills every quantized layout of *a (a->x = x too) in s.
+ * Allocates nothing. */
+void llm_acts_quantize(const llm_kernels *k, const float *x, int32_t n, int64_t len,
+                       const llm_acts_scratch *s, llm_acts *a);
 
 /* The portable kernels. */
 void llm_kernels_scalar(llm_kernels *k);
@@ -52,5 +106,39 @@ void llm_kernels_scalar(llm_kernels *k);
 /* The AVX2 kernels: 0 and *k filled when the CPU supports AVX2, FMA and
  * F16C (and the compiler could build them), else -1 and *k untouched. */
 int llm_kernels_avx2(llm_kernels *k);
+
+/* On top of a filled AVX2 set: the quantized matrix–vector products through
+ * AVX-512 VNNI (on 256-bit vectors, which do not lower the clock) when the
+ * CPU has AVX512F/BW/VL and VNNI; 0 and the entries replaced (name
+ * "avx2+vnni"), else -1 and *k untouched. Results stay bit for bit the
+ * AVX2 set's: the integer block sums are exact either way. */
+int llm_kernels_vnni(llm_kernels *k);
+
+/* Defines NAME, an llm_matvec_fn that calls a single-row kernel DOT for
+ * every weight row and activation row: the matrix–vector product of the
+ * types a set has no blocked kernel for. ATTR: the function's attributes
+ * (the AVX2 set's target, so DOT inlines). FLOAT: DOT takes f32
+ * activations; QUANT: an llm_qrow. */
+#define LLM_MATVEC_BY_ROWS_FLOAT(ATTR, NAME, DOT)                              \
+    ATTR static void NAME(const void *w, size_t row_bytes, int64_t rows,      \
+                          const llm_acts *a, float *y, int64_t ldy)           \
+    {                                                                         \
+        const unsigned char *p = w;                                           \
+        for (int64_t r = 0; r < rows; r++, p += row_bytes)                    \
+            for (int32_t t = 0; t < a->n; t++)                                \
+                y[t * ldy + r] = DOT(p, a->x + t * a->len, a->len);           \
+    }
+#define LLM_MATVEC_BY_ROWS_QUANT(ATTR, NAME, DOT)                              \
+    ATTR static void NAME(const void *w, size_t row_bytes, int64_t rows,      \
+                          const llm_acts *a, float *y, int64_t ldy)           \
+    {                                                                         \
+        const unsigned char *p = w;                                           \
+        int64_t nb = a->len / 32;                                             \
+        for (int64_t r = 0; r < rows; r++, p += row_bytes)                    \
+            for (int32_t t = 0; t < a->n; t++) {                              \
+                llm_qrow xq = {a->d + t * nb, a->q + t * a->len};             \
+                y[t * ldy + r] = DOT(p, &xq, a->len);                         \
+            }                                                                 \
+    }
 
 #endif

@@ -173,6 +173,293 @@ AVX2_FN static float dot_q4_0(const void *w, const llm_qrow *x, int64_t n)
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
+/* ---- register-blocked matrix–vector products ----------------------------
+ *
+ * A tile is R weight rows times T activation rows. Each weight block is
+ * loaded and decoded once per tile and applied to every activation row;
+ * each (weight row, activation row) keeps the single-row kernel's own
+ * accumulators and updates them in the same order with the same float
+ * operations, so every result is bit for bit the single-row kernel's
+ * (kernels.h). R > 1 serves narrow T: independent accumulator chains hide
+ * the FMA latency that bounds a single dot product. R and T are constants
+ * at every call site, so the loops over them unroll and the accumulator
+ * arrays live in registers. */
+#define TILE_R_MAX 4
+#define TILE_T_MAX 8
+
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+
+/* v = *p in every lane, by a load port (vbroadcastss m32). Through asm so
+ * the compiler neither shuffles the value out of the product vector it was
+ * stored from (two shuffle-port operations per activation row, the port
+ * the integer products also need) nor hoists the T addresses into
+ * registers (they are stack offsets). */
+AVX2_FN static ALWAYS_INLINE __m256 broadcast_mem(const float *p)
+{
+    __m256 v;
+    __asm__("vbroadcastss %1, %0" : "=x"(v) : "m"(*p));
+    return v;
+}
+
+/* One Q8_0 block b of a tile into the accumulators acc (dot_q8_0's acc0 for
+ * even b, acc1 for odd b): acc += (d_w * d_x) * (exact integer dot). */
+AVX2_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_bytes,
+                                          const llm_acts *a, int32_t t0, int64_t b,
+                                          __m256 acc[TILE_R_MAX][TILE_T_MAX], const int R,
+                                          const int T)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_QK;
+    const float *db = a->dt + b * a->n + t0;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * sizeof(llm_block_q8_0);
+        if ((b & 1) == 0) {
+            PREFETCH(blk);
+            PREFETCH(blk + 64);
+        }
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        __m256i aw = _mm256_sign_epi8(wv, wv);
+        float dw = fp16_at(blk);
+        float sc[TILE_T_MAX];
+        if (T == 1)
+            sc[0] = dw * db[0];
+        else
+            _mm256_storeu_ps(sc, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(db)));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xb + t * LLM_QK));
+            __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
+            __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+            acc[r][t] = _mm256_fmadd_ps(broadcast_mem(&sc[t]), f, acc[r][t]);
+        }
+    }
+}
+
+/* R weight rows from w times activation rows t0..t0+T-1 into y. */
+AVX2_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
+                                          const llm_acts *a, int32_t t0, float *y,
+                                          int64_t ldy, const int R, const int T)
+{
+    __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];
+    int64_t nb = a->len / LLM_QK, b = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
+    for (; b + 2 <= nb; b += 2) {
+        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
+        q8_step(w, row_bytes, a, t0, b + 1, acc1, R, T);
+    }
+    if (b < nb)
+        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
+}
+
+typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
+                        const llm_acts *a, int32_t t0, float *y, int64_t ldy);
+
+/* F16/BF16: the two accumulators of DEFINE_DOT_HALF per (weight row,
+ * activation row), 16 elements a step, then its scalar tail. The activation
+ * rows' loads are shared by the R weight rows, the widened weights by the
+ * T activation rows. */
+#define DEFINE_HALF_TILE(NAME, LOAD8, TO_F32)                                           \
+    AVX2_FN static ALWAYS_INLINE void NAME(const unsigned char *w, size_t row_bytes,    \
+                                           const llm_acts *a, int32_t t0, float *y,     \
+                                           int64_t ldy, const int R, const int T)       \
+    {                                                                                   \
+        __m256 s0[TILE_R_MAX][TILE_T_MAX], s1[TILE_R_MAX][TILE_T_MAX];                  \
+        int64_t n = a->len, i = 0;                                                      \
+        const float *x = a->x + (int64_t)t0 * n;                                        \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                             \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                         \
+                s0[r][t] = s1[r][t] = _mm256_setzero_ps();                              \
+        for (; i + 16 <= n; i += 16) {                                                  \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                       \
+                const unsigned char *p = w + (size_t)r * row_bytes + 2 * i;             \
+                if ((i & 31) == 0)                                                      \
+                    PREFETCH(p);                                                        \
+                __m256 w0 = LOAD8(p), w1 = LOAD8(p + 16);                               \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                   \
+                    s0[r][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * n + i), s0[r][t]); \
+                    s1[r][t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * n + i + 8), s1[r][t]); \
+                }                                                                       \
+            }                                                                           \
+        }                                                                               \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                             \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                       \
+                const unsigned char *p = w + (size_t)r * row_bytes;                     \
+                float s = hsum8(_mm256_add_ps(s0[r][t], s1[r][t]));                     \
+                for (int64_t j = i; j < n; j++) {                                       \
+                    uint16_t h;                                                         \
+                    memcpy(&h, p + 2 * j, 2);                                           \
+                    s += TO_F32(h) * x[t * n + j];                                      \
+                }                                                                       \
+                y[(t0 + t) * ldy + r] = s;                                              \
+            }                                                                           \
+    }
+
+DEFINE_HALF_TILE(f16_tile, load_f16x8, llm_fp16_to_f32)
+DEFINE_HALF_TILE(bf16_tile, load_bf16x8, llm_bf16_to_f32)
+
+/* One instantiation of a tile per (R, T) over all rows of a chunk: tiles
+ * of R rows, then the rows left over one at a time. */
+#define TILE_OVER_ROWS(ATTR, TILE, R, T)                                                \
+    ATTR static void TILE##_##R##x##T(const unsigned char *w, size_t row_bytes,         \
+                                      int64_t rows, const llm_acts *a, int32_t t0,      \
+                                      float *y, int64_t ldy)                            \
+    {                                                                                   \
+        int64_t r = 0;                                                                  \
+        for (; r + (R) <= rows; r += (R))                                               \
+            TILE(w + (size_t)r * row_bytes, row_bytes, a, t0, y + r, ldy, R, T);        \
+        for (; r < rows; r++)                                                           \
+            TILE(w + (size_t)r * row_bytes, row_bytes, a, t0, y + r, ldy, 1, T);        \
+    }
+
+TILE_OVER_ROWS(AVX2_FN, f16_tile, 4, 1)
+TILE_OVER_ROWS(AVX2_FN, f16_tile, 2, 2)
+TILE_OVER_ROWS(AVX2_FN, f16_tile, 1, 3)
+TILE_OVER_ROWS(AVX2_FN, f16_tile, 1, 4)
+TILE_OVER_ROWS(AVX2_FN, bf16_tile, 4, 1)
+TILE_OVER_ROWS(AVX2_FN, bf16_tile, 2, 2)
+TILE_OVER_ROWS(AVX2_FN, bf16_tile, 1, 3)
+TILE_OVER_ROWS(AVX2_FN, bf16_tile, 1, 4)
+
+/* Activation rows in groups of up to max_t, each group through
+ * by_t[group size] over every row. */
+static void tiles_by_groups(const tile_fn *by_t, int32_t max_t, const void *w,
+                            size_t row_bytes, int64_t rows, const llm_acts *a, float *y,
+                            int64_t ldy)
+{
+    for (int32_t t0 = 0; t0 < a->n;) {
+        int32_t t = a->n - t0 > max_t ? max_t : a->n - t0;
+        by_t[t](w, row_bytes, rows, a, t0, y, ldy);
+        t0 += t;
+    }
+}
+
+TILE_OVER_ROWS(AVX2_FN, q8_tile, 2, 1)
+TILE_OVER_ROWS(AVX2_FN, q8_tile, 2, 2)
+TILE_OVER_ROWS(AVX2_FN, q8_tile, 1, 3)
+TILE_OVER_ROWS(AVX2_FN, q8_tile, 1, 4)
+
+/* Groups of at most 4 activation rows (16 YMM registers: 8 accumulators,
+ * the weight block in two forms, a product, the constant ones). */
+static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                        float *y, int64_t ldy)
+{
+    static const tile_fn by_t[5] = {NULL, q8_tile_2x1, q8_tile_2x2, q8_tile_1x3, q8_tile_1x4};
+    tiles_by_groups(by_t, 4, w, row_bytes, rows, a, y, ldy);
+}
+
+/* Groups of at most 4 activation rows: 8 accumulators and the two widened
+ * weight vectors stay within the 16 YMM registers. */
+static void matvec_f16(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                       float *y, int64_t ldy)
+{
+    static const tile_fn by_t[5] = {NULL, f16_tile_4x1, f16_tile_2x2, f16_tile_1x3, f16_tile_1x4};
+    tiles_by_groups(by_t, 4, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_bf16(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                        float *y, int64_t ldy)
+{
+    static const tile_fn by_t[5] = {NULL, bf16_tile_4x1, bf16_tile_2x2, bf16_tile_1x3, bf16_tile_1x4};
+    tiles_by_groups(by_t, 4, w, row_bytes, rows, a, y, ldy);
+}
+
+/* ---- AVX-512 VNNI on 256-bit vectors -------------------------------------
+ *
+ * vpdpbusd adds four products of unsigned and signed bytes straight into a
+ * 32-bit lane: the same four-product groups as maddubs + madd, so with
+ * exact integers the lanes equal the AVX2 kernel's, and the float
+ * operations that follow are the same. The weights take the unsigned side
+ * as w + 128 (one xor per weight block, shared by every activation row);
+ * the lane then holds sum w x + 128 sum x, and starting it at
+ * -128 sum x (llm_acts.xbias, computed once per product) leaves sum w x:
+ * one instruction per activation row and block where AVX2 needs four.
+ * EVEX encoding also gives 32 registers, so a tile holds 8 activation
+ * rows. */
+#define VNNI_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+VNNI_FN static ALWAYS_INLINE void q8v_step(const unsigned char *w, size_t row_bytes,
+                                           const llm_acts *a, int32_t t0, int64_t b,
+                                           __m256 acc[TILE_R_MAX][TILE_T_MAX], const int R,
+                                           const int T)
+{
+    const float *db = a->dt + b * a->n + t0;
+    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_QK;
+    const int32_t *xbias = a->xbias + (b * a->n + t0) * 8;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * sizeof(llm_block_q8_0);
+        if ((b & 1) == 0) {
+            PREFETCH(blk);
+            PREFETCH(blk + 64);
+        }
+        __m256i wu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 2)),
+                                      _mm256_set1_epi8((char)0x80));
+        float dw = fp16_at(blk);
+        /* Lane t: this block's scale product for activation row t0 + t
+         * (each row's moved to all lanes by a shuffle, its own port). */
+        __m256 sv = T == 1 ? _mm256_set1_ps(dw * db[0])
+                           : _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(db));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            __m256i p = _mm256_loadu_si256((const __m256i *)(const void *)(xbias + t * 8));
+            p = _mm256_dpbusd_epi32(p, wu, _mm256_loadu_si256((const __m256i *)(const void *)(xb + t * LLM_QK)));
+            __m256 sc = T == 1 ? sv : _mm256_permutexvar_ps(_mm256_set1_epi32(t), sv);
+            acc[r][t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), acc[r][t]);
+        }
+    }
+}
+
+VNNI_FN static ALWAYS_INLINE void q8v_tile(const unsigned char *w, size_t row_bytes,
+                                           const llm_acts *a, int32_t t0, float *y,
+                                           int64_t ldy, const int R, const int T)
+{
+    __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];
+    int64_t nb = a->len / LLM_QK, b = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
+    for (; b + 2 <= nb; b += 2) {
+        q8v_step(w, row_bytes, a, t0, b, acc0, R, T);
+        q8v_step(w, row_bytes, a, t0, b + 1, acc1, R, T);
+    }
+    if (b < nb)
+        q8v_step(w, row_bytes, a, t0, b, acc0, R, T);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
+}
+
+TILE_OVER_ROWS(VNNI_FN, q8v_tile, 4, 1)
+TILE_OVER_ROWS(VNNI_FN, q8v_tile, 4, 2)
+TILE_OVER_ROWS(VNNI_FN, q8v_tile, 2, 3)
+TILE_OVER_ROWS(VNNI_FN, q8v_tile, 2, 4)
+TILE_OVER_ROWS(VNNI_FN, q8v_tile, 1, 5)
+TILE_OVER_ROWS(VNNI_FN, q8v_tile, 1, 6)
+TILE_OVER_ROWS(VNNI_FN, q8v_tile, 1, 7)
+TILE_OVER_ROWS(VNNI_FN, q8v_tile, 1, 8)
+
+static void matvec_q8_0_vnni(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                             float *y, int64_t ldy)
+{
+    static const tile_fn by_t[9] = {NULL, q8v_tile_4x1, q8v_tile_4x2, q8v_tile_2x3, q8v_tile_2x4,
+                                    q8v_tile_1x5, q8v_tile_1x6, q8v_tile_1x7, q8v_tile_1x8};
+    tiles_by_groups(by_t, 8, w, row_bytes, rows, a, y, ldy);
+}
+
 AVX2_FN static void quantize_row(const float *x, int64_t n, float *d, int8_t *q)
 {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -337,6 +624,9 @@ AVX2_FN static void dequant_row(uint32_t type, const void *src, float *dst, int6
     llm_dequantize_row(type, src, dst, (size_t)n);
 }
 
+LLM_MATVEC_BY_ROWS_FLOAT(AVX2_FN, matvec_f32, dot_f32)
+LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q4_0, dot_q4_0)
+
 /* F16C through CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports
  * does not know the "f16c" feature string, gcc's does. */
 static int cpu_has_f16c(void)
@@ -363,12 +653,34 @@ int llm_kernels_avx2(llm_kernels *k)
     k->axpy = axpy;
     k->gemm_nt = gemm_nt;
     k->dequant_row = dequant_row;
+    k->matvec_f32 = matvec_f32;
+    k->matvec_f16 = matvec_f16;
+    k->matvec_bf16 = matvec_bf16;
+    k->matvec_q8_0 = matvec_q8_0;
+    k->matvec_q4_0 = matvec_q4_0;
+    return 0;
+}
+
+int llm_kernels_vnni(llm_kernels *k)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni"))
+        return -1;
+    k->name = "avx2+vnni";
+    k->matvec_q8_0 = matvec_q8_0_vnni;
     return 0;
 }
 
 #else
 
 int llm_kernels_avx2(llm_kernels *k)
+{
+    (void)k;
+    return -1;
+}
+
+int llm_kernels_vnni(llm_kernels *k)
 {
     (void)k;
     return -1;

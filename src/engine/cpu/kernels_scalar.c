@@ -125,6 +125,37 @@ static void dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
     llm_dequantize_row(type, src, dst, (size_t)n);
 }
 
+void llm_acts_quantize(const llm_kernels *k, const float *x, int32_t n, int64_t len,
+                       const llm_acts_scratch *s, llm_acts *a)
+{
+    int64_t nb = len / LLM_QK;
+    for (int32_t t = 0; t < n; t++)
+        k->quantize_row(x + t * len, len, s->d + t * nb, s->q + t * len);
+    for (int64_t b = 0; b < nb; b++)
+        for (int32_t t = 0; t < n; t++) {
+            const int8_t *src = s->q + t * len + b * LLM_QK;
+            int32_t *bias = s->xbias + (b * n + t) * 8;
+            s->dt[b * n + t] = s->d[t * nb + b];
+            memcpy(s->qb + (b * n + t) * LLM_QK, src, LLM_QK);
+            for (int g = 0; g < 8; g++)
+                bias[g] = -128 * (src[4 * g] + src[4 * g + 1] + src[4 * g + 2] + src[4 * g + 3]);
+        }
+    a->n = n;
+    a->len = len;
+    a->x = x;
+    a->d = s->d;
+    a->q = s->q;
+    a->dt = s->dt;
+    a->qb = s->qb;
+    a->xbias = s->xbias;
+}
+
+LLM_MATVEC_BY_ROWS_FLOAT(, matvec_f32, dot_f32)
+LLM_MATVEC_BY_ROWS_FLOAT(, matvec_f16, dot_f16)
+LLM_MATVEC_BY_ROWS_FLOAT(, matvec_bf16, dot_bf16)
+LLM_MATVEC_BY_ROWS_QUANT(, matvec_q8_0, dot_q8_0)
+LLM_MATVEC_BY_ROWS_QUANT(, matvec_q4_0, dot_q4_0)
+
 void llm_kernels_scalar(llm_kernels *k)
 {
     k->name = "scalar";
@@ -138,4 +169,9 @@ void llm_kernels_scalar(llm_kernels *k)
     k->axpy = axpy;
     k->gemm_nt = gemm_nt;
     k->dequant_row = dequant_row;
+    k->matvec_f32 = matvec_f32;
+    k->matvec_f16 = matvec_f16;
+    k->matvec_bf16 = matvec_bf16;
+    k->matvec_q8_0 = matvec_q8_0;
+    k->matvec_q4_0 = matvec_q4_0;
 }

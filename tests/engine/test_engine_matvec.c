@@ -1,0 +1,207 @@
+/* test_engine_matvec — the register-blocked matrix–vector kernels against
+ * the single-row dot kernels of the same set, bit for bit.
+ *
+ * The CPU backend's row loop multiplies each weight row with up to
+ * LLM_ACTS_MAX activation rows in one kernel call (kernels.h,
+ * llm_matvec_fn). Greedy parity between a verify and the decodes it
+ * replaces, and every golden token test, rest on those results being
+ * exactly the single-row kernel's, so this test compares with memcmp, not
+ * a tolerance, for every weight type, on odd shapes: rows that leave
+ * partial row tiles, activation counts that leave partial groups (1..19),
+ * odd block counts (one accumulator of the pair gets the last block),
+ * float rows with SIMD tails, all-zero and extreme weight blocks, and an
+ * output stride wider than the rows (columns outside stay untouched).
+ *
+ *   test_engine_matvec scalar|avx2|vnni
+ *
+ * A set the CPU lacks is skipped (exit 77).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+#include "pm_check.h"
+#include "quant.h"
+
+#define MAX_N 19
+#define SENTINEL 12345.0f
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static double uni(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+typedef struct case_buf {
+    unsigned char *w;  /* [rows][row_bytes] */
+    float *x;          /* [MAX_N][len] */
+    float *y;          /* [MAX_N][ldy] */
+    llm_acts_scratch s;
+} case_buf;
+
+/* The single-row kernel of k for a weight type: a float one (xq NULL) or
+ * a quantized one. */
+static float dot_one(const llm_kernels *k, uint32_t type, const void *row, const float *x,
+                     const llm_qrow *xq, int64_t len)
+{
+    switch (type) {
+    case LLM_TYPE_F32: return k->dot_f32(row, x, len);
+    case LLM_TYPE_F16: return k->dot_f16(row, x, len);
+    case LLM_TYPE_BF16: return k->dot_bf16(row, x, len);
+    case LLM_TYPE_Q8_0: return k->dot_q8_0(row, xq, len);
+    default: return k->dot_q4_0(row, xq, len);
+    }
+}
+
+static llm_matvec_fn matvec_of(const llm_kernels *k, uint32_t type)
+{
+    switch (type) {
+    case LLM_TYPE_F32: return k->matvec_f32;
+    case LLM_TYPE_F16: return k->matvec_f16;
+    case LLM_TYPE_BF16: return k->matvec_bf16;
+    case LLM_TYPE_Q8_0: return k->matvec_q8_0;
+    default: return k->matvec_q4_0;
+    }
+}
+
+static int is_quant(uint32_t type)
+{
+    return type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
+}
+
+/* Weights with an all-zero row part, a block at full scale and a few huge
+ * values, so every block shape the kernels special-case is met. */
+static void fill_weights(uint32_t type, unsigned char *w, size_t row_bytes, int64_t rows,
+                         int64_t len)
+{
+    float *row = malloc(sizeof(float) * (size_t)len);
+    REQUIRE(row);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < len; i++)
+            row[i] = (float)uni();
+        if (r % 3 == 1)
+            for (int64_t i = 0; i < len && i < 32; i++)
+                row[i] = 0.0f; /* a zero block: scale 0 */
+        if (r % 4 == 2)
+            row[len - 1] = 100.0f; /* one element sets its block's scale */
+        llm_quantize_row(type, row, w + (size_t)r * row_bytes, (size_t)len);
+    }
+    free(row);
+}
+
+static void check_case(const llm_kernels *k, uint32_t type, int64_t rows, int64_t len,
+                       case_buf *b)
+{
+    uint64_t rb64;
+    REQUIRE(llm_type_row_bytes(type, (uint64_t)len, &rb64) == 0);
+    size_t row_bytes = (size_t)rb64;
+    int64_t ldy = rows + 3;
+    fill_weights(type, b->w, row_bytes, rows, len);
+    for (int64_t i = 0; i < MAX_N * len; i++)
+        b->x[i] = (float)(2.0 * uni()) * (i % 11 == 0 ? 8.0f : 1.0f);
+    llm_matvec_fn mv = matvec_of(k, type);
+    for (int32_t n = 1; n <= MAX_N; n++) {
+        llm_acts a = {n, len, b->x, NULL, NULL, NULL, NULL, NULL};
+        if (is_quant(type))
+            llm_acts_quantize(k, b->x, n, len, &b->s, &a);
+        for (int64_t i = 0; i < MAX_N * ldy; i++)
+            b->y[i] = SENTINEL;
+        mv(b->w, row_bytes, rows, &a, b->y, ldy);
+        int bad = 0;
+        for (int32_t t = 0; t < n; t++) {
+            llm_qrow xq = {a.d + t * (len / 32), a.q + t * len};
+            for (int64_t r = 0; r < rows; r++) {
+                float want = dot_one(k, type, b->w + (size_t)r * row_bytes, b->x + t * len,
+                                     is_quant(type) ? &xq : NULL, len);
+                float got = b->y[t * ldy + r];
+                if (memcmp(&got, &want, sizeof got) != 0 && bad++ < 3)
+                    fprintf(stderr, "%s type %u rows %lld len %lld n %d: y[%d][%lld] = %.9g, "
+                            "single-row kernel %.9g\n", k->name, (unsigned)type, (long long)rows,
+                            (long long)len, (int)n, (int)t, (long long)r, got, want);
+            }
+            for (int64_t r = rows; r < ldy; r++)
+                CHECK(b->y[t * ldy + r] == SENTINEL);
+        }
+        for (int64_t i = (int64_t)n * ldy; i < MAX_N * ldy; i++)
+            CHECK(b->y[i] == SENTINEL);
+        CHECK_INT_EQ(bad, 0);
+    }
+}
+
+/* The layouts llm_acts_quantize derives agree with its row-major d and q. */
+static void check_layouts(const llm_kernels *k, case_buf *b)
+{
+    enum { N = 5, LEN = 96, NB = LEN / 32 };
+    llm_acts a;
+    for (int i = 0; i < N * LEN; i++)
+        b->x[i] = (float)(3.0 * uni());
+    llm_acts_quantize(k, b->x, N, LEN, &b->s, &a);
+    for (int t = 0; t < N; t++)
+        for (int bl = 0; bl < NB; bl++) {
+            CHECK(a.dt[bl * N + t] == a.d[t * NB + bl]);
+            const int8_t *q = a.q + t * LEN + bl * 32;
+            CHECK(memcmp(a.qb + (bl * N + t) * 32, q, 32) == 0);
+            for (int g = 0; g < 8; g++)
+                CHECK_INT_EQ(a.xbias[(bl * N + t) * 8 + g],
+                             -128 * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]));
+        }
+}
+
+int main(int argc, char **argv)
+{
+    llm_kernels k;
+    const char *set = argc > 1 ? argv[1] : "";
+    llm_kernels_scalar(&k);
+    if (strcmp(set, "avx2") == 0 || strcmp(set, "vnni") == 0) {
+        if (llm_kernels_avx2(&k) != 0)
+            PM_SKIP("the CPU lacks AVX2/FMA/F16C");
+        if (strcmp(set, "vnni") == 0 && llm_kernels_vnni(&k) != 0)
+            PM_SKIP("the CPU lacks AVX-512 VNNI (with F/BW/VL)");
+    } else if (strcmp(set, "scalar") != 0) {
+        fprintf(stderr, "usage: test_engine_matvec scalar|avx2|vnni\n");
+        return 2;
+    }
+    enum { MAX_ROWS = 61, MAX_LEN = 544 };
+    case_buf b;
+    b.w = malloc((size_t)MAX_ROWS * MAX_LEN * 4);
+    b.x = malloc(sizeof(float) * MAX_N * MAX_LEN);
+    b.y = malloc(sizeof(float) * MAX_N * (MAX_ROWS + 3));
+    b.s.d = malloc(sizeof(float) * MAX_N * MAX_LEN / 32);
+    b.s.q = malloc((size_t)MAX_N * MAX_LEN);
+    b.s.dt = calloc(MAX_N * MAX_LEN / 32 + 8, sizeof(float));
+    b.s.qb = malloc((size_t)MAX_N * MAX_LEN);
+    b.s.xbias = malloc(sizeof(int32_t) * MAX_N * MAX_LEN / 4);
+    REQUIRE(b.w && b.x && b.y && b.s.d && b.s.q && b.s.dt && b.s.qb && b.s.xbias);
+
+    const uint32_t quant[] = {LLM_TYPE_Q8_0, LLM_TYPE_Q4_0};
+    const int64_t quant_lens[] = {32, 64, 96, 288, 544};    /* 1, 2, 3, 9, 17 blocks */
+    const uint32_t floats[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16};
+    const int64_t float_lens[] = {1, 15, 16, 17, 40, 256, 300}; /* SIMD tails */
+    const int64_t rows[] = {1, 2, 3, 5, 7, 13, 61};
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t li = 0; li < sizeof quant_lens / sizeof quant_lens[0]; li++)
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+                check_case(&k, quant[ti], rows[ri], quant_lens[li], &b);
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t li = 0; li < sizeof float_lens / sizeof float_lens[0]; li++)
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+                check_case(&k, floats[ti], rows[ri], float_lens[li], &b);
+    check_layouts(&k, &b);
+    printf("%s: matrix-vector kernels bitwise equal to the single-row kernels\n", k.name);
+
+    free(b.w);
+    free(b.x);
+    free(b.y);
+    free(b.s.d);
+    free(b.s.q);
+    free(b.s.dt);
+    free(b.s.qb);
+    free(b.s.xbias);
+    return pm_check_result();
+}
