@@ -54,6 +54,8 @@ _Static_assert(LLM_CPU_ROWS_MAX <= LLM_ACTS_MAX, "the kernels take every row the
  * preempted thread holds up little, large enough (about 100 KiB of a 2048-
  * wide Q8_0 matrix) that claiming it costs nothing. */
 #define LLM_CPU_GRAIN 48
+/* Positions the RoPE angle table holds (see rope_table). */
+#define ROPE_ROWS 64
 
 typedef struct cpu_backend {
     llm_backend base;
@@ -72,6 +74,16 @@ typedef struct cpu_backend {
     int32_t *xbias;     /* [max_width/32][ROWS_MAX][8] (llm_acts) */
     float *panel;       /* [n_threads][PANEL][max_width] */
     float *scores;      /* [n_threads][n_ctx] attention scores */
+    /* RoPE cosines and sines of the last positions rotated (rope_table):
+     * [rope_n_max][rope_half_max] each, valid for rope_n positions from
+     * rope_pos0 under rope_inv_freq/rope_scale when rope_valid. */
+    float *rope_cos, *rope_sin;
+    int32_t rope_n_max, rope_half_max;
+    int rope_valid;
+    int32_t rope_n, rope_half;
+    uint32_t rope_pos0;
+    const double *rope_inv_freq;
+    float rope_scale;
 } cpu_backend;
 
 static cpu_backend *cpu(llm_backend *be)
@@ -146,6 +158,25 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
         c->panel = panel;
         c->max_width = max_width;
     }
+    if (max_width / 2 > c->rope_half_max) {
+        /* Positions per table: a decode or verify fits; a longer prefill
+         * chunk computes its angles in place (cpu_rope). */
+        int32_t half = (int32_t)(max_width / 2);
+        float *co = alloc64((size_t)ROPE_ROWS * (size_t)half * sizeof(float));
+        float *si = alloc64((size_t)ROPE_ROWS * (size_t)half * sizeof(float));
+        if (!co || !si) {
+            free(co);
+            free(si);
+            return LLM_ENOMEM;
+        }
+        free(c->rope_cos);
+        free(c->rope_sin);
+        c->rope_cos = co;
+        c->rope_sin = si;
+        c->rope_n_max = ROPE_ROWS;
+        c->rope_half_max = half;
+        c->rope_valid = 0;
+    }
     if (n_ctx > c->n_ctx) {
         float *scores = alloc64(nth * n_ctx * sizeof(float));
         if (!scores)
@@ -171,50 +202,138 @@ static void cpu_embed(llm_backend *be, const llm_tensor *embd,
     }
 }
 
-static void cpu_rmsnorm(llm_backend *be, float *y, const float *x,
-                        const float *w, int32_t n, int32_t dim, float eps)
+/* Rows of sums of squares computed side by side, up to this many: each row's
+ * double sum is a chain of dependent adds (4 cycles each), so rows in one
+ * loop overlap their chains; each row still adds its squares in index
+ * order, exactly as one row alone. */
+#define NORM_ROWS 8
+
+static void cpu_rmsnorm(llm_backend *be, float *y, const float *x, const float *w,
+                        int32_t n, int32_t dim, float eps)
 {
     (void)be;
-    for (int32_t t = 0; t < n; t++) {
-        const float *xr = x + (size_t)t * dim;
-        float *yr = y + (size_t)t * dim;
-        double ss = 0.0; /* double: dim can be thousands of squares */
+    for (int32_t t0 = 0; t0 < n; t0 += NORM_ROWS) {
+        int32_t rows = n - t0 < NORM_ROWS ? n - t0 : NORM_ROWS;
+        double ss[NORM_ROWS] = {0}; /* double: dim can be thousands of squares */
+        const float *xr = x + (size_t)t0 * dim;
         for (int32_t i = 0; i < dim; i++)
-            ss += (double)xr[i] * xr[i];
-        float scale = (float)(1.0 / sqrt(ss / dim + eps));
-        for (int32_t i = 0; i < dim; i++)
-            yr[i] = xr[i] * scale * w[i];
+            for (int32_t t = 0; t < rows; t++)
+                ss[t] += (double)xr[(size_t)t * dim + i] * xr[(size_t)t * dim + i];
+        for (int32_t t = 0; t < rows; t++) {
+            float scale = (float)(1.0 / sqrt(ss[t] / dim + eps));
+            const float *xt = xr + (size_t)t * dim;
+            float *yt = y + (size_t)(t0 + t) * dim;
+            for (int32_t i = 0; i < dim; i++)
+                yt[i] = xt[i] * scale * w[i];
+        }
     }
+}
+
+/* The rotation angles' cosines and sines for positions pos0..pos0+n-1,
+ * [n][head_dim/2] each, into the backend's table, unless the table already
+ * holds them: a forward rotates q and then k at the same positions, and the
+ * double-precision cos/sin were most of the rotation's cost. */
+static void rope_table(cpu_backend *c, int32_t n, uint32_t pos0, const llm_rope *r)
+{
+    int32_t half = r->head_dim / 2;
+    if (c->rope_valid && c->rope_n == n && c->rope_pos0 == pos0 &&
+        c->rope_inv_freq == r->inv_freq && c->rope_scale == r->scale && c->rope_half == half)
+        return;
+    for (int32_t t = 0; t < n; t++) {
+        double pos = (double)(pos0 + (uint32_t)t) * r->scale;
+        for (int32_t i = 0; i < half; i++) {
+            double a = pos * r->inv_freq[i];
+            c->rope_cos[(size_t)t * half + i] = (float)cos(a);
+            c->rope_sin[(size_t)t * half + i] = (float)sin(a);
+        }
+    }
+    c->rope_valid = 1;
+    c->rope_n = n;
+    c->rope_pos0 = pos0;
+    c->rope_inv_freq = r->inv_freq;
+    c->rope_scale = r->scale;
+    c->rope_half = half;
 }
 
 static void cpu_rope(llm_backend *be, float *x, int32_t n, int32_t n_heads,
                      int32_t stride, uint32_t pos0, const llm_rope *r)
 {
-    (void)be;
+    cpu_backend *c = cpu(be);
     int32_t half = r->head_dim / 2;
+    if (half > c->rope_half_max || n > c->rope_n_max) {
+        /* Beyond the reserved table (a caller that skipped reserve): the
+         * same values, computed in place. */
+        c->rope_valid = 0;
+        for (int32_t t = 0; t < n; t++) {
+            double pos = (double)(pos0 + (uint32_t)t) * r->scale;
+            float *row = x + (size_t)t * stride;
+            for (int32_t i = 0; i < half; i++) {
+                double a = pos * r->inv_freq[i];
+                float co = (float)cos(a), si = (float)sin(a);
+                for (int32_t h = 0; h < n_heads; h++) {
+                    float *p = row + (size_t)h * r->head_dim + 2 * i;
+                    float x0 = p[0], x1 = p[1];
+                    p[0] = x0 * co - x1 * si;
+                    p[1] = x0 * si + x1 * co;
+                }
+            }
+        }
+        return;
+    }
+    rope_table(c, n, pos0, r);
     for (int32_t t = 0; t < n; t++) {
-        double pos = (double)(pos0 + (uint32_t)t) * r->scale;
         float *row = x + (size_t)t * stride;
-        for (int32_t i = 0; i < half; i++) {
-            double a = pos * r->inv_freq[i];
-            float c = (float)cos(a), s = (float)sin(a);
-            for (int32_t h = 0; h < n_heads; h++) {
-                float *p = row + (size_t)h * r->head_dim + 2 * i;
-                float x0 = p[0], x1 = p[1];
-                p[0] = x0 * c - x1 * s;
-                p[1] = x0 * s + x1 * c;
+        const float *co = c->rope_cos + (size_t)t * half, *si = c->rope_sin + (size_t)t * half;
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *p = row + (size_t)h * r->head_dim;
+            for (int32_t i = 0; i < half; i++) {
+                float x0 = p[2 * i], x1 = p[2 * i + 1];
+                p[2 * i] = x0 * co[i] - x1 * si[i];
+                p[2 * i + 1] = x0 * si[i] + x1 * co[i];
             }
         }
     }
 }
 
-static void cpu_swiglu(llm_backend *be, float *gate, const float *up, size_t len)
+/* Elements per unit of the parallel SwiGLU, and the length below which one
+ * thread does it all (a pool hand-off costs about as much as 512 expf). */
+#define SWIGLU_GRAIN 1024
+#define SWIGLU_PARALLEL_MIN 2048
+
+typedef struct swiglu_job {
+    float *gate;
+    const float *up;
+    size_t len;
+    llm_pool_counter next;
+} swiglu_job;
+
+static void swiglu_range(float *gate, const float *up, size_t b, size_t e)
 {
-    (void)be;
-    for (size_t i = 0; i < len; i++) {
+    for (size_t i = b; i < e; i++) {
         float g = gate[i];
         gate[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+
+static void swiglu_worker(void *ctx, int32_t ith, int32_t nth)
+{
+    swiglu_job *j = ctx;
+    int64_t b, e;
+    (void)ith;
+    (void)nth;
+    while (llm_pool_next(&j->next, (int64_t)j->len, SWIGLU_GRAIN, &b, &e))
+        swiglu_range(j->gate, j->up, (size_t)b, (size_t)e);
+}
+
+static void cpu_swiglu(llm_backend *be, float *gate, const float *up, size_t len)
+{
+    cpu_backend *c = cpu(be);
+    if (len < SWIGLU_PARALLEL_MIN || c->base.n_threads == 1) {
+        swiglu_range(gate, up, 0, len);
+        return;
+    }
+    swiglu_job j = {gate, up, len, {0}};
+    llm_pool_run(c->pool, swiglu_worker, &j);
 }
 
 static void cpu_add(llm_backend *be, float *y, const float *x, size_t len)
@@ -375,6 +494,8 @@ static void cpu_destroy(llm_backend *be)
     free(c->xbias);
     free(c->panel);
     free(c->scores);
+    free(c->rope_cos);
+    free(c->rope_sin);
     free(c);
 }
 
@@ -427,7 +548,7 @@ static int choose_blas(const llm_kernels *k)
         return 1;
     if (env && strcmp(env, "own") == 0)
         return 0;
-    return !(strcmp(k->name, "avx2") == 0 && blas_core_is_weak(openblas_get_corename()));
+    return !(strncmp(k->name, "avx2", 4) == 0 && blas_core_is_weak(openblas_get_corename()));
 }
 #else
 static int choose_blas(const llm_kernels *k)
