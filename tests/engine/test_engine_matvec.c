@@ -11,6 +11,8 @@
  * odd block counts (one accumulator of the pair gets the last block),
  * float rows with SIMD tails, all-zero and extreme weight blocks, and an
  * output stride wider than the rows (columns outside stay untouched).
+ * The attention kernel is held the same way to the loop it replaces: dot,
+ * expf and axpy per cached position.
  *
  *   test_engine_matvec scalar|avx2|vnni
  *
@@ -153,6 +155,47 @@ static void check_layouts(const llm_kernels *k, case_buf *b)
         }
 }
 
+/* k->attend against the loop over k's dot and axpy, bitwise, for head widths
+ * on and off its fast path and every causal length up to 70. */
+static void check_attend(const llm_kernels *k)
+{
+    enum { MAX_HD = 128, MAX_LEN = 70, STRIDE = 3 * MAX_HD };
+    static float q[MAX_HD], kc[MAX_LEN * STRIDE], vc[MAX_LEN * STRIDE];
+    static float sc[MAX_LEN], want_sc[MAX_LEN], out[MAX_HD], want[MAX_HD];
+    const int32_t hds[] = {64, 128, 48, 8};
+    for (int i = 0; i < MAX_LEN * STRIDE; i++) {
+        kc[i] = (float)uni();
+        vc[i] = (float)uni();
+    }
+    for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
+        int32_t hd = hds[hi];
+        float scale = 1.0f / sqrtf((float)hd);
+        for (int i = 0; i < hd; i++)
+            q[i] = (float)(2.0 * uni());
+        for (uint32_t len = 1; len <= MAX_LEN; len++) {
+            const float *kk = kc + hd, *vv = vc + hd; /* a kv head past the first */
+            float mx = -INFINITY, sum = 0.0f;
+            for (uint32_t p = 0; p < len; p++) {
+                want_sc[p] = k->dot(q, kk + p * STRIDE, hd) * scale;
+                mx = fmaxf(mx, want_sc[p]);
+            }
+            for (uint32_t p = 0; p < len; p++) {
+                want_sc[p] = expf(want_sc[p] - mx);
+                sum += want_sc[p];
+            }
+            memset(want, 0, sizeof want);
+            for (uint32_t p = 0; p < len; p++)
+                k->axpy(want, want_sc[p] / sum, vv + p * STRIDE, hd);
+            k->attend(q, kk, vv, STRIDE, len, hd, scale, sc, out);
+            if (memcmp(out, want, (size_t)hd * sizeof(float)) != 0) {
+                fprintf(stderr, "%s attend hd %d len %u: out[0] %.9g, loop %.9g\n", k->name,
+                        (int)hd, (unsigned)len, out[0], want[0]);
+                CHECK(0);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     llm_kernels k;
@@ -193,7 +236,9 @@ int main(int argc, char **argv)
             for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
                 check_case(&k, floats[ti], rows[ri], float_lens[li], &b);
     check_layouts(&k, &b);
-    printf("%s: matrix-vector kernels bitwise equal to the single-row kernels\n", k.name);
+    check_attend(&k);
+    printf("%s: matrix-vector and attention kernels bitwise equal to the single-row loops\n",
+           k.name);
 
     free(b.w);
     free(b.x);

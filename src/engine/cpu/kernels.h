@@ -90,6 +90,14 @@ typedef struct llm_kernels {
     /* n elements of a supported type to f32 (llm_dequantize_row's
      * contract; the AVX2 set widens 32-element blocks at a time). */
     void (*dequant_row)(uint32_t type, const void *src, float *dst, int64_t n);
+    /* One attention head for one query: sc[p] = dot(q, k_p) * scale for
+     * p < len (k_p = k + p * stride, hd floats), e_p = expf(sc[p] - max)
+     * summed in index order, out = sum over p of axpy(out, e_p / sum, v_p)
+     * from zero: the float operations of this set's dot and axpy, in that
+     * order, so the result is bitwise the loop written with them. sc: [len]
+     * scratch (left holding e_p). */
+    void (*attend)(const float *q, const float *k, const float *v, int64_t stride,
+                   uint32_t len, int32_t hd, float scale, float *sc, float *out);
     /* Matrix–vector products per weight type (llm_matvec_fn). */
     llm_matvec_fn matvec_f32, matvec_f16, matvec_bf16, matvec_q8_0, matvec_q4_0;
 } llm_kernels;

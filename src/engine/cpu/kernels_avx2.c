@@ -12,6 +12,7 @@
 
 #include <cpuid.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "../quant.h"
@@ -504,6 +505,110 @@ AVX2_FN static float dot(const float *a, const float *b, int64_t n)
     return dot_f32(a, b, n);
 }
 
+/* ---- attention ---------------------------------------------------------- */
+
+/* Two keys' scores at once, each exactly as dot_f32 forms it for a length
+ * that is a multiple of 32 (four accumulators over 32-float steps, summed
+ * (s0+s1)+(s2+s3)), then times scale. */
+AVX2_FN static ALWAYS_INLINE void scores2(const float *q, const float *k0, const float *k1,
+                                          int32_t hd, float scale, float *out)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int32_t i = 0; i < hd; i += 32) {
+        __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
+        __m256 q2 = _mm256_loadu_ps(q + i + 16), q3 = _mm256_loadu_ps(q + i + 24);
+        a0 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k0 + i), a0);
+        a1 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k0 + i + 8), a1);
+        a2 = _mm256_fmadd_ps(q2, _mm256_loadu_ps(k0 + i + 16), a2);
+        a3 = _mm256_fmadd_ps(q3, _mm256_loadu_ps(k0 + i + 24), a3);
+        b0 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(k1 + i), b0);
+        b1 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(k1 + i + 8), b1);
+        b2 = _mm256_fmadd_ps(q2, _mm256_loadu_ps(k1 + i + 16), b2);
+        b3 = _mm256_fmadd_ps(q3, _mm256_loadu_ps(k1 + i + 24), b3);
+    }
+    out[0] = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) * scale;
+    out[1] = hsum8(_mm256_add_ps(_mm256_add_ps(b0, b1), _mm256_add_ps(b2, b3))) * scale;
+}
+
+/* out[0..64) += w_p v_p for every p, each lane in p order as axpy would,
+ * the 64 lanes held in registers across all p. */
+AVX2_FN static ALWAYS_INLINE void weighted_sum64(const float *sc, const float *v, int64_t stride,
+                                                 uint32_t len, float sum, float *out)
+{
+    __m256 o0 = _mm256_loadu_ps(out), o1 = _mm256_loadu_ps(out + 8);
+    __m256 o2 = _mm256_loadu_ps(out + 16), o3 = _mm256_loadu_ps(out + 24);
+    __m256 o4 = _mm256_loadu_ps(out + 32), o5 = _mm256_loadu_ps(out + 40);
+    __m256 o6 = _mm256_loadu_ps(out + 48), o7 = _mm256_loadu_ps(out + 56);
+    for (uint32_t p = 0; p < len; p++) {
+        const float *vp = v + p * stride;
+        __m256 w = _mm256_set1_ps(sc[p] / sum);
+        o0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp), o0);
+        o1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 8), o1);
+        o2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 16), o2);
+        o3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 24), o3);
+        o4 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 32), o4);
+        o5 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 40), o5);
+        o6 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 48), o6);
+        o7 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 56), o7);
+    }
+    _mm256_storeu_ps(out, o0);
+    _mm256_storeu_ps(out + 8, o1);
+    _mm256_storeu_ps(out + 16, o2);
+    _mm256_storeu_ps(out + 24, o3);
+    _mm256_storeu_ps(out + 32, o4);
+    _mm256_storeu_ps(out + 40, o5);
+    _mm256_storeu_ps(out + 48, o6);
+    _mm256_storeu_ps(out + 56, o7);
+}
+
+/* The scalar set's attend over this set's dot and axpy: heads whose width
+ * is not a multiple of 32 (64-wide heads take the fast path). */
+AVX2_FN static void attend_generic(const float *q, const float *k, const float *v, int64_t stride,
+                                   uint32_t len, int32_t hd, float scale, float *sc, float *out)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (uint32_t p = 0; p < len; p++) {
+        sc[p] = dot_f32(q, k + p * stride, hd) * scale;
+        mx = fmaxf(mx, sc[p]);
+    }
+    for (uint32_t p = 0; p < len; p++) {
+        sc[p] = expf(sc[p] - mx);
+        sum += sc[p];
+    }
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (uint32_t p = 0; p < len; p++)
+        axpy(out, sc[p] / sum, v + p * stride, hd);
+}
+
+/* Scores two keys at a time and the weighted sum with the output in
+ * registers, 64 lanes a pass: no call per key, and the loads of q shared
+ * by two keys. Every float operation is attend_generic's, in its order
+ * (the softmax loop is the same code). */
+AVX2_FN static void attend(const float *q, const float *k, const float *v, int64_t stride,
+                           uint32_t len, int32_t hd, float scale, float *sc, float *out)
+{
+    if (hd % 64 != 0) {
+        attend_generic(q, k, v, stride, len, hd, scale, sc, out);
+        return;
+    }
+    uint32_t p = 0;
+    for (; p + 2 <= len; p += 2)
+        scores2(q, k + p * stride, k + (p + 1) * stride, hd, scale, sc + p);
+    if (p < len)
+        sc[p] = dot_f32(q, k + p * stride, hd) * scale;
+    float mx = -INFINITY, sum = 0.0f;
+    for (p = 0; p < len; p++)
+        mx = fmaxf(mx, sc[p]);
+    for (p = 0; p < len; p++) {
+        sc[p] = expf(sc[p] - mx);
+        sum += sc[p];
+    }
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int32_t i = 0; i < hd; i += 64)
+        weighted_sum64(sc, v + i, stride, len, sum, out + i);
+}
+
 /* One 3x4 tile of gemm_nt: 12 accumulators, 3 activation rows and one
  * weight vector fill the 16 YMM registers; every weight load feeds three
  * FMAs and every activation load four. Written out by hand: as an array
@@ -653,6 +758,7 @@ int llm_kernels_avx2(llm_kernels *k)
     k->axpy = axpy;
     k->gemm_nt = gemm_nt;
     k->dequant_row = dequant_row;
+    k->attend = attend;
     k->matvec_f32 = matvec_f32;
     k->matvec_f16 = matvec_f16;
     k->matvec_bf16 = matvec_bf16;

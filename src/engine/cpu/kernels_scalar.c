@@ -125,6 +125,23 @@ static void dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
     llm_dequantize_row(type, src, dst, (size_t)n);
 }
 
+static void attend(const float *q, const float *k, const float *v, int64_t stride, uint32_t len,
+                   int32_t hd, float scale, float *sc, float *out)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (uint32_t p = 0; p < len; p++) {
+        sc[p] = dot(q, k + p * stride, hd) * scale;
+        mx = fmaxf(mx, sc[p]);
+    }
+    for (uint32_t p = 0; p < len; p++) {
+        sc[p] = expf(sc[p] - mx);
+        sum += sc[p];
+    }
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (uint32_t p = 0; p < len; p++)
+        axpy(out, sc[p] / sum, v + p * stride, hd);
+}
+
 void llm_acts_quantize(const llm_kernels *k, const float *x, int32_t n, int64_t len,
                        const llm_acts_scratch *s, llm_acts *a)
 {
@@ -169,6 +186,7 @@ void llm_kernels_scalar(llm_kernels *k)
     k->axpy = axpy;
     k->gemm_nt = gemm_nt;
     k->dequant_row = dequant_row;
+    k->attend = attend;
     k->matvec_f32 = matvec_f32;
     k->matvec_f16 = matvec_f16;
     k->matvec_bf16 = matvec_bf16;
