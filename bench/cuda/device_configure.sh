@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # device_configure.sh — sourced, not run: configures the tree for the GPU
 # machine, which lacks OpenBLAS, libmicrohttpd and jansson.
 #

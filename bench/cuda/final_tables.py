@@ -15,6 +15,7 @@ Parts:
   ncu      kernels Nsight Compute profiled under the prefill and decode
            NVTX filters, against the CUPTI counts for the same ranges
   hetero   greedy token ids per placement and prompt against monolithic CPU
+           (hetero: the Q8_0 target; hetero_f16: the F16 draft)
   spec     autoregressive vs speculative tokens/s on CUDA, parity, acceptance
 Stdlib only (the GPU machine's python3 has no extra packages we rely on).
 """
@@ -185,8 +186,8 @@ def read_ids(path):
         return None
 
 
-def hetero_part(work, out):
-    d = os.path.join(work, "hetero")
+def hetero_part(work, out, sub="hetero", title="KJV target (Q8_0)"):
+    d = os.path.join(work, sub)
     files = sorted(glob.glob(os.path.join(d, "*.ids")))
     if not files:
         return {"status": "missing"}
@@ -196,7 +197,7 @@ def hetero_part(work, out):
         runs[name][prompt] = read_ids(f)
     ref = runs.get("mono_cpu", {})
     res = {}
-    out.append("== heterogeneous placements: greedy ids against monolithic CPU ==")
+    out.append("== heterogeneous placements, %s: greedy ids against monolithic CPU ==" % title)
     for name in sorted(runs):
         res[name] = {}
         for prompt, ids in sorted(runs[name].items()):
@@ -281,7 +282,9 @@ def main(argv):
     out = []
     res = {}
     for key, fn in (("api_counts", api_part), ("nvtx_filter", ranges_ncu_part),
-                    ("hetero", hetero_part), ("spec", spec_part)):
+                    ("hetero", hetero_part),
+                    ("hetero_f16", lambda w, o: hetero_part(w, o, "hetero_f16", "KJV draft (F16)")),
+                    ("spec", spec_part)):
         try:
             res[key] = fn(work, out)
         except Exception as e:  # one broken part must not hide the others

@@ -13,7 +13,7 @@
 #      callbacks), markers off, on through ROCTX, on through NVTX, off again;
 #   4. greedy ids of heterogeneous placements (CPU + CUDA shard in one
 #      process, both orders; local CPU + spawned and external CUDA daemons)
-#      against monolithic CPU;
+#      against monolithic CPU, for the KJV target (Q8_0) and draft (F16);
 #   5. autoregressive vs speculative (k = 2, 3, 4) tokens/s on cuda:0;
 #   6. cuda.engine.engine_stories (stories260K from $PM_STORIES_DIR).
 #
@@ -135,34 +135,36 @@ api_step() {
   api_off off2
 }
 
-# The KJV target has 6 layers (0-5): shards 0-2 and 3-5. Runs: name, the
+# hetero_step MODEL SUBDIR SPLIT LAST: greedy ids of every placement of
+# MODEL (layers 0..SPLIT-1 and SPLIT..LAST) into $W/SUBDIR. Runs: name, the
 # model's backend, the placement (none: monolithic).
 HTAGS=(mono_cpu mono_cuda cpu_then_cuda cuda_then_cpu cpu_spawn_cuda cpu_unix_cuda)
 hetero_step() {
-  room 30 "hetero" || return
-  local sock=$W/shard1.sock pid p i ready
+  local model=$1 sub=$2 split=$3 last=$4
+  room 30 "hetero $sub" || return
+  local sock=$W/shard_$sub.sock pid p i ready a="0-$((split - 1))" b="$split-$last"
   local hbe=(cpu "$BE" cpu cpu cpu cpu)
-  local hpl=("" "" "0-2@local:cpu,3-5@local:$BE" "0-2@local:$BE,3-5@local:cpu"
-             "0-2@local,3-5@spawn:$BE?transport=shared" "0-2@local,3-5@unix:$sock")
-  mkdir -p "$W/hetero"
-  echo "+ pm-shardd (external, $BE)" >> "$L"
-  timeout -k 5 "$(lim 90)" "$SHD" --model "$T" --layers 3-5 --shard 1 --listen "unix:$sock" \
-    --backend "$BE" --ready-fd 3 3> "$W/ready.txt" >> "$L" 2>&1 &
+  local hpl=("" "" "$a@local:cpu,$b@local:$BE" "$a@local:$BE,$b@local:cpu"
+             "$a@local,$b@spawn:$BE?transport=shared" "$a@local,$b@unix:$sock")
+  mkdir -p "$W/$sub"
+  echo "+ pm-shardd (external, $BE, $sub)" >> "$L"
+  timeout -k 5 "$(lim 90)" "$SHD" --model "$model" --layers "$b" --shard 1 --listen "unix:$sock" \
+    --backend "$BE" --ready-fd 3 3> "$W/ready_$sub.txt" >> "$L" 2>&1 &
   pid=$!
-  for _ in $(seq 1 100); do grep -q ready "$W/ready.txt" 2> /dev/null && break; sleep 0.2; done
-  ready=$(cat "$W/ready.txt" 2> /dev/null)
-  stamp "external daemon (pid $pid): ${ready:-not ready after 20 s}"
+  for _ in $(seq 1 100); do grep -q ready "$W/ready_$sub.txt" 2> /dev/null && break; sleep 0.2; done
+  ready=$(cat "$W/ready_$sub.txt" 2> /dev/null)
+  stamp "external daemon (pid $pid, $sub): ${ready:-not ready after 20 s}"
   for p in 0 1 2; do
     for i in "${!HTAGS[@]}"; do
       [ "${HTAGS[$i]}" = cpu_unix_cuda ] && [ -z "$ready" ] && continue
-      gen "$(lim 30)" "$W/hetero/${HTAGS[$i]}.$p" -m "$T" -p "${PROMPTS[$p]}" -n 24 --ids \
+      gen "$(lim 30)" "$W/$sub/${HTAGS[$i]}.$p" -m "$model" -p "${PROMPTS[$p]}" -n 24 --ids \
         --chunk 8 --backend "${hbe[$i]}" ${hpl[$i]:+--placement "${hpl[$i]}"}
     done
   done
   kill "$pid" 2> /dev/null
   wait "$pid" 2> /dev/null
   tables
-  stamp "hetero: $(grep -c ' match ' "$out/tables.txt") match, $(grep -c DIFFERS "$out/tables.txt") differ"
+  stamp "hetero $sub: $(grep -c " match " "$out/tables.txt") match, $(grep -c DIFFERS "$out/tables.txt") differ (all models so far)"
 }
 
 spec_step() {
@@ -199,7 +201,10 @@ ncu_step decode
 api_step
 tables
 stamp "tables: api identical=$(grep -o '"identical": [a-z]*' "$out/results.json")"
-hetero_step
+# The KJV target (Q8_0, 6 layers): the CPU quantizes activations and the GPU
+# does not, so near ties may flip; the draft (F16, 5 layers) should match.
+hetero_step "$T" hetero 3 5
+hetero_step "$D" hetero_f16 2 4
 spec_step
 stories_step
 tables

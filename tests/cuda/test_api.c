@@ -83,7 +83,7 @@ static void reserve_limits(void)
 {
     llm_cuda *c = ct_open(8, 256, 64, 4);
     float *d = ct_dev(c, 64 * 256 * sizeof(float));
-    llm_cuda_attn a = {d, d, d, d, 1, {64, NULL}, 4, 2, 32}; /* pos 64 of 64 */
+    llm_cuda_attn a = {d, d, d, d, 1, {64, NULL}, 4, 2, 32, 0}; /* pos 64 of 64 */
     CHECK_INT_EQ(llm_cuda_attention(c, &a), LLM_EINVAL);
     a.pos.pos0 = 63;
     CT_OK(c, llm_cuda_attention(c, &a));

@@ -385,12 +385,94 @@ static void engine_session_api(void)
     llm_model_free(gm);
 }
 
+/* A session over `placement` (NULL: monolithic) with 256 positions. */
+static llm_session *placed_session(llm_model *m, const char *placement)
+{
+    llm_session_options o = LLM_SESSION_OPTIONS_INIT;
+    llm_session *s = NULL;
+    char err[256];
+    o.n_ctx = 256;
+    o.n_batch = 32;
+    o.placement = placement;
+    if (llm_session_create(m, &o, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "session over %s: %s\n", placement ? placement : "(monolithic)", err);
+        exit(1);
+    }
+    return s;
+}
+
+/* Heterogeneous placements (a CPU shard and a CUDA shard in one process,
+ * both orders) against the monolithic CPU session on the same CPU model:
+ * 20 KJV prompts, 16 greedy steps each, the CPU's token fed to every
+ * session. F16 must give identical greedy ids (exact = 1): both backends
+ * multiply fp32 activations. Q8_0 is judged margin-aware like
+ * engine_kjv_target, since only the CPU quantizes activations. */
+static void hetero_case(const char *file, double tol, int exact)
+{
+    ct_require_device();
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    char path[1024], pa[64], pb[64];
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : PM_REPO_MODELS, file);
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s not present\n", path);
+        exit(77);
+    }
+    llm_model *m = synth_open(path, 2);
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    int32_t L = info.n_layers, h = L / 2;
+    REQUIRE(L >= 2);
+    snprintf(pa, sizeof pa, "0-%d@local:cpu,%d-%d@local:cuda:0", h - 1, h, L - 1);
+    snprintf(pb, sizeof pb, "0-%d@local:cuda:0,%d-%d@local:cpu", h - 1, h, L - 1);
+    const char *places[2] = {pa, pb};
+    llm_session *ref = placed_session(m, NULL);
+    for (int k = 0; k < 2; k++) {
+        llm_session *het = placed_session(m, places[k]);
+        pair p;
+        memset(&p, 0, sizeof p);
+        p.vocab = info.n_vocab;
+        p.tol = tol;
+        int32_t toks[128];
+        for (int q = 0; q < 20; q++) {
+            size_t n = 0;
+            REQUIRE(llm_model_tokenize(m, kjv_prompts[q], strlen(kjv_prompts[q]), 1, toks, 128,
+                                       &n) == 0);
+            llm_session_reset(ref);
+            llm_session_reset(het);
+            const float *lc, *lg;
+            REQUIRE(llm_prefill(ref, toks, n, 0, &lc) == 0);
+            int rc = llm_prefill(het, toks, n, 0, &lg);
+            if (rc)
+                fprintf(stderr, "%s prefill: %s\n", places[k], llm_session_error(het));
+            REQUIRE(rc == 0);
+            compare_rows(&p, lc, lg, 1, places[k]);
+            for (int i = 0; i < 16; i++) {
+                int32_t t = argmax_of(lc, p.vocab);
+                REQUIRE(llm_decode(ref, t, &lc) == 0);
+                REQUIRE(llm_decode(het, t, &lg) == 0);
+                compare_rows(&p, lc, lg, 1, places[k]);
+            }
+        }
+        printf("%s over %s: %d greedy steps over 20 prompts, %d near ties, max logit diff %.3g"
+               " (tol %.3g)\n", file, places[k], p.steps, p.ties, p.worst, p.tol);
+        if (exact)
+            CHECK_INT_EQ(p.ties, 0);
+        llm_session_free(het);
+    }
+    llm_session_free(ref);
+    llm_model_free(m);
+}
+
+static void engine_hetero_f16(void) { hetero_case("phasemark-kjv-draft-f16.gguf", 0.08, 1); }
+static void engine_hetero_q8_0(void) { hetero_case("phasemark-kjv-target-q8_0.gguf", 0.15, 0); }
+
 static void engine_kjv_target(void) { kjv_case("phasemark-kjv-target-q8_0.gguf", 0.15); }
 static void engine_kjv_draft(void) { kjv_case("phasemark-kjv-draft-f16.gguf", 0.08); }
 
 static const ct_case cases[] = {
     {"engine_kjv_target", engine_kjv_target}, {"engine_kjv_draft", engine_kjv_draft},
     {"engine_session_api", engine_session_api},
+    {"engine_hetero_f16", engine_hetero_f16}, {"engine_hetero_q8_0", engine_hetero_q8_0},
     {"engine_f32", engine_f32}, {"engine_f16", engine_f16},
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
     {"engine_q4_0", engine_q4_0}, {"engine_stories", engine_stories},

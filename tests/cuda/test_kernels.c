@@ -23,10 +23,11 @@ static double bf16_round(double v)
     return llm_bf16_to_f32(llm_f32_to_bf16((float)v));
 }
 
-/* One y = W x check: `n` activation rows, x placed `x_off` floats into its
- * buffer (a non-zero offset breaks 16-byte alignment). */
-static void matmul_case(uint32_t type, int64_t rows, int64_t cols, int32_t n,
-                        int x_off, int32_t max_n)
+/* One y = W x check (y += W x when acc, over random y): `n` activation
+ * rows, x placed `x_off` floats into its buffer (a non-zero offset breaks
+ * 16-byte alignment). */
+static void matmul_case_acc(uint32_t type, int64_t rows, int64_t cols, int32_t n,
+                            int x_off, int32_t max_n, int acc)
 {
     llm_cuda *c = ct_open(max_n, cols, 64, 4);
     ct_rng r = {0x1234u + type * 7919u + (uint64_t)rows * 31u + (uint64_t)n};
@@ -47,13 +48,18 @@ static void matmul_case(uint32_t type, int64_t rows, int64_t cols, int32_t n,
     float *dx = ct_dev(c, (nx + (size_t)x_off) * sizeof(float));
     float *dy = ct_dev(c, ny * sizeof(float));
     ct_put(c, dx + x_off, x, nx * sizeof *x);
-    ct_poison(c, dy, ny);
-    CT_OK(c, llm_cuda_matmul(c, &dw, dx + x_off, n, dy));
-    ct_get(c, y, dy, ny * sizeof *y);
+    if (acc) {
+        ct_fill(&r, y, ny, 4.0f);
+        ct_put(c, dy, y, ny * sizeof *y);
+        CT_OK(c, llm_cuda_matmul_acc(c, &dw, dx + x_off, n, dy));
+    } else {
+        ct_poison(c, dy, ny);
+        CT_OK(c, llm_cuda_matmul(c, &dw, dx + x_off, n, dy));
+    }
 
     for (int32_t t = 0; t < n; t++)
         for (int64_t o = 0; o < rows; o++) {
-            double s = 0.0, sb = 0.0;
+            double s = acc ? y[(size_t)t * rows + o] : 0.0, sb = s;
             for (int64_t k = 0; k < cols; k++) {
                 double wv = deq[o * cols + k], xv = x[(size_t)t * cols + k];
                 s += wv * xv;
@@ -62,10 +68,11 @@ static void matmul_case(uint32_t type, int64_t rows, int64_t cols, int32_t n,
             ref[(size_t)t * rows + o] = s;
             ref_b[(size_t)t * rows + o] = sb;
         }
+    ct_get(c, y, dy, ny * sizeof *y);
     double e = ct_rel_err(y, ref, ny);
     int wide = n > LLM_CUDA_MATVEC_MAX && type != LLM_TYPE_F32;
-    printf("type %u rows %lld cols %lld n %d: rel err %.3g", type,
-           (long long)rows, (long long)cols, n, e);
+    printf("type %u rows %lld cols %lld n %d%s: rel err %.3g", type,
+           (long long)rows, (long long)cols, n, acc ? " (accumulate)" : "", e);
     if (wide) {
         double eb = ct_rel_err(y, ref_b, ny);
         printf(" (vs bf16 operands %.3g)", eb);
@@ -81,6 +88,25 @@ static void matmul_case(uint32_t type, int64_t rows, int64_t cols, int32_t n,
     CHECK_INT_EQ(llm_cuda_status(c), 0);
     llm_cuda_free(c);
     free(w), free(x), free(y), free(deq), free(ref), free(ref_b), free(enc);
+}
+
+static void matmul_case(uint32_t type, int64_t rows, int64_t cols, int32_t n,
+                        int x_off, int32_t max_n)
+{
+    matmul_case_acc(type, rows, cols, n, x_off, max_n, 0);
+}
+
+/* y += W x on every path: the vector kernel, the general one, cuBLAS with
+ * beta = 1 (bf16, dequantized chunks, fp32), and slices. */
+static void matmul_acc(void)
+{
+    matmul_case_acc(LLM_TYPE_BF16, 301, 1024, 1, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_Q8_0, 67, 512, 5, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_F16, 45, 100, 2, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_BF16, 200, 512, 37, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_Q8_0, 210, 640, 20, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_F32, 100, 384, 33, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_BF16, 96, 256, 45, 0, 16, 1);
 }
 
 static void matvec_bf16(void) { matmul_case(LLM_TYPE_BF16, 301, 4096, 1, 0, 64); }
@@ -311,7 +337,7 @@ static void fused_rows_case(uint32_t type, unsigned flags, int ROWS)
     ct_put(c, dx, x, sizeof x);
     ct_put(c, dg, g, sizeof g);
     ct_put(c, dy, y0, sizeof(float) * ROWS);
-    llm_cuda_mv_fuse f = {flags, dg, 1e-5f};
+    llm_cuda_mv_fuse f = {flags, dg, 1e-5f, NULL};
     CT_OK(c, llm_cuda_matvec_fused(c, &dw, dx, dy, &f));
     ct_get(c, y, dy, sizeof(float) * ROWS);
     double e = ct_rel_err(y, ref, (size_t)nout);
@@ -344,14 +370,18 @@ static void matvec_fused(void)
     fused_case(LLM_TYPE_Q8_0, LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS);
     fused_case(LLM_TYPE_F16, LLM_CUDA_MV_ACCUMULATE);
     fused_case(LLM_TYPE_F32, LLM_CUDA_MV_NORM);
+    fused_case(LLM_TYPE_Q8_0, LLM_CUDA_MV_ACCUMULATE);
+    fused_case(LLM_TYPE_F32, 0);
     /* Shapes the fused kernels refuse. */
     llm_cuda *c = ct_open(8, 64, 16, 4);
     llm_cuda_weight w;
     CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_BF16, 36, 3, &w));
     float *d = ct_dev(c, 256 * sizeof(float));
-    llm_cuda_mv_fuse f = {LLM_CUDA_MV_SWIGLU_PAIRS, NULL, 0.0f};
+    llm_cuda_mv_fuse f = {LLM_CUDA_MV_SWIGLU_PAIRS, NULL, 0.0f, NULL};
     CHECK_INT_EQ(llm_cuda_matvec_fused(c, &w, d, d + 128, &f), LLM_EINVAL); /* odd rows, cols % 8 */
-    f.flags = 8;
+    f.flags = 16;
+    CHECK_INT_EQ(llm_cuda_matvec_fused(c, &w, d, d + 128, &f), LLM_EINVAL);
+    f.flags = LLM_CUDA_MV_ROPE_STORE; /* no rope arguments */
     CHECK_INT_EQ(llm_cuda_matvec_fused(c, &w, d, d + 128, &f), LLM_EINVAL);
     CHECK_INT_EQ(llm_cuda_status(c), 0);
     llm_cuda_weight_release(c, &w);
@@ -405,7 +435,106 @@ static void rope_qkv_store(void)
     llm_cuda_free(c);
 }
 
+/* The q/k/v product with RoPE and the cache store in its epilogue, against
+ * the product in double followed by the reference rotation, at a position
+ * from the register. */
+static void rope_store_case(uint32_t type, unsigned flags)
+{
+    enum { H = 4, KVH = 2, HD = 32, ROWS = (H + 2 * KVH) * HD, COLS = 512, CTX = 64 };
+    const uint32_t pos = 37;
+    llm_cuda *c = ct_open(8, COLS, CTX, H);
+    ct_rng r = {900u + type + flags};
+    size_t rb = ct_row_bytes(type, COLS);
+    float *w = malloc(sizeof(float) * ROWS * COLS), x[COLS], g[COLS], y[ROWS];
+    float kc[CTX * KVH * HD], vc[CTX * KVH * HD];
+    double *deq = malloc(sizeof(double) * ROWS * COLS), ref[ROWS], xn[COLS], freq[HD / 2];
+    void *enc = malloc(rb * ROWS);
+    REQUIRE(w && deq && enc);
+    ct_fill(&r, w, (size_t)ROWS * COLS, 1.0f);
+    ct_fill(&r, x, COLS, 2.0f);
+    for (int i = 0; i < COLS; i++)
+        g[i] = 1.0f + ct_sym(&r, 0.3f);
+    for (int i = 0; i < HD / 2; i++)
+        freq[i] = pow(10000.0, -2.0 * i / HD);
+    ct_encode(type, w, ROWS, COLS, enc, deq);
+    double ss = 0.0;
+    for (int i = 0; i < COLS; i++)
+        ss += (double)x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / COLS + 1e-5);
+    for (int i = 0; i < COLS; i++)
+        xn[i] = (flags & LLM_CUDA_MV_NORM) ? x[i] * inv * g[i] : x[i];
+    for (int o = 0; o < ROWS; o++) {
+        ref[o] = 0.0;
+        for (int i = 0; i < COLS; i++)
+            ref[o] += deq[(size_t)o * COLS + i] * xn[i];
+    }
+    for (int h = 0; h < H + KVH; h++)
+        for (int i = 0; i < HD / 2; i++) {
+            double a = (double)pos * freq[i], x0 = ref[h * HD + 2 * i], x1 = ref[h * HD + 2 * i + 1];
+            ref[h * HD + 2 * i] = x0 * cos(a) - x1 * sin(a);
+            ref[h * HD + 2 * i + 1] = x0 * sin(a) + x1 * cos(a);
+        }
+    llm_cuda_weight dw;
+    CT_OK(c, llm_cuda_weight_upload(c, type, enc, COLS, ROWS, rb, &dw));
+    float *dx = ct_dev(c, sizeof x), *dg = ct_dev(c, sizeof g), *dy = ct_dev(c, sizeof y);
+    float *dk = ct_dev(c, sizeof kc), *dv = ct_dev(c, sizeof vc);
+    double *df = ct_dev(c, sizeof freq);
+    ct_put(c, dx, x, sizeof x);
+    ct_put(c, dg, g, sizeof g);
+    ct_put(c, df, freq, sizeof freq);
+    ct_poison(c, dy, ROWS);
+    ct_poison(c, dk, CTX * KVH * HD);
+    ct_poison(c, dv, CTX * KVH * HD);
+    CT_OK(c, llm_cuda_pos_set(c, pos - 5));
+    llm_cuda_rope_store rs = {{5, llm_cuda_pos(c)}, df, 1.0f, H, KVH, HD, dk, dv};
+    llm_cuda_mv_fuse f = {flags, dg, 1e-5f, &rs};
+    CT_OK(c, llm_cuda_matvec_fused(c, &dw, dx, dy, &f));
+    ct_get(c, y, dy, sizeof y);
+    ct_get(c, kc, dk, sizeof kc);
+    ct_get(c, vc, dv, sizeof vc);
+    double e = ct_rel_err(y, ref, ROWS);
+    double ek = ct_rel_err(kc + pos * KVH * HD, ref + H * HD, KVH * HD);
+    double ev = ct_rel_err(vc + pos * KVH * HD, ref + (H + KVH) * HD, KVH * HD);
+    printf("rope store type %u flags %u: rel err q|k|v %.3g, k cache %.3g, v cache %.3g\n",
+           type, flags, e, ek, ev);
+    CHECK(e <= 2e-5 && ek <= 2e-5 && ev <= 2e-5);
+    for (int d = 0; d < KVH * HD; d++) { /* the caches hold exactly what y holds */
+        CHECK_NEAR(kc[pos * KVH * HD + d], y[H * HD + d], 0.0);
+        CHECK_NEAR(vc[pos * KVH * HD + d], y[(H + KVH) * HD + d], 0.0);
+    }
+    CHECK(isnan(kc[(pos - 1) * KVH * HD]) && isnan(vc[(pos + 1) * KVH * HD]));
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_weight_release(c, &dw);
+    llm_cuda_mfree(c, dx), llm_cuda_mfree(c, dg), llm_cuda_mfree(c, dy);
+    llm_cuda_mfree(c, dk), llm_cuda_mfree(c, dv), llm_cuda_mfree(c, df);
+    llm_cuda_free(c);
+    free(w), free(deq), free(enc);
+}
+
+static void matvec_rope_store(void)
+{
+    rope_store_case(LLM_TYPE_BF16, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE);
+    rope_store_case(LLM_TYPE_BF16, LLM_CUDA_MV_ROPE_STORE);
+    rope_store_case(LLM_TYPE_Q8_0, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE);
+    rope_store_case(LLM_TYPE_F32, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE);
+    /* A weight that is not stacked q/k/v of the stated heads is refused. */
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    llm_cuda_weight w;
+    CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_BF16, 64, 250, &w));
+    float *d = ct_dev(c, 512 * sizeof(float));
+    llm_cuda_rope_store rs = {{0, NULL}, (const double *)d, 1.0f, 4, 2, 32, d, d};
+    llm_cuda_mv_fuse f = {LLM_CUDA_MV_ROPE_STORE, NULL, 0.0f, &rs};
+    CHECK_INT_EQ(llm_cuda_matvec_fused(c, &w, d, d + 256, &f), LLM_EINVAL);
+    f.flags |= LLM_CUDA_MV_ACCUMULATE;
+    CHECK_INT_EQ(llm_cuda_matvec_fused(c, &w, d, d + 256, &f), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_weight_release(c, &w);
+    llm_cuda_mfree(c, d);
+    llm_cuda_free(c);
+}
+
 static const ct_case cases[] = {
+    {"matmul_acc", matmul_acc}, {"matvec_rope_store", matvec_rope_store},
     {"matvec_fused", matvec_fused}, {"rope_qkv_store", rope_qkv_store},
     {"matvec_bf16", matvec_bf16}, {"matvec_f16", matvec_f16},
     {"matvec_f32", matvec_f32}, {"matvec_q8_0", matvec_q8_0},

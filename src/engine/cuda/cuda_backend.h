@@ -89,6 +89,45 @@ int llm_cuda_reserve(llm_cuda *c, int32_t max_n, int64_t max_width,
  * current device is per thread; operations launch on it). */
 int llm_cuda_bind(llm_cuda *c);
 
+/* Launch choices, for benchmarks and comparisons (the defaults are what
+ * the backend is measured with). pdl and mv_prefetch never change results;
+ * attn_chunk and attn_pieces change the summation order only:
+ *   pdl: 1 launches the decode-path kernels with programmatic dependent
+ *     launch where the device has it (compute capability >= 9.0): a kernel
+ *     starts while its predecessor finishes, streams the first of its
+ *     weights and only then waits for its inputs. 0: plain stream order.
+ *     Default 1.
+ *   mv_prefetch: batches of weight rows (each 32 lanes x 16 bytes per
+ *     unrolled load) a matrix-vector warp asks L2 for before it waits,
+ *     beyond the batch it loads into registers; 0..8, default 0.
+ *   attn_chunk: query rows per chunk of the tensor-core prefill attention
+ *     (0: automatic, at most 4 chunks of at least 512 rows; chunks never
+ *     exceed what llm_cuda_reserve_attention_gemm reserved).
+ *   attn_pieces: 0 cuts the context of split-K decode attention by the
+ *     reservation (pieces of llm_cuda_reserve's max_ctx / 64, at least 64
+ *     positions: a graph covers every piece of the reserved context);
+ *     1..32 cuts each row's actual context into at most this many pieces
+ *     of at least 128 positions, so a graph launches that many blocks a
+ *     head whatever the reservation, and a context of up to 128 positions
+ *     is one piece. Default 16.
+ *   attn_decode: the split-K kernel: 1 (default) a warp takes 8 keys at a
+ *     time with all their loads in flight, and a one-piece row needs no
+ *     merge; 0 the block kernel (two threads a key, block-wide softmax).
+ *     Heads that are not a multiple of 4 wide, or unaligned rows, always
+ *     take the block kernel.
+ * A graph captured before a change keeps the choices it was captured
+ * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
+typedef struct llm_cuda_tuning {
+    int pdl;
+    int mv_prefetch;
+    int32_t attn_chunk;
+    int32_t attn_pieces;
+    int attn_decode;
+} llm_cuda_tuning;
+
+int llm_cuda_get_tuning(const llm_cuda *c, llm_cuda_tuning *t);
+int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t);
+
 /* ---- memory ------------------------------------------------------------ */
 
 /* Device allocation of `bytes` (> 0), 256-byte aligned; *out NULL on
@@ -159,9 +198,15 @@ typedef struct llm_cuda_positions {
 } llm_cuda_positions;
 
 /* y[i] = W x[i] for i < n: x [n][w->cols] f32, y [n][w->rows] f32; x and y
- * do not overlap. n <= the reserved max_n. */
+ * do not overlap. Batches wider than the reserved max_n run in slices. */
 int llm_cuda_matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x,
                     int32_t n, float *y);
+
+/* y[i] += W x[i]: the same product added into y (the residual add folded
+ * into the product: cuBLAS reads y in its epilogue instead of a separate
+ * pass over both arrays). */
+int llm_cuda_matmul_acc(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                        int32_t n, float *y);
 
 /* Decode-step fusions of one activation row (n = 1) into the matrix-vector
  * product, which save a kernel launch and a pass over memory each:
@@ -170,19 +215,36 @@ int llm_cuda_matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x,
  *   LLM_CUDA_MV_ACCUMULATE: y += result (the residual add);
  *   LLM_CUDA_MV_SWIGLU_PAIRS: the weight's rows alternate gate and up
  *     (row 2i gate_i, row 2i+1 up_i) and y[i] = silu(gate_i . x) * (up_i . x),
- *     so y has rows/2 elements.
+ *     so y has rows/2 elements;
+ *   LLM_CUDA_MV_ROPE_STORE: the weight is a layer's q, k and v matrices
+ *     stacked (rows = (n_heads + 2 n_kv_heads) head_dim) and the result is
+ *     what llm_cuda_rope_qkv_store makes of the plain product: q and k
+ *     rotated in y, the rotated k and v also stored into the cache row of
+ *     the position (f->rope). Not with ACCUMULATE or SWIGLU_PAIRS.
  * Requires the vector layout: cols a multiple of 8 (4 for F32), x and norm
  * 16-byte aligned; LLM_EINVAL otherwise. x and y do not overlap. */
 enum {
     LLM_CUDA_MV_NORM = 1,
     LLM_CUDA_MV_ACCUMULATE = 2,
-    LLM_CUDA_MV_SWIGLU_PAIRS = 4
+    LLM_CUDA_MV_SWIGLU_PAIRS = 4,
+    LLM_CUDA_MV_ROPE_STORE = 8
 };
+
+/* The rotation and cache store of LLM_CUDA_MV_ROPE_STORE (one row, at
+ * position base; see llm_cuda_rope_qkv_store). */
+typedef struct llm_cuda_rope_store {
+    llm_cuda_positions pos;
+    const double *inv_freq; /* [head_dim/2] */
+    float scale;
+    int32_t n_heads, n_kv_heads, head_dim; /* head_dim even */
+    float *k_cache, *v_cache;             /* [ctx][n_kv_heads*head_dim] */
+} llm_cuda_rope_store;
 
 typedef struct llm_cuda_mv_fuse {
     unsigned flags;
     const float *norm; /* [cols] RMSNorm weight (LLM_CUDA_MV_NORM) */
     float eps;
+    const llm_cuda_rope_store *rope; /* LLM_CUDA_MV_ROPE_STORE; read at the call */
 } llm_cuda_mv_fuse;
 
 int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
@@ -233,28 +295,37 @@ int llm_cuda_embed(llm_cuda *c, const llm_cuda_weight *embd,
 /* Causal grouped-query attention for n query rows at positions base..base+n-1
  * over a cache of [pos][n_kv_heads*head_dim] f32 keys and values filled up
  * to base+n-1; out may not alias q. Scores are dot(q, k) / sqrt(head_dim).
- * Short batches (n <= 8) split the context over blocks (split-K) and merge;
- * longer ones run a tiled kernel that reads each key tile once per 16
- * queries. head_dim is at most LLM_CUDA_MAX_HEAD_DIM (multiples of 32 use
- * full warps); base+n must not exceed the reserved max_ctx. */
+ * Short batches (n <= 8) split the context over blocks (split-K), the last
+ * block of each head merging the pieces; longer ones run a tiled kernel
+ * that reads each key tile once per 16 queries, or the tensor cores (see
+ * llm_cuda_reserve_attention_gemm). head_dim is at most
+ * LLM_CUDA_MAX_HEAD_DIM; base+n must not exceed the reserved max_ctx. */
 typedef struct llm_cuda_attn {
-    const float *q; /* [n][n_heads*head_dim] */
+    const float *q; /* [n][q_stride], the heads first in each row */
     const float *k; /* [ctx][n_kv_heads*head_dim] */
     const float *v; /* [ctx][n_kv_heads*head_dim] */
     float *out;     /* [n][n_heads*head_dim] */
     int32_t n;
     llm_cuda_positions pos;
     int32_t n_heads, n_kv_heads, head_dim;
+    int32_t q_stride; /* floats between query rows; 0: n_heads*head_dim (so
+                         q can be the front of fused q/k/v rows) */
 } llm_cuda_attn;
 
 int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
 
-/* Reserves the score matrix ([max_group][max_rows][max_ctx] floats) that
- * lets attention of more than 8 rows run on the tensor cores through
- * cuBLAS: TF32 products (operands rounded to 10-bit mantissas, fp32
- * accumulation) around a causal softmax, instead of the exact-fp32 tiled
- * kernel. Calls that do not fit the reservation, or take their base from
- * the register, keep using the tiled kernel. Setup only. */
+/* Reserves room for max_group * max_rows * max_ctx scores, which lets
+ * attention of more than 8 rows run on the tensor cores through cuBLAS:
+ * TF32 products (operands rounded to 10-bit mantissas, fp32 accumulation)
+ * around a causal softmax, instead of the exact-fp32 tiled kernel. The
+ * queries run in chunks of rows, all heads at once, each chunk against the
+ * keys up to its last query only, so about half the square is skipped; a
+ * chunk's scores ([n_heads][rows][keys]) must fit the room, so the room a
+ * group of max_rows queries needs over max_ctx keys lets n_heads/max_group
+ * times fewer rows into a chunk. Calls that need more than
+ * LLM_CUDA_ATTN_MAX_CHUNKS chunks, more heads than reserved at the time of
+ * this call, or take their base from the register keep using the tiled
+ * kernel. Setup only. */
 int llm_cuda_reserve_attention_gemm(llm_cuda *c, int32_t max_rows, uint32_t max_ctx,
                                     int32_t max_group);
 

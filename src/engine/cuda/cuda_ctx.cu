@@ -146,6 +146,12 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     snprintf(c->name, sizeof c->name, "%s", prop.name);
     c->sm_count = prop.multiProcessorCount;
     c->total_mem = prop.totalGlobalMem;
+    c->pdl_ok = prop.major >= 9;
+    c->tune.pdl = 1;
+    c->tune.mv_prefetch = 0;
+    c->tune.attn_chunk = 0;
+    c->tune.attn_pieces = 16;
+    c->tune.attn_decode = 1;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
@@ -167,7 +173,9 @@ void llm_cuda_free(llm_cuda *c)
     cudaFree(c->x_bf16);
     cudaFree(c->w_bf16);
     cudaFree(c->attn_part);
+    cudaFree(c->attn_count);
     cudaFree(c->attn_s);
+    cudaFree(c->attn_ptrs);
     cudaFree(c->d_pos);
     if (c->blas)
         cublasDestroy(c->blas);
@@ -235,6 +243,38 @@ int llm_cuda_bind(llm_cuda *c)
     return 0;
 }
 
+int llm_cuda_get_tuning(const llm_cuda *c, llm_cuda_tuning *t)
+{
+    if (!c || !t)
+        return LLM_EINVAL;
+    *t = c->tune;
+    return 0;
+}
+
+int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, t && (t->pdl == 0 || t->pdl == 1));
+    LLM_CU_ARG(c, t->mv_prefetch >= 0 && t->mv_prefetch <= 8 && t->attn_chunk >= 0);
+    LLM_CU_ARG(c, t->attn_pieces >= 0 && t->attn_pieces <= 32);
+    LLM_CU_ARG(c, t->attn_decode == 0 || t->attn_decode == 1);
+    c->tune = *t;
+    return 0;
+}
+
+/* The batch pointers of the tensor-core prefill attention, sized for the
+ * reserved head count (see cuda_attention.cu). */
+int llm__cuda_grow_attn_ptrs(llm_cuda *c)
+{
+    if (!c->attn_s || c->attn_ptr_heads >= c->max_heads)
+        return 0;
+    size_t n = (size_t)LLM_CUDA_ATTN_MAX_CHUNKS * 6 * (size_t)c->max_heads;
+    int rc = regrow(c, (void **)&c->attn_ptrs, n * sizeof(void *));
+    if (rc == 0)
+        c->attn_ptr_heads = c->max_heads;
+    return rc;
+}
+
 int llm_cuda_reserve(llm_cuda *c, int32_t max_n, int64_t max_width,
                      uint32_t max_ctx, int32_t max_heads)
 {
@@ -266,9 +306,19 @@ int llm_cuda_reserve(llm_cuda *c, int32_t max_n, int64_t max_width,
             return rc;
         c->attn_part_floats = parts;
     }
+    if (heads > c->attn_count_heads) {
+        /* Split-K piece counters: zero here, and the merging block of each
+         * launch returns its counter to zero. */
+        size_t bytes = (size_t)LLM_CUDA_ATTN_SPLITK_MAX_N * (size_t)heads * sizeof(unsigned);
+        int rc = regrow(c, (void **)&c->attn_count, bytes);
+        if (rc)
+            return rc;
+        LLM_CU_TRY(c, cudaMemsetAsync(c->attn_count, 0, bytes, c->stream));
+        c->attn_count_heads = heads;
+    }
     c->max_ctx = ctx;
     c->max_heads = heads;
-    return 0;
+    return llm__cuda_grow_attn_ptrs(c);
 }
 
 int llm_cuda_malloc(llm_cuda *c, size_t bytes, void **out)

@@ -40,6 +40,8 @@ struct llm_cuda {
     int sm_count;
     uint64_t total_mem;
     int capturing;           /* 1 between graph_begin and graph_end */
+    int pdl_ok;              /* the device can launch dependents early (cc >= 9.0) */
+    llm_cuda_tuning tune;    /* see llm_cuda_set_tuning */
     uint32_t *d_pos;         /* the position register */
     cudaEvent_t ev[LLM_CUDA_EVENTS];
 
@@ -52,8 +54,13 @@ struct llm_cuda {
     __nv_bfloat16 *w_bf16;   /* [LLM_CUDA_DEQ_ELEMS]: a dequantized weight chunk */
     float *attn_part;        /* split-K partials, see cuda_attention.cu */
     size_t attn_part_floats;
-    float *attn_s;           /* prefill scores [group][n][ctx] (optional) */
+    unsigned *attn_count;    /* [LLM_CUDA_ATTN_SPLITK_MAX_N][max_heads] pieces done,
+                                zero between launches */
+    int32_t attn_count_heads;
+    float *attn_s;           /* prefill scores of one query chunk, all heads (optional) */
     size_t attn_s_floats;
+    const void **attn_ptrs;  /* cuBLAS batch pointers: [LLM_CUDA_ATTN_MAX_CHUNKS][6][heads] */
+    int32_t attn_ptr_heads;
     void *blas_ws;           /* cuBLAS workspace, fixed so graphs can hold it */
 };
 
@@ -71,6 +78,11 @@ struct llm_cuda {
 #define LLM_CUDA_ATTN_MAX_SPLITS 64
 #define LLM_CUDA_ATTN_SPLITK_MAX_N 8
 
+/* Prefill attention on the tensor cores runs in query chunks, each against
+ * the keys up to its last query only (causal block skipping); at most this
+ * many chunks a call. */
+#define LLM_CUDA_ATTN_MAX_CHUNKS 64
+
 /* The piece length for a context of max_ctx positions: a function of the
  * reservation only, so a graph replay and a direct call cut the same way
  * and give bit-identical results. */
@@ -79,6 +91,25 @@ static inline uint32_t llm__attn_split_len(uint32_t max_ctx)
     uint32_t per = (max_ctx + LLM_CUDA_ATTN_MAX_SPLITS - 1) / LLM_CUDA_ATTN_MAX_SPLITS;
     per = (per + LLM_CUDA_ATTN_SPLIT_MIN - 1) / LLM_CUDA_ATTN_SPLIT_MIN * LLM_CUDA_ATTN_SPLIT_MIN;
     return per > LLM_CUDA_ATTN_SPLIT_MIN ? per : LLM_CUDA_ATTN_SPLIT_MIN;
+}
+
+/* The shortest piece of the cut that follows the context: a context up to
+ * this long is one piece, which needs no merge. */
+#define LLM_CUDA_ATTN_PIECE_MIN 128
+
+/* The piece length of split-K decode attention for a row of len positions:
+ * fixed_len when the cut follows the reservation; otherwise (pieces > 0,
+ * tune.attn_pieces) the shortest multiple of LLM_CUDA_ATTN_PIECE_MIN that
+ * cuts len into at most `pieces`. Both a graph replay and a direct call
+ * derive it from the same numbers, so they cut alike. */
+static inline __host__ __device__ uint32_t llm__attn_piece(uint32_t len, uint32_t fixed_len,
+                                                           int32_t pieces)
+{
+    if (pieces <= 0)
+        return fixed_len;
+    uint32_t per = (len + (uint32_t)pieces - 1) / (uint32_t)pieces;
+    per = (per + LLM_CUDA_ATTN_PIECE_MIN - 1) / LLM_CUDA_ATTN_PIECE_MIN * LLM_CUDA_ATTN_PIECE_MIN;
+    return per > LLM_CUDA_ATTN_PIECE_MIN ? per : LLM_CUDA_ATTN_PIECE_MIN;
 }
 
 /* Records a failure: sets the sticky status when `sticky`, writes the
@@ -135,6 +166,37 @@ static inline unsigned llm__cuda_blocks(size_t n, unsigned threads)
     return (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
 }
 
+#ifdef __CUDACC__
+/* Launches kernel on the context's stream; with programmatic dependent
+ * launch on (tune.pdl, Hopper and later) the kernel may start while its
+ * predecessor in the stream is still running. Only kernels that call
+ * llm__pdl_wait before touching anything an earlier kernel writes, and
+ * before writing anything, may be launched this way; everything else uses
+ * <<<>>> and keeps full stream order. The caller still checks the launch
+ * with LLM_CU_LAUNCHED. */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t llm__launch(const llm_cuda *c, void (*kernel)(KArgs...),
+                                      dim3 grid, dim3 block, size_t smem, Args &&...args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = c->pdl_ok && c->tune.pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
+#endif
+
+
+/* Sizes attn_ptrs for the reserved heads once attention scores are
+ * reserved (cuda_ctx.cu). */
+int llm__cuda_grow_attn_ptrs(llm_cuda *c);
+
 /* Converts f32 rows to bf16 (round to nearest even): dst [n][cols]. */
 int llm__cuda_to_bf16(llm_cuda *c, __nv_bfloat16 *dst, const float *src,
                       size_t count);
@@ -187,6 +249,35 @@ __device__ __forceinline__ float llm__block_max(float v, float *red)
 __device__ __forceinline__ uint32_t llm__base_pos(llm_cuda_positions p)
 {
     return p.pos0 + (p.dpos ? *p.dpos : 0u);
+}
+
+/* Programmatic dependent launch (see llm__launch). _wait blocks until every
+ * kernel this one depends on has finished and its writes are visible (it
+ * returns at once when the kernel was launched without the attribute);
+ * _trigger lets the next kernel in the stream be scheduled once every block
+ * of this one has triggered or exited. Neither gives memory ordering by
+ * itself. Before sm_90 both are no-ops. */
+__device__ __forceinline__ void llm__pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void llm__pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* Asks L2 for the line holding p. A hint only: it returns no data and L2
+ * is the point of coherence, so it is safe on memory another kernel is
+ * still writing (which is why the pre-wait phase of a dependent launch may
+ * use it on anything). */
+__device__ __forceinline__ void llm__prefetch_l2(const void *p)
+{
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 #endif
 

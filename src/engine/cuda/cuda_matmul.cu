@@ -6,7 +6,11 @@
  * the L1 cache, multiplies them with fp32 activations read through the
  * cache (shared by every warp of the SM), and the warp reduces its fp32
  * partial sums with shuffles. All activation rows of a call are done in the
- * same pass, so a verify of k+1 tokens costs one read of the weights.
+ * same pass, so a verify of k+1 tokens costs one read of the weights. The
+ * kernels are dependent launches (llm__launch): each warp loads its first
+ * batch of weights, which no earlier kernel writes, before waiting for the
+ * kernel that produces its activations, and lets the next kernel be
+ * scheduled once its own weights are all requested.
  *
  * Wider products (prefill) go through cuBLAS with bf16 operands and fp32
  * accumulation; weights that are not bf16 are dequantized a bounded chunk of
@@ -259,34 +263,68 @@ __device__ __forceinline__ void chunk_dot(uint4 wv, int64_t j, const float *__re
     }
 }
 
+/* Before a dependent launch's wait: asks L2 for the `batches` loads of
+ * U x 32 vectors that follow the batch already loaded into registers, one
+ * lane per 128-byte line. Weights never depend on an earlier kernel. */
+template <int U>
+__device__ __forceinline__ void mv_prefetch(const uint4 *wr, int lane, int64_t nch,
+                                            int batches)
+{
+    if (lane & 7)
+        return;
+    for (int b = 1; b <= batches; b++)
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t idx = lane + ((int64_t)b * U + u) * 32;
+            if (idx < nch)
+                llm__prefetch_l2(wr + idx);
+        }
+}
+
 #define MV_WARPS 4
 #define MV_UNROLL 4
 
-/* y[v][row] = dot(W[row], x[v]); one warp per row, MV_WARPS rows a block.
+/* y[v][row] = dot(W[row], x[v]) (plus y[v][row] when acc_out); one warp per
+ * row, MV_WARPS rows a block. The first unrolled batch of weights is loaded
+ * before the dependent-launch wait, so with programmatic dependent launch
+ * the weight stream starts while the previous kernel drains.
  * Preconditions (checked by the launcher): cols is a multiple of the chunk,
  * rows start 16-byte aligned, x is 16-byte aligned. */
 template <int WT, int NV>
 __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
               const float *__restrict__ x, float *__restrict__ y, int64_t rows,
-              int64_t cols)
+              int64_t cols, int acc_out, int prefetch)
 {
     constexpr int CH = wt_info<WT>::chunk;
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
     if (row >= rows)
-        return;
+        return; /* touches nothing; the grid's other warps wait */
     const uint4 *wr = reinterpret_cast<const uint4 *>(
         (const char *)w + row * cols * wt_info<WT>::bytes);
     const uint16_t *srow = WT == WT_Q8 ? scales + row * (cols / LLM_QK) : nullptr;
     int64_t nch = cols / CH;
+    uint4 wv[MV_UNROLL];
+    bool first = lane + (MV_UNROLL - 1) * 32 < nch;
+    if (first)
+#pragma unroll
+        for (int u = 0; u < MV_UNROLL; u++)
+            wv[u] = ld_stream(wr + lane + u * 32);
+    mv_prefetch<MV_UNROLL>(wr, lane, nch, prefetch);
+    llm__pdl_wait();
     float acc[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++)
         acc[v] = 0.0f;
     int64_t j = lane;
+    if (first) {
+#pragma unroll
+        for (int u = 0; u < MV_UNROLL; u++)
+            chunk_dot<WT, NV>(wv[u], j + u * 32, x, cols, srow, acc);
+        j += MV_UNROLL * 32;
+    }
     for (; j + (MV_UNROLL - 1) * 32 < nch; j += MV_UNROLL * 32) {
-        uint4 wv[MV_UNROLL];
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; u++)
             wv[u] = ld_stream(wr + j + u * 32);
@@ -296,11 +334,12 @@ matvec_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
     }
     for (; j < nch; j += 32)
         chunk_dot<WT, NV>(ld_stream(wr + j), j, x, cols, srow, acc);
+    llm__pdl_trigger();
 #pragma unroll
     for (int v = 0; v < NV; v++) {
         float s = llm__warp_sum(acc[v]);
         if (lane == 0)
-            y[v * rows + row] = s;
+            y[v * rows + row] = acc_out ? y[v * rows + row] + s : s;
     }
 }
 
@@ -320,11 +359,12 @@ __device__ __forceinline__ float weight_at(const void *w, const uint16_t *scales
 }
 
 /* The general path for shapes the vector kernel cannot take (odd widths,
- * unaligned activations): element by element, still a warp per row. */
+ * unaligned activations): element by element, still a warp per row.
+ * Launched in plain stream order. */
 __global__ void matvec_any_kernel(const void *__restrict__ w,
                                   const uint16_t *__restrict__ scales, int type,
                                   const float *__restrict__ x, float *__restrict__ y,
-                                  int64_t rows, int64_t cols, int nv)
+                                  int64_t rows, int64_t cols, int nv, int acc_out)
 {
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
@@ -336,31 +376,30 @@ __global__ void matvec_any_kernel(const void *__restrict__ w,
             s = fmaf(weight_at(w, scales, type, row, cols, i), x[v * cols + i], s);
         s = llm__warp_sum(s);
         if (lane == 0)
-            y[v * rows + row] = s;
+            y[v * rows + row] = acc_out ? y[v * rows + row] + s : s;
     }
 }
 
 template <int WT>
-static void launch_vec(const llm_cuda_weight *w, const float *x, int32_t n,
-                       float *y, cudaStream_t st)
+static cudaError_t launch_vec(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                              int32_t n, float *y, int acc_out)
 {
-    unsigned blocks = llm__cuda_blocks((size_t)w->rows, MV_WARPS);
-    dim3 b(MV_WARPS * 32);
-#define LLM_MV_CASE(NV)                                                       \
-    case NV:                                                                  \
-        matvec_kernel<WT, NV><<<blocks, b, 0, st>>>(w->data, w->scales, x, y, \
-                                                    w->rows, w->cols);        \
-        break;
+    dim3 grid(llm__cuda_blocks((size_t)w->rows, MV_WARPS)), b(MV_WARPS * 32);
+    int pf = c->tune.mv_prefetch;
+#define LLM_MV_CASE(NV)                                                         \
+    case NV:                                                                    \
+        return llm__launch(c, matvec_kernel<WT, NV>, grid, b, 0, w->data,       \
+                           w->scales, x, y, w->rows, w->cols, acc_out, pf);
     switch (n) {
         LLM_MV_CASE(1) LLM_MV_CASE(2) LLM_MV_CASE(3) LLM_MV_CASE(4)
         LLM_MV_CASE(5) LLM_MV_CASE(6) LLM_MV_CASE(7) LLM_MV_CASE(8)
-    default: break;
+    default: return cudaErrorInvalidValue;
     }
 #undef LLM_MV_CASE
 }
 
 static int matvec(llm_cuda *c, const llm_cuda_weight *w, const float *x,
-                  int32_t n, float *y)
+                  int32_t n, float *y, int acc_out)
 {
     int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
     int vec = w->cols % chunk == 0 && ((uintptr_t)x & 15) == 0 &&
@@ -368,16 +407,18 @@ static int matvec(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     if (!vec) {
         matvec_any_kernel<<<llm__cuda_blocks((size_t)w->rows, MV_WARPS),
                             MV_WARPS * 32, 0, c->stream>>>(
-            w->data, w->scales, (int)w->type, x, y, w->rows, w->cols, n);
+            w->data, w->scales, (int)w->type, x, y, w->rows, w->cols, n, acc_out);
         LLM_CU_LAUNCHED(c, "matvec_any_kernel");
         return 0;
     }
+    cudaError_t e;
     switch (w->type) {
-    case LLM_TYPE_F32: launch_vec<WT_F32>(w, x, n, y, c->stream); break;
-    case LLM_TYPE_F16: launch_vec<WT_F16>(w, x, n, y, c->stream); break;
-    case LLM_TYPE_BF16: launch_vec<WT_BF16>(w, x, n, y, c->stream); break;
-    default: launch_vec<WT_Q8>(w, x, n, y, c->stream); break;
+    case LLM_TYPE_F32: e = launch_vec<WT_F32>(c, w, x, n, y, acc_out); break;
+    case LLM_TYPE_F16: e = launch_vec<WT_F16>(c, w, x, n, y, acc_out); break;
+    case LLM_TYPE_BF16: e = launch_vec<WT_BF16>(c, w, x, n, y, acc_out); break;
+    default: e = launch_vec<WT_Q8>(c, w, x, n, y, acc_out); break;
     }
+    LLM_CU_TRY(c, e);
     LLM_CU_LAUNCHED(c, "matvec_kernel");
     return 0;
 }
@@ -386,76 +427,117 @@ static int matvec(llm_cuda *c, const llm_cuda_weight *w, const float *x,
 
 /* The decode step's small kernels between the products cost more than their
  * work (each a launch and a drain of the GPU); these variants fold them into
- * the product: an RMSNorm prologue (every block recomputes the row's scale
- * from x, which is L2-resident, instead of a separate kernel writing xb), a
- * residual-add epilogue (y += W x), and SwiGLU over interleaved gate/up rows
- * (a warp computes rows 2p and 2p+1 and writes silu(g) * u). */
+ * the product: RMSNorm (the weight applied to x on the fly, the 1/rms scale
+ * to the finished dot products: W (x * inv * g) = inv * W (x * g), so the sum
+ * of squares is gathered from the x chunks the main loop reads anyway and no
+ * block waits on a reduction before streaming weights), a residual-add
+ * epilogue (y += W x), SwiGLU over interleaved gate/up rows (a warp computes
+ * rows 2p and 2p+1 and writes silu(g) * u), and RoPE with the KV-cache
+ * store over stacked q/k/v rows (a warp's two rows are one rotated pair,
+ * since heads have even width). */
 enum { MV_NORM = LLM_CUDA_MV_NORM, MV_ACC = LLM_CUDA_MV_ACCUMULATE,
-       MV_PAIRS = LLM_CUDA_MV_SWIGLU_PAIRS };
+       MV_PAIRS = LLM_CUDA_MV_SWIGLU_PAIRS, MV_ROPE = LLM_CUDA_MV_ROPE_STORE };
 
 #define MVF_WARPS 8
 
-template <int WT, int FLAGS>
-__device__ __forceinline__ float fused_chunk(uint4 wv, int64_t j, const float *__restrict__ x,
-                                             const float *__restrict__ g, float inv,
-                                             const uint16_t *__restrict__ srow)
+/* acc[r] += dot(weight chunk j of row r, x * g) for the R rows of a warp,
+ * reading x (and g) once for all of them; ss += x . x over the chunk when
+ * normalizing. */
+template <int WT, int FLAGS, int R>
+__device__ __forceinline__ void fused_chunk(const uint4 *wv, int64_t j,
+                                            const float *__restrict__ x,
+                                            const float *__restrict__ g,
+                                            const uint16_t *const *sr, float *acc, float &ss)
 {
     constexpr int CH = wt_info<WT>::chunk;
-    float wf[CH];
-    unpack<WT>(wv, wf);
+    float wf[R][CH];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        unpack<WT>(wv[r], wf[r]);
     const float4 *xv = reinterpret_cast<const float4 *>(x + j * CH);
     const float4 *gv = reinterpret_cast<const float4 *>(g + j * CH);
-    float s = 0.0f;
+    float s[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        s[r] = 0.0f;
 #pragma unroll
     for (int i = 0; i < CH / 4; i++) {
         float4 a = __ldg(xv + i);
-        if (FLAGS & MV_NORM) { /* the same expression as rmsnorm_kernel */
+        if (FLAGS & MV_NORM) {
+            ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
             float4 b = __ldg(gv + i);
-            a.x = a.x * inv * b.x;
-            a.y = a.y * inv * b.y;
-            a.z = a.z * inv * b.z;
-            a.w = a.w * inv * b.w;
+            a.x *= b.x;
+            a.y *= b.y;
+            a.z *= b.z;
+            a.w *= b.w;
         }
-        s = fmaf(wf[4 * i], a.x, s);
-        s = fmaf(wf[4 * i + 1], a.y, s);
-        s = fmaf(wf[4 * i + 2], a.z, s);
-        s = fmaf(wf[4 * i + 3], a.w, s);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            s[r] = fmaf(wf[r][4 * i], a.x, s[r]);
+            s[r] = fmaf(wf[r][4 * i + 1], a.y, s[r]);
+            s[r] = fmaf(wf[r][4 * i + 2], a.z, s[r]);
+            s[r] = fmaf(wf[r][4 * i + 3], a.w, s[r]);
+        }
     }
-    if (WT == WT_Q8)
-        s *= __half2float(__ushort_as_half(__ldg(srow + (j * CH) / LLM_QK)));
-    return s;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        if (WT == WT_Q8)
+            s[r] *= __half2float(__ushort_as_half(__ldg(sr[r] + (j * CH) / LLM_QK)));
+        acc[r] += s[r];
+    }
 }
 
-/* Rows per warp: two whenever a block pays for a prologue (the norm) or an
- * epilogue pairs rows, so each block reads x for 16 rows. */
+/* Rows per warp: two whenever an epilogue pairs rows or the norm's x
+ * traffic is worth sharing. */
 template <int FLAGS> struct fused_rows {
-    static constexpr int value = (FLAGS & (MV_NORM | MV_PAIRS)) ? 2 : 1;
+    static constexpr int value = (FLAGS & (MV_NORM | MV_PAIRS | MV_ROPE)) ? 2 : 1;
 };
+
+/* The RoPE + cache-store epilogue for rows e, e+1 (e even) of stacked q/k/v
+ * values a, b: the arithmetic of rope_qkv_store_kernel. */
+__device__ __forceinline__ void rope_store_pair(const llm_cuda_rope_store &rp, int64_t e,
+                                                float a, float b, float *__restrict__ y)
+{
+    int32_t hd = rp.head_dim;
+    int64_t qd = (int64_t)rp.n_heads * hd, kd = (int64_t)rp.n_kv_heads * hd;
+    uint32_t p = llm__base_pos(rp.pos);
+    if (e >= qd + kd) { /* v */
+        y[e] = a;
+        y[e + 1] = b;
+        float *vr = rp.v_cache + (size_t)p * (size_t)kd + (size_t)(e - qd - kd);
+        vr[0] = a;
+        vr[1] = b;
+        return;
+    }
+    int32_t i = (int32_t)(e % hd) / 2;
+    double angle = ((double)p * (double)rp.scale) * rp.inv_freq[i];
+    double sd, cd;
+    sincos(angle, &sd, &cd);
+    float s = (float)sd, co = (float)cd;
+    float x0 = a * co - b * s, x1 = a * s + b * co;
+    y[e] = x0;
+    y[e + 1] = x1;
+    if (e >= qd) {
+        float *kr = rp.k_cache + (size_t)p * (size_t)kd + (size_t)(e - qd);
+        kr[0] = x0;
+        kr[1] = x1;
+    }
+}
 
 template <int WT, int FLAGS>
 __global__ void __launch_bounds__(MVF_WARPS * 32)
 matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
                     const float *__restrict__ x, const float *__restrict__ g, float eps,
-                    float *__restrict__ y, int64_t rows, int64_t cols)
+                    float *__restrict__ y, int64_t rows, int64_t cols, int prefetch,
+                    llm_cuda_rope_store rp)
 {
     constexpr int CH = wt_info<WT>::chunk;
     constexpr int R = fused_rows<FLAGS>::value;
     constexpr int U = R == 2 ? 2 : MV_UNROLL;
-    __shared__ float red[32];
-    float inv = 1.0f;
-    if (FLAGS & MV_NORM) {
-        float ss = 0.0f;
-        for (int64_t i = threadIdx.x; i < cols / 4; i += blockDim.x) {
-            float4 a = __ldg(reinterpret_cast<const float4 *>(x) + i);
-            ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
-        }
-        ss = llm__block_sum(ss, red);
-        inv = 1.0f / sqrtf(ss / (float)cols + eps);
-    }
     int lane = threadIdx.x & 31;
     int64_t row0 = ((int64_t)blockIdx.x * MVF_WARPS + (threadIdx.x >> 5)) * R;
     if (row0 >= rows)
-        return;
+        return; /* touches nothing; the grid's other warps wait */
     /* An odd last row (no pairing) repeats row0 and is not stored. */
     int nr = row0 + 1 < rows ? R : 1;
     const uint4 *wr[R];
@@ -468,34 +550,64 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
         sr[r] = WT == WT_Q8 ? scales + row * (cols / LLM_QK) : nullptr;
     }
     int64_t nch = cols / CH;
-    float acc[R];
+    /* Weights do not depend on the previous kernel: start streaming them
+     * before waiting for it. */
+    uint4 wv[U][R];
+    bool first = lane + (U - 1) * 32 < nch;
+    if (first)
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                wv[u][r] = ld_stream(wr[r] + lane + u * 32);
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        mv_prefetch<U>(wr[r], lane, nch, prefetch);
+    llm__pdl_wait();
+    float acc[R], ss = 0.0f;
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc[r] = 0.0f;
     int64_t j = lane;
-    for (; j + (U - 1) * 32 < nch; j += U * 32) {
-        uint4 wv[R][U];
+    if (first) {
 #pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                wv[r][u] = ld_stream(wr[r] + j + u * 32);
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                acc[r] += fused_chunk<WT, FLAGS>(wv[r][u], j + u * 32, x, g, inv, sr[r]);
+        for (int u = 0; u < U; u++)
+            fused_chunk<WT, FLAGS, R>(wv[u], j + u * 32, x, g, sr, acc, ss);
+        j += U * 32;
     }
-    for (; j < nch; j += 32)
+    for (; j + (U - 1) * 32 < nch; j += U * 32) {
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                wv[u][r] = ld_stream(wr[r] + j + u * 32);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            fused_chunk<WT, FLAGS, R>(wv[u], j + u * 32, x, g, sr, acc, ss);
+    }
+    for (; j < nch; j += 32) {
+        uint4 w1[R];
 #pragma unroll
         for (int r = 0; r < R; r++)
-            acc[r] += fused_chunk<WT, FLAGS>(ld_stream(wr[r] + j), j, x, g, inv, sr[r]);
+            w1[r] = ld_stream(wr[r] + j);
+        fused_chunk<WT, FLAGS, R>(w1, j, x, g, sr, acc, ss);
+    }
+    llm__pdl_trigger();
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc[r] = llm__warp_sum(acc[r]);
+    if (FLAGS & MV_NORM) {
+        /* The lanes read every chunk of x once: ss is the whole row's. */
+        float inv = 1.0f / sqrtf(llm__warp_sum(ss) / (float)cols + eps);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[r] *= inv;
+    }
     if (lane != 0)
         return;
-    if (FLAGS & MV_PAIRS) {
+    if (FLAGS & MV_ROPE) {
+        rope_store_pair(rp, row0, acc[0], acc[R - 1], y);
+    } else if (FLAGS & MV_PAIRS) {
         float h = acc[0] / (1.0f + expf(-acc[0])) * acc[R - 1];
         y[row0 / 2] = (FLAGS & MV_ACC) ? y[row0 / 2] + h : h;
     } else {
@@ -507,52 +619,74 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
 }
 
 template <int WT, int FLAGS>
-static void launch_fused(const llm_cuda_weight *w, const float *x,
-                         const llm_cuda_mv_fuse *f, float *y, cudaStream_t st)
+static cudaError_t launch_fused(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                const llm_cuda_mv_fuse *f, float *y)
 {
     constexpr int R = fused_rows<FLAGS>::value;
     int64_t warps = (w->rows + R - 1) / R;
-    matvec_fused_kernel<WT, FLAGS><<<llm__cuda_blocks((size_t)warps, MVF_WARPS),
-                                     MVF_WARPS * 32, 0, st>>>(
-        w->data, w->scales, x, f->norm, f->eps, y, w->rows, w->cols);
+    llm_cuda_rope_store rp;
+    memset(&rp, 0, sizeof rp);
+    if (FLAGS & MV_ROPE)
+        rp = *f->rope;
+    return llm__launch(c, matvec_fused_kernel<WT, FLAGS>,
+                       dim3(llm__cuda_blocks((size_t)warps, MVF_WARPS)), dim3(MVF_WARPS * 32),
+                       0, w->data, w->scales, x, f->norm, f->eps, y, w->rows, w->cols,
+                       c->tune.mv_prefetch, rp);
 }
 
 template <int WT>
-static int launch_fused_type(const llm_cuda_weight *w, const float *x,
-                             const llm_cuda_mv_fuse *f, float *y, cudaStream_t st)
+static cudaError_t launch_fused_type(const llm_cuda *c, const llm_cuda_weight *w,
+                                     const float *x, const llm_cuda_mv_fuse *f, float *y)
 {
     switch (f->flags) {
-    case 0: launch_fused<WT, 0>(w, x, f, y, st); return 0;
-    case MV_NORM: launch_fused<WT, MV_NORM>(w, x, f, y, st); return 0;
-    case MV_ACC: launch_fused<WT, MV_ACC>(w, x, f, y, st); return 0;
-    case MV_NORM | MV_ACC: launch_fused<WT, MV_NORM | MV_ACC>(w, x, f, y, st); return 0;
-    case MV_PAIRS: launch_fused<WT, MV_PAIRS>(w, x, f, y, st); return 0;
-    case MV_NORM | MV_PAIRS: launch_fused<WT, MV_NORM | MV_PAIRS>(w, x, f, y, st); return 0;
-    case MV_ACC | MV_PAIRS: launch_fused<WT, MV_ACC | MV_PAIRS>(w, x, f, y, st); return 0;
+    case 0: return launch_fused<WT, 0>(c, w, x, f, y);
+    case MV_NORM: return launch_fused<WT, MV_NORM>(c, w, x, f, y);
+    case MV_ACC: return launch_fused<WT, MV_ACC>(c, w, x, f, y);
+    case MV_NORM | MV_ACC: return launch_fused<WT, MV_NORM | MV_ACC>(c, w, x, f, y);
+    case MV_PAIRS: return launch_fused<WT, MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_PAIRS: return launch_fused<WT, MV_NORM | MV_PAIRS>(c, w, x, f, y);
+    case MV_ACC | MV_PAIRS: return launch_fused<WT, MV_ACC | MV_PAIRS>(c, w, x, f, y);
     case MV_NORM | MV_ACC | MV_PAIRS:
-        launch_fused<WT, MV_NORM | MV_ACC | MV_PAIRS>(w, x, f, y, st);
-        return 0;
-    default: return -1;
+        return launch_fused<WT, MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_ROPE: return launch_fused<WT, MV_ROPE>(c, w, x, f, y);
+    case MV_NORM | MV_ROPE: return launch_fused<WT, MV_NORM | MV_ROPE>(c, w, x, f, y);
+    default: return cudaErrorInvalidValue;
     }
+}
+
+/* The rope-store arguments: a whole stacked q/k/v matrix of even heads. */
+static int rope_store_ok(const llm_cuda_weight *w, const llm_cuda_mv_fuse *f)
+{
+    const llm_cuda_rope_store *r = f->rope;
+    if (!(f->flags & MV_ROPE))
+        return 1;
+    if (!r || (f->flags & (MV_ACC | MV_PAIRS)) || !r->inv_freq || !r->k_cache || !r->v_cache)
+        return 0;
+    if (r->n_heads <= 0 || r->n_kv_heads <= 0 || r->head_dim <= 0 || r->head_dim % 2)
+        return 0;
+    return w->rows == ((int64_t)r->n_heads + 2 * (int64_t)r->n_kv_heads) * r->head_dim;
 }
 
 int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
                           float *y, const llm_cuda_mv_fuse *f)
 {
     LLM_CU_ENTER(c);
-    LLM_CU_ARG(c, w && w->data && x && y && f && (f->flags & ~7u) == 0);
+    LLM_CU_ARG(c, w && w->data && x && y && f && (f->flags & ~15u) == 0);
     LLM_CU_ARG(c, w->type != LLM_TYPE_Q8_0 || w->scales);
     LLM_CU_ARG(c, !(f->flags & MV_NORM) || (f->norm && ((uintptr_t)f->norm & 15) == 0));
     LLM_CU_ARG(c, !(f->flags & MV_PAIRS) || w->rows % 2 == 0);
+    LLM_CU_ARG(c, rope_store_ok(w, f));
     int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
     LLM_CU_ARG(c, w->cols % chunk == 0 && ((uintptr_t)x & 15) == 0 &&
                       ((uintptr_t)w->data & 15) == 0);
+    cudaError_t e;
     switch (w->type) {
-    case LLM_TYPE_F32: launch_fused_type<WT_F32>(w, x, f, y, c->stream); break;
-    case LLM_TYPE_F16: launch_fused_type<WT_F16>(w, x, f, y, c->stream); break;
-    case LLM_TYPE_BF16: launch_fused_type<WT_BF16>(w, x, f, y, c->stream); break;
-    default: launch_fused_type<WT_Q8>(w, x, f, y, c->stream); break;
+    case LLM_TYPE_F32: e = launch_fused_type<WT_F32>(c, w, x, f, y); break;
+    case LLM_TYPE_F16: e = launch_fused_type<WT_F16>(c, w, x, f, y); break;
+    case LLM_TYPE_BF16: e = launch_fused_type<WT_BF16>(c, w, x, f, y); break;
+    default: e = launch_fused_type<WT_Q8>(c, w, x, f, y); break;
     }
+    LLM_CU_TRY(c, e);
     LLM_CU_LAUNCHED(c, "matvec_fused_kernel");
     return 0;
 }
@@ -589,30 +723,31 @@ __global__ void dequant_bf16_kernel(__nv_bfloat16 *dst, const void *w,
     }
 }
 
-/* C (m x n, column-major, ldc) = op(A)^T B with A [k][m] (lda = k) and
- * B [k][n] (ldb = k) of `ab` type, fp32 accumulation and output. */
+/* C (m x n, column-major, ldc) = op(A)^T B (+ C when acc) with A [k][m]
+ * (lda = k) and B [k][n] (ldb = k) of `ab` type, fp32 accumulation and
+ * output. */
 static int gemm_tn(llm_cuda *c, int m, int n, int k, const void *a,
-                   cudaDataType_t ab, const void *b, float *out, int ldc)
+                   cudaDataType_t ab, const void *b, float *out, int ldc, int acc)
 {
     const float one = 1.0f, zero = 0.0f;
     LLM_CU_BLAS(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one,
-                                a, ab, k, b, ab, k, &zero, out, CUDA_R_32F, ldc,
-                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                a, ab, k, b, ab, k, acc ? &one : &zero, out, CUDA_R_32F,
+                                ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
 
 static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
-                      int32_t n, float *y)
+                      int32_t n, float *y, int acc)
 {
     LLM_CU_ARG(c, w->rows <= 0x7fffffff && w->cols <= 0x7fffffff);
     int m = (int)w->rows, k = (int)w->cols;
     if (w->type == LLM_TYPE_F32) /* exact fp32 path: no tensor-core rounding */
-        return gemm_tn(c, m, n, k, w->data, CUDA_R_32F, x, y, m);
+        return gemm_tn(c, m, n, k, w->data, CUDA_R_32F, x, y, m, acc);
     int rc = llm__cuda_to_bf16(c, c->x_bf16, x, (size_t)n * (size_t)k);
     if (rc)
         return rc;
     if (w->type == LLM_TYPE_BF16)
-        return gemm_tn(c, m, n, k, w->data, CUDA_R_16BF, c->x_bf16, y, m);
+        return gemm_tn(c, m, n, k, w->data, CUDA_R_16BF, c->x_bf16, y, m, acc);
     int64_t chunk = (int64_t)(LLM_CUDA_DEQ_ELEMS / (size_t)k);
     LLM_CU_ARG(c, chunk > 0);
     for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
@@ -623,7 +758,7 @@ static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
         dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
             c->w_bf16, w->data, w->scales, (int)w->type, r0, nr, k);
         LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
-        rc = gemm_tn(c, (int)nr, n, k, c->w_bf16, CUDA_R_16BF, c->x_bf16, y + r0, m);
+        rc = gemm_tn(c, (int)nr, n, k, c->w_bf16, CUDA_R_16BF, c->x_bf16, y + r0, m, acc);
         if (rc)
             return rc;
     }
@@ -632,28 +767,40 @@ static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
 
 /* Batches wider than the staging buffer run in slices of max_n rows. */
 static int gemm_wide(llm_cuda *c, const llm_cuda_weight *w, const float *x,
-                     int32_t n, float *y)
+                     int32_t n, float *y, int acc)
 {
     LLM_CU_ARG(c, w->cols <= c->max_width && c->x_bf16 && c->w_bf16);
     for (int32_t t0 = 0; t0 < n; t0 += c->max_n) {
         int32_t nt = n - t0 < c->max_n ? n - t0 : c->max_n;
         int rc = gemm_slice(c, w, x + (size_t)t0 * (size_t)w->cols, nt,
-                            y + (size_t)t0 * (size_t)w->rows);
+                            y + (size_t)t0 * (size_t)w->rows, acc);
         if (rc)
             return rc;
     }
     return 0;
 }
 
-int llm_cuda_matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x,
-                    int32_t n, float *y)
+static int matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x, int32_t n,
+                  float *y, int acc)
 {
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, w && w->data && x && y && n > 0);
     LLM_CU_ARG(c, w->type != LLM_TYPE_Q8_0 || w->scales);
     if (n <= LLM_CUDA_MATVEC_MAX)
-        return matvec(c, w, x, n, y);
-    return gemm_wide(c, w, x, n, y);
+        return matvec(c, w, x, n, y, acc);
+    return gemm_wide(c, w, x, n, y, acc);
+}
+
+int llm_cuda_matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                    int32_t n, float *y)
+{
+    return matmul(c, w, x, n, y, 0);
+}
+
+int llm_cuda_matmul_acc(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                        int32_t n, float *y)
+{
+    return matmul(c, w, x, n, y, 1);
 }
 
 int llm_cuda_gemm_bf16(llm_cuda *c, int32_t m, int32_t n, int32_t k,
@@ -661,5 +808,5 @@ int llm_cuda_gemm_bf16(llm_cuda *c, int32_t m, int32_t n, int32_t k,
 {
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, a && b && out && m > 0 && n > 0 && k > 0);
-    return gemm_tn(c, m, n, k, a, CUDA_R_16BF, b, out, m);
+    return gemm_tn(c, m, n, k, a, CUDA_R_16BF, b, out, m, 0);
 }

@@ -1,6 +1,11 @@
 /* cuda_ops.cu — the element-wise and row-wise operations of a layer:
  * RMSNorm, rotary embedding, SwiGLU, residual add and embedding lookup.
  *
+ * Every kernel here may be launched as a programmatic dependent launch
+ * (llm__launch): it lets its successor be scheduled at once and waits for
+ * its predecessor before its first access to memory, so a chain of small
+ * kernels pays no launch gap between them.
+ *
  * They are memory-bound and small; what matters is one pass over the data,
  * fp32 arithmetic in the same order of operations as the CPU reference
  * (x * (1/rms) * weight; angle = (pos * scale) * inv_freq in double), and no
@@ -15,6 +20,8 @@
 __global__ void rmsnorm_kernel(float *y, const float *x, const float *weight,
                                int32_t dim, float eps)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     __shared__ float red[32];
     const float *xr = x + (size_t)blockIdx.x * dim;
     float *yr = y + (size_t)blockIdx.x * dim;
@@ -33,7 +40,8 @@ int llm_cuda_rmsnorm(llm_cuda *c, float *y, const float *x, const float *weight,
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, y && x && weight && n > 0 && dim > 0);
     int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 128;
-    rmsnorm_kernel<<<(unsigned)n, threads, 0, c->stream>>>(y, x, weight, dim, eps);
+    LLM_CU_TRY(c, llm__launch(c, rmsnorm_kernel, dim3((unsigned)n), dim3(threads), 0, y, x,
+                              weight, dim, eps));
     LLM_CU_LAUNCHED(c, "rmsnorm_kernel");
     return 0;
 }
@@ -43,6 +51,8 @@ __global__ void rope_kernel(float *x, int32_t n, int32_t n_heads, int32_t stride
                             llm_cuda_positions pos, const double *inv_freq,
                             float scale, int32_t head_dim)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     int32_t half = head_dim / 2;
     size_t total = (size_t)n * (size_t)n_heads * (size_t)half;
     size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -71,8 +81,8 @@ int llm_cuda_rope(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
     LLM_CU_ARG(c, x && inv_freq && n > 0 && n_heads > 0 && head_dim > 0);
     LLM_CU_ARG(c, head_dim % 2 == 0 && stride >= n_heads * head_dim);
     size_t total = (size_t)n * (size_t)n_heads * (size_t)(head_dim / 2);
-    rope_kernel<<<llm__cuda_blocks(total, 256), 256, 0, c->stream>>>(
-        x, n, n_heads, stride, pos, inv_freq, scale, head_dim);
+    LLM_CU_TRY(c, llm__launch(c, rope_kernel, dim3(llm__cuda_blocks(total, 256)), dim3(256), 0,
+                              x, n, n_heads, stride, pos, inv_freq, scale, head_dim));
     LLM_CU_LAUNCHED(c, "rope_kernel");
     return 0;
 }
@@ -81,6 +91,8 @@ __global__ void kv_store_kernel(float *kc, float *vc, const float *k, const floa
                                 int32_t n, int32_t kv_dim, int32_t src_stride,
                                 llm_cuda_positions pos)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     size_t total = (size_t)n * (size_t)kv_dim;
     size_t base = llm__base_pos(pos);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -100,8 +112,8 @@ int llm_cuda_kv_store(llm_cuda *c, float *k_cache, float *v_cache, const float *
     LLM_CU_ARG(c, src_stride >= kv_dim);
     size_t total = (size_t)n * (size_t)kv_dim;
     unsigned b = llm__cuda_blocks(total, 256), cap = (unsigned)c->sm_count * 16u;
-    kv_store_kernel<<<b < cap ? b : cap, 256, 0, c->stream>>>(
-        k_cache, v_cache, k, v, n, kv_dim, src_stride, pos);
+    LLM_CU_TRY(c, llm__launch(c, kv_store_kernel, dim3(b < cap ? b : cap), dim3(256), 0,
+                              k_cache, v_cache, k, v, n, kv_dim, src_stride, pos));
     LLM_CU_LAUNCHED(c, "kv_store_kernel");
     return 0;
 }
@@ -112,6 +124,8 @@ __global__ void rope_qkv_store_kernel(float *qkv, int32_t n, int32_t stride, int
                                       const double *inv_freq, float scale, float *kc,
                                       float *vc)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     int32_t half = hd / 2, kv_dim = nkv * hd;
     int32_t per_row = (nh + nkv) * half + kv_dim; /* pairs, then v elements */
     size_t total = (size_t)n * (size_t)per_row;
@@ -155,15 +169,17 @@ int llm_cuda_rope_qkv_store(llm_cuda *c, float *qkv, int32_t n, int32_t stride,
     size_t per_row = (size_t)(n_heads + n_kv_heads) * (head_dim / 2) +
                      (size_t)n_kv_heads * head_dim;
     size_t total = (size_t)n * per_row;
-    rope_qkv_store_kernel<<<llm__cuda_blocks(total, 256), 256, 0, c->stream>>>(
-        qkv, n, stride, n_heads, n_kv_heads, head_dim, pos, inv_freq, scale, k_cache,
-        v_cache);
+    LLM_CU_TRY(c, llm__launch(c, rope_qkv_store_kernel, dim3(llm__cuda_blocks(total, 256)),
+                              dim3(256), 0, qkv, n, stride, n_heads, n_kv_heads, head_dim, pos,
+                              inv_freq, scale, k_cache, v_cache));
     LLM_CU_LAUNCHED(c, "rope_qkv_store_kernel");
     return 0;
 }
 
 __global__ void swiglu_pairs_kernel(float *out, const float *gu, size_t len)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
          i += (size_t)gridDim.x * blockDim.x) {
         float g = gu[2 * i];
@@ -173,6 +189,8 @@ __global__ void swiglu_pairs_kernel(float *out, const float *gu, size_t len)
 
 __global__ void swiglu_kernel(float *gate, const float *up, size_t len)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
          i += (size_t)gridDim.x * blockDim.x) {
         float g = gate[i];
@@ -182,6 +200,8 @@ __global__ void swiglu_kernel(float *gate, const float *up, size_t len)
 
 __global__ void add_kernel(float *y, const float *x, size_t len)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
          i += (size_t)gridDim.x * blockDim.x)
         y[i] += x[i];
@@ -199,7 +219,8 @@ int llm_cuda_swiglu(llm_cuda *c, float *gate, const float *up, size_t len)
     LLM_CU_ARG(c, gate && up);
     if (!len)
         return 0;
-    swiglu_kernel<<<grid_for(c, len), 256, 0, c->stream>>>(gate, up, len);
+    LLM_CU_TRY(c, llm__launch(c, swiglu_kernel, dim3(grid_for(c, len)), dim3(256), 0, gate,
+                              up, len));
     LLM_CU_LAUNCHED(c, "swiglu_kernel");
     return 0;
 }
@@ -210,7 +231,8 @@ int llm_cuda_swiglu_pairs(llm_cuda *c, float *out, const float *gu, size_t len)
     LLM_CU_ARG(c, out && gu);
     if (!len)
         return 0;
-    swiglu_pairs_kernel<<<grid_for(c, len), 256, 0, c->stream>>>(out, gu, len);
+    LLM_CU_TRY(c, llm__launch(c, swiglu_pairs_kernel, dim3(grid_for(c, len)), dim3(256), 0,
+                              out, gu, len));
     LLM_CU_LAUNCHED(c, "swiglu_pairs_kernel");
     return 0;
 }
@@ -221,7 +243,7 @@ int llm_cuda_add(llm_cuda *c, float *y, const float *x, size_t len)
     LLM_CU_ARG(c, y && x);
     if (!len)
         return 0;
-    add_kernel<<<grid_for(c, len), 256, 0, c->stream>>>(y, x, len);
+    LLM_CU_TRY(c, llm__launch(c, add_kernel, dim3(grid_for(c, len)), dim3(256), 0, y, x, len));
     LLM_CU_LAUNCHED(c, "add_kernel");
     return 0;
 }
@@ -231,6 +253,8 @@ __global__ void embed_kernel(const void *w, const uint16_t *scales, int type,
                              int64_t rows, int64_t cols, const int32_t *ids,
                              float *out)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     int32_t id = ids[blockIdx.x];
     float *o = out + (size_t)blockIdx.x * (size_t)cols;
     bool ok = id >= 0 && id < rows;
@@ -258,8 +282,9 @@ int llm_cuda_embed(llm_cuda *c, const llm_cuda_weight *embd, const int32_t *ids,
 {
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, embd && embd->data && ids && out && n > 0);
-    embed_kernel<<<(unsigned)n, 256, 0, c->stream>>>(
-        embd->data, embd->scales, (int)embd->type, embd->rows, embd->cols, ids, out);
+    LLM_CU_TRY(c, llm__launch(c, embed_kernel, dim3((unsigned)n), dim3(256), 0, embd->data,
+                              embd->scales, (int)embd->type, embd->rows, embd->cols, ids,
+                              out));
     LLM_CU_LAUNCHED(c, "embed_kernel");
     return 0;
 }

@@ -39,6 +39,10 @@ __device__ int block_argmax(const float *row, int32_t vocab)
     __shared__ int si[32];
     float bv = -INFINITY;
     int bi = 0x7fffffff;
+    /* Unrolled so that several loads of a thread are in flight: one block
+     * walks a whole 128k-entry row, and a load-compare chain would pay the
+     * memory latency a hundred times. */
+#pragma unroll 8
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
         float x = row[i];
         if (x == x && better(x, i, bv, bi)) {
@@ -73,8 +77,12 @@ __device__ int block_argmax(const float *row, int32_t vocab)
     return bi;
 }
 
+/* Launched as a dependent launch (llm__launch): the logits come from the
+ * kernel before it. */
 __global__ void argmax_kernel(const float *logits, int32_t vocab, int32_t *out)
 {
+    llm__pdl_trigger();
+    llm__pdl_wait();
     int best = block_argmax(logits + (size_t)blockIdx.x * vocab, vocab);
     if (threadIdx.x == 0)
         out[blockIdx.x] = best;
@@ -85,7 +93,8 @@ int llm_cuda_argmax(llm_cuda *c, const float *logits, int32_t n, int32_t vocab,
 {
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, logits && out && n > 0 && vocab > 0);
-    argmax_kernel<<<(unsigned)n, SAMPLE_THREADS, 0, c->stream>>>(logits, vocab, out);
+    LLM_CU_TRY(c, llm__launch(c, argmax_kernel, dim3((unsigned)n), dim3(SAMPLE_THREADS), 0,
+                              logits, vocab, out));
     LLM_CU_LAUNCHED(c, "argmax_kernel");
     return 0;
 }

@@ -362,7 +362,7 @@ static void seam_attention(llm_backend *be, const llm_attn *a)
     if (!seam_ok(c, llm_cuda_bind(c->cu)))
         return;
     llm_cuda_attn d = {a->q, a->k, a->v, a->out, a->n, {a->pos0, NULL},
-                       a->n_heads, a->n_kv_heads, a->head_dim};
+                       a->n_heads, a->n_kv_heads, a->head_dim, 0};
     seam_fail(c, llm_cuda_attention(c->cu, &d));
 }
 
