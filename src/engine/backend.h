@@ -74,6 +74,13 @@ typedef struct llm_backend_ops {
     void (*swiglu)(llm_backend *be, float *gate, const float *up, size_t len);
     /* y[i] += x[i] for i < len. */
     void (*add)(llm_backend *be, float *y, const float *x, size_t len);
+    /* Optional (NULL: the forward calls matmul once per weight). Products
+     * of one input with several weights: y[i] = x w[i]^T for i < count,
+     * every w[i] with the same ne0, each result exactly matmul's. Lets a
+     * backend share the input's preparation and one hand-off to its
+     * threads among q/k/v, or gate/up. */
+    void (*matmul_many)(llm_backend *be, const llm_tensor *const *w, int32_t count,
+                        const float *x, int32_t n, float *const *y);
 } llm_backend_ops;
 
 struct llm_backend {

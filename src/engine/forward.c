@@ -106,6 +106,20 @@ void llm_workspace_release(llm_workspace *ws, const llm_model *m)
     memset(ws, 0, sizeof *ws);
 }
 
+/* y[i] = x w[i]^T for i < count, through the backend's matmul_many when
+ * it has one (the weights share x). */
+static void matmul_many(const llm_model *m, const llm_tensor *const *w, int32_t count,
+                        const float *x, int32_t n, float *const *y)
+{
+    const llm_backend_ops *op = m->be->ops;
+    if (op->matmul_many) {
+        op->matmul_many(m->be, w, count, x, n, y);
+        return;
+    }
+    for (int32_t i = 0; i < count; i++)
+        op->matmul(m->be, w[i], x, n, y[i]);
+}
+
 static void attention_block(const llm_model *m, const llm_layer *L, float *kc,
                             float *vc, llm_workspace *ws, int32_t n, uint32_t pos0)
 {
@@ -117,9 +131,9 @@ static void attention_block(const llm_model *m, const llm_layer *L, float *kc,
     llm_rope rope = {ws->inv_freq, hp->rope_scale, hp->head_dim};
 
     op->rmsnorm(be, ws->xb, ws->x, L->attn_norm, n, hp->dim, hp->norm_eps);
-    op->matmul(be, &L->wq, ws->xb, n, ws->q);
-    op->matmul(be, &L->wk, ws->xb, n, kslot);
-    op->matmul(be, &L->wv, ws->xb, n, vslot);
+    const llm_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const qkv_out[3] = {ws->q, kslot, vslot};
+    matmul_many(m, qkv, 3, ws->xb, n, qkv_out);
     op->rope(be, ws->q, n, hp->n_heads, q_dim, pos0, &rope);
     op->rope(be, kslot, n, hp->n_kv_heads, kv_dim, pos0, &rope);
     llm_attn a = {ws->q, kc, vc, ws->att, n, pos0, hp->n_heads, hp->n_kv_heads, hp->head_dim};
@@ -135,8 +149,9 @@ static void ffn_block(const llm_model *m, const llm_layer *L, llm_workspace *ws,
     const llm_backend_ops *op = m->be->ops;
     llm_backend *be = m->be;
     op->rmsnorm(be, ws->xb, ws->x, L->ffn_norm, n, hp->dim, hp->norm_eps);
-    op->matmul(be, &L->w_gate, ws->xb, n, ws->hb);
-    op->matmul(be, &L->w_up, ws->xb, n, ws->hb2);
+    const llm_tensor *gate_up[2] = {&L->w_gate, &L->w_up};
+    float *const gate_up_out[2] = {ws->hb, ws->hb2};
+    matmul_many(m, gate_up, 2, ws->xb, n, gate_up_out);
     op->swiglu(be, ws->hb, ws->hb2, (size_t)n * hp->ffn_dim);
     op->matmul(be, &L->w_down, ws->hb, n, ws->xb2);
     op->add(be, ws->x, ws->xb2, (size_t)n * hp->dim);

@@ -397,48 +397,24 @@ static void cpu_attention(llm_backend *be, const llm_attn *a)
 
 /* ---- matmul -------------------------------------------------------------- */
 
-typedef struct mm_job {
-    cpu_backend *c;
-    const llm_tensor *w;
-    const float *x;
-    int32_t n;
-    float *y;
-    llm_matvec_fn matvec; /* the row loop's kernel for w's type */
-    llm_acts acts;        /* x in the kernels' layouts */
-    llm_pool_counter next;
-} mm_job;
-
-static llm_matvec_fn matvec_kernel(const llm_kernels *k, uint32_t type)
-{
-    switch (type) {
-    case LLM_TYPE_F32: return k->matvec_f32;
-    case LLM_TYPE_F16: return k->matvec_f16;
-    case LLM_TYPE_BF16: return k->matvec_bf16;
-    case LLM_TYPE_Q8_0: return k->matvec_q8_0;
-    default: return k->matvec_q4_0;
-    }
-}
-
-static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
-{
-    mm_job *j = ctx;
-    const llm_tensor *w = j->w;
-    int64_t r0, r1;
-    (void)ith;
-    (void)nth;
-    while (llm_pool_next(&j->next, w->ne1, LLM_CPU_GRAIN, &r0, &r1))
-        j->matvec((const unsigned char *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes,
-                  r1 - r0, &j->acts, j->y + r0, w->ne1);
-}
-
 static int is_quantized(uint32_t type)
 {
     return type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
 }
 
+/* One weight of the batched product (n from the gemm threshold on). */
+typedef struct gemm_job {
+    cpu_backend *c;
+    const llm_tensor *w;
+    const float *x;
+    int32_t n;
+    float *y;
+    llm_pool_counter next;
+} gemm_job;
+
 static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
 {
-    mm_job *j = ctx;
+    gemm_job *j = ctx;
     const llm_tensor *w = j->w;
     int64_t r, r1, k = w->ne0;
     float *panel = j->c->panel + (size_t)ith * LLM_CPU_PANEL * j->c->max_width;
@@ -464,20 +440,102 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
     }
 }
 
+/* Weights of one row-loop pass (cpu_matmul_many: q/k/v share x). */
+#define MV_MAX 3
+
+/* The row loop over up to MV_MAX weights with one input: units of
+ * LLM_CPU_GRAIN rows, numbered across the weights in turn (weight i owns
+ * units [first[i], first[i + 1])), claimed one at a time by the pool's
+ * threads. */
+typedef struct mv_job {
+    const llm_tensor *w[MV_MAX];
+    float *y[MV_MAX];
+    llm_matvec_fn matvec[MV_MAX]; /* the kernel for w[i]'s type */
+    int64_t first[MV_MAX + 1];
+    int32_t count;
+    llm_acts acts; /* x in the kernels' layouts */
+    llm_pool_counter next;
+} mv_job;
+
+static llm_matvec_fn matvec_kernel(const llm_kernels *k, uint32_t type)
+{
+    switch (type) {
+    case LLM_TYPE_F32: return k->matvec_f32;
+    case LLM_TYPE_F16: return k->matvec_f16;
+    case LLM_TYPE_BF16: return k->matvec_bf16;
+    case LLM_TYPE_Q8_0: return k->matvec_q8_0;
+    default: return k->matvec_q4_0;
+    }
+}
+
+static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
+{
+    mv_job *j = ctx;
+    int64_t u, u1;
+    (void)ith;
+    (void)nth;
+    while (llm_pool_next(&j->next, j->first[j->count], 1, &u, &u1)) {
+        int32_t i = 0;
+        while (u >= j->first[i + 1])
+            i++;
+        const llm_tensor *w = j->w[i];
+        int64_t r0 = (u - j->first[i]) * LLM_CPU_GRAIN;
+        int64_t r1 = r0 + LLM_CPU_GRAIN < w->ne1 ? r0 + LLM_CPU_GRAIN : w->ne1;
+        j->matvec[i]((const unsigned char *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes,
+                     r1 - r0, &j->acts, j->y[i] + r0, w->ne1);
+    }
+}
+
+static int takes_gemm(const cpu_backend *c, const llm_tensor *w, int32_t n)
+{
+    return n >= (is_quantized(w->type) ? c->gemm_min_quant : c->gemm_min_float);
+}
+
 static void cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
                        int32_t n, float *y)
 {
     cpu_backend *c = cpu(be);
-    mm_job j = {c, w, x, n, y, NULL, {n, w->ne0, x, NULL, NULL, NULL, NULL, NULL}, {0}};
-    if (n >= (is_quantized(w->type) ? c->gemm_min_quant : c->gemm_min_float)) {
+    if (takes_gemm(c, w, n)) {
+        gemm_job j = {c, w, x, n, y, {0}};
         llm_pool_run(c->pool, gemm_worker, &j);
         return;
     }
-    if (is_quantized(w->type)) {
-        llm_acts_scratch sc = {c->qd, c->qq, c->qdt, c->qb, c->xbias};
-        llm_acts_quantize(&c->k, x, n, w->ne0, &sc, &j.acts);
+    float *const ys[1] = {y};
+    const llm_tensor *const ws[1] = {w};
+    be->ops->matmul_many(be, ws, 1, x, n, ys);
+}
+
+/* One hand-off to the pool and one quantization of x for all the weights
+ * (each result is exactly cpu_matmul's: the same kernels on the same
+ * quantized x); a weight for the batched product goes through it alone. */
+static void cpu_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t count,
+                            const float *x, int32_t n, float *const *y)
+{
+    cpu_backend *c = cpu(be);
+    mv_job j;
+    memset(&j, 0, sizeof j);
+    int quantized = 0;
+    for (int32_t i = 0; i < count; i++) {
+        if (takes_gemm(c, w[i], n) || j.count == MV_MAX) {
+            cpu_matmul(be, w[i], x, n, y[i]);
+            continue;
+        }
+        int32_t at = j.count++;
+        j.w[at] = w[i];
+        j.y[at] = y[i];
+        j.matvec[at] = matvec_kernel(&c->k, w[i]->type);
+        j.first[at + 1] = j.first[at] + (w[i]->ne1 + LLM_CPU_GRAIN - 1) / LLM_CPU_GRAIN;
+        quantized |= is_quantized(w[i]->type);
     }
-    j.matvec = matvec_kernel(&c->k, w->type);
+    if (j.count == 0)
+        return;
+    j.acts.n = n;
+    j.acts.len = j.w[0]->ne0;
+    j.acts.x = x;
+    if (quantized) {
+        llm_acts_scratch sc = {c->qd, c->qq, c->qdt, c->qb, c->xbias};
+        llm_acts_quantize(&c->k, x, n, j.w[0]->ne0, &sc, &j.acts);
+    }
     llm_pool_run(c->pool, matvec_worker, &j);
 }
 
@@ -516,6 +574,7 @@ static const llm_backend_ops cpu_ops = {
     .attention = cpu_attention,
     .swiglu = cpu_swiglu,
     .add = cpu_add,
+    .matmul_many = cpu_matmul_many,
 };
 
 const char *llm_cpu_backend_kernels(const llm_backend *be)
