@@ -22,8 +22,8 @@ stamp "configure (cuda $cuda)"
 : > "$out/build.log"
 pm_device_configure "$B" "$out/build.log" -DPHASEMARK_CUDA=$cuda -DPHASEMARK_BENCH=ON ||
   { tail -40 "$out/build.log"; exit 1; }
-cmake --build "$B" -j"$(nproc)" --target test_split pm-shardd bench_split phasemark_cli \
-  phasemark_recorder >> "$out/build.log" 2>&1 ||
+cmake --build "$B" -j"$(nproc)" --target test_split test_spec_parity_split pm-shardd bench_split \
+  phasemark_cli phasemark_recorder >> "$out/build.log" 2>&1 ||
   { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 stamp built
 

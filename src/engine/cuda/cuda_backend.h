@@ -319,13 +319,12 @@ int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
  * TF32 products (operands rounded to 10-bit mantissas, fp32 accumulation)
  * around a causal softmax, instead of the exact-fp32 tiled kernel. The
  * queries run in chunks of rows, all heads at once, each chunk against the
- * keys up to its last query only, so about half the square is skipped; a
- * chunk's scores ([n_heads][rows][keys]) must fit the room, so the room a
+ * keys up to its last query only (with the default 4 chunks, 37% of the
+ * square is skipped); a chunk's scores ([n_heads][rows][keys]) must fit the room, so the room a
  * group of max_rows queries needs over max_ctx keys lets n_heads/max_group
- * times fewer rows into a chunk. Calls that need more than
- * LLM_CUDA_ATTN_MAX_CHUNKS chunks, more heads than reserved at the time of
- * this call, or take their base from the register keep using the tiled
- * kernel. Setup only. */
+ * times fewer rows into a chunk. Calls that would need more than 64
+ * chunks, or take their base from the register, keep using the tiled
+ * kernel. Setup only (it may allocate and synchronize). */
 int llm_cuda_reserve_attention_gemm(llm_cuda *c, int32_t max_rows, uint32_t max_ctx,
                                     int32_t max_group);
 
