@@ -4,13 +4,21 @@
  *   bench_spec derive IN OUT [--layers L] [--type T]
  *       a draft from a target GGUF: its first L blocks, matrices re-encoded
  *       to T (tests/spec/spec_models.h)
- *   bench_spec cost --model M [--threads N] [--reps R]
+ *   bench_spec cost --model M [--draft D] [--threads N] [--reps R]
  *       one line per width n = 1..9: the time of one llm_verify of n tokens
- *       against one llm_decode (what a round's verify costs in decodes)
+ *       against one llm_decode (what a round's verify costs in decodes);
+ *       with a draft, one more line: a draft decode as a round meets it
+ *       (after a target verify), against the target's decode
  *   bench_spec loop --model M --n N [--threads T] [--reps R]
  *       R forwards of width N (0: a decode) back to back after a 32-token
  *       history, for a profiler (perf record) to look at one shape; one line
  *       with the median time
+ *   bench_spec kernels [--reps R]
+ *       the Q8_0 matrix-vector kernels on one thread, on a 1408 x 512
+ *       matrix (the KJV target's feed-forward shape, in L2), for 1..8
+ *       activation rows: the single-row dot per row and activation row (the
+ *       loop before the blocked kernels), the AVX2 tiles and the VNNI tiles;
+ *       cycles per block of 32 weights per activation row at 3 GHz
  *   bench_spec ops --model M [--n N] [--threads T] [--reps R]
  *       where one forward of width N (1: a decode) spends its time: each
  *       backend operation of a layer timed alone (median), times the layer
@@ -33,7 +41,9 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cpu/kernels.h"
 #include "model.h"
+#include "quant.h"
 #include "phasemark/engine.h"
 #include "phasemark/spec.h"
 #include "spec_models.h"
@@ -196,31 +206,52 @@ static double forward_once(llm_session *s, int n)
 /* Each repetition times a decode and verifies of 1..9 back to back, so
  * slow drifts (frequency, a neighbour's load) touch every width alike;
  * medians per width. The first repetition warms up. */
-static int cmd_cost(const opts *o)
+/* A model and a session holding the 32-token history forward_once expects. */
+static int open_with_history(const char *path, int threads, uint64_t req, llm_model **m,
+                             llm_session **s)
 {
-    llm_model *m = open_model(o->model, o->threads);
-    llm_session *s = m ? open_session(m, 1) : NULL;
     int32_t hist[32];
     for (int i = 0; i < 32; i++)
         hist[i] = 3 + i;
-    if (!s || llm_prefill(s, hist, 32, 0, NULL) != 0) {
-        llm_session_free(s);
-        llm_model_free(m);
-        return 1;
-    }
+    *m = open_model(path, threads);
+    *s = *m ? open_session(*m, req) : NULL;
+    return *s && llm_prefill(*s, hist, 32, 0, NULL) == 0 ? 0 : -1;
+}
+
+/* With --draft, a second loop times what rounds of k = 3 do, back to back:
+ * a verify of 4 and then three draft decodes (the mean of the three), so
+ * the draft meets the caches as rounds leave them. (Timed right after the
+ * ten target forwards of the first loop, the first draft forwards took
+ * up to twice as long: a round never runs the target that long.) */
+#define COST_ROUND_K 3
+#define COST_ROUND_WARM 10
+static int cmd_cost(const opts *o)
+{
+    llm_model *m = NULL, *dm = NULL;
+    llm_session *s = NULL, *ds = NULL;
+    int rc = 1;
     int reps = o->reps * 10 > MAX_REPS ? MAX_REPS : o->reps * 10;
-    static double t[COST_MAX_N + 1][MAX_REPS];
+    static double t[COST_MAX_N + 2][MAX_REPS];
+    if (open_with_history(o->model, o->threads, 1, &m, &s) != 0 ||
+        (o->draft && open_with_history(o->draft, o->threads, 2, &dm, &ds) != 0))
+        goto done;
     for (int r = 0; r <= reps; r++)
         for (int n = 0; n <= COST_MAX_N; n++) {
             double v = forward_once(s, n);
-            if (v < 0) {
-                llm_session_free(s);
-                llm_model_free(m);
-                return 1;
-            }
+            if (v < 0)
+                goto done;
             if (r > 0)
                 t[n][r - 1] = v;
         }
+    for (int r = -COST_ROUND_WARM; ds && r < reps; r++) {
+        double v = forward_once(s, COST_ROUND_K + 1), sum = 0;
+        for (int i = 0; i < COST_ROUND_K && v >= 0; i++)
+            sum += (v = forward_once(ds, 0));
+        if (v < 0)
+            goto done;
+        if (r >= 0)
+            t[COST_MAX_N + 1][r] = sum / COST_ROUND_K;
+    }
     double dec = median(t[0], reps);
     printf("{\"bench\":\"verify_cost\",\"model\":\"%s\",\"threads\":%d,\"n\":0,\"what\":\"decode\","
            "\"ms\":%.4f}\n", o->model, o->threads, dec / 1e6);
@@ -229,9 +260,20 @@ static int cmd_cost(const opts *o)
         printf("{\"bench\":\"verify_cost\",\"model\":\"%s\",\"threads\":%d,\"n\":%d,\"what\":\"verify\","
                "\"ms\":%.4f,\"vs_decode\":%.3f}\n", o->model, o->threads, n, v / 1e6, v / dec);
     }
+    if (ds) {
+        double v = median(t[COST_MAX_N + 1], reps);
+        printf("{\"bench\":\"draft_cost\",\"model\":\"%s\",\"target\":\"%s\",\"threads\":%d,"
+               "\"what\":\"decode, mean of %d after a target verify of %d\",\"ms\":%.4f,"
+               "\"vs_target_decode\":%.3f}\n",
+               o->draft, o->model, o->threads, COST_ROUND_K, COST_ROUND_K + 1, v / 1e6, v / dec);
+    }
+    rc = 0;
+done:
+    llm_session_free(ds);
+    llm_model_free(dm);
     llm_session_free(s);
     llm_model_free(m);
-    return 0;
+    return rc;
 }
 
 /* One shape over and over, nothing else in the process's profile but the
@@ -372,6 +414,78 @@ done:
     llm_session_free(s);
     llm_model_free(mm);
     return rc;
+}
+
+/* ---- kernels ----------------------------------------------------------- */
+
+#define KB_ROWS 1408
+#define KB_LEN 512
+#define KB_MAX_N 8
+
+/* The loop the backend ran before the blocked kernels: one single-row dot
+ * per weight row and activation row. */
+static void by_rows(const llm_kernels *k, const unsigned char *w, size_t rb, const llm_acts *a,
+                    float *y)
+{
+    for (int64_t r = 0; r < KB_ROWS; r++)
+        for (int32_t t = 0; t < a->n; t++) {
+            llm_qrow xq = {a->d + t * (KB_LEN / 32), a->q + t * KB_LEN};
+            y[t * KB_ROWS + r] = k->dot_q8_0(w + (size_t)r * rb, &xq, KB_LEN);
+        }
+}
+
+static int cmd_kernels(const opts *o)
+{
+    llm_kernels avx2, vnni;
+    llm_kernels_scalar(&avx2);
+    if (llm_kernels_avx2(&avx2) != 0) {
+        fprintf(stderr, PROG ": kernels: the CPU lacks AVX2\n");
+        return 1;
+    }
+    vnni = avx2;
+    int have_vnni = llm_kernels_vnni(&vnni) == 0;
+    size_t rb = KB_LEN / 32 * sizeof(llm_block_q8_0);
+    static unsigned char w[KB_ROWS * (KB_LEN / 32) * 34];
+    static float row[KB_LEN], x[KB_MAX_N * KB_LEN], y[KB_MAX_N * KB_ROWS];
+    static float d[KB_MAX_N * KB_LEN / 32], dt[KB_MAX_N * KB_LEN / 32 + 8];
+    static int8_t q[KB_MAX_N * KB_LEN], qb[KB_MAX_N * KB_LEN];
+    static int32_t xbias[KB_MAX_N * KB_LEN / 4];
+    static double t[3][LOOP_MAX_REPS];
+    for (int r = 0; r < KB_ROWS; r++) {
+        for (int i = 0; i < KB_LEN; i++)
+            row[i] = (float)((r * 31 + i * 17) % 201 - 100) / 100.0f;
+        llm_quantize_row(LLM_TYPE_Q8_0, row, w + (size_t)r * rb, KB_LEN);
+    }
+    for (int i = 0; i < KB_MAX_N * KB_LEN; i++)
+        x[i] = (float)((i * 7) % 101 - 50) / 50.0f;
+    int reps = o->loop_reps > 1000 ? 200 : o->loop_reps;
+    for (int32_t n = 1; n <= KB_MAX_N; n++) {
+        llm_acts_scratch sc = {d, q, dt, qb, xbias};
+        llm_acts a;
+        llm_acts_quantize(&avx2, x, n, KB_LEN, &sc, &a);
+        for (int r = 0; r < reps; r++) /* interleaved, medians */
+            for (int v = 0; v < 3; v++) {
+                uint64_t t0 = now_ns();
+                if (v == 0)
+                    by_rows(&avx2, w, rb, &a, y);
+                else if (v == 1 || !have_vnni)
+                    avx2.matvec_q8_0(w, rb, KB_ROWS, &a, y, KB_ROWS);
+                else
+                    vnni.matvec_q8_0(w, rb, KB_ROWS, &a, y, KB_ROWS);
+                t[v][r] = (double)(now_ns() - t0);
+            }
+        static const char *const names[3] = {"single-row dot", "avx2 tiles", "vnni tiles"};
+        for (int v = 0; v < 3; v++) {
+            if (v == 2 && !have_vnni)
+                continue;
+            double ns = median(t[v], reps);
+            printf("{\"bench\":\"kernels\",\"type\":\"q8_0\",\"rows\":%d,\"len\":%d,\"n\":%d,"
+                   "\"kernel\":\"%s\",\"us\":%.2f,\"cycles_per_block_row_3ghz\":%.2f}\n",
+                   KB_ROWS, KB_LEN, (int)n, names[v], ns / 1e3,
+                   ns * 3.0 / ((double)KB_ROWS * (KB_LEN / 32) * n));
+        }
+    }
+    return 0;
 }
 
 /* ---- run --------------------------------------------------------------- */
@@ -575,8 +689,9 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: " PROG " derive IN OUT [--layers L] [--type T]\n"
-            "       " PROG " cost --model M [--threads N] [--reps R]\n"
+            "       " PROG " cost --model M [--draft D] [--threads N] [--reps R]\n"
             "       " PROG " loop --model M --n N [--threads T] [--reps R]\n"
+            "       " PROG " kernels [--reps R]\n"
             "       " PROG " ops --model M [--n N] [--threads T] [--reps R]\n"
             "       " PROG " run --target T --draft D [--k 2,4,6] [--adaptive] [--threads N]\n"
             "                    [--tokens M] [--reps R] [--label NAME]\n");
@@ -607,6 +722,8 @@ int main(int argc, char **argv)
         return cmd_loop(&o);
     if (!strcmp(argv[1], "ops") && o.model)
         return cmd_ops(&o);
+    if (!strcmp(argv[1], "kernels"))
+        return cmd_kernels(&o);
     if (!strcmp(argv[1], "run") && o.target && o.draft)
         return cmd_run(&o);
     return usage();
