@@ -23,6 +23,11 @@
 
 typedef struct llm_backend llm_backend;
 
+/* The span, workspace and forward arguments of forward.h (forward_span). */
+struct llm_span;
+struct llm_workspace;
+struct llm_forward_in;
+
 /* Rotary embedding of one forward: positions pos0..pos0+n-1, adjacent
  * pairs (x[2i], x[2i+1]) of each head rotated by angle
  * (pos * scale) * base^(-2i/head_dim). inv_freq[i] = base^(-2i/head_dim). */
@@ -81,6 +86,17 @@ typedef struct llm_backend_ops {
      * threads among q/k/v, or gate/up. */
     void (*matmul_many)(llm_backend *be, const llm_tensor *const *w, int32_t count,
                         const float *x, int32_t n, float *const *y);
+    /* Optional (NULL: the forward always runs the span op by op). Runs
+     * everything llm_span_forward does after the span's input is in ws->x
+     * (the embedding or the boundary write is done): every layer of span,
+     * and the head when the span ends the model, leaving ws->x and
+     * ws->logits as the op-by-op path would (up to rounding). Returns 1
+     * when it ran the span, 0 when it issued nothing and the forward must
+     * run it op by op (a shape, weight type or batch it does not fuse).
+     * Lets a device backend run a decode step as its own fused kernels,
+     * replayed as one recorded launch. Never allocates per token. */
+    int (*forward_span)(llm_backend *be, const llm_model *m, struct llm_span *span,
+                        struct llm_workspace *ws, const struct llm_forward_in *in);
 } llm_backend_ops;
 
 struct llm_backend {

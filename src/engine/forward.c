@@ -192,6 +192,11 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
         be->ops->embed(be, &m->tok_embd, in->tokens, in->n, ws->x);
     else if (in->act) /* NULL: the previous span left them in ws->x */
         be->ops->write(be, ws->x, in->act, (size_t)in->n * m->hp.dim * sizeof(float));
+    /* A backend that runs the whole span itself (the CUDA seam's fused
+     * decode step) does so inside the same range; NULL or "not handled"
+     * keeps the op-by-op path below. */
+    if (be->ops->forward_span && be->ops->forward_span(be, m, span, ws, in))
+        return;
     for (int32_t l = span->first; l <= span->last; l++) {
         const llm_layer *L = &m->layers[l];
         int32_t i = l - span->first;

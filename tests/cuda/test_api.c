@@ -133,10 +133,115 @@ static void weight_upload_types(void)
     llm_cuda_free(c);
 }
 
+/* The bytes of w on the device: quants or elements, then any scales. */
+static unsigned char *weight_bytes_of(llm_cuda *c, const llm_cuda_weight *w, size_t *n)
+{
+    size_t eb = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 1 : 2;
+    size_t nd = (size_t)w->rows * (size_t)w->cols * eb;
+    size_t ns = w->scales ? (size_t)w->rows * (size_t)(w->cols / 32) * 2 : 0;
+    unsigned char *b = malloc(nd + ns);
+    REQUIRE(b);
+    ct_get(c, b, w->data, nd);
+    if (ns)
+        ct_get(c, b + nd, w->scales, ns);
+    *n = nd + ns;
+    return b;
+}
+
+/* Stacked and interleaved uploads hold exactly the rows of separate
+ * uploads in the stated order, for every type (padded rows too); row
+ * views see their rows; unpair splits pairs exactly. */
+static void weight_upload_parts(void)
+{
+    llm_cuda *c = ct_open(8, 256, 64, 4);
+    const uint32_t types[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
+                              LLM_TYPE_Q4_0};
+    const int64_t cols = 64, rows[3] = {3, 2, 2};
+    ct_rng r = {77};
+    for (size_t t = 0; t < 5; t++) {
+        size_t rb = ct_row_bytes(types[t], cols) + 16; /* padded rows */
+        unsigned char *host[3];
+        llm_cuda_weight one[3], st, il;
+        llm_cuda_weight_part parts[3];
+        for (int i = 0; i < 3; i++) {
+            float w[3 * 64];
+            double deq[3 * 64];
+            size_t rbe = ct_row_bytes(types[t], cols);
+            unsigned char *enc = malloc((size_t)rows[i] * rbe);
+            host[i] = calloc((size_t)rows[i], rb);
+            REQUIRE(enc && host[i]);
+            ct_fill(&r, w, (size_t)(rows[i] * cols), 1.0f);
+            ct_encode(types[t], w, rows[i], cols, enc, deq);
+            for (int64_t k = 0; k < rows[i]; k++)
+                memcpy(host[i] + (size_t)k * rb, enc + (size_t)k * rbe, rbe);
+            free(enc);
+            CT_OK(c, llm_cuda_weight_upload(c, types[t], host[i], cols, rows[i], rb, &one[i]));
+            parts[i] = (llm_cuda_weight_part){host[i], rows[i], rb};
+        }
+        CT_OK(c, llm_cuda_weight_upload_parts(c, types[t], cols, parts, 3, 0, &st));
+        CHECK(st.rows == 7 && st.cols == cols && st.type == one[0].type);
+        /* Interleaving needs equal rows: parts 1 and 2. */
+        CT_OK(c, llm_cuda_weight_upload_parts(c, types[t], cols, parts + 1, 2, 1, &il));
+        CHECK(il.rows == 4);
+        int64_t row0 = 0;
+        for (int i = 0; i < 3; i++) {
+            llm_cuda_weight v = llm_cuda_weight_rows(&st, row0, rows[i]);
+            size_t na, nb;
+            unsigned char *a = weight_bytes_of(c, &one[i], &na), *b = weight_bytes_of(c, &v, &nb);
+            CHECK(na == nb && memcmp(a, b, na) == 0);
+            free(a);
+            free(b);
+            row0 += rows[i];
+        }
+        /* Row 2k + i of the interleaved matrix is row k of part 1 + i. */
+        for (int i = 0; i < 2; i++)
+            for (int64_t k = 0; k < 2; k++) {
+                llm_cuda_weight a1 = llm_cuda_weight_rows(&one[1 + i], k, 1);
+                llm_cuda_weight b1 = llm_cuda_weight_rows(&il, 2 * k + i, 1);
+                size_t na, nb;
+                unsigned char *a = weight_bytes_of(c, &a1, &na), *b = weight_bytes_of(c, &b1, &nb);
+                CHECK(na == nb && memcmp(a, b, na) == 0);
+                free(a);
+                free(b);
+            }
+        llm_cuda_weight_release(c, &st);
+        llm_cuda_weight_release(c, &il);
+        for (int i = 0; i < 3; i++) {
+            llm_cuda_weight_release(c, &one[i]);
+            free(host[i]);
+        }
+    }
+    /* Unequal rows cannot interleave; no parts is an error. */
+    unsigned char zero[4 * 64 * 4] = {0};
+    llm_cuda_weight_part bad[2] = {{zero, 2, 256}, {zero, 1, 256}};
+    llm_cuda_weight w;
+    CHECK_INT_EQ(llm_cuda_weight_upload_parts(c, LLM_TYPE_F32, 64, bad, 2, 1, &w), LLM_EINVAL);
+    CHECK(w.data == NULL);
+    CHECK_INT_EQ(llm_cuda_weight_upload_parts(c, LLM_TYPE_F32, 64, bad, 0, 0, &w), LLM_EINVAL);
+    /* unpair: a[i] = ab[2i], b[i] = ab[2i+1], exactly. */
+    enum { N = 1000 };
+    float hab[2 * N], ha[N], hb[N];
+    ct_fill(&r, hab, 2 * N, 3.0f);
+    float *dab = ct_dev(c, sizeof hab), *da = ct_dev(c, sizeof ha), *db = ct_dev(c, sizeof hb);
+    ct_put(c, dab, hab, sizeof hab);
+    CT_OK(c, llm_cuda_unpair(c, da, db, dab, N));
+    ct_get(c, ha, da, sizeof ha);
+    ct_get(c, hb, db, sizeof hb);
+    int same = 1;
+    for (int i = 0; i < N; i++)
+        same &= ha[i] == hab[2 * i] && hb[i] == hab[2 * i + 1];
+    CHECK(same);
+    llm_cuda_mfree(c, dab);
+    llm_cuda_mfree(c, da);
+    llm_cuda_mfree(c, db);
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_free(c);
+}
+
 static const ct_case cases[] = {
     {"no_device_args", no_device_args}, {"bad_args", bad_args},
     {"sticky_error", sticky_error}, {"reserve_limits", reserve_limits},
-    {"weight_upload_types", weight_upload_types},
+    {"weight_upload_types", weight_upload_types}, {"weight_upload_parts", weight_upload_parts},
 };
 
 CT_MAIN(cases)

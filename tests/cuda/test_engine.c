@@ -21,6 +21,16 @@
  * forcing), and a differing argmax passes only as a near tie: the CPU's
  * logit gap between its token and the GPU's token must be within the
  * type's tolerance. Every near tie is printed.
+ *
+ * Decode modes. Every one-token forward of the CUDA runner is run three
+ * times at the same position (the cache row is simply rewritten): op by op
+ * (LLM_CUDA_DECODE_OPS, the engine's generic path), as the fused kernels
+ * launched directly (FUSED) and as the replayed graph (GRAPH, the default,
+ * whose logits go on). FUSED and GRAPH must agree bit for bit; OPS and
+ * GRAPH within FUSED_TOL (2e-3 max |logit difference|, rounding only: the
+ * fused kernels apply RMSNorm as a scale after the product), their greedy
+ * ids margin-aware as above. The graph must be captured once per runner
+ * and replayed at every later position (the seam's counters).
  */
 #include <math.h>
 #include <stdio.h>
@@ -119,7 +129,13 @@ typedef struct pair {
     double tol;
     double worst;     /* largest logit difference seen */
     int steps, ties;  /* greedy steps compared, near ties among them */
+    float *ops, *fused; /* host [vocab]: the other decode modes' logits */
+    double mode_worst;  /* largest ops-vs-graph logit difference */
+    int mode_steps, mode_ties;
+    uint32_t pos_lo, pos_hi; /* positions the graph ran at */
 } pair;
+
+#define FUSED_TOL 2e-3
 
 static void compare_rows(pair *p, const float *a, const float *b, int rows,
                          const char *what)
@@ -146,9 +162,75 @@ static void compare_rows(pair *p, const float *a, const float *b, int rows,
     }
 }
 
+/* Runs n tokens on the GPU runner; a one-token forward in all three
+ * decode modes (see the top), returning the graph's logits. */
+static const float *run_gpu(pair *p, const int32_t *toks, int32_t n, pm_phase phase,
+                            llm_logits_mode mode)
+{
+    llm_backend *be = p->g.m->be;
+    if (n != 1)
+        return run(&p->g, toks, n, phase, mode);
+    uint32_t pos = p->g.pos;
+    size_t bytes = (size_t)p->vocab * sizeof(float);
+    CHECK_INT_EQ(llm_cuda_backend_set_decode(be, LLM_CUDA_DECODE_OPS), 0);
+    memcpy(p->ops, run(&p->g, toks, 1, phase, mode), bytes);
+    p->g.pos = pos;
+    CHECK_INT_EQ(llm_cuda_backend_set_decode(be, LLM_CUDA_DECODE_FUSED), 0);
+    memcpy(p->fused, run(&p->g, toks, 1, phase, mode), bytes);
+    p->g.pos = pos;
+    CHECK_INT_EQ(llm_cuda_backend_set_decode(be, LLM_CUDA_DECODE_GRAPH), 0);
+    const float *lg = run(&p->g, toks, 1, phase, mode);
+    if (memcmp(p->fused, lg, bytes) != 0)
+        fprintf(stderr, "position %u: fused direct and graph logits differ\n", (unsigned)pos);
+    CHECK(memcmp(p->fused, lg, bytes) == 0);
+    double d = 0.0;
+    for (int32_t i = 0; i < p->vocab; i++) {
+        double e = isnan(lg[i]) ? INFINITY : fabs((double)p->ops[i] - lg[i]);
+        d = e > d ? e : d;
+    }
+    if (d > FUSED_TOL)
+        fprintf(stderr, "position %u: ops vs graph max logit difference %.4g\n", (unsigned)pos, d);
+    CHECK(d <= FUSED_TOL);
+    p->mode_worst = d > p->mode_worst ? d : p->mode_worst;
+    int32_t to = argmax_of(p->ops, p->vocab), tg = argmax_of(lg, p->vocab);
+    if (to != tg) {
+        double gap = (double)p->ops[to] - p->ops[tg];
+        printf("  near tie (ops vs graph, position %u): %d vs %d, gap %.3g\n", (unsigned)pos,
+               to, tg, gap);
+        CHECK(gap <= FUSED_TOL);
+        p->mode_ties++;
+    }
+    p->mode_steps++;
+    p->pos_lo = pos < p->pos_lo ? pos : p->pos_lo;
+    p->pos_hi = pos > p->pos_hi ? pos : p->pos_hi;
+    return lg;
+}
+
+/* The seam's counters after the pair's one-token forwards: every layer
+ * fused, one capture (one span, one workspace), every step of the graph
+ * mode a replay, every step of the fused mode direct, none declined. */
+static void check_modes(pair *p, const char *what)
+{
+    llm_cuda_decode_stats st;
+    REQUIRE(llm_cuda_backend_decode_stats(p->g.m->be, &st) == 0);
+    printf("%s: ops vs graph over %d one-token steps (positions %u..%u): max logit diff %.3g,"
+           " %d near ties; %u fused layers, %llu capture(s), %llu replays, %llu direct,"
+           " %llu declined\n", what, p->mode_steps, (unsigned)p->pos_lo, (unsigned)p->pos_hi,
+           p->mode_worst, p->mode_ties, (unsigned)st.fused_layers,
+           (unsigned long long)st.captures, (unsigned long long)st.replays,
+           (unsigned long long)st.direct, (unsigned long long)st.declined);
+    CHECK_INT_EQ((int)st.fused_layers, p->g.m->hp.n_layers);
+    CHECK_INT_EQ((int)st.captures, 1);
+    CHECK_INT_EQ((int)st.replays, p->mode_steps);
+    CHECK_INT_EQ((int)st.direct, p->mode_steps);
+    CHECK_INT_EQ((int)st.declined, 0);
+    CHECK(p->mode_steps > 1 && p->pos_hi > p->pos_lo);
+}
+
 static void open_pair(pair *p, llm_model *cpu, llm_model *gpu, uint32_t n_ctx, double tol)
 {
     memset(p, 0, sizeof *p);
+    p->pos_lo = UINT32_MAX;
     seat_on_cuda(gpu);
     llm_model_info info;
     llm_model_get_info(gpu, &info);
@@ -157,6 +239,9 @@ static void open_pair(pair *p, llm_model *cpu, llm_model *gpu, uint32_t n_ctx, d
     runner_init(&p->c, cpu, n_ctx);
     runner_init(&p->g, gpu, n_ctx);
     p->tol = tol;
+    p->ops = malloc((size_t)p->vocab * sizeof(float));
+    p->fused = malloc((size_t)p->vocab * sizeof(float));
+    REQUIRE(p->ops && p->fused);
 }
 
 static void close_pair(pair *p)
@@ -166,6 +251,8 @@ static void close_pair(pair *p)
     if (err[0])
         fprintf(stderr, "%s\n", err);
     llm_model *c = p->c.m, *g = p->g.m;
+    free(p->ops);
+    free(p->fused);
     runner_free(&p->c);
     runner_free(&p->g);
     llm_model_free(c);
@@ -178,12 +265,12 @@ static void run_prompt(pair *p, const int32_t *toks, size_t n, int decodes)
 {
     p->c.pos = p->g.pos = 0;
     const float *lc = run(&p->c, toks, (int32_t)n, PM_PHASE_EXACT, LLM_LOGITS_LAST);
-    const float *lg = run(&p->g, toks, (int32_t)n, PM_PHASE_EXACT, LLM_LOGITS_LAST);
+    const float *lg = run_gpu(p, toks, (int32_t)n, PM_PHASE_EXACT, LLM_LOGITS_LAST);
     compare_rows(p, lc, lg, 1, "prefill");
     for (int i = 0; i < decodes; i++) {
         int32_t t = argmax_of(lc, p->vocab);
         lc = run(&p->c, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
-        lg = run(&p->g, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+        lg = run_gpu(p, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
         compare_rows(p, lc, lg, 1, "decode");
     }
 }
@@ -229,14 +316,79 @@ static void synth_case(const char *type_name, int prompts)
     const float *lc = run(&p.c, draft, 4, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
     const float *lg = run(&p.g, draft, 4, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
     compare_rows(&p, lc, lg, 4, "verify");
-    /* Roll back two positions and decode again: the cache agrees. */
+    /* Roll back two positions and decode again: the cache agrees (and the
+     * graph replays at an earlier position). */
     p.c.pos = p.g.pos = 11;
     const int32_t t42 = 42;
     lc = run(&p.c, &t42, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
-    lg = run(&p.g, &t42, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+    lg = run_gpu(&p, &t42, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
     compare_rows(&p, lc, lg, 1, "after rollback");
     printf("%s: %d greedy steps over %d prompts, %d near ties, max logit diff %.3g (tol %.3g)\n",
            type_name, p.steps, prompts, p.ties, p.worst, p.tol);
+    check_modes(&p, type_name);
+    close_pair(&p);
+}
+
+static uint64_t captures_of(pair *p)
+{
+    llm_cuda_decode_stats st;
+    REQUIRE(llm_cuda_backend_decode_stats(p->g.m->be, &st) == 0);
+    return st.captures;
+}
+
+/* run_prompt on another GPU runner of the same model (swapped in). */
+static void run_prompt_on(pair *p, runner *g, const int32_t *toks, size_t n, int decodes)
+{
+    runner keep = p->g;
+    p->g = *g;
+    run_prompt(p, toks, n, decodes);
+    *g = p->g;
+    p->g = keep;
+}
+
+/* The graph cache: a step captured for one span and workspace replays only
+ * for them. A second workspace whose reservation grows the context gets
+ * its own capture, and the first workspace's graph, captured before the
+ * growth replaced the scratch it uses, is captured again rather than
+ * replayed; a third workspace that grows nothing gets its own graph while
+ * the first's keeps replaying. Every step against the CPU and across the
+ * three decode modes, as everywhere. */
+static void engine_graph_cache(void)
+{
+    ct_require_device();
+    synth_spec s = synth_default();
+    s.hp.dim = 128;
+    s.hp.n_heads = 4;
+    s.hp.n_kv_heads = 2;
+    s.hp.ffn = 256;
+    s.hp.vocab = 384;
+    s.hp.ctx = 128;
+    s.hp.n_layers = 3;
+    s.type = s.embd_type = LLM_TYPE_F16;
+    char path[512];
+    synth_path(path, sizeof path, "f16");
+    REQUIRE(synth_write(path, &s) == 0);
+    pair p;
+    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 64, type_tol(LLM_TYPE_F16));
+    unlink(path);
+    const int32_t toks[5] = {7, 99, 3, 250, 41};
+    run_prompt(&p, toks, 5, 4);
+    CHECK_INT_EQ((int)captures_of(&p), 1);
+    runner grown, same;
+    runner_init(&grown, p.g.m, 128);
+    run_prompt_on(&p, &grown, toks, 5, 4);
+    CHECK_INT_EQ((int)captures_of(&p), 2);
+    run_prompt(&p, toks, 5, 4); /* captured before the growth: again */
+    CHECK_INT_EQ((int)captures_of(&p), 3);
+    runner_init(&same, p.g.m, 64);
+    run_prompt_on(&p, &same, toks, 5, 4);
+    CHECK_INT_EQ((int)captures_of(&p), 4);
+    run_prompt(&p, toks, 5, 4); /* nothing grew: replayed */
+    CHECK_INT_EQ((int)captures_of(&p), 4);
+    printf("graph cache: 4 captures over 5 runs of 3 workspaces, %d steps, max logit diff %.3g,"
+           " ops vs graph %.3g\n", p.mode_steps, p.worst, p.mode_worst);
+    runner_free(&grown);
+    runner_free(&same);
     close_pair(&p);
 }
 
@@ -271,6 +423,7 @@ static void engine_stories(void)
     }
     printf("stories260K: %d greedy steps over 20 prompts, %d near ties, max logit diff %.3g\n",
            p.steps, p.ties, p.worst);
+    check_modes(&p, "stories260K");
     close_pair(&p);
 }
 
@@ -320,6 +473,7 @@ static void kjv_case(const char *file, double tol)
     }
     printf("%s: %d greedy steps over 20 prompts, %d near ties, max logit diff %.3g (tol %.3g)\n",
            file, p.steps, p.ties, p.worst, p.tol);
+    check_modes(&p, file);
     close_pair(&p);
 }
 
@@ -476,6 +630,7 @@ static const ct_case cases[] = {
     {"engine_f32", engine_f32}, {"engine_f16", engine_f16},
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
     {"engine_q4_0", engine_q4_0}, {"engine_stories", engine_stories},
+    {"engine_graph_cache", engine_graph_cache},
 };
 
 CT_MAIN(cases)

@@ -178,6 +178,28 @@ int llm_cuda_weight_upload(llm_cuda *c, uint32_t type, const void *host,
                            int64_t cols, int64_t rows, size_t row_bytes,
                            llm_cuda_weight *w);
 
+/* One host matrix of llm_cuda_weight_upload_parts: rows of row_bytes. */
+typedef struct llm_cuda_weight_part {
+    const void *host;
+    int64_t rows;
+    size_t row_bytes;
+} llm_cuda_weight_part;
+
+/* Uploads `count` (1..16) host matrices of one type and width into one
+ * device weight, so that a single product reads them in one pass: stacked
+ * (interleave 0: the parts' rows one after the other, as a layer's q, k and
+ * v for LLM_CUDA_MV_ROPE_STORE) or interleaved (interleave 1, every part
+ * with the same rows: row r of part i becomes row r * count + i, as gate
+ * and up for LLM_CUDA_MV_SWIGLU_PAIRS). Types and failures as
+ * llm_cuda_weight_upload; the caller owns *w. Setup only. */
+int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
+                                 const llm_cuda_weight_part *parts, int count,
+                                 int interleave, llm_cuda_weight *w);
+
+/* A view of rows row0..row0+rows-1 of w (no copy, nothing owned: it lives
+ * as long as w and is never released). Pure host arithmetic. */
+llm_cuda_weight llm_cuda_weight_rows(const llm_cuda_weight *w, int64_t row0, int64_t rows);
+
 /* Allocates an uninitialized device weight of a device layout (for synthetic
  * models filled with llm_cuda_fill_uniform). */
 int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
@@ -253,6 +275,11 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
 /* out[i] = silu(gu[2i]) * gu[2i+1] for i < len: SwiGLU over interleaved
  * gate/up outputs (a product with a pair-interleaved weight, n rows). */
 int llm_cuda_swiglu_pairs(llm_cuda *c, float *out, const float *gu, size_t len);
+
+/* a[i] = ab[2i], b[i] = ab[2i+1] for i < len: splits the output of a
+ * product with a pair-interleaved weight into its two halves (ab 8-byte
+ * aligned; a, b do not overlap ab). */
+int llm_cuda_unpair(llm_cuda *c, float *a, float *b, const float *ab, size_t len);
 
 /* Decode-step RoPE and cache store in one kernel: rows [n][stride] hold q
  * (n_heads*head_dim), then k and v (n_kv_heads*head_dim each); q and k are
@@ -412,6 +439,37 @@ int llm_cuda_backend_prepare(struct llm_backend *be, const struct llm_model *m,
  * this is how a caller learns that a forward's results are void (a failed
  * read also fills its destination with NaN). */
 int llm_cuda_backend_status(struct llm_backend *be, char *err, size_t errlen);
+
+/* How the seam runs a one-token forward (a decode step):
+ *   LLM_CUDA_DECODE_OPS: op by op, as every other forward (the engine's
+ *     generic path: RMSNorm, products, RoPE, attention, add, ...);
+ *   LLM_CUDA_DECODE_FUSED: the span's fused kernels (five a layer: the
+ *     q/k/v product with RMSNorm and RoPE + cache store, split-K attention,
+ *     the output product adding into the residual, the gate/up product
+ *     with RMSNorm and SwiGLU, the down product adding into the residual;
+ *     the head as one product with the norm folded in), launched directly;
+ *   LLM_CUDA_DECODE_GRAPH (the default): the same kernels captured once
+ *     per (span, buffers) into a CUDA graph and replayed, the position in
+ *     the context's register.
+ * FUSED and GRAPH give identical bits; OPS differs by rounding (the norm
+ * is applied as an epilogue scale). Layers whose weights the fused
+ * kernels do not take (see docs/cuda.md) always run op by op. The
+ * environment variable PHASEMARK_CUDA_DECODE=ops|fused|graph sets the
+ * mode at creation. _set: LLM_EINVAL for a bad mode or a non-CUDA backend;
+ * not thread-safe against a running forward (hold the model's lock). */
+enum { LLM_CUDA_DECODE_OPS = 0, LLM_CUDA_DECODE_FUSED = 1, LLM_CUDA_DECODE_GRAPH = 2 };
+int llm_cuda_backend_set_decode(struct llm_backend *be, int mode);
+
+/* What the seam did with one-token forwards since creation. */
+typedef struct llm_cuda_decode_stats {
+    uint64_t captures; /* graphs captured (the first step of a span/buffers) */
+    uint64_t replays;  /* steps run by launching a captured graph */
+    uint64_t direct;   /* steps run as fused kernels launched directly */
+    uint64_t declined; /* one-token forwards left to the op-by-op path
+                          although the mode fuses (unfusable weights) */
+    uint32_t fused_layers; /* layers whose fused weights prepare built */
+} llm_cuda_decode_stats;
+int llm_cuda_backend_decode_stats(struct llm_backend *be, llm_cuda_decode_stats *out);
 
 /* The context behind a CUDA backend (for device-side sampling). */
 llm_cuda *llm_cuda_backend_context(struct llm_backend *be);

@@ -102,31 +102,55 @@ static void repack_rows(uint32_t type, const unsigned char *src, size_t row_byte
     }
 }
 
+/* Where an upload puts a host matrix's rows in a device weight: host row r
+ * goes to device row row0 + r * step (step 1: a plain or stacked upload;
+ * step 2: rows interleaved with another matrix's). */
+typedef struct row_place {
+    int64_t row0, step, rows;
+} row_place;
+
+/* Host -> device rows of `bytes` each, source rows spitch apart, device
+ * rows placed as pl says within an array of dpitch-byte rows. */
+static int upload_placed(llm_cuda *c, void *dst, size_t dpitch, const void *src,
+                         size_t spitch, size_t bytes, row_place pl)
+{
+    char *d = (char *)dst + (size_t)pl.row0 * dpitch;
+    if (pl.step == 1 && spitch == bytes)
+        return llm_cuda_upload(c, d, src, bytes * (size_t)pl.rows);
+    LLM_CU_TRY(c, cudaMemcpy2DAsync(d, dpitch * (size_t)pl.step, src, spitch, bytes,
+                                    (size_t)pl.rows, cudaMemcpyHostToDevice, c->stream));
+    return 0;
+}
+
 /* Uploads quantized rows through a bounded host staging buffer. */
 static int upload_quant(llm_cuda *c, uint32_t type, const void *host,
-                        size_t row_bytes, llm_cuda_weight *w)
+                        size_t row_bytes, llm_cuda_weight *w, row_place pl)
 {
     int64_t nb = w->cols / LLM_QK;
     size_t per_row = (size_t)w->cols + (size_t)nb * 2;
     int64_t chunk = (int64_t)(((size_t)8 << 20) / per_row);
     if (chunk < 1)
         chunk = 1;
-    if (chunk > w->rows)
-        chunk = w->rows;
+    if (chunk > pl.rows)
+        chunk = pl.rows;
     unsigned char *stage = (unsigned char *)malloc((size_t)chunk * per_row);
     if (!stage)
         return llm__cuda_fail(c, LLM_ENOMEM, 0, "out of host memory");
     int rc = 0;
-    for (int64_t r0 = 0; r0 < w->rows && rc == 0; r0 += chunk) {
-        int64_t nr = w->rows - r0 < chunk ? w->rows - r0 : chunk;
+    for (int64_t r0 = 0; r0 < pl.rows && rc == 0; r0 += chunk) {
+        int64_t nr = pl.rows - r0 < chunk ? pl.rows - r0 : chunk;
         int8_t *q = (int8_t *)stage;
         uint16_t *d = (uint16_t *)(stage + (size_t)nr * (size_t)w->cols);
         repack_rows(type, (const unsigned char *)host + (size_t)r0 * row_bytes,
                     row_bytes, w->cols, nr, q, d);
-        rc = llm_cuda_upload(c, (int8_t *)w->data + r0 * w->cols, q,
-                             (size_t)nr * (size_t)w->cols);
+        row_place sub = {pl.row0 + r0 * pl.step, pl.step, nr};
+        rc = upload_placed(c, w->data, (size_t)w->cols, q, (size_t)w->cols,
+                           (size_t)w->cols, sub);
         if (rc == 0)
-            rc = llm_cuda_upload(c, w->scales + r0 * nb, d, (size_t)nr * nb * 2);
+            rc = upload_placed(c, w->scales, (size_t)nb * 2, d, (size_t)nb * 2,
+                               (size_t)nb * 2, sub);
+        /* The staging buffer is refilled next: the copies from it (pageable
+         * memory, staged by the runtime) have been taken by now. */
     }
     free(stage);
     return rc;
@@ -148,40 +172,83 @@ static uint64_t file_row_bytes(uint32_t type, int64_t cols)
     }
 }
 
-int llm_cuda_weight_upload(llm_cuda *c, uint32_t type, const void *host,
-                           int64_t cols, int64_t rows, size_t row_bytes,
-                           llm_cuda_weight *w)
+/* Checks one host matrix of `type` with `cols` columns and row_bytes-byte
+ * rows; the bytes of its rows on the device (0 when unsupported). */
+static int part_ok(llm_cuda *c, uint32_t type, int64_t cols, size_t row_bytes)
 {
-    if (!w)
-        return LLM_EINVAL;
-    memset(w, 0, sizeof *w);
-    LLM_CU_ENTER(c);
-    LLM_CU_ARG(c, host && cols > 0 && rows > 0);
-    int quant = type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
-    uint32_t dtype = quant ? (uint32_t)LLM_TYPE_Q8_0 : type;
     uint64_t need = file_row_bytes(type, cols);
     if (need == 0 || need > row_bytes)
         return llm__cuda_fail(c, LLM_EINVAL, 0,
                               "weight upload: type %u with %lld columns and "
                               "%zu-byte rows is not supported", type,
                               (long long)cols, row_bytes);
+    return 0;
+}
+
+/* Uploads one host matrix into the rows pl names of an allocated weight. */
+static int upload_part(llm_cuda *c, uint32_t type, const void *host, size_t row_bytes,
+                       llm_cuda_weight *w, row_place pl)
+{
+    if (type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0)
+        return upload_quant(c, type, host, row_bytes, w, pl);
+    size_t need = (size_t)file_row_bytes(type, w->cols);
+    return upload_placed(c, w->data, need, host, row_bytes, need, pl);
+}
+
+int llm_cuda_weight_upload(llm_cuda *c, uint32_t type, const void *host,
+                           int64_t cols, int64_t rows, size_t row_bytes,
+                           llm_cuda_weight *w)
+{
+    llm_cuda_weight_part p = {host, rows, row_bytes};
+    return llm_cuda_weight_upload_parts(c, type, cols, &p, 1, 0, w);
+}
+
+int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
+                                 const llm_cuda_weight_part *parts, int count,
+                                 int interleave, llm_cuda_weight *w)
+{
+    if (!w)
+        return LLM_EINVAL;
+    memset(w, 0, sizeof *w);
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, parts && count > 0 && count <= 16 && cols > 0);
+    int64_t rows = 0;
+    for (int i = 0; i < count; i++) {
+        LLM_CU_ARG(c, parts[i].host && parts[i].rows > 0);
+        LLM_CU_ARG(c, !interleave || parts[i].rows == parts[0].rows);
+        LLM_CU_ARG(c, parts[i].rows <= ((int64_t)1 << 40) - rows);
+        int rc = part_ok(c, type, cols, parts[i].row_bytes);
+        if (rc)
+            return rc;
+        rows += parts[i].rows;
+    }
+    int quant = type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
+    uint32_t dtype = quant ? (uint32_t)LLM_TYPE_Q8_0 : type;
     int rc = llm_cuda_weight_alloc(c, dtype, cols, rows, w);
     if (rc)
         return rc;
-    if (quant) {
-        rc = upload_quant(c, type, host, row_bytes, w);
-    } else if (row_bytes == need) {
-        rc = llm_cuda_upload(c, w->data, host, need * (size_t)rows);
-    } else {
-        LLM_CU_TRY(c, cudaMemcpy2DAsync(w->data, need, host, row_bytes, need,
-                                        (size_t)rows, cudaMemcpyHostToDevice,
-                                        c->stream));
+    int64_t row0 = 0;
+    for (int i = 0; i < count && rc == 0; i++) {
+        row_place pl = {interleave ? i : row0, interleave ? count : 1, parts[i].rows};
+        rc = upload_part(c, type, parts[i].host, parts[i].row_bytes, w, pl);
+        row0 += parts[i].rows;
     }
     if (rc == 0)
         rc = llm_cuda_sync(c); /* the staging buffer and mapping may go now */
     if (rc)
         llm_cuda_weight_release(c, w);
     return rc;
+}
+
+llm_cuda_weight llm_cuda_weight_rows(const llm_cuda_weight *w, int64_t row0, int64_t rows)
+{
+    llm_cuda_weight v = *w;
+    size_t eb = elem_bytes(w->type), cols = (size_t)w->cols;
+    v.data = (char *)w->data + (size_t)row0 * cols * eb;
+    v.scales = w->scales ? w->scales + (size_t)row0 * (cols / LLM_QK) : NULL;
+    v.rows = rows;
+    v.bytes = (size_t)rows * cols * eb + (w->scales ? (size_t)rows * (cols / LLM_QK) * 2 : 0);
+    return v;
 }
 
 /* ---- matrix-vector ----------------------------------------------------- */

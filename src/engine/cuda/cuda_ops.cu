@@ -187,6 +187,18 @@ __global__ void swiglu_pairs_kernel(float *out, const float *gu, size_t len)
     }
 }
 
+__global__ void unpair_kernel(float *a, float *b, const float *ab, size_t len)
+{
+    llm__pdl_trigger();
+    llm__pdl_wait();
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float2 v = reinterpret_cast<const float2 *>(ab)[i];
+        a[i] = v.x;
+        b[i] = v.y;
+    }
+}
+
 __global__ void swiglu_kernel(float *gate, const float *up, size_t len)
 {
     llm__pdl_trigger();
@@ -234,6 +246,19 @@ int llm_cuda_swiglu_pairs(llm_cuda *c, float *out, const float *gu, size_t len)
     LLM_CU_TRY(c, llm__launch(c, swiglu_pairs_kernel, dim3(grid_for(c, len)), dim3(256), 0,
                               out, gu, len));
     LLM_CU_LAUNCHED(c, "swiglu_pairs_kernel");
+    return 0;
+}
+
+int llm_cuda_unpair(llm_cuda *c, float *a, float *b, const float *ab, size_t len)
+{
+    LLM_CU_ENTER(c);
+    /* ab is read as float2 pairs: 8-byte alignment. */
+    LLM_CU_ARG(c, a && b && ab && ((uintptr_t)ab & 7) == 0);
+    if (!len)
+        return 0;
+    LLM_CU_TRY(c, llm__launch(c, unpair_kernel, dim3(grid_for(c, len)), dim3(256), 0,
+                              a, b, ab, len));
+    LLM_CU_LAUNCHED(c, "unpair_kernel");
     return 0;
 }
 

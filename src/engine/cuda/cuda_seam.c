@@ -13,6 +13,20 @@
  * The seam's operations return nothing; a CUDA failure is sticky in the
  * context, every later operation is skipped, a read fills its destination
  * with NaN, and llm_cuda_backend_status reports it.
+ *
+ * Fused decode. llm_cuda_backend_prepare uploads a layer's q, k and v as
+ * one stacked matrix and its gate and up as one matrix of interleaved rows
+ * (gate_0, up_0, gate_1, ...) when the fused kernels take them; the
+ * per-tensor entries of wq/wk/wv are then row views into the stack (no
+ * second copy), and gate/up are "pair members": a product with either runs
+ * over the pair matrix and splits the result (llm_cuda_unpair), so prefill
+ * and verify keep working on the one copy. forward_span runs a decode step
+ * (one token) as the fused kernels of llm_cuda_matvec_fused and the
+ * split-K attention, five a layer, and replays them as one CUDA graph per
+ * (span, buffers) from a small cache; the position comes from the
+ * context's register, so one graph serves every position. A graph is
+ * recaptured when the reservation or the seam's scratch grew (both replace
+ * buffers it refers to).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -23,6 +37,7 @@
 
 #include "backend.h"
 #include "cuda_backend.h"
+#include "forward.h"
 #include "quant.h"
 
 /* Token ids staged per embed call (longer batches are done in pieces). */
@@ -30,10 +45,30 @@
 /* Activation rows cuBLAS stages at a time (see llm_cuda_reserve). */
 #define SEAM_GEMM_ROWS 512
 
+/* A layer's fused decode weights (owned), built at prepare. */
+typedef struct fused_layer {
+    llm_cuda_weight qkv; /* [q; k; v] rows, (n_heads + 2 n_kv_heads) head_dim */
+    llm_cuda_weight gu;  /* [2 ffn_dim] rows: gate_i at 2i, up_i at 2i+1 */
+    struct fused_layer *next;
+} fused_layer;
+
 typedef struct wslot {
     const void *host; /* key: the tensor's data pointer; NULL: empty */
-    llm_cuda_weight w;
+    llm_cuda_weight w; /* owned unless view, unused for pair members */
+    int view;          /* 1: w is a row view into fl->qkv (not released) */
+    int half;          /* -1; 0 or 1: gate or up, rows of fl->gu */
+    fused_layer *fl;   /* the layer's fused weights (wq's entry and the
+                          views and pair members), else NULL */
 } wslot;
+
+/* A captured decode step: the graph and the buffers it refers to. */
+#define SEAM_GRAPHS 8
+typedef struct span_graph {
+    llm_cuda_graph *g; /* NULL: empty slot */
+    unsigned gen;      /* the seam's generation it was captured in */
+    const void **key;  /* [nkey]: see span_key */
+    size_t nkey;
+} span_graph;
 
 typedef struct vslot {
     const float *host; /* key; NULL: empty */
@@ -56,6 +91,19 @@ typedef struct cuda_be {
     double *freq_dev;
     int32_t freq_len;
     int32_t *ids_dev;   /* [SEAM_IDS] */
+    fused_layer *fused; /* every layer's fused weights (owned list) */
+    float *scratch;     /* the pair products (and their unused halves)
+                           and the decode step's q/k/v row */
+    size_t scratch_len; /* floats */
+    int decode;         /* LLM_CUDA_DECODE_* */
+    unsigned gen;       /* bumped when buffers a graph uses are replaced */
+    uint32_t seen_ctx;  /* the largest reservation so far */
+    int64_t seen_width;
+    span_graph graphs[SEAM_GRAPHS];
+    unsigned next_graph; /* round-robin eviction */
+    const void **key;   /* [key_cap] the key of the step being run */
+    size_t key_cap;
+    llm_cuda_decode_stats stats;
 } cuda_be;
 
 static cuda_be *cb(llm_backend *be)
@@ -125,28 +173,42 @@ static wslot *wt_find(cuda_be *c, const void *host)
     }
 }
 
-/* The device copy of t, uploaded on first sight. NULL on failure (the
- * context holds the reason). */
-static const llm_cuda_weight *weight_of(cuda_be *c, const llm_tensor *t)
+/* A new, empty-valued table entry for host (which is not in the table);
+ * NULL when out of memory. */
+static wslot *wt_insert(cuda_be *c, const void *host)
 {
-    wslot *s = wt_find(c, t->data);
-    if (s)
-        return &s->w;
     if ((c->wt_len + 1) * 2 > c->wt_cap && wt_grow(c) != 0) {
         seam_fail(c, LLM_ENOMEM);
         return NULL;
     }
+    size_t j = hash_ptr(host, c->wt_cap);
+    while (c->wt[j].host)
+        j = (j + 1) & (c->wt_cap - 1);
+    memset(&c->wt[j], 0, sizeof c->wt[j]);
+    c->wt[j].host = host;
+    c->wt[j].half = -1;
+    c->wt_len++;
+    return &c->wt[j];
+}
+
+/* The device copy of t, uploaded on first sight. NULL on failure (the
+ * context holds the reason). Not for pair members (see seam_matmul). */
+static const llm_cuda_weight *weight_of(cuda_be *c, const llm_tensor *t)
+{
+    wslot *s = wt_find(c, t->data);
+    if (s)
+        return s->half < 0 ? &s->w : NULL;
     llm_cuda_weight w;
     if (!seam_ok(c, llm_cuda_weight_upload(c->cu, t->type, t->data, t->ne0,
                                            t->ne1, t->row_bytes, &w)))
         return NULL;
-    size_t j = hash_ptr(t->data, c->wt_cap);
-    while (c->wt[j].host)
-        j = (j + 1) & (c->wt_cap - 1);
-    c->wt[j].host = t->data;
-    c->wt[j].w = w;
-    c->wt_len++;
-    return &c->wt[j].w;
+    s = wt_insert(c, t->data);
+    if (!s) {
+        llm_cuda_weight_release(c->cu, &w);
+        return NULL;
+    }
+    s->w = w;
+    return &s->w;
 }
 
 static int vt_grow(cuda_be *c)
@@ -242,8 +304,21 @@ static void seam_destroy(llm_backend *be)
         return;
     (void)llm_cuda_bind(c->cu);
     for (size_t i = 0; i < c->wt_cap; i++)
-        if (c->wt[i].host)
+        if (c->wt[i].host && !c->wt[i].view && c->wt[i].half < 0)
             llm_cuda_weight_release(c->cu, &c->wt[i].w);
+    while (c->fused) {
+        fused_layer *f = c->fused;
+        c->fused = f->next;
+        llm_cuda_weight_release(c->cu, &f->qkv);
+        llm_cuda_weight_release(c->cu, &f->gu);
+        free(f);
+    }
+    for (int i = 0; i < SEAM_GRAPHS; i++) {
+        llm_cuda_graph_free(c->graphs[i].g);
+        free(c->graphs[i].key);
+    }
+    free(c->key);
+    llm_cuda_mfree(c->cu, c->scratch);
     for (size_t i = 0; i < c->vt_cap; i++)
         if (c->vt[i].host)
             llm_cuda_mfree(c->cu, c->vt[i].dev);
@@ -266,6 +341,12 @@ static int seam_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
     int64_t heads = max_width / 2 > 0 ? max_width / 2 : 1;
     int rc = llm_cuda_reserve(c->cu, SEAM_GEMM_ROWS, max_width, n_ctx,
                               (int32_t)(heads < 65536 ? heads : 65536));
+    /* A reservation that grew replaced scratch that captured steps use. */
+    if (n_ctx > c->seen_ctx || max_width > c->seen_width) {
+        c->gen++;
+        c->seen_ctx = n_ctx > c->seen_ctx ? n_ctx : c->seen_ctx;
+        c->seen_width = max_width > c->seen_width ? max_width : c->seen_width;
+    }
     return rc == LLM_ENOMEM ? LLM_ENOMEM : rc ? LLM_EBACKEND : 0;
 }
 
@@ -321,15 +402,66 @@ static void seam_embed(llm_backend *be, const llm_tensor *embd, const int32_t *i
     }
 }
 
+/* Rows of activations whose pair products fit the scratch at once. */
+static int32_t pair_slice(const cuda_be *c, int64_t pair_rows)
+{
+    size_t per_row = (size_t)pair_rows + (size_t)pair_rows / 2;
+    size_t k = c->scratch_len / per_row;
+    return k > SEAM_GEMM_ROWS ? SEAM_GEMM_ROWS : (int32_t)k;
+}
+
+/* gate and/or up of a pair matrix: one product over the interleaved rows
+ * per slice of activation rows, split into y[0] (gate) and y[1] (up); a
+ * NULL half goes to the scratch's tail. */
+static void pair_matmul(cuda_be *c, const llm_cuda_weight *gu, const float *x, int32_t n,
+                        float *gate, float *up)
+{
+    int64_t half = gu->rows / 2;
+    int32_t k = pair_slice(c, gu->rows);
+    float *prod = c->scratch, *sink = c->scratch + (size_t)k * (size_t)gu->rows;
+    for (int32_t r0 = 0; r0 < n && !c->failed; r0 += k) {
+        int32_t nr = n - r0 < k ? n - r0 : k;
+        size_t off = (size_t)r0 * (size_t)half;
+        if (!seam_ok(c, llm_cuda_matmul(c->cu, gu, x + (size_t)r0 * (size_t)gu->cols, nr,
+                                        prod)))
+            return;
+        seam_fail(c, llm_cuda_unpair(c->cu, gate ? gate + off : sink, up ? up + off : sink,
+                                     prod, (size_t)nr * (size_t)half));
+    }
+}
+
 static void seam_matmul(llm_backend *be, const llm_tensor *w, const float *x,
                         int32_t n, float *y)
 {
     cuda_be *c = cb(be);
     if (!seam_ok(c, llm_cuda_bind(c->cu)))
         return;
+    wslot *s = wt_find(c, w->data);
+    if (s && s->half >= 0) {
+        pair_matmul(c, &s->fl->gu, x, n, s->half == 0 ? y : NULL, s->half == 1 ? y : NULL);
+        return;
+    }
     const llm_cuda_weight *dw = weight_of(c, w);
     if (dw)
         seam_fail(c, llm_cuda_matmul(c->cu, dw, x, n, y));
+}
+
+/* Products sharing x: gate and up of one pair in one pass over the pair
+ * matrix; everything else one product each (q/k/v are row views of one
+ * matrix, each read once either way). */
+static void seam_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t count,
+                             const float *x, int32_t n, float *const *y)
+{
+    cuda_be *c = cb(be);
+    if (count == 2 && seam_ok(c, llm_cuda_bind(c->cu))) {
+        wslot *a = wt_find(c, w[0]->data), *b = wt_find(c, w[1]->data);
+        if (a && b && a->fl && a->fl == b->fl && a->half == 0 && b->half == 1) {
+            pair_matmul(c, &a->fl->gu, x, n, y[0], y[1]);
+            return;
+        }
+    }
+    for (int32_t i = 0; i < count; i++)
+        seam_matmul(be, w[i], x, n, y[i]);
 }
 
 static void seam_rmsnorm(llm_backend *be, float *y, const float *x,
@@ -380,6 +512,239 @@ static void seam_add(llm_backend *be, float *y, const float *x, size_t len)
         seam_fail(c, llm_cuda_add(c->cu, y, x, len));
 }
 
+/* ---- fused decode step --------------------------------------------------- */
+
+/* Whether the fused matrix-vector kernel takes w (its vector layout). */
+static int mv_fusable(const llm_cuda_weight *w)
+{
+    int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
+    return w->cols % chunk == 0 && ((uintptr_t)w->data & 15) == 0;
+}
+
+/* One layer's device pieces for the fused step, from the tables (the
+ * matrices copied: a table entry moves when the table grows). */
+typedef struct step_layer {
+    const fused_layer *fl;
+    llm_cuda_weight wo, down;
+    const float *attn_norm, *ffn_norm;
+} step_layer;
+
+/* Looks up layer L's pieces (uploading a norm or matrix that is missing,
+ * which prepare makes impossible for a prepared span); 0 when the layer
+ * has no fused weights or a matrix the fused kernel does not take. */
+static int step_resolve(cuda_be *c, const llm_model *m, const llm_layer *L, step_layer *sl)
+{
+    wslot *q = wt_find(c, L->wq.data);
+    if (!q || !q->fl)
+        return 0;
+    sl->fl = q->fl;
+    const llm_cuda_weight *w = weight_of(c, &L->wo);
+    if (!w)
+        return 0;
+    sl->wo = *w;
+    if (!(w = weight_of(c, &L->w_down)))
+        return 0;
+    sl->down = *w;
+    sl->attn_norm = vector_of(c, L->attn_norm, m->hp.dim);
+    sl->ffn_norm = vector_of(c, L->ffn_norm, m->hp.dim);
+    return sl->attn_norm && sl->ffn_norm && mv_fusable(&sl->wo) && mv_fusable(&sl->down);
+}
+
+static int ends_model(const llm_model *m, const llm_span *span)
+{
+    return span->last == m->hp.n_layers - 1;
+}
+
+/* Whether every layer of the span (and the head's pieces) resolve. Run
+ * before anything is issued or captured: a capture must not upload. */
+static int span_fusable(cuda_be *c, const llm_model *m, const llm_span *span)
+{
+    step_layer sl;
+    for (int32_t l = span->first; l <= span->last; l++)
+        if (!step_resolve(c, m, &m->layers[l], &sl))
+            return 0;
+    if (ends_model(m, span) && (!weight_of(c, &m->output) ||
+                                !vector_of(c, m->out_norm, m->hp.dim)))
+        return 0;
+    return !c->failed;
+}
+
+/* Issues one decode step of the span: five kernels a layer, then the head
+ * (RMSNorm folded into its product when the kernel takes the matrix).
+ * Stops at the first failure (recorded). */
+static void step_issue(cuda_be *c, const llm_model *m, const llm_span *span,
+                       llm_workspace *ws, const double *freq, llm_cuda_positions pos)
+{
+    const llm_hparams *hp = &m->hp;
+    int32_t qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hp->head_dim;
+    llm_cuda *cu = c->cu;
+    float *qkv = c->scratch; /* [qkv_w]: q, k, v of the token, rotated */
+    for (int32_t l = span->first; l <= span->last && !c->failed; l++) {
+        int32_t i = l - span->first;
+        step_layer sl;
+        if (!step_resolve(c, m, &m->layers[l], &sl)) {
+            /* span_fusable said yes before anything was issued. */
+            if (!c->failed) {
+                c->failed = LLM_EBACKEND;
+                snprintf(c->msg, sizeof c->msg, "fused decode: layer %d lost its weights",
+                         (int)l);
+            }
+            return;
+        }
+        llm_cuda_rope_store rs = {pos, freq, hp->rope_scale, hp->n_heads, hp->n_kv_heads,
+                                  hp->head_dim, span->k[i], span->v[i]};
+        llm_cuda_mv_fuse fq = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE, sl.attn_norm,
+                               hp->norm_eps, &rs};
+        llm_cuda_mv_fuse acc = {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL};
+        llm_cuda_mv_fuse fg = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, sl.ffn_norm,
+                               hp->norm_eps, NULL};
+        llm_cuda_attn a = {qkv, span->k[i], span->v[i], ws->att, 1, pos, hp->n_heads,
+                           hp->n_kv_heads, hp->head_dim, qkv_w};
+        if (!seam_ok(c, llm_cuda_matvec_fused(cu, &sl.fl->qkv, ws->x, qkv, &fq)) ||
+            !seam_ok(c, llm_cuda_attention(cu, &a)) ||
+            !seam_ok(c, llm_cuda_matvec_fused(cu, &sl.wo, ws->att, ws->x, &acc)) ||
+            !seam_ok(c, llm_cuda_matvec_fused(cu, &sl.fl->gu, ws->x, ws->hb, &fg)) ||
+            !seam_ok(c, llm_cuda_matvec_fused(cu, &sl.down, ws->hb, ws->x, &acc)))
+            return;
+    }
+    if (!ends_model(m, span) || c->failed)
+        return;
+    const llm_cuda_weight *out = weight_of(c, &m->output);
+    const float *norm = vector_of(c, m->out_norm, hp->dim);
+    if (!out || !norm)
+        return;
+    if (mv_fusable(out)) {
+        llm_cuda_mv_fuse fo = {LLM_CUDA_MV_NORM, norm, hp->norm_eps, NULL};
+        seam_fail(c, llm_cuda_matvec_fused(cu, out, ws->x, ws->logits, &fo));
+    } else if (seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, norm, 1, hp->dim, hp->norm_eps))) {
+        seam_fail(c, llm_cuda_matmul(cu, out, ws->xb, 1, ws->logits));
+    }
+}
+
+/* The buffers a captured step refers to besides the seam's own: the span
+ * (layers, caches) and the workspace. A graph replays only for the same
+ * key; buffers freed and allocated again at the same addresses are the
+ * same buffers to it. Returns the key's length, 0 when out of memory. */
+static size_t span_key(cuda_be *c, const llm_model *m, const llm_span *span,
+                       const llm_workspace *ws)
+{
+    size_t nl = (size_t)(span->last - span->first + 1), n = 8 + 2 * nl;
+    if (n > c->key_cap) { /* grows at a span's first step only */
+        const void **k = realloc(c->key, n * sizeof *k);
+        if (!k)
+            return 0;
+        c->key = k;
+        c->key_cap = n;
+    }
+    const void **k = c->key;
+    k[0] = m;
+    k[1] = (const void *)(uintptr_t)span->first;
+    k[2] = (const void *)(uintptr_t)span->last;
+    k[3] = ws->x;
+    k[4] = ws->xb;
+    k[5] = ws->att;
+    k[6] = ws->hb;
+    k[7] = ws->logits;
+    for (size_t i = 0; i < nl; i++) {
+        k[8 + i] = span->k[i];
+        k[8 + nl + i] = span->v[i];
+    }
+    return n;
+}
+
+static span_graph *graph_find(cuda_be *c, size_t nkey)
+{
+    for (int i = 0; i < SEAM_GRAPHS; i++) {
+        span_graph *g = &c->graphs[i];
+        if (g->g && g->gen == c->gen && g->nkey == nkey &&
+            memcmp(g->key, c->key, nkey * sizeof *c->key) == 0)
+            return g;
+    }
+    return NULL;
+}
+
+/* Captures the step into a cache slot (evicting round-robin); NULL on
+ * failure (recorded). */
+static span_graph *graph_capture(cuda_be *c, const llm_model *m, const llm_span *span,
+                                 llm_workspace *ws, const double *freq, size_t nkey)
+{
+    span_graph *g = &c->graphs[c->next_graph++ % SEAM_GRAPHS];
+    llm_cuda_graph_free(g->g);
+    g->g = NULL;
+    /* The key buffer is exactly as long as the last key kept in it. */
+    if (nkey > g->nkey || !g->key) {
+        free(g->key);
+        g->nkey = 0;
+        g->key = malloc(nkey * sizeof *g->key);
+        if (!g->key) {
+            seam_fail(c, LLM_ENOMEM);
+            return NULL;
+        }
+    }
+    llm_cuda_positions pos = {0, llm_cuda_pos(c->cu)};
+    if (!seam_ok(c, llm_cuda_graph_begin(c->cu)))
+        return NULL;
+    step_issue(c, m, span, ws, freq, pos);
+    llm_cuda_graph *cg = NULL;
+    int rc = llm_cuda_graph_end(c->cu, &cg);
+    if (!seam_ok(c, rc)) { /* a graph of a failed step is never kept */
+        llm_cuda_graph_free(cg);
+        return NULL;
+    }
+    memcpy(g->key, c->key, nkey * sizeof *g->key);
+    g->nkey = nkey;
+    g->gen = c->gen;
+    g->g = cg;
+    c->stats.captures++;
+    return g;
+}
+
+static int seam_forward_span(llm_backend *be, const llm_model *m, llm_span *span,
+                             llm_workspace *ws, const llm_forward_in *in)
+{
+    cuda_be *c = cb(be);
+    if (c->decode == LLM_CUDA_DECODE_OPS || in->n != 1 || !c->fused)
+        return 0;
+    if (!seam_ok(c, llm_cuda_bind(c->cu)))
+        return 1; /* the forward is void either way; issue nothing more */
+    const double *freq = freq_of(c, ws->inv_freq, m->hp.head_dim / 2);
+    if (!freq)
+        return 1;
+    size_t nkey = 0;
+    if (c->decode == LLM_CUDA_DECODE_GRAPH) {
+        nkey = span_key(c, m, span, ws);
+        if (!nkey) {
+            seam_fail(c, LLM_ENOMEM);
+            return 1;
+        }
+        span_graph *g = graph_find(c, nkey);
+        if (g) {
+            if (seam_ok(c, llm_cuda_pos_set(c->cu, in->pos0)))
+                seam_fail(c, llm_cuda_graph_launch(c->cu, g->g));
+            c->stats.replays++;
+            return 1;
+        }
+    }
+    if (!span_fusable(c, m, span)) {
+        c->stats.declined++;
+        return c->failed != 0;
+    }
+    if (c->decode == LLM_CUDA_DECODE_FUSED) {
+        /* The graph's very launches, position register included, issued
+         * directly: the two modes give the same bits. */
+        llm_cuda_positions pos = {0, llm_cuda_pos(c->cu)};
+        if (seam_ok(c, llm_cuda_pos_set(c->cu, in->pos0)))
+            step_issue(c, m, span, ws, freq, pos);
+        c->stats.direct++;
+        return 1;
+    }
+    span_graph *g = graph_capture(c, m, span, ws, freq, nkey);
+    if (g && seam_ok(c, llm_cuda_pos_set(c->cu, in->pos0)))
+        seam_fail(c, llm_cuda_graph_launch(c->cu, g->g));
+    c->stats.replays++;
+    return 1;
+}
+
 static const llm_backend_ops cuda_ops_template = {
     .name = "cuda",
     .destroy = seam_destroy,
@@ -395,6 +760,8 @@ static const llm_backend_ops cuda_ops_template = {
     .attention = seam_attention,
     .swiglu = seam_swiglu,
     .add = seam_add,
+    .matmul_many = seam_matmul_many,
+    .forward_span = seam_forward_span,
 };
 
 /* ---- construction -------------------------------------------------------- */
@@ -412,6 +779,17 @@ static int parse_device(const char *name)
     if (errno || *end != '\0' || v < 0 || v > 1023)
         return -1;
     return (int)v;
+}
+
+/* PHASEMARK_CUDA_DECODE=ops|fused|graph; anything else is the default. */
+static int decode_mode_env(void)
+{
+    const char *e = getenv("PHASEMARK_CUDA_DECODE");
+    if (e && strcmp(e, "ops") == 0)
+        return LLM_CUDA_DECODE_OPS;
+    if (e && strcmp(e, "fused") == 0)
+        return LLM_CUDA_DECODE_FUSED;
+    return LLM_CUDA_DECODE_GRAPH;
 }
 
 int llm_cuda_backend_create(const char *name, llm_backend **out, char *err,
@@ -443,6 +821,7 @@ int llm_cuda_backend_create(const char *name, llm_backend **out, char *err,
         return rc == LLM_ENOMEM ? LLM_ENOMEM : LLM_EBACKEND;
     }
     c->ids_dev = ids;
+    c->decode = decode_mode_env();
     snprintf(c->name, sizeof c->name, "cuda:%d", dev);
     c->ops = cuda_ops_template;
     c->ops.name = c->name; /* markers say backend=cuda:N */
@@ -460,11 +839,111 @@ static int is_cuda(const llm_backend *be)
 
 static int prepare_tensor(cuda_be *c, const llm_tensor *t)
 {
-    return t->data && !weight_of(c, t) ? -1 : 0;
+    if (!t->data)
+        return 0;
+    wslot *s = wt_find(c, t->data);
+    if (s && s->half >= 0) /* a pair member: resident as the pair */
+        return 0;
+    return weight_of(c, t) ? 0 : -1;
+}
+
+/* Grows the scratch to hold pair products of SEAM_GEMM_ROWS activation
+ * rows (with the unused halves' sink) and a decode step's q/k/v row.
+ * Setup only; a graph that used the old scratch is recaptured. */
+static int scratch_grow(cuda_be *c, int64_t pair_rows, int64_t qkv_rows)
+{
+    size_t need = (size_t)SEAM_GEMM_ROWS * ((size_t)pair_rows + (size_t)pair_rows / 2);
+    if ((size_t)qkv_rows > need)
+        need = (size_t)qkv_rows;
+    if (need <= c->scratch_len)
+        return 0;
+    void *p = NULL;
+    if (!seam_ok(c, llm_cuda_malloc(c->cu, need * sizeof(float), &p)))
+        return -1;
+    llm_cuda_mfree(c->cu, c->scratch);
+    c->scratch = p;
+    c->scratch_len = need;
+    c->gen++;
+    return 0;
+}
+
+/* Whether a layer's q/k/v and gate/up can be fused: one type the fused
+ * kernel takes, input width m's dim in whole vectors, the shapes the
+ * RoPE-store and SwiGLU-pair epilogues expect. */
+static int layer_fusable(const llm_model *m, const llm_layer *L)
+{
+    const llm_hparams *hp = &m->hp;
+    uint32_t t = L->wq.type;
+    int type_ok = t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ||
+                  t == LLM_TYPE_Q8_0 || t == LLM_TYPE_Q4_0;
+    int64_t qd = (int64_t)hp->n_heads * hp->head_dim, kd = (int64_t)hp->n_kv_heads * hp->head_dim;
+    return type_ok && L->wk.type == t && L->wv.type == t && L->w_gate.type == t &&
+           L->w_up.type == t && hp->dim % 8 == 0 && hp->head_dim % 2 == 0 &&
+           hp->head_dim <= LLM_CUDA_MAX_HEAD_DIM && L->wq.ne0 == hp->dim &&
+           L->wk.ne0 == hp->dim && L->wv.ne0 == hp->dim && L->w_gate.ne0 == hp->dim &&
+           L->w_up.ne0 == hp->dim && L->wq.ne1 == qd && L->wk.ne1 == kd && L->wv.ne1 == kd &&
+           L->w_gate.ne1 == L->w_up.ne1 && L->w_gate.ne1 > 0;
+}
+
+/* Uploads a layer's q/k/v stacked and gate/up interleaved and enters the
+ * per-tensor views and pair members. 1: fused (now or before), 0: not
+ * fusable or already resident unfused (left as it is), -1: failure. */
+static int fuse_layer(cuda_be *c, const llm_model *m, const llm_layer *L)
+{
+    wslot *q = wt_find(c, L->wq.data);
+    if (q)
+        return q->fl != NULL;
+    if (!layer_fusable(m, L) || wt_find(c, L->wk.data) || wt_find(c, L->wv.data) ||
+        wt_find(c, L->w_gate.data) || wt_find(c, L->w_up.data))
+        return 0;
+    fused_layer *f = calloc(1, sizeof *f);
+    if (!f) {
+        seam_fail(c, LLM_ENOMEM);
+        return -1;
+    }
+    const llm_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv}, *gu[2] = {&L->w_gate, &L->w_up};
+    llm_cuda_weight_part pq[3], pg[2];
+    for (int i = 0; i < 3; i++)
+        pq[i] = (llm_cuda_weight_part){qkv[i]->data, qkv[i]->ne1, qkv[i]->row_bytes};
+    for (int i = 0; i < 2; i++)
+        pg[i] = (llm_cuda_weight_part){gu[i]->data, gu[i]->ne1, gu[i]->row_bytes};
+    if (!seam_ok(c, llm_cuda_weight_upload_parts(c->cu, L->wq.type, L->wq.ne0, pq, 3, 0,
+                                                 &f->qkv)) ||
+        !seam_ok(c, llm_cuda_weight_upload_parts(c->cu, L->w_gate.type, L->w_gate.ne0, pg, 2,
+                                                 1, &f->gu)) ||
+        scratch_grow(c, f->gu.rows, f->qkv.rows) != 0) {
+        llm_cuda_weight_release(c->cu, &f->qkv);
+        llm_cuda_weight_release(c->cu, &f->gu);
+        free(f);
+        return -1;
+    }
+    f->next = c->fused;
+    c->fused = f;
+    int64_t row0 = 0;
+    for (int i = 0; i < 3; i++) {
+        wslot *s = wt_insert(c, qkv[i]->data);
+        if (!s)
+            return -1; /* f stays on the list, released at destroy */
+        s->w = llm_cuda_weight_rows(&f->qkv, row0, qkv[i]->ne1);
+        s->view = 1;
+        s->fl = f;
+        row0 += qkv[i]->ne1;
+    }
+    for (int i = 0; i < 2; i++) {
+        wslot *s = wt_insert(c, gu[i]->data);
+        if (!s)
+            return -1;
+        s->half = i;
+        s->fl = f;
+    }
+    c->stats.fused_layers++;
+    return 1;
 }
 
 static int prepare_layer(cuda_be *c, const llm_model *m, const llm_layer *L)
 {
+    if (fuse_layer(c, m, L) < 0)
+        return -1;
     const llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo,
                               &L->w_gate, &L->w_up, &L->w_down};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
@@ -516,4 +995,20 @@ int llm_cuda_backend_status(llm_backend *be, char *err, size_t errlen)
 llm_cuda *llm_cuda_backend_context(llm_backend *be)
 {
     return is_cuda(be) ? cb(be)->cu : NULL;
+}
+
+int llm_cuda_backend_set_decode(llm_backend *be, int mode)
+{
+    if (!is_cuda(be) || mode < LLM_CUDA_DECODE_OPS || mode > LLM_CUDA_DECODE_GRAPH)
+        return LLM_EINVAL;
+    cb(be)->decode = mode;
+    return 0;
+}
+
+int llm_cuda_backend_decode_stats(llm_backend *be, llm_cuda_decode_stats *out)
+{
+    if (!is_cuda(be) || !out)
+        return LLM_EINVAL;
+    *out = cb(be)->stats;
+    return 0;
 }

@@ -1,0 +1,237 @@
+/* bench_engine — decode speed of the ENGINE on the CUDA backend: a model
+ * file opened through the public API on "cuda:0" (what pm-generate
+ * --backend cuda and pm-server run), against the device's copy bandwidth
+ * measured in the same process.
+ *
+ * bench_llama (beside this file) measures the library's decode step with
+ * its own in-memory model; this program measures what a user gets: the
+ * session's llm_decode (embedding, the span forward through the backend
+ * seam, the head, logits copied to the host) for a GGUF file, for
+ * instance one written by `pm-modelwriter synth --type bf16`.
+ *
+ * Printed, one JSON object per line:
+ *   {"bench":"copy",...}          device-to-device copy bandwidth (bytes
+ *                                 read + written per second);
+ *   {"bench":"engine_decode",...} per decode mode of the seam (graph: the
+ *                                 fused step replayed as a CUDA graph, the
+ *                                 default; fused: the same kernels launched
+ *                                 directly; ops: the engine's op-by-op
+ *                                 path): greedy decode of `tokens` tokens
+ *                                 from position 16 after a 16-token
+ *                                 prefill, median of `reps`; tokens/s of
+ *                                 the llm_decode calls alone and of the
+ *                                 whole loop (with the host argmax over
+ *                                 the vocabulary), weight bytes per token
+ *                                 / time as a fraction of the copy
+ *                                 bandwidth, and whether the greedy ids
+ *                                 equal the graph mode's.
+ *
+ * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_backend.h"
+#include "model.h"
+#include "phasemark/engine.h"
+#include "quant.h"
+
+#define PROMPT 16
+#define MAX_TOKENS 4096
+#define MAX_REPS 32
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Device copy of 2 GiB on its own context (released before the model is
+ * opened); bytes read + written per second, 0 on failure. */
+static double copy_bandwidth(int reps)
+{
+    llm_cuda *cu = NULL;
+    char err[256];
+    if (llm_cuda_create(0, &cu, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", err);
+        return 0.0;
+    }
+    size_t bytes = (size_t)2 << 30;
+    void *a = NULL, *b = NULL;
+    double bw = 0.0;
+    float t[2 * MAX_REPS];
+    int ok = llm_cuda_malloc(cu, bytes, &a) == 0 && llm_cuda_malloc(cu, bytes, &b) == 0 &&
+             llm_cuda_fill_uniform(cu, a, LLM_TYPE_F32, bytes / 4, 7, 1.0f) == 0 &&
+             llm_cuda_copy(cu, b, a, bytes) == 0;
+    for (int r = 0; ok && r < reps; r++)
+        ok = llm_cuda_event_record(cu, 0) == 0 &&
+             llm_cuda_copy(cu, r % 2 ? a : b, r % 2 ? b : a, bytes) == 0 &&
+             llm_cuda_event_record(cu, 1) == 0 && llm_cuda_elapsed_ms(cu, 0, 1, &t[r]) == 0;
+    if (ok) {
+        double ms[2 * MAX_REPS];
+        for (int r = 0; r < reps; r++)
+            ms[r] = t[r];
+        double m = median(ms, reps);
+        bw = 2.0 * (double)bytes / (m * 1e-3);
+        printf("{\"bench\":\"copy\",\"bytes\":%zu,\"median_ms\":%.4f,\"reps\":%d,"
+               "\"bandwidth_GBps\":%.1f}\n", bytes, m, reps, bw / 1e9);
+    } else {
+        fprintf(stderr, "bench_engine: copy: %s\n", llm_cuda_error(cu));
+    }
+    llm_cuda_mfree(cu, a);
+    llm_cuda_mfree(cu, b);
+    llm_cuda_free(cu);
+    return bw;
+}
+
+static int32_t argmax_of(const float *x, int32_t n)
+{
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+/* One greedy run: a PROMPT-token prefill, then `steps` decodes fed their
+ * own argmax. *decode_s: seconds inside llm_decode; *wall_s: the whole
+ * decode loop. ids [steps] receives the tokens. 0 or the failing status. */
+static int greedy(llm_session *s, int32_t vocab, int steps, int32_t *ids, double *decode_s,
+                  double *wall_s)
+{
+    int32_t prompt[PROMPT];
+    for (int i = 0; i < PROMPT; i++)
+        prompt[i] = (int32_t)((i * 7919 + 13) % vocab);
+    const float *logits = NULL;
+    llm_session_reset(s);
+    int rc = llm_prefill(s, prompt, PROMPT, 0, &logits);
+    double in = 0.0, t0 = now_s();
+    for (int i = 0; rc == 0 && i < steps; i++) {
+        ids[i] = argmax_of(logits, vocab);
+        double a = now_s();
+        rc = llm_decode(s, ids[i], &logits);
+        in += now_s() - a;
+    }
+    *wall_s = now_s() - t0;
+    *decode_s = in;
+    return rc;
+}
+
+static const struct {
+    const char *name;
+    int mode;
+} modes[] = {
+    {"graph", LLM_CUDA_DECODE_GRAPH},
+    {"fused", LLM_CUDA_DECODE_FUSED},
+    {"ops", LLM_CUDA_DECODE_OPS},
+};
+
+static long arg_long(const char *s, long lo, long hi, const char *what)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) {
+        fprintf(stderr, "bench_engine: bad %s '%s' (%ld..%ld)\n", what, s, lo, hi);
+        exit(2);
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || argc > 5 || strcmp(argv[1], "-h") == 0) {
+        fprintf(stderr, "usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps]\n");
+        return argc == 2 && strcmp(argv[1], "-h") == 0 ? 0 : 2;
+    }
+    int steps = argc > 3 ? (int)arg_long(argv[3], 1, MAX_TOKENS, "decode_tokens") : 128;
+    int reps = argc > 4 ? (int)arg_long(argv[4], 1, MAX_REPS, "reps") : 5;
+    int ndev = 0;
+    char err[256];
+    llm_cuda_device_count(&ndev, err, sizeof err);
+    if (ndev <= 0) {
+        fprintf(stderr, "bench_engine: no CUDA device (%s)\n", err);
+        return 1;
+    }
+    double bw = copy_bandwidth(2 * reps);
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.backend = "cuda:0";
+    llm_model *m = NULL;
+    double t_open = now_s();
+    if (llm_model_open(argv[1], &mo, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: %s: %s\n", argv[1], err);
+        return 1;
+    }
+    t_open = now_s() - t_open;
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = PROMPT + steps + 1;
+    so.n_batch = PROMPT;
+    llm_session *s = NULL;
+    if (llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: session: %s\n", err);
+        llm_model_free(m);
+        return 1;
+    }
+    int32_t *ids = malloc((size_t)steps * sizeof *ids), *ref = malloc((size_t)steps * sizeof *ref);
+    if (!ids || !ref) {
+        fprintf(stderr, "bench_engine: out of memory\n");
+        return 1;
+    }
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < sizeof modes / sizeof modes[0]; k++) {
+        if (llm_cuda_backend_set_decode(m->be, modes[k].mode) != 0) {
+            rc = 1;
+            break;
+        }
+        double dec[MAX_REPS], wall[MAX_REPS], d0, w0;
+        rc = greedy(s, info.n_vocab, steps, ids, &d0, &w0); /* warm-up, captures */
+        for (int r = 0; rc == 0 && r < reps; r++)
+            rc = greedy(s, info.n_vocab, steps, ids, &dec[r], &wall[r]);
+        if (rc) {
+            fprintf(stderr, "bench_engine: %s: %s\n", modes[k].name, llm_session_error(s));
+            break;
+        }
+        if (k == 0)
+            memcpy(ref, ids, (size_t)steps * sizeof *ids);
+        int same = memcmp(ref, ids, (size_t)steps * sizeof *ids) == 0;
+        double md = median(dec, reps), mw = median(wall, reps);
+        double tps = steps / md, wbw = (double)info.weight_bytes * tps;
+        llm_cuda_decode_stats st;
+        llm_cuda_backend_decode_stats(m->be, &st);
+        printf("{\"bench\":\"engine_decode\",\"model\":\"%s\",\"dtype\":\"%s\",\"mode\":\"%s\","
+               "\"layers\":%d,\"dim\":%d,\"tokens\":%d,\"reps\":%d,\"context_start\":%d,"
+               "\"median_decode_ms\":%.3f,\"tokens_per_s\":%.2f,\"wall_tokens_per_s\":%.2f,"
+               "\"weight_bytes_per_token\":%llu,\"weight_GBps\":%.1f,"
+               "\"fraction_of_copy_bw\":%.3f,\"ids_equal_graph\":%s,\"last_token\":%d,"
+               "\"fused_layers\":%u,\"captures\":%llu,\"open_s\":%.1f}\n",
+               argv[2], info.weight_type, modes[k].name, info.n_layers, info.dim, steps, reps,
+               PROMPT, md * 1e3, tps, steps / mw, (unsigned long long)info.weight_bytes,
+               wbw / 1e9, bw > 0 ? wbw / bw : 0.0, same ? "true" : "false", ids[steps - 1],
+               (unsigned)st.fused_layers, (unsigned long long)st.captures, t_open);
+        fflush(stdout);
+    }
+    free(ids);
+    free(ref);
+    llm_session_free(s);
+    llm_model_free(m);
+    return rc ? 1 : 0;
+}
