@@ -110,16 +110,40 @@ typedef struct row_place {
 } row_place;
 
 /* Host -> device rows of `bytes` each, source rows spitch apart, device
- * rows placed as pl says within an array of dpitch-byte rows. */
+ * rows placed as pl says within an array of dpitch-byte rows. Rows with a
+ * stride on the device (interleaving) are uploaded contiguously into a
+ * bounded temporary device buffer and spread by a device-to-device 2D copy:
+ * a strided copy straight from pageable host memory may go row by row. */
 static int upload_placed(llm_cuda *c, void *dst, size_t dpitch, const void *src,
                          size_t spitch, size_t bytes, row_place pl)
 {
     char *d = (char *)dst + (size_t)pl.row0 * dpitch;
     if (pl.step == 1 && spitch == bytes)
         return llm_cuda_upload(c, d, src, bytes * (size_t)pl.rows);
-    LLM_CU_TRY(c, cudaMemcpy2DAsync(d, dpitch * (size_t)pl.step, src, spitch, bytes,
-                                    (size_t)pl.rows, cudaMemcpyHostToDevice, c->stream));
-    return 0;
+    if (pl.step == 1) {
+        LLM_CU_TRY(c, cudaMemcpy2DAsync(d, dpitch, src, spitch, bytes, (size_t)pl.rows,
+                                        cudaMemcpyHostToDevice, c->stream));
+        return 0;
+    }
+    int64_t chunk = (int64_t)(((size_t)32 << 20) / bytes);
+    chunk = chunk < 1 ? 1 : chunk > pl.rows ? pl.rows : chunk;
+    void *tmp = NULL;
+    int rc = llm_cuda_malloc(c, (size_t)chunk * bytes, &tmp);
+    for (int64_t r0 = 0; rc == 0 && r0 < pl.rows; r0 += chunk) {
+        int64_t nr = pl.rows - r0 < chunk ? pl.rows - r0 : chunk;
+        row_place flat = {0, 1, nr};
+        rc = upload_placed(c, tmp, bytes, (const char *)src + (size_t)r0 * spitch, spitch,
+                           bytes, flat);
+        cudaError_t e = cudaSuccess;
+        if (rc == 0)
+            e = cudaMemcpy2DAsync(d + (size_t)(r0 * pl.step) * dpitch, dpitch * (size_t)pl.step,
+                                  tmp, bytes, bytes, (size_t)nr, cudaMemcpyDeviceToDevice,
+                                  c->stream);
+        if (e != cudaSuccess)
+            rc = llm__cuda_rt_fail(c, e, "cudaMemcpy2DAsync");
+    }
+    llm_cuda_mfree(c, tmp); /* synchronizes: the copies from it are done */
+    return rc;
 }
 
 /* Uploads quantized rows through a bounded host staging buffer. */
