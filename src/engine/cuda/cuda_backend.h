@@ -429,7 +429,11 @@ int llm_cuda_backend_create(const char *name, struct llm_backend **out,
 
 /* Uploads the weights of layers first..last of m (and the embedding when
  * first == 0, the output norm and head when last is the final layer), so
- * that no forward ever uploads. Synchronous; for model or shard setup. */
+ * that no forward ever uploads. A layer the fused decode kernels take gets
+ * its q/k/v stacked and its gate/up interleaved (one device copy; the
+ * per-tensor products go through row views and the pair), which enables
+ * the fused decode step (llm_cuda_backend_set_decode). Synchronous; for
+ * model or shard setup. */
 int llm_cuda_backend_prepare(struct llm_backend *be, const struct llm_model *m,
                              int32_t first, int32_t last, char *err,
                              size_t errlen);
