@@ -24,7 +24,18 @@
  *                                 the vocabulary), weight bytes per token
  *                                 / time as a fraction of the copy
  *                                 bandwidth, and whether the greedy ids
- *                                 equal the graph mode's.
+ *                                 equal the graph mode's;
+ *   {"bench":"engine_generate",...} llm_generate end to end (the 16-token
+ *                                 prefill, then `tokens` greedy tokens) in
+ *                                 graph mode, with the token taken on the
+ *                                 device (argmax "device": 4 bytes cross
+ *                                 per token) and on the host (argmax
+ *                                 "host": the logits row is read and
+ *                                 argmaxed by llm_sample), median of
+ *                                 `reps`: tokens/s of the whole call and
+ *                                 of its decode steps (decode + sample
+ *                                 time from the session's timings), and
+ *                                 whether the two paths' ids agree.
  *
  * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps]
  */
@@ -39,6 +50,7 @@
 #include "model.h"
 #include "phasemark/engine.h"
 #include "quant.h"
+#include "session.h"
 
 #define PROMPT 16
 #define MAX_TOKENS 4096
@@ -131,6 +143,84 @@ static int greedy(llm_session *s, int32_t vocab, int steps, int32_t *ids, double
     }
     *wall_s = now_s() - t0;
     *decode_s = in;
+    return rc;
+}
+
+typedef struct gen_sink {
+    int32_t *ids;
+    int cap, n;
+} gen_sink;
+
+static int gen_collect(void *user, int32_t tok)
+{
+    gen_sink *g = user;
+    if (g->n < g->cap)
+        g->ids[g->n] = tok;
+    g->n++;
+    return 0;
+}
+
+/* One llm_generate of `steps` greedy tokens after the PROMPT-token prompt;
+ * *wall_s: the whole call, *decode_s: its decode steps and sampling. */
+static int generate_once(llm_session *s, llm_sampler *sp, int32_t vocab, int steps,
+                         int32_t *ids, double *wall_s, double *decode_s)
+{
+    int32_t prompt[PROMPT];
+    for (int i = 0; i < PROMPT; i++)
+        prompt[i] = (int32_t)((i * 7919 + 13) % vocab);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = steps;
+    gp.chunk = 0;
+    gp.stop_at_eos = 0; /* every run the same length */
+    gen_sink g = {ids, steps, 0};
+    llm_session_reset(s);
+    double t0 = now_s();
+    int rc = llm_generate(s, sp, prompt, PROMPT, &gp, gen_collect, &g, NULL, NULL);
+    *wall_s = now_s() - t0;
+    llm_timings t;
+    llm_session_get_timings(s, &t);
+    *decode_s = (double)(t.decode_ns + t.sample_ns) * 1e-9;
+    return rc ? rc : g.n == steps ? 0 : LLM_EINVAL;
+}
+
+/* The engine_generate lines: device argmax, then host argmax. */
+static int bench_generate(llm_model *m, llm_session *s, const char *label, int steps,
+                          int reps, int32_t *ids, int32_t *ref)
+{
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    llm_sampler *sp = NULL;
+    if (llm_sampler_create(NULL, info.n_vocab, &sp) != 0 ||
+        llm_cuda_backend_set_decode(m->be, LLM_CUDA_DECODE_GRAPH) != 0) {
+        llm_sampler_free(sp);
+        return 1;
+    }
+    int rc = 0;
+    for (int dev = 1; rc == 0 && dev >= 0; dev--) {
+        llm_session_set_device_argmax(s, dev);
+        double wall[MAX_REPS], dec[MAX_REPS], w0, d0;
+        rc = generate_once(s, sp, info.n_vocab, steps, ids, &w0, &d0); /* warm-up */
+        for (int r = 0; rc == 0 && r < reps; r++)
+            rc = generate_once(s, sp, info.n_vocab, steps, ids, &wall[r], &dec[r]);
+        if (rc) {
+            fprintf(stderr, "bench_engine: generate: %s\n", llm_session_error(s));
+            break;
+        }
+        if (dev)
+            memcpy(ref, ids, (size_t)steps * sizeof *ids);
+        int same = memcmp(ref, ids, (size_t)steps * sizeof *ids) == 0;
+        double mw = median(wall, reps), md = median(dec, reps);
+        printf("{\"bench\":\"engine_generate\",\"model\":\"%s\",\"dtype\":\"%s\","
+               "\"argmax\":\"%s\",\"device_path\":%s,\"tokens\":%d,\"reps\":%d,"
+               "\"prompt\":%d,\"median_generate_ms\":%.3f,\"tokens_per_s\":%.2f,"
+               "\"decode_tokens_per_s\":%.2f,\"ids_equal_device\":%s,\"last_token\":%d}\n",
+               label, info.weight_type, dev ? "device" : "host",
+               llm_session_device_argmax(s) ? "true" : "false", steps, reps, PROMPT, mw * 1e3,
+               steps / mw, (steps - 1) / md, same ? "true" : "false", ids[steps - 1]);
+        fflush(stdout);
+    }
+    llm_session_set_device_argmax(s, 1);
+    llm_sampler_free(sp);
     return rc;
 }
 
@@ -229,6 +319,8 @@ int main(int argc, char **argv)
                (unsigned)st.fused_layers, (unsigned long long)st.captures, t_open);
         fflush(stdout);
     }
+    if (rc == 0)
+        rc = bench_generate(m, s, argv[2], steps, reps, ids, ref);
     free(ids);
     free(ref);
     llm_session_free(s);

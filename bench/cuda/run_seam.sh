@@ -2,7 +2,7 @@
 # run_seam.sh — one device session for the engine's fused CUDA decode step
 # (issue #8): build for sm_90a, every CUDA test and the layer split's cuda
 # span, the library benchmark (bench_cuda_llama) and the engine benchmark
-# (bench_cuda_engine) on synthetic bf16 GGUF files shaped like Llama-3.2-1B
+# (bench_cuda_engine, with llm_generate's device vs host argmax) on synthetic bf16 GGUF files shaped like Llama-3.2-1B
 # and Llama-3.1-8B, written on the machine by pm-modelwriter while the
 # tests run; a short memcheck if time is left. At most six files go to
 # $OUT (the device tool returns eight): misc.log, build.log, tests.log,
@@ -49,7 +49,7 @@ MW=$B/tools/modelwriter/pm-modelwriter
 ) &
 synth_pid=$!
 targets=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api test_cuda_seam
-         test_cuda_engine bench_cuda_llama bench_cuda_engine test_split)
+         test_cuda_engine test_cuda_greedy bench_cuda_llama bench_cuda_engine test_split)
 stamp build
 cmake --build "$B" -j"$jobs" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
   { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
@@ -58,7 +58,7 @@ stamp built
 export PHASEMARK_REPO_MODELS=$PWD/models
 (cd "$B" && ctest -R '^cuda\.' --output-on-failure --timeout 240 -j4) > "$out/tests.log" 2>&1
 stamp "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log")"
-grep -hE "rel err|max err|near tie|greedy steps|graph|ops vs graph|decode step|FAIL|check failed|differ" \
+grep -hE "rel err|max err|near tie|greedy steps|graph|ops vs graph|decode step|FAIL|check failed|differ|device argmax" \
   "$B/Testing/Temporary/LastTest.log" >> "$out/tests.log" 2>/dev/null
 timeout 240 "$B/tests/split/test_split" cuda > "$out/split.log" 2>&1
 stamp "test_split cuda: rc=$? $(tail -2 "$out/split.log" | tr '\n' ' ')"
@@ -71,7 +71,7 @@ stamp "bench_cuda_llama rc=$?"
 wait $synth_pid
 stamp "synth done: $(ls -la "$B"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
 for m in 1b 8b; do
-  timeout 150 "$B/bench/cuda/bench_cuda_engine" "$B/synth-$m-bf16.gguf" "llama-$m" "$tokens" "$reps" \
+  timeout 200 "$B/bench/cuda/bench_cuda_engine" "$B/synth-$m-bf16.gguf" "llama-$m" "$tokens" "$reps" \
     >> "$out/bench.jsonl" 2>> "$log"
   stamp "bench_cuda_engine $m rc=$?"
 done
@@ -93,6 +93,13 @@ for r in rows:
                 "library_tok_s": l and l["tokens_per_s"],
                 "library_fraction_of_copy_bw": l and l["fraction_of_copy_bw"],
                 "engine_over_library": l and round(r["tokens_per_s"] / l["tokens_per_s"], 3)})
+gen = {(r["model"], r["argmax"]): r for r in rows if r.get("bench") == "engine_generate"}
+for (model, how), r in sorted(gen.items()):
+    host = gen.get((model, "host"))
+    out.append({"model": model, "generate_argmax": how, "generate_tok_s": r["tokens_per_s"],
+                "generate_decode_tok_s": r["decode_tokens_per_s"],
+                "ids_equal_device": r["ids_equal_device"],
+                "over_host_argmax": host and round(r["tokens_per_s"] / host["tokens_per_s"], 3)})
 print(json.dumps(out, indent=1))
 EOF
 stamp summary
@@ -115,6 +122,6 @@ rm -f "$B"/synth-*.gguf
 grep -E "Failed|FAIL|\*\*\*" "$out/tests.log" | head -20
 grep -E "ops vs graph|graph cache" "$out/tests.log" | head -20
 cat "$out/summary.json"
-grep -E '"engine_decode"|"copy"|"decode_check"' "$out/bench.jsonl"
+grep -E '"engine_decode"|"engine_generate"|"copy"|"decode_check"' "$out/bench.jsonl"
 grep -E '"bench":"decode".*"launch":"graph","pdl":1,"mv_prefetch":0,"attn_pieces":16,"attn_decode":1' "$out/bench.jsonl"
 true

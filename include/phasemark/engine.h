@@ -253,7 +253,8 @@ typedef struct llm_timings {
     uint64_t decode_ns;
     uint64_t verify_tokens;
     uint64_t verify_ns;
-    uint64_t sample_ns;     /* time in llm_generate's sampling */
+    uint64_t sample_ns;     /* time in llm_generate's host sampling (a greedy
+                               token taken on the device counts in decode_ns) */
 } llm_timings;
 
 LLM_API void llm_session_get_timings(const llm_session *s, llm_timings *t);
@@ -340,7 +341,10 @@ enum { LLM_STOP_LENGTH = 0, LLM_STOP_EOS = 1, LLM_STOP_TOKEN = 2,
  * and *stop_reason (either may be NULL) say what happened. The last emitted
  * token is not fed back: afterwards the cache holds the prompt and every
  * emitted token but the last (llm_session_pos), so a continuation starts by
- * feeding that token. */
+ * feeding that token. With a greedy sampler over the model's vocabulary on
+ * a monolithic session whose backend can take the argmax where the logits
+ * are (a GPU), each token is taken there and the logits are not copied to
+ * the host; the tokens are the ones llm_sample would give. */
 LLM_API int llm_generate(llm_session *s, llm_sampler *sp,
                          const int32_t *prompt, size_t n_prompt,
                          const llm_generate_params *p, llm_token_cb cb,

@@ -40,6 +40,8 @@ struct llm_session {
     llm_timings t;
     float *logits_host; /* [n_batch][n_vocab] when the backend's memory is
                            not host memory; NULL otherwise */
+    int device_argmax;  /* 1: greedy tokens may be taken by the backend's
+                           argmax op (llm_session_set_device_argmax) */
     char err[SESSION_ERR_MAX];
 };
 
@@ -93,6 +95,10 @@ int llm_session_create(llm_model *m, const llm_session_options *opt,
     s->req = opt->request;
     s->n_ctx = (uint32_t)n_ctx;
     s->n_batch = n_batch;
+    /* Read once here, never per token: PHASEMARK_DEVICE_ARGMAX=0 keeps
+     * greedy decoding on the host path (for A/B runs). */
+    const char *da = getenv("PHASEMARK_DEVICE_ARGMAX");
+    s->device_argmax = !(da && strcmp(da, "0") == 0);
     const char *placement = opt->size >= sizeof(llm_session_options) ? opt->placement : NULL;
     if (placement && placement[0]) {
         int rc = llm_split_open(m, placement, (uint32_t)n_ctx, n_batch, &s->split, err, errlen);
@@ -219,39 +225,72 @@ static int check_tokens(llm_session *s, const int32_t *tokens, size_t n,
     return 0;
 }
 
+/* What a forward hands back: the host logits (one row, or n rows for
+ * LLM_LOGITS_ALL), nothing (a prefill chunk before the last, under the
+ * greedy path), or the last row's greedy token through the backend's argmax
+ * op, the logits left unread in backend memory. */
+typedef enum fwd_want { FWD_LOGITS, FWD_NOTHING, FWD_ARGMAX } fwd_want;
+
 /* One forward of n tokens at s->pos; the caller pushed the phase range.
- * Returns host logits (one row, or n rows for LLM_LOGITS_ALL), or NULL with
- * s->err set when a device backend faulted (the position does not move). */
-static const float *run_forward(llm_session *s, const int32_t *tokens, int32_t n,
-                                pm_phase phase, llm_logits_mode mode)
+ * Sets *logits (FWD_LOGITS) or *tok (FWD_ARGMAX, monolithic sessions whose
+ * backend has the op only) and returns 0, or returns LLM_EBACKEND with
+ * s->err set when a backend faulted (the position does not move). */
+static int run_forward(llm_session *s, const int32_t *tokens, int32_t n, pm_phase phase,
+                       llm_logits_mode mode, fwd_want want, const float **logits,
+                       int32_t *tok)
 {
     llm_forward_in in = {phase, s->req, s->pos, n, tokens, NULL, mode};
     if (s->split) {
         const float *split_out = llm_split_forward(s->split, &in, s->err, sizeof s->err);
-        if (split_out)
-            s->pos += (uint32_t)n;
-        return split_out;
+        if (!split_out)
+            return LLM_EBACKEND;
+        s->pos += (uint32_t)n;
+        *logits = split_out;
+        return 0;
     }
     llm_backend *be = s->m->be;
     const float *out = s->ws.logits;
+    int32_t n_vocab = s->m->hp.n_vocab, t = 0;
     pthread_mutex_lock(&s->m->lock);
     llm_span_forward(s->m, &s->span, &s->ws, &in);
-    if (!be->host_visible) {
+    if (want == FWD_ARGMAX) {
+        t = be->ops->argmax(be, s->ws.logits, n_vocab); /* row 0: LOGITS_LAST */
+    } else if (want == FWD_LOGITS && !be->host_visible) {
         size_t rows = mode == LLM_LOGITS_ALL ? (size_t)n : 1;
         be->ops->read(be, s->logits_host, s->ws.logits,
-                      rows * (size_t)s->m->hp.n_vocab * sizeof(float));
+                      rows * (size_t)n_vocab * sizeof(float));
         out = s->logits_host;
     }
     int rc = llm_model_backend_check(s->m, s->err, sizeof s->err);
     pthread_mutex_unlock(&s->m->lock);
     if (rc)
-        return NULL;
+        return LLM_EBACKEND;
+    if (want == FWD_ARGMAX && (t < 0 || t >= n_vocab))
+        return fail(s, LLM_EBACKEND, "backend %s: argmax gave %d for a vocabulary of %d",
+                    be->ops->name, (int)t, (int)n_vocab);
     s->pos += (uint32_t)n;
-    return out;
+    if (want == FWD_ARGMAX)
+        *tok = t;
+    else
+        *logits = out;
+    return 0;
 }
 
-int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
-                const float **logits)
+int llm_session_device_argmax(const llm_session *s)
+{
+    return s && !s->split && s->device_argmax && s->m->be->ops->argmax != NULL;
+}
+
+void llm_session_set_device_argmax(llm_session *s, int on)
+{
+    s->device_argmax = on != 0;
+}
+
+/* llm_prefill, handing back the last row's logits (greedy NULL) or its
+ * greedy token through the argmax op (greedy set; the caller checked
+ * llm_session_device_argmax), in which case no chunk's logits are read. */
+static int prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
+                   const float **logits, int32_t *greedy)
 {
     if (!s)
         return LLM_EINVAL;
@@ -263,11 +302,13 @@ int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
     const float *last = NULL;
     for (size_t done = 0; done < n; done += step) {
         int32_t len = (int32_t)(n - done < step ? n - done : step);
+        fwd_want want = !greedy ? FWD_LOGITS : done + (size_t)len < n ? FWD_NOTHING : FWD_ARGMAX;
         pm_range r = s->quiet ? PM_RANGE_NONE : pm_prefill_push(s->req, s->pos, (uint32_t)len);
-        last = run_forward(s, tokens + done, len, PM_PHASE_EXACT, LLM_LOGITS_LAST);
+        rc = run_forward(s, tokens + done, len, PM_PHASE_EXACT, LLM_LOGITS_LAST, want,
+                         &last, greedy);
         pm_range_pop(&r);
-        if (!last)
-            return LLM_EBACKEND;
+        if (rc)
+            return rc;
     }
     s->t.prefill_ns += llm_now_ns() - t0;
     s->t.prefill_tokens += n;
@@ -276,7 +317,22 @@ int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
     return 0;
 }
 
-int llm_decode(llm_session *s, int32_t token, const float **logits)
+int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
+                const float **logits)
+{
+    return prefill(s, tokens, n, chunk, logits, NULL);
+}
+
+int llm_prefill_greedy(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
+                       int32_t *tok)
+{
+    if (!tok || !llm_session_device_argmax(s))
+        return LLM_EINVAL;
+    return prefill(s, tokens, n, chunk, NULL, tok);
+}
+
+/* llm_decode with the same two kinds of result as prefill(). */
+static int decode(llm_session *s, int32_t token, const float **logits, int32_t *greedy)
 {
     if (!s)
         return LLM_EINVAL;
@@ -284,16 +340,30 @@ int llm_decode(llm_session *s, int32_t token, const float **logits)
     if (rc)
         return rc;
     uint64_t t0 = llm_now_ns();
+    const float *out = NULL;
     pm_range r = s->quiet ? PM_RANGE_NONE : pm_decode_push(s->req, s->pos);
-    const float *out = run_forward(s, &token, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+    rc = run_forward(s, &token, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST,
+                     greedy ? FWD_ARGMAX : FWD_LOGITS, &out, greedy);
     pm_range_pop(&r);
-    if (!out)
-        return LLM_EBACKEND;
+    if (rc)
+        return rc;
     s->t.decode_ns += llm_now_ns() - t0;
     s->t.decode_tokens++;
     if (logits)
         *logits = out;
     return 0;
+}
+
+int llm_decode(llm_session *s, int32_t token, const float **logits)
+{
+    return decode(s, token, logits, NULL);
+}
+
+int llm_decode_greedy(llm_session *s, int32_t token, int32_t *tok)
+{
+    if (!tok || !llm_session_device_argmax(s))
+        return LLM_EINVAL;
+    return decode(s, token, NULL, tok);
 }
 
 int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **logits)
@@ -304,9 +374,11 @@ int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **lo
     if (rc)
         return rc;
     uint64_t t0 = llm_now_ns();
-    const float *out = run_forward(s, tokens, (int32_t)n, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
-    if (!out)
-        return LLM_EBACKEND;
+    const float *out = NULL;
+    rc = run_forward(s, tokens, (int32_t)n, PM_PHASE_VERIFY, LLM_LOGITS_ALL, FWD_LOGITS,
+                     &out, NULL);
+    if (rc)
+        return rc;
     s->t.verify_ns += llm_now_ns() - t0;
     s->t.verify_tokens += n;
     if (logits)

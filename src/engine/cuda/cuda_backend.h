@@ -360,6 +360,14 @@ int llm_cuda_reserve_attention_gemm(llm_cuda *c, int32_t max_rows, uint32_t max_
 int llm_cuda_argmax(llm_cuda *c, const float *logits, int32_t n,
                     int32_t vocab, int32_t *out);
 
+/* llm_cuda_argmax by the engine sampler's rule (sampler.c's host scan, which
+ * keeps index 0 until a value compares strictly greater): the same answer,
+ * except that a row whose logit 0 is NaN gives 0. The engine's greedy path
+ * uses it, so a token taken on the device is the one the host would take
+ * from the same logits. */
+int llm_cuda_argmax_scan(llm_cuda *c, const float *logits, int32_t n,
+                         int32_t vocab, int32_t *out);
+
 /* Draws one token from softmax(logits / temperature) cut to the top_k most
  * likely (top_k <= 0: no cut) and then to the smallest set of most likely
  * tokens whose mass reaches top_p (top_p <= 0 or >= 1: no cut), using the
@@ -472,6 +480,7 @@ typedef struct llm_cuda_decode_stats {
     uint64_t declined; /* one-token forwards left to the op-by-op path
                           although the mode fuses (unfusable weights) */
     uint32_t fused_layers; /* layers whose fused weights prepare built */
+    uint64_t argmaxes;     /* tokens taken by the seam's argmax op */
 } llm_cuda_decode_stats;
 int llm_cuda_backend_decode_stats(struct llm_backend *be, llm_cuda_decode_stats *out);
 

@@ -78,25 +78,43 @@ __device__ int block_argmax(const float *row, int32_t vocab)
 }
 
 /* Launched as a dependent launch (llm__launch): the logits come from the
- * kernel before it. */
-__global__ void argmax_kernel(const float *logits, int32_t vocab, int32_t *out)
+ * kernel before it. nan_first: a NaN at index 0 wins the row, as in a host
+ * scan that starts from index 0 and moves on only to a strictly greater
+ * value (no value compares greater than NaN). Elsewhere the two rules
+ * agree: such a scan never moves to a NaN, and strict comparison keeps the
+ * lowest index among equals, as better() does (+0 and -0 are equal). */
+__global__ void argmax_kernel(const float *logits, int32_t vocab, int nan_first,
+                              int32_t *out)
 {
     llm__pdl_trigger();
     llm__pdl_wait();
-    int best = block_argmax(logits + (size_t)blockIdx.x * vocab, vocab);
+    const float *row = logits + (size_t)blockIdx.x * vocab;
+    int best = block_argmax(row, vocab);
     if (threadIdx.x == 0)
-        out[blockIdx.x] = best;
+        out[blockIdx.x] = nan_first && row[0] != row[0] ? 0 : best;
+}
+
+static int argmax_rows(llm_cuda *c, const float *logits, int32_t n, int32_t vocab,
+                       int nan_first, int32_t *out)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, logits && out && n > 0 && vocab > 0);
+    LLM_CU_TRY(c, llm__launch(c, argmax_kernel, dim3((unsigned)n), dim3(SAMPLE_THREADS), 0,
+                              logits, vocab, nan_first, out));
+    LLM_CU_LAUNCHED(c, "argmax_kernel");
+    return 0;
 }
 
 int llm_cuda_argmax(llm_cuda *c, const float *logits, int32_t n, int32_t vocab,
                     int32_t *out)
 {
-    LLM_CU_ENTER(c);
-    LLM_CU_ARG(c, logits && out && n > 0 && vocab > 0);
-    LLM_CU_TRY(c, llm__launch(c, argmax_kernel, dim3((unsigned)n), dim3(SAMPLE_THREADS), 0,
-                              logits, vocab, out));
-    LLM_CU_LAUNCHED(c, "argmax_kernel");
-    return 0;
+    return argmax_rows(c, logits, n, vocab, 0, out);
+}
+
+int llm_cuda_argmax_scan(llm_cuda *c, const float *logits, int32_t n, int32_t vocab,
+                         int32_t *out)
+{
+    return argmax_rows(c, logits, n, vocab, 1, out);
 }
 
 __device__ __forceinline__ float block_sum_f(float v)

@@ -90,7 +90,8 @@ typedef struct cuda_be {
     double *freq_host;  /* the RoPE frequencies now on the device */
     double *freq_dev;
     int32_t freq_len;
-    int32_t *ids_dev;   /* [SEAM_IDS] */
+    int32_t *ids_dev;   /* [SEAM_IDS + 1]: token ids staged for embed, and
+                           in the last slot the argmax op's result */
     fused_layer *fused; /* every layer's fused weights (owned list) */
     float *scratch;     /* the pair products (and their unused halves)
                            and the decode step's q/k/v row */
@@ -745,6 +746,21 @@ static int seam_forward_span(llm_backend *be, const llm_model *m, llm_span *span
     return 1;
 }
 
+/* The greedy token of a logits row on the device; only its 4 bytes are
+ * read back (the download waits for the forward before it). */
+static int32_t seam_argmax(llm_backend *be, const float *logits, int32_t n)
+{
+    cuda_be *c = cb(be);
+    int32_t *tok_dev = c->ids_dev + SEAM_IDS;
+    int32_t tok = -1;
+    if (!seam_ok(c, llm_cuda_bind(c->cu)) ||
+        !seam_ok(c, llm_cuda_argmax_scan(c->cu, logits, 1, n, tok_dev)) ||
+        !seam_ok(c, llm_cuda_download(c->cu, &tok, tok_dev, sizeof tok)))
+        return -1;
+    c->stats.argmaxes++;
+    return tok;
+}
+
 static const llm_backend_ops cuda_ops_template = {
     .name = "cuda",
     .destroy = seam_destroy,
@@ -762,6 +778,7 @@ static const llm_backend_ops cuda_ops_template = {
     .add = seam_add,
     .matmul_many = seam_matmul_many,
     .forward_span = seam_forward_span,
+    .argmax = seam_argmax,
 };
 
 /* ---- construction -------------------------------------------------------- */
@@ -812,7 +829,7 @@ int llm_cuda_backend_create(const char *name, llm_backend **out, char *err,
     int rc = llm_cuda_create(dev, &c->cu, err, errlen);
     void *ids = NULL;
     if (rc == 0)
-        rc = llm_cuda_malloc(c->cu, SEAM_IDS * sizeof(int32_t), &ids);
+        rc = llm_cuda_malloc(c->cu, (SEAM_IDS + 1) * sizeof(int32_t), &ids);
     if (rc) {
         if (c->cu)
             snprintf(err, errlen, "cuda:%d: %s", dev, llm_cuda_error(c->cu));

@@ -1,0 +1,398 @@
+/* test_engine_greedy — llm_generate's greedy path through a backend's
+ * argmax op (backend.h, session.h), on the CPU.
+ *
+ * The CPU backend has no argmax op; each case that needs one gives the
+ * model's CPU backend a copy of its operation table with an argmax written
+ * here (a plain scan of the logits it is handed, counted) and a read that
+ * counts bytes, and marks the backend's memory as not host-visible, so the
+ * session reads its logits through that read as it would from a GPU. The
+ * device path must then give exactly the token ids of the host path (the
+ * same session switched off with llm_session_set_device_argmax), of a loop
+ * of llm_prefill/llm_decode and argmax written here, and read no logits at
+ * all; every case the path does not cover (sampled, a sampler over another
+ * vocabulary, a split session, no op, the environment switch) must leave
+ * the op unused and the tokens unchanged.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "model.h"
+#include "phasemark/engine.h"
+#include "pm_check.h"
+#include "session.h"
+#include "synth.h"
+
+#define MAX_TOK 64
+
+/* The wrapped backend: counts of the op's calls and of bytes read. */
+static const llm_backend_ops *g_cpu_ops;
+static llm_backend_ops g_mock_ops;
+static long g_argmax_calls;
+static size_t g_read_bytes;
+static long g_fail_at = -1; /* the op call that reports a failure; -1: none */
+
+static int32_t mock_argmax(llm_backend *be, const float *logits, int32_t n)
+{
+    (void)be;
+    if (g_argmax_calls++ == g_fail_at)
+        return -1;
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[b])
+            b = i;
+    return b;
+}
+
+static void mock_read(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    g_read_bytes += bytes;
+    g_cpu_ops->read(be, dst, src, bytes);
+}
+
+/* with_op: give the CPU backend the argmax op (else only the counting
+ * read). Sessions must be created after this. */
+static void wrap_backend(llm_model *m, int with_op)
+{
+    g_cpu_ops = m->be->ops;
+    g_mock_ops = *g_cpu_ops;
+    g_mock_ops.read = mock_read;
+    g_mock_ops.argmax = with_op ? mock_argmax : NULL;
+    m->be->ops = &g_mock_ops;
+    m->be->host_visible = 0;
+}
+
+static void unwrap_backend(llm_model *m)
+{
+    m->be->ops = g_cpu_ops;
+    m->be->host_visible = 1;
+}
+
+static void reset_counts(void)
+{
+    g_argmax_calls = 0;
+    g_read_bytes = 0;
+    g_fail_at = -1;
+}
+
+typedef struct run_out {
+    int32_t toks[MAX_TOK];
+    size_t n;
+    int rc, reason;
+    uint32_t pos;
+} run_out;
+
+static int collect(void *user, int32_t tok)
+{
+    run_out *o = user;
+    REQUIRE(o->n < MAX_TOK);
+    o->toks[o->n++] = tok;
+    return 0;
+}
+
+static llm_sampler *make_sampler(float temp, int32_t n_vocab)
+{
+    llm_sampler_params p = LLM_SAMPLER_PARAMS_INIT;
+    p.temperature = temp;
+    p.top_k = 40;
+    p.seed = 7;
+    llm_sampler *sp = NULL;
+    REQUIRE(llm_sampler_create(&p, n_vocab, &sp) == 0);
+    return sp;
+}
+
+static run_out generate(llm_session *s, llm_sampler *sp, const int32_t *prompt, size_t n,
+                        int32_t max_tokens, int32_t chunk)
+{
+    run_out o;
+    memset(&o, 0, sizeof o);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = max_tokens;
+    gp.chunk = chunk;
+    size_t gen = 0;
+    llm_session_reset(s);
+    o.rc = llm_generate(s, sp, prompt, n, &gp, collect, &o, &gen, &o.reason);
+    CHECK_INT_EQ((long)gen, (long)o.n);
+    o.pos = llm_session_pos(s);
+    return o;
+}
+
+static void check_same(const run_out *a, const run_out *b)
+{
+    CHECK_INT_EQ(a->rc, b->rc);
+    CHECK_INT_EQ(a->reason, b->reason);
+    CHECK_INT_EQ((long)a->n, (long)b->n);
+    CHECK_INT_EQ((long)a->pos, (long)b->pos);
+    for (size_t i = 0; i < a->n && i < b->n; i++)
+        CHECK_INT_EQ(a->toks[i], b->toks[i]);
+}
+
+static llm_model *open_model(const char *tag)
+{
+    synth_spec spec = synth_default();
+    char path[512];
+    synth_path(path, sizeof path, tag);
+    REQUIRE(synth_write(path, &spec) == 0);
+    return synth_open(path, 2);
+}
+
+static int32_t vocab_of(const llm_model *m)
+{
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    return info.n_vocab;
+}
+
+static const int32_t prompt_a[7] = {4, 8, 15, 16, 23, 42, 3};
+static const int32_t prompt_b[2] = {99, 1};
+
+/* The greedy continuation by hand: llm_prefill/llm_decode and a scan. */
+static void by_hand(llm_session *s, const int32_t *prompt, size_t n, int32_t steps,
+                    int32_t vocab, int32_t *want)
+{
+    const float *lg = NULL;
+    llm_session_reset(s);
+    REQUIRE(llm_prefill(s, prompt, n, 0, &lg) == 0);
+    for (int32_t i = 0; i < steps; i++) {
+        int32_t b = 0;
+        for (int32_t j = 1; j < vocab; j++)
+            if (lg[j] > lg[b])
+                b = j;
+        want[i] = b;
+        if (i + 1 < steps)
+            REQUIRE(llm_decode(s, b, &lg) == 0);
+    }
+}
+
+/* Device path and host path give the hand loop's ids; only the device path
+ * calls the op, once per token, and it reads no logits. */
+static void greedy_same_tokens(void)
+{
+    llm_model *m = open_model("greedy_same");
+    int32_t vocab = vocab_of(m);
+    wrap_backend(m, 1);
+    llm_session *s = synth_session(m, 64, 4, 1);
+    llm_sampler *sp = make_sampler(0.0f, vocab);
+    CHECK_INT_EQ(llm_session_device_argmax(s), 1);
+    const int32_t *prompts[2] = {prompt_a, prompt_b};
+    size_t lens[2] = {7, 2};
+    for (int k = 0; k < 2; k++) {
+        for (int32_t chunk = 0; chunk <= 3; chunk += 3) {
+            int32_t want[24];
+            by_hand(s, prompts[k], lens[k], 24, vocab, want);
+
+            llm_session_set_device_argmax(s, 1);
+            reset_counts();
+            run_out dev = generate(s, sp, prompts[k], lens[k], 24, chunk);
+            CHECK_INT_EQ(dev.rc, 0);
+            CHECK_INT_EQ((long)dev.n, 24);
+            CHECK_INT_EQ(g_argmax_calls, 24); /* the prefill's and 23 decodes' */
+            CHECK_INT_EQ((long)g_read_bytes, 0);
+            llm_timings t;
+            llm_session_get_timings(s, &t);
+            CHECK_INT_EQ((long)t.decode_tokens, 23);
+            CHECK_INT_EQ((long)t.prefill_tokens, (long)lens[k]);
+
+            llm_session_set_device_argmax(s, 0);
+            CHECK_INT_EQ(llm_session_device_argmax(s), 0);
+            reset_counts();
+            run_out host = generate(s, sp, prompts[k], lens[k], 24, chunk);
+            CHECK_INT_EQ(g_argmax_calls, 0);
+            CHECK(g_read_bytes >= 24 * (size_t)vocab * sizeof(float));
+
+            check_same(&dev, &host);
+            for (int i = 0; i < 24; i++)
+                CHECK_INT_EQ(dev.toks[i], want[i]);
+        }
+    }
+    llm_sampler_free(sp);
+    llm_session_free(s);
+    unwrap_backend(m);
+    llm_model_free(m);
+}
+
+static int stop_after_three(void *user, int32_t tok)
+{
+    run_out *o = user;
+    collect(user, tok);
+    return o->n >= 3;
+}
+
+/* Every stop reason comes out the same on both paths. */
+static void greedy_stops(void)
+{
+    llm_model *m = open_model("greedy_stops");
+    int32_t vocab = vocab_of(m);
+    wrap_backend(m, 1);
+    llm_sampler *sp = make_sampler(0.0f, vocab);
+    llm_session *small = synth_session(m, 12, 4, 1); /* fills after 5 decodes */
+    llm_session *s = synth_session(m, 64, 4, 1);
+    run_out r[2][4];
+    for (int dev = 1; dev >= 0; dev--) {
+        llm_session_set_device_argmax(s, dev);
+        llm_session_set_device_argmax(small, dev);
+        reset_counts();
+        r[dev][0] = generate(small, sp, prompt_a, 7, 40, 0);
+        CHECK_INT_EQ(r[dev][0].reason, LLM_STOP_CONTEXT);
+        CHECK_INT_EQ((long)r[dev][0].pos, 12);
+
+        int32_t first = r[dev][0].toks[0];
+        llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+        gp.max_tokens = 10;
+        gp.stop_tokens = &first;
+        gp.n_stop_tokens = 1;
+        run_out *o = &r[dev][1];
+        memset(o, 0, sizeof *o);
+        llm_session_reset(s);
+        o->rc = llm_generate(s, sp, prompt_a, 7, &gp, collect, o, NULL, &o->reason);
+        o->pos = llm_session_pos(s);
+        CHECK_INT_EQ(o->reason, LLM_STOP_TOKEN);
+        CHECK_INT_EQ((long)o->n, 0);
+
+        gp.n_stop_tokens = 0;
+        o = &r[dev][2];
+        memset(o, 0, sizeof *o);
+        llm_session_reset(s);
+        o->rc = llm_generate(s, sp, prompt_a, 7, &gp, stop_after_three, o, NULL, &o->reason);
+        o->pos = llm_session_pos(s);
+        CHECK_INT_EQ(o->reason, LLM_STOP_CALLBACK);
+
+        r[dev][3] = generate(s, sp, prompt_b, 2, 5, 1);
+        CHECK_INT_EQ(r[dev][3].reason, LLM_STOP_LENGTH);
+        CHECK_INT_EQ(g_argmax_calls > 0, dev);
+    }
+    for (int i = 0; i < 4; i++)
+        check_same(&r[1][i], &r[0][i]);
+    llm_sampler_free(sp);
+    llm_session_free(s);
+    llm_session_free(small);
+    unwrap_backend(m);
+    llm_model_free(m);
+}
+
+/* After a device-path generate the session goes on through the public
+ * calls with host logits bit for bit those of a host-path session. */
+static void greedy_then_decode(void)
+{
+    llm_model *m = open_model("greedy_decode");
+    int32_t vocab = vocab_of(m);
+    wrap_backend(m, 1);
+    llm_sampler *sp = make_sampler(0.0f, vocab);
+    llm_session *a = synth_session(m, 64, 4, 1), *b = synth_session(m, 64, 4, 1);
+    llm_session_set_device_argmax(b, 0);
+    run_out ra = generate(a, sp, prompt_a, 7, 6, 0);
+    run_out rb = generate(b, sp, prompt_a, 7, 6, 0);
+    check_same(&ra, &rb);
+    const float *la = NULL, *lb = NULL;
+    REQUIRE(llm_decode(a, ra.toks[5], &la) == 0);
+    REQUIRE(llm_decode(b, rb.toks[5], &lb) == 0);
+    CHECK(memcmp(la, lb, (size_t)vocab * sizeof(float)) == 0);
+    const int32_t draft[3] = {5, 6, 7};
+    REQUIRE(llm_verify(a, draft, 3, &la) == 0);
+    REQUIRE(llm_verify(b, draft, 3, &lb) == 0);
+    CHECK(memcmp(la, lb, 3 * (size_t)vocab * sizeof(float)) == 0);
+    llm_sampler_free(sp);
+    llm_session_free(a);
+    llm_session_free(b);
+    unwrap_backend(m);
+    llm_model_free(m);
+}
+
+/* A failure reported by the op is LLM_EBACKEND and leaves the position. */
+static void greedy_failure(void)
+{
+    llm_model *m = open_model("greedy_fail");
+    int32_t vocab = vocab_of(m);
+    wrap_backend(m, 1);
+    llm_sampler *sp = make_sampler(0.0f, vocab);
+    llm_session *s = synth_session(m, 64, 4, 1);
+    reset_counts();
+    g_fail_at = 3; /* the third decode */
+    run_out o = generate(s, sp, prompt_a, 7, 10, 0);
+    CHECK_INT_EQ(o.rc, LLM_EBACKEND);
+    CHECK_INT_EQ((long)o.n, 3);
+    CHECK_INT_EQ((long)o.pos, 7 + 2);
+    CHECK(strstr(llm_session_error(s), "argmax") != NULL);
+    int32_t tok = -5;
+    CHECK_INT_EQ(llm_prefill_greedy(s, prompt_b, 2, 0, NULL), LLM_EINVAL);
+    CHECK_INT_EQ(llm_decode_greedy(NULL, 1, &tok), LLM_EINVAL);
+    CHECK_INT_EQ(llm_decode_greedy(s, vocab, &tok), LLM_ETOKEN);
+    CHECK_INT_EQ(tok, -5);
+    llm_sampler_free(sp);
+    llm_session_free(s);
+    unwrap_backend(m);
+    llm_model_free(m);
+}
+
+/* The cases the path does not take: the op is never called and the tokens
+ * are those of the host path. kind: "sampled", "vocab", "split", "no_op",
+ * "env". */
+static void fallback(const char *kind)
+{
+    llm_model *m = open_model(kind);
+    int32_t vocab = vocab_of(m);
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    int no_op = strcmp(kind, "no_op") == 0;
+    wrap_backend(m, !no_op);
+    float temp = strcmp(kind, "sampled") == 0 ? 0.8f : 0.0f;
+    int32_t sp_vocab = strcmp(kind, "vocab") == 0 ? vocab - 10 : vocab;
+    llm_sampler *sp = make_sampler(temp, sp_vocab);
+    llm_session *ref = synth_session(m, 64, 4, 1);
+    llm_session_set_device_argmax(ref, 0);
+    llm_session *s = NULL;
+    if (strcmp(kind, "split") == 0) {
+        char placement[64];
+        snprintf(placement, sizeof placement, "0-0@local,1-%d@local", (int)info.n_layers - 1);
+        llm_session_options o = LLM_SESSION_OPTIONS_INIT;
+        o.n_ctx = 64;
+        o.n_batch = 4;
+        o.placement = placement;
+        char err[256];
+        REQUIRE(llm_session_create(m, &o, &s, err, sizeof err) == 0);
+    } else if (strcmp(kind, "env") == 0) {
+        REQUIRE(setenv("PHASEMARK_DEVICE_ARGMAX", "0", 1) == 0);
+        s = synth_session(m, 64, 4, 1);
+        REQUIRE(unsetenv("PHASEMARK_DEVICE_ARGMAX") == 0);
+    } else {
+        s = synth_session(m, 64, 4, 1);
+    }
+    CHECK_INT_EQ(llm_session_device_argmax(s), strcmp(kind, "sampled") == 0 ||
+                                                   strcmp(kind, "vocab") == 0);
+    llm_sampler_reseed(sp, 7);
+    reset_counts();
+    run_out got = generate(s, sp, prompt_a, 7, 16, 3);
+    CHECK_INT_EQ(g_argmax_calls, 0);
+    CHECK(g_read_bytes > 0);
+    CHECK_INT_EQ(got.rc, 0);
+    llm_sampler_reseed(sp, 7);
+    run_out want = generate(ref, sp, prompt_a, 7, 16, 3);
+    check_same(&got, &want);
+    llm_sampler_free(sp);
+    llm_session_free(s);
+    llm_session_free(ref);
+    unwrap_backend(m);
+    llm_model_free(m);
+}
+
+int main(int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "same_tokens") == 0)
+        greedy_same_tokens();
+    else if (strcmp(c, "stops") == 0)
+        greedy_stops();
+    else if (strcmp(c, "then_decode") == 0)
+        greedy_then_decode();
+    else if (strcmp(c, "failure") == 0)
+        greedy_failure();
+    else if (strncmp(c, "fallback_", 9) == 0)
+        fallback(c + 9);
+    else {
+        fprintf(stderr, "usage: test_engine_greedy CASE\n");
+        return 2;
+    }
+    return pm_check_result();
+}
