@@ -237,30 +237,32 @@ AVX2_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_byt
     }
 }
 
-/* R weight rows from w times activation rows t0..t0+T-1 into y. */
-AVX2_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
-                                          const llm_acts *a, int32_t t0, float *y,
-                                          int64_t ldy, const int R, const int T)
-{
-    __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];
-    int64_t nb = a->len / LLM_QK, b = 0;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
-    for (; b + 2 <= nb; b += 2) {
-        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
-        q8_step(w, row_bytes, a, t0, b + 1, acc1, R, T);
+/* NAME: R weight rows from w times activation rows t0..t0+T-1 into y,
+ * Q8_0 blocks through STEP (one block into the accumulators; even blocks
+ * into acc0, odd into acc1, as dot_q8_0 pairs them). ATTR: the target of
+ * the instruction set STEP uses. */
+#define DEFINE_Q8_TILE(ATTR, NAME, STEP)                                                \
+    ATTR static ALWAYS_INLINE void NAME(const unsigned char *w, size_t row_bytes,       \
+                                        const llm_acts *a, int32_t t0, float *y,        \
+                                        int64_t ldy, const int R, const int T)          \
+    {                                                                                   \
+        __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];              \
+        int64_t nb = a->len / LLM_QK, b = 0;                                            \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                             \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                         \
+                acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();                          \
+        for (; b + 2 <= nb; b += 2) {                                                   \
+            STEP(w, row_bytes, a, t0, b, acc0, R, T);                                   \
+            STEP(w, row_bytes, a, t0, b + 1, acc1, R, T);                               \
+        }                                                                               \
+        if (b < nb)                                                                     \
+            STEP(w, row_bytes, a, t0, b, acc0, R, T);                                   \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                             \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                         \
+                y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));   \
     }
-    if (b < nb)
-        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
-}
+
+DEFINE_Q8_TILE(AVX2_FN, q8_tile, q8_step)
 
 typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
                         const llm_acts *a, int32_t t0, float *y, int64_t ldy);
@@ -420,29 +422,7 @@ VNNI_FN static ALWAYS_INLINE void q8v_step(const unsigned char *w, size_t row_by
     }
 }
 
-VNNI_FN static ALWAYS_INLINE void q8v_tile(const unsigned char *w, size_t row_bytes,
-                                           const llm_acts *a, int32_t t0, float *y,
-                                           int64_t ldy, const int R, const int T)
-{
-    __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];
-    int64_t nb = a->len / LLM_QK, b = 0;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
-    for (; b + 2 <= nb; b += 2) {
-        q8v_step(w, row_bytes, a, t0, b, acc0, R, T);
-        q8v_step(w, row_bytes, a, t0, b + 1, acc1, R, T);
-    }
-    if (b < nb)
-        q8v_step(w, row_bytes, a, t0, b, acc0, R, T);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
-}
+DEFINE_Q8_TILE(VNNI_FN, q8v_tile, q8v_step)
 
 TILE_OVER_ROWS(VNNI_FN, q8v_tile, 4, 1)
 TILE_OVER_ROWS(VNNI_FN, q8v_tile, 4, 2)
