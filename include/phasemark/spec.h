@@ -5,9 +5,11 @@
  * tokens, the target checks all of them in one batched forward
  * (llm_verify: k+1 positions, phase verify), the longest agreeing prefix
  * plus one token of the target's own is committed, and both KV caches roll
- * back past it. The generator uses only the public session calls, so a
+ * back past it. The generator uses the public session calls, so a
  * target session over any placement (one span, local and remote shards)
- * is verified through every shard without the generator knowing.
+ * is verified through every shard without the generator knowing; under
+ * greedy sampling a monolithic session on a GPU hands it token ids taken
+ * on the device instead of logits (the same ids).
  *
  * Exactness. Greedy sampling (temperature <= 0): the output is the
  * target's own greedy output, token for token. Temperature > 0: standard

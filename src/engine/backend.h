@@ -97,17 +97,19 @@ typedef struct llm_backend_ops {
      * replayed as one recorded launch. Never allocates per token. */
     int (*forward_span)(llm_backend *be, const llm_model *m, struct llm_span *span,
                         struct llm_workspace *ws, const struct llm_forward_in *in);
-    /* Optional (NULL: the session reads the logits row and the host
-     * argmaxes it). The index of the first maximum of logits[0..n), a row
-     * in the backend's memory, by the host sampler's rule (sampler.c): the
-     * scan keeps index 0 until a later value compares strictly greater, so
-     * the lowest index wins ties, a NaN never wins after index 0, and a NaN
-     * at index 0 wins outright (nothing compares greater than it). Waits
-     * for the work issued before it; only the index crosses to the host,
-     * which is the point: greedy decoding need not read a whole row of
-     * logits per token. Returns -1 when the backend failed (the failure is
-     * also reported as any operation's is). Never allocates. */
-    int32_t (*argmax)(llm_backend *be, const float *logits, int32_t n);
+    /* Optional (NULL: the session reads logits rows and the host argmaxes
+     * them). out[r] (host memory) = the index of the first maximum of
+     * logits[r][0..n) for r < rows, logits [rows][n] in the backend's
+     * memory, by the host sampler's rule (sampler.c): the scan keeps index
+     * 0 until a later value compares strictly greater, so the lowest index
+     * wins ties, a NaN never wins after index 0, and a NaN at index 0 wins
+     * outright (nothing compares greater than it). Waits for the work
+     * issued before it; only the indices cross to the host, which is the
+     * point: greedy decoding need not read whole rows of logits. Returns
+     * 0, or -1 when the backend failed (the failure is also reported as
+     * any operation's is). Never allocates. */
+    int (*argmax)(llm_backend *be, const float *logits, int32_t rows, int32_t n,
+                  int32_t *out);
 } llm_backend_ops;
 
 struct llm_backend {

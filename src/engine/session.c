@@ -227,14 +227,15 @@ static int check_tokens(llm_session *s, const int32_t *tokens, size_t n,
 
 /* What a forward hands back: the host logits (one row, or n rows for
  * LLM_LOGITS_ALL), nothing (a prefill chunk before the last, under the
- * greedy path), or the last row's greedy token through the backend's argmax
+ * greedy path), or the rows' greedy tokens through the backend's argmax
  * op, the logits left unread in backend memory. */
 typedef enum fwd_want { FWD_LOGITS, FWD_NOTHING, FWD_ARGMAX } fwd_want;
 
 /* One forward of n tokens at s->pos; the caller pushed the phase range.
- * Sets *logits (FWD_LOGITS) or *tok (FWD_ARGMAX, monolithic sessions whose
- * backend has the op only) and returns 0, or returns LLM_EBACKEND with
- * s->err set when a backend faulted (the position does not move). */
+ * Sets *logits (FWD_LOGITS) or tok[0..rows) (FWD_ARGMAX, monolithic
+ * sessions whose backend has the op only; rows is 1, or n for
+ * LLM_LOGITS_ALL) and returns 0, or returns LLM_EBACKEND with s->err set
+ * when a backend faulted (the position does not move). */
 static int run_forward(llm_session *s, const int32_t *tokens, int32_t n, pm_phase phase,
                        llm_logits_mode mode, fwd_want want, const float **logits,
                        int32_t *tok)
@@ -250,28 +251,27 @@ static int run_forward(llm_session *s, const int32_t *tokens, int32_t n, pm_phas
     }
     llm_backend *be = s->m->be;
     const float *out = s->ws.logits;
-    int32_t n_vocab = s->m->hp.n_vocab, t = 0;
+    int32_t n_vocab = s->m->hp.n_vocab, rows = mode == LLM_LOGITS_ALL ? n : 1;
+    int op_rc = 0;
     pthread_mutex_lock(&s->m->lock);
     llm_span_forward(s->m, &s->span, &s->ws, &in);
     if (want == FWD_ARGMAX) {
-        t = be->ops->argmax(be, s->ws.logits, n_vocab); /* row 0: LOGITS_LAST */
+        op_rc = be->ops->argmax(be, s->ws.logits, rows, n_vocab, tok);
     } else if (want == FWD_LOGITS && !be->host_visible) {
-        size_t rows = mode == LLM_LOGITS_ALL ? (size_t)n : 1;
         be->ops->read(be, s->logits_host, s->ws.logits,
-                      rows * (size_t)n_vocab * sizeof(float));
+                      (size_t)rows * (size_t)n_vocab * sizeof(float));
         out = s->logits_host;
     }
     int rc = llm_model_backend_check(s->m, s->err, sizeof s->err);
     pthread_mutex_unlock(&s->m->lock);
     if (rc)
         return LLM_EBACKEND;
-    if (want == FWD_ARGMAX && (t < 0 || t >= n_vocab))
-        return fail(s, LLM_EBACKEND, "backend %s: argmax gave %d for a vocabulary of %d",
-                    be->ops->name, (int)t, (int)n_vocab);
+    for (int32_t r = 0; want == FWD_ARGMAX && r < rows; r++)
+        if (op_rc || tok[r] < 0 || tok[r] >= n_vocab)
+            return fail(s, LLM_EBACKEND, "backend %s: argmax failed (%d) or gave %d for a vocabulary of %d",
+                        be->ops->name, op_rc, (int)tok[r], (int)n_vocab);
     s->pos += (uint32_t)n;
-    if (want == FWD_ARGMAX)
-        *tok = t;
-    else
+    if (want == FWD_LOGITS)
         *logits = out;
     return 0;
 }
@@ -366,7 +366,10 @@ int llm_decode_greedy(llm_session *s, int32_t token, int32_t *tok)
     return decode(s, token, NULL, tok);
 }
 
-int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **logits)
+/* llm_verify with the same two kinds of result as prefill(): all n rows'
+ * logits, or all n rows' greedy tokens (greedy [n]). */
+static int verify(llm_session *s, const int32_t *tokens, size_t n, const float **logits,
+                  int32_t *greedy)
 {
     if (!s)
         return LLM_EINVAL;
@@ -375,8 +378,8 @@ int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **lo
         return rc;
     uint64_t t0 = llm_now_ns();
     const float *out = NULL;
-    rc = run_forward(s, tokens, (int32_t)n, PM_PHASE_VERIFY, LLM_LOGITS_ALL, FWD_LOGITS,
-                     &out, NULL);
+    rc = run_forward(s, tokens, (int32_t)n, PM_PHASE_VERIFY, LLM_LOGITS_ALL,
+                     greedy ? FWD_ARGMAX : FWD_LOGITS, &out, greedy);
     if (rc)
         return rc;
     s->t.verify_ns += llm_now_ns() - t0;
@@ -384,6 +387,18 @@ int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **lo
     if (logits)
         *logits = out;
     return 0;
+}
+
+int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **logits)
+{
+    return verify(s, tokens, n, logits, NULL);
+}
+
+int llm_verify_greedy(llm_session *s, const int32_t *tokens, size_t n, int32_t *toks)
+{
+    if (!toks || !llm_session_device_argmax(s))
+        return LLM_EINVAL;
+    return verify(s, tokens, n, NULL, toks);
 }
 
 int llm_session_truncate(llm_session *s, uint32_t pos)

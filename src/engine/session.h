@@ -43,4 +43,8 @@ int llm_prefill_greedy(llm_session *s, const int32_t *tokens, size_t n, int32_t 
                        int32_t *tok);
 int llm_decode_greedy(llm_session *s, int32_t token, int32_t *tok);
 
+/* llm_verify whose result is the greedy token of every row, toks[i] for
+ * i < n (caller-owned), instead of host logits. */
+int llm_verify_greedy(llm_session *s, const int32_t *tokens, size_t n, int32_t *toks);
+
 #endif

@@ -1,8 +1,13 @@
 /* spec.c — speculative decoding: a draft proposes, the target verifies.
  *
- * The generator drives both models through the public session calls only
+ * The generator drives both models through the public session calls
  * (llm_prefill, llm_decode, llm_verify, llm_session_truncate), so a target
- * session over a layer split is verified through every shard.
+ * session over a layer split is verified through every shard. One internal
+ * shortcut: under greedy sampling, a session that can take greedy tokens
+ * where its logits are (session.h: monolithic, on a backend with the argmax
+ * op) is driven through the _greedy variants of those calls, which hand
+ * back token ids instead of logits; the ids are the ones llm_sample would
+ * take from the logits, so the output is the same.
  *
  * State between rounds. hist[0..hlen) is exactly what the target's cache
  * holds (its position is hlen); `last` is the last emitted token, which
@@ -53,6 +58,8 @@ struct llm_spec {
     uint32_t pfx_start, pfx_end; /* the last prompt the target prefilled */
     int32_t pfx_chunk;   /* and the chunk it used */
     int32_t *vtok;       /* [k_cap + 1] the verify batch: last, d1..dk */
+    int32_t *vgreedy;    /* [k_cap + 1] the target's greedy token per verify
+                            row, when taken on the device */
     int32_t *commit;     /* [k_cap + 1] tokens a round commits */
     float *q;            /* [k_cap][n_vocab] draft distributions */
     float *pr;           /* [n_vocab] target distribution */
@@ -69,6 +76,8 @@ typedef struct gen_run {
     llm_token_cb cb;
     void *user;
     int greedy;
+    int target_dev;  /* greedy tokens of the target taken on its device */
+    int draft_dev;   /* and of the draft model */
     int32_t eos;
     size_t generated;
     int reason; /* LLM_STOP_* once stopped, else -1 */
@@ -199,11 +208,13 @@ static int alloc_buffers(llm_spec *sd)
     size_t kc = (size_t)sd->k_cap, nv = (size_t)sd->n_vocab;
     sd->hist = malloc(((size_t)sd->n_ctx + 1) * sizeof *sd->hist);
     sd->vtok = malloc((kc + 1) * sizeof *sd->vtok);
+    sd->vgreedy = malloc((kc + 1) * sizeof *sd->vgreedy);
     sd->commit = malloc((kc + 1) * sizeof *sd->commit);
     sd->q = malloc(kc * nv * sizeof *sd->q);
     sd->pr = malloc(nv * sizeof *sd->pr);
     sd->res = malloc(nv * sizeof *sd->res);
-    return sd->hist && sd->vtok && sd->commit && sd->q && sd->pr && sd->res ? 0 : LLM_ENOMEM;
+    return sd->hist && sd->vtok && sd->vgreedy && sd->commit && sd->q && sd->pr && sd->res
+               ? 0 : LLM_ENOMEM;
 }
 
 int llm_spec_create(llm_session *target, llm_session *draft, const llm_spec_params *p,
@@ -262,6 +273,7 @@ void llm_spec_free(llm_spec *sd)
         llm_session_set_quiet(sd->draft, 0);
     free(sd->hist);
     free(sd->vtok);
+    free(sd->vgreedy);
     free(sd->commit);
     free(sd->q);
     free(sd->pr);
@@ -387,8 +399,9 @@ static int draft_fail(llm_spec *sd, int rc)
  * tokens after it in one short forward, so a draft that is the target's
  * own model computes every position exactly as the target did (a wide
  * forward may take a different matrix path than a short one). */
-static int draft_catch_up(llm_spec *sd, const float **logits)
+static int draft_catch_up(gen_run *g, const float **logits, int32_t *tok)
 {
+    llm_spec *sd = g->sd;
     uint32_t dpos = llm_session_pos(sd->draft);
     int rc = 0;
     if (dpos > sd->hlen) { /* cannot happen: rounds cut the draft back */
@@ -396,12 +409,19 @@ static int draft_catch_up(llm_spec *sd, const float **logits)
         dpos = sd->hlen;
     }
     if (rc == 0 && dpos >= sd->pfx_start && dpos < sd->pfx_end) {
-        rc = llm_prefill(sd->draft, sd->hist + dpos, (size_t)(sd->pfx_end - dpos), sd->pfx_chunk,
-                         NULL);
+        size_t np = (size_t)(sd->pfx_end - dpos);
+        int32_t unused;
+        /* The token is not needed; the device path just reads less. */
+        rc = g->draft_dev ? llm_prefill_greedy(sd->draft, sd->hist + dpos, np, sd->pfx_chunk,
+                                               &unused)
+                          : llm_prefill(sd->draft, sd->hist + dpos, np, sd->pfx_chunk, NULL);
         dpos = sd->pfx_end;
     }
     size_t n = (size_t)(sd->hlen + 1 - dpos);
-    if (rc == 0)
+    if (rc == 0 && g->draft_dev)
+        rc = n == 1 ? llm_decode_greedy(sd->draft, sd->hist[dpos], tok)
+                    : llm_prefill_greedy(sd->draft, sd->hist + dpos, n, 0, tok);
+    else if (rc == 0)
         rc = n == 1 ? llm_decode(sd->draft, sd->hist[dpos], logits)
                     : llm_prefill(sd->draft, sd->hist + dpos, n, 0, logits);
     return rc ? draft_fail(sd, rc) : 0;
@@ -412,15 +432,17 @@ static int draft_catch_up(llm_spec *sd, const float **logits)
 static int draft_model_propose(gen_run *g, int32_t k)
 {
     llm_spec *sd = g->sd;
-    const float *lg;
-    int rc = draft_catch_up(sd, &lg);
+    const float *lg = NULL;
+    int32_t next = 0; /* the draft's greedy token, on the device path */
+    int rc = draft_catch_up(g, &lg, &next);
     for (int32_t i = 0; rc == 0 && i < k; i++) {
-        int32_t d = draft_pick(g, lg, i);
+        int32_t d = g->draft_dev ? next : draft_pick(g, lg, i);
         if (d < 0)
             return fail(sd, d, "draft: sampling failed");
         sd->vtok[1 + i] = d;
         if (i + 1 < k) {
-            rc = llm_decode(sd->draft, d, &lg);
+            rc = g->draft_dev ? llm_decode_greedy(sd->draft, d, &next)
+                              : llm_decode(sd->draft, d, &lg);
             if (rc)
                 return draft_fail(sd, rc);
         }
@@ -446,11 +468,18 @@ static int propose(gen_run *g, int32_t k)
 /* ---- acceptance -------------------------------------------------------- */
 
 /* Greedy: accept while the target's argmax agrees; the target's token at
- * the first disagreement (or after all k) is the round's last. */
+ * the first disagreement (or after all k) is the round's last. rows NULL:
+ * the argmaxes were taken on the device, sd->vgreedy. */
 static int32_t accept_greedy(gen_run *g, const float *rows, int32_t k, int32_t *last)
 {
     llm_spec *sd = g->sd;
     int32_t i;
+    if (!rows) {
+        for (i = 0; i < k && sd->vgreedy[i] == sd->vtok[1 + i]; i++)
+            ;
+        *last = sd->vgreedy[i];
+        return i;
+    }
     for (i = 0; i < k; i++) {
         int32_t t = llm_sample(g->sp, rows + (size_t)i * (size_t)sd->n_vocab);
         if (t != sd->vtok[1 + i]) {
@@ -548,8 +577,9 @@ static int draft_and_verify(gen_run *g, int32_t k, int32_t *n)
     sd->st.draft_ns += t1 - t0;
     if (rc)
         return rc;
-    const float *rows;
-    rc = llm_verify(sd->target, sd->vtok, (size_t)k + 1, &rows);
+    const float *rows = NULL;
+    rc = g->target_dev ? llm_verify_greedy(sd->target, sd->vtok, (size_t)k + 1, sd->vgreedy)
+                       : llm_verify(sd->target, sd->vtok, (size_t)k + 1, &rows);
     uint64_t t2 = llm_now_ns();
     sd->st.verify_ns += t2 - t1;
     if (rc)
@@ -593,13 +623,15 @@ static int round_run(gen_run *g, int32_t last, int32_t k, int32_t *next)
 static int32_t plain_step(gen_run *g, int32_t last)
 {
     llm_spec *sd = g->sd;
-    const float *lg;
-    int rc = llm_decode(sd->target, last, &lg);
+    const float *lg = NULL;
+    int32_t tok = 0;
+    int rc = g->target_dev ? llm_decode_greedy(sd->target, last, &tok)
+                           : llm_decode(sd->target, last, &lg);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     sd->hist[sd->hlen++] = last;
     sd->st.steps++;
-    return sample_from(g, lg);
+    return g->target_dev ? tok : sample_from(g, lg);
 }
 
 /* The draft length this round may use: the chosen k, cut so the round can
@@ -656,10 +688,14 @@ static int sync_history(llm_spec *sd)
     return 0;
 }
 
-static int prefill_prompt(llm_spec *sd, const int32_t *prompt, size_t n, int32_t chunk,
-                          const float **logits)
+/* Prefills the prompt on the target; *first is the first token. */
+static int prefill_prompt(gen_run *g, const int32_t *prompt, size_t n, int32_t chunk,
+                          int32_t *first)
 {
-    int rc = llm_prefill(sd->target, prompt, n, chunk, logits);
+    llm_spec *sd = g->sd;
+    const float *logits = NULL;
+    int rc = g->target_dev ? llm_prefill_greedy(sd->target, prompt, n, chunk, first)
+                           : llm_prefill(sd->target, prompt, n, chunk, &logits);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     memcpy(sd->hist + sd->hlen, prompt, n * sizeof *prompt);
@@ -669,7 +705,23 @@ static int prefill_prompt(llm_spec *sd, const int32_t *prompt, size_t n, int32_t
     /* The chunk llm_prefill actually used, for the draft to repeat. */
     int32_t nb = (int32_t)llm_session_n_batch(sd->target);
     sd->pfx_chunk = chunk > 0 && chunk < nb ? chunk : nb;
+    if (!g->target_dev) {
+        *first = sample_from(g, logits);
+        if (*first < 0)
+            return fail(sd, *first, "sampling failed");
+    }
     return 0;
+}
+
+/* Whether session s's greedy tokens can be taken on its device (session.h)
+ * for this generation: greedy sampling over the model's whole vocabulary
+ * (check_vocab makes the draft's the target's; checked again here because
+ * the device argmax scans the model's, the sampler its own). */
+static int device_greedy(const gen_run *g, llm_session *s)
+{
+    llm_model_info info;
+    llm_model_get_info(llm_session_model(s), &info);
+    return g->greedy && info.n_vocab == g->sd->n_vocab && llm_session_device_argmax(s);
 }
 
 /* Rounds (or plain steps) after the first token until a stop. */
@@ -710,16 +762,14 @@ int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size
     llm_sampler_get_params(sp, &sprm);
     llm_model_info info;
     llm_model_get_info(llm_session_model(sd->target), &info);
-    gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f), info.eos, 0, -1};
-    const float *logits;
-    rc = prefill_prompt(sd, prompt, n_prompt, p->chunk, &logits);
+    gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f), 0, 0, info.eos, 0, -1};
+    g.target_dev = device_greedy(&g, sd->target);
+    g.draft_dev = sd->draft && device_greedy(&g, sd->draft);
+    int32_t tok = 0;
+    rc = prefill_prompt(&g, prompt, n_prompt, p->chunk, &tok);
     if (rc == 0) {
-        int32_t tok = sample_from(&g, logits);
-        if (tok < 0)
-            rc = fail(sd, tok, "sampling failed");
-        else
-            emit(&g, tok, sd->hlen);
-        if (rc == 0 && g.reason < 0)
+        emit(&g, tok, sd->hlen);
+        if (g.reason < 0)
             rc = generate_loop(&g, tok);
     }
     if (n_generated)

@@ -15,6 +15,10 @@
  * counter proves the device path ran once per token, and a split whose last
  * shard is on the GPU must fall back (its logits come back through the
  * split) and still generate.
+ *
+ * spec_kjv: speculative greedy generation (KJV target and draft on cuda:0)
+ * with the target's verify rows and the draft's tokens taken on the device,
+ * in every combination, equal to the host path's ids.
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +30,7 @@
 #include "cuda_test.h"
 #include "model.h"
 #include "phasemark/engine.h"
+#include "phasemark/spec.h"
 #include "session.h"
 #include "synth.h"
 
@@ -46,12 +51,44 @@ static void check_row(llm_backend *be, const float *row, int32_t vocab, const ch
     float *d = be->ops->alloc(be, (size_t)vocab * sizeof(float));
     REQUIRE(d);
     be->ops->write(be, d, row, (size_t)vocab * sizeof(float));
-    int32_t got = be->ops->argmax(be, d, vocab);
+    int32_t got = -1;
+    CHECK_INT_EQ(be->ops->argmax(be, d, 1, vocab, &got), 0);
     be->ops->free(be, d);
     if (got != want)
         fprintf(stderr, "argmax %s (vocab %d): device %d, host %d\n", what, (int)vocab,
                 (int)got, (int)want);
     CHECK_INT_EQ(got, want);
+}
+
+/* Many rows in one call (a verify's), more than the seam takes per
+ * launch: every row's answer lands at its own index. */
+static void check_rows(llm_backend *be)
+{
+    enum { ROWS = 150, V = 1000 };
+    float *x = malloc((size_t)ROWS * V * sizeof *x);
+    int32_t got[ROWS];
+    REQUIRE(x);
+    ct_rng r = {32};
+    ct_fill(&r, x, (size_t)ROWS * V, 10.0f);
+    for (int32_t i = 0; i < ROWS; i++) {
+        float *row = x + (size_t)i * V;
+        row[(i * 37) % V] = 30.0f + (float)(i % 3);
+        if (i % 7 == 0)
+            row[0] = NAN;
+        if (i % 11 == 0)
+            row[V - 1 - i] = 40.0f;
+    }
+    llm_sampler *sp = NULL;
+    REQUIRE(llm_sampler_create(NULL, V, &sp) == 0);
+    float *d = be->ops->alloc(be, (size_t)ROWS * V * sizeof(float));
+    REQUIRE(d);
+    be->ops->write(be, d, x, (size_t)ROWS * V * sizeof(float));
+    CHECK_INT_EQ(be->ops->argmax(be, d, ROWS, V, got), 0);
+    for (int32_t i = 0; i < ROWS; i++)
+        CHECK_INT_EQ(got[i], llm_sample(sp, x + (size_t)i * V));
+    be->ops->free(be, d);
+    llm_sampler_free(sp);
+    free(x);
 }
 
 static void argmax_rule(void)
@@ -108,6 +145,7 @@ static void argmax_rule(void)
         }
     }
     free(x);
+    check_rows(be);
     CHECK_INT_EQ(llm_cuda_backend_status(be, err, sizeof err), 0);
     be->ops->destroy(be);
 }
@@ -301,6 +339,83 @@ static void generate_synth(void)
     unlink(path);
 }
 
+/* One greedy llm_spec_generate; the caller set each session's path. */
+static run_out spec_once(llm_spec *sd, llm_session *t, llm_sampler *sp, const int32_t *prompt,
+                         size_t n, int32_t max_tokens)
+{
+    run_out o;
+    memset(&o, 0, sizeof o);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = max_tokens;
+    gp.stop_at_eos = 0;
+    llm_session_reset(t);
+    int rc = llm_spec_generate(sd, sp, prompt, n, &gp, collect, &o, NULL, NULL);
+    if (rc)
+        fprintf(stderr, "spec: %s\n", llm_spec_error(sd));
+    REQUIRE(rc == 0);
+    CHECK_INT_EQ((long)o.n, max_tokens);
+    return o;
+}
+
+/* Speculative greedy decoding with the KJV target (q8_0) and draft (f16)
+ * both on cuda:0: the draft's proposals and the target's verify rows taken
+ * on the device (target, draft or both) give exactly the ids of the host
+ * path, which reads the same logits. */
+static void spec_kjv(void)
+{
+    ct_require_device();
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    char tp[1024], dp[1024];
+    snprintf(tp, sizeof tp, "%s/phasemark-kjv-target-q8_0.gguf", dir && *dir ? dir : PM_REPO_MODELS);
+    snprintf(dp, sizeof dp, "%s/phasemark-kjv-draft-f16.gguf", dir && *dir ? dir : PM_REPO_MODELS);
+    if (access(tp, R_OK) != 0 || access(dp, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s or %s not present\n", tp, dp);
+        exit(77);
+    }
+    llm_model *tm = open_on_cuda(tp), *dm = open_on_cuda(dp);
+    llm_session *t = synth_session(tm, 256, 32, 1), *d = synth_session(dm, 256, 32, 2);
+    llm_sampler *sp = NULL;
+    REQUIRE(llm_sampler_create(NULL, tm->hp.n_vocab, &sp) == 0);
+    llm_spec_params prm = LLM_SPEC_PARAMS_INIT;
+    prm.k = 4;
+    prm.adaptive = 1;
+    llm_spec *sd = NULL;
+    char err[256];
+    REQUIRE(llm_spec_create(t, d, &prm, &sd, err, sizeof err) == 0);
+    int32_t toks[128];
+    int differ = 0;
+    for (int k = 0; k < 8; k++) {
+        size_t n = 0;
+        REQUIRE(llm_model_tokenize(tm, kjv_prompts[k], strlen(kjv_prompts[k]), 1, toks, 128,
+                                   &n) == 0);
+        run_out ref;
+        memset(&ref, 0, sizeof ref);
+        for (int mask = 0; mask <= 3; mask++) {
+            llm_session_set_device_argmax(t, mask & 1);
+            llm_session_set_device_argmax(d, mask >> 1);
+            uint64_t a0 = argmaxes_of(tm) + argmaxes_of(dm);
+            run_out o = spec_once(sd, t, sp, toks, n, 40);
+            uint64_t used = argmaxes_of(tm) + argmaxes_of(dm) - a0;
+            CHECK_INT_EQ(used > 0, mask != 0);
+            if (mask == 0)
+                ref = o;
+            else if (memcmp(o.toks, ref.toks, sizeof o.toks) != 0) {
+                fprintf(stderr, "spec prompt %d: device mask %d differs from the host path\n",
+                        k, mask);
+                differ++;
+            }
+        }
+    }
+    CHECK_INT_EQ(differ, 0);
+    printf("spec kjv: 8 prompts x 40 tokens, device argmax (target, draft, both) == host\n");
+    llm_spec_free(sd);
+    llm_sampler_free(sp);
+    llm_session_free(t);
+    llm_session_free(d);
+    llm_model_free(tm);
+    llm_model_free(dm);
+}
+
 static void generate_kjv_target(void) { kjv_case("phasemark-kjv-target-q8_0.gguf"); }
 static void generate_kjv_draft(void) { kjv_case("phasemark-kjv-draft-f16.gguf"); }
 
@@ -309,6 +424,7 @@ static const ct_case cases[] = {
     {"generate_kjv_target", generate_kjv_target},
     {"generate_kjv_draft", generate_kjv_draft},
     {"generate_synth", generate_synth},
+    {"spec_kjv", spec_kjv},
 };
 
 CT_MAIN(cases)

@@ -11,7 +11,10 @@
  * of llm_prefill/llm_decode and argmax written here, and read no logits at
  * all; every case the path does not cover (sampled, a sampler over another
  * vocabulary, a split session, no op, the environment switch) must leave
- * the op unused and the tokens unchanged.
+ * the op unused and the tokens unchanged. The speculative generator's
+ * greedy rounds (spec.c) take the same path for its target and its draft:
+ * with either, both or neither on the device, its ids are the target's own
+ * greedy ids, and with both on it reads no logits.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -21,6 +24,7 @@
 #include "backend.h"
 #include "model.h"
 #include "phasemark/engine.h"
+#include "phasemark/spec.h"
 #include "pm_check.h"
 #include "session.h"
 #include "synth.h"
@@ -31,19 +35,26 @@
 static const llm_backend_ops *g_cpu_ops;
 static llm_backend_ops g_mock_ops;
 static long g_argmax_calls;
+static long g_argmax_rows;
 static size_t g_read_bytes;
 static long g_fail_at = -1; /* the op call that reports a failure; -1: none */
 
-static int32_t mock_argmax(llm_backend *be, const float *logits, int32_t n)
+static int mock_argmax(llm_backend *be, const float *logits, int32_t rows, int32_t n,
+                       int32_t *out)
 {
     (void)be;
     if (g_argmax_calls++ == g_fail_at)
         return -1;
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (logits[i] > logits[b])
-            b = i;
-    return b;
+    for (int32_t r = 0; r < rows; r++) {
+        const float *x = logits + (size_t)r * (size_t)n;
+        int32_t b = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (x[i] > x[b])
+                b = i;
+        out[r] = b;
+        g_argmax_rows++;
+    }
+    return 0;
 }
 
 static void mock_read(llm_backend *be, void *dst, const void *src, size_t bytes)
@@ -73,6 +84,7 @@ static void unwrap_backend(llm_model *m)
 static void reset_counts(void)
 {
     g_argmax_calls = 0;
+    g_argmax_rows = 0;
     g_read_bytes = 0;
     g_fail_at = -1;
 }
@@ -377,6 +389,105 @@ static void fallback(const char *kind)
     llm_model_free(m);
 }
 
+/* One greedy llm_spec_generate of up to max_tokens after prompt_a. */
+static run_out spec_run(llm_spec *sd, llm_session *t, llm_session *d, llm_sampler *sp,
+                        int t_dev, int d_dev, int32_t max_tokens, llm_spec_stats *st)
+{
+    run_out o;
+    memset(&o, 0, sizeof o);
+    llm_session_set_device_argmax(t, t_dev);
+    llm_session_set_device_argmax(d, d_dev);
+    llm_session_reset(t); /* position 0: the generator starts over */
+    llm_spec_reset_stats(sd);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = max_tokens;
+    gp.stop_at_eos = 0;
+    o.rc = llm_spec_generate(sd, sp, prompt_a, 7, &gp, collect, &o, NULL, &o.reason);
+    if (o.rc)
+        fprintf(stderr, "spec: %s\n", llm_spec_error(sd));
+    o.pos = llm_session_pos(t);
+    llm_spec_get_stats(sd, st);
+    return o;
+}
+
+/* Speculative greedy rounds over a two-layer target drafted by a
+ * one-layer model (same: by a second copy of the target): the target's
+ * greedy ids whichever session takes its tokens on the device; with both,
+ * no logits are read. A short context brings in the plain target steps. */
+static void spec_greedy_with(int same)
+{
+    synth_spec spec = synth_default();
+    spec.hp.ctx = 64;
+    char tp[512], dp[512];
+    synth_path(tp, sizeof tp, "greedy_spec_t");
+    synth_path(dp, sizeof dp, "greedy_spec_d");
+    REQUIRE(synth_write(tp, &spec) == 0);
+    if (!same)
+        spec.hp.n_layers = 1;
+    REQUIRE(synth_write(dp, &spec) == 0);
+    llm_model *tm = synth_open(tp, 2), *dm = synth_open(dp, 2);
+    int32_t vocab = vocab_of(tm);
+    wrap_backend(tm, 1);
+    wrap_backend(dm, 1);
+    llm_sampler *sp = make_sampler(0.0f, vocab);
+    for (int32_t n_ctx = 64; n_ctx >= 20; n_ctx -= 44) {
+        llm_session *t = synth_session(tm, n_ctx, 8, 1), *d = synth_session(dm, n_ctx, 8, 2);
+        llm_session_set_device_argmax(t, 0);
+        run_out want = generate(t, sp, prompt_a, 7, 40, 0); /* plain, host path */
+        llm_spec_params prm = LLM_SPEC_PARAMS_INIT;
+        prm.k = 3;
+        prm.adaptive = 1;
+        llm_spec *sd = NULL;
+        char err[256];
+        REQUIRE(llm_spec_create(t, d, &prm, &sd, err, sizeof err) == 0);
+        llm_spec_stats st_host, st;
+        reset_counts();
+        run_out host = spec_run(sd, t, d, sp, 0, 0, 40, &st_host);
+        CHECK_INT_EQ(g_argmax_calls, 0);
+        CHECK(st_host.rounds > 0);
+        /* The one-layer draft is always refused here, the target's own
+         * model always accepted: both outcomes of a round occur. */
+        if (same)
+            CHECK(st_host.accepted > 0);
+        else
+            CHECK(st_host.accepted < st_host.drafted);
+        if (n_ctx < 40)
+            CHECK(st_host.steps > 0); /* no room to draft near the end */
+        for (int mask = 1; mask <= 3; mask++) {
+            reset_counts();
+            run_out got = spec_run(sd, t, d, sp, mask & 1, mask >> 1, 40, &st);
+            CHECK(g_argmax_calls > 0);
+            if (mask == 3)
+                CHECK_INT_EQ((long)g_read_bytes, 0);
+            check_same(&got, &host);
+            CHECK_U64_EQ(st.rounds, st_host.rounds);
+            CHECK_U64_EQ(st.accepted, st_host.accepted);
+            CHECK_U64_EQ(st.steps, st_host.steps);
+        }
+        /* Speculative greedy output is the target's own. */
+        CHECK_INT_EQ(host.reason, want.reason);
+        CHECK_INT_EQ((long)host.n, (long)want.n);
+        for (size_t i = 0; i < host.n && i < want.n; i++)
+            CHECK_INT_EQ(host.toks[i], want.toks[i]);
+        llm_spec_free(sd);
+        llm_session_free(t);
+        llm_session_free(d);
+    }
+    llm_sampler_free(sp);
+    unwrap_backend(tm);
+    unwrap_backend(dm);
+    llm_model_free(tm);
+    llm_model_free(dm);
+    remove(tp);
+    remove(dp);
+}
+
+static void spec_greedy(void)
+{
+    spec_greedy_with(0);
+    spec_greedy_with(1);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -388,6 +499,8 @@ int main(int argc, char **argv)
         greedy_then_decode();
     else if (strcmp(c, "failure") == 0)
         greedy_failure();
+    else if (strcmp(c, "spec") == 0)
+        spec_greedy();
     else if (strncmp(c, "fallback_", 9) == 0)
         fallback(c + 9);
     else {

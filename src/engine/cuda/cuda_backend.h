@@ -480,7 +480,7 @@ typedef struct llm_cuda_decode_stats {
     uint64_t declined; /* one-token forwards left to the op-by-op path
                           although the mode fuses (unfusable weights) */
     uint32_t fused_layers; /* layers whose fused weights prepare built */
-    uint64_t argmaxes;     /* tokens taken by the seam's argmax op */
+    uint64_t argmaxes;     /* rows (tokens) the seam's argmax op took */
 } llm_cuda_decode_stats;
 int llm_cuda_backend_decode_stats(struct llm_backend *be, llm_cuda_decode_stats *out);
 

@@ -42,6 +42,8 @@
 
 /* Token ids staged per embed call (longer batches are done in pieces). */
 #define SEAM_IDS 4096
+/* Rows the argmax op takes per kernel launch (more are done in pieces). */
+#define SEAM_ARGMAX 64
 /* Activation rows cuBLAS stages at a time (see llm_cuda_reserve). */
 #define SEAM_GEMM_ROWS 512
 
@@ -90,8 +92,8 @@ typedef struct cuda_be {
     double *freq_host;  /* the RoPE frequencies now on the device */
     double *freq_dev;
     int32_t freq_len;
-    int32_t *ids_dev;   /* [SEAM_IDS + 1]: token ids staged for embed, and
-                           in the last slot the argmax op's result */
+    int32_t *ids_dev;   /* [SEAM_IDS + SEAM_ARGMAX]: token ids staged for
+                           embed, then the argmax op's results */
     fused_layer *fused; /* every layer's fused weights (owned list) */
     float *scratch;     /* the pair products (and their unused halves)
                            and the decode step's q/k/v row */
@@ -746,19 +748,25 @@ static int seam_forward_span(llm_backend *be, const llm_model *m, llm_span *span
     return 1;
 }
 
-/* The greedy token of a logits row on the device; only its 4 bytes are
- * read back (the download waits for the forward before it). */
-static int32_t seam_argmax(llm_backend *be, const float *logits, int32_t n)
+/* The greedy tokens of logits rows on the device; only their 4 bytes each
+ * are read back (the download waits for the forward before it). */
+static int seam_argmax(llm_backend *be, const float *logits, int32_t rows, int32_t n,
+                       int32_t *out)
 {
     cuda_be *c = cb(be);
     int32_t *tok_dev = c->ids_dev + SEAM_IDS;
-    int32_t tok = -1;
-    if (!seam_ok(c, llm_cuda_bind(c->cu)) ||
-        !seam_ok(c, llm_cuda_argmax_scan(c->cu, logits, 1, n, tok_dev)) ||
-        !seam_ok(c, llm_cuda_download(c->cu, &tok, tok_dev, sizeof tok)))
+    if (!seam_ok(c, llm_cuda_bind(c->cu)))
         return -1;
-    c->stats.argmaxes++;
-    return tok;
+    for (int32_t r0 = 0; r0 < rows; r0 += SEAM_ARGMAX) {
+        int32_t nr = rows - r0 < SEAM_ARGMAX ? rows - r0 : SEAM_ARGMAX;
+        if (!seam_ok(c, llm_cuda_argmax_scan(c->cu, logits + (size_t)r0 * (size_t)n, nr, n,
+                                             tok_dev)) ||
+            !seam_ok(c, llm_cuda_download(c->cu, out + r0, tok_dev,
+                                          (size_t)nr * sizeof *out)))
+            return -1;
+    }
+    c->stats.argmaxes += (uint64_t)rows;
+    return 0;
 }
 
 static const llm_backend_ops cuda_ops_template = {
@@ -829,7 +837,7 @@ int llm_cuda_backend_create(const char *name, llm_backend **out, char *err,
     int rc = llm_cuda_create(dev, &c->cu, err, errlen);
     void *ids = NULL;
     if (rc == 0)
-        rc = llm_cuda_malloc(c->cu, (SEAM_IDS + 1) * sizeof(int32_t), &ids);
+        rc = llm_cuda_malloc(c->cu, (SEAM_IDS + SEAM_ARGMAX) * sizeof(int32_t), &ids);
     if (rc) {
         if (c->cu)
             snprintf(err, errlen, "cuda:%d: %s", dev, llm_cuda_error(c->cu));
