@@ -268,7 +268,8 @@ static int run_forward(llm_session *s, const int32_t *tokens, int32_t n, pm_phas
         return LLM_EBACKEND;
     for (int32_t r = 0; want == FWD_ARGMAX && r < rows; r++)
         if (op_rc || tok[r] < 0 || tok[r] >= n_vocab)
-            return fail(s, LLM_EBACKEND, "backend %s: argmax failed (%d) or gave %d for a vocabulary of %d",
+            return fail(s, LLM_EBACKEND,
+                        "backend %s: argmax failed (%d) or gave %d for a vocabulary of %d",
                         be->ops->name, op_rc, (int)tok[r], (int)n_vocab);
     s->pos += (uint32_t)n;
     if (want == FWD_LOGITS)
