@@ -316,6 +316,40 @@ static int gguf_kind(const llm_gguf *g, enum llm_tok_kind *kind, char *err, size
     return 0;
 }
 
+/* tokenizer.ggml.pre names the regex a gpt2 vocabulary was trained to be
+ * split with (llama.cpp's converter writes it). Absent, "default" and
+ * "gpt2" mean GPT-2's own; "llama-bpe" is Llama 3's, and "llama3" and
+ * "smaug-bpe" use the same regex. Any other name is refused rather than
+ * tokenized with a regex the model was not trained on: the ids would look
+ * plausible and be silently wrong. */
+static int gguf_pre(const llm_gguf *g, enum llm_tok_pre *pre, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        enum llm_tok_pre pre;
+    } known[] = {
+        {"default", LLM_TOK_PRE_GPT2},     {"gpt2", LLM_TOK_PRE_GPT2},    {"gpt-2", LLM_TOK_PRE_GPT2},
+        {"llama-bpe", LLM_TOK_PRE_LLAMA3}, {"llama3", LLM_TOK_PRE_LLAMA3}, {"smaug-bpe", LLM_TOK_PRE_LLAMA3},
+    };
+    const char *s;
+    size_t n;
+    *pre = LLM_TOK_PRE_GPT2;
+    int r = llm_gguf_get_str(g, "tokenizer.ggml.pre", &s, &n);
+    if (r == LLM_GGUF_ENOKEY)
+        return 0;
+    if (r != 0)
+        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "tokenizer.ggml.pre is not a string");
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (strlen(known[i].name) == n && memcmp(known[i].name, s, n) == 0) {
+            *pre = known[i].pre;
+            return 0;
+        }
+    }
+    return tok_fail(err, errlen, LLM_TOK_EFORMAT,
+                    "unsupported tokenizer.ggml.pre '%.*s' (supported: default, gpt2, llama-bpe)",
+                    (int)(n > 40 ? 40 : n), s);
+}
+
 static int gguf_pieces(const llm_gguf *g, enum llm_tok_kind kind, llm_tokenizer **out, char *err, size_t errlen)
 {
     uint32_t et;
@@ -470,6 +504,10 @@ int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, s
         t->add_space_prefix = spm && gguf_flag(g, "tokenizer.ggml.add_space_prefix", 1);
         r = finish(t, have_types, err, errlen);
     }
+    /* SentencePiece splits no pre-tokens, so spm ignores the key (llama.cpp
+     * writes "default" there, or nothing). */
+    if (!r && !spm)
+        r = gguf_pre(g, &t->pre, err, errlen);
     if (!r && !spm)
         r = gguf_merges(t, g, err, errlen);
     if (r) {

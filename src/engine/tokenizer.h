@@ -11,12 +11,18 @@
  *  score is merged, repeatedly (ties: the leftmost pair), until no pair
  *  merges — SentencePiece's BPE encoding.
  *
- *  "gpt2" (byte-level BPE): the text is pre-split the way GPT-2's regex
+ *  "gpt2" (byte-level BPE): the text is pre-split by the regex that
+ *  tokenizer.ggml.pre names — absent, "default", "gpt2" or "gpt-2": GPT-2's
  *    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- *  does (implemented by hand; letters and numbers by Unicode 14 general
- *  category, whitespace by White_Space), each chunk's bytes are
- *  mapped to GPT-2's printable byte alphabet, and merges are applied by rank
- *  (lowest first; ties leftmost) until none applies.
+ *  "llama-bpe" (also "llama3", "smaug-bpe"): Llama 3's
+ *    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *     ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *  (both implemented by hand as a backtracking engine would match them;
+ *  letters and numbers by Unicode 14 general category, whitespace by
+ *  White_Space, an invalid UTF-8 byte as punctuation), each chunk's bytes
+ *  are mapped to GPT-2's printable byte alphabet, and merges are applied by
+ *  rank (lowest first; ties leftmost) until none applies. Any other
+ *  tokenizer.ggml.pre is refused at creation.
  *
  * Only normal and user-defined pieces take part in matching and merging:
  * control, unknown, unused and byte tokens are never produced from text
@@ -67,9 +73,10 @@ typedef struct llm_tokenizer llm_tokenizer;
 /* Builds a tokenizer from the tokenizer.ggml.* metadata of an open GGUF:
  * model ("llama" or "gpt2"), tokens, scores (llama; optional, default 0),
  * token_type (optional; derived from the piece text when absent), merges
- * (gpt2), bos/eos/unknown_token_id, add_bos_token, add_space_prefix.
- * 0 and *out, or negative, *out = NULL and one line ("tokenizer: ...") in
- * err. The GGUF handle may be closed afterwards. */
+ * (gpt2), pre (gpt2; see above), bos/eos/unknown_token_id, add_bos_token,
+ * add_space_prefix. 0 and *out, or negative, *out = NULL and one line
+ * ("tokenizer: ...") in err; an unsupported tokenizer.ggml.pre is
+ * LLM_TOK_EFORMAT. The GGUF handle may be closed afterwards. */
 int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, size_t errlen);
 
 /* Reads a llama2.c tokenizer.bin: i32 max_token_length, then vocab_size

@@ -275,25 +275,43 @@ static int class_at(const unsigned char *s, size_t n, size_t i, size_t *len)
     return char_class(cp);
 }
 
-/* Length of GPT-2's contractions 's 't 'm 'd 're 've 'll at i, or 0. */
-static size_t contraction(const unsigned char *s, size_t n, size_t i)
+static int is_newline(unsigned char c)
+{
+    return c == '\r' || c == '\n';
+}
+
+static unsigned ascii_lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+/* Length of a contraction 's 't 're 've 'm 'll 'd at i, or 0. GPT-2's
+ * regex matches them in lower case only; Llama 3's wraps them in (?i:...),
+ * which we take as ASCII case folding (the letters are ASCII; Unicode
+ * folding would also let U+017F LONG S stand for 's', which no tokenizer
+ * we target relies on). The seven alternatives begin with different
+ * letters, so trying them in the regex's order is the same as this test. */
+static size_t contraction(const unsigned char *s, size_t n, size_t i, int fold)
 {
     if (s[i] != '\'' || i + 1 >= n)
         return 0;
-    unsigned c = s[i + 1];
+    unsigned c = fold ? ascii_lower(s[i + 1]) : s[i + 1];
     if (c == 's' || c == 't' || c == 'm' || c == 'd')
         return 2;
-    if (i + 2 < n && ((c == 'r' && s[i + 2] == 'e') || (c == 'v' && s[i + 2] == 'e') || (c == 'l' && s[i + 2] == 'l')))
+    if (i + 2 >= n)
+        return 0;
+    unsigned d = fold ? ascii_lower(s[i + 2]) : s[i + 2];
+    if ((c == 'r' && d == 'e') || (c == 'v' && d == 'e') || (c == 'l' && d == 'l'))
         return 3;
     return 0;
 }
 
-/* Length of the chunk starting at i, following the regex alternatives in
- * order: contractions, ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+',
+/* Length of GPT-2's chunk starting at i, following the regex alternatives
+ * in order: contractions, ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+',
  * '\s+(?!\S)', '\s+'. */
-static size_t next_chunk(const unsigned char *s, size_t n, size_t i)
+static size_t gpt2_chunk(const unsigned char *s, size_t n, size_t i)
 {
-    size_t k = contraction(s, n, i), cl;
+    size_t k = contraction(s, n, i, 0), cl;
     if (k)
         return k;
     size_t j = i;
@@ -323,6 +341,76 @@ static size_t next_chunk(const unsigned char *s, size_t n, size_t i)
     if (j == n || last == i)
         return j - i;
     return last - i;
+}
+
+/* The byte after a run of at most max characters of class c from j. */
+static size_t skip_class(const unsigned char *s, size_t n, size_t j, int c, size_t max)
+{
+    size_t cl;
+    for (size_t k = 0; k < max && j < n && class_at(s, n, j, &cl) == c; k++)
+        j += cl;
+    return j;
+}
+
+/* Length of Llama 3's chunk starting at i. The regex is
+ *
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *
+ * and a backtracking engine takes the first alternative that matches at
+ * i, each quantifier as long as the rest of its alternative allows. The
+ * steps below are those alternatives in order; each one's comment says
+ * what backtracking leaves of it. An invalid UTF-8 byte is a character of
+ * no class (like U+FFFD, a symbol), so it counts as punctuation. */
+static size_t llama3_chunk(const unsigned char *s, size_t n, size_t i)
+{
+    size_t k = contraction(s, n, i, 1), cl, cl2 = 0;
+    if (k)
+        return k;
+    int c = class_at(s, n, i, &cl);
+    int c2 = i + cl < n ? class_at(s, n, i + cl, &cl2) : -1;
+    /* [^\r\n\p{L}\p{N}]?\p{L}+: a letter run, or one character that is no
+     * letter, number or line break (a space, a tab, punctuation) glued to
+     * the letter run right after it. */
+    if (c == C_LETTER)
+        return skip_class(s, n, i, C_LETTER, SIZE_MAX) - i;
+    if (c != C_NUMBER && !is_newline(s[i]) && c2 == C_LETTER)
+        return skip_class(s, n, i + cl, C_LETTER, SIZE_MAX) - i;
+    /* \p{N}{1,3}: at most three number characters. */
+    if (c == C_NUMBER)
+        return skip_class(s, n, i, C_NUMBER, 3) - i;
+    /* ' ?[^\s\p{L}\p{N}]+[\r\n]*': the run is greedy and [\r\n]* always
+     * matches, so nothing is given back. A space is kept only when
+     * punctuation follows it; without it a space cannot start the run. */
+    size_t j = s[i] == ' ' && c2 == C_OTHER ? i + 1 : i;
+    if (class_at(s, n, j, &cl) == C_OTHER) {
+        j = skip_class(s, n, j, C_OTHER, SIZE_MAX);
+        while (j < n && is_newline(s[j]))
+            j++;
+        return j - i;
+    }
+    /* Only whitespace is left at i. '\s*[\r\n]+': \s* takes the whole
+     * run and gives characters back until [\r\n]+ matches, so the chunk
+     * ends right after the run's last line break (when it has one). */
+    size_t end = i, after_break = 0, last = i;
+    while (end < n && class_at(s, n, end, &cl) == C_SPACE) {
+        if (is_newline(s[end]))
+            after_break = end + 1;
+        last = end;
+        end += cl;
+    }
+    if (after_break)
+        return after_break - i;
+    /* '\s+(?!\S)' then '\s+', as in GPT-2's: the run at the end of the
+     * text, else all but its last character, else (one character) itself. */
+    if (end == n || last == i)
+        return end - i;
+    return last - i;
+}
+
+size_t pm__tok_pretoken(enum llm_tok_pre pre, const unsigned char *s, size_t n, size_t i)
+{
+    return pre == LLM_TOK_PRE_LLAMA3 ? llama3_chunk(s, n, i) : gpt2_chunk(s, n, i);
 }
 
 /* BPE over one pre-token: bytes mapped to GPT-2 characters, merged. */
@@ -368,7 +456,7 @@ static int bpe_encode(const llm_tokenizer *t, const char *text, size_t len, sink
     work w = {t, mapped, syms, 0, heap, 0, 2 * len};
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < len;) {
-        size_t c = next_chunk(s, len, i);
+        size_t c = pm__tok_pretoken(t->pre, s, len, i);
         bpe_word(t, s + i, c, &w, mapped, k);
         i += c;
     }

@@ -12,6 +12,14 @@
 
 #include "tokenizer.h"
 
+/* gpt2 pre-tokenizers (tokenizer.ggml.pre): which regex splits the text
+ * into pre-tokens before the merges (see tokenizer.h for both). Zero is
+ * GPT-2's own, so a calloc'ed tokenizer starts with it. */
+enum llm_tok_pre {
+    LLM_TOK_PRE_GPT2 = 0,  /* absent, "default", "gpt2", "gpt-2" */
+    LLM_TOK_PRE_LLAMA3 = 1 /* "llama-bpe", "llama3", "smaug-bpe" */
+};
+
 typedef struct llm_tok_merge {
     int32_t left, right; /* ids of the pair */
     int32_t result;      /* id of the merged piece */
@@ -20,6 +28,7 @@ typedef struct llm_tok_merge {
 
 struct llm_tokenizer {
     enum llm_tok_kind kind;
+    enum llm_tok_pre pre; /* gpt2 only; spm splits no pre-tokens */
     uint32_t n_vocab;
     char *text;          /* all pieces, NUL-terminated each */
     uint64_t *off;       /* [n_vocab] offset of piece i in text */
@@ -43,6 +52,12 @@ int32_t pm__tok_lookup(const llm_tokenizer *t, const char *s, size_t len);
 
 /* The merge of (left, right), or NULL. */
 const llm_tok_merge *pm__tok_merge(const llm_tokenizer *t, int32_t left, int32_t right);
+
+/* Byte length of the pre-token that starts at byte i of s (n bytes, i < n)
+ * under pre-tokenizer `pre`: always 1..n-i, so calling it from 0 until n
+ * splits the whole text. Exposed for the tests, which check chunk
+ * boundaries directly. */
+size_t pm__tok_pretoken(enum llm_tok_pre pre, const unsigned char *s, size_t n, size_t i);
 
 /* GPT-2's byte <-> printable character mapping: the codepoint standing for
  * byte b, and the byte a codepoint stands for (-1 when none). */

@@ -1,6 +1,7 @@
 /* test_tokenizer.c — both tokenizer models on small vocabularies built
  * here, with golden ids derived by hand from the algorithms' rules (each
- * derivation is written next to its case), plus llama2.c tokenizer.bin
+ * derivation is written next to its case), the gpt2 pre-tokenizers' chunk
+ * boundaries worked from their regexes, plus llama2.c tokenizer.bin
  * parsing and the malformed inputs of every loader.
  *
  * Usage: test_tokenizer CASE
@@ -61,6 +62,8 @@ static void spm_vocab(vocab *v, int with_bytes)
         add(v, rest[i].p, rest[i].s, LLM_TOKTYPE_NORMAL);
 }
 
+static int g_load_rc; /* status of load()'s last llm_tokenizer_from_gguf */
+
 /* Writes the vocabulary as GGUF tokenizer metadata and loads it back.
  * extra(w) may add or override keys. Returns the tokenizer (or NULL with
  * the error in err). */
@@ -88,7 +91,7 @@ static llm_tokenizer *load(const vocab *v, const char *model, const char *const 
     REQUIRE(llm_gguf_open(path, &g, err, errlen) == 0);
     remove(path);
     llm_tokenizer *t = NULL;
-    llm_tokenizer_from_gguf(g, &t, err, errlen);
+    g_load_rc = llm_tokenizer_from_gguf(g, &t, err, errlen);
     llm_gguf_close(g);
     return t;
 }
@@ -429,6 +432,300 @@ static void case_unicode_classes(void)
     llm_tokenizer_free(t);
 }
 
+/* ---- pre-tokenizers (tokenizer.ggml.pre) -------------------------------- */
+
+/* Splits text with pre-tokenizer `pre` and compares the chunks with want
+ * (a NULL-terminated list). */
+static void expect_chunks(enum llm_tok_pre pre, const char *text, size_t len, const char *const *want)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    size_t i = 0, k = 0;
+    for (; i < len; k++) {
+        size_t c = pm__tok_pretoken(pre, u, len, i);
+        if (c == 0 || c > len - i) {
+            fprintf(stderr, "text '%.*s': chunk %zu has length %zu\n", (int)len, text, k, c);
+            CHECK(c > 0 && c <= len - i);
+            return;
+        }
+        if (!want[k] || strlen(want[k]) != c || memcmp(want[k], text + i, c) != 0) {
+            fprintf(stderr, "text '%.*s': chunk %zu is '%.*s', want '%s'\n", (int)len, text, k, (int)c, text + i,
+                    want[k] ? want[k] : "(none)");
+            CHECK(!"chunk boundary");
+            return;
+        }
+        i += c;
+    }
+    if (want[k]) {
+        fprintf(stderr, "text '%.*s': %zu chunks, want more ('%s' next)\n", (int)len, text, k, want[k]);
+        CHECK(!"missing chunk");
+    }
+}
+
+#define CHUNKS(pre, text, ...)                                          \
+    do {                                                                \
+        static const char *const want_[] = {__VA_ARGS__, NULL};         \
+        expect_chunks((pre), (text), sizeof(text) - 1, want_);          \
+    } while (0)
+
+#define L3 LLM_TOK_PRE_LLAMA3
+#define G2 LLM_TOK_PRE_GPT2
+
+/* Llama 3's regex, alternative by alternative (tokenizer.h has it whole);
+ * each expected split is worked from the regex text. */
+
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d) comes first, in any ASCII case. */
+static void case_llama3_contractions(void)
+{
+    CHUNKS(L3, "DON'T", "DON", "'T");
+    CHUNKS(L3, "I'M", "I", "'M");
+    CHUNKS(L3, "we'Re", "we", "'Re");
+    CHUNKS(L3, "they'VE'll'LL'd", "they", "'VE", "'ll", "'LL", "'d");
+    CHUNKS(L3, "'S", "'S");
+    CHUNKS(L3, "'Sx", "'S", "x");
+    CHUNKS(L3, "'re's", "'re", "'s");
+    /* Not contractions: then [^\r\n\p{L}\p{N}]?\p{L}+ glues the quote to
+     * the letters after it ("'x", "'lx", "'r" at the end of the text). */
+    CHUNKS(L3, "'x", "'x");
+    CHUNKS(L3, "'lx", "'lx");
+    CHUNKS(L3, "'r", "'r");
+    /* A lone quote is punctuation; "''s": the quote run "''" matches
+     * ' ?[^\s\p{L}\p{N}]+' before 's' is looked at. */
+    CHUNKS(L3, "'", "'");
+    CHUNKS(L3, "''s", "''", "s");
+    /* U+2019 is no ASCII quote: it prefixes the letter instead. */
+    CHUNKS(L3, "don\xe2\x80\x99t", "don", "\xe2\x80\x99t");
+}
+
+/* \p{N}{1,3}: numbers in runs of at most three, never prefixed. */
+static void case_llama3_digits(void)
+{
+    CHUNKS(L3, "1", "1");
+    CHUNKS(L3, "12", "12");
+    CHUNKS(L3, "123", "123");
+    CHUNKS(L3, "1234", "123", "4");
+    CHUNKS(L3, "12345", "123", "45");
+    CHUNKS(L3, "123456", "123", "456");
+    CHUNKS(L3, "1234567", "123", "456", "7");
+    CHUNKS(L3, "a1234b", "a", "123", "4", "b");
+    CHUNKS(L3, "x2y", "x", "2", "y");
+    /* The space before a number is a chunk of its own ('\s+'), and a
+     * point between digits is punctuation. */
+    CHUNKS(L3, " 12", " ", "12");
+    CHUNKS(L3, "3.14", "3", ".", "14");
+}
+
+/* [^\r\n\p{L}\p{N}]?\p{L}+: one non-letter, non-number, non-line-break
+ * character may prefix a letter run. */
+static void case_llama3_letters(void)
+{
+    CHUNKS(L3, "$hello", "$hello");
+    CHUNKS(L3, "\"hello", "\"hello");
+    CHUNKS(L3, " hello", " hello");
+    CHUNKS(L3, "\thello", "\thello");
+    CHUNKS(L3, "a-b", "a", "-b");
+    CHUNKS(L3, "Hello, world!", "Hello", ",", " world", "!");
+    /* Of two spaces only the last prefixes the word. */
+    CHUNKS(L3, "  Hello", " ", " Hello");
+    /* "$$": the first '$' is followed by no letter, so the punctuation
+     * alternative takes the whole run "$$" and the letters stand alone;
+     * " $": ' ?' keeps the space for the punctuation run. */
+    CHUNKS(L3, "$$hello", "$$", "hello");
+    CHUNKS(L3, " $hello", " $", "hello");
+    /* Line breaks and numbers never prefix. */
+    CHUNKS(L3, "\nhello", "\n", "hello");
+    CHUNKS(L3, "\r\nhello", "\r\n", "hello");
+    CHUNKS(L3, "1hello", "1", "hello");
+}
+
+/* ' ?[^\s\p{L}\p{N}]+[\r\n]*': punctuation runs swallow the line breaks
+ * right after them, but not a space before those. */
+static void case_llama3_punct(void)
+{
+    CHUNKS(L3, "!!\n\nx", "!!\n\n", "x");
+    CHUNKS(L3, " ?\r\n", " ?\r\n");
+    CHUNKS(L3, "...\n\n\n", "...\n\n\n");
+    CHUNKS(L3, "!! \nx", "!!", " \n", "x");
+    CHUNKS(L3, "!\n \n", "!\n", " \n");
+    CHUNKS(L3, "a!?b", "a", "!?", "b");
+    CHUNKS(L3, "  !!", " ", " !!");
+}
+
+/* '\s*[\r\n]+' (up to the last line break of a whitespace run), then
+ * '\s+(?!\S)' and '\s+'. */
+static void case_llama3_space(void)
+{
+    CHUNKS(L3, "a  \n\n  b", "a", "  \n\n", " ", " b");
+    CHUNKS(L3, "\n\nHi", "\n\n", "Hi");
+    CHUNKS(L3, "a\n", "a", "\n");
+    CHUNKS(L3, "\r\n\r\n", "\r\n\r\n");
+    CHUNKS(L3, "a \n\tb", "a", " \n", "\tb");
+    CHUNKS(L3, "a\n\n \n b", "a", "\n\n \n", " b");
+    CHUNKS(L3, "x \n ", "x", " \n", " ");
+    /* Trailing whitespace: all of it, at the end of the text. */
+    CHUNKS(L3, "hi  ", "hi", "  ");
+    CHUNKS(L3, "   ", "   ");
+    /* Tabs. "a \t 1": the run " \t " gives up its last space (it is
+     * followed by \S), and that space, alone before a digit, is '\s+'. */
+    CHUNKS(L3, "a\t\tb", "a", "\t", "\tb");
+    CHUNKS(L3, "a \t 1", "a", " \t", " ", "1");
+    /* Non-ASCII whitespace: a no-break space prefixes a word like any
+     * other space; U+3000 before a digit stands alone; at the end it
+     * joins the trailing run. */
+    CHUNKS(L3, "a \xc2\xa0" "b", "a", " ", "\xc2\xa0" "b");
+    CHUNKS(L3, "\xe3\x80\x80" "1", "\xe3\x80\x80", "1");
+    CHUNKS(L3, "hi \xe3\x80\x80", "hi", " \xe3\x80\x80");
+}
+
+/* Letters and numbers beyond ASCII, and invalid UTF-8 (each bad byte is a
+ * character of no class, i.e. punctuation). */
+static void case_llama3_unicode(void)
+{
+    CHUNKS(L3, "\xc3\xa9", "\xc3\xa9");
+    CHUNKS(L3, "caf\xc3\xa9!", "caf\xc3\xa9", "!");
+    CHUNKS(L3, " \xc3\xa9" "lan", " \xc3\xa9" "lan");
+    CHUNKS(L3, "\xc2\xbf" "Qu\xc3\xa9?", "\xc2\xbf" "Qu\xc3\xa9", "?");     /* U+00BF ¿ prefixes */
+    CHUNKS(L3, "\xe6\x97\xa5\xe6\x9c\xac", "\xe6\x97\xa5\xe6\x9c\xac");     /* 日本: letters */
+    CHUNKS(L3, "e\xcc\x81", "e", "\xcc\x81");                             /* U+0301 is Mn */
+    /* U+0663 ARABIC-INDIC DIGIT THREE (Nd), U+216B ROMAN NUMERAL TWELVE
+     * (Nl): three characters (not bytes) per chunk. */
+    CHUNKS(L3, "\xd9\xa3\xd9\xa3\xd9\xa3\xd9\xa3", "\xd9\xa3\xd9\xa3\xd9\xa3", "\xd9\xa3");
+    CHUNKS(L3, "x\xd9\xa3", "x", "\xd9\xa3");
+    CHUNKS(L3, "\xe2\x85\xab\xe2\x85\xab\xe2\x85\xab\xe2\x85\xab", "\xe2\x85\xab\xe2\x85\xab\xe2\x85\xab",
+           "\xe2\x85\xab");
+    CHUNKS(L3, "\xff" "abc", "\xff" "abc");
+    CHUNKS(L3, "\xff\xfe!", "\xff\xfe!");
+    CHUNKS(L3, "a\xe6\x97", "a", "\xe6\x97"); /* a truncated 3-byte sequence */
+    CHUNKS(L3, "1\x80", "1", "\x80");
+    CHUNKS(L3, " \xff\n", " \xff\n");
+}
+
+/* GPT-2's regex on the same kinds of text: what changes with the key. */
+static void case_gpt2_chunks(void)
+{
+    CHUNKS(G2, "DON'T", "DON", "'", "T");
+    CHUNKS(G2, "don't", "don", "'t");
+    CHUNKS(G2, "12345", "12345");
+    CHUNKS(G2, "\n\nHi", "\n", "\n", "Hi");
+    CHUNKS(G2, "  Hello", " ", " Hello");
+    CHUNKS(G2, "$hello", "$", "hello");
+    CHUNKS(G2, "!!\n\nx", "!!", "\n", "\n", "x");
+    CHUNKS(G2, "a  \n\n  b", "a", "  \n\n ", " b");
+    CHUNKS(G2, "'x", "'", "x");
+}
+
+/* The gpt2 test vocabulary plus 265 ĊĊ, 266 'T, 267 123, 268 !Ċ, with
+ * the merges of bpe_vocab (ranks 0..9) and then 10 "Ċ Ċ", 11 "' T",
+ * 12 "12 3", 13 "! Ċ". tokenizer.ggml.pre is g_pre (NULL: absent;
+ * g_pre_u32: a number instead of a string). */
+static const char *g_pre;
+static int g_pre_u32;
+
+static void pre_vocab(vocab *v)
+{
+    bpe_vocab(v);
+    add(v, "\xc4\x8a\xc4\x8a", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "'T", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "123", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "!\xc4\x8a", 0, LLM_TOKTYPE_NORMAL);
+}
+
+static void pre_extra(llm_gguf_writer *w)
+{
+    vocab v;
+    pre_vocab(&v);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+    llm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 262);
+    if (g_pre_u32)
+        llm_gguf_writer_set_u32(w, "tokenizer.ggml.pre", 1);
+    else if (g_pre)
+        llm_gguf_writer_set_str(w, "tokenizer.ggml.pre", g_pre, strlen(g_pre));
+}
+
+static llm_tokenizer *pre_load(const char *pre, char *err, size_t errlen)
+{
+    static const char *const merges[] = {
+        "\xc4\xa0 t", "h e", "\xc4\xa0t he", "l l", "ll o", "he ll", "\xc4\xa0 \xc4\xa0", "1 2", "nospace", "q z",
+        "\xc4\x8a \xc4\x8a", "' T", "12 3", "! \xc4\x8a",
+    };
+    vocab v;
+    pre_vocab(&v);
+    g_pre = pre;
+    return load(&v, "gpt2", merges, sizeof merges / sizeof merges[0], pre_extra, err, errlen);
+}
+
+/* "DON'T 12345\n\nthe!\n", end to end.
+ * llama-bpe: "DON" 'T " " 123 45 "\n\n" the "!\n" -> D O N (68 79 78),
+ *   ' T -> 'T (266), Ġ (32), 1 2 3 -> 12 (rank 7) -> 123 (rank 12) = 267,
+ *   4 5 (52 53), Ċ Ċ -> ĊĊ (265), t h e -> t he (116 257; "Ġt he" needs
+ *   Ġt), ! Ċ -> !Ċ (268).
+ * gpt2: "DON" "'" "T" " 12345" "\n" "\n" "the" "!" "\n" -> 68 79 78, 39,
+ *   84, Ġ 1 2 3 4 5 -> Ġ 123 4 5 (32 267 52 53), 10, 10, 116 257, 33, 10:
+ *   the pairs "' T", "Ċ Ċ" and "! Ċ" straddle pre-tokens and never merge. */
+#define PRE_TEXT "DON'T 12345\n\nthe!\n"
+#define PRE_LLAMA3_IDS 68, 79, 78, 266, 32, 267, 52, 53, 265, 116, 257, 268
+#define PRE_GPT2_IDS 68, 79, 78, 39, 84, 32, 267, 52, 53, 10, 10, 116, 257, 33, 10
+
+static void case_bpe_pre_ids(void)
+{
+    static const char *const llama3[] = {"llama-bpe", "llama3", "smaug-bpe"};
+    static const char *const gpt2[] = {NULL, "default", "gpt2", "gpt-2"};
+    char err[256];
+    for (size_t i = 0; i < sizeof llama3 / sizeof llama3[0]; i++) {
+        llm_tokenizer *t = pre_load(llama3[i], err, sizeof err);
+        if (!t)
+            fprintf(stderr, "%s: %s\n", llama3[i], err);
+        REQUIRE(t != NULL);
+        EXPECT(t, PRE_TEXT, 0, PRE_LLAMA3_IDS);
+        /* The other cases' texts still decode to themselves. */
+        static const char *texts[] = {"a  \n\n  b", "DON'T 1234567 $x\xc2\xa0y", "\xff\xfe!\n\xd9\xa3 "};
+        for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+            expect_roundtrip(t, texts[k], strlen(texts[k]));
+        llm_tokenizer_free(t);
+    }
+    for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
+        llm_tokenizer *t = pre_load(gpt2[i], err, sizeof err);
+        if (!t)
+            fprintf(stderr, "%s: %s\n", gpt2[i] ? gpt2[i] : "(absent)", err);
+        REQUIRE(t != NULL);
+        EXPECT(t, PRE_TEXT, 0, PRE_GPT2_IDS);
+        llm_tokenizer_free(t);
+    }
+}
+
+static void spm_pre_extra(llm_gguf_writer *w)
+{
+    vocab v;
+    spm_vocab(&v, 1);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LLM_GGUF_F32, v.scores, v.n);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+    llm_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2", 5);
+}
+
+/* A gpt2 vocabulary with a pre-tokenizer we do not implement is refused
+ * (names are exact: case matters); SentencePiece ignores the key. */
+static void case_bpe_pre_refused(void)
+{
+    char err[256];
+    CHECK(pre_load("qwen2", err, sizeof err) == NULL);
+    CHECK_INT_EQ(g_load_rc, LLM_TOK_EFORMAT);
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'qwen2' (supported: default, gpt2, llama-bpe)");
+    CHECK(pre_load("LLAMA-BPE", err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'LLAMA-BPE' (supported: default, gpt2, llama-bpe)");
+    CHECK(pre_load("", err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre '' (supported: default, gpt2, llama-bpe)");
+    g_pre_u32 = 1;
+    CHECK(pre_load(NULL, err, sizeof err) == NULL);
+    g_pre_u32 = 0;
+    CHECK_INT_EQ(g_load_rc, LLM_TOK_EFORMAT);
+    CHECK_STR_EQ(err, "tokenizer: tokenizer.ggml.pre is not a string");
+    vocab v;
+    spm_vocab(&v, 1);
+    llm_tokenizer *t = load(&v, "llama", NULL, 0, spm_pre_extra, err, sizeof err);
+    REQUIRE(t != NULL);
+    EXPECT(t, "hello world", 0, 259, 271, 276);
+    llm_tokenizer_free(t);
+}
+
 /* ---- llama2.c tokenizer.bin -------------------------------------------- */
 
 /* A llama2.c-style vocabulary: <unk>, "\n<s>\n", "\n</s>\n", 256 byte
@@ -639,6 +936,11 @@ int main(int argc, char **argv)
         {"spm_options", case_spm_options},     {"spm_decode", case_spm_decode},
         {"bpe_merges", case_bpe_merges},       {"bpe_pretokenize", case_bpe_pretokenize},
         {"bpe_unicode", case_bpe_unicode},     {"unicode_classes", case_unicode_classes},
+        {"llama3_contractions", case_llama3_contractions}, {"llama3_digits", case_llama3_digits},
+        {"llama3_letters", case_llama3_letters}, {"llama3_punct", case_llama3_punct},
+        {"llama3_space", case_llama3_space},   {"llama3_unicode", case_llama3_unicode},
+        {"gpt2_chunks", case_gpt2_chunks},     {"bpe_pre_ids", case_bpe_pre_ids},
+        {"bpe_pre_refused", case_bpe_pre_refused},
         {"llama2c", case_llama2c},
         {"llama2c_malformed", case_llama2c_malformed}, {"gguf_malformed", case_gguf_malformed},
         {"equal", case_equal},
