@@ -172,6 +172,10 @@ static run_out generate(llm_session *s, llm_sampler *sp, const int32_t *prompt, 
     memset(&o, 0, sizeof o);
     llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
     gp.max_tokens = max_tokens;
+    /* Every run the same length, so both paths take max_tokens argmaxes
+     * (the trained models draw EOS early on some prompts; the stop
+     * reasons are checked on the CPU in engine_greedy_stops). */
+    gp.stop_at_eos = 0;
     llm_session_reset(s);
     int rc = llm_generate(s, sp, prompt, n, &gp, collect, &o, NULL, NULL);
     if (rc)
