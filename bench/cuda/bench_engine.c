@@ -35,9 +35,19 @@
  *                                 `reps`: tokens/s of the whole call and
  *                                 of its decode steps (decode + sample
  *                                 time from the session's timings), and
- *                                 whether the two paths' ids agree.
+ *                                 whether the two paths' ids agree;
+ *   {"bench":"engine_prefill",...} with prefill_tokens > 0: llm_prefill
+ *                                 of that many tokens in one batch on a
+ *                                 fresh context (the whole prompt is one
+ *                                 forward), median of `reps`, and its
+ *                                 matrix TFLOP/s counted as bench_llama
+ *                                 counts them (every layer's products for
+ *                                 n rows, causal attention over n(n+1)/2
+ *                                 pairs a head, the head for one row), to
+ *                                 set against bench_llama's cuBLAS peak
+ *                                 from the same device call.
  *
- * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps]
+ * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps] [prefill_tokens]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -233,6 +243,58 @@ static const struct {
     {"ops", LLM_CUDA_DECODE_OPS},
 };
 
+/* llm_prefill of n tokens (one forward, the session's batch is n) from
+ * position 0, median of reps after a warm-up; 0 ok. */
+static int bench_prefill(llm_model *m, const llm_model_info *info, const char *label, int n,
+                         int reps)
+{
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = (uint32_t)n + 1;
+    so.n_batch = (uint32_t)n;
+    llm_session *s = NULL;
+    char err[256];
+    if (llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: prefill session: %s\n", err);
+        return 1;
+    }
+    int32_t *toks = malloc((size_t)n * sizeof *toks);
+    if (!toks) {
+        llm_session_free(s);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        toks[i] = (int32_t)((7919u * (unsigned)i + 13u) % (unsigned)info->n_vocab);
+    double t[MAX_REPS];
+    int rc = 0;
+    for (int r = -1; rc == 0 && r < reps; r++) { /* r = -1: warm-up */
+        llm_session_reset(s);
+        const float *logits;
+        double t0 = now_s();
+        rc = llm_prefill(s, toks, (size_t)n, 0, &logits);
+        if (r >= 0)
+            t[r] = now_s() - t0;
+    }
+    if (rc) {
+        fprintf(stderr, "bench_engine: prefill: %s\n", llm_session_error(s));
+    } else {
+        double hd = (double)info->dim / info->n_heads, q_dim = hd * info->n_heads;
+        double kv_dim = hd * info->n_kv_heads;
+        double layer_params = (double)info->dim * (q_dim + 2.0 * kv_dim) + q_dim * info->dim +
+                              3.0 * (double)info->dim * info->ffn_dim;
+        double attn = 2.0 * 2.0 * ((double)n * (n + 1) / 2.0) * hd * info->n_heads;
+        double flops = info->n_layers * (2.0 * n * layer_params + attn) +
+                       2.0 * (double)info->dim * info->n_vocab;
+        double md = median(t, reps);
+        printf("{\"bench\":\"engine_prefill\",\"model\":\"%s\",\"dtype\":\"%s\",\"tokens\":%d,"
+               "\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.0f,\"TFLOPs\":%.1f}\n", label,
+               info->weight_type, n, reps, md * 1e3, n / md, flops / md / 1e12);
+        fflush(stdout);
+    }
+    free(toks);
+    llm_session_free(s);
+    return rc;
+}
+
 static long arg_long(const char *s, long lo, long hi, const char *what)
 {
     char *end = NULL;
@@ -247,12 +309,14 @@ static long arg_long(const char *s, long lo, long hi, const char *what)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 5 || strcmp(argv[1], "-h") == 0) {
-        fprintf(stderr, "usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps]\n");
+    if (argc < 3 || argc > 6 || strcmp(argv[1], "-h") == 0) {
+        fprintf(stderr, "usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps] "
+                        "[prefill_tokens]\n");
         return argc == 2 && strcmp(argv[1], "-h") == 0 ? 0 : 2;
     }
     int steps = argc > 3 ? (int)arg_long(argv[3], 1, MAX_TOKENS, "decode_tokens") : 128;
     int reps = argc > 4 ? (int)arg_long(argv[4], 1, MAX_REPS, "reps") : 5;
+    int prefill_n = argc > 5 ? (int)arg_long(argv[5], 0, 32768, "prefill_tokens") : 0;
     int ndev = 0;
     char err[256];
     llm_cuda_device_count(&ndev, err, sizeof err);
@@ -324,6 +388,8 @@ int main(int argc, char **argv)
     free(ids);
     free(ref);
     llm_session_free(s);
+    if (rc == 0 && prefill_n > 0)
+        rc = bench_prefill(m, &info, argv[2], prefill_n, reps);
     llm_model_free(m);
     return rc ? 1 : 0;
 }

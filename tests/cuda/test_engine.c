@@ -556,7 +556,7 @@ static llm_session *placed_session(llm_model *m, const char *placement)
 }
 
 /* Heterogeneous placements (a CPU shard and a CUDA shard in one process,
- * both orders) against the monolithic CPU session on the same CPU model:
+ * both orders), and two CUDA shards on one device, against the monolithic CPU session on the same CPU model:
  * 20 KJV prompts, 16 greedy steps each, the CPU's token fed to every
  * session. F16 must give identical greedy ids (exact = 1): both backends
  * multiply fp32 activations. Q8_0 is judged margin-aware like
@@ -565,7 +565,7 @@ static void hetero_case(const char *file, double tol, int exact)
 {
     ct_require_device();
     const char *dir = getenv("PHASEMARK_REPO_MODELS");
-    char path[1024], pa[64], pb[64];
+    char path[1024], pa[64], pb[64], pc[64];
     snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : PM_REPO_MODELS, file);
     if (access(path, R_OK) != 0) {
         fprintf(stderr, "skipped: %s not present\n", path);
@@ -578,9 +578,10 @@ static void hetero_case(const char *file, double tol, int exact)
     REQUIRE(L >= 2);
     snprintf(pa, sizeof pa, "0-%d@local:cpu,%d-%d@local:cuda:0", h - 1, h, L - 1);
     snprintf(pb, sizeof pb, "0-%d@local:cuda:0,%d-%d@local:cpu", h - 1, h, L - 1);
-    const char *places[2] = {pa, pb};
+    snprintf(pc, sizeof pc, "0-%d@local:cuda:0,%d-%d@local:cuda:0", h - 1, h, L - 1);
+    const char *places[3] = {pa, pb, pc};
     llm_session *ref = placed_session(m, NULL);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         llm_session *het = placed_session(m, places[k]);
         pair p;
         memset(&p, 0, sizeof p);
