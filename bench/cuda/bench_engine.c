@@ -45,7 +45,15 @@
  *                                 n rows, causal attention over n(n+1)/2
  *                                 pairs a head, the head for one row), to
  *                                 set against bench_llama's cuBLAS peak
- *                                 from the same device call.
+ *                                 from the same device call; this is the
+ *                                 seam's default, the fused prefill
+ *                                 (LLM_CUDA_PREFILL_FUSED);
+ *   {"bench":"engine_prefill_ops",...} the same prefill on the old
+ *                                 op-by-op path (LLM_CUDA_PREFILL_OPS,
+ *                                 exact-fp32 attention), the same fields,
+ *                                 plus fused_speedup (its median over the
+ *                                 fused one's) and whether the two paths'
+ *                                 last-row argmax agrees.
  *
  * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps] [prefill_tokens]
  */
@@ -243,11 +251,22 @@ static const struct {
     {"ops", LLM_CUDA_DECODE_OPS},
 };
 
+/* The fused prefill's median and last-row argmax, for the ops line. */
+typedef struct prefill_ref {
+    double median_s;
+    int32_t argmax;
+} prefill_ref;
+
 /* llm_prefill of n tokens (one forward, the session's batch is n) from
- * position 0, median of reps after a warm-up; 0 ok. */
+ * position 0 in prefill mode `mode`, median of reps after a warm-up; the
+ * FUSED run fills *ref, the OPS run is set against it. 0 ok. */
 static int bench_prefill(llm_model *m, const llm_model_info *info, const char *label, int n,
-                         int reps)
+                         int reps, int mode, prefill_ref *ref)
 {
+    if (llm_cuda_backend_set_prefill(m->be, mode) != 0) {
+        fprintf(stderr, "bench_engine: prefill mode %d refused\n", mode);
+        return 1;
+    }
     llm_session_options so = LLM_SESSION_OPTIONS_INIT;
     so.n_ctx = (uint32_t)n + 1;
     so.n_batch = (uint32_t)n;
@@ -266,6 +285,7 @@ static int bench_prefill(llm_model *m, const llm_model_info *info, const char *l
         toks[i] = (int32_t)((7919u * (unsigned)i + 13u) % (unsigned)info->n_vocab);
     double t[MAX_REPS];
     int rc = 0;
+    int32_t top = -1;
     for (int r = -1; rc == 0 && r < reps; r++) { /* r = -1: warm-up */
         llm_session_reset(s);
         const float *logits;
@@ -273,6 +293,8 @@ static int bench_prefill(llm_model *m, const llm_model_info *info, const char *l
         rc = llm_prefill(s, toks, (size_t)n, 0, &logits);
         if (r >= 0)
             t[r] = now_s() - t0;
+        if (rc == 0 && r == -1)
+            top = argmax_of(logits, info->n_vocab);
     }
     if (rc) {
         fprintf(stderr, "bench_engine: prefill: %s\n", llm_session_error(s));
@@ -285,9 +307,21 @@ static int bench_prefill(llm_model *m, const llm_model_info *info, const char *l
         double flops = info->n_layers * (2.0 * n * layer_params + attn) +
                        2.0 * (double)info->dim * info->n_vocab;
         double md = median(t, reps);
-        printf("{\"bench\":\"engine_prefill\",\"model\":\"%s\",\"dtype\":\"%s\",\"tokens\":%d,"
-               "\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.0f,\"TFLOPs\":%.1f}\n", label,
-               info->weight_type, n, reps, md * 1e3, n / md, flops / md / 1e12);
+        if (mode == LLM_CUDA_PREFILL_FUSED) {
+            ref->median_s = md;
+            ref->argmax = top;
+            printf("{\"bench\":\"engine_prefill\",\"model\":\"%s\",\"dtype\":\"%s\","
+                   "\"tokens\":%d,\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.0f,"
+                   "\"TFLOPs\":%.1f}\n", label, info->weight_type, n, reps, md * 1e3, n / md,
+                   flops / md / 1e12);
+        } else {
+            printf("{\"bench\":\"engine_prefill_ops\",\"model\":\"%s\",\"dtype\":\"%s\","
+                   "\"tokens\":%d,\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.0f,"
+                   "\"TFLOPs\":%.1f,\"fused_speedup\":%.2f,\"argmax_equal_fused\":%s}\n",
+                   label, info->weight_type, n, reps, md * 1e3, n / md, flops / md / 1e12,
+                   ref->median_s > 0 ? md / ref->median_s : 0.0,
+                   top == ref->argmax ? "true" : "false");
+        }
         fflush(stdout);
     }
     free(toks);
@@ -388,8 +422,11 @@ int main(int argc, char **argv)
     free(ids);
     free(ref);
     llm_session_free(s);
+    prefill_ref pref = {0.0, -1};
     if (rc == 0 && prefill_n > 0)
-        rc = bench_prefill(m, &info, argv[2], prefill_n, reps);
+        rc = bench_prefill(m, &info, argv[2], prefill_n, reps, LLM_CUDA_PREFILL_FUSED, &pref);
+    if (rc == 0 && prefill_n > 0)
+        rc = bench_prefill(m, &info, argv[2], prefill_n, reps, LLM_CUDA_PREFILL_OPS, &pref);
     llm_model_free(m);
     return rc ? 1 : 0;
 }

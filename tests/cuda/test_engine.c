@@ -31,6 +31,19 @@
  * fused kernels apply RMSNorm as a scale after the product), their greedy
  * ids margin-aware as above. The graph must be captured once per runner
  * and replayed at every later position (the seam's counters).
+ *
+ * Fused prefill (engine_prefill_*). A prompt of LONG_N (300) tokens, and
+ * one of 40, prefilled in one forward through the seam's fused prefill
+ * (LLM_CUDA_PREFILL_FUSED), through the old op-by-op path
+ * (LLM_CUDA_PREFILL_OPS, exact-fp32 attention) and on the CPU: the old
+ * path within the type's tolerance, the fused one within it plus TF32_TOL
+ * when its attention ran on the tensor cores (>= LLM_CUDA_PREFILL_TF32_MIN
+ * rows), the two GPU paths within that of each other; then greedy steps on
+ * the fused prefill's cache (all three decode modes, as above) and a
+ * verify of 5 tokens, which must run the same path in both prefill modes
+ * (identical bits) and never the fused prefill. engine_prefill_fallback
+ * leaves layer 0 unprepared (unfused): the span falls back op by op and
+ * still matches.
  */
 #include <math.h>
 #include <stdio.h>
@@ -53,13 +66,15 @@
 #define PM_REPO_MODELS "models"
 #endif
 
-static void seat_on_cuda(llm_model *m)
+/* Re-seats m on cuda:0 with layers first.. prepared (fused where they
+ * can be); layers before first upload on first use, unfused. */
+static void seat_on_cuda_from(llm_model *m, int32_t first)
 {
     char err[256];
     m->be->ops->destroy(m->be);
     m->be = NULL;
     if (llm_cuda_backend_create("cuda:0", &m->be, err, sizeof err) != 0 ||
-        llm_cuda_backend_prepare(m->be, m, 0, m->hp.n_layers - 1, err, sizeof err) != 0) {
+        llm_cuda_backend_prepare(m->be, m, first, m->hp.n_layers - 1, err, sizeof err) != 0) {
         fprintf(stderr, "cuda backend: %s\n", err);
         exit(1);
     }
@@ -87,18 +102,23 @@ typedef struct runner {
 
 #define RUN_BATCH 32
 
-static void runner_init(runner *r, llm_model *m, uint32_t n_ctx)
+static void runner_init_batch(runner *r, llm_model *m, uint32_t n_ctx, int32_t batch)
 {
     char err[256];
     memset(r, 0, sizeof *r);
     r->m = m;
     if (llm_span_init(&r->span, m, 0, m->hp.n_layers - 1, n_ctx, err, sizeof err) != 0 ||
-        llm_workspace_init(&r->ws, m, RUN_BATCH, n_ctx, err, sizeof err) != 0) {
+        llm_workspace_init(&r->ws, m, batch, n_ctx, err, sizeof err) != 0) {
         fprintf(stderr, "span: %s\n", err);
         exit(1);
     }
-    r->logits = malloc((size_t)RUN_BATCH * m->hp.n_vocab * sizeof(float));
+    r->logits = malloc((size_t)batch * m->hp.n_vocab * sizeof(float));
     REQUIRE(r->logits);
+}
+
+static void runner_init(runner *r, llm_model *m, uint32_t n_ctx)
+{
+    runner_init_batch(r, m, n_ctx, RUN_BATCH);
 }
 
 static void runner_free(runner *r)
@@ -113,7 +133,7 @@ static void runner_free(runner *r)
 static const float *run(runner *r, const int32_t *toks, int32_t n, pm_phase phase,
                         llm_logits_mode mode)
 {
-    REQUIRE(n > 0 && n <= RUN_BATCH && r->pos + (uint32_t)n <= r->span.n_ctx);
+    REQUIRE(n > 0 && n <= r->ws.n_batch && r->pos + (uint32_t)n <= r->span.n_ctx);
     llm_forward_in in = {phase, 1, r->pos, n, toks, NULL, mode};
     llm_span_forward(r->m, &r->span, &r->ws, &in);
     r->pos += (uint32_t)n;
@@ -227,21 +247,29 @@ static void check_modes(pair *p, const char *what)
     CHECK(p->mode_steps > 1 && p->pos_hi > p->pos_lo);
 }
 
-static void open_pair(pair *p, llm_model *cpu, llm_model *gpu, uint32_t n_ctx, double tol)
+/* open_pair with the GPU model prepared from layer `first` and workspaces
+ * of `batch` rows. */
+static void open_pair_with(pair *p, llm_model *cpu, llm_model *gpu, uint32_t n_ctx,
+                           double tol, int32_t first, int32_t batch)
 {
     memset(p, 0, sizeof *p);
     p->pos_lo = UINT32_MAX;
-    seat_on_cuda(gpu);
+    seat_on_cuda_from(gpu, first);
     llm_model_info info;
     llm_model_get_info(gpu, &info);
     CHECK_STR_EQ(info.backend, "cuda:0");
     p->vocab = info.n_vocab;
-    runner_init(&p->c, cpu, n_ctx);
-    runner_init(&p->g, gpu, n_ctx);
+    runner_init_batch(&p->c, cpu, n_ctx, batch);
+    runner_init_batch(&p->g, gpu, n_ctx, batch);
     p->tol = tol;
     p->ops = malloc((size_t)p->vocab * sizeof(float));
     p->fused = malloc((size_t)p->vocab * sizeof(float));
     REQUIRE(p->ops && p->fused);
+}
+
+static void open_pair(pair *p, llm_model *cpu, llm_model *gpu, uint32_t n_ctx, double tol)
+{
+    open_pair_with(p, cpu, gpu, n_ctx, tol, 0, RUN_BATCH);
 }
 
 static void close_pair(pair *p)
@@ -624,6 +652,214 @@ static void engine_hetero_q8_0(void) { hetero_case("phasemark-kjv-target-q8_0.gg
 static void engine_kjv_target(void) { kjv_case("phasemark-kjv-target-q8_0.gguf", 0.15); }
 static void engine_kjv_draft(void) { kjv_case("phasemark-kjv-draft-f16.gguf", 0.08); }
 
+/* ---- fused prefill ------------------------------------------------------ */
+
+/* Logit tolerance added to the type's when prefill attention runs on the
+ * tensor cores. TF32 rounds the operands of its two products (q and k,
+ * then the probabilities and v) to 10-bit mantissas: unit roundoff 2^-11,
+ * a quarter of bf16's 2^-9. The f16/bf16 tolerance (0.08) covers bf16
+ * rounding of the activations of every product of every layer; to first
+ * order the logit error scales with the unit roundoff, so TF32 on the two
+ * attention products adds at most 0.08 / 4 = 0.02 (a bound, not a
+ * measurement: attention's outputs are convex combinations of v rows, so
+ * its rounding does not grow with the prompt). */
+#define TF32_TOL 0.02
+
+/* The long prompt: well past LLM_CUDA_PREFILL_TF32_MIN, and long enough
+ * that cuBLAS and the attention chunks see realistic shapes. */
+#define LONG_N 300
+/* The contexts of these cases: the prompt, greedy steps and a verify. */
+#define LONG_CTX 512
+#define VERIFY_N 5
+
+static uint64_t prefills_of(llm_backend *be)
+{
+    llm_cuda_decode_stats st;
+    REQUIRE(llm_cuda_backend_decode_stats(be, &st) == 0);
+    return st.prefills;
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = isnan(a[i]) || isnan(b[i]) ? INFINITY : fabs((double)a[i] - b[i]);
+        d = e > d ? e : d;
+    }
+    return d;
+}
+
+/* Runs n tokens (one forward of LAST or ALL logits) on the GPU runner at
+ * position `at` in prefill mode `mode`, into out [rows][vocab]; checks
+ * that the fused prefill ran `fused` times. */
+static void gpu_run_mode(pair *p, int mode, uint32_t at, const int32_t *toks, int32_t n,
+                         pm_phase phase, llm_logits_mode lm, int fused, float *out)
+{
+    llm_backend *be = p->g.m->be;
+    size_t rows = lm == LLM_LOGITS_ALL ? (size_t)n : 1;
+    CHECK_INT_EQ(llm_cuda_backend_set_prefill(be, mode), 0);
+    uint64_t before = prefills_of(be);
+    p->g.pos = at;
+    memcpy(out, run(&p->g, toks, n, phase, lm), rows * (size_t)p->vocab * sizeof(float));
+    CHECK_INT_EQ((int)(prefills_of(be) - before), fused);
+}
+
+/* One prompt of n > LLM_CUDA_MATVEC_MAX tokens from position 0 on the CPU,
+ * the old path and the fused path (`fused`: whether the fused prefill must
+ * run, 0 for a span that falls back), compared as the top says; then
+ * `decodes` greedy steps on the fused path's cache (in all decode modes
+ * when `modes`), and a verify of VERIFY_N tokens. */
+static void long_prompt(pair *p, const int32_t *toks, int32_t n, int decodes, int fused,
+                        int modes, const char *what)
+{
+    size_t row = (size_t)p->vocab;
+    float *cpu = malloc(VERIFY_N * row * sizeof(float));
+    float *old = malloc(VERIFY_N * row * sizeof(float));
+    float *neu = malloc(VERIFY_N * row * sizeof(float));
+    REQUIRE(cpu && old && neu);
+    double type_tol = p->tol;
+    p->c.pos = 0;
+    memcpy(cpu, run(&p->c, toks, n, PM_PHASE_EXACT, LLM_LOGITS_LAST), row * sizeof(float));
+    gpu_run_mode(p, LLM_CUDA_PREFILL_OPS, 0, toks, n, PM_PHASE_EXACT, LLM_LOGITS_LAST, 0, old);
+    compare_rows(p, cpu, old, 1, "old prefill");
+    if (n >= LLM_CUDA_PREFILL_TF32_MIN)
+        p->tol = type_tol + TF32_TOL;
+    gpu_run_mode(p, LLM_CUDA_PREFILL_FUSED, 0, toks, n, PM_PHASE_EXACT, LLM_LOGITS_LAST,
+                 fused, neu);
+    compare_rows(p, cpu, neu, 1, "fused prefill");
+    double d = max_diff(old, neu, row);
+    printf("%s: %d-token prefill: fused vs old max logit diff %.3g, fused vs cpu %.3g,"
+           " old vs cpu %.3g (tol %.3g)\n", what, (int)n, d, max_diff(cpu, neu, row),
+           max_diff(cpu, old, row), p->tol);
+    CHECK(d <= p->tol);
+    /* Greedy steps on the fused prefill's cache, the CPU's token fed. */
+    const float *lc = cpu;
+    for (int i = 0; i < decodes; i++) {
+        int32_t t = argmax_of(lc, p->vocab);
+        lc = run(&p->c, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+        const float *lg = modes ? run_gpu(p, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST)
+                                : run(&p->g, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+        compare_rows(p, lc, lg, 1, "decode after prefill");
+    }
+    /* A verify: the same (split-K) path and bits in both prefill modes. */
+    uint32_t at = p->c.pos;
+    int32_t draft[VERIFY_N];
+    for (int i = 0; i < VERIFY_N; i++)
+        draft[i] = toks[(i * 7 + 3) % n];
+    memcpy(cpu, run(&p->c, draft, VERIFY_N, PM_PHASE_VERIFY, LLM_LOGITS_ALL),
+           VERIFY_N * row * sizeof(float));
+    gpu_run_mode(p, LLM_CUDA_PREFILL_OPS, at, draft, VERIFY_N, PM_PHASE_VERIFY, LLM_LOGITS_ALL,
+                 0, old);
+    gpu_run_mode(p, LLM_CUDA_PREFILL_FUSED, at, draft, VERIFY_N, PM_PHASE_VERIFY,
+                 LLM_LOGITS_ALL, 0, neu);
+    CHECK(memcmp(old, neu, VERIFY_N * row * sizeof(float)) == 0);
+    compare_rows(p, cpu, neu, VERIFY_N, "verify after prefill");
+    p->tol = type_tol;
+    free(cpu);
+    free(old);
+    free(neu);
+}
+
+/* A synthetic model of `type` with room for LONG_CTX positions, opened as
+ * a pair whose GPU model is prepared from layer `first`. */
+static void open_long_synth(pair *p, const char *type_name, int32_t first)
+{
+    uint32_t type = synth_type(type_name);
+    synth_spec s = synth_default();
+    s.hp.dim = 128;
+    s.hp.n_heads = 4; /* head_dim 32 */
+    s.hp.n_kv_heads = 2;
+    s.hp.ffn = 256;
+    s.hp.vocab = 384;
+    s.hp.ctx = LONG_CTX;
+    s.hp.n_layers = 3;
+    s.type = type;
+    s.embd_type = type;
+    char path[512];
+    synth_path(path, sizeof path, type_name);
+    REQUIRE(synth_write(path, &s) == 0);
+    open_pair_with(p, synth_open(path, 2), synth_open(path, 2), LONG_CTX, type_tol(type),
+                   first, LONG_N);
+    unlink(path);
+}
+
+static void synth_tokens(int32_t *toks, int32_t n, int32_t vocab)
+{
+    for (int32_t i = 0; i < n; i++)
+        toks[i] = (int32_t)((i * 37 + 11) % vocab);
+}
+
+static void prefill_synth(const char *type_name)
+{
+    ct_require_device();
+    pair p;
+    open_long_synth(&p, type_name, 0);
+    int32_t toks[LONG_N];
+    synth_tokens(toks, LONG_N, p.vocab);
+    long_prompt(&p, toks, 40, 6, 1, 1, type_name); /* fused, exact attention */
+    long_prompt(&p, toks, LONG_N, 6, 1, 1, type_name); /* fused, TF32 attention */
+    check_modes(&p, type_name);
+    close_pair(&p);
+}
+
+static void engine_prefill_f32(void) { prefill_synth("f32"); }
+static void engine_prefill_f16(void) { prefill_synth("f16"); }
+
+/* Layer 0 left unprepared: its weights upload unfused on first use, so
+ * the span has a layer the fused paths do not take and every forward of
+ * it runs op by op, in either prefill mode. */
+static void engine_prefill_fallback(void)
+{
+    ct_require_device();
+    pair p;
+    open_long_synth(&p, "f16", 1);
+    int32_t toks[LONG_N];
+    synth_tokens(toks, LONG_N, p.vocab);
+    long_prompt(&p, toks, LONG_N, 4, 0, 0, "fallback");
+    llm_cuda_decode_stats st;
+    REQUIRE(llm_cuda_backend_decode_stats(p.g.m->be, &st) == 0);
+    CHECK_INT_EQ((int)st.fused_layers, p.g.m->hp.n_layers - 1);
+    CHECK_INT_EQ((int)st.prefills, 0);
+    close_pair(&p);
+}
+
+/* A KJV model on a prompt of LONG_N tokens built from the text prompts
+ * repeated (one BOS at the front). */
+static void prefill_kjv(const char *file, double tol)
+{
+    ct_require_device();
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : PM_REPO_MODELS, file);
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s not present\n", path);
+        exit(77);
+    }
+    pair p;
+    open_pair_with(&p, synth_open(path, 2), synth_open(path, 2), LONG_CTX, tol, 0, LONG_N);
+    int32_t toks[LONG_N + 128];
+    size_t n = 0;
+    for (int k = 0; n < LONG_N; k++) {
+        size_t got = 0;
+        const char *text = kjv_prompts[k % 20];
+        REQUIRE(llm_model_tokenize(p.c.m, text, strlen(text), k == 0, toks + n, 128, &got) ==
+                0);
+        n += got;
+    }
+    long_prompt(&p, toks, 40, 8, 1, 1, file);
+    long_prompt(&p, toks, LONG_N, 16, 1, 1, file);
+    printf("%s: %d greedy steps, %d near ties, max logit diff %.3g\n", file, p.steps, p.ties,
+           p.worst);
+    check_modes(&p, file);
+    close_pair(&p);
+}
+
+static void engine_prefill_kjv_target(void)
+{
+    prefill_kjv("phasemark-kjv-target-q8_0.gguf", 0.15);
+}
+static void engine_prefill_kjv_draft(void) { prefill_kjv("phasemark-kjv-draft-f16.gguf", 0.08); }
+
 static const ct_case cases[] = {
     {"engine_kjv_target", engine_kjv_target}, {"engine_kjv_draft", engine_kjv_draft},
     {"engine_session_api", engine_session_api},
@@ -632,6 +868,10 @@ static const ct_case cases[] = {
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
     {"engine_q4_0", engine_q4_0}, {"engine_stories", engine_stories},
     {"engine_graph_cache", engine_graph_cache},
+    {"engine_prefill_f32", engine_prefill_f32}, {"engine_prefill_f16", engine_prefill_f16},
+    {"engine_prefill_fallback", engine_prefill_fallback},
+    {"engine_prefill_kjv_target", engine_prefill_kjv_target},
+    {"engine_prefill_kjv_draft", engine_prefill_kjv_draft},
 };
 
 CT_MAIN(cases)

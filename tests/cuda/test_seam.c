@@ -1,9 +1,12 @@
 /* test_seam — the CUDA implementation of the engine's backend seam: names,
  * the instance's marker name, and failure reporting (the seam's operations
  * return nothing, so a failed one must show in llm_cuda_backend_status and
- * a read of void results must not return stale numbers).
+ * a read of void results must not return stale numbers), and the prefill
+ * switch (llm_cuda_backend_set_prefill, PHASEMARK_CUDA_PREFILL).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +77,43 @@ static void seam_status(void)
     be->ops->destroy(be);
 }
 
+static int32_t gemm_min(llm_backend *be)
+{
+    llm_cuda_tuning t;
+    REQUIRE(llm_cuda_get_tuning(llm_cuda_backend_context(be), &t) == 0);
+    return t.attn_gemm_min;
+}
+
+/* The prefill switch: arguments, and the attention threshold each mode
+ * gives the context (TF32 from LLM_CUDA_PREFILL_TF32_MIN rows when fused,
+ * never on the old op-by-op path), from the call and from the
+ * environment at creation. */
+static void seam_prefill_mode(void)
+{
+    CHECK_INT_EQ(llm_cuda_backend_set_prefill(NULL, LLM_CUDA_PREFILL_OPS), LLM_EINVAL);
+    ct_require_device();
+    char err[256];
+    llm_backend *be = NULL;
+    REQUIRE(llm_cuda_backend_create("cuda:0", &be, err, sizeof err) == 0);
+    CHECK_INT_EQ(gemm_min(be), LLM_CUDA_PREFILL_TF32_MIN); /* the default: fused */
+    CHECK_INT_EQ(llm_cuda_backend_set_prefill(be, 2), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_backend_set_prefill(be, -1), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_backend_set_prefill(be, LLM_CUDA_PREFILL_OPS), 0);
+    CHECK_INT_EQ(gemm_min(be), INT32_MAX);
+    CHECK_INT_EQ(llm_cuda_backend_set_prefill(be, LLM_CUDA_PREFILL_FUSED), 0);
+    CHECK_INT_EQ(gemm_min(be), LLM_CUDA_PREFILL_TF32_MIN);
+    CHECK_INT_EQ(llm_cuda_backend_status(be, err, sizeof err), 0);
+    be->ops->destroy(be);
+    REQUIRE(setenv("PHASEMARK_CUDA_PREFILL", "ops", 1) == 0);
+    REQUIRE(llm_cuda_backend_create("cuda:0", &be, err, sizeof err) == 0);
+    CHECK_INT_EQ(gemm_min(be), INT32_MAX);
+    be->ops->destroy(be);
+    REQUIRE(unsetenv("PHASEMARK_CUDA_PREFILL") == 0);
+}
+
 static const ct_case cases[] = {
     {"seam_name", seam_name}, {"seam_status", seam_status},
+    {"seam_prefill_mode", seam_prefill_mode},
 };
 
 CT_MAIN(cases)

@@ -559,7 +559,8 @@ __global__ void attn_ptrs_kernel(const void **ptrs, const float *q, const float 
 }
 
 /* Query rows per chunk of the tensor-core path, or 0 when the call does not
- * fit what was reserved (then the tiled kernel runs). A chunk holds the
+ * fit what was reserved or has fewer rows than tune.attn_gemm_min (then
+ * the tiled kernel runs). A chunk holds the
  * scores of all heads for its rows against keys 0..pos0+t1-1, so causal
  * chunks skip the keys after their last query; the automatic size gives up
  * to 4 chunks of at least 512 rows (37% of the square skipped at pos0 = 0
@@ -568,7 +569,8 @@ __global__ void attn_ptrs_kernel(const void **ptrs, const float *q, const float 
  * than the scores they skip) and keeps short prompts in one. */
 static int32_t attn_chunk_rows(const llm_cuda *c, const llm_cuda_attn *a)
 {
-    if (!c->attn_s || !c->attn_ptrs || a->pos.dpos || a->n_heads > c->attn_ptr_heads)
+    if (!c->attn_s || !c->attn_ptrs || a->pos.dpos || a->n_heads > c->attn_ptr_heads ||
+        a->n < c->tune.attn_gemm_min)
         return 0;
     size_t L = (size_t)a->pos.pos0 + (size_t)a->n;
     size_t fit = c->attn_s_floats / (L * (size_t)a->n_heads);

@@ -115,6 +115,11 @@ int llm_cuda_bind(llm_cuda *c);
  *     merge; 0 the block kernel (two threads a key, block-wide softmax).
  *     Heads that are not a multiple of 4 wide, or unaligned rows, always
  *     take the block kernel.
+ *   attn_gemm_min: query rows from which a call of more than 8 rows runs
+ *     on the tensor cores when llm_cuda_reserve_attention_gemm reserved
+ *     room (fewer rows keep the exact-fp32 tiled kernel); 0 (default):
+ *     every such call. Changes the arithmetic (TF32 vs fp32), so the
+ *     engine's seam raises it to keep short prompts exact.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -123,6 +128,7 @@ typedef struct llm_cuda_tuning {
     int32_t attn_chunk;
     int32_t attn_pieces;
     int attn_decode;
+    int32_t attn_gemm_min;
 } llm_cuda_tuning;
 
 int llm_cuda_get_tuning(const llm_cuda *c, llm_cuda_tuning *t);
@@ -350,7 +356,8 @@ int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
  * square is skipped); a chunk's scores ([n_heads][rows][keys]) must fit the room, so the room a
  * group of max_rows queries needs over max_ctx keys lets n_heads/max_group
  * times fewer rows into a chunk. Calls that would need more than 64
- * chunks, or take their base from the register, keep using the tiled
+ * chunks, take their base from the register, or have fewer rows than the
+ * tuning's attn_gemm_min, keep using the tiled
  * kernel. Setup only (it may allocate and synchronize). */
 int llm_cuda_reserve_attention_gemm(llm_cuda *c, int32_t max_rows, uint32_t max_ctx,
                                     int32_t max_group);
@@ -472,6 +479,34 @@ int llm_cuda_backend_status(struct llm_backend *be, char *err, size_t errlen);
 enum { LLM_CUDA_DECODE_OPS = 0, LLM_CUDA_DECODE_FUSED = 1, LLM_CUDA_DECODE_GRAPH = 2 };
 int llm_cuda_backend_set_decode(struct llm_backend *be, int mode);
 
+/* How the seam runs a forward of more rows than LLM_CUDA_MATVEC_MAX (a
+ * prefill; shorter ones, verifies included, keep the paths above):
+ *   LLM_CUDA_PREFILL_OPS: op by op, the engine's generic path, with every
+ *     attention call on the exact-fp32 kernels (the seam's behaviour before
+ *     the fused prefill, kept for comparison);
+ *   LLM_CUDA_PREFILL_FUSED (the default): per layer RMSNorm, one product
+ *     over the stacked q/k/v, RoPE + cache store, attention reading q from
+ *     the q/k/v rows, the output product accumulated into the residual,
+ *     RMSNorm, the gate/up pair product, SwiGLU over the pairs, the down
+ *     product accumulated (the call sequence of bench_llama's prefill), on
+ *     the fused weights prepare built; attention of at least
+ *     LLM_CUDA_PREFILL_TF32_MIN rows runs on the tensor cores (TF32, see
+ *     llm_cuda_reserve_attention_gemm) in this mode, on this path and on
+ *     the op-by-op one alike.
+ * A span with a layer prepare did not fuse runs op by op in either mode.
+ * The environment variable PHASEMARK_CUDA_PREFILL=ops|fused sets the mode
+ * at creation. _set: LLM_EINVAL for a bad mode or a non-CUDA backend;
+ * not thread-safe against a running forward (hold the model's lock). */
+enum { LLM_CUDA_PREFILL_OPS = 0, LLM_CUDA_PREFILL_FUSED = 1 };
+int llm_cuda_backend_set_prefill(struct llm_backend *be, int mode);
+
+/* Query rows from which the seam's attention runs on the tensor cores in
+ * LLM_CUDA_PREFILL_FUSED mode. Below it the exact-fp32 tiled kernel keeps
+ * short prompts (and the parity tests' prompts of up to 32 tokens) at the
+ * fp32 tolerances; above it the TF32 products pay for their rounding
+ * (10-bit mantissas) many times over in speed. */
+#define LLM_CUDA_PREFILL_TF32_MIN 64
+
 /* What the seam did with one-token forwards since creation. */
 typedef struct llm_cuda_decode_stats {
     uint64_t captures; /* graphs captured (the first step of a span/buffers) */
@@ -481,6 +516,8 @@ typedef struct llm_cuda_decode_stats {
                           although the mode fuses (unfusable weights) */
     uint32_t fused_layers; /* layers whose fused weights prepare built */
     uint64_t argmaxes;     /* rows (tokens) the seam's argmax op took */
+    uint64_t prefills;     /* multi-row forwards run on the fused prefill
+                              path (LLM_CUDA_PREFILL_FUSED) */
 } llm_cuda_decode_stats;
 int llm_cuda_backend_decode_stats(struct llm_backend *be, llm_cuda_decode_stats *out);
 

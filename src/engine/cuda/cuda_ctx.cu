@@ -152,6 +152,7 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     c->tune.attn_chunk = 0;
     c->tune.attn_pieces = 16;
     c->tune.attn_decode = 1;
+    c->tune.attn_gemm_min = 0;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
@@ -258,6 +259,7 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->mv_prefetch >= 0 && t->mv_prefetch <= 8 && t->attn_chunk >= 0);
     LLM_CU_ARG(c, t->attn_pieces >= 0 && t->attn_pieces <= 32);
     LLM_CU_ARG(c, t->attn_decode == 0 || t->attn_decode == 1);
+    LLM_CU_ARG(c, t->attn_gemm_min >= 0);
     c->tune = *t;
     return 0;
 }

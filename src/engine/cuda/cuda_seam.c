@@ -27,6 +27,17 @@
  * context's register, so one graph serves every position. A graph is
  * recaptured when the reservation or the seam's scratch grew (both replace
  * buffers it refers to).
+ *
+ * Fused prefill. A forward of more rows than LLM_CUDA_MATVEC_MAX runs, in
+ * LLM_CUDA_PREFILL_FUSED mode, as the library's own prefill sequence on
+ * the same fused weights (see prefill_issue): one cuBLAS product over the
+ * stacked q/k/v into the scratch, RoPE + cache store in one kernel,
+ * attention reading q from the q/k/v rows, the output and down products
+ * adding into the residual in cuBLAS's epilogue, and the gate/up pair
+ * product followed by SwiGLU over the pairs. Attention of at least
+ * LLM_CUDA_PREFILL_TF32_MIN rows runs on the tensor cores: the seam
+ * reserves their score room when it knows both the head count (prepare)
+ * and the context (reserve), never inside a forward.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -44,8 +55,23 @@
 #define SEAM_IDS 4096
 /* Rows the argmax op takes per kernel launch (more are done in pieces). */
 #define SEAM_ARGMAX 64
-/* Activation rows cuBLAS stages at a time (see llm_cuda_reserve). */
+/* Activation rows of the pair products the scratch holds at a time. */
 #define SEAM_GEMM_ROWS 512
+/* Activation rows cuBLAS stages (as bf16) per product (see
+ * llm_cuda_reserve): a 2048-token prefill's q/k/v, output and down
+ * products run as one product each, as in bench_llama, instead of four
+ * products of 512 rows, whose 512 x 4096 outputs are too few tiles to
+ * keep every multiprocessor busy. Costs 2048 x 2 bytes a column of the
+ * widest matrix row (58 MB for an 8B). */
+#define SEAM_STAGE_ROWS 2048
+/* The tensor-core attention's score room: chunks of up to SEAM_ATTN_ROWS
+ * query rows of every head against the whole reserved context (512 rows
+ * is the chunk the library measured fastest for a 2048-token 8B prefill),
+ * at most SEAM_ATTN_ROOM floats (256 MiB), so a long context gets smaller
+ * chunks rather than a huge buffer; a context too long for one row of
+ * every head keeps the tiled kernel. */
+#define SEAM_ATTN_ROWS 512
+#define SEAM_ATTN_ROOM ((size_t)64 << 20)
 
 /* A layer's fused decode weights (owned), built at prepare. */
 typedef struct fused_layer {
@@ -99,6 +125,9 @@ typedef struct cuda_be {
                            and the decode step's q/k/v row */
     size_t scratch_len; /* floats */
     int decode;         /* LLM_CUDA_DECODE_* */
+    int prefill;        /* LLM_CUDA_PREFILL_* */
+    int32_t attn_heads; /* the most query heads of a prepared model */
+    size_t attn_room;   /* floats of tensor-core score room reserved */
     unsigned gen;       /* bumped when buffers a graph uses are replaced */
     uint32_t seen_ctx;  /* the largest reservation so far */
     int64_t seen_width;
@@ -334,6 +363,44 @@ static void seam_destroy(llm_backend *be)
     free(c);
 }
 
+/* Reserves the tensor-core attention's score room for the largest
+ * context reserved and the most heads prepared (once both are known).
+ * Setup only. Out of memory is no failure: the tiled kernel needs no room
+ * and runs instead. */
+static int attn_room(cuda_be *c)
+{
+    if (c->attn_heads <= 0 || c->seen_ctx == 0)
+        return 0;
+    size_t per_row = (size_t)c->seen_ctx * (size_t)c->attn_heads;
+    size_t rows = SEAM_ATTN_ROOM / per_row;
+    rows = rows > SEAM_ATTN_ROWS ? SEAM_ATTN_ROWS : rows;
+    if (rows == 0 || rows * per_row <= c->attn_room)
+        return 0;
+    int rc = llm_cuda_reserve_attention_gemm(c->cu, (int32_t)rows, c->seen_ctx,
+                                             c->attn_heads);
+    if (rc == LLM_ENOMEM)
+        return 0;
+    if (rc)
+        return rc;
+    c->attn_room = rows * per_row;
+    c->gen++; /* conservative: no captured step uses the room */
+    return 0;
+}
+
+/* The context's attention threshold for the prefill mode: TF32 from
+ * LLM_CUDA_PREFILL_TF32_MIN rows in FUSED mode, never in OPS mode (the
+ * op-by-op path exactly as it was before the fused prefill). */
+static int apply_prefill_mode(cuda_be *c)
+{
+    llm_cuda_tuning t;
+    int rc = llm_cuda_get_tuning(c->cu, &t);
+    if (rc)
+        return rc;
+    t.attn_gemm_min = c->prefill == LLM_CUDA_PREFILL_FUSED ? LLM_CUDA_PREFILL_TF32_MIN
+                                                            : INT32_MAX;
+    return llm_cuda_set_tuning(c->cu, &t);
+}
+
 static int seam_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
 {
     cuda_be *c = cb(be);
@@ -342,7 +409,7 @@ static int seam_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
     /* Heads are at least 2 wide (RoPE pairs), so width/2 bounds the head
      * count whatever the model (stories260K has 8-wide heads). */
     int64_t heads = max_width / 2 > 0 ? max_width / 2 : 1;
-    int rc = llm_cuda_reserve(c->cu, SEAM_GEMM_ROWS, max_width, n_ctx,
+    int rc = llm_cuda_reserve(c->cu, SEAM_STAGE_ROWS, max_width, n_ctx,
                               (int32_t)(heads < 65536 ? heads : 65536));
     /* A reservation that grew replaced scratch that captured steps use. */
     if (n_ctx > c->seen_ctx || max_width > c->seen_width) {
@@ -350,6 +417,8 @@ static int seam_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
         c->seen_ctx = n_ctx > c->seen_ctx ? n_ctx : c->seen_ctx;
         c->seen_width = max_width > c->seen_width ? max_width : c->seen_width;
     }
+    if (rc == 0)
+        rc = attn_room(c);
     return rc == LLM_ENOMEM ? LLM_ENOMEM : rc ? LLM_EBACKEND : 0;
 }
 
@@ -534,8 +603,8 @@ typedef struct step_layer {
 
 /* Looks up layer L's pieces (uploading a norm or matrix that is missing,
  * which prepare makes impossible for a prepared span); 0 when the layer
- * has no fused weights or a matrix the fused kernel does not take. */
-static int step_resolve(cuda_be *c, const llm_model *m, const llm_layer *L, step_layer *sl)
+ * has no fused weights. */
+static int layer_resolve(cuda_be *c, const llm_model *m, const llm_layer *L, step_layer *sl)
 {
     wslot *q = wt_find(c, L->wq.data);
     if (!q || !q->fl)
@@ -550,7 +619,14 @@ static int step_resolve(cuda_be *c, const llm_model *m, const llm_layer *L, step
     sl->down = *w;
     sl->attn_norm = vector_of(c, L->attn_norm, m->hp.dim);
     sl->ffn_norm = vector_of(c, L->ffn_norm, m->hp.dim);
-    return sl->attn_norm && sl->ffn_norm && mv_fusable(&sl->wo) && mv_fusable(&sl->down);
+    return sl->attn_norm && sl->ffn_norm;
+}
+
+/* layer_resolve for the decode step, whose matrix-vector kernel must also
+ * take the output and down matrices. */
+static int step_resolve(cuda_be *c, const llm_model *m, const llm_layer *L, step_layer *sl)
+{
+    return layer_resolve(c, m, L, sl) && mv_fusable(&sl->wo) && mv_fusable(&sl->down);
 }
 
 static int ends_model(const llm_model *m, const llm_span *span)
@@ -558,18 +634,28 @@ static int ends_model(const llm_model *m, const llm_span *span)
     return span->last == m->hp.n_layers - 1;
 }
 
-/* Whether every layer of the span (and the head's pieces) resolve. Run
- * before anything is issued or captured: a capture must not upload. */
-static int span_fusable(cuda_be *c, const llm_model *m, const llm_span *span)
+/* Whether every layer of the span (and the head's pieces) resolve, for the
+ * decode step (step 1) or the prefill (step 0). Run before anything is
+ * issued or captured: a capture must not upload. */
+static int span_fusable(cuda_be *c, const llm_model *m, const llm_span *span, int step)
 {
     step_layer sl;
     for (int32_t l = span->first; l <= span->last; l++)
-        if (!step_resolve(c, m, &m->layers[l], &sl))
+        if (!(step ? step_resolve : layer_resolve)(c, m, &m->layers[l], &sl))
             return 0;
     if (ends_model(m, span) && (!weight_of(c, &m->output) ||
                                 !vector_of(c, m->out_norm, m->hp.dim)))
         return 0;
     return !c->failed;
+}
+
+static void lost_weights(cuda_be *c, int32_t l)
+{
+    /* span_fusable said yes before anything was issued. */
+    if (!c->failed) {
+        c->failed = LLM_EBACKEND;
+        snprintf(c->msg, sizeof c->msg, "fused forward: layer %d lost its weights", (int)l);
+    }
 }
 
 /* Issues one decode step of the span: five kernels a layer, then the head
@@ -586,12 +672,7 @@ static void step_issue(cuda_be *c, const llm_model *m, const llm_span *span,
         int32_t i = l - span->first;
         step_layer sl;
         if (!step_resolve(c, m, &m->layers[l], &sl)) {
-            /* span_fusable said yes before anything was issued. */
-            if (!c->failed) {
-                c->failed = LLM_EBACKEND;
-                snprintf(c->msg, sizeof c->msg, "fused decode: layer %d lost its weights",
-                         (int)l);
-            }
+            lost_weights(c, l);
             return;
         }
         llm_cuda_rope_store rs = {pos, freq, hp->rope_scale, hp->n_heads, hp->n_kv_heads,
@@ -622,6 +703,117 @@ static void step_issue(cuda_be *c, const llm_model *m, const llm_span *span,
     } else if (seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, norm, 1, hp->dim, hp->norm_eps))) {
         seam_fail(c, llm_cuda_matmul(cu, out, ws->xb, 1, ws->logits));
     }
+}
+
+/* ---- fused prefill -------------------------------------------------------- */
+
+/* Layer l's attention block for in->n rows: x [n][dim] -> x += att Wo^T.
+ * q/k/v rows ([rows][qkv_w]: q, k, v of each row) go through the scratch
+ * in slices of the rows it holds (one slice for every prompt the 8B
+ * scratch sizes allow up to 3584 rows); a slice's attention reads the
+ * keys the earlier slices stored, so slicing changes no result. */
+static int prefill_attention(cuda_be *c, const llm_model *m, const llm_span *span,
+                             llm_workspace *ws, const double *freq,
+                             const llm_forward_in *in, int32_t l, const step_layer *sl)
+{
+    const llm_hparams *hp = &m->hp;
+    llm_cuda *cu = c->cu;
+    int32_t n = in->n, i = l - span->first, hd = hp->head_dim;
+    int32_t q_dim = hp->n_heads * hd, qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hd;
+    size_t fit = c->scratch_len / (size_t)qkv_w; /* >= 1: scratch_grow */
+    int32_t k = fit < (size_t)n ? (int32_t)fit : n;
+    if (!seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, sl->attn_norm, n, hp->dim,
+                                     hp->norm_eps)))
+        return -1;
+    for (int32_t r0 = 0; r0 < n; r0 += k) {
+        int32_t nr = n - r0 < k ? n - r0 : k;
+        llm_cuda_positions pos = {in->pos0 + (uint32_t)r0, NULL};
+        llm_cuda_attn a = {c->scratch, span->k[i], span->v[i],
+                           ws->att + (size_t)r0 * (size_t)q_dim, nr, pos, hp->n_heads,
+                           hp->n_kv_heads, hd, qkv_w};
+        if (!seam_ok(c, llm_cuda_matmul(cu, &sl->fl->qkv, ws->xb + (size_t)r0 * hp->dim, nr,
+                                        c->scratch)) ||
+            !seam_ok(c, llm_cuda_rope_qkv_store(cu, c->scratch, nr, qkv_w, hp->n_heads,
+                                                hp->n_kv_heads, hd, pos, freq,
+                                                hp->rope_scale, span->k[i], span->v[i])) ||
+            !seam_ok(c, llm_cuda_attention(cu, &a)))
+            return -1;
+    }
+    return seam_ok(c, llm_cuda_matmul_acc(cu, &sl->wo, ws->att, n, ws->x)) ? 0 : -1;
+}
+
+/* Layer l's feed-forward block for in->n rows: x += swiglu(xb Wgu^T) Wd^T.
+ * The interleaved gate/up products ([rows][2 ffn]) go through the scratch
+ * in slices of pair_slice rows, SwiGLU writing each slice's [rows][ffn]
+ * into ws->hb. */
+static int prefill_ffn(cuda_be *c, const llm_model *m, llm_workspace *ws, int32_t n,
+                       const step_layer *sl)
+{
+    const llm_hparams *hp = &m->hp;
+    llm_cuda *cu = c->cu;
+    const llm_cuda_weight *gu = &sl->fl->gu;
+    int64_t half = gu->rows / 2;
+    int32_t k = pair_slice(c, gu->rows);
+    if (!seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, sl->ffn_norm, n, hp->dim,
+                                     hp->norm_eps)))
+        return -1;
+    for (int32_t r0 = 0; r0 < n; r0 += k) {
+        int32_t nr = n - r0 < k ? n - r0 : k;
+        if (!seam_ok(c, llm_cuda_matmul(cu, gu, ws->xb + (size_t)r0 * hp->dim, nr,
+                                        c->scratch)) ||
+            !seam_ok(c, llm_cuda_swiglu_pairs(cu, ws->hb + (size_t)r0 * (size_t)half,
+                                              c->scratch, (size_t)nr * (size_t)half)))
+            return -1;
+    }
+    return seam_ok(c, llm_cuda_matmul_acc(cu, &sl->down, ws->hb, n, ws->x)) ? 0 : -1;
+}
+
+/* Issues a multi-row forward of the span (bench_llama's prefill sequence,
+ * see the top), then the head as forward.c's head() runs it: the last row
+ * (LAST) or every row (ALL) normed and multiplied. Stops at the first
+ * failure (recorded). */
+static void prefill_issue(cuda_be *c, const llm_model *m, const llm_span *span,
+                          llm_workspace *ws, const double *freq, const llm_forward_in *in)
+{
+    const llm_hparams *hp = &m->hp;
+    for (int32_t l = span->first; l <= span->last && !c->failed; l++) {
+        step_layer sl;
+        if (!layer_resolve(c, m, &m->layers[l], &sl)) {
+            lost_weights(c, l);
+            return;
+        }
+        if (prefill_attention(c, m, span, ws, freq, in, l, &sl) != 0 ||
+            prefill_ffn(c, m, ws, in->n, &sl) != 0)
+            return;
+    }
+    if (!ends_model(m, span) || c->failed)
+        return;
+    const llm_cuda_weight *out = weight_of(c, &m->output);
+    const float *norm = vector_of(c, m->out_norm, hp->dim);
+    int32_t rows = in->logits == LLM_LOGITS_ALL ? in->n : 1;
+    const float *src = ws->x + (size_t)(in->n - rows) * hp->dim;
+    if (out && norm &&
+        seam_ok(c, llm_cuda_rmsnorm(c->cu, ws->xb, src, norm, rows, hp->dim, hp->norm_eps)))
+        seam_fail(c, llm_cuda_matmul(c->cu, out, ws->xb, rows, ws->logits));
+}
+
+/* forward_span for more than LLM_CUDA_MATVEC_MAX rows: 1 when it ran (or
+ * the forward is void), 0 to leave the span to the op-by-op path. */
+static int prefill_span(cuda_be *c, const llm_model *m, llm_span *span, llm_workspace *ws,
+                        const llm_forward_in *in)
+{
+    if (c->prefill != LLM_CUDA_PREFILL_FUSED || !c->fused)
+        return 0;
+    if (!seam_ok(c, llm_cuda_bind(c->cu)))
+        return 1;
+    if (!span_fusable(c, m, span, 0))
+        return c->failed != 0;
+    const double *freq = freq_of(c, ws->inv_freq, m->hp.head_dim / 2);
+    if (freq) {
+        prefill_issue(c, m, span, ws, freq, in);
+        c->stats.prefills++;
+    }
+    return 1;
 }
 
 /* The buffers a captured step refers to besides the seam's own: the span
@@ -706,6 +898,8 @@ static int seam_forward_span(llm_backend *be, const llm_model *m, llm_span *span
                              llm_workspace *ws, const llm_forward_in *in)
 {
     cuda_be *c = cb(be);
+    if (in->n > LLM_CUDA_MATVEC_MAX)
+        return prefill_span(c, m, span, ws, in);
     if (c->decode == LLM_CUDA_DECODE_OPS || in->n != 1 || !c->fused)
         return 0;
     if (!seam_ok(c, llm_cuda_bind(c->cu)))
@@ -728,7 +922,7 @@ static int seam_forward_span(llm_backend *be, const llm_model *m, llm_span *span
             return 1;
         }
     }
-    if (!span_fusable(c, m, span)) {
+    if (!span_fusable(c, m, span, 1)) {
         c->stats.declined++;
         return c->failed != 0;
     }
@@ -817,6 +1011,13 @@ static int decode_mode_env(void)
     return LLM_CUDA_DECODE_GRAPH;
 }
 
+/* PHASEMARK_CUDA_PREFILL=ops|fused; anything else is the default. */
+static int prefill_mode_env(void)
+{
+    const char *e = getenv("PHASEMARK_CUDA_PREFILL");
+    return e && strcmp(e, "ops") == 0 ? LLM_CUDA_PREFILL_OPS : LLM_CUDA_PREFILL_FUSED;
+}
+
 int llm_cuda_backend_create(const char *name, llm_backend **out, char *err,
                             size_t errlen)
 {
@@ -836,6 +1037,9 @@ int llm_cuda_backend_create(const char *name, llm_backend **out, char *err,
     }
     int rc = llm_cuda_create(dev, &c->cu, err, errlen);
     void *ids = NULL;
+    c->prefill = prefill_mode_env();
+    if (rc == 0)
+        rc = apply_prefill_mode(c);
     if (rc == 0)
         rc = llm_cuda_malloc(c->cu, (SEAM_IDS + SEAM_ARGMAX) * sizeof(int32_t), &ids);
     if (rc) {
@@ -997,6 +1201,12 @@ int llm_cuda_backend_prepare(llm_backend *be, const llm_model *m, int32_t first,
     if (rc == 0 && last == m->hp.n_layers - 1 &&
         (prepare_tensor(c, &m->output) != 0 || !vector_of(c, m->out_norm, m->hp.dim)))
         rc = -1;
+    if (rc == 0 && m->hp.n_heads > c->attn_heads) {
+        /* The head count is known from here on; the room follows once a
+         * reservation names the context (or now, if one already did). */
+        c->attn_heads = m->hp.n_heads;
+        rc = attn_room(c);
+    }
     if (rc == 0)
         rc = llm_cuda_sync(c->cu);
     if (rc) {
@@ -1028,6 +1238,19 @@ int llm_cuda_backend_set_decode(llm_backend *be, int mode)
         return LLM_EINVAL;
     cb(be)->decode = mode;
     return 0;
+}
+
+int llm_cuda_backend_set_prefill(llm_backend *be, int mode)
+{
+    if (!is_cuda(be) || (mode != LLM_CUDA_PREFILL_OPS && mode != LLM_CUDA_PREFILL_FUSED))
+        return LLM_EINVAL;
+    cuda_be *c = cb(be);
+    c->prefill = mode;
+    int rc = llm_cuda_bind(c->cu);
+    if (rc == 0)
+        rc = apply_prefill_mode(c);
+    seam_fail(c, rc);
+    return rc;
 }
 
 int llm_cuda_backend_decode_stats(llm_backend *be, llm_cuda_decode_stats *out)
