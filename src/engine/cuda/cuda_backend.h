@@ -357,8 +357,8 @@ int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
  * group of max_rows queries needs over max_ctx keys lets n_heads/max_group
  * times fewer rows into a chunk. Calls that would need more than 64
  * chunks, take their base from the register, or have fewer rows than the
- * tuning's attn_gemm_min, keep using the tiled
- * kernel. Setup only (it may allocate and synchronize). */
+ * tuning's attn_gemm_min keep using the tiled kernel. Setup only (it may
+ * allocate and synchronize). */
 int llm_cuda_reserve_attention_gemm(llm_cuda *c, int32_t max_rows, uint32_t max_ctx,
                                     int32_t max_group);
 

@@ -709,9 +709,9 @@ static void step_issue(cuda_be *c, const llm_model *m, const llm_span *span,
 
 /* Layer l's attention block for in->n rows: x [n][dim] -> x += att Wo^T.
  * q/k/v rows ([rows][qkv_w]: q, k, v of each row) go through the scratch
- * in slices of the rows it holds (one slice for every prompt the 8B
- * scratch sizes allow up to 3584 rows); a slice's attention reads the
- * keys the earlier slices stored, so slicing changes no result. */
+ * in slices of the rows it holds (3584 for the 8B shape, so a 2048-token
+ * prompt is one slice); a slice's attention reads the keys the earlier
+ * slices stored, so slicing changes no result. */
 static int prefill_attention(cuda_be *c, const llm_model *m, const llm_span *span,
                              llm_workspace *ws, const double *freq,
                              const llm_forward_in *in, int32_t l, const step_layer *sl)
