@@ -2,8 +2,9 @@
  *
  * The forward pass (forward.c) is written once against this table of
  * operations; a backend implements them for its device. The CPU backend
- * (cpu/) is the reference; a CUDA backend (cuda/) plugs in behind the same
- * table later. Activations are [n][width] row-major f32 arrays obtained from
+ * (cpu/) is the reference; the CUDA backend (cuda/) implements the same
+ * table and fills its optional entries (NULL keeps the forward's op-by-op
+ * path). Activations are [n][width] row-major f32 arrays obtained from
  * the backend's alloc, so a device backend can keep them in device memory;
  * read/write move them to and from the host.
  *
