@@ -5,6 +5,7 @@
 # them in src/engine/.
 set(LLM_FILES_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(LLM_FILES_SOURCES
+    ${LLM_FILES_DIR}/errtext.c
     ${LLM_FILES_DIR}/quant.c
     ${LLM_FILES_DIR}/gguf.c
     ${LLM_FILES_DIR}/gguf_write.c

@@ -19,6 +19,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "errtext.h"
 #include "gguf.h"
 
 #include <errno.h>
@@ -77,15 +78,10 @@ static int fail(cursor *c, int status, const char *fmt, ...) __attribute__((form
 
 static int fail(cursor *c, int status, const char *fmt, ...)
 {
-    if (c->err && c->errlen) {
-        int n = snprintf(c->err, c->errlen, "gguf: ");
-        if (n > 0 && (size_t)n < c->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    llm__verrf(c->err, c->errlen, "gguf: ", fmt, ap);
+    va_end(ap);
     return status;
 }
 
@@ -647,17 +643,29 @@ static void read_int(uint32_t t, const unsigned char *p, int *neg, uint64_t *u, 
     }
 }
 
-static int get_uint(const llm_gguf *g, const char *key, uint64_t max, uint64_t *out)
+/* The integer value of key, read as by read_int; *is_signed from its type.
+ * LLM_GGUF_ENOKEY, or LLM_GGUF_ETYPE for a value that is not an integer. */
+static int find_int(const llm_gguf *g, const char *key, int *neg, uint64_t *u, int64_t *s,
+                    int *is_signed)
 {
     const kv_entry *e = find(g, key);
     if (!e)
         return LLM_GGUF_ENOKEY;
     if (!vtype_is_int(e->type))
         return LLM_GGUF_ETYPE;
-    int neg;
+    read_int(e->type, e->val, neg, u, s);
+    *is_signed = vtype_is_signed(e->type);
+    return 0;
+}
+
+static int get_uint(const llm_gguf *g, const char *key, uint64_t max, uint64_t *out)
+{
+    int neg, is_signed;
     uint64_t u;
     int64_t s;
-    read_int(e->type, e->val, &neg, &u, &s);
+    int r = find_int(g, key, &neg, &u, &s, &is_signed);
+    if (r)
+        return r;
     if (neg || u > max)
         return LLM_GGUF_ERANGE;
     *out = u;
@@ -680,16 +688,13 @@ int llm_gguf_get_u64(const llm_gguf *g, const char *key, uint64_t *out)
 
 int llm_gguf_get_i64(const llm_gguf *g, const char *key, int64_t *out)
 {
-    const kv_entry *e = find(g, key);
-    if (!e)
-        return LLM_GGUF_ENOKEY;
-    if (!vtype_is_int(e->type))
-        return LLM_GGUF_ETYPE;
-    int neg;
+    int neg, is_signed;
     uint64_t u;
     int64_t s;
-    read_int(e->type, e->val, &neg, &u, &s);
-    if (!vtype_is_signed(e->type) && u > (uint64_t)INT64_MAX)
+    int r = find_int(g, key, &neg, &u, &s, &is_signed);
+    if (r)
+        return r;
+    if (!is_signed && u > (uint64_t)INT64_MAX)
         return LLM_GGUF_ERANGE;
     *out = s;
     return 0;

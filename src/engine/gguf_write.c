@@ -13,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "errtext.h"
 #include "gguf.h"
 
 #include <errno.h>
@@ -61,10 +62,9 @@ static int wfail(llm_gguf_writer *w, int status, const char *fmt, ...) __attribu
 
 static int wfail(llm_gguf_writer *w, int status, const char *fmt, ...)
 {
-    int n = snprintf(w->err, sizeof w->err, "gguf: ");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(w->err + n, sizeof w->err - (size_t)n, fmt, ap);
+    llm__verrf(w->err, sizeof w->err, "gguf: ", fmt, ap);
     va_end(ap);
     w->failed = status;
     return status;

@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "errtext.h"
 #include "llama2c.h"
 
 #include <errno.h>
@@ -53,15 +54,10 @@ static int l2c_fail(char *err, size_t errlen, int status, const char *fmt, ...)
 
 static int l2c_fail(char *err, size_t errlen, int status, const char *fmt, ...)
 {
-    if (err && errlen) {
-        int n = snprintf(err, errlen, "llama2c: ");
-        if (n > 0 && (size_t)n < errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    llm__verrf(err, errlen, "llama2c: ", fmt, ap);
+    va_end(ap);
     return status;
 }
 

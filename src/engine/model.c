@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errtext.h"
 #include "backend.h"
 #include "gguf.h"
 #include "model.h"
@@ -22,11 +23,9 @@
 
 void llm_errf(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || errlen == 0)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    llm__verrf(err, errlen, "", fmt, ap);
     va_end(ap);
 }
 

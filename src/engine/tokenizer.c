@@ -6,6 +6,7 @@
  * every byte of a gpt2 vocabulary representable. After creation the
  * tokenizer is immutable and self-contained.
  */
+#include "errtext.h"
 #include "tokenizer_impl.h"
 
 #include <errno.h>
@@ -21,15 +22,10 @@ static int tok_fail(char *err, size_t errlen, int status, const char *fmt, ...)
 
 static int tok_fail(char *err, size_t errlen, int status, const char *fmt, ...)
 {
-    if (err && errlen) {
-        int n = snprintf(err, errlen, "tokenizer: ");
-        if (n > 0 && (size_t)n < errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    llm__verrf(err, errlen, "tokenizer: ", fmt, ap);
+    va_end(ap);
     return status;
 }
 
