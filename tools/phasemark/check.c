@@ -74,15 +74,8 @@ static void count(counts *c, const pmt_range *r, const pmt_name *nm)
 static int cmp_nest(const void *a, const void *b)
 {
     const pmt_range *x = *(const pmt_range *const *)a, *y = *(const pmt_range *const *)b;
-    if (x->pid != y->pid)
-        return x->pid < y->pid ? -1 : 1;
-    if (x->tid != y->tid)
-        return x->tid < y->tid ? -1 : 1;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    if (x->end != y->end)
-        return x->end > y->end ? -1 : 1;
-    return x < y ? -1 : x > y;
+    int c = pmt_range_cmp_nested(x, y);
+    return c ? c : (x > y) - (x < y);
 }
 
 static int is_leaf(const pmt_range *r)

@@ -154,20 +154,6 @@ static int cmp_launch(const void *a, const void *b)
     return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
-static const pmt_range *g_sort_base; /* qsort has no context argument */
-
-static int cmp_range_idx(const void *a, const void *b)
-{
-    const pmt_range *x = &g_sort_base[*(const size_t *)a], *y = &g_sort_base[*(const size_t *)b];
-    if (x->pid != y->pid)
-        return x->pid < y->pid ? -1 : 1;
-    if (x->tid != y->tid)
-        return x->tid < y->tid ? -1 : 1;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    return x->end > y->end ? -1 : x->end < y->end;
-}
-
 /* The launch call of activity a: same correlation id, the launching
  * thread's record when the activity names its thread. */
 static const pmt_api *find_api(const pmt_api *api, size_t n, const pmt_activity *a)
@@ -257,8 +243,7 @@ int pmt_project(const pmt_trace *t, const pmt_gpu *g, pmt_projection *p)
     for (size_t i = 0; i < t->n; i++)
         if (!(t->r[i].flags & (PMT_F_OPEN | PMT_F_ORPHAN | PMT_F_MARK)) && t->r[i].start <= t->r[i].end)
             order[nr++] = i;
-    g_sort_base = t->r;
-    qsort(order, nr, sizeof *order, cmp_range_idx);
+    pmt_trace_sort_nested(t, order, nr);
     qsort(ls, nl, sizeof *ls, cmp_launch);
     sweep(t, order, nr, ls, nl, stack, p);
     p->uncovered_ns = p->total_ns - p->covered_ns;

@@ -170,6 +170,12 @@ int pmt_trace_load_json_text(pmt_trace *t, const char *name, const char *text, s
                              char *err, size_t errlen);
 /* Sorts by start time (orphans by end), then pid, tid, correlation. */
 void pmt_trace_sort(pmt_trace *t);
+/* Nesting order: pid, tid, start, then the longer range first, so that a
+ * range comes before the ranges it encloses. <0, 0 or >0. */
+int pmt_range_cmp_nested(const pmt_range *x, const pmt_range *y);
+/* Sorts idx[0..n) (indices into t->r) into nesting order, equal ranges by
+ * index. Not thread-safe (qsort takes no context). */
+void pmt_trace_sort_nested(const pmt_trace *t, size_t *idx, size_t n);
 int pmt_trace_write_csv(const pmt_trace *t, FILE *f);
 int pmt_trace_write_json(const pmt_trace *t, FILE *f);
 struct pmt_gpu;

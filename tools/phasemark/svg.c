@@ -36,20 +36,6 @@ static const char *color_of(const pmt_range *r)
     }
 }
 
-static const pmt_range *g_base; /* qsort has no context argument */
-
-static int cmp_idx(const void *a, const void *b)
-{
-    const pmt_range *x = &g_base[*(const size_t *)a], *y = &g_base[*(const size_t *)b];
-    if (x->pid != y->pid)
-        return x->pid < y->pid ? -1 : 1;
-    if (x->tid != y->tid)
-        return x->tid < y->tid ? -1 : 1;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    return x->end > y->end ? -1 : x->end < y->end;
-}
-
 static void xml_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
@@ -116,8 +102,7 @@ int pmt_svg(const pmt_trace *t, const pmt_gpu *g, FILE *f)
         t0 = g->act[i].start < t0 ? g->act[i].start : t0;
         t1 = g->act[i].end > t1 ? g->act[i].end : t1;
     }
-    g_base = t->r;
-    qsort(ord, n, sizeof *ord, cmp_idx);
+    pmt_trace_sort_nested(t, ord, n);
     depths(t, ord, n, depth);
     double y = 30;
     for (size_t i = 0; i < n; i++) {

@@ -383,6 +383,33 @@ void pmt_trace_sort(pmt_trace *t)
         qsort(t->r, t->n, sizeof *t->r, cmp_range);
 }
 
+int pmt_range_cmp_nested(const pmt_range *x, const pmt_range *y)
+{
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->end > y->end ? -1 : x->end < y->end;
+}
+
+static const pmt_range *g_nested_base; /* qsort has no context argument */
+
+static int cmp_nested_idx(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = pmt_range_cmp_nested(&g_nested_base[i], &g_nested_base[j]);
+    return c ? c : (i > j) - (i < j);
+}
+
+void pmt_trace_sort_nested(const pmt_trace *t, size_t *idx, size_t n)
+{
+    g_nested_base = t->r;
+    qsort(idx, n, sizeof *idx, cmp_nested_idx);
+    g_nested_base = NULL;
+}
+
 int pmt_trace_write_csv(const pmt_trace *t, FILE *f)
 {
     fputs("\"Domain\",\"Function\",\"Process_Id\",\"Thread_Id\",\"Correlation_Id\","
