@@ -1,0 +1,151 @@
+/* test_engine_lock — the CPU forward's logits, bit for bit, as the engine
+ * computed them before its seams were rebuilt (recorded from main at
+ * a0f8a7d with `test_engine_lock print`).
+ *
+ * The refactor of the forward into backend blocks promises that the CPU
+ * path runs the very same kernels in the very same order, so every float
+ * of every row must stay identical. For each shipped model this test runs
+ * an exact prefill of 11 tokens (one forward, and again in chunks of 4), a
+ * decode step, and verify forwards of widths 2..11 from the same history,
+ * and compares an FNV-1a 64 hash of each result's bytes with the recorded
+ * one. Two kernel configurations: "scalar" (the portable kernels and our
+ * own batched product: the same bits on any x86-64 host) and "native"
+ * (the host's SIMD kernels and OpenBLAS; recorded on the 2-core EPYC with
+ * AVX-512 VNNI that CI runs on, skipped elsewhere).
+ *
+ * usage: test_engine_lock check|print scalar|native MODEL.gguf
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "model.h"
+#include "phasemark/engine.h"
+#include "pm_check.h"
+
+#define N_PROMPT 11
+#define W_MIN 2
+#define W_MAX 11
+/* prefill, chunked prefill, decode, verify widths W_MIN..W_MAX */
+#define N_HASH (3 + W_MAX - W_MIN + 1)
+
+typedef struct lock_entry {
+    const char *model;   /* file name */
+    const char *config;  /* "scalar" or "native" */
+    const char *kernels; /* llm_cpu_backend_kernels of the recording */
+    const char *gemm;    /* llm_cpu_backend_gemm of the recording */
+    uint64_t hash[N_HASH];
+} lock_entry;
+
+static const lock_entry recorded[] = {
+#include "lock_hashes.inc"
+};
+
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t hash_rows(const float *rows, size_t n_rows, int32_t n_vocab)
+{
+    return fnv1a(rows, n_rows * (size_t)n_vocab * sizeof(float), 0xcbf29ce484222325ull);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "print") != 0) ||
+        (strcmp(argv[2], "scalar") != 0 && strcmp(argv[2], "native") != 0)) {
+        fprintf(stderr, "usage: test_engine_lock check|print scalar|native MODEL.gguf\n");
+        return 2;
+    }
+    int scalar = strcmp(argv[2], "scalar") == 0;
+    if (scalar)
+        setenv("PHASEMARK_ENGINE_GEMM", "own", 1);
+    llm_model_options opt = LLM_MODEL_OPTIONS_INIT;
+    opt.n_threads = 2;
+    llm_model *m = NULL;
+    char err[256];
+    REQUIRE(llm_model_open(argv[3], &opt, &m, err, sizeof err) == 0);
+    if (scalar) {
+        /* An internal hook (engine.h offers no such switch): the portable
+         * kernels instead of the host's SIMD ones. */
+        llm_backend *be;
+        REQUIRE(llm_cpu_backend_create(2, 0, &be, err, sizeof err) == 0);
+        m->be->ops->destroy(m->be);
+        m->be = be;
+    }
+    const char *kernels = llm_cpu_backend_kernels(m->be), *gemm = llm_cpu_backend_gemm(m->be);
+
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    int32_t nv = info.n_vocab, prompt[N_PROMPT], draft[W_MAX];
+    for (int i = 0; i < N_PROMPT; i++)
+        prompt[i] = (int32_t)((i * 37 + 5) % nv);
+    for (int i = 0; i < W_MAX; i++)
+        draft[i] = (int32_t)((i * 53 + 11) % nv);
+
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = 64;
+    so.n_batch = 16;
+    llm_session *s = NULL;
+    REQUIRE(llm_session_create(m, &so, &s, err, sizeof err) == 0);
+    uint64_t got[N_HASH];
+    const float *lg = NULL;
+    REQUIRE(llm_prefill(s, prompt, N_PROMPT, 0, &lg) == 0);
+    got[0] = hash_rows(lg, 1, nv);
+    llm_session_reset(s);
+    REQUIRE(llm_prefill(s, prompt, N_PROMPT, 4, &lg) == 0);
+    got[1] = hash_rows(lg, 1, nv);
+    REQUIRE(llm_decode(s, 42 % nv, &lg) == 0);
+    got[2] = hash_rows(lg, 1, nv);
+    for (int w = W_MIN; w <= W_MAX; w++) {
+        REQUIRE(llm_session_truncate(s, N_PROMPT + 1) == 0);
+        REQUIRE(llm_verify(s, draft, (size_t)w, &lg) == 0);
+        got[3 + w - W_MIN] = hash_rows(lg, (size_t)w, nv);
+    }
+    llm_session_free(s);
+    llm_model_free(m);
+
+    if (strcmp(argv[1], "print") == 0) {
+        printf("{\"%s\", \"%s\", \"%s\", \"%s\",\n {", base_name(argv[3]), argv[2], kernels, gemm);
+        for (int i = 0; i < N_HASH; i++)
+            printf("0x%016" PRIx64 "ull%s", got[i], i + 1 < N_HASH ? (i % 3 == 2 ? ",\n  " : ", ") : "}},\n");
+        return 0;
+    }
+    const lock_entry *e = NULL;
+    for (size_t i = 0; i < sizeof recorded / sizeof recorded[0]; i++)
+        if (strcmp(recorded[i].model, base_name(argv[3])) == 0 &&
+            strcmp(recorded[i].config, argv[2]) == 0)
+            e = &recorded[i];
+    REQUIRE(e != NULL);
+    if (strcmp(e->kernels, kernels) != 0 || strcmp(e->gemm, gemm) != 0) {
+        fprintf(stderr, "recorded with kernels %s/%s; this host runs %s/%s\n", e->kernels,
+                e->gemm, kernels, gemm);
+        PM_SKIP("the native hashes belong to another kernel set");
+    }
+    static const char *const what[3] = {"prefill", "prefill chunk 4", "decode"};
+    for (int i = 0; i < N_HASH; i++) {
+        if (got[i] == e->hash[i])
+            continue;
+        if (i < 3)
+            fprintf(stderr, "%s: %s differs\n", argv[2], what[i]);
+        else
+            fprintf(stderr, "%s: verify width %d differs\n", argv[2], i - 3 + W_MIN);
+        CHECK_U64_EQ(got[i], e->hash[i]);
+    }
+    return pm_check_result();
+}
