@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cpu/cpu_ops.h"
 #include "cpu/kernels.h"
 #include "model.h"
 #include "quant.h"
@@ -321,7 +322,6 @@ static double time_op(struct llm_model *m, ops_bufs *b, int op, int32_t n)
 {
     const llm_hparams *hp = &m->hp;
     llm_backend *be = m->be;
-    const llm_backend_ops *o = be->ops;
     const llm_layer *L = &m->layers[0];
     const llm_tensor *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
                              &L->w_down, &m->output};
@@ -329,17 +329,17 @@ static double time_op(struct llm_model *m, ops_bufs *b, int op, int32_t n)
     llm_attn a = {b->q, b->k, b->v, b->att, n, 32, hp->n_heads, hp->n_kv_heads, hp->head_dim};
     uint64_t t0 = now_ns();
     if (op <= OP_HEAD)
-        o->matmul(be, w[op], b->x, op == OP_HEAD ? 1 : n, b->y);
+        llm_cpu_matmul(be, w[op], b->x, op == OP_HEAD ? 1 : n, b->y);
     else if (op == OP_ATTN)
-        o->attention(be, &a);
+        llm_cpu_attention(be, &a);
     else if (op == OP_NORM)
-        o->rmsnorm(be, b->y, b->x, m->out_norm, n, hp->dim, hp->norm_eps);
+        llm_cpu_rmsnorm(be, b->y, b->x, m->out_norm, n, hp->dim, hp->norm_eps);
     else if (op == OP_ROPE)
-        o->rope(be, b->q, n, hp->n_heads, hp->n_heads * hp->head_dim, 32, &r);
+        llm_cpu_rope(be, b->q, n, hp->n_heads, hp->n_heads * hp->head_dim, 32, &r);
     else if (op == OP_SWIGLU)
-        o->swiglu(be, b->y, b->x, (size_t)n * hp->ffn_dim);
+        llm_cpu_swiglu(be, b->y, b->x, (size_t)n * hp->ffn_dim);
     else
-        o->add(be, b->y, b->x, (size_t)n * hp->dim);
+        llm_cpu_add(be, b->y, b->x, (size_t)n * hp->dim);
     return (double)(now_ns() - t0);
 }
 
@@ -367,7 +367,7 @@ static int cmd_ops(const opts *o)
     ops_bufs b;
     memset(&b, 0, sizeof b);
     static double t[OP_COUNT][LOOP_MAX_REPS];
-    if (!s || llm_prefill(s, hist, 32, 0, NULL) != 0 || m->be_cuda || m->hp.head_dim > 512)
+    if (!s || llm_prefill(s, hist, 32, 0, NULL) != 0 || !m->be->host_visible || m->hp.head_dim > 512)
         goto done;
     size_t wide = (size_t)m->hp.n_vocab > 4u * (size_t)m->hp.ffn_dim ? (size_t)m->hp.n_vocab
                                                                      : 4u * (size_t)m->hp.ffn_dim;

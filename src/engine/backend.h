@@ -1,18 +1,35 @@
 /* backend.h — the one internal seam between the model and the hardware.
  *
- * The forward pass (forward.c) is written once against this table of
- * operations; a backend implements them for its device. The CPU backend
- * (cpu/) is the reference; the CUDA backend (cuda/) implements the same
- * table and fills its optional entries (NULL keeps the forward's op-by-op
- * path). Activations are [n][width] row-major f32 arrays obtained from
- * the backend's alloc, so a device backend can keep them in device memory;
+ * The forward (forward.c) is written once, as blocks: embed the tokens;
+ * per layer an attention block (its KV-cache write included) and a
+ * feed-forward block; the head (final norm and output product) over the
+ * rows the caller asked for; the greedy token of logits rows. A backend
+ * implements each block for its device however it likes: the CPU backend
+ * (cpu/) composes its kernels, the reference; the CUDA backend (cuda/)
+ * composes fused kernels, chosen per block from the row count, and can
+ * record a decode step's blocks once and replay them (step_begin /
+ * step_end). Nothing above this seam knows which kernels run, and no
+ * second forward exists anywhere.
+ *
+ * Residency. A backend puts a model's weights where it computes once, at
+ * prepare, and records its handles in the model itself: llm_tensor.dev,
+ * llm_layer.dev and llm_model.dev (model.h). The handles belong to the
+ * backend and live as long as it does; a host backend leaves them NULL
+ * and reads the file mapping. Activations are [n][width] row-major f32
+ * arrays from the backend's alloc (device memory on a device backend);
  * read/write move them to and from the host.
  *
- * One backend instance belongs to one model and is shared by the model's
- * sessions; the forward holds the model's lock while it calls the backend,
- * so operations never run concurrently on one instance. Operations never
- * fail and never allocate: every size they need is reserved at creation or
- * through reserve().
+ * Errors. Blocks return nothing and never allocate: every size they need
+ * is reserved at prepare or reserve. A device backend's failure is sticky:
+ * later blocks are skipped, reads yield NaN, and status() reports it, so a
+ * caller checks once per forward.
+ *
+ * Threads. One backend instance belongs to one model and is shared by the
+ * model's sessions; callers hold the model's lock around every entry, so
+ * entries never run concurrently on one instance.
+ *
+ * Backends are created by name through llm_backend_create ("cpu", "cuda",
+ * "cuda:N"), the one place backend names are parsed (backend.c).
  */
 #ifndef LLM_BACKEND_H
 #define LLM_BACKEND_H
@@ -24,93 +41,97 @@
 
 typedef struct llm_backend llm_backend;
 
-/* The span, workspace and forward arguments of forward.h (forward_span). */
 struct llm_span;
 struct llm_workspace;
-struct llm_forward_in;
 
-/* Rotary embedding of one forward: positions pos0..pos0+n-1, adjacent
- * pairs (x[2i], x[2i+1]) of each head rotated by angle
- * (pos * scale) * base^(-2i/head_dim). inv_freq[i] = base^(-2i/head_dim). */
-typedef struct llm_rope {
-    const double *inv_freq; /* [head_dim/2]; double keeps large angles exact */
-    float scale;           /* position multiplier (1/linear factor) */
-    int32_t head_dim;
-} llm_rope;
+/* One layer of one forward: what its attention and feed-forward blocks
+ * need. Rows are positions pos0..pos0+n-1; x, xb, ... are the workspace's
+ * [n][width] buffers (forward.h). */
+typedef struct llm_block {
+    const llm_model *m;
+    int32_t layer;             /* index into m->layers */
+    float *k, *v;              /* this layer's cache [n_ctx][kv_dim], in
+                                  which positions 0..pos0-1 are filled */
+    struct llm_workspace *ws;
+    int32_t n;                 /* rows, 1..ws->n_batch */
+    uint32_t pos0;
+} llm_block;
 
-/* Causal attention of one layer for n query rows at positions
- * pos0..pos0+n-1 over a cache of [pos][kv_dim] keys and values in which
- * positions 0..pos0+n-1 are filled. */
-typedef struct llm_attn {
-    const float *q;       /* [n][n_heads*head_dim] */
-    const float *k;       /* [n_ctx][n_kv_heads*head_dim] */
-    const float *v;       /* [n_ctx][n_kv_heads*head_dim] */
-    float *out;           /* [n][n_heads*head_dim] */
+/* One forward of a span, as step_begin sees it before any layer runs. */
+typedef struct llm_step {
+    const llm_model *m;
+    const struct llm_span *span;
+    struct llm_workspace *ws;
     int32_t n;
     uint32_t pos0;
-    int32_t n_heads, n_kv_heads, head_dim;
-} llm_attn;
+    int32_t head_rows;         /* rows the head runs for: 0 (no head, or
+                                  the span does not end the model), 1, n */
+} llm_step;
 
 typedef struct llm_backend_ops {
-    const char *name; /* "cpu" */
+    const char *name; /* "cpu", "cuda:0": markers and model info */
     void (*destroy)(llm_backend *be);
-    /* Grows per-thread scratch for contexts up to n_ctx and widths up to
-     * max_width (the widest matrix row). Called at session creation, under
-     * the model lock; LLM_ENOMEM on failure. */
+
+    /* ---- residency, memory, status ---------------------------------- */
+
+    /* Puts the weights of layers m->span_first..m->span_last (and the
+     * embedding or head when the span has them) where the backend
+     * computes and records the handles in m. Once per model, at open,
+     * before any forward. 0, LLM_ENOMEM, or LLM_EBACKEND / LLM_EUNSUP with
+     * one line in err naming the tensor or type. */
+    int (*prepare)(llm_backend *be, llm_model *m, char *err, size_t errlen);
+    /* Grows scratch for contexts up to n_ctx and widths up to max_width
+     * (the widest matrix row). At session creation, under the model lock;
+     * 0, LLM_ENOMEM or LLM_EBACKEND. */
     int (*reserve)(llm_backend *be, uint32_t n_ctx, int64_t max_width);
-    void *(*alloc)(llm_backend *be, size_t bytes);
-    void (*free)(llm_backend *be, void *p);
+    void *(*alloc)(llm_backend *be, size_t bytes); /* zeroed; NULL: no memory */
+    void (*free)(llm_backend *be, void *p);        /* NULL is harmless */
     void (*write)(llm_backend *be, void *dst, const void *src, size_t bytes);
     void (*read)(llm_backend *be, void *dst, const void *src, size_t bytes);
-    /* out[i] = row ids[i] of embd, as f32: out [n][embd->ne0]. */
-    void (*embed)(llm_backend *be, const llm_tensor *embd, const int32_t *ids,
-                  int32_t n, float *out);
-    /* y[i] = x[i] W^T for i < n: x [n][w->ne0], y [n][w->ne1]. x and y do
-     * not overlap. */
-    void (*matmul)(llm_backend *be, const llm_tensor *w, const float *x,
-                   int32_t n, float *y);
-    /* y[i] = x[i] / rms(x[i]) * weight: [n][dim]; y may equal x. */
-    void (*rmsnorm)(llm_backend *be, float *y, const float *x,
-                    const float *weight, int32_t n, int32_t dim, float eps);
-    /* Rotates n rows of `stride` floats holding n_heads heads each. */
-    void (*rope)(llm_backend *be, float *x, int32_t n, int32_t n_heads,
-                 int32_t stride, uint32_t pos0, const llm_rope *r);
-    void (*attention)(llm_backend *be, const llm_attn *a);
-    /* gate[i] = silu(gate[i]) * up[i] for i < len. */
-    void (*swiglu)(llm_backend *be, float *gate, const float *up, size_t len);
-    /* y[i] += x[i] for i < len. */
-    void (*add)(llm_backend *be, float *y, const float *x, size_t len);
-    /* Optional (NULL: the forward calls matmul once per weight). Products
-     * of one input with several weights: y[i] = x w[i]^T for i < count,
-     * every w[i] with the same ne0, each result exactly matmul's. Lets a
-     * backend share the input's preparation and one hand-off to its
-     * threads among q/k/v, or gate/up. */
-    void (*matmul_many)(llm_backend *be, const llm_tensor *const *w, int32_t count,
-                        const float *x, int32_t n, float *const *y);
-    /* Optional (NULL: the forward always runs the span op by op). Runs
-     * everything llm_span_forward does after the span's input is in ws->x
-     * (the embedding or the boundary write is done): every layer of span,
-     * and the head when the span ends the model, leaving ws->x and
-     * ws->logits as the op-by-op path would (up to rounding). Returns 1
-     * when it ran the span, 0 when it issued nothing and the forward must
-     * run it op by op (a shape, weight type or batch it does not fuse).
-     * Lets a device backend run a decode step as its own fused kernels,
-     * replayed as one recorded launch. Never allocates per token. */
-    int (*forward_span)(llm_backend *be, const llm_model *m, struct llm_span *span,
-                        struct llm_workspace *ws, const struct llm_forward_in *in);
-    /* Optional (NULL: the session reads logits rows and the host argmaxes
-     * them). out[r] (host memory) = the index of the first maximum of
-     * logits[r][0..n) for r < rows, logits [rows][n] in the backend's
-     * memory, by the host sampler's rule (sampler.c): the scan keeps index
-     * 0 until a later value compares strictly greater, so the lowest index
-     * wins ties, a NaN never wins after index 0, and a NaN at index 0 wins
-     * outright (nothing compares greater than it). Waits for the work
-     * issued before it; only the indices cross to the host, which is the
-     * point: greedy decoding need not read whole rows of logits. Returns
-     * 0, or -1 when the backend failed (the failure is also reported as
-     * any operation's is). Never allocates. */
+    /* Waits for the work issued so far. 0, or LLM_EBACKEND (see status). */
+    int (*sync)(llm_backend *be);
+    /* 0 while healthy; otherwise the sticky failure's status (LLM_EBACKEND,
+     * LLM_ENOMEM) with its reason in err: every result since is void. */
+    int (*status)(llm_backend *be, char *err, size_t errlen);
+
+    /* ---- blocks -------------------------------------------------------- */
+
+    /* x[i] = row ids[i] of the token embedding, as f32: x [n][dim]. */
+    void (*embed)(llm_backend *be, const llm_model *m, const int32_t *ids, int32_t n,
+                  float *x);
+    /* x += attention(rmsnorm(x) * attn_norm) Wo^T for the block's rows:
+     * q, k, v products, RoPE on q and the new keys, the new keys and
+     * values written to cache rows pos0..pos0+n-1, causal attention with
+     * grouped kv heads. */
+    void (*attention)(llm_backend *be, const llm_block *b);
+    /* x += (silu(xb Wgate^T) * (xb Wup^T)) Wdown^T, xb = rmsnorm(x) * ffn_norm. */
+    void (*ffn)(llm_backend *be, const llm_block *b);
+    /* logits[r] = (rmsnorm(x[n-rows+r]) * out_norm) Woutput^T for
+     * r < rows: only the last rows of x feed the head (a decode or a
+     * prefill reads one row, a verify every row). */
+    void (*head)(llm_backend *be, const llm_model *m, struct llm_workspace *ws, int32_t n,
+                 int32_t rows);
+    /* Optional (NULL: callers argmax host logits). out[r] (host) = the
+     * index of the first maximum of logits[r][0..n) for r < rows, by the
+     * host sampler's rule (sampler.c): the scan keeps index 0 until a
+     * later value compares strictly greater, so the lowest index wins
+     * ties, a NaN never wins after index 0, and a NaN at index 0 wins
+     * outright. Waits for the work before it; only the indices cross to
+     * the host. 0, or -1 when the backend failed (also in status). */
     int (*argmax)(llm_backend *be, const float *logits, int32_t rows, int32_t n,
                   int32_t *out);
+
+    /* ---- recorded steps (optional: NULL issues every block directly) --- */
+
+    /* Called before a span's layers run, after its input is in ws->x.
+     * Returns 1 when the backend has run the whole step itself (it
+     * replayed a recording of the same step's blocks; the forward issues
+     * none), 0 when the forward must issue the blocks, which the backend
+     * may be recording; the forward then calls step_end. */
+    int (*step_begin)(llm_backend *be, const llm_step *st);
+    /* After the blocks of a step_begin that returned 0: a recording is
+     * finished and launched. */
+    void (*step_end)(llm_backend *be, const llm_step *st);
 } llm_backend_ops;
 
 struct llm_backend {
@@ -119,17 +140,26 @@ struct llm_backend {
     int32_t host_visible; /* 1: buffers from alloc are host memory */
 };
 
-/* Creates the backend named `name` ("cpu"; NULL means "cpu") with n_threads
- * workers (<= 0: online CPUs). LLM_EBACKEND for an unknown name. */
-int llm_backend_create(const char *name, int32_t n_threads,
-                       llm_backend **out, char *err, size_t errlen);
+/* Creates the backend named `name` ("cpu", "cuda", "cuda:N"; NULL means
+ * "cpu") with n_threads workers (<= 0: online CPUs; a device backend
+ * ignores it). LLM_EBACKEND for an unknown name or one this build lacks,
+ * with one line in err. */
+int llm_backend_create(const char *name, int32_t n_threads, llm_backend **out,
+                       char *err, size_t errlen);
+
+/* A backend name split into its kind and device: "cpu" (device -1),
+ * "cuda" (device 0) or "cuda:N". 0, or LLM_EINVAL with a line in err. The
+ * one parser of backend names (placements, daemons and tools use it). */
+typedef enum llm_backend_kind { LLM_BACKEND_CPU = 0, LLM_BACKEND_CUDA = 1 } llm_backend_kind;
+int llm_backend_name_parse(const char *name, llm_backend_kind *kind, int *device,
+                           char *err, size_t errlen);
 
 /* The CPU backend's constructor (cpu/cpu_backend.c). simd: 1 uses the
  * AVX2/FMA kernels when the CPU has them, 0 forces the scalar kernels. */
 int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
                            char *err, size_t errlen);
 
-/* The CPU backend's kernel set in use: "avx2" or "scalar". */
+/* The CPU backend's kernel set in use: "avx2", "avx2+vnni" or "scalar". */
 const char *llm_cpu_backend_kernels(const llm_backend *be);
 
 /* The CPU backend's batched product: "openblas", or the kernel set's own

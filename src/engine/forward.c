@@ -1,6 +1,7 @@
-/* forward.c — the llama-family forward over one span (see forward.h).
- *
- * Per layer, for n tokens at positions pos0..pos0+n-1 (shapes [n][width]):
+/* forward.c — the llama-family forward over one span (see forward.h), the
+ * one place its structure is written; backends implement its blocks
+ * (backend.h). What the blocks compute, per layer, for n tokens at
+ * positions pos0..pos0+n-1 (shapes [n][width]):
  *   xb  = rmsnorm(x) * attn_norm
  *   q   = xb Wq^T;  k, v = xb Wk^T, xb Wv^T written straight into the cache
  *         rows pos0..pos0+n-1, then RoPE on q and the new k rows
@@ -13,7 +14,6 @@
  */
 #include "forward.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,12 +80,9 @@ int llm_workspace_init(llm_workspace *ws, const llm_model *m, int32_t n_batch,
     ws->hb = be->ops->alloc(be, nb * hp->ffn_dim * sizeof(float));
     ws->hb2 = be->ops->alloc(be, nb * hp->ffn_dim * sizeof(float));
     ws->logits = be->ops->alloc(be, nb * hp->n_vocab * sizeof(float));
-    ws->inv_freq = malloc((size_t)(hp->head_dim / 2) * sizeof(double));
     if (!ws->x || !ws->xb || !ws->xb2 || !ws->q || !ws->att || !ws->hb ||
-        !ws->hb2 || !ws->logits || !ws->inv_freq)
+        !ws->hb2 || !ws->logits)
         goto fail;
-    for (int32_t i = 0; i < hp->head_dim / 2; i++)
-        ws->inv_freq[i] = pow((double)hp->rope_base, -2.0 * i / hp->head_dim);
     int64_t width = max_i64(max_i64(hp->dim, hp->ffn_dim), (int64_t)q_dim);
     if (be->ops->reserve(be, n_ctx, width) != 0)
         goto fail;
@@ -102,86 +99,21 @@ void llm_workspace_release(llm_workspace *ws, const llm_model *m)
     float *bufs[] = {ws->x, ws->xb, ws->xb2, ws->q, ws->att, ws->hb, ws->hb2, ws->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
-    free(ws->inv_freq);
     memset(ws, 0, sizeof *ws);
-}
-
-/* y[i] = x w[i]^T for i < count, through the backend's matmul_many when
- * it has one (the weights share x). */
-static void matmul_many(const llm_model *m, const llm_tensor *const *w, int32_t count,
-                        const float *x, int32_t n, float *const *y)
-{
-    const llm_backend_ops *op = m->be->ops;
-    if (op->matmul_many) {
-        op->matmul_many(m->be, w, count, x, n, y);
-        return;
-    }
-    for (int32_t i = 0; i < count; i++)
-        op->matmul(m->be, w[i], x, n, y[i]);
-}
-
-static void attention_block(const llm_model *m, const llm_layer *L, float *kc,
-                            float *vc, llm_workspace *ws, int32_t n, uint32_t pos0)
-{
-    const llm_hparams *hp = &m->hp;
-    const llm_backend_ops *op = m->be->ops;
-    llm_backend *be = m->be;
-    int32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
-    float *kslot = kc + (size_t)pos0 * kv_dim, *vslot = vc + (size_t)pos0 * kv_dim;
-    llm_rope rope = {ws->inv_freq, hp->rope_scale, hp->head_dim};
-
-    op->rmsnorm(be, ws->xb, ws->x, L->attn_norm, n, hp->dim, hp->norm_eps);
-    const llm_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
-    float *const qkv_out[3] = {ws->q, kslot, vslot};
-    matmul_many(m, qkv, 3, ws->xb, n, qkv_out);
-    op->rope(be, ws->q, n, hp->n_heads, q_dim, pos0, &rope);
-    op->rope(be, kslot, n, hp->n_kv_heads, kv_dim, pos0, &rope);
-    llm_attn a = {ws->q, kc, vc, ws->att, n, pos0, hp->n_heads, hp->n_kv_heads, hp->head_dim};
-    op->attention(be, &a);
-    op->matmul(be, &L->wo, ws->att, n, ws->xb2);
-    op->add(be, ws->x, ws->xb2, (size_t)n * hp->dim);
-}
-
-static void ffn_block(const llm_model *m, const llm_layer *L, llm_workspace *ws,
-                      int32_t n)
-{
-    const llm_hparams *hp = &m->hp;
-    const llm_backend_ops *op = m->be->ops;
-    llm_backend *be = m->be;
-    op->rmsnorm(be, ws->xb, ws->x, L->ffn_norm, n, hp->dim, hp->norm_eps);
-    const llm_tensor *gate_up[2] = {&L->w_gate, &L->w_up};
-    float *const gate_up_out[2] = {ws->hb, ws->hb2};
-    matmul_many(m, gate_up, 2, ws->xb, n, gate_up_out);
-    op->swiglu(be, ws->hb, ws->hb2, (size_t)n * hp->ffn_dim);
-    op->matmul(be, &L->w_down, ws->hb, n, ws->xb2);
-    op->add(be, ws->x, ws->xb2, (size_t)n * hp->dim);
-}
-
-static void head(const llm_model *m, llm_workspace *ws, int32_t n,
-                 llm_logits_mode mode)
-{
-    const llm_hparams *hp = &m->hp;
-    const llm_backend_ops *op = m->be->ops;
-    llm_backend *be = m->be;
-    /* LAST: only the final row feeds the head (the others' logits are never
-     * read), which saves n-1 passes over the largest matrix. */
-    int32_t rows = mode == LLM_LOGITS_ALL ? n : 1;
-    const float *src = ws->x + (size_t)(n - rows) * hp->dim;
-    op->rmsnorm(be, ws->xb, src, m->out_norm, rows, hp->dim, hp->norm_eps);
-    op->matmul(be, &m->output, ws->xb, rows, ws->logits);
 }
 
 void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
                       const llm_forward_in *in)
 {
     llm_backend *be = m->be;
+    const llm_backend_ops *op = be->ops;
     pm_layer_attr attr = PM_LAYER_ATTR_INIT;
     attr.phase = in->phase;
     attr.first_layer = span->first;
     attr.last_layer = span->last;
     attr.shard = span->shard;
     attr.where = span->where;
-    attr.backend = be->ops->name;
+    attr.backend = op->name;
     attr.req = in->req;
     attr.tokens = (uint32_t)in->n;
     /* A quiet span runs inside a caller's leaf, where nothing may nest. */
@@ -189,20 +121,24 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
         span->quiet ? PM_RANGE_NONE : pm_layer_range_push(&attr);
 
     if (span->first == 0)
-        be->ops->embed(be, &m->tok_embd, in->tokens, in->n, ws->x);
+        op->embed(be, m, in->tokens, in->n, ws->x);
     else if (in->act) /* NULL: the previous span left them in ws->x */
-        be->ops->write(be, ws->x, in->act, (size_t)in->n * m->hp.dim * sizeof(float));
-    /* A backend that runs the whole span itself (the CUDA seam's fused
-     * decode step) does so inside the same range; NULL or "not handled"
-     * keeps the op-by-op path below. */
-    if (be->ops->forward_span && be->ops->forward_span(be, m, span, ws, in))
-        return;
+        op->write(be, ws->x, in->act, (size_t)in->n * m->hp.dim * sizeof(float));
+    int ends = span->last == m->hp.n_layers - 1;
+    /* LAST: only the final row feeds the head (the others' logits are
+     * never read), which saves n-1 passes over the largest matrix. */
+    llm_step st = {m, span, ws, in->n, in->pos0,
+                   !ends ? 0 : in->logits == LLM_LOGITS_ALL ? in->n : 1};
+    if (op->step_begin && op->step_begin(be, &st))
+        return; /* the backend replayed its recording of this very step */
     for (int32_t l = span->first; l <= span->last; l++) {
-        const llm_layer *L = &m->layers[l];
         int32_t i = l - span->first;
-        attention_block(m, L, span->k[i], span->v[i], ws, in->n, in->pos0);
-        ffn_block(m, L, ws, in->n);
+        llm_block b = {m, l, span->k[i], span->v[i], ws, in->n, in->pos0};
+        op->attention(be, &b);
+        op->ffn(be, &b);
     }
-    if (span->last == m->hp.n_layers - 1)
-        head(m, ws, in->n, in->logits);
+    if (st.head_rows > 0)
+        op->head(be, m, ws, in->n, st.head_rows);
+    if (op->step_begin && op->step_end)
+        op->step_end(be, &st);
 }

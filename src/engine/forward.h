@@ -42,7 +42,6 @@ typedef struct llm_workspace {
     float *hb;     /* [n][ffn_dim] gate, then SwiGLU output */
     float *hb2;    /* [n][ffn_dim] up */
     float *logits; /* [n][n_vocab] (only when the span ends the model) */
-    double *inv_freq; /* host [head_dim/2], RoPE frequencies */
 } llm_workspace;
 
 /* Which logits the last span produces. */
@@ -65,16 +64,21 @@ int llm_span_init(llm_span *span, const llm_model *m, int32_t first,
                   int32_t last, uint32_t n_ctx, char *err, size_t errlen);
 void llm_span_release(llm_span *span, const llm_model *m);
 
-/* Sizes a workspace for n_batch tokens; reserves backend scratch. */
+/* Sizes a workspace for n_batch tokens; reserves backend scratch. The
+ * caller holds the model lock. */
 int llm_workspace_init(llm_workspace *ws, const llm_model *m, int32_t n_batch,
                        uint32_t n_ctx, char *err, size_t errlen);
 void llm_workspace_release(llm_workspace *ws, const llm_model *m);
 
-/* Runs layers span->first..span->last for in->n tokens at in->pos0.
- * Preconditions (checked by the caller): pos0 + n <= n_ctx, n <= n_batch,
- * token ids in range, phase a shard phase. Afterwards ws->x holds the
- * boundary activations, and when the span ends the model ws->logits holds
- * one row (LAST) or n rows (ALL). */
+/* Runs layers span->first..span->last for in->n tokens at in->pos0 as the
+ * backend's blocks (backend.h): embed (or write the boundary input), per
+ * layer attention then feed-forward, and the head when the span ends the
+ * model, all inside the span's one leaf layer range. Preconditions
+ * (checked by the caller): pos0 + n <= n_ctx, n <= n_batch, token ids in
+ * range, phase a shard phase. Afterwards ws->x holds the boundary
+ * activations, and when the span ends the model ws->logits holds one row
+ * (LAST) or n rows (ALL). The results are void when the backend's status
+ * says so (the caller checks it). */
 void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
                       const llm_forward_in *in);
 

@@ -17,9 +17,6 @@
 #include "quant.h"
 #include "tokenizer.h"
 
-#if LLM_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
 
 void llm_errf(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -110,57 +107,23 @@ int llm_model_alloc_norms(llm_model *m, size_t n_floats, char *err, size_t errle
     return 0;
 }
 
-static int is_cuda_name(const char *name)
-{
-    return name && strncmp(name, "cuda", 4) == 0 && (name[4] == '\0' || name[4] == ':');
-}
-
-int llm_backend_create(const char *name, int32_t n_threads, llm_backend **out,
-                       char *err, size_t errlen)
-{
-    *out = NULL;
-    if (!name || strcmp(name, "cpu") == 0)
-        return llm_cpu_backend_create(n_threads, 1, out, err, errlen);
-#if LLM_HAVE_CUDA
-    if (is_cuda_name(name)) {
-        int rc = llm_cuda_backend_create(name, out, err, errlen);
-        return rc == LLM_EINVAL ? LLM_EBACKEND : rc;
-    }
-    llm_errf(err, errlen, "model: unknown backend '%s' (available: cpu, cuda, cuda:N)", name);
-#else
-    if (is_cuda_name(name))
-        llm_errf(err, errlen, "model: backend '%s': this build has no CUDA backend", name);
-    else
-        llm_errf(err, errlen, "model: unknown backend '%s' (available: cpu)", name);
-#endif
-    return LLM_EBACKEND;
-}
-
-/* Puts the weights where the backend computes: a device backend uploads
- * them all now, so that no forward ever does. */
-static int backend_prepare(llm_model *m, const char *name, char *err, size_t errlen)
-{
-    m->be_cuda = is_cuda_name(name);
-#if LLM_HAVE_CUDA
-    if (m->be_cuda)
-        return llm_cuda_backend_prepare(m->be, m, m->span_first, m->span_last, err, errlen);
-#else
-    (void)err;
-    (void)errlen;
-#endif
-    return 0;
-}
-
 int llm_model_backend_check(const llm_model *m, char *err, size_t errlen)
 {
-#if LLM_HAVE_CUDA
-    if (m->be_cuda && llm_cuda_backend_status(m->be, err, errlen) != 0)
-        return LLM_EBACKEND;
-#else
-    (void)err;
-    (void)errlen;
-#endif
-    (void)m;
+    return m->be->ops->status(m->be, err, errlen) ? LLM_EBACKEND : 0;
+}
+
+/* RoPE frequencies base^(-2i/head_dim), once per model: every workspace
+ * and every backend reads the same table. */
+static int rope_table(llm_model *m, char *err, size_t errlen)
+{
+    int32_t half = m->hp.head_dim / 2;
+    m->inv_freq = malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
+    if (!m->inv_freq) {
+        llm_errf(err, errlen, "model: out of memory");
+        return LLM_ENOMEM;
+    }
+    for (int32_t i = 0; i < half; i++)
+        m->inv_freq[i] = pow((double)m->hp.rope_base, -2.0 * i / m->hp.head_dim);
     return 0;
 }
 
@@ -255,9 +218,12 @@ static int open_finish(llm_model *m, const llm_model_options *opt, int rc,
                        llm_model **out, char *err, size_t errlen)
 {
     if (!rc)
-        rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
+        rc = rope_table(m, err, errlen);
     if (!rc)
-        rc = backend_prepare(m, opt->backend, err, errlen);
+        rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
+    /* A device backend uploads every weight now, so that no forward does. */
+    if (!rc)
+        rc = m->be->ops->prepare(m->be, m, err, errlen);
     if (rc) {
         llm_model_free(m);
         return rc;
@@ -342,6 +308,7 @@ void llm_model_free(llm_model *m)
         m->file_close(m->file);
     free(m->layers);
     free(m->norms);
+    free(m->inv_freq);
     free(m->path);
     free(m->backend_name);
     pthread_mutex_destroy(&m->lock);

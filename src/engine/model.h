@@ -23,13 +23,16 @@
 struct llm_backend;
 struct llm_tokenizer;
 
-/* One weight matrix in the mapping. */
+/* One weight matrix: where its bytes are in the file mapping, and where
+ * the model's backend keeps it (backend.h, prepare). */
 typedef struct llm_tensor {
-    const void *data;  /* row 0; rows are row_bytes apart */
+    const void *data;  /* row 0 in the mapping; rows are row_bytes apart */
     uint32_t type;     /* enum llm_type (quant.h) */
     int64_t ne0;       /* elements per row (input width) */
     int64_t ne1;       /* rows (output width) */
     size_t row_bytes;  /* bytes per row */
+    void *dev;         /* the backend's handle of its copy, owned by the
+                          backend; NULL: the backend reads data */
 } llm_tensor;
 
 typedef struct llm_hparams {
@@ -57,6 +60,9 @@ typedef struct llm_layer {
     llm_tensor w_gate;      /* ne0=dim, ne1=ffn_dim */
     llm_tensor w_up;        /* ne0=dim, ne1=ffn_dim */
     llm_tensor w_down;      /* ne0=ffn_dim, ne1=dim */
+    void *dev;              /* the backend's handle of the whole layer
+                               (fused weights, norms), owned by the
+                               backend; NULL on a host backend */
 } llm_layer;
 
 struct llm_model {
@@ -72,7 +78,12 @@ struct llm_model {
     struct llm_gguf *gguf;   /* file as a GGUF reader when it is one
                                 (borrowed from file), else NULL */
     struct llm_backend *be;  /* owned */
-    int be_cuda;             /* 1: be is the CUDA seam (device memory) */
+    void *dev;               /* the backend's handle of the model-wide
+                                pieces (head, RoPE table), owned by the
+                                backend; NULL on a host backend */
+    double *inv_freq;        /* owned: [head_dim/2] RoPE frequencies
+                                base^(-2i/head_dim); double keeps large
+                                angles exact */
     pthread_mutex_t lock;    /* serializes forwards on be */
     int32_t bos, eos;
     uint64_t n_params;

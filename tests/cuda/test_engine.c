@@ -66,15 +66,16 @@
 #define PM_REPO_MODELS "models"
 #endif
 
-/* Re-seats m on cuda:0 with layers first.. prepared (fused where they
- * can be); layers before first upload on first use, unfused. */
+/* Re-seats m on cuda:0, layers first.. fused where they can be, the
+ * layers before first prepared unfused. */
 static void seat_on_cuda_from(llm_model *m, int32_t first)
 {
     char err[256];
     m->be->ops->destroy(m->be);
     m->be = NULL;
-    if (llm_cuda_backend_create("cuda:0", &m->be, err, sizeof err) != 0 ||
-        llm_cuda_backend_prepare(m->be, m, first, m->hp.n_layers - 1, err, sizeof err) != 0) {
+    if (llm_cuda_backend_create(0, &m->be, err, sizeof err) != 0 ||
+        llm_cuda_backend_set_fuse_from(m->be, first) != 0 ||
+        m->be->ops->prepare(m->be, m, err, sizeof err) != 0) {
         fprintf(stderr, "cuda backend: %s\n", err);
         exit(1);
     }
@@ -275,7 +276,7 @@ static void open_pair(pair *p, llm_model *cpu, llm_model *gpu, uint32_t n_ctx, d
 static void close_pair(pair *p)
 {
     char err[256] = "";
-    CHECK_INT_EQ(llm_cuda_backend_status(p->g.m->be, err, sizeof err), 0);
+    CHECK_INT_EQ(p->g.m->be->ops->status(p->g.m->be, err, sizeof err), 0);
     if (err[0])
         fprintf(stderr, "%s\n", err);
     llm_model *c = p->c.m, *g = p->g.m;
@@ -805,9 +806,8 @@ static void prefill_synth(const char *type_name)
 static void engine_prefill_f32(void) { prefill_synth("f32"); }
 static void engine_prefill_f16(void) { prefill_synth("f16"); }
 
-/* Layer 0 left unprepared: its weights upload unfused on first use, so
- * the span has a layer the fused paths do not take and every forward of
- * it runs op by op, in either prefill mode. */
+/* Layer 0 prepared unfused: the span has a layer the fused paths do not
+ * take, so every forward of it runs op by op, in either prefill mode. */
 static void engine_prefill_fallback(void)
 {
     ct_require_device();

@@ -25,7 +25,9 @@
 #include <unistd.h>
 
 #include "../backend.h"
+#include "../forward.h"
 #include "../quant.h"
+#include "cpu_ops.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -192,9 +194,10 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
 
 /* ---- embedding, norms, elementwise -------------------------------------- */
 
-static void cpu_embed(llm_backend *be, const llm_tensor *embd,
-                      const int32_t *ids, int32_t n, float *out)
+static void cpu_embed(llm_backend *be, const llm_model *m, const int32_t *ids, int32_t n,
+                      float *out)
 {
+    const llm_tensor *embd = &m->tok_embd;
     (void)be;
     for (int32_t i = 0; i < n; i++) {
         const unsigned char *row = (const unsigned char *)embd->data +
@@ -216,7 +219,7 @@ static void rms_scale(float *y, const float *x, const float *w, int32_t dim, dou
 /* Sums of squares in double (dim can be thousands of squares), each row in
  * index order. A row's sum is a chain of dependent adds, so four rows go
  * through one loop side by side and their chains overlap. */
-static void cpu_rmsnorm(llm_backend *be, float *y, const float *x, const float *w,
+void llm_cpu_rmsnorm(llm_backend *be, float *y, const float *x, const float *w,
                         int32_t n, int32_t dim, float eps)
 {
     (void)be;
@@ -270,7 +273,7 @@ static void rope_table(cpu_backend *c, int32_t n, uint32_t pos0, const llm_rope 
     c->rope_half = half;
 }
 
-static void cpu_rope(llm_backend *be, float *x, int32_t n, int32_t n_heads,
+void llm_cpu_rope(llm_backend *be, float *x, int32_t n, int32_t n_heads,
                      int32_t stride, uint32_t pos0, const llm_rope *r)
 {
     cpu_backend *c = cpu(be);
@@ -340,7 +343,7 @@ static void swiglu_worker(void *ctx, int32_t ith, int32_t nth)
         swiglu_range(j->gate, j->up, (size_t)b, (size_t)e);
 }
 
-static void cpu_swiglu(llm_backend *be, float *gate, const float *up, size_t len)
+void llm_cpu_swiglu(llm_backend *be, float *gate, const float *up, size_t len)
 {
     cpu_backend *c = cpu(be);
     if (len < SWIGLU_PARALLEL_MIN || c->base.n_threads == 1) {
@@ -351,7 +354,7 @@ static void cpu_swiglu(llm_backend *be, float *gate, const float *up, size_t len
     llm_pool_run(c->pool, swiglu_worker, &j);
 }
 
-static void cpu_add(llm_backend *be, float *y, const float *x, size_t len)
+void llm_cpu_add(llm_backend *be, float *y, const float *x, size_t len)
 {
     (void)be;
     for (size_t i = 0; i < len; i++)
@@ -389,7 +392,7 @@ static void attn_worker(void *ctx, int32_t ith, int32_t nth)
         attend_one(j->c, a, (int32_t)(b / a->n_heads), (int32_t)(b % a->n_heads), sc);
 }
 
-static void cpu_attention(llm_backend *be, const llm_attn *a)
+void llm_cpu_attention(llm_backend *be, const llm_attn *a)
 {
     attn_job j = {cpu(be), a, {0}};
     llm_pool_run(j.c->pool, attn_worker, &j);
@@ -491,7 +494,7 @@ static int takes_gemm(const cpu_backend *c, const llm_tensor *w, int32_t n)
     return n >= (is_quantized(w->type) ? c->gemm_min_quant : c->gemm_min_float);
 }
 
-static void cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
+void llm_cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
                        int32_t n, float *y)
 {
     cpu_backend *c = cpu(be);
@@ -502,13 +505,13 @@ static void cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
     }
     float *const ys[1] = {y};
     const llm_tensor *const ws[1] = {w};
-    be->ops->matmul_many(be, ws, 1, x, n, ys);
+    llm_cpu_matmul_many(be, ws, 1, x, n, ys);
 }
 
 /* One hand-off to the pool and one quantization of x for all the weights
  * (each result is exactly cpu_matmul's: the same kernels on the same
  * quantized x); a weight for the batched product goes through it alone. */
-static void cpu_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t count,
+void llm_cpu_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t count,
                             const float *x, int32_t n, float *const *y)
 {
     cpu_backend *c = cpu(be);
@@ -517,7 +520,7 @@ static void cpu_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t
     int quantized = 0;
     for (int32_t i = 0; i < count; i++) {
         if (takes_gemm(c, w[i], n) || j.count == MV_MAX) {
-            cpu_matmul(be, w[i], x, n, y[i]);
+            llm_cpu_matmul(be, w[i], x, n, y[i]);
             continue;
         }
         int32_t at = j.count++;
@@ -559,22 +562,46 @@ static void cpu_destroy(llm_backend *be)
     free(c);
 }
 
+/* The weights stay in the file mapping, where the kernels read them. */
+static int cpu_prepare(llm_backend *be, llm_model *m, char *err, size_t errlen)
+{
+    (void)be;
+    (void)m;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+/* Every operation has finished when it returns; nothing can fail later. */
+static int cpu_sync(llm_backend *be)
+{
+    (void)be;
+    return 0;
+}
+
+static int cpu_status(llm_backend *be, char *err, size_t errlen)
+{
+    (void)be;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
 static const llm_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
+    .prepare = cpu_prepare,
     .reserve = cpu_reserve,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .write = cpu_copy,
     .read = cpu_copy,
+    .sync = cpu_sync,
+    .status = cpu_status,
     .embed = cpu_embed,
-    .matmul = cpu_matmul,
-    .rmsnorm = cpu_rmsnorm,
-    .rope = cpu_rope,
-    .attention = cpu_attention,
-    .swiglu = cpu_swiglu,
-    .add = cpu_add,
-    .matmul_many = cpu_matmul_many,
+    .attention = llm_cpu_attention_block,
+    .ffn = llm_cpu_ffn_block,
+    .head = llm_cpu_head,
 };
 
 const char *llm_cpu_backend_kernels(const llm_backend *be)

@@ -433,31 +433,20 @@ int llm_cuda_gemm_bf16(llm_cuda *c, int32_t m, int32_t n, int32_t k,
 struct llm_backend;
 struct llm_model;
 
-/* Creates the CUDA implementation of the engine's backend seam for `name`
- * "cuda:N" (or "cuda", meaning cuda:0). Activations, the KV cache and
- * weights live on device N; weights are uploaded on first use, or all at
- * once by llm_cuda_backend_prepare. The caller owns *out (destroy through
- * its ops). LLM_EBACKEND with a reason in err when there is no such device,
- * LLM_EINVAL for a malformed name. */
-int llm_cuda_backend_create(const char *name, struct llm_backend **out,
-                            char *err, size_t errlen);
+/* Creates the CUDA implementation of the engine's backend seam on device
+ * `device` (the registry, backend.c, parses "cuda" and "cuda:N").
+ * Activations, the KV cache and weights live on that device; its prepare
+ * uploads a model's weights once and records them in the model. The caller
+ * owns *out (destroy through its ops). LLM_EBACKEND with a reason in err
+ * when there is no such device, LLM_EINVAL for a negative one. */
+int llm_cuda_backend_create(int device, struct llm_backend **out, char *err,
+                            size_t errlen);
 
-/* Uploads the weights of layers first..last of m (and the embedding when
- * first == 0, the output norm and head when last is the final layer), so
- * that no forward ever uploads. A layer the fused decode kernels take gets
- * its q/k/v stacked and its gate/up interleaved (one device copy; the
- * per-tensor products go through row views and the pair), which enables
- * the fused decode step (llm_cuda_backend_set_decode). Synchronous; for
- * model or shard setup. */
-int llm_cuda_backend_prepare(struct llm_backend *be, const struct llm_model *m,
-                             int32_t first, int32_t last, char *err,
-                             size_t errlen);
-
-/* The backend's sticky status: 0 while healthy, else the first failure's
- * status with its message in err. The seam's operations return nothing, so
- * this is how a caller learns that a forward's results are void (a failed
- * read also fills its destination with NaN). */
-int llm_cuda_backend_status(struct llm_backend *be, char *err, size_t errlen);
+/* Layers below `layer` are prepared unfused (their q/k/v and gate/up as
+ * separate matrices), so every forward of a span holding them runs op by
+ * op: for tests of that path. Before prepare. LLM_EINVAL for a non-CUDA
+ * backend or a negative layer. */
+int llm_cuda_backend_set_fuse_from(struct llm_backend *be, int32_t layer);
 
 /* How the seam runs a one-token forward (a decode step):
  *   LLM_CUDA_DECODE_OPS: op by op, as every other forward (the engine's

@@ -1,46 +1,43 @@
 /* cuda_seam.c — the engine's backend seam (backend.h) implemented over the
- * llm_cuda API, for "cuda:N".
+ * llm_cuda API, for "cuda" and "cuda:N".
  *
- * The forward hands the seam host-side model data: weight tensors pointing
- * into the file mapping, norm vectors in the model's buffer, RoPE
- * frequencies in the workspace, token ids. The seam keeps a device copy of
- * each, keyed by the host pointer: weights and norms in open-addressing
- * tables filled by llm_cuda_backend_prepare (or on first use, which happens
- * in the first forward, never per token), the RoPE frequencies in one
- * buffer checked against a host copy (cheap: head_dim/2 doubles). Token ids
- * go through a reserved device staging buffer.
+ * Residency. prepare uploads every weight the model's span holds and
+ * records the device copies in the model: a cuda_layer per layer
+ * (llm_layer.dev) with its matrices and norm vectors, a cuda_head
+ * (llm_model.dev) with the embedding, the output head, its norm and the
+ * RoPE frequencies; llm_tensor.dev points at the tensor's own device
+ * matrix inside them. A layer the fused kernels take gets its q, k and v
+ * stacked into one matrix and its gate and up interleaved (gate_0, up_0,
+ * gate_1, ...) into another: one device copy, with q/k/v as row views of
+ * the stack. Nothing is uploaded after prepare; a block on a layer that
+ * was not prepared fails.
  *
- * The seam's operations return nothing; a CUDA failure is sticky in the
- * context, every later operation is skipped, a read fills its destination
- * with NaN, and llm_cuda_backend_status reports it.
+ * Blocks. Each forward of a span is run in one of three ways, chosen by
+ * step_begin for the whole span (so every layer of a forward takes the
+ * same path and the counters say what ran):
+ *  - the decode step (one row, every layer fused, decode mode not OPS):
+ *    five kernels a layer (the q/k/v product with RMSNorm and RoPE + cache
+ *    store in its epilogue, split-K attention, the output product adding
+ *    into the residual, the gate/up product with RMSNorm and SwiGLU, the
+ *    down product adding), positions from the context's register, and in
+ *    GRAPH mode captured once per (span, buffers) into a CUDA graph that
+ *    later steps replay from a small cache;
+ *  - the fused prefill (more than LLM_CUDA_MATVEC_MAX rows, every layer
+ *    fused, prefill mode FUSED): one cuBLAS product over the stacked
+ *    q/k/v into the scratch, RoPE + cache store in one kernel, attention
+ *    reading q from the q/k/v rows, the output and down products adding
+ *    into the residual in cuBLAS's epilogue, the gate/up pair product and
+ *    SwiGLU over the pairs; attention of at least LLM_CUDA_PREFILL_TF32_MIN
+ *    rows on the tensor cores, whose score room is reserved when both the
+ *    head count (prepare) and the context (reserve) are known;
+ *  - otherwise op by op: RMSNorm, one product per matrix (views of the
+ *    stack, the pair split back into gate and up), RoPE, attention, add.
  *
- * Fused decode. llm_cuda_backend_prepare uploads a layer's q, k and v as
- * one stacked matrix and its gate and up as one matrix of interleaved rows
- * (gate_0, up_0, gate_1, ...) when the fused kernels take them; the
- * per-tensor entries of wq/wk/wv are then row views into the stack (no
- * second copy), and gate/up are "pair members": a product with either runs
- * over the pair matrix and splits the result (llm_cuda_unpair), so prefill
- * and verify keep working on the one copy. forward_span runs a decode step
- * (one token) as the fused kernels of llm_cuda_matvec_fused and the
- * split-K attention, five a layer, and replays them as one CUDA graph per
- * (span, buffers) from a small cache; the position comes from the
- * context's register, so one graph serves every position. A graph is
- * recaptured when the reservation or the seam's scratch grew (both replace
- * buffers it refers to).
- *
- * Fused prefill. A forward of more rows than LLM_CUDA_MATVEC_MAX runs, in
- * LLM_CUDA_PREFILL_FUSED mode, as the library's own prefill sequence on
- * the same fused weights (see prefill_issue): one cuBLAS product over the
- * stacked q/k/v into the scratch, RoPE + cache store in one kernel,
- * attention reading q from the q/k/v rows, the output and down products
- * adding into the residual in cuBLAS's epilogue, and the gate/up pair
- * product followed by SwiGLU over the pairs. Attention of at least
- * LLM_CUDA_PREFILL_TF32_MIN rows runs on the tensor cores: the seam
- * reserves their score room when it knows both the head count (prepare)
- * and the context (reserve), never inside a forward.
+ * Errors. Blocks return nothing; a CUDA failure is sticky in the seam,
+ * every later block is skipped, a read fills its destination with NaN,
+ * and status() reports it.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,81 +56,86 @@
 #define SEAM_GEMM_ROWS 512
 /* Activation rows cuBLAS stages (as bf16) per product (see
  * llm_cuda_reserve): a 2048-token prefill's q/k/v, output and down
- * products run as one product each, as in bench_llama, instead of four
- * products of 512 rows, whose 512 x 4096 outputs are too few tiles to
- * keep every multiprocessor busy. Costs 2048 x 2 bytes a column of the
- * widest matrix row (58 MB for an 8B). */
+ * products run as one product each instead of four products of 512 rows,
+ * whose 512 x 4096 outputs are too few tiles to keep every multiprocessor
+ * busy. Costs 2048 x 2 bytes a column of the widest matrix row (58 MB for
+ * an 8B). */
 #define SEAM_STAGE_ROWS 2048
 /* The tensor-core attention's score room: chunks of up to SEAM_ATTN_ROWS
  * query rows of every head against the whole reserved context (512 rows
- * is the chunk the library measured fastest for a 2048-token 8B prefill),
- * at most SEAM_ATTN_ROOM floats (256 MiB), so a long context gets smaller
- * chunks rather than a huge buffer; a context too long for one row of
- * every head keeps the tiled kernel. */
+ * measured fastest for a 2048-token 8B prefill), at most SEAM_ATTN_ROOM
+ * floats (256 MiB), so a long context gets smaller chunks rather than a
+ * huge buffer; a context too long for one row of every head keeps the
+ * tiled kernel. */
 #define SEAM_ATTN_ROWS 512
 #define SEAM_ATTN_ROOM ((size_t)64 << 20)
+/* Captured decode steps kept (one per span and buffers in use). */
+#define SEAM_GRAPHS 8
 
-/* A layer's fused decode weights (owned), built at prepare. */
-typedef struct fused_layer {
-    llm_cuda_weight qkv; /* [q; k; v] rows, (n_heads + 2 n_kv_heads) head_dim */
-    llm_cuda_weight gu;  /* [2 ffn_dim] rows: gate_i at 2i, up_i at 2i+1 */
-    struct fused_layer *next;
-} fused_layer;
+/* A layer's device copy (llm_layer.dev). */
+typedef struct cuda_layer {
+    int fused;                /* 1: qkv and gu hold the products */
+    int step_ok;              /* 1: the decode step's kernel takes every
+                                 matrix of the layer (fused, vector layout) */
+    llm_cuda_weight qkv;      /* fused: [q; k; v] rows, owned */
+    llm_cuda_weight gu;       /* fused: [2 ffn_dim] rows, gate_i at 2i, up_i
+                                 at 2i+1, owned */
+    llm_cuda_weight q, k, v;  /* views into qkv when fused, else owned */
+    llm_cuda_weight gate, up; /* owned, unfused only */
+    llm_cuda_weight wo, down; /* owned */
+    float *attn_norm, *ffn_norm; /* [dim], owned */
+    struct cuda_layer *next;  /* the seam's list of everything it owns */
+} cuda_layer;
 
-typedef struct wslot {
-    const void *host; /* key: the tensor's data pointer; NULL: empty */
-    llm_cuda_weight w; /* owned unless view, unused for pair members */
-    int view;          /* 1: w is a row view into fl->qkv (not released) */
-    int half;          /* -1; 0 or 1: gate or up, rows of fl->gu */
-    fused_layer *fl;   /* the layer's fused weights (wq's entry and the
-                          views and pair members), else NULL */
-} wslot;
+/* A model's model-wide device pieces (llm_model.dev). */
+typedef struct cuda_head {
+    llm_cuda_weight embd;     /* when the span starts the model */
+    llm_cuda_weight output;   /* when the span ends the model */
+    int tied;                 /* output is embd (not owned twice) */
+    int output_mv;            /* the matrix-vector kernel takes output */
+    float *out_norm;          /* [dim] */
+    double *freq;             /* [head_dim/2] RoPE frequencies */
+    struct cuda_head *next;
+} cuda_head;
 
 /* A captured decode step: the graph and the buffers it refers to. */
-#define SEAM_GRAPHS 8
 typedef struct span_graph {
     llm_cuda_graph *g; /* NULL: empty slot */
     unsigned gen;      /* the seam's generation it was captured in */
-    const void **key;  /* [nkey]: see span_key */
+    const void **key;  /* [nkey]: see step_key */
     size_t nkey;
 } span_graph;
 
-typedef struct vslot {
-    const float *host; /* key; NULL: empty */
-    int32_t len;
-    float *dev;
-} vslot;
+/* How the blocks of the forward in progress run (set by step_begin). */
+typedef enum step_path { PATH_OPS = 0, PATH_STEP = 1, PATH_PREFILL = 2 } step_path;
 
 typedef struct cuda_be {
     llm_backend base;
     llm_backend_ops ops; /* the table with this instance's name */
     llm_cuda *cu;
-    char name[24];      /* "cuda:N" for markers and model info */
-    int failed;         /* sticky: the first failed operation's status */
-    char msg[256];      /* and its reason */
-    wslot *wt;          /* [wt_cap], power of two */
-    size_t wt_cap, wt_len;
-    vslot *vt;          /* [vt_cap], power of two */
-    size_t vt_cap, vt_len;
-    double *freq_host;  /* the RoPE frequencies now on the device */
-    double *freq_dev;
-    int32_t freq_len;
-    int32_t *ids_dev;   /* [SEAM_IDS + SEAM_ARGMAX]: token ids staged for
-                           embed, then the argmax op's results */
-    fused_layer *fused; /* every layer's fused weights (owned list) */
-    float *scratch;     /* the pair products (and their unused halves)
-                           and the decode step's q/k/v row */
-    size_t scratch_len; /* floats */
-    int decode;         /* LLM_CUDA_DECODE_* */
-    int prefill;        /* LLM_CUDA_PREFILL_* */
-    int32_t attn_heads; /* the most query heads of a prepared model */
-    size_t attn_room;   /* floats of tensor-core score room reserved */
-    unsigned gen;       /* bumped when buffers a graph uses are replaced */
-    uint32_t seen_ctx;  /* the largest reservation so far */
+    char name[24];       /* "cuda:N" for markers and model info */
+    int failed;          /* sticky: the first failure's status */
+    char msg[256];       /* and its reason */
+    cuda_layer *layers;  /* every layer prepared (owned list) */
+    cuda_head *heads;    /* every model prepared (owned list) */
+    int32_t *ids_dev;    /* [SEAM_IDS + SEAM_ARGMAX]: token ids staged for
+                            embed, then the argmax op's results */
+    float *scratch;      /* the pair products (and their unused halves),
+                            the prefill's q/k/v rows, the step's q/k/v row */
+    size_t scratch_len;  /* floats */
+    int decode;          /* LLM_CUDA_DECODE_* */
+    int prefill;         /* LLM_CUDA_PREFILL_* */
+    int32_t fuse_from;   /* layers below it are prepared unfused (tests) */
+    step_path path;      /* of the forward in progress */
+    span_graph *capturing; /* the slot step_end completes, or NULL */
+    int32_t attn_heads;  /* the most query heads of a prepared model */
+    size_t attn_room;    /* floats of tensor-core score room reserved */
+    unsigned gen;        /* bumped when buffers a graph uses are replaced */
+    uint32_t seen_ctx;   /* the largest reservation so far */
     int64_t seen_width;
     span_graph graphs[SEAM_GRAPHS];
     unsigned next_graph; /* round-robin eviction */
-    const void **key;   /* [key_cap] the key of the step being run */
+    const void **key;    /* [key_cap] the key of the step being run */
     size_t key_cap;
     llm_cuda_decode_stats stats;
 } cuda_be;
@@ -143,10 +145,9 @@ static cuda_be *cb(llm_backend *be)
     return (cuda_be *)(void *)be;
 }
 
-/* Records the first failure of an operation (the seam's operations cannot
- * return it; llm_cuda_backend_status does). Out-of-memory is not sticky in
- * the context, but a forward that skipped an operation is void, so the seam
- * keeps every failure. */
+/* Records the first failure (blocks cannot return it; status() does).
+ * Out-of-memory is not sticky in the context, but a forward that skipped
+ * a block is void, so the seam keeps every failure. */
 static void seam_fail(cuda_be *c, int rc)
 {
     if (c->failed || rc == 0)
@@ -155,179 +156,59 @@ static void seam_fail(cuda_be *c, int rc)
     snprintf(c->msg, sizeof c->msg, "%s", llm_cuda_error(c->cu));
 }
 
+static void seam_failf(cuda_be *c, int rc, const char *what, int32_t layer)
+{
+    if (c->failed)
+        return;
+    c->failed = rc;
+    snprintf(c->msg, sizeof c->msg, "%s (layer %d)", what, (int)layer);
+}
+
 static int seam_ok(cuda_be *c, int rc)
 {
     seam_fail(c, rc);
     return rc == 0 && !c->failed;
 }
 
-static size_t hash_ptr(const void *p, size_t cap)
+/* 1 when the seam may issue work: healthy and bound to its device. */
+static int seam_live(cuda_be *c)
 {
-    uint64_t h = (uint64_t)(uintptr_t)p;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return (size_t)h & (cap - 1);
+    return !c->failed && seam_ok(c, llm_cuda_bind(c->cu));
 }
 
-/* ---- tables -------------------------------------------------------------- */
-
-/* Doubles the weight table (rehashing); -1 when out of memory. */
-static int wt_grow(cuda_be *c)
+/* Whether the fused matrix-vector kernel takes w (its vector layout). */
+static int mv_fusable(const llm_cuda_weight *w)
 {
-    size_t cap = c->wt_cap ? c->wt_cap * 2 : 256;
-    wslot *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (size_t i = 0; i < c->wt_cap; i++) {
-        if (!c->wt[i].host)
-            continue;
-        size_t j = hash_ptr(c->wt[i].host, cap);
-        while (t[j].host)
-            j = (j + 1) & (cap - 1);
-        t[j] = c->wt[i];
-    }
-    free(c->wt);
-    c->wt = t;
-    c->wt_cap = cap;
-    return 0;
+    int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
+    return w->cols % chunk == 0 && ((uintptr_t)w->data & 15) == 0;
 }
 
-static wslot *wt_find(cuda_be *c, const void *host)
+/* ---- memory and status -------------------------------------------------- */
+
+static void release_layer(cuda_be *c, cuda_layer *cl)
 {
-    if (!c->wt_cap)
-        return NULL;
-    for (size_t j = hash_ptr(host, c->wt_cap);; j = (j + 1) & (c->wt_cap - 1)) {
-        if (c->wt[j].host == host)
-            return &c->wt[j];
-        if (!c->wt[j].host)
-            return NULL;
+    llm_cuda_weight *own[] = {&cl->qkv, &cl->gu, &cl->gate, &cl->up, &cl->wo, &cl->down};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        llm_cuda_weight_release(c->cu, own[i]);
+    if (!cl->fused) {
+        llm_cuda_weight_release(c->cu, &cl->q);
+        llm_cuda_weight_release(c->cu, &cl->k);
+        llm_cuda_weight_release(c->cu, &cl->v);
     }
+    llm_cuda_mfree(c->cu, cl->attn_norm);
+    llm_cuda_mfree(c->cu, cl->ffn_norm);
+    free(cl);
 }
 
-/* A new, empty-valued table entry for host (which is not in the table);
- * NULL when out of memory. */
-static wslot *wt_insert(cuda_be *c, const void *host)
+static void release_head(cuda_be *c, cuda_head *h)
 {
-    if ((c->wt_len + 1) * 2 > c->wt_cap && wt_grow(c) != 0) {
-        seam_fail(c, LLM_ENOMEM);
-        return NULL;
-    }
-    size_t j = hash_ptr(host, c->wt_cap);
-    while (c->wt[j].host)
-        j = (j + 1) & (c->wt_cap - 1);
-    memset(&c->wt[j], 0, sizeof c->wt[j]);
-    c->wt[j].host = host;
-    c->wt[j].half = -1;
-    c->wt_len++;
-    return &c->wt[j];
+    llm_cuda_weight_release(c->cu, &h->embd);
+    if (!h->tied)
+        llm_cuda_weight_release(c->cu, &h->output);
+    llm_cuda_mfree(c->cu, h->out_norm);
+    llm_cuda_mfree(c->cu, h->freq);
+    free(h);
 }
-
-/* The device copy of t, uploaded on first sight. NULL on failure (the
- * context holds the reason). Not for pair members (see seam_matmul). */
-static const llm_cuda_weight *weight_of(cuda_be *c, const llm_tensor *t)
-{
-    wslot *s = wt_find(c, t->data);
-    if (s)
-        return s->half < 0 ? &s->w : NULL;
-    llm_cuda_weight w;
-    if (!seam_ok(c, llm_cuda_weight_upload(c->cu, t->type, t->data, t->ne0,
-                                           t->ne1, t->row_bytes, &w)))
-        return NULL;
-    s = wt_insert(c, t->data);
-    if (!s) {
-        llm_cuda_weight_release(c->cu, &w);
-        return NULL;
-    }
-    s->w = w;
-    return &s->w;
-}
-
-static int vt_grow(cuda_be *c)
-{
-    size_t cap = c->vt_cap ? c->vt_cap * 2 : 256;
-    vslot *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (size_t i = 0; i < c->vt_cap; i++) {
-        if (!c->vt[i].host)
-            continue;
-        size_t j = hash_ptr(c->vt[i].host, cap);
-        while (t[j].host)
-            j = (j + 1) & (cap - 1);
-        t[j] = c->vt[i];
-    }
-    free(c->vt);
-    c->vt = t;
-    c->vt_cap = cap;
-    return 0;
-}
-
-/* The device copy of a host f32 vector of len floats (norm weights). */
-static const float *vector_of(cuda_be *c, const float *host, int32_t len)
-{
-    if (c->vt_cap) {
-        for (size_t j = hash_ptr(host, c->vt_cap);; j = (j + 1) & (c->vt_cap - 1)) {
-            if (c->vt[j].host == host && c->vt[j].len >= len)
-                return c->vt[j].dev;
-            if (!c->vt[j].host)
-                break;
-        }
-    }
-    if ((c->vt_len + 1) * 2 > c->vt_cap && vt_grow(c) != 0) {
-        seam_fail(c, LLM_ENOMEM);
-        return NULL;
-    }
-    void *dev = NULL;
-    if (!seam_ok(c, llm_cuda_malloc(c->cu, (size_t)len * sizeof(float), &dev)))
-        return NULL;
-    if (!seam_ok(c, llm_cuda_upload(c->cu, dev, host, (size_t)len * sizeof(float)))) {
-        llm_cuda_mfree(c->cu, dev);
-        return NULL;
-    }
-    size_t j = hash_ptr(host, c->vt_cap);
-    while (c->vt[j].host && c->vt[j].host != host)
-        j = (j + 1) & (c->vt_cap - 1);
-    if (c->vt[j].host) /* a longer view of a known vector: replace it */
-        llm_cuda_mfree(c->cu, c->vt[j].dev);
-    else
-        c->vt_len++;
-    c->vt[j].host = host;
-    c->vt[j].len = len;
-    c->vt[j].dev = dev;
-    return dev;
-}
-
-/* The device copy of the RoPE frequencies (the same for every workspace of
- * a model, so one buffer serves all; refreshed if they ever differ). */
-static const double *freq_of(cuda_be *c, const double *host, int32_t len)
-{
-    size_t bytes = (size_t)len * sizeof(double);
-    if (c->freq_dev && c->freq_len == len && memcmp(c->freq_host, host, bytes) == 0)
-        return c->freq_dev;
-    if (c->freq_len != len) {
-        llm_cuda_mfree(c->cu, c->freq_dev);
-        free(c->freq_host);
-        c->freq_dev = NULL;
-        c->freq_len = 0;
-        c->freq_host = malloc(bytes);
-        void *dev = NULL;
-        if (!c->freq_host) {
-            seam_fail(c, LLM_ENOMEM);
-            return NULL;
-        }
-        if (!seam_ok(c, llm_cuda_malloc(c->cu, bytes, &dev)))
-            return NULL;
-        c->freq_dev = dev;
-        c->freq_len = len;
-    }
-    memcpy(c->freq_host, host, bytes);
-    if (!seam_ok(c, llm_cuda_upload(c->cu, c->freq_dev, host, bytes)))
-        return NULL;
-    return c->freq_dev;
-}
-
-/* ---- operations ---------------------------------------------------------- */
 
 static void seam_destroy(llm_backend *be)
 {
@@ -335,15 +216,15 @@ static void seam_destroy(llm_backend *be)
     if (!c)
         return;
     (void)llm_cuda_bind(c->cu);
-    for (size_t i = 0; i < c->wt_cap; i++)
-        if (c->wt[i].host && !c->wt[i].view && c->wt[i].half < 0)
-            llm_cuda_weight_release(c->cu, &c->wt[i].w);
-    while (c->fused) {
-        fused_layer *f = c->fused;
-        c->fused = f->next;
-        llm_cuda_weight_release(c->cu, &f->qkv);
-        llm_cuda_weight_release(c->cu, &f->gu);
-        free(f);
+    while (c->layers) {
+        cuda_layer *l = c->layers;
+        c->layers = l->next;
+        release_layer(c, l);
+    }
+    while (c->heads) {
+        cuda_head *h = c->heads;
+        c->heads = h->next;
+        release_head(c, h);
     }
     for (int i = 0; i < SEAM_GRAPHS; i++) {
         llm_cuda_graph_free(c->graphs[i].g);
@@ -351,15 +232,8 @@ static void seam_destroy(llm_backend *be)
     }
     free(c->key);
     llm_cuda_mfree(c->cu, c->scratch);
-    for (size_t i = 0; i < c->vt_cap; i++)
-        if (c->vt[i].host)
-            llm_cuda_mfree(c->cu, c->vt[i].dev);
-    llm_cuda_mfree(c->cu, c->freq_dev);
     llm_cuda_mfree(c->cu, c->ids_dev);
     llm_cuda_free(c->cu);
-    free(c->wt);
-    free(c->vt);
-    free(c->freq_host);
     free(c);
 }
 
@@ -441,15 +315,14 @@ static void seam_free(llm_backend *be, void *p)
 static void seam_write(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_be *c = cb(be);
-    if (seam_ok(c, llm_cuda_bind(c->cu)))
+    if (seam_live(c))
         seam_fail(c, llm_cuda_upload(c->cu, dst, src, bytes));
 }
 
 static void seam_read(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_be *c = cb(be);
-    if (seam_ok(c, llm_cuda_bind(c->cu)) &&
-        seam_ok(c, llm_cuda_download(c->cu, dst, src, bytes)))
+    if (seam_live(c) && seam_ok(c, llm_cuda_download(c->cu, dst, src, bytes)))
         return;
     /* The results are void: make that visible rather than stale. */
     float *f = dst;
@@ -457,623 +330,42 @@ static void seam_read(llm_backend *be, void *dst, const void *src, size_t bytes)
         f[i] = NAN;
 }
 
-static void seam_embed(llm_backend *be, const llm_tensor *embd, const int32_t *ids,
-                       int32_t n, float *out)
+static int seam_sync(llm_backend *be)
 {
     cuda_be *c = cb(be);
-    if (!seam_ok(c, llm_cuda_bind(c->cu)))
-        return;
-    const llm_cuda_weight *w = weight_of(c, embd);
-    for (int32_t t0 = 0; w && t0 < n; t0 += SEAM_IDS) {
-        int32_t nt = n - t0 < SEAM_IDS ? n - t0 : SEAM_IDS;
-        if (!seam_ok(c, llm_cuda_upload(c->cu, c->ids_dev, ids + t0,
-                                        (size_t)nt * sizeof *ids)) ||
-            !seam_ok(c, llm_cuda_embed(c->cu, w, c->ids_dev, nt,
-                                       out + (size_t)t0 * embd->ne0)))
-            return;
-    }
+    if (seam_live(c))
+        seam_fail(c, llm_cuda_sync(c->cu));
+    return c->failed ? LLM_EBACKEND : 0;
 }
 
-/* Rows of activations whose pair products fit the scratch at once. */
-static int32_t pair_slice(const cuda_be *c, int64_t pair_rows)
-{
-    size_t per_row = (size_t)pair_rows + (size_t)pair_rows / 2;
-    size_t k = c->scratch_len / per_row;
-    return k > SEAM_GEMM_ROWS ? SEAM_GEMM_ROWS : (int32_t)k;
-}
-
-/* gate and/or up of a pair matrix: one product over the interleaved rows
- * per slice of activation rows, split into y[0] (gate) and y[1] (up); a
- * NULL half goes to the scratch's tail. */
-static void pair_matmul(cuda_be *c, const llm_cuda_weight *gu, const float *x, int32_t n,
-                        float *gate, float *up)
-{
-    int64_t half = gu->rows / 2;
-    int32_t k = pair_slice(c, gu->rows);
-    float *prod = c->scratch, *sink = c->scratch + (size_t)k * (size_t)gu->rows;
-    for (int32_t r0 = 0; r0 < n && !c->failed; r0 += k) {
-        int32_t nr = n - r0 < k ? n - r0 : k;
-        size_t off = (size_t)r0 * (size_t)half;
-        if (!seam_ok(c, llm_cuda_matmul(c->cu, gu, x + (size_t)r0 * (size_t)gu->cols, nr,
-                                        prod)))
-            return;
-        seam_fail(c, llm_cuda_unpair(c->cu, gate ? gate + off : sink, up ? up + off : sink,
-                                     prod, (size_t)nr * (size_t)half));
-    }
-}
-
-static void seam_matmul(llm_backend *be, const llm_tensor *w, const float *x,
-                        int32_t n, float *y)
+static int seam_status(llm_backend *be, char *err, size_t errlen)
 {
     cuda_be *c = cb(be);
-    if (!seam_ok(c, llm_cuda_bind(c->cu)))
-        return;
-    wslot *s = wt_find(c, w->data);
-    if (s && s->half >= 0) {
-        pair_matmul(c, &s->fl->gu, x, n, s->half == 0 ? y : NULL, s->half == 1 ? y : NULL);
-        return;
-    }
-    const llm_cuda_weight *dw = weight_of(c, w);
-    if (dw)
-        seam_fail(c, llm_cuda_matmul(c->cu, dw, x, n, y));
+    if (c->failed && err && errlen)
+        snprintf(err, errlen, "%s: %s", c->name, c->msg);
+    return c->failed;
 }
 
-/* Products sharing x: gate and up of one pair in one pass over the pair
- * matrix; everything else one product each (q/k/v are row views of one
- * matrix, each read once either way). */
-static void seam_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t count,
-                             const float *x, int32_t n, float *const *y)
+/* ---- preparation ---------------------------------------------------------- */
+
+/* Uploads a host f32 vector of len floats; NULL on failure (recorded). */
+static float *upload_vector(cuda_be *c, const float *host, int32_t len)
 {
-    cuda_be *c = cb(be);
-    if (count == 2 && seam_ok(c, llm_cuda_bind(c->cu))) {
-        wslot *a = wt_find(c, w[0]->data), *b = wt_find(c, w[1]->data);
-        if (a && b && a->fl && a->fl == b->fl && a->half == 0 && b->half == 1) {
-            pair_matmul(c, &a->fl->gu, x, n, y[0], y[1]);
-            return;
-        }
-    }
-    for (int32_t i = 0; i < count; i++)
-        seam_matmul(be, w[i], x, n, y[i]);
-}
-
-static void seam_rmsnorm(llm_backend *be, float *y, const float *x,
-                         const float *weight, int32_t n, int32_t dim, float eps)
-{
-    cuda_be *c = cb(be);
-    if (!seam_ok(c, llm_cuda_bind(c->cu)))
-        return;
-    const float *dw = vector_of(c, weight, dim);
-    if (dw)
-        seam_fail(c, llm_cuda_rmsnorm(c->cu, y, x, dw, n, dim, eps));
-}
-
-static void seam_rope(llm_backend *be, float *x, int32_t n, int32_t n_heads,
-                      int32_t stride, uint32_t pos0, const llm_rope *r)
-{
-    cuda_be *c = cb(be);
-    if (!seam_ok(c, llm_cuda_bind(c->cu)))
-        return;
-    const double *f = freq_of(c, r->inv_freq, r->head_dim / 2);
-    llm_cuda_positions pos = {pos0, NULL};
-    if (f)
-        seam_fail(c, llm_cuda_rope(c->cu, x, n, n_heads, stride, pos, f,
-                                   r->scale, r->head_dim));
-}
-
-static void seam_attention(llm_backend *be, const llm_attn *a)
-{
-    cuda_be *c = cb(be);
-    if (!seam_ok(c, llm_cuda_bind(c->cu)))
-        return;
-    llm_cuda_attn d = {a->q, a->k, a->v, a->out, a->n, {a->pos0, NULL},
-                       a->n_heads, a->n_kv_heads, a->head_dim, 0};
-    seam_fail(c, llm_cuda_attention(c->cu, &d));
-}
-
-static void seam_swiglu(llm_backend *be, float *gate, const float *up, size_t len)
-{
-    cuda_be *c = cb(be);
-    if (seam_ok(c, llm_cuda_bind(c->cu)))
-        seam_fail(c, llm_cuda_swiglu(c->cu, gate, up, len));
-}
-
-static void seam_add(llm_backend *be, float *y, const float *x, size_t len)
-{
-    cuda_be *c = cb(be);
-    if (seam_ok(c, llm_cuda_bind(c->cu)))
-        seam_fail(c, llm_cuda_add(c->cu, y, x, len));
-}
-
-/* ---- fused decode step --------------------------------------------------- */
-
-/* Whether the fused matrix-vector kernel takes w (its vector layout). */
-static int mv_fusable(const llm_cuda_weight *w)
-{
-    int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
-    return w->cols % chunk == 0 && ((uintptr_t)w->data & 15) == 0;
-}
-
-/* One layer's device pieces for the fused step, from the tables (the
- * matrices copied: a table entry moves when the table grows). */
-typedef struct step_layer {
-    const fused_layer *fl;
-    llm_cuda_weight wo, down;
-    const float *attn_norm, *ffn_norm;
-} step_layer;
-
-/* Looks up layer L's pieces (uploading a norm or matrix that is missing,
- * which prepare makes impossible for a prepared span); 0 when the layer
- * has no fused weights. */
-static int layer_resolve(cuda_be *c, const llm_model *m, const llm_layer *L, step_layer *sl)
-{
-    wslot *q = wt_find(c, L->wq.data);
-    if (!q || !q->fl)
-        return 0;
-    sl->fl = q->fl;
-    const llm_cuda_weight *w = weight_of(c, &L->wo);
-    if (!w)
-        return 0;
-    sl->wo = *w;
-    if (!(w = weight_of(c, &L->w_down)))
-        return 0;
-    sl->down = *w;
-    sl->attn_norm = vector_of(c, L->attn_norm, m->hp.dim);
-    sl->ffn_norm = vector_of(c, L->ffn_norm, m->hp.dim);
-    return sl->attn_norm && sl->ffn_norm;
-}
-
-/* layer_resolve for the decode step, whose matrix-vector kernel must also
- * take the output and down matrices. */
-static int step_resolve(cuda_be *c, const llm_model *m, const llm_layer *L, step_layer *sl)
-{
-    return layer_resolve(c, m, L, sl) && mv_fusable(&sl->wo) && mv_fusable(&sl->down);
-}
-
-static int ends_model(const llm_model *m, const llm_span *span)
-{
-    return span->last == m->hp.n_layers - 1;
-}
-
-/* Whether every layer of the span (and the head's pieces) resolve, for the
- * decode step (step 1) or the prefill (step 0). Run before anything is
- * issued or captured: a capture must not upload. */
-static int span_fusable(cuda_be *c, const llm_model *m, const llm_span *span, int step)
-{
-    step_layer sl;
-    for (int32_t l = span->first; l <= span->last; l++)
-        if (!(step ? step_resolve : layer_resolve)(c, m, &m->layers[l], &sl))
-            return 0;
-    if (ends_model(m, span) && (!weight_of(c, &m->output) ||
-                                !vector_of(c, m->out_norm, m->hp.dim)))
-        return 0;
-    return !c->failed;
-}
-
-static void lost_weights(cuda_be *c, int32_t l)
-{
-    /* span_fusable said yes before anything was issued. */
-    if (!c->failed) {
-        c->failed = LLM_EBACKEND;
-        snprintf(c->msg, sizeof c->msg, "fused forward: layer %d lost its weights", (int)l);
-    }
-}
-
-/* Issues one decode step of the span: five kernels a layer, then the head
- * (RMSNorm folded into its product when the kernel takes the matrix).
- * Stops at the first failure (recorded). */
-static void step_issue(cuda_be *c, const llm_model *m, const llm_span *span,
-                       llm_workspace *ws, const double *freq, llm_cuda_positions pos)
-{
-    const llm_hparams *hp = &m->hp;
-    int32_t qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hp->head_dim;
-    llm_cuda *cu = c->cu;
-    float *qkv = c->scratch; /* [qkv_w]: q, k, v of the token, rotated */
-    for (int32_t l = span->first; l <= span->last && !c->failed; l++) {
-        int32_t i = l - span->first;
-        step_layer sl;
-        if (!step_resolve(c, m, &m->layers[l], &sl)) {
-            lost_weights(c, l);
-            return;
-        }
-        llm_cuda_rope_store rs = {pos, freq, hp->rope_scale, hp->n_heads, hp->n_kv_heads,
-                                  hp->head_dim, span->k[i], span->v[i]};
-        llm_cuda_mv_fuse fq = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE, sl.attn_norm,
-                               hp->norm_eps, &rs};
-        llm_cuda_mv_fuse acc = {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL};
-        llm_cuda_mv_fuse fg = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, sl.ffn_norm,
-                               hp->norm_eps, NULL};
-        llm_cuda_attn a = {qkv, span->k[i], span->v[i], ws->att, 1, pos, hp->n_heads,
-                           hp->n_kv_heads, hp->head_dim, qkv_w};
-        if (!seam_ok(c, llm_cuda_matvec_fused(cu, &sl.fl->qkv, ws->x, qkv, &fq)) ||
-            !seam_ok(c, llm_cuda_attention(cu, &a)) ||
-            !seam_ok(c, llm_cuda_matvec_fused(cu, &sl.wo, ws->att, ws->x, &acc)) ||
-            !seam_ok(c, llm_cuda_matvec_fused(cu, &sl.fl->gu, ws->x, ws->hb, &fg)) ||
-            !seam_ok(c, llm_cuda_matvec_fused(cu, &sl.down, ws->hb, ws->x, &acc)))
-            return;
-    }
-    if (!ends_model(m, span) || c->failed)
-        return;
-    const llm_cuda_weight *out = weight_of(c, &m->output);
-    const float *norm = vector_of(c, m->out_norm, hp->dim);
-    if (!out || !norm)
-        return;
-    if (mv_fusable(out)) {
-        llm_cuda_mv_fuse fo = {LLM_CUDA_MV_NORM, norm, hp->norm_eps, NULL};
-        seam_fail(c, llm_cuda_matvec_fused(cu, out, ws->x, ws->logits, &fo));
-    } else if (seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, norm, 1, hp->dim, hp->norm_eps))) {
-        seam_fail(c, llm_cuda_matmul(cu, out, ws->xb, 1, ws->logits));
-    }
-}
-
-/* ---- fused prefill -------------------------------------------------------- */
-
-/* Layer l's attention block for in->n rows: x [n][dim] -> x += att Wo^T.
- * q/k/v rows ([rows][qkv_w]: q, k, v of each row) go through the scratch
- * in slices of the rows it holds (3584 for the 8B shape, so a 2048-token
- * prompt is one slice); a slice's attention reads the keys the earlier
- * slices stored, so slicing changes no result. */
-static int prefill_attention(cuda_be *c, const llm_model *m, const llm_span *span,
-                             llm_workspace *ws, const double *freq,
-                             const llm_forward_in *in, int32_t l, const step_layer *sl)
-{
-    const llm_hparams *hp = &m->hp;
-    llm_cuda *cu = c->cu;
-    int32_t n = in->n, i = l - span->first, hd = hp->head_dim;
-    int32_t q_dim = hp->n_heads * hd, qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hd;
-    size_t fit = c->scratch_len / (size_t)qkv_w; /* >= 1: scratch_grow */
-    int32_t k = fit < (size_t)n ? (int32_t)fit : n;
-    if (!seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, sl->attn_norm, n, hp->dim,
-                                     hp->norm_eps)))
-        return -1;
-    for (int32_t r0 = 0; r0 < n; r0 += k) {
-        int32_t nr = n - r0 < k ? n - r0 : k;
-        llm_cuda_positions pos = {in->pos0 + (uint32_t)r0, NULL};
-        llm_cuda_attn a = {c->scratch, span->k[i], span->v[i],
-                           ws->att + (size_t)r0 * (size_t)q_dim, nr, pos, hp->n_heads,
-                           hp->n_kv_heads, hd, qkv_w};
-        if (!seam_ok(c, llm_cuda_matmul(cu, &sl->fl->qkv, ws->xb + (size_t)r0 * hp->dim, nr,
-                                        c->scratch)) ||
-            !seam_ok(c, llm_cuda_rope_qkv_store(cu, c->scratch, nr, qkv_w, hp->n_heads,
-                                                hp->n_kv_heads, hd, pos, freq,
-                                                hp->rope_scale, span->k[i], span->v[i])) ||
-            !seam_ok(c, llm_cuda_attention(cu, &a)))
-            return -1;
-    }
-    return seam_ok(c, llm_cuda_matmul_acc(cu, &sl->wo, ws->att, n, ws->x)) ? 0 : -1;
-}
-
-/* Layer l's feed-forward block for in->n rows: x += swiglu(xb Wgu^T) Wd^T.
- * The interleaved gate/up products ([rows][2 ffn]) go through the scratch
- * in slices of pair_slice rows, SwiGLU writing each slice's [rows][ffn]
- * into ws->hb. */
-static int prefill_ffn(cuda_be *c, const llm_model *m, llm_workspace *ws, int32_t n,
-                       const step_layer *sl)
-{
-    const llm_hparams *hp = &m->hp;
-    llm_cuda *cu = c->cu;
-    const llm_cuda_weight *gu = &sl->fl->gu;
-    int64_t half = gu->rows / 2;
-    int32_t k = pair_slice(c, gu->rows);
-    if (!seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, sl->ffn_norm, n, hp->dim,
-                                     hp->norm_eps)))
-        return -1;
-    for (int32_t r0 = 0; r0 < n; r0 += k) {
-        int32_t nr = n - r0 < k ? n - r0 : k;
-        if (!seam_ok(c, llm_cuda_matmul(cu, gu, ws->xb + (size_t)r0 * hp->dim, nr,
-                                        c->scratch)) ||
-            !seam_ok(c, llm_cuda_swiglu_pairs(cu, ws->hb + (size_t)r0 * (size_t)half,
-                                              c->scratch, (size_t)nr * (size_t)half)))
-            return -1;
-    }
-    return seam_ok(c, llm_cuda_matmul_acc(cu, &sl->down, ws->hb, n, ws->x)) ? 0 : -1;
-}
-
-/* Issues a multi-row forward of the span (bench_llama's prefill sequence,
- * see the top), then the head as forward.c's head() runs it: the last row
- * (LAST) or every row (ALL) normed and multiplied. Stops at the first
- * failure (recorded). */
-static void prefill_issue(cuda_be *c, const llm_model *m, const llm_span *span,
-                          llm_workspace *ws, const double *freq, const llm_forward_in *in)
-{
-    const llm_hparams *hp = &m->hp;
-    for (int32_t l = span->first; l <= span->last && !c->failed; l++) {
-        step_layer sl;
-        if (!layer_resolve(c, m, &m->layers[l], &sl)) {
-            lost_weights(c, l);
-            return;
-        }
-        if (prefill_attention(c, m, span, ws, freq, in, l, &sl) != 0 ||
-            prefill_ffn(c, m, ws, in->n, &sl) != 0)
-            return;
-    }
-    if (!ends_model(m, span) || c->failed)
-        return;
-    const llm_cuda_weight *out = weight_of(c, &m->output);
-    const float *norm = vector_of(c, m->out_norm, hp->dim);
-    int32_t rows = in->logits == LLM_LOGITS_ALL ? in->n : 1;
-    const float *src = ws->x + (size_t)(in->n - rows) * hp->dim;
-    if (out && norm &&
-        seam_ok(c, llm_cuda_rmsnorm(c->cu, ws->xb, src, norm, rows, hp->dim, hp->norm_eps)))
-        seam_fail(c, llm_cuda_matmul(c->cu, out, ws->xb, rows, ws->logits));
-}
-
-/* forward_span for more than LLM_CUDA_MATVEC_MAX rows: 1 when it ran (or
- * the forward is void), 0 to leave the span to the op-by-op path. */
-static int prefill_span(cuda_be *c, const llm_model *m, llm_span *span, llm_workspace *ws,
-                        const llm_forward_in *in)
-{
-    if (c->prefill != LLM_CUDA_PREFILL_FUSED || !c->fused)
-        return 0;
-    if (!seam_ok(c, llm_cuda_bind(c->cu)))
-        return 1;
-    if (!span_fusable(c, m, span, 0))
-        return c->failed != 0;
-    const double *freq = freq_of(c, ws->inv_freq, m->hp.head_dim / 2);
-    if (freq) {
-        prefill_issue(c, m, span, ws, freq, in);
-        c->stats.prefills++;
-    }
-    return 1;
-}
-
-/* The buffers a captured step refers to besides the seam's own: the span
- * (layers, caches) and the workspace. A graph replays only for the same
- * key; buffers freed and allocated again at the same addresses are the
- * same buffers to it. Returns the key's length, 0 when out of memory. */
-static size_t span_key(cuda_be *c, const llm_model *m, const llm_span *span,
-                       const llm_workspace *ws)
-{
-    size_t nl = (size_t)(span->last - span->first + 1), n = 8 + 2 * nl;
-    if (n > c->key_cap) { /* grows at a span's first step only */
-        const void **k = realloc(c->key, n * sizeof *k);
-        if (!k)
-            return 0;
-        c->key = k;
-        c->key_cap = n;
-    }
-    const void **k = c->key;
-    k[0] = m;
-    k[1] = (const void *)(uintptr_t)span->first;
-    k[2] = (const void *)(uintptr_t)span->last;
-    k[3] = ws->x;
-    k[4] = ws->xb;
-    k[5] = ws->att;
-    k[6] = ws->hb;
-    k[7] = ws->logits;
-    for (size_t i = 0; i < nl; i++) {
-        k[8 + i] = span->k[i];
-        k[8 + nl + i] = span->v[i];
-    }
-    return n;
-}
-
-static span_graph *graph_find(cuda_be *c, size_t nkey)
-{
-    for (int i = 0; i < SEAM_GRAPHS; i++) {
-        span_graph *g = &c->graphs[i];
-        if (g->g && g->gen == c->gen && g->nkey == nkey &&
-            memcmp(g->key, c->key, nkey * sizeof *c->key) == 0)
-            return g;
-    }
-    return NULL;
-}
-
-/* Captures the step into a cache slot (evicting round-robin); NULL on
- * failure (recorded). */
-static span_graph *graph_capture(cuda_be *c, const llm_model *m, const llm_span *span,
-                                 llm_workspace *ws, const double *freq, size_t nkey)
-{
-    span_graph *g = &c->graphs[c->next_graph++ % SEAM_GRAPHS];
-    llm_cuda_graph_free(g->g);
-    g->g = NULL;
-    /* The key buffer is exactly as long as the last key kept in it. */
-    if (nkey > g->nkey || !g->key) {
-        free(g->key);
-        g->nkey = 0;
-        g->key = malloc(nkey * sizeof *g->key);
-        if (!g->key) {
-            seam_fail(c, LLM_ENOMEM);
-            return NULL;
-        }
-    }
-    llm_cuda_positions pos = {0, llm_cuda_pos(c->cu)};
-    if (!seam_ok(c, llm_cuda_graph_begin(c->cu)))
+    void *dev = NULL;
+    if (!seam_ok(c, llm_cuda_malloc(c->cu, (size_t)len * sizeof(float), &dev)))
         return NULL;
-    step_issue(c, m, span, ws, freq, pos);
-    llm_cuda_graph *cg = NULL;
-    int rc = llm_cuda_graph_end(c->cu, &cg);
-    if (!seam_ok(c, rc)) { /* a graph of a failed step is never kept */
-        llm_cuda_graph_free(cg);
+    if (!seam_ok(c, llm_cuda_upload(c->cu, dev, host, (size_t)len * sizeof(float)))) {
+        llm_cuda_mfree(c->cu, dev);
         return NULL;
     }
-    memcpy(g->key, c->key, nkey * sizeof *g->key);
-    g->nkey = nkey;
-    g->gen = c->gen;
-    g->g = cg;
-    c->stats.captures++;
-    return g;
+    return dev;
 }
 
-static int seam_forward_span(llm_backend *be, const llm_model *m, llm_span *span,
-                             llm_workspace *ws, const llm_forward_in *in)
+static int upload_tensor(cuda_be *c, const llm_tensor *t, llm_cuda_weight *w)
 {
-    cuda_be *c = cb(be);
-    if (in->n > LLM_CUDA_MATVEC_MAX)
-        return prefill_span(c, m, span, ws, in);
-    if (c->decode == LLM_CUDA_DECODE_OPS || in->n != 1 || !c->fused)
-        return 0;
-    if (!seam_ok(c, llm_cuda_bind(c->cu)))
-        return 1; /* the forward is void either way; issue nothing more */
-    const double *freq = freq_of(c, ws->inv_freq, m->hp.head_dim / 2);
-    if (!freq)
-        return 1;
-    size_t nkey = 0;
-    if (c->decode == LLM_CUDA_DECODE_GRAPH) {
-        nkey = span_key(c, m, span, ws);
-        if (!nkey) {
-            seam_fail(c, LLM_ENOMEM);
-            return 1;
-        }
-        span_graph *g = graph_find(c, nkey);
-        if (g) {
-            if (seam_ok(c, llm_cuda_pos_set(c->cu, in->pos0)))
-                seam_fail(c, llm_cuda_graph_launch(c->cu, g->g));
-            c->stats.replays++;
-            return 1;
-        }
-    }
-    if (!span_fusable(c, m, span, 1)) {
-        c->stats.declined++;
-        return c->failed != 0;
-    }
-    if (c->decode == LLM_CUDA_DECODE_FUSED) {
-        /* The graph's very launches, position register included, issued
-         * directly: the two modes give the same bits. */
-        llm_cuda_positions pos = {0, llm_cuda_pos(c->cu)};
-        if (seam_ok(c, llm_cuda_pos_set(c->cu, in->pos0)))
-            step_issue(c, m, span, ws, freq, pos);
-        c->stats.direct++;
-        return 1;
-    }
-    span_graph *g = graph_capture(c, m, span, ws, freq, nkey);
-    if (g && seam_ok(c, llm_cuda_pos_set(c->cu, in->pos0)))
-        seam_fail(c, llm_cuda_graph_launch(c->cu, g->g));
-    c->stats.replays++;
-    return 1;
-}
-
-/* The greedy tokens of logits rows on the device; only their 4 bytes each
- * are read back (the download waits for the forward before it). */
-static int seam_argmax(llm_backend *be, const float *logits, int32_t rows, int32_t n,
-                       int32_t *out)
-{
-    cuda_be *c = cb(be);
-    int32_t *tok_dev = c->ids_dev + SEAM_IDS;
-    if (!seam_ok(c, llm_cuda_bind(c->cu)))
-        return -1;
-    for (int32_t r0 = 0; r0 < rows; r0 += SEAM_ARGMAX) {
-        int32_t nr = rows - r0 < SEAM_ARGMAX ? rows - r0 : SEAM_ARGMAX;
-        if (!seam_ok(c, llm_cuda_argmax_scan(c->cu, logits + (size_t)r0 * (size_t)n, nr, n,
-                                             tok_dev)) ||
-            !seam_ok(c, llm_cuda_download(c->cu, out + r0, tok_dev,
-                                          (size_t)nr * sizeof *out)))
-            return -1;
-    }
-    c->stats.argmaxes += (uint64_t)rows;
-    return 0;
-}
-
-static const llm_backend_ops cuda_ops_template = {
-    .name = "cuda",
-    .destroy = seam_destroy,
-    .reserve = seam_reserve,
-    .alloc = seam_alloc,
-    .free = seam_free,
-    .write = seam_write,
-    .read = seam_read,
-    .embed = seam_embed,
-    .matmul = seam_matmul,
-    .rmsnorm = seam_rmsnorm,
-    .rope = seam_rope,
-    .attention = seam_attention,
-    .swiglu = seam_swiglu,
-    .add = seam_add,
-    .matmul_many = seam_matmul_many,
-    .forward_span = seam_forward_span,
-    .argmax = seam_argmax,
-};
-
-/* ---- construction -------------------------------------------------------- */
-
-/* "cuda" -> 0, "cuda:N" -> N; -1 when malformed. */
-static int parse_device(const char *name)
-{
-    if (strcmp(name, "cuda") == 0)
-        return 0;
-    if (strncmp(name, "cuda:", 5) != 0 || name[5] < '0' || name[5] > '9')
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(name + 5, &end, 10);
-    if (errno || *end != '\0' || v < 0 || v > 1023)
-        return -1;
-    return (int)v;
-}
-
-/* PHASEMARK_CUDA_DECODE=ops|fused|graph; anything else is the default. */
-static int decode_mode_env(void)
-{
-    const char *e = getenv("PHASEMARK_CUDA_DECODE");
-    if (e && strcmp(e, "ops") == 0)
-        return LLM_CUDA_DECODE_OPS;
-    if (e && strcmp(e, "fused") == 0)
-        return LLM_CUDA_DECODE_FUSED;
-    return LLM_CUDA_DECODE_GRAPH;
-}
-
-/* PHASEMARK_CUDA_PREFILL=ops|fused; anything else is the default. */
-static int prefill_mode_env(void)
-{
-    const char *e = getenv("PHASEMARK_CUDA_PREFILL");
-    return e && strcmp(e, "ops") == 0 ? LLM_CUDA_PREFILL_OPS : LLM_CUDA_PREFILL_FUSED;
-}
-
-int llm_cuda_backend_create(const char *name, llm_backend **out, char *err,
-                            size_t errlen)
-{
-    if (!out)
-        return LLM_EINVAL;
-    *out = NULL;
-    int dev = name ? parse_device(name) : -1;
-    if (dev < 0) {
-        snprintf(err, errlen, "backend '%s': expected cuda or cuda:N",
-                 name ? name : "(null)");
-        return LLM_EINVAL;
-    }
-    cuda_be *c = calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(err, errlen, "cuda backend: out of memory");
-        return LLM_ENOMEM;
-    }
-    int rc = llm_cuda_create(dev, &c->cu, err, errlen);
-    void *ids = NULL;
-    c->prefill = prefill_mode_env();
-    if (rc == 0)
-        rc = apply_prefill_mode(c);
-    if (rc == 0)
-        rc = llm_cuda_malloc(c->cu, (SEAM_IDS + SEAM_ARGMAX) * sizeof(int32_t), &ids);
-    if (rc) {
-        if (c->cu)
-            snprintf(err, errlen, "cuda:%d: %s", dev, llm_cuda_error(c->cu));
-        llm_cuda_free(c->cu);
-        free(c);
-        return rc == LLM_ENOMEM ? LLM_ENOMEM : LLM_EBACKEND;
-    }
-    c->ids_dev = ids;
-    c->decode = decode_mode_env();
-    snprintf(c->name, sizeof c->name, "cuda:%d", dev);
-    c->ops = cuda_ops_template;
-    c->ops.name = c->name; /* markers say backend=cuda:N */
-    c->base.ops = &c->ops;
-    c->base.n_threads = 1;
-    c->base.host_visible = 0;
-    *out = &c->base;
-    return 0;
-}
-
-static int is_cuda(const llm_backend *be)
-{
-    return be && be->ops && be->ops->destroy == seam_destroy;
-}
-
-static int prepare_tensor(cuda_be *c, const llm_tensor *t)
-{
-    if (!t->data)
-        return 0;
-    wslot *s = wt_find(c, t->data);
-    if (s && s->half >= 0) /* a pair member: resident as the pair */
-        return 0;
-    return weight_of(c, t) ? 0 : -1;
+    return seam_ok(c, llm_cuda_weight_upload(c->cu, t->type, t->data, t->ne0, t->ne1,
+                                             t->row_bytes, w))
+               ? 0 : -1;
 }
 
 /* Grows the scratch to hold pair products of SEAM_GEMM_ROWS activation
@@ -1114,22 +406,9 @@ static int layer_fusable(const llm_model *m, const llm_layer *L)
            L->w_gate.ne1 == L->w_up.ne1 && L->w_gate.ne1 > 0;
 }
 
-/* Uploads a layer's q/k/v stacked and gate/up interleaved and enters the
- * per-tensor views and pair members. 1: fused (now or before), 0: not
- * fusable or already resident unfused (left as it is), -1: failure. */
-static int fuse_layer(cuda_be *c, const llm_model *m, const llm_layer *L)
+/* q/k/v stacked and gate/up interleaved; q, k, v become row views. */
+static int fuse_layer(cuda_be *c, const llm_layer *L, cuda_layer *cl)
 {
-    wslot *q = wt_find(c, L->wq.data);
-    if (q)
-        return q->fl != NULL;
-    if (!layer_fusable(m, L) || wt_find(c, L->wk.data) || wt_find(c, L->wv.data) ||
-        wt_find(c, L->w_gate.data) || wt_find(c, L->w_up.data))
-        return 0;
-    fused_layer *f = calloc(1, sizeof *f);
-    if (!f) {
-        seam_fail(c, LLM_ENOMEM);
-        return -1;
-    }
     const llm_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv}, *gu[2] = {&L->w_gate, &L->w_up};
     llm_cuda_weight_part pq[3], pg[2];
     for (int i = 0; i < 3; i++)
@@ -1137,70 +416,109 @@ static int fuse_layer(cuda_be *c, const llm_model *m, const llm_layer *L)
     for (int i = 0; i < 2; i++)
         pg[i] = (llm_cuda_weight_part){gu[i]->data, gu[i]->ne1, gu[i]->row_bytes};
     if (!seam_ok(c, llm_cuda_weight_upload_parts(c->cu, L->wq.type, L->wq.ne0, pq, 3, 0,
-                                                 &f->qkv)) ||
+                                                 &cl->qkv)) ||
         !seam_ok(c, llm_cuda_weight_upload_parts(c->cu, L->w_gate.type, L->w_gate.ne0, pg, 2,
-                                                 1, &f->gu)) ||
-        scratch_grow(c, f->gu.rows, f->qkv.rows) != 0) {
-        llm_cuda_weight_release(c->cu, &f->qkv);
-        llm_cuda_weight_release(c->cu, &f->gu);
-        free(f);
+                                                 1, &cl->gu)) ||
+        scratch_grow(c, cl->gu.rows, cl->qkv.rows) != 0)
         return -1;
-    }
-    f->next = c->fused;
-    c->fused = f;
-    int64_t row0 = 0;
-    for (int i = 0; i < 3; i++) {
-        wslot *s = wt_insert(c, qkv[i]->data);
-        if (!s)
-            return -1; /* f stays on the list, released at destroy */
-        s->w = llm_cuda_weight_rows(&f->qkv, row0, qkv[i]->ne1);
-        s->view = 1;
-        s->fl = f;
-        row0 += qkv[i]->ne1;
-    }
-    for (int i = 0; i < 2; i++) {
-        wslot *s = wt_insert(c, gu[i]->data);
-        if (!s)
-            return -1;
-        s->half = i;
-        s->fl = f;
-    }
+    cl->fused = 1;
+    cl->q = llm_cuda_weight_rows(&cl->qkv, 0, L->wq.ne1);
+    cl->k = llm_cuda_weight_rows(&cl->qkv, L->wq.ne1, L->wk.ne1);
+    cl->v = llm_cuda_weight_rows(&cl->qkv, L->wq.ne1 + L->wk.ne1, L->wv.ne1);
     c->stats.fused_layers++;
-    return 1;
-}
-
-static int prepare_layer(cuda_be *c, const llm_model *m, const llm_layer *L)
-{
-    if (fuse_layer(c, m, L) < 0)
-        return -1;
-    const llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo,
-                              &L->w_gate, &L->w_up, &L->w_down};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        if (prepare_tensor(c, ts[i]) != 0)
-            return -1;
-    if (!vector_of(c, L->attn_norm, m->hp.dim) || !vector_of(c, L->ffn_norm, m->hp.dim))
-        return -1;
     return 0;
 }
 
-int llm_cuda_backend_prepare(llm_backend *be, const llm_model *m, int32_t first,
-                             int32_t last, char *err, size_t errlen)
+static int upload_layer(cuda_be *c, const llm_model *m, int32_t l, cuda_layer *cl)
 {
-    if (!is_cuda(be) || !m || first < 0 || last < first ||
-        last >= m->hp.n_layers) {
-        snprintf(err, errlen, "cuda prepare: invalid arguments");
-        return LLM_EINVAL;
+    const llm_layer *L = &m->layers[l];
+    if (l >= c->fuse_from && layer_fusable(m, L)) {
+        if (fuse_layer(c, L, cl) != 0)
+            return -1;
+    } else if (upload_tensor(c, &L->wq, &cl->q) || upload_tensor(c, &L->wk, &cl->k) ||
+               upload_tensor(c, &L->wv, &cl->v) || upload_tensor(c, &L->w_gate, &cl->gate) ||
+               upload_tensor(c, &L->w_up, &cl->up)) {
+        return -1;
     }
+    if (upload_tensor(c, &L->wo, &cl->wo) || upload_tensor(c, &L->w_down, &cl->down))
+        return -1;
+    cl->attn_norm = upload_vector(c, L->attn_norm, m->hp.dim);
+    cl->ffn_norm = upload_vector(c, L->ffn_norm, m->hp.dim);
+    if (!cl->attn_norm || !cl->ffn_norm)
+        return -1;
+    cl->step_ok = cl->fused && mv_fusable(&cl->qkv) && mv_fusable(&cl->gu) &&
+                  mv_fusable(&cl->wo) && mv_fusable(&cl->down);
+    return 0;
+}
+
+/* Records where each tensor of layer L now lives. */
+static void bind_layer(llm_layer *L, cuda_layer *cl)
+{
+    L->dev = cl;
+    L->wq.dev = &cl->q;
+    L->wk.dev = &cl->k;
+    L->wv.dev = &cl->v;
+    L->w_gate.dev = cl->fused ? (void *)&cl->gu : (void *)&cl->gate;
+    L->w_up.dev = cl->fused ? (void *)&cl->gu : (void *)&cl->up;
+    L->wo.dev = &cl->wo;
+    L->w_down.dev = &cl->down;
+}
+
+static int prepare_head(cuda_be *c, llm_model *m)
+{
+    const llm_hparams *hp = &m->hp;
+    cuda_head *h = calloc(1, sizeof *h);
+    if (!h) {
+        seam_fail(c, LLM_ENOMEM);
+        return -1;
+    }
+    h->next = c->heads;
+    c->heads = h; /* owned from here on, whatever fails below */
+    m->dev = h;
+    int first = m->span_first == 0, last = m->span_last == hp->n_layers - 1;
+    if (first && upload_tensor(c, &m->tok_embd, &h->embd) != 0)
+        return -1;
+    if (first)
+        m->tok_embd.dev = &h->embd;
+    if (last) {
+        h->tied = first && m->output.data == m->tok_embd.data;
+        if (h->tied)
+            h->output = h->embd;
+        else if (upload_tensor(c, &m->output, &h->output) != 0)
+            return -1;
+        m->output.dev = &h->output;
+        h->output_mv = mv_fusable(&h->output);
+        if (!(h->out_norm = upload_vector(c, m->out_norm, hp->dim)))
+            return -1;
+    }
+    size_t fbytes = (size_t)(hp->head_dim / 2) * sizeof(double);
+    void *f = NULL;
+    if (!seam_ok(c, llm_cuda_malloc(c->cu, fbytes ? fbytes : 1, &f)))
+        return -1;
+    h->freq = f;
+    return seam_ok(c, llm_cuda_upload(c->cu, f, m->inv_freq, fbytes)) ? 0 : -1;
+}
+
+static int seam_prepare(llm_backend *be, llm_model *m, char *err, size_t errlen)
+{
     cuda_be *c = cb(be);
     int rc = c->failed ? c->failed : llm_cuda_bind(c->cu);
-    if (rc == 0 && first == 0 && prepare_tensor(c, &m->tok_embd) != 0)
+    if (rc == 0 && prepare_head(c, m) != 0)
         rc = -1;
-    for (int32_t l = first; rc == 0 && l <= last; l++)
-        if (prepare_layer(c, m, &m->layers[l]) != 0)
+    for (int32_t l = m->span_first; rc == 0 && l <= m->span_last; l++) {
+        cuda_layer *cl = calloc(1, sizeof *cl);
+        if (!cl) {
+            seam_fail(c, LLM_ENOMEM);
             rc = -1;
-    if (rc == 0 && last == m->hp.n_layers - 1 &&
-        (prepare_tensor(c, &m->output) != 0 || !vector_of(c, m->out_norm, m->hp.dim)))
-        rc = -1;
+            break;
+        }
+        cl->next = c->layers;
+        c->layers = cl;
+        if (upload_layer(c, m, l, cl) != 0)
+            rc = -1;
+        else
+            bind_layer(&m->layers[l], cl);
+    }
     if (rc == 0 && m->hp.n_heads > c->attn_heads) {
         /* The head count is known from here on; the room follows once a
          * reservation names the context (or now, if one already did). */
@@ -1217,14 +535,533 @@ int llm_cuda_backend_prepare(llm_backend *be, const llm_model *m, int32_t first,
     return 0;
 }
 
-int llm_cuda_backend_status(llm_backend *be, char *err, size_t errlen)
+/* ---- the span's path and the recorded step ---------------------------------- */
+
+static const cuda_layer *layer_of(cuda_be *c, const llm_model *m, int32_t l)
 {
-    if (!is_cuda(be))
-        return LLM_EINVAL;
+    const cuda_layer *cl = m->layers[l].dev;
+    if (!cl)
+        seam_failf(c, LLM_EBACKEND, "layer not prepared on this backend", l);
+    return cl;
+}
+
+static const cuda_head *head_of(cuda_be *c, const llm_model *m)
+{
+    const cuda_head *h = m->dev;
+    if (!h)
+        seam_failf(c, LLM_EBACKEND, "model not prepared on this backend", -1);
+    return h;
+}
+
+/* Whether every layer of the span takes the decode step (step 1) or the
+ * fused prefill (step 0). */
+static int span_fused(const llm_model *m, const llm_span *span, int step)
+{
+    for (int32_t l = span->first; l <= span->last; l++) {
+        const cuda_layer *cl = m->layers[l].dev;
+        if (!cl || !(step ? cl->step_ok : cl->fused))
+            return 0;
+    }
+    return 1;
+}
+
+/* The buffers a captured step refers to besides the seam's own: the span
+ * (layers, caches), the workspace and whether the head runs. A graph
+ * replays only for the same key; buffers freed and allocated again at the
+ * same addresses are the same buffers to it. Returns the key's length, 0
+ * when out of memory. */
+static size_t step_key(cuda_be *c, const llm_step *st)
+{
+    const llm_span *span = st->span;
+    const llm_workspace *ws = st->ws;
+    size_t nl = (size_t)(span->last - span->first + 1), n = 9 + 2 * nl;
+    if (n > c->key_cap) { /* grows at a span's first step only */
+        const void **k = realloc(c->key, n * sizeof *k);
+        if (!k)
+            return 0;
+        c->key = k;
+        c->key_cap = n;
+    }
+    const void **k = c->key;
+    k[0] = st->m;
+    k[1] = (const void *)(uintptr_t)span->first;
+    k[2] = (const void *)(uintptr_t)span->last;
+    k[3] = (const void *)(uintptr_t)st->head_rows;
+    k[4] = ws->x;
+    k[5] = ws->xb;
+    k[6] = ws->att;
+    k[7] = ws->hb;
+    k[8] = ws->logits;
+    for (size_t i = 0; i < nl; i++) {
+        k[9 + i] = span->k[i];
+        k[9 + nl + i] = span->v[i];
+    }
+    return n;
+}
+
+static span_graph *graph_find(cuda_be *c, size_t nkey)
+{
+    for (int i = 0; i < SEAM_GRAPHS; i++) {
+        span_graph *g = &c->graphs[i];
+        if (g->g && g->gen == c->gen && g->nkey == nkey &&
+            memcmp(g->key, c->key, nkey * sizeof *c->key) == 0)
+            return g;
+    }
+    return NULL;
+}
+
+/* A cache slot for a new capture of the step keyed in c->key (evicting
+ * round-robin), its key stored; NULL when out of memory (recorded). */
+static span_graph *graph_slot(cuda_be *c, size_t nkey)
+{
+    span_graph *g = &c->graphs[c->next_graph++ % SEAM_GRAPHS];
+    llm_cuda_graph_free(g->g);
+    g->g = NULL;
+    /* The key buffer is exactly as long as the last key kept in it. */
+    if (nkey > g->nkey || !g->key) {
+        free(g->key);
+        g->nkey = 0;
+        g->key = malloc(nkey * sizeof *g->key);
+        if (!g->key) {
+            seam_fail(c, LLM_ENOMEM);
+            return NULL;
+        }
+    }
+    memcpy(g->key, c->key, nkey * sizeof *g->key);
+    g->nkey = nkey;
+    return g;
+}
+
+/* Launches a captured step at position pos. */
+static void graph_run(cuda_be *c, span_graph *g, uint32_t pos)
+{
+    if (seam_ok(c, llm_cuda_pos_set(c->cu, pos)))
+        seam_fail(c, llm_cuda_graph_launch(c->cu, g->g));
+    c->stats.replays++;
+}
+
+/* A decode step: replayed from the cache (1), or to be issued as fused
+ * blocks (0), directly or into a capture (c->capturing). */
+static int begin_decode_step(cuda_be *c, const llm_step *st)
+{
+    if (!span_fused(st->m, st->span, 1)) {
+        c->stats.declined++;
+        return 0;
+    }
+    if (c->decode == LLM_CUDA_DECODE_FUSED) {
+        /* The graph's very launches, position register included, issued
+         * directly: the two modes give the same bits. */
+        c->path = PATH_STEP;
+        seam_fail(c, llm_cuda_pos_set(c->cu, st->pos0));
+        c->stats.direct++;
+        return 0;
+    }
+    size_t nkey = step_key(c, st);
+    if (!nkey) {
+        seam_fail(c, LLM_ENOMEM);
+        return 1;
+    }
+    span_graph *g = graph_find(c, nkey);
+    if (g) {
+        graph_run(c, g, st->pos0);
+        return 1;
+    }
+    if (!(g = graph_slot(c, nkey)) || !seam_ok(c, llm_cuda_graph_begin(c->cu)))
+        return 1;
+    c->path = PATH_STEP;
+    c->capturing = g;
+    return 0;
+}
+
+static int seam_step_begin(llm_backend *be, const llm_step *st)
+{
     cuda_be *c = cb(be);
-    if (c->failed && err && errlen)
-        snprintf(err, errlen, "%s: %s", c->name, c->msg);
-    return c->failed;
+    c->path = PATH_OPS;
+    c->capturing = NULL;
+    if (!seam_live(c))
+        return 1; /* the forward is void either way; issue nothing more */
+    if (st->n == 1 && c->decode != LLM_CUDA_DECODE_OPS)
+        return begin_decode_step(c, st);
+    if (st->n > LLM_CUDA_MATVEC_MAX && c->prefill == LLM_CUDA_PREFILL_FUSED &&
+        span_fused(st->m, st->span, 0)) {
+        c->path = PATH_PREFILL;
+        c->stats.prefills++;
+    }
+    return 0;
+}
+
+static void seam_step_end(llm_backend *be, const llm_step *st)
+{
+    cuda_be *c = cb(be);
+    span_graph *g = c->capturing;
+    c->path = PATH_OPS;
+    c->capturing = NULL;
+    if (!g)
+        return;
+    llm_cuda_graph *cg = NULL;
+    int rc = llm_cuda_graph_end(c->cu, &cg);
+    if (!seam_ok(c, rc)) { /* a graph of a failed step is never kept */
+        llm_cuda_graph_free(cg);
+        return;
+    }
+    g->g = cg;
+    g->gen = c->gen;
+    c->stats.captures++;
+    graph_run(c, g, st->pos0);
+}
+
+/* ---- blocks ----------------------------------------------------------------- */
+
+static void seam_embed(llm_backend *be, const llm_model *m, const int32_t *ids, int32_t n,
+                       float *out)
+{
+    cuda_be *c = cb(be);
+    const cuda_head *h = seam_live(c) ? head_of(c, m) : NULL;
+    for (int32_t t0 = 0; h && t0 < n; t0 += SEAM_IDS) {
+        int32_t nt = n - t0 < SEAM_IDS ? n - t0 : SEAM_IDS;
+        if (!seam_ok(c, llm_cuda_upload(c->cu, c->ids_dev, ids + t0,
+                                        (size_t)nt * sizeof *ids)) ||
+            !seam_ok(c, llm_cuda_embed(c->cu, &h->embd, c->ids_dev, nt,
+                                       out + (size_t)t0 * m->hp.dim)))
+            return;
+    }
+}
+
+/* Rows of activations whose pair products fit the scratch at once. */
+static int32_t pair_slice(const cuda_be *c, int64_t pair_rows)
+{
+    size_t per_row = (size_t)pair_rows + (size_t)pair_rows / 2;
+    size_t k = c->scratch_len / per_row;
+    return k > SEAM_GEMM_ROWS ? SEAM_GEMM_ROWS : (int32_t)k;
+}
+
+/* The positions of a block's rows: from the register on the decode step
+ * (a captured graph replays at each step's position), else pos0. */
+static llm_cuda_positions positions(const cuda_be *c, uint32_t pos0)
+{
+    llm_cuda_positions p = {pos0, NULL};
+    if (c->path == PATH_STEP) {
+        p.pos0 = 0;
+        p.dpos = llm_cuda_pos(c->cu);
+    }
+    return p;
+}
+
+/* The decode step's attention: three kernels. */
+static void step_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
+                           const double *freq)
+{
+    const llm_hparams *hp = &b->m->hp;
+    llm_workspace *ws = b->ws;
+    int32_t qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hp->head_dim;
+    float *qkv = c->scratch; /* [qkv_w]: q, k, v of the token, rotated */
+    llm_cuda_positions pos = positions(c, b->pos0);
+    llm_cuda_rope_store rs = {pos, freq, hp->rope_scale, hp->n_heads, hp->n_kv_heads,
+                              hp->head_dim, b->k, b->v};
+    llm_cuda_mv_fuse fq = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE, cl->attn_norm,
+                           hp->norm_eps, &rs};
+    llm_cuda_mv_fuse acc = {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL};
+    llm_cuda_attn a = {qkv, b->k, b->v, ws->att, 1, pos, hp->n_heads, hp->n_kv_heads,
+                       hp->head_dim, qkv_w};
+    if (seam_ok(c, llm_cuda_matvec_fused(c->cu, &cl->qkv, ws->x, qkv, &fq)) &&
+        seam_ok(c, llm_cuda_attention(c->cu, &a)))
+        seam_fail(c, llm_cuda_matvec_fused(c->cu, &cl->wo, ws->att, ws->x, &acc));
+}
+
+/* The fused prefill's attention for b->n rows. q/k/v rows ([rows][qkv_w])
+ * go through the scratch in slices of the rows it holds (3584 for the 8B
+ * shape, so a 2048-token prompt is one slice); a slice's attention reads
+ * the keys the earlier slices stored, so slicing changes no result. */
+static void prefill_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
+                              const double *freq)
+{
+    const llm_hparams *hp = &b->m->hp;
+    llm_workspace *ws = b->ws;
+    int32_t n = b->n, hd = hp->head_dim;
+    int32_t q_dim = hp->n_heads * hd, qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hd;
+    size_t fit = c->scratch_len / (size_t)qkv_w; /* >= 1: scratch_grow */
+    int32_t k = fit < (size_t)n ? (int32_t)fit : n;
+    if (!seam_ok(c, llm_cuda_rmsnorm(c->cu, ws->xb, ws->x, cl->attn_norm, n, hp->dim,
+                                     hp->norm_eps)))
+        return;
+    for (int32_t r0 = 0; r0 < n; r0 += k) {
+        int32_t nr = n - r0 < k ? n - r0 : k;
+        llm_cuda_positions pos = {b->pos0 + (uint32_t)r0, NULL};
+        llm_cuda_attn a = {c->scratch, b->k, b->v, ws->att + (size_t)r0 * (size_t)q_dim, nr,
+                           pos, hp->n_heads, hp->n_kv_heads, hd, qkv_w};
+        if (!seam_ok(c, llm_cuda_matmul(c->cu, &cl->qkv, ws->xb + (size_t)r0 * hp->dim, nr,
+                                        c->scratch)) ||
+            !seam_ok(c, llm_cuda_rope_qkv_store(c->cu, c->scratch, nr, qkv_w, hp->n_heads,
+                                                hp->n_kv_heads, hd, pos, freq,
+                                                hp->rope_scale, b->k, b->v)) ||
+            !seam_ok(c, llm_cuda_attention(c->cu, &a)))
+            return;
+    }
+    seam_fail(c, llm_cuda_matmul_acc(c->cu, &cl->wo, ws->att, n, ws->x));
+}
+
+/* Op by op: the q, k and v products (the new keys and values straight
+ * into their cache rows), RoPE, attention, the output product, the add. */
+static void ops_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
+                          const double *freq)
+{
+    const llm_hparams *hp = &b->m->hp;
+    llm_workspace *ws = b->ws;
+    llm_cuda *cu = c->cu;
+    int32_t n = b->n, q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
+    float *kslot = b->k + (size_t)b->pos0 * kv_dim, *vslot = b->v + (size_t)b->pos0 * kv_dim;
+    llm_cuda_positions pos = {b->pos0, NULL};
+    llm_cuda_attn a = {ws->q, b->k, b->v, ws->att, n, pos, hp->n_heads, hp->n_kv_heads,
+                       hp->head_dim, 0};
+    if (seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, cl->attn_norm, n, hp->dim,
+                                    hp->norm_eps)) &&
+        seam_ok(c, llm_cuda_matmul(cu, &cl->q, ws->xb, n, ws->q)) &&
+        seam_ok(c, llm_cuda_matmul(cu, &cl->k, ws->xb, n, kslot)) &&
+        seam_ok(c, llm_cuda_matmul(cu, &cl->v, ws->xb, n, vslot)) &&
+        seam_ok(c, llm_cuda_rope(cu, ws->q, n, hp->n_heads, q_dim, pos, freq,
+                                 hp->rope_scale, hp->head_dim)) &&
+        seam_ok(c, llm_cuda_rope(cu, kslot, n, hp->n_kv_heads, kv_dim, pos, freq,
+                                 hp->rope_scale, hp->head_dim)) &&
+        seam_ok(c, llm_cuda_attention(cu, &a)) &&
+        seam_ok(c, llm_cuda_matmul(cu, &cl->wo, ws->att, n, ws->xb2)))
+        seam_fail(c, llm_cuda_add(cu, ws->x, ws->xb2, (size_t)n * hp->dim));
+}
+
+static void seam_attention(llm_backend *be, const llm_block *b)
+{
+    cuda_be *c = cb(be);
+    if (!seam_live(c))
+        return;
+    const cuda_layer *cl = layer_of(c, b->m, b->layer);
+    const cuda_head *h = cl ? head_of(c, b->m) : NULL;
+    if (!h)
+        return;
+    if (c->path == PATH_STEP)
+        step_attention(c, b, cl, h->freq);
+    else if (c->path == PATH_PREFILL)
+        prefill_attention(c, b, cl, h->freq);
+    else
+        ops_attention(c, b, cl, h->freq);
+}
+
+/* The decode step's feed-forward: two kernels. */
+static void step_ffn(cuda_be *c, const llm_block *b, const cuda_layer *cl)
+{
+    const llm_hparams *hp = &b->m->hp;
+    llm_workspace *ws = b->ws;
+    llm_cuda_mv_fuse fg = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, cl->ffn_norm,
+                           hp->norm_eps, NULL};
+    llm_cuda_mv_fuse acc = {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL};
+    if (seam_ok(c, llm_cuda_matvec_fused(c->cu, &cl->gu, ws->x, ws->hb, &fg)))
+        seam_fail(c, llm_cuda_matvec_fused(c->cu, &cl->down, ws->hb, ws->x, &acc));
+}
+
+/* The fused prefill's feed-forward: the interleaved gate/up products
+ * ([rows][2 ffn]) go through the scratch in slices of pair_slice rows,
+ * SwiGLU writing each slice's [rows][ffn] into ws->hb. */
+static void prefill_ffn(cuda_be *c, const llm_block *b, const cuda_layer *cl)
+{
+    const llm_hparams *hp = &b->m->hp;
+    llm_workspace *ws = b->ws;
+    int64_t half = cl->gu.rows / 2;
+    int32_t n = b->n, k = pair_slice(c, cl->gu.rows);
+    if (!seam_ok(c, llm_cuda_rmsnorm(c->cu, ws->xb, ws->x, cl->ffn_norm, n, hp->dim,
+                                     hp->norm_eps)))
+        return;
+    for (int32_t r0 = 0; r0 < n; r0 += k) {
+        int32_t nr = n - r0 < k ? n - r0 : k;
+        if (!seam_ok(c, llm_cuda_matmul(c->cu, &cl->gu, ws->xb + (size_t)r0 * hp->dim, nr,
+                                        c->scratch)) ||
+            !seam_ok(c, llm_cuda_swiglu_pairs(c->cu, ws->hb + (size_t)r0 * (size_t)half,
+                                              c->scratch, (size_t)nr * (size_t)half)))
+            return;
+    }
+    seam_fail(c, llm_cuda_matmul_acc(c->cu, &cl->down, ws->hb, n, ws->x));
+}
+
+/* gate and up of a fused layer: one product over the interleaved rows per
+ * slice of activation rows, split into gate and up. */
+static void pair_matmul(cuda_be *c, const llm_cuda_weight *gu, const float *x, int32_t n,
+                        float *gate, float *up)
+{
+    int64_t half = gu->rows / 2;
+    int32_t k = pair_slice(c, gu->rows);
+    for (int32_t r0 = 0; r0 < n && !c->failed; r0 += k) {
+        int32_t nr = n - r0 < k ? n - r0 : k;
+        size_t off = (size_t)r0 * (size_t)half;
+        if (!seam_ok(c, llm_cuda_matmul(c->cu, gu, x + (size_t)r0 * (size_t)gu->cols, nr,
+                                        c->scratch)))
+            return;
+        seam_fail(c, llm_cuda_unpair(c->cu, gate + off, up + off, c->scratch,
+                                     (size_t)nr * (size_t)half));
+    }
+}
+
+static void ops_ffn(cuda_be *c, const llm_block *b, const cuda_layer *cl)
+{
+    const llm_hparams *hp = &b->m->hp;
+    llm_workspace *ws = b->ws;
+    llm_cuda *cu = c->cu;
+    int32_t n = b->n;
+    if (!seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, cl->ffn_norm, n, hp->dim,
+                                     hp->norm_eps)))
+        return;
+    if (cl->fused)
+        pair_matmul(c, &cl->gu, ws->xb, n, ws->hb, ws->hb2);
+    else if (seam_ok(c, llm_cuda_matmul(cu, &cl->gate, ws->xb, n, ws->hb)))
+        seam_fail(c, llm_cuda_matmul(cu, &cl->up, ws->xb, n, ws->hb2));
+    if (!c->failed && seam_ok(c, llm_cuda_swiglu(cu, ws->hb, ws->hb2, (size_t)n * hp->ffn_dim)) &&
+        seam_ok(c, llm_cuda_matmul(cu, &cl->down, ws->hb, n, ws->xb2)))
+        seam_fail(c, llm_cuda_add(cu, ws->x, ws->xb2, (size_t)n * hp->dim));
+}
+
+static void seam_ffn(llm_backend *be, const llm_block *b)
+{
+    cuda_be *c = cb(be);
+    const cuda_layer *cl = seam_live(c) ? layer_of(c, b->m, b->layer) : NULL;
+    if (!cl)
+        return;
+    if (c->path == PATH_STEP)
+        step_ffn(c, b, cl);
+    else if (c->path == PATH_PREFILL)
+        prefill_ffn(c, b, cl);
+    else
+        ops_ffn(c, b, cl);
+}
+
+/* The head: on the decode step one product with the norm folded in when
+ * the kernel takes the matrix, else the norm and then the product. */
+static void seam_head(llm_backend *be, const llm_model *m, llm_workspace *ws, int32_t n,
+                      int32_t rows)
+{
+    cuda_be *c = cb(be);
+    const cuda_head *h = seam_live(c) ? head_of(c, m) : NULL;
+    if (!h)
+        return;
+    const llm_hparams *hp = &m->hp;
+    if (c->path == PATH_STEP && h->output_mv) {
+        llm_cuda_mv_fuse fo = {LLM_CUDA_MV_NORM, h->out_norm, hp->norm_eps, NULL};
+        seam_fail(c, llm_cuda_matvec_fused(c->cu, &h->output, ws->x, ws->logits, &fo));
+        return;
+    }
+    const float *src = ws->x + (size_t)(n - rows) * hp->dim;
+    if (seam_ok(c, llm_cuda_rmsnorm(c->cu, ws->xb, src, h->out_norm, rows, hp->dim,
+                                    hp->norm_eps)))
+        seam_fail(c, llm_cuda_matmul(c->cu, &h->output, ws->xb, rows, ws->logits));
+}
+
+/* The greedy tokens of logits rows on the device; only their 4 bytes each
+ * are read back (the download waits for the forward before it). */
+static int seam_argmax(llm_backend *be, const float *logits, int32_t rows, int32_t n,
+                       int32_t *out)
+{
+    cuda_be *c = cb(be);
+    int32_t *tok_dev = c->ids_dev + SEAM_IDS;
+    if (!seam_live(c))
+        return -1;
+    for (int32_t r0 = 0; r0 < rows; r0 += SEAM_ARGMAX) {
+        int32_t nr = rows - r0 < SEAM_ARGMAX ? rows - r0 : SEAM_ARGMAX;
+        if (!seam_ok(c, llm_cuda_argmax_scan(c->cu, logits + (size_t)r0 * (size_t)n, nr, n,
+                                             tok_dev)) ||
+            !seam_ok(c, llm_cuda_download(c->cu, out + r0, tok_dev,
+                                          (size_t)nr * sizeof *out)))
+            return -1;
+    }
+    c->stats.argmaxes += (uint64_t)rows;
+    return 0;
+}
+
+static const llm_backend_ops cuda_ops_template = {
+    .name = "cuda",
+    .destroy = seam_destroy,
+    .prepare = seam_prepare,
+    .reserve = seam_reserve,
+    .alloc = seam_alloc,
+    .free = seam_free,
+    .write = seam_write,
+    .read = seam_read,
+    .sync = seam_sync,
+    .status = seam_status,
+    .embed = seam_embed,
+    .attention = seam_attention,
+    .ffn = seam_ffn,
+    .head = seam_head,
+    .argmax = seam_argmax,
+    .step_begin = seam_step_begin,
+    .step_end = seam_step_end,
+};
+
+/* ---- construction -------------------------------------------------------- */
+
+/* PHASEMARK_CUDA_DECODE=ops|fused|graph; anything else is the default. */
+static int decode_mode_env(void)
+{
+    const char *e = getenv("PHASEMARK_CUDA_DECODE");
+    if (e && strcmp(e, "ops") == 0)
+        return LLM_CUDA_DECODE_OPS;
+    if (e && strcmp(e, "fused") == 0)
+        return LLM_CUDA_DECODE_FUSED;
+    return LLM_CUDA_DECODE_GRAPH;
+}
+
+/* PHASEMARK_CUDA_PREFILL=ops|fused; anything else is the default. */
+static int prefill_mode_env(void)
+{
+    const char *e = getenv("PHASEMARK_CUDA_PREFILL");
+    return e && strcmp(e, "ops") == 0 ? LLM_CUDA_PREFILL_OPS : LLM_CUDA_PREFILL_FUSED;
+}
+
+int llm_cuda_backend_create(int device, llm_backend **out, char *err, size_t errlen)
+{
+    if (!out)
+        return LLM_EINVAL;
+    *out = NULL;
+    if (device < 0) {
+        snprintf(err, errlen, "cuda backend: device %d is invalid", device);
+        return LLM_EINVAL;
+    }
+    cuda_be *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "cuda backend: out of memory");
+        return LLM_ENOMEM;
+    }
+    int rc = llm_cuda_create(device, &c->cu, err, errlen);
+    void *ids = NULL;
+    c->prefill = prefill_mode_env();
+    if (rc == 0)
+        rc = apply_prefill_mode(c);
+    if (rc == 0)
+        rc = llm_cuda_malloc(c->cu, (SEAM_IDS + SEAM_ARGMAX) * sizeof(int32_t), &ids);
+    if (rc) {
+        if (c->cu)
+            snprintf(err, errlen, "cuda:%d: %s", device, llm_cuda_error(c->cu));
+        llm_cuda_free(c->cu);
+        free(c);
+        return rc == LLM_ENOMEM ? LLM_ENOMEM : LLM_EBACKEND;
+    }
+    c->ids_dev = ids;
+    c->decode = decode_mode_env();
+    snprintf(c->name, sizeof c->name, "cuda:%d", device);
+    c->ops = cuda_ops_template;
+    c->ops.name = c->name; /* markers say backend=cuda:N */
+    c->base.ops = &c->ops;
+    c->base.n_threads = 1;
+    c->base.host_visible = 0;
+    *out = &c->base;
+    return 0;
+}
+
+static int is_cuda(const llm_backend *be)
+{
+    return be && be->ops && be->ops->destroy == seam_destroy;
+}
+
+int llm_cuda_backend_set_fuse_from(llm_backend *be, int32_t layer)
+{
+    if (!is_cuda(be) || layer < 0)
+        return LLM_EINVAL;
+    cb(be)->fuse_from = layer;
+    return 0;
 }
 
 llm_cuda *llm_cuda_backend_context(llm_backend *be)
