@@ -3,13 +3,14 @@
  * --backend cuda and pm-server run), against the device's copy bandwidth
  * measured in the same process.
  *
- * bench_llama (beside this file) measures the library's decode step with
- * its own in-memory model; this program measures what a user gets: the
- * session's llm_decode (embedding, the span forward through the backend
- * seam, the head, logits copied to the host) for a GGUF file, for
+ * It measures what a user gets, and the only forward there is: the
+ * session's llm_decode (embedding, the span forward through the backend's
+ * blocks, the head, logits copied to the host) for a GGUF file, for
  * instance one written by `pm-modelwriter synth --type bf16`.
  *
  * Printed, one JSON object per line:
+ *   {"bench":"gemm_peak",...}     with prefill_tokens > 0: the matrix
+ *                                 ceiling, an 8192^3 bf16 cuBLAS product;
  *   {"bench":"copy",...}          device-to-device copy bandwidth (bytes
  *                                 read + written per second);
  *   {"bench":"engine_decode",...} per decode mode of the seam (graph: the
@@ -40,12 +41,12 @@
  *                                 of that many tokens in one batch on a
  *                                 fresh context (the whole prompt is one
  *                                 forward), median of `reps`, and its
- *                                 matrix TFLOP/s counted as bench_llama
- *                                 counts them (every layer's products for
+ *                                 matrix TFLOP/s counted (every layer's products for
  *                                 n rows, causal attention over n(n+1)/2
  *                                 pairs a head, the head for one row), to
- *                                 set against bench_llama's cuBLAS peak
- *                                 from the same device call; this is the
+ *                                 set against the gemm_peak line (an
+ *                                 8192^3 bf16 cuBLAS product measured
+ *                                 in the same process); this is the
  *                                 seam's default, the fused prefill
  *                                 (LLM_CUDA_PREFILL_FUSED);
  *   {"bench":"engine_prefill_ops",...} the same prefill on the old
@@ -129,6 +130,49 @@ static double copy_bandwidth(int reps)
     llm_cuda_mfree(cu, b);
     llm_cuda_free(cu);
     return bw;
+}
+
+/* An 8192^3 bf16 cuBLAS product (fp32 accumulation) on its own context:
+ * the matrix ceiling the engine's prefill is set against; FLOP/s, 0 on
+ * failure. This times the library's product, never a forward. */
+static double gemm_peak(int reps)
+{
+    const int32_t n = 8192;
+    size_t e = (size_t)n * n;
+    llm_cuda *cu = NULL;
+    char err[256];
+    if (llm_cuda_create(0, &cu, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", err);
+        return 0.0;
+    }
+    void *a = NULL, *b = NULL, *c = NULL;
+    float t[MAX_REPS];
+    int ok = llm_cuda_malloc(cu, e * 2, &a) == 0 && llm_cuda_malloc(cu, e * 2, &b) == 0 &&
+             llm_cuda_malloc(cu, e * 4, &c) == 0 &&
+             llm_cuda_fill_uniform(cu, a, LLM_TYPE_BF16, e, 11, 1.0f) == 0 &&
+             llm_cuda_fill_uniform(cu, b, LLM_TYPE_BF16, e, 12, 1.0f) == 0;
+    for (int i = 0; ok && i < 3; i++) /* warm-up: cuBLAS picks its kernel */
+        ok = llm_cuda_gemm_bf16(cu, n, n, n, a, b, c) == 0;
+    for (int r = 0; ok && r < reps; r++)
+        ok = llm_cuda_event_record(cu, 0) == 0 && llm_cuda_gemm_bf16(cu, n, n, n, a, b, c) == 0 &&
+             llm_cuda_event_record(cu, 1) == 0 && llm_cuda_elapsed_ms(cu, 0, 1, &t[r]) == 0;
+    double flops = 0.0;
+    if (ok) {
+        double ms[MAX_REPS];
+        for (int r = 0; r < reps; r++)
+            ms[r] = t[r];
+        double m = median(ms, reps);
+        flops = 2.0 * (double)n * n * n / (m * 1e-3);
+        printf("{\"bench\":\"gemm_peak\",\"m\":%d,\"n\":%d,\"k\":%d,\"median_ms\":%.4f,"
+               "\"reps\":%d,\"TFLOPs\":%.1f}\n", n, n, n, m, reps, flops / 1e12);
+    } else {
+        fprintf(stderr, "bench_engine: gemm peak: %s\n", llm_cuda_error(cu));
+    }
+    llm_cuda_mfree(cu, a);
+    llm_cuda_mfree(cu, b);
+    llm_cuda_mfree(cu, c);
+    llm_cuda_free(cu);
+    return flops;
 }
 
 static int32_t argmax_of(const float *x, int32_t n)
@@ -261,7 +305,7 @@ typedef struct prefill_ref {
  * position 0 in prefill mode `mode`, median of reps after a warm-up; the
  * FUSED run fills *ref, the OPS run is set against it. 0 ok. */
 static int bench_prefill(llm_model *m, const llm_model_info *info, const char *label, int n,
-                         int reps, int mode, prefill_ref *ref)
+                         int reps, int mode, double peak, prefill_ref *ref)
 {
     if (llm_cuda_backend_set_prefill(m->be, mode) != 0) {
         fprintf(stderr, "bench_engine: prefill mode %d refused\n", mode);
@@ -312,8 +356,9 @@ static int bench_prefill(llm_model *m, const llm_model_info *info, const char *l
             ref->argmax = top;
             printf("{\"bench\":\"engine_prefill\",\"model\":\"%s\",\"dtype\":\"%s\","
                    "\"tokens\":%d,\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.0f,"
-                   "\"TFLOPs\":%.1f}\n", label, info->weight_type, n, reps, md * 1e3, n / md,
-                   flops / md / 1e12);
+                   "\"TFLOPs\":%.1f,\"fraction_of_gemm_peak\":%.3f}\n", label,
+                   info->weight_type, n, reps, md * 1e3, n / md, flops / md / 1e12,
+                   peak > 0 ? flops / md / peak : 0.0);
         } else {
             printf("{\"bench\":\"engine_prefill_ops\",\"model\":\"%s\",\"dtype\":\"%s\","
                    "\"tokens\":%d,\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.0f,"
@@ -359,6 +404,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double bw = copy_bandwidth(2 * reps);
+    double peak = prefill_n > 0 ? gemm_peak(reps) : 0.0;
     llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
     mo.backend = "cuda:0";
     llm_model *m = NULL;
@@ -424,9 +470,11 @@ int main(int argc, char **argv)
     llm_session_free(s);
     prefill_ref pref = {0.0, -1};
     if (rc == 0 && prefill_n > 0)
-        rc = bench_prefill(m, &info, argv[2], prefill_n, reps, LLM_CUDA_PREFILL_FUSED, &pref);
+        rc = bench_prefill(m, &info, argv[2], prefill_n, reps, LLM_CUDA_PREFILL_FUSED, peak,
+                           &pref);
     if (rc == 0 && prefill_n > 0)
-        rc = bench_prefill(m, &info, argv[2], prefill_n, reps, LLM_CUDA_PREFILL_OPS, &pref);
+        rc = bench_prefill(m, &info, argv[2], prefill_n, reps, LLM_CUDA_PREFILL_OPS, peak,
+                           &pref);
     llm_model_free(m);
     return rc ? 1 : 0;
 }
