@@ -86,6 +86,11 @@ typedef struct llm_backend_ops {
     int (*reserve)(llm_backend *be, uint32_t n_ctx, int64_t max_width);
     void *(*alloc)(llm_backend *be, size_t bytes); /* zeroed; NULL: no memory */
     void (*free)(llm_backend *be, void *p);        /* NULL is harmless */
+    /* Host memory that read and write move fastest (page-locked on a
+     * device backend, plain on the CPU), for buffers a forward reads
+     * results into every step. Zeroed; NULL: no memory. Setup only. */
+    void *(*host_alloc)(llm_backend *be, size_t bytes);
+    void (*host_free)(llm_backend *be, void *p); /* NULL is harmless */
     void (*write)(llm_backend *be, void *dst, const void *src, size_t bytes);
     void (*read)(llm_backend *be, void *dst, const void *src, size_t bytes);
     /* Waits for the work issued so far. 0, or LLM_EBACKEND (see status). */
@@ -94,7 +99,10 @@ typedef struct llm_backend_ops {
      * LLM_ENOMEM) with its reason in err: every result since is void. */
     int (*status)(llm_backend *be, char *err, size_t errlen);
 
-    /* ---- blocks -------------------------------------------------------- */
+    /* ---- blocks --------------------------------------------------------
+     * A forward calls embed or write first, then step_begin when the
+     * backend has it, then the layers' blocks and the head, then step_end:
+     * a backend may set up the forward's device state in step_begin. */
 
     /* x[i] = row ids[i] of the token embedding, as f32: x [n][dim]. */
     void (*embed)(llm_backend *be, const llm_model *m, const int32_t *ids, int32_t n,

@@ -141,6 +141,13 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t);
 int llm_cuda_malloc(llm_cuda *c, size_t bytes, void **out);
 void llm_cuda_mfree(llm_cuda *c, void *p);
 
+/* Page-locked host memory of `bytes` (> 0): copies between it and the
+ * device run at bus speed, without the runtime staging them through its
+ * own buffer. *out NULL on failure (out of memory is not sticky). Setup
+ * only. Release with llm_cuda_host_free (NULL is harmless). */
+int llm_cuda_host_alloc(llm_cuda *c, size_t bytes, void **out);
+void llm_cuda_host_free(llm_cuda *c, void *p);
+
 /* Host -> device copy, stream-ordered; the host buffer may be reused as soon
  * as the call returns. */
 int llm_cuda_upload(llm_cuda *c, void *dst, const void *host_src,

@@ -344,6 +344,26 @@ void llm_cuda_mfree(llm_cuda *c, void *p)
     cudaFree(p);
 }
 
+int llm_cuda_host_alloc(llm_cuda *c, size_t bytes, void **out)
+{
+    if (!out)
+        return LLM_EINVAL;
+    *out = NULL;
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, bytes > 0);
+    LLM_CU_TRY(c, cudaSetDevice(c->device));
+    LLM_CU_TRY(c, cudaMallocHost(out, bytes));
+    return 0;
+}
+
+void llm_cuda_host_free(llm_cuda *c, void *p)
+{
+    if (!c || !p)
+        return;
+    (void)cudaSetDevice(c->device);
+    cudaFreeHost(p);
+}
+
 int llm_cuda_upload(llm_cuda *c, void *dst, const void *host_src, size_t bytes)
 {
     LLM_CU_ENTER(c);

@@ -170,7 +170,10 @@ static int seam_ok(cuda_be *c, int rc)
     return rc == 0 && !c->failed;
 }
 
-/* 1 when the seam may issue work: healthy and bound to its device. */
+/* 1 when the seam may issue work: healthy and bound to its device. Entry
+ * points that can start a forward's work bind (embed, write, step_begin,
+ * ...); the blocks after step_begin run on the device it bound, since a
+ * forward holds the model lock from its first call to its last. */
 static int seam_live(cuda_be *c)
 {
     return !c->failed && seam_ok(c, llm_cuda_bind(c->cu));
@@ -310,6 +313,21 @@ static void *seam_alloc(llm_backend *be, size_t bytes)
 static void seam_free(llm_backend *be, void *p)
 {
     llm_cuda_mfree(cb(be)->cu, p);
+}
+
+static void *seam_host_alloc(llm_backend *be, size_t bytes)
+{
+    cuda_be *c = cb(be);
+    void *p = NULL;
+    if (llm_cuda_host_alloc(c->cu, bytes ? bytes : 1, &p) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void seam_host_free(llm_backend *be, void *p)
+{
+    llm_cuda_host_free(cb(be)->cu, p);
 }
 
 static void seam_write(llm_backend *be, void *dst, const void *src, size_t bytes)
@@ -830,7 +848,7 @@ static void ops_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
 static void seam_attention(llm_backend *be, const llm_block *b)
 {
     cuda_be *c = cb(be);
-    if (!seam_live(c))
+    if (c->failed)
         return;
     const cuda_layer *cl = layer_of(c, b->m, b->layer);
     const cuda_head *h = cl ? head_of(c, b->m) : NULL;
@@ -918,7 +936,7 @@ static void ops_ffn(cuda_be *c, const llm_block *b, const cuda_layer *cl)
 static void seam_ffn(llm_backend *be, const llm_block *b)
 {
     cuda_be *c = cb(be);
-    const cuda_layer *cl = seam_live(c) ? layer_of(c, b->m, b->layer) : NULL;
+    const cuda_layer *cl = !c->failed ? layer_of(c, b->m, b->layer) : NULL;
     if (!cl)
         return;
     if (c->path == PATH_STEP)
@@ -935,7 +953,7 @@ static void seam_head(llm_backend *be, const llm_model *m, llm_workspace *ws, in
                       int32_t rows)
 {
     cuda_be *c = cb(be);
-    const cuda_head *h = seam_live(c) ? head_of(c, m) : NULL;
+    const cuda_head *h = !c->failed ? head_of(c, m) : NULL;
     if (!h)
         return;
     const llm_hparams *hp = &m->hp;
@@ -978,6 +996,8 @@ static const llm_backend_ops cuda_ops_template = {
     .reserve = seam_reserve,
     .alloc = seam_alloc,
     .free = seam_free,
+    .host_alloc = seam_host_alloc,
+    .host_free = seam_host_free,
     .write = seam_write,
     .read = seam_read,
     .sync = seam_sync,
