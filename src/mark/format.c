@@ -146,37 +146,43 @@ static inline void start(pm__text *t, char *buf, size_t cap, const char *kind, s
 }
 #define START(t, buf, cap, kind) start((t), (buf), (cap), kind, sizeof(kind) - 1)
 
-/* How a value of each pm__vtype is written, from its pm__values field x.
- * A UINT field that is signed in pm__values is written with its sign. */
-#define PUT_MODE(t, k, x) text_attr_str((t), KEY(k), pm_phase_name(x))
-#define PUT_UINT(t, k, x) \
+/* How a value of each pm__vtype is written: x is the key's pm__values
+ * field, mode the range's mode as its kind's formatter resolved it (MODE
+ * writes that, not x). A UINT field that is signed in pm__values is written
+ * with its sign. */
+#define PUT_MODE(t, k, x, mode) text_attr_str((t), KEY(k), pm_phase_name(mode))
+#define PUT_UINT(t, k, x, mode) \
     _Generic((x), int64_t: text_attr_i64, default: text_attr_u64)((t), KEY(k), (x))
-#define PUT_SPAN(t, k, x) text_attr_span((t), KEY(k), (x).first, (x).last)
-#define PUT_WHERE(t, k, x) text_attr_str((t), KEY(k), pm__where_name((x) == PM_WHERE_REMOTE))
-#define PUT_TEXT(t, k, x) text_attr_str((t), KEY(k), (x))
+#define PUT_SPAN(t, k, x, mode) text_attr_span((t), KEY(k), (x).first, (x).last)
+#define PUT_WHERE(t, k, x, mode) \
+    text_attr_str((t), KEY(k), pm__where_name((x) == PM_WHERE_REMOTE))
+#define PUT_TEXT(t, k, x, mode) text_attr_str((t), KEY(k), (x))
 
 _Static_assert(PM_WHERE_LOCAL == 0 && PM_WHERE_REMOTE == 1, "pm__where_name is indexed by pm_where");
 
-/* put_<ID>(t, v): appends " key=value" for one key of PM__KEYS. */
-#define DEFINE_PUT(ID, name, type)                                       \
-    static inline void put_##ID(pm__text *t, const pm__values *v)       \
-    {                                                                    \
-        PUT_##type(t, #name, v->name);                                   \
+/* put_<ID>(t, v, mode): appends " key=value" for one key of PM__KEYS. */
+#define DEFINE_PUT(ID, name, type)                                                 \
+    static inline void put_##ID(pm__text *t, const pm__values *v, pm_phase mode)  \
+    {                                                                              \
+        (void)v, (void)mode;                                                       \
+        PUT_##type(t, #name, v->name, mode);                                       \
     }
 PM__KEYS(DEFINE_PUT)
 #undef DEFINE_PUT
 
 /* pm__format_<name>(buf, cap, v): one kind of PM__KINDS, its literal name and
- * then its keys' writers in table order. */
-#define PM__ATTR(ID) put_##ID(&t, v);
-#define DEFINE_FORMAT(ID, name, leaf, phase, modes, keys)                    \
-    size_t pm__format_##name(char *buf, size_t cap, const pm__values *v)    \
-    {                                                                        \
-        pm__text t;                                                          \
-        (void)v;                                                             \
-        START(&t, buf, cap, PM__NAME_PREFIX #name);                          \
-        keys                                                                 \
-        return t.len;                                                        \
+ * then its keys' writers in table order. A phase kind's mode is its phase,
+ * a constant here, so its text is folded at compile time; any other kind's
+ * mode is v->mode. */
+#define PM__ATTR(ID) put_##ID(&t, v, mode);
+#define DEFINE_FORMAT(ID, name, leaf, phase, modes, keys)                      \
+    size_t pm__format_##name(char *buf, size_t cap, const pm__values *v)      \
+    {                                                                          \
+        const pm_phase mode = (phase) != PM_PHASE_NONE ? (phase) : v->mode;    \
+        pm__text t;                                                            \
+        START(&t, buf, cap, PM__NAME_PREFIX #name);                            \
+        keys                                                                   \
+        return t.len;                                                          \
     }
 PM__KINDS(DEFINE_FORMAT)
 #undef DEFINE_FORMAT

@@ -67,8 +67,9 @@ void pm__text_raw(pm__text *t, const char *s);
  * after the key. A kind's formatter reads the fields of its own keys only;
  * the others may hold anything. */
 typedef struct pm__values {
-    pm_phase mode;      /* a phase kind's own phase (push_kind in mark.c sets
-                           it from the table); a layer range's told phase */
+    pm_phase mode; /* read by kinds without a phase of their own (a layer
+                      range: the phase the shard was told); a phase kind's
+                      mode is its phase, from the table */
     uint64_t req, pos, tokens, draft;
     struct {
         int64_t first, last; /* inclusive */

@@ -193,17 +193,16 @@ PM_API pm_range pm__push_text(const char *text)
 
 /* Formats (format is the kind's pm__format_<name>) and pushes a range of
  * `kind`. A kind whose table row (kinds.h) names a phase is a phase range:
- * its mode is that phase, and that phase is the thread's current phase
- * until the pop. Any other kind is a plain push. Inlined into each entry
- * point, so the row is read at compile time and the call is direct (the
- * dispatch of pm__format costs about 12 instructions a push). */
+ * that phase is the thread's current phase until the pop (and, by the
+ * formatter, its mode). Any other kind is a plain push. Inlined into each
+ * entry point, so the row is read at compile time and the call is direct
+ * (the dispatch of pm__format costs about 12 instructions a push). */
 static inline __attribute__((always_inline)) pm_range
-push_kind(pm__kind kind, size_t (*format)(char *, size_t, const pm__values *), pm__values *v)
+push_kind(pm__kind kind, size_t (*format)(char *, size_t, const pm__values *),
+          const pm__values *v)
 {
     pm_phase phase = (pm_phase)pm__kind_get(kind)->phase;
     char buf[PM_RANGE_TEXT_MAX];
-    if (phase != PM_PHASE_NONE)
-        v->mode = phase;
     format(buf, sizeof buf, v);
     return phase != PM_PHASE_NONE ? push_phase(buf, phase) : push_leaf(buf);
 }

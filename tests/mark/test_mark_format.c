@@ -10,8 +10,7 @@
 
 static char buf[PM_RANGE_TEXT_MAX];
 
-/* The formatter as mark.c calls it, with the mode a phase kind takes from
- * the table written out here by hand. */
+/* The formatter through its dispatch (mark.c calls the per-kind ones). */
 static size_t fmt(pm__kind kind, pm__values v)
 {
     return pm__format(kind, buf, sizeof buf, &v);
@@ -32,14 +31,15 @@ static pm__values layer(pm_phase mode, int64_t first, int64_t last, int64_t shar
 
 static void kinds(void)
 {
-    CHECK_INT_EQ(fmt(PM__KIND_PREFILL, (pm__values){.mode = PM_PHASE_EXACT, .req = 3, .pos = 0,
-                                                      .tokens = 11}),
-                 43);
+    CHECK_INT_EQ(fmt(PM__KIND_PREFILL, (pm__values){.req = 3, .pos = 0, .tokens = 11}), 43);
     CHECK_STR_EQ(buf, "pm.prefill mode=exact req=3 pos=0 tokens=11");
-    fmt(PM__KIND_DECODE, (pm__values){.mode = PM_PHASE_DECODE, .req = 3, .pos = 11});
+    fmt(PM__KIND_DECODE, (pm__values){.req = 3, .pos = 11});
     CHECK_STR_EQ(buf, "pm.decode mode=decode req=3 pos=11");
-    fmt(PM__KIND_SPEC_DECODE, (pm__values){.mode = PM_PHASE_BATCHED, .req = 3, .draft = 4});
+    fmt(PM__KIND_SPEC_DECODE, (pm__values){.req = 3, .draft = 4});
     CHECK_STR_EQ(buf, "pm.spec_decode mode=batched req=3 draft=4");
+    /* A phase kind's mode is its phase, whatever v.mode holds. */
+    fmt(PM__KIND_DECODE, (pm__values){.mode = PM_PHASE_VERIFY, .req = 3, .pos = 11});
+    CHECK_STR_EQ(buf, "pm.decode mode=decode req=3 pos=11");
     fmt(PM__KIND_DRAFT, (pm__values){.req = 3, .tokens = 4});
     CHECK_STR_EQ(buf, "pm.draft req=3 tokens=4");
     fmt(PM__KIND_LAYER_RANGE, layer(PM_PHASE_VERIFY, 12, 23, 1, PM_WHERE_REMOTE, "cuda:0", 3, 5));
@@ -53,8 +53,7 @@ static void kinds(void)
 
 static void extremes(void)
 {
-    fmt(PM__KIND_PREFILL, (pm__values){.mode = PM_PHASE_EXACT, .req = UINT64_MAX,
-                                       .pos = UINT32_MAX, .tokens = UINT32_MAX});
+    fmt(PM__KIND_PREFILL, (pm__values){.req = UINT64_MAX, .pos = UINT32_MAX, .tokens = UINT32_MAX});
     CHECK_STR_EQ(buf, "pm.prefill mode=exact req=18446744073709551615 pos=4294967295 tokens=4294967295");
     fmt(PM__KIND_LAYER_RANGE,
         layer(PM_PHASE_EXACT, INT32_MIN, INT32_MAX, -1, PM_WHERE_LOCAL, "cpu", 0, 0));
@@ -86,7 +85,7 @@ static void truncation(void)
     CHECK_STR_EQ(buf, prefix);
 
     /* Tiny buffers: the kind is cut at the byte, attributes never appear. */
-    pm__values p = {.mode = PM_PHASE_EXACT, .req = 3, .pos = 0, .tokens = 11};
+    pm__values p = {.req = 3, .pos = 0, .tokens = 11};
     CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 11, p), 10);
     CHECK_STR_EQ(buf, "pm.prefill");
     CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 25, p), 21);
