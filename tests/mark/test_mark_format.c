@@ -68,7 +68,7 @@ static void extremes(void)
 static void truncation(void)
 {
     static const char *prefix = "pm.layer_range mode=verify layers=0-1 shard=0 where=local";
-    char backend[200];
+    char backend[200] = "";
     pm__values a = layer(PM_PHASE_VERIFY, 0, 1, 0, PM_WHERE_LOCAL, backend, 5, 2);
     CHECK_INT_EQ(strlen(prefix), 57);
 
