@@ -5,6 +5,11 @@
  * varargs, no allocation, and no library call per piece (keys are literals
  * whose length the compiler knows; values are copied in one bounded pass).
  *
+ * What is written comes from the range-kind table (kinds.h), which the
+ * tools' parser reads too: one small writer per key is generated from
+ * PM__KEYS, and one formatter per kind from PM__KINDS, calling the writers
+ * of its keys in table order. Nothing below names a kind or a key.
+ *
  * The one rule that matters for the tools is the cut: attributes go in
  * whole or not at all, and after the first one that does not fit nothing
  * more is added, so a reader never sees half a key=value pair and never
@@ -122,10 +127,6 @@ static inline void text_attr_span(pm__text *t, const char *prefix, size_t plen, 
 
 /* " key=" as a literal and its length, for the helpers above. */
 #define KEY(k) " " k "=", sizeof(" " k "=") - 1
-#define ATTR_STR(t, k, v) text_attr_str((t), KEY(k), (v))
-#define ATTR_U64(t, k, v) text_attr_u64((t), KEY(k), (v))
-#define ATTR_I64(t, k, v) text_attr_i64((t), KEY(k), (v))
-#define ATTR_SPAN(t, k, a, b) text_attr_span((t), KEY(k), (a), (b))
 
 /* Starts a text with a literal kind; every kind fits any buffer of
  * PM_RANGE_TEXT_MAX bytes, and smaller buffers are cut at the byte. */
@@ -145,57 +146,60 @@ static inline void start(pm__text *t, char *buf, size_t cap, const char *kind, s
 }
 #define START(t, buf, cap, kind) start((t), (buf), (cap), kind, sizeof(kind) - 1)
 
-size_t pm__format_prefill(char *buf, size_t cap, uint64_t req, uint32_t pos, uint32_t tokens)
-{
-    pm__text t;
-    START(&t, buf, cap, "pm.prefill");
-    ATTR_STR(&t, "mode", "exact");
-    ATTR_U64(&t, "req", req);
-    ATTR_U64(&t, "pos", pos);
-    ATTR_U64(&t, "tokens", tokens);
-    return t.len;
-}
+/* How a value of each pm__vtype is written: x is the key's pm__values
+ * field, mode the range's mode as its kind's formatter resolved it (MODE
+ * writes that, not x). A UINT field that is signed in pm__values is written
+ * with its sign. */
+#define PUT_MODE(t, k, x, mode) text_attr_str((t), KEY(k), pm_phase_name(mode))
+#define PUT_UINT(t, k, x, mode) \
+    _Generic((x), int64_t: text_attr_i64, default: text_attr_u64)((t), KEY(k), (x))
+#define PUT_SPAN(t, k, x, mode) text_attr_span((t), KEY(k), (x).first, (x).last)
+#define PUT_WHERE(t, k, x, mode) \
+    text_attr_str((t), KEY(k), pm__where_name((x) == PM_WHERE_REMOTE))
+#define PUT_TEXT(t, k, x, mode) text_attr_str((t), KEY(k), (x))
 
-size_t pm__format_decode(char *buf, size_t cap, uint64_t req, uint32_t pos)
-{
-    pm__text t;
-    START(&t, buf, cap, "pm.decode");
-    ATTR_STR(&t, "mode", "decode");
-    ATTR_U64(&t, "req", req);
-    ATTR_U64(&t, "pos", pos);
-    return t.len;
-}
+_Static_assert(PM_WHERE_LOCAL == 0 && PM_WHERE_REMOTE == 1, "pm__where_name is indexed by pm_where");
 
-size_t pm__format_spec_decode(char *buf, size_t cap, uint64_t req, uint32_t draft)
-{
-    pm__text t;
-    START(&t, buf, cap, "pm.spec_decode");
-    ATTR_STR(&t, "mode", "batched");
-    ATTR_U64(&t, "req", req);
-    ATTR_U64(&t, "draft", draft);
-    return t.len;
-}
+/* put_<ID>(t, v, mode): appends " key=value" for one key of PM__KEYS. */
+#define DEFINE_PUT(ID, name, type)                                                 \
+    static inline void put_##ID(pm__text *t, const pm__values *v, pm_phase mode)  \
+    {                                                                              \
+        (void)v, (void)mode;                                                       \
+        PUT_##type(t, #name, v->name, mode);                                       \
+    }
+PM__KEYS(DEFINE_PUT)
+#undef DEFINE_PUT
 
-size_t pm__format_draft(char *buf, size_t cap, uint64_t req, uint32_t tokens)
-{
-    pm__text t;
-    START(&t, buf, cap, "pm.draft");
-    ATTR_U64(&t, "req", req);
-    ATTR_U64(&t, "tokens", tokens);
-    return t.len;
-}
+/* pm__format_<name>(buf, cap, v): one kind of PM__KINDS, its literal name and
+ * then its keys' writers in table order. A phase kind's mode is its phase,
+ * a constant here, so its text is folded at compile time; any other kind's
+ * mode is v->mode. */
+#define PM__ATTR(ID) put_##ID(&t, v, mode);
+#define DEFINE_FORMAT(ID, name, leaf, phase, modes, keys)                      \
+    size_t pm__format_##name(char *buf, size_t cap, const pm__values *v)      \
+    {                                                                          \
+        const pm_phase mode = (phase) != PM_PHASE_NONE ? (phase) : v->mode;    \
+        pm__text t;                                                            \
+        START(&t, buf, cap, PM__NAME_PREFIX #name);                            \
+        keys                                                                   \
+        return t.len;                                                          \
+    }
+PM__KINDS(DEFINE_FORMAT)
+#undef DEFINE_FORMAT
+#undef PM__ATTR
 
-size_t pm__format_layer_range(char *buf, size_t cap, const pm_layer_attr *attr,
-                              pm_phase mode)
+size_t pm__format(pm__kind kind, char *buf, size_t cap, const pm__values *v)
 {
-    pm__text t;
-    START(&t, buf, cap, "pm.layer_range");
-    ATTR_STR(&t, "mode", pm_phase_name(mode));
-    ATTR_SPAN(&t, "layers", attr->first_layer, attr->last_layer);
-    ATTR_I64(&t, "shard", attr->shard);
-    ATTR_STR(&t, "where", attr->where == PM_WHERE_REMOTE ? "remote" : "local");
-    ATTR_STR(&t, "backend", attr->backend);
-    ATTR_U64(&t, "req", attr->req);
-    ATTR_U64(&t, "tokens", attr->tokens);
-    return t.len;
+    switch (kind) {
+#define FORMAT_CASE(ID, name, ...) \
+    case PM__KIND_##ID:            \
+        return pm__format_##name(buf, cap, v);
+        PM__KINDS(FORMAT_CASE)
+#undef FORMAT_CASE
+    case PM__KIND_COUNT:
+        break;
+    }
+    if (cap)
+        buf[0] = '\0';
+    return 0;
 }

@@ -1,7 +1,8 @@
 /* internal.h — the marker runtime's private seams.
  *
  * The runtime is split by concern: env.c turns the PHASEMARK value into a
- * mode, roctx.c and nvtx.c resolve a backend, format.c builds range text,
+ * mode, roctx.c and nvtx.c resolve a backend, format.c builds range text
+ * from the range-kind table (kinds.h, shared with the tools' parser),
  * mark.c owns the process-wide decision and the public entry points. Nothing
  * here is exported; every symbol is hidden by the library's visibility
  * preset.
@@ -17,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kinds.h"
 #include "phasemark/mark.h"
 
 typedef int (*pm__push_fn)(const char *text);
@@ -61,14 +63,37 @@ void pm__text_init(pm__text *t, char *buf, size_t cap, const char *kind);
 /* Plain appends for diagnostics (no attribute rule: cut at the byte). */
 void pm__text_raw(pm__text *t, const char *s);
 
-/* The structured range texts of mark.h, formatted into buf (cap bytes,
- * normally PM_RANGE_TEXT_MAX). Return the text length. */
-size_t pm__format_prefill(char *buf, size_t cap, uint64_t req, uint32_t pos, uint32_t tokens);
-size_t pm__format_decode(char *buf, size_t cap, uint64_t req, uint32_t pos);
-size_t pm__format_spec_decode(char *buf, size_t cap, uint64_t req, uint32_t draft);
-size_t pm__format_draft(char *buf, size_t cap, uint64_t req, uint32_t tokens);
-size_t pm__format_layer_range(char *buf, size_t cap, const pm_layer_attr *attr,
-                              pm_phase mode);
+/* The values of one structured range: one field per key of kinds.h, named
+ * after the key. A kind's formatter reads the fields of its own keys only;
+ * the others may hold anything. */
+typedef struct pm__values {
+    pm_phase mode; /* read by kinds without a phase of their own (a layer
+                      range: the phase the shard was told); a phase kind's
+                      mode is its phase, from the table */
+    uint64_t req, pos, tokens, draft;
+    struct {
+        int64_t first, last; /* inclusive */
+    } layers;
+    /* Unsigned in the grammar, signed here as in pm_layer_attr: a caller's
+     * -1 is written "-1", which the checker rejects, not as 2^64-1. */
+    int64_t shard;
+    pm_where where;      /* anything but PM_WHERE_REMOTE is written "local" */
+    const char *backend; /* NULL is written "unknown" */
+} pm__values;
+
+/* Formats the text of a range of `kind` (kinds.h) from v into buf (cap
+ * bytes, normally PM_RANGE_TEXT_MAX): the prefixed kind name, then the
+ * kind's attributes in table order, cut by the rule above. Returns the text
+ * length; an unknown kind gives "". No allocation, no library call but
+ * memcpy, no locale. */
+size_t pm__format(pm__kind kind, char *buf, size_t cap, const pm__values *v);
+
+/* pm__format_<name>(buf, cap, v), one per kind of kinds.h: pm__format
+ * without the dispatch, for mark.c's entry points, whose kind is fixed. */
+#define PM__FORMAT_DECL(ID, name, ...) \
+    size_t pm__format_##name(char *buf, size_t cap, const pm__values *v);
+PM__KINDS(PM__FORMAT_DECL)
+#undef PM__FORMAT_DECL
 
 /* ---- backends --------------------------------------------------------- */
 

@@ -10,45 +10,56 @@
 
 static char buf[PM_RANGE_TEXT_MAX];
 
+/* The formatter through its dispatch (mark.c calls the per-kind ones). */
+static size_t fmt(pm__kind kind, pm__values v)
+{
+    return pm__format(kind, buf, sizeof buf, &v);
+}
+
+static size_t fmt_cap(pm__kind kind, size_t cap, pm__values v)
+{
+    return pm__format(kind, buf, cap, &v);
+}
+
+static pm__values layer(pm_phase mode, int64_t first, int64_t last, int64_t shard,
+                        pm_where where, const char *backend, uint64_t req, uint64_t tokens)
+{
+    pm__values v = {.mode = mode, .layers = {first, last}, .shard = shard, .where = where,
+                    .backend = backend, .req = req, .tokens = tokens};
+    return v;
+}
+
 static void kinds(void)
 {
-    CHECK_INT_EQ(pm__format_prefill(buf, sizeof buf, 3, 0, 11), 43);
+    CHECK_INT_EQ(fmt(PM__KIND_PREFILL, (pm__values){.req = 3, .pos = 0, .tokens = 11}), 43);
     CHECK_STR_EQ(buf, "pm.prefill mode=exact req=3 pos=0 tokens=11");
-    pm__format_decode(buf, sizeof buf, 3, 11);
+    fmt(PM__KIND_DECODE, (pm__values){.req = 3, .pos = 11});
     CHECK_STR_EQ(buf, "pm.decode mode=decode req=3 pos=11");
-    pm__format_spec_decode(buf, sizeof buf, 3, 4);
+    fmt(PM__KIND_SPEC_DECODE, (pm__values){.req = 3, .draft = 4});
     CHECK_STR_EQ(buf, "pm.spec_decode mode=batched req=3 draft=4");
-    pm__format_draft(buf, sizeof buf, 3, 4);
+    /* A phase kind's mode is its phase, whatever v.mode holds. */
+    fmt(PM__KIND_DECODE, (pm__values){.mode = PM_PHASE_VERIFY, .req = 3, .pos = 11});
+    CHECK_STR_EQ(buf, "pm.decode mode=decode req=3 pos=11");
+    fmt(PM__KIND_DRAFT, (pm__values){.req = 3, .tokens = 4});
     CHECK_STR_EQ(buf, "pm.draft req=3 tokens=4");
-    pm_layer_attr a = PM_LAYER_ATTR_INIT;
-    a.first_layer = 12;
-    a.last_layer = 23;
-    a.shard = 1;
-    a.where = PM_WHERE_REMOTE;
-    a.backend = "cuda:0";
-    a.req = 3;
-    a.tokens = 5;
-    pm__format_layer_range(buf, sizeof buf, &a, PM_PHASE_VERIFY);
+    fmt(PM__KIND_LAYER_RANGE, layer(PM_PHASE_VERIFY, 12, 23, 1, PM_WHERE_REMOTE, "cuda:0", 3, 5));
     CHECK_STR_EQ(buf, "pm.layer_range mode=verify layers=12-23 shard=1 where=remote backend=cuda:0 req=3 tokens=5");
-    a.backend = NULL;
-    a.where = PM_WHERE_LOCAL;
-    pm__format_layer_range(buf, sizeof buf, &a, PM_PHASE_NONE);
+    fmt(PM__KIND_LAYER_RANGE, layer(PM_PHASE_NONE, 12, 23, 1, PM_WHERE_LOCAL, NULL, 3, 5));
     CHECK_STR_EQ(buf, "pm.layer_range mode=none layers=12-23 shard=1 where=local backend=unknown req=3 tokens=5");
+    /* Not a kind: nothing is written. */
+    CHECK_INT_EQ(fmt(PM__KIND_COUNT, (pm__values){.req = 3}), 0);
+    CHECK_STR_EQ(buf, "");
 }
 
 static void extremes(void)
 {
-    pm__format_prefill(buf, sizeof buf, UINT64_MAX, UINT32_MAX, UINT32_MAX);
+    fmt(PM__KIND_PREFILL, (pm__values){.req = UINT64_MAX, .pos = UINT32_MAX, .tokens = UINT32_MAX});
     CHECK_STR_EQ(buf, "pm.prefill mode=exact req=18446744073709551615 pos=4294967295 tokens=4294967295");
-    pm_layer_attr a = PM_LAYER_ATTR_INIT;
-    a.first_layer = INT32_MIN;
-    a.last_layer = INT32_MAX;
-    a.shard = -1;
-    a.backend = "cpu";
-    pm__format_layer_range(buf, sizeof buf, &a, PM_PHASE_EXACT);
+    fmt(PM__KIND_LAYER_RANGE,
+        layer(PM_PHASE_EXACT, INT32_MIN, INT32_MAX, -1, PM_WHERE_LOCAL, "cpu", 0, 0));
     CHECK_STR_EQ(buf, "pm.layer_range mode=exact layers=-2147483648-2147483647 shard=-1 where=local backend=cpu req=0 tokens=0");
-    pm__format_layer_range(buf, sizeof buf, &a, (pm_phase)9);
-    CHECK(strncmp(buf, "pm.layer_range mode=invalid ", 28) == 0);
+    fmt(PM__KIND_LAYER_RANGE, layer((pm_phase)9, 0, 1, 0, (pm_where)7, "cpu", 0, 0));
+    CHECK_STR_EQ(buf, "pm.layer_range mode=invalid layers=0-1 shard=0 where=local backend=cpu req=0 tokens=0");
 }
 
 /* The cut: attributes are whole or absent, and nothing follows a dropped
@@ -57,33 +68,31 @@ static void extremes(void)
 static void truncation(void)
 {
     static const char *prefix = "pm.layer_range mode=verify layers=0-1 shard=0 where=local";
-    char backend[200];
-    pm_layer_attr a = PM_LAYER_ATTR_INIT;
-    a.last_layer = 1;
-    a.req = 5;
-    a.tokens = 2;
-    a.backend = backend;
+    char backend[200] = "";
+    pm__values a = layer(PM_PHASE_VERIFY, 0, 1, 0, PM_WHERE_LOCAL, backend, 5, 2);
     CHECK_INT_EQ(strlen(prefix), 57);
 
     memset(backend, 'b', 61);
     backend[61] = '\0';
-    CHECK_INT_EQ(pm__format_layer_range(buf, sizeof buf, &a, PM_PHASE_VERIFY), 127);
+    CHECK_INT_EQ(fmt(PM__KIND_LAYER_RANGE, a), 127);
     CHECK(strncmp(buf, prefix, 57) == 0);
     CHECK(strcmp(buf + 57 + 9 + 61, "") == 0); /* req dropped, not cut */
     CHECK(strncmp(buf + 57, " backend=bbb", 12) == 0);
 
     backend[61] = 'b';
     backend[62] = '\0';
-    CHECK_INT_EQ(pm__format_layer_range(buf, sizeof buf, &a, PM_PHASE_VERIFY), 57);
+    CHECK_INT_EQ(fmt(PM__KIND_LAYER_RANGE, a), 57);
     CHECK_STR_EQ(buf, prefix);
 
     /* Tiny buffers: the kind is cut at the byte, attributes never appear. */
-    CHECK_INT_EQ(pm__format_prefill(buf, 11, 3, 0, 11), 10);
+    pm__values p = {.req = 3, .pos = 0, .tokens = 11};
+    CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 11, p), 10);
     CHECK_STR_EQ(buf, "pm.prefill");
-    CHECK_INT_EQ(pm__format_prefill(buf, 25, 3, 0, 11), 21);
+    CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 25, p), 21);
     CHECK_STR_EQ(buf, "pm.prefill mode=exact");
-    CHECK_INT_EQ(pm__format_prefill(buf, 1, 3, 0, 11), 0);
+    CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 1, p), 0);
     CHECK_STR_EQ(buf, "");
+    CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 0, p), 0);
 }
 
 static void modes(void)

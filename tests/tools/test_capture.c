@@ -304,13 +304,13 @@ static int case_threads(void)
     for (size_t i = 0; i < t.n; i++) {
         pmt_name nm;
         REQUIRE(pmt_name_parse(t.r[i].name, &nm, NULL, 0) == 0);
-        uint64_t k = nm.req - 10;
+        uint64_t req = nm.attr[PM__KEY_REQ].u, k = req - 10;
         REQUIRE(k < 4);
         if (!tids[k])
             tids[k] = t.r[i].tid;
         CHECK_INT_EQ(t.r[i].tid, tids[k]);
         char want[80];
-        snprintf(want, sizeof want, "pm.decode mode=decode req=%llu pos=%u", (unsigned long long)nm.req, next[k]++);
+        snprintf(want, sizeof want, "pm.decode mode=decode req=%llu pos=%u", (unsigned long long)req, next[k]++);
         if (strcmp(t.r[i].name, want) != 0) {
             CHECK_STR_EQ(t.r[i].name, want);
             break;

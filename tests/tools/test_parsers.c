@@ -219,10 +219,10 @@ static int case_names_valid(void)
     REQUIRE(pmt_name_parse(ok[4], &nm, NULL, 0) == 0);
     CHECK_INT_EQ(nm.kind, PMT_K_LAYER_RANGE);
     CHECK_STR_EQ(nm.mode, "verify");
-    CHECK_INT_EQ(nm.shard, 1);
-    CHECK_INT_EQ(nm.first_layer, 12);
-    CHECK_INT_EQ(nm.last_layer, 23);
-    CHECK_INT_EQ(nm.req, 3);
+    CHECK_INT_EQ(nm.attr[PM__KEY_SHARD].u, 1);
+    CHECK_INT_EQ(nm.attr[PM__KEY_LAYERS].u, 12);
+    CHECK_INT_EQ(nm.attr[PM__KEY_LAYERS].last, 23);
+    CHECK_INT_EQ(nm.attr[PM__KEY_REQ].u, 3);
     return pm_check_result();
 }
 

@@ -87,7 +87,7 @@ static int is_leaf(const pmt_range *r)
 /* A range that must not sit inside a leaf. */
 static int counts_as_child(const pmt_range *r)
 {
-    return strncmp(r->name, "pm.", 3) == 0 || (r->end > r->start && !(r->flags & PMT_F_MARK));
+    return pmt_name_is_ours(r->name) || (r->end > r->start && !(r->flags & PMT_F_MARK));
 }
 
 static void check_nesting(const pmt_trace *t, FILE *out, size_t *nv)

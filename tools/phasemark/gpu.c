@@ -204,7 +204,7 @@ static void sweep(const pmt_trace *t, const size_t *order, size_t nr, const laun
         int covered = 0;
         for (size_t d = 0; d < depth; d++) {
             p->range_gpu_ns[stack[d]] += l->dur;
-            covered |= strncmp(t->r[stack[d]].name, "pm.", 3) == 0;
+            covered |= pmt_name_is_ours(t->r[stack[d]].name);
         }
         if (covered) {
             p->covered_ns += l->dur;

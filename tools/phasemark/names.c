@@ -1,54 +1,54 @@
-/* names.c — the range-name grammar (DESIGN.md §2, mark.h):
+/* names.c — the range-name parser (DESIGN.md §2, mark.h):
  *
- *   "pm." kind { " " key "=" value }
+ *   prefix kind { " " key "=" value }
  *
- * kind is prefill, decode, spec_decode, draft or layer_range. Keys are
- * lowercase letters, digits and '_'; values are non-empty and contain no
- * space; a key appears once. Known keys are typed (req, pos, tokens, draft,
- * shard: unsigned decimal; layers: A-B with A <= B; where: local|remote).
- * mode is required where the kind has one and must match it: prefill exact,
- * decode decode, spec_decode batched, layer_range exact|decode|verify
- * (never none: a shard must be told its phase); draft has no mode. Other
- * keys are allowed, so the grammar can grow. Names that do not start with
- * "pm." are other tools' ranges and always valid.
+ * The grammar is not written here: the prefix, the kinds, each kind's modes
+ * and each key's type come from the range-kind table (src/mark/kinds.h),
+ * the same table the marker library formats from. This file adds only the
+ * rules that hold for every kind: keys are lowercase letters, digits and
+ * '_'; values are non-empty and contain no space; a key appears once.
+ *
+ * Known keys are typed wherever they appear (UINT: unsigned decimal; SPAN:
+ * A-B with A <= B; WHERE: local|remote; MODE: a mode of the kind, never
+ * none: a shard must be told its phase). mode is required where the kind
+ * has modes and refused where it has none. Other keys are allowed, so the
+ * grammar can grow, and a kind's keys may be missing from the end, as the
+ * formatter's cut leaves them. Names that do not start with the prefix are
+ * other tools' ranges and always valid.
  */
 #include <string.h>
 
 #include "pmt.h"
 
-static const char *const g_kinds[PMT_K_COUNT] = {
-    "other", "prefill", "decode", "spec_decode", "draft", "layer_range"};
+enum { PREFIX_LEN = sizeof PM__NAME_PREFIX - 1 };
+
+/* The table row of a pmt_kind, or NULL (PMT_K_OTHER, out of range). */
+static const pm__kind_info *info_of(int kind)
+{
+    return kind > PMT_K_OTHER && kind < PMT_K_COUNT ? pm__kind_get((unsigned)(kind - 1)) : NULL;
+}
 
 const char *pmt_kind_name(int kind)
 {
-    return kind >= 0 && kind < PMT_K_COUNT ? g_kinds[kind] : "invalid";
+    const pm__kind_info *k = info_of(kind);
+    return k ? k->name : kind == PMT_K_OTHER ? "other" : "invalid";
 }
 
 int pmt_kind_parse(const char *s, size_t len)
 {
-    for (int k = PMT_K_PREFILL; k < PMT_K_COUNT; k++)
-        if (strlen(g_kinds[k]) == len && memcmp(g_kinds[k], s, len) == 0)
-            return k;
-    return -1;
+    int k = pm__kind_find(s, len);
+    return k < 0 ? -1 : k + 1;
 }
 
 int pmt_kind_is_leaf(int kind)
 {
-    return kind == PMT_K_DRAFT || kind == PMT_K_LAYER_RANGE;
+    const pm__kind_info *k = info_of(kind);
+    return k && k->leaf;
 }
 
-static int mode_ok(int kind, const char *v, size_t len)
+int pmt_name_is_ours(const char *text)
 {
-    static const char *const allowed[PMT_K_COUNT] = {
-        NULL, "exact", "decode", "batched", NULL, "exact decode verify"};
-    const char *list = allowed[kind];
-    while (list && *list) {
-        size_t n = strcspn(list, " ");
-        if (n == len && memcmp(list, v, len) == 0)
-            return 1;
-        list += n + (list[n] == ' ');
-    }
-    return 0;
+    return strncmp(text, PM__NAME_PREFIX, PREFIX_LEN) == 0;
 }
 
 static int is_key_char(char c)
@@ -56,50 +56,77 @@ static int is_key_char(char c)
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-#define KEYIS(k, klen, lit) ((klen) == sizeof(lit) - 1 && memcmp((k), (lit), (klen)) == 0)
-
-/* Checks one typed value and stores it in out. */
-static int typed_value(int kind, const char *k, size_t kl, const char *v, size_t vl,
-                       pmt_name *out, char *err, size_t errlen)
+static int mode_value(const pm__kind_info *k, const char *v, size_t vl, pmt_attr *a,
+                      char *err, size_t errlen)
 {
-    uint64_t x;
-    if (KEYIS(k, kl, "req") || KEYIS(k, kl, "pos") || KEYIS(k, kl, "tokens") ||
-        KEYIS(k, kl, "draft") || KEYIS(k, kl, "shard")) {
-        if (pmt_parse_u64(v, vl, &x) < 0) {
-            pmt_errf(err, errlen, "%.*s=%.*s is not an unsigned integer", (int)kl, k, (int)vl, v);
-            return -1;
-        }
-        if (KEYIS(k, kl, "req"))
-            out->has_req = 1, out->req = x;
-        if (KEYIS(k, kl, "shard"))
-            out->has_shard = 1, out->shard = x;
-    } else if (KEYIS(k, kl, "layers")) {
-        const char *dash = memchr(v, '-', vl);
-        uint64_t a, b;
-        if (!dash || pmt_parse_u64(v, (size_t)(dash - v), &a) < 0 ||
-            pmt_parse_u64(dash + 1, vl - (size_t)(dash - v) - 1, &b) < 0 || a > b) {
-            pmt_errf(err, errlen, "layers=%.*s is not a span A-B with A <= B", (int)vl, v);
-            return -1;
-        }
-        out->has_layers = 1, out->first_layer = a, out->last_layer = b;
-    } else if (KEYIS(k, kl, "where")) {
-        if (!(vl == 5 && memcmp(v, "local", 5) == 0) && !(vl == 6 && memcmp(v, "remote", 6) == 0)) {
-            pmt_errf(err, errlen, "where=%.*s is neither local nor remote", (int)vl, v);
-            return -1;
-        }
-    } else if (KEYIS(k, kl, "mode")) {
-        if (kind == PMT_K_DRAFT) {
-            pmt_errf(err, errlen, "pm.draft takes no mode");
-            return -1;
-        }
-        if (!mode_ok(kind, v, vl)) {
-            pmt_errf(err, errlen, "mode=%.*s is not a mode of pm.%s%s", (int)vl, v,
-                     pmt_kind_name(kind),
-                     vl == 4 && memcmp(v, "none", 4) == 0 ? " (the shard was told no phase)" : "");
-            return -1;
-        }
-        memcpy(out->mode, v, vl < sizeof out->mode ? vl : sizeof out->mode - 1);
+    if (!k->modes) {
+        pmt_errf(err, errlen, "%s%s takes no mode", PM__NAME_PREFIX, k->name);
+        return -1;
     }
+    pm_phase p = pm_phase_parse(v, vl);
+    if (p == PM_PHASE_NONE || !(k->modes & (1u << p))) {
+        pmt_errf(err, errlen, "mode=%.*s is not a mode of %s%s%s", (int)vl, v, PM__NAME_PREFIX,
+                 k->name,
+                 vl == 4 && memcmp(v, "none", 4) == 0 ? " (the shard was told no phase)" : "");
+        return -1;
+    }
+    a->u = p;
+    return 0;
+}
+
+static int where_value(const char *name, const char *v, size_t vl, pmt_attr *a, char *err,
+                       size_t errlen)
+{
+    for (unsigned w = 0; pm__where_name(w); w++) {
+        const char *s = pm__where_name(w);
+        if (strlen(s) == vl && memcmp(s, v, vl) == 0) {
+            a->u = w;
+            return 0;
+        }
+    }
+    pmt_errf(err, errlen, "%s=%.*s is neither %s nor %s", name, (int)vl, v, pm__where_name(0),
+             pm__where_name(1));
+    return -1;
+}
+
+/* Checks the value of a known key by its type and stores it in out. */
+static int typed_value(int kind, int key, const char *v, size_t vl, pmt_name *out, char *err,
+                       size_t errlen)
+{
+    const pm__key_info *ki = pm__key_get((unsigned)key);
+    pmt_attr *a = &out->attr[key];
+    a->text = v;
+    a->len = vl;
+    switch (ki->type) {
+    case PM__V_UINT:
+        if (pmt_parse_u64(v, vl, &a->u) < 0) {
+            pmt_errf(err, errlen, "%s=%.*s is not an unsigned integer", ki->name, (int)vl, v);
+            return -1;
+        }
+        break;
+    case PM__V_SPAN: {
+        const char *dash = memchr(v, '-', vl);
+        if (!dash || pmt_parse_u64(v, (size_t)(dash - v), &a->u) < 0 ||
+            pmt_parse_u64(dash + 1, vl - (size_t)(dash - v) - 1, &a->last) < 0 ||
+            a->u > a->last) {
+            pmt_errf(err, errlen, "%s=%.*s is not a span A-B with A <= B", ki->name, (int)vl, v);
+            return -1;
+        }
+        break;
+    }
+    case PM__V_WHERE:
+        if (where_value(ki->name, v, vl, a, err, errlen) < 0)
+            return -1;
+        break;
+    case PM__V_MODE:
+        if (mode_value(info_of(kind), v, vl, a, err, errlen) < 0)
+            return -1;
+        memcpy(out->mode, v, vl < sizeof out->mode ? vl : sizeof out->mode - 1);
+        break;
+    case PM__V_TEXT:
+        break;
+    }
+    out->has |= 1u << key;
     return 0;
 }
 
@@ -131,19 +158,22 @@ static int attribute(int kind, const char *p, size_t len, const char *text,
             return -1;
         }
     }
-    return typed_value(kind, p, kl, eq + 1, len - kl - 1, out, err, errlen);
+    int key = pm__key_find(p, kl);
+    if (key < 0)
+        return 0; /* not in the table: allowed, not kept */
+    return typed_value(kind, key, eq + 1, len - kl - 1, out, err, errlen);
 }
 
 int pmt_name_parse(const char *text, pmt_name *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (strncmp(text, "pm.", 3) != 0)
+    if (!pmt_name_is_ours(text))
         return 0;
-    const char *k = text + 3;
+    const char *k = text + PREFIX_LEN;
     size_t klen = strcspn(k, " ");
     int kind = pmt_kind_parse(k, klen);
     if (kind < 0) {
-        pmt_errf(err, errlen, "unknown kind 'pm.%.*s'", (int)klen, k);
+        pmt_errf(err, errlen, "unknown kind '%s%.*s'", PM__NAME_PREFIX, (int)klen, k);
         return -1;
     }
     out->kind = kind;
@@ -155,8 +185,9 @@ int pmt_name_parse(const char *text, pmt_name *out, char *err, size_t errlen)
             return -1;
         p += len;
     }
-    if (!out->mode[0] && kind != PMT_K_DRAFT) {
-        pmt_errf(err, errlen, "pm.%s without mode", pmt_kind_name(kind));
+    const pm__kind_info *info = info_of(kind);
+    if (info->modes && !PMT_HAS(out, MODE)) {
+        pmt_errf(err, errlen, "%s%s without mode", PM__NAME_PREFIX, info->name);
         return -1;
     }
     return 0;

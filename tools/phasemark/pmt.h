@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "mark/kinds.h" /* the range-kind table, shared with the marker library */
+
 /* ---- small utilities (util.c) ---- */
 
 /* Reads a whole file (at most max bytes) into a new NUL-terminated buffer
@@ -100,28 +102,46 @@ const pmt_jnode *pmt_json_next(const pmt_json *j, const pmt_jnode *n);
 
 /* ---- range names (names.c) ---- */
 
+/* The kinds are the marker library's range-kind table (src/mark/kinds.h),
+ * shifted by one to make room for ranges that are not ours. */
 enum pmt_kind {
     PMT_K_OTHER = 0, /* not a phasemark range ("hipMemcpy", ...) */
-    PMT_K_PREFILL,
-    PMT_K_DECODE,
-    PMT_K_SPEC_DECODE,
-    PMT_K_DRAFT,
-    PMT_K_LAYER_RANGE,
-    PMT_K_COUNT
+#define PMT_K_ENUM(ID, ...) PMT_K_##ID = PM__KIND_##ID + 1,
+    PM__KINDS(PMT_K_ENUM)
+#undef PMT_K_ENUM
+    PMT_K_COUNT = PM__KIND_COUNT + 1
 };
 
+/* One attribute of a known key (PM__KEYS), as parsed. */
+typedef struct pmt_attr {
+    const char *text; /* the value as written, len bytes inside the parsed name */
+    size_t len;
+    uint64_t u;    /* UINT: the value; SPAN: the first; MODE: the pm_phase;
+                      WHERE: the pm_where (0 local, 1 remote); TEXT: 0 */
+    uint64_t last; /* SPAN: the last; otherwise 0 */
+} pmt_attr;
+
+/* A parsed range name. attr[k] is set only where bit k of has is; it points
+ * into the text parsed, so it is valid as long as that text is. Keys the
+ * table does not know are allowed and not kept. */
 typedef struct pmt_name {
     int kind;
-    char mode[16];     /* "" when absent */
-    int has_shard, has_layers, has_req;
-    uint64_t shard, first_layer, last_layer, req;
+    char mode[16]; /* "" when absent */
+    uint32_t has;  /* bit PM__KEY_<ID>: that key was present */
+    pmt_attr attr[PM__KEY_COUNT];
 } pmt_name;
 
-const char *pmt_kind_name(int kind);
+/* 1 when the name had key PM__KEY_<ID>. */
+#define PMT_HAS(nm, ID) ((int)(((nm)->has >> PM__KEY_##ID) & 1u))
+
+const char *pmt_kind_name(int kind); /* "other", a table name, or "invalid" */
 int pmt_kind_parse(const char *s, size_t len); /* -1 when unknown */
 int pmt_kind_is_leaf(int kind);
-/* Parses a range name. Names not starting with "pm." are PMT_K_OTHER and
- * always valid. Returns 0, or -1 with the grammar violation in err. */
+/* 1 when text starts with our prefix (PM__NAME_PREFIX): a phasemark range,
+ * valid or not; other names are other tools' ranges. */
+int pmt_name_is_ours(const char *text);
+/* Parses a range name. Names not starting with the prefix are PMT_K_OTHER
+ * and always valid. Returns 0, or -1 with the grammar violation in err. */
 int pmt_name_parse(const char *text, pmt_name *out, char *err, size_t errlen);
 
 /* ---- traces (trace.c) ---- */

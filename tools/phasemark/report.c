@@ -82,13 +82,14 @@ static int classify(groups *gs, const pmt_range *r, uint64_t gpu)
         snprintf(key, sizeof key, "%s mode=%s", k, nm.mode);
         rc |= add(gs, key, dur, gpu);
     }
-    if (nm.has_shard) {
-        snprintf(key, sizeof key, "%s shard=%llu", k, (unsigned long long)nm.shard);
+    if (PMT_HAS(&nm, SHARD)) {
+        const pmt_attr *shard = &nm.attr[PM__KEY_SHARD], *layers = &nm.attr[PM__KEY_LAYERS];
+        snprintf(key, sizeof key, "%s shard=%llu", k, (unsigned long long)shard->u);
         rc |= add(gs, key, dur, gpu);
-        if (nm.has_layers) {
+        if (PMT_HAS(&nm, LAYERS)) {
             snprintf(key, sizeof key, "%s shard=%llu layers=%llu-%llu", k,
-                     (unsigned long long)nm.shard, (unsigned long long)nm.first_layer,
-                     (unsigned long long)nm.last_layer);
+                     (unsigned long long)shard->u, (unsigned long long)layers->u,
+                     (unsigned long long)layers->last);
             rc |= add(gs, key, dur, gpu);
         }
     }
