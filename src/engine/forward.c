@@ -9,7 +9,8 @@
  *   x  += att Wo^T
  *   xb  = rmsnorm(x) * ffn_norm
  *   x  += (silu(xb Wgate^T) * (xb Wup^T)) Wdown^T
- * and the last span adds logits = (rmsnorm(x) * out_norm) Woutput^T.
+ * and the last span adds logits = (rmsnorm(x) * out_norm) Woutput^T for
+ * the rows its caller asks for (llm_output).
  */
 #include "forward.h"
 
@@ -157,15 +158,14 @@ static void ffn_block(const llm_model *m, const llm_layer *L, llm_workspace *ws,
     op->add(be, ws->x, ws->xb2, (size_t)n * hp->dim);
 }
 
-static void head(const llm_model *m, llm_workspace *ws, int32_t n,
-                 llm_logits_mode mode)
+/* The logits of the last `rows` of n positions into ws->logits. Rows not
+ * asked for never feed the head: for the last row alone that saves n-1
+ * passes over the largest matrix. */
+static void head(const llm_model *m, llm_workspace *ws, int32_t n, int32_t rows)
 {
     const llm_hparams *hp = &m->hp;
     const llm_backend_ops *op = m->be->ops;
     llm_backend *be = m->be;
-    /* LAST: only the final row feeds the head (the others' logits are never
-     * read), which saves n-1 passes over the largest matrix. */
-    int32_t rows = mode == LLM_LOGITS_ALL ? n : 1;
     const float *src = ws->x + (size_t)(n - rows) * hp->dim;
     op->rmsnorm(be, ws->xb, src, m->out_norm, rows, hp->dim, hp->norm_eps);
     op->matmul(be, &m->output, ws->xb, rows, ws->logits);
@@ -203,6 +203,7 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
         attention_block(m, L, span->k[i], span->v[i], ws, in->n, in->pos0);
         ffn_block(m, L, ws, in->n);
     }
-    if (span->last == m->hp.n_layers - 1)
-        head(m, ws, in->n, in->logits);
+    int32_t rows = llm_output_head_rows(&in->out);
+    if (span->last == m->hp.n_layers - 1 && rows > 0)
+        head(m, ws, in->n, rows);
 }

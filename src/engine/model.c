@@ -12,6 +12,7 @@
 
 #include "errtext.h"
 #include "backend.h"
+#include "backend_name.h"
 #include "gguf.h"
 #include "model.h"
 #include "quant.h"
@@ -110,37 +111,33 @@ int llm_model_alloc_norms(llm_model *m, size_t n_floats, char *err, size_t errle
     return 0;
 }
 
-static int is_cuda_name(const char *name)
-{
-    return name && strncmp(name, "cuda", 4) == 0 && (name[4] == '\0' || name[4] == ':');
-}
-
 int llm_backend_create(const char *name, int32_t n_threads, llm_backend **out,
                        char *err, size_t errlen)
 {
     *out = NULL;
-    if (!name || strcmp(name, "cpu") == 0)
+    llm_backend_name bn;
+    char why[96];
+    if (llm_backend_name_parse(name, &bn, why, sizeof why) != 0) {
+        llm_errf(err, errlen, "model: %s", why);
+        return LLM_EBACKEND;
+    }
+    if (bn.kind == LLM_BACKEND_CPU)
         return llm_cpu_backend_create(n_threads, 1, out, err, errlen);
 #if LLM_HAVE_CUDA
-    if (is_cuda_name(name)) {
-        int rc = llm_cuda_backend_create(name, out, err, errlen);
-        return rc == LLM_EINVAL ? LLM_EBACKEND : rc;
-    }
-    llm_errf(err, errlen, "model: unknown backend '%s' (available: cpu, cuda, cuda:N)", name);
+    int rc = llm_cuda_backend_create(bn.text, out, err, errlen);
+    return rc == LLM_EINVAL ? LLM_EBACKEND : rc;
 #else
-    if (is_cuda_name(name))
-        llm_errf(err, errlen, "model: backend '%s': this build has no CUDA backend", name);
-    else
-        llm_errf(err, errlen, "model: unknown backend '%s' (available: cpu)", name);
-#endif
+    llm_errf(err, errlen, "model: backend '%s': this build has no CUDA backend", bn.text);
     return LLM_EBACKEND;
+#endif
 }
 
 /* Puts the weights where the backend computes: a device backend uploads
  * them all now, so that no forward ever does. */
 static int backend_prepare(llm_model *m, const char *name, char *err, size_t errlen)
 {
-    m->be_cuda = is_cuda_name(name);
+    llm_backend_name bn;
+    m->be_cuda = llm_backend_name_parse(name, &bn, NULL, 0) == 0 && bn.kind == LLM_BACKEND_CUDA;
 #if LLM_HAVE_CUDA
     if (m->be_cuda)
         return llm_cuda_backend_prepare(m->be, m, m->span_first, m->span_last, err, errlen);

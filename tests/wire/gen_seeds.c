@@ -48,9 +48,9 @@ int main(int argc, char **argv)
     m[1].kind = PMW_MSG_AUTH;
     memset(m[1].auth.mac, 9, PMW_MAC_SIZE);
     m[2].kind = PMW_MSG_FORWARD;
-    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 3, 0, 4, 0, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, toks, NULL};
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 3, 0, 4, 0, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, toks, NULL, 0};
     m[3].kind = PMW_MSG_FORWARD;
-    m[3].forward = (pmw_forward){PM_PHASE_VERIFY, 3, 4, 2, 4, PMW_OUT_ACTIVATIONS, NULL, acts};
+    m[3].forward = (pmw_forward){PM_PHASE_VERIFY, 3, 4, 2, 4, PMW_OUT_ACTIVATIONS, NULL, acts, 0};
     m[4].kind = PMW_MSG_REPLY;
     m[4].reply = (pmw_reply){3, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, acts, toks};
     m[5].kind = PMW_MSG_RESET;

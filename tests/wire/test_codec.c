@@ -115,9 +115,9 @@ static size_t all_kinds(uint8_t *buf, size_t cap)
     m[1].kind = PMW_MSG_AUTH;
     memset(m[1].auth.mac, 0x5a, PMW_MAC_SIZE);
     m[2].kind = PMW_MSG_FORWARD;
-    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL};
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL, 0};
     m[3].kind = PMW_MSG_FORWARD;
-    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts};
+    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts, 0};
     m[4].kind = PMW_MSG_REPLY;
     m[4].reply = (pmw_reply){9, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, logits, ids};
     m[5].kind = PMW_MSG_RESET;

@@ -769,8 +769,8 @@ static int prefill_ffn(cuda_be *c, const llm_model *m, llm_workspace *ws, int32_
 }
 
 /* Issues a multi-row forward of the span (bench_llama's prefill sequence,
- * see the top), then the head as forward.c's head() runs it: the last row
- * (LAST) or every row (ALL) normed and multiplied. Stops at the first
+ * see the top), then the head as forward.c's head() runs it: the last
+ * in->out.rows rows normed and multiplied, or none. Stops at the first
  * failure (recorded). */
 static void prefill_issue(cuda_be *c, const llm_model *m, const llm_span *span,
                           llm_workspace *ws, const double *freq, const llm_forward_in *in)
@@ -788,9 +788,11 @@ static void prefill_issue(cuda_be *c, const llm_model *m, const llm_span *span,
     }
     if (!ends_model(m, span) || c->failed)
         return;
+    int32_t rows = llm_output_head_rows(&in->out);
+    if (rows == 0)
+        return; /* no output asked of the head (forward.c's rule) */
     const llm_cuda_weight *out = weight_of(c, &m->output);
     const float *norm = vector_of(c, m->out_norm, hp->dim);
-    int32_t rows = in->logits == LLM_LOGITS_ALL ? in->n : 1;
     const float *src = ws->x + (size_t)(in->n - rows) * hp->dim;
     if (out && norm &&
         seam_ok(c, llm_cuda_rmsnorm(c->cu, ws->xb, src, norm, rows, hp->dim, hp->norm_eps)))
