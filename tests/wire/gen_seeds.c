@@ -73,6 +73,13 @@ int main(int argc, char **argv)
         snprintf(alt, sizeof alt, "%s_bytewise", names[i]);
         rc |= seed_msg(dir, alt, &m[i], 0x00);       /* byte-by-byte feeds */
     }
+    /* A forward asking for its last row only (the rows tag). */
+    pmw_msg fr;
+    memset(&fr, 0, sizeof fr);
+    fr.kind = PMW_MSG_FORWARD;
+    fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 1};
+    rc |= seed_msg(dir, "forward_rows", &fr, 0x3f);
+    rc |= seed_msg(dir, "forward_rows_bytewise", &fr, 0x00);
     /* A shared-transport forward: its body sits in the area. */
     uint8_t buf[256], meta[128];
     pmw_meta w;
