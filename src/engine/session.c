@@ -317,9 +317,11 @@ int llm_decode(llm_session *s, int32_t token, const float **logits)
 
 int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **logits)
 {
-    /* Every row: row i predicts the token after tokens[i]. */
-    return forward_default(s, PM_PHASE_VERIFY, tokens, n, 0, n > 0 && n <= INT32_MAX ? (int32_t)n : 1,
-                           logits);
+    /* Every row: row i predicts the token after tokens[i]. (An n that no
+     * batch holds gets rows 1, so the batch check is the one that says
+     * so.) */
+    int32_t rows = n > 0 && n <= INT32_MAX ? (int32_t)n : 1;
+    return forward_default(s, PM_PHASE_VERIFY, tokens, n, 0, rows, logits);
 }
 
 int llm_session_truncate(llm_session *s, uint32_t pos)
