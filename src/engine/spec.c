@@ -374,12 +374,10 @@ static int32_t sample_from(gen_run *g, const float *logits)
     return tok;
 }
 
-/* One proposal from draft logits: the argmax, or a draw from q (kept in
- * sd->q row i for the acceptance test). */
+/* One sampled proposal from draft logits: a draw from q, kept in sd->q
+ * row i for the acceptance test (greedy proposals come as ids). */
 static int32_t draft_pick(gen_run *g, const float *logits, int32_t i)
 {
-    if (g->greedy)
-        return llm_sample(g->sp, logits);
     float *q = g->sd->q + (size_t)i * (size_t)g->sd->n_vocab;
     int rc = llm_sampler_probs(g->sp, logits, q);
     return rc ? rc : llm_sampler_draw(g->sp, q);
@@ -388,30 +386,27 @@ static int32_t draft_pick(gen_run *g, const float *logits, int32_t i)
 /* ---- forwards ---------------------------------------------------------- */
 
 /* One forward of session s for this generation: its phase, the
- * generation's request id, and exactly the output the caller needs from
- * the last `rows` positions: nothing (out LLM_OUTPUT_NONE), their greedy
- * ids into ids (greedy sampling), or their logits into *logits. */
+ * generation's request id, and exactly what the caller needs of the last
+ * `rows` positions (rows 0: nothing at all): under greedy sampling their
+ * ids into ids, otherwise their logits into *logits. */
 static int forward(const gen_run *g, llm_session *s, pm_phase phase, const int32_t *toks,
-                   size_t n, int32_t chunk, int32_t out, int32_t rows, const float **logits,
-                   int32_t *ids)
+                   size_t n, int32_t chunk, int32_t rows, const float **logits, int32_t *ids)
 {
     llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
     fp.phase = phase;
     fp.request = g->req;
     fp.chunk = chunk;
-    fp.output = out == LLM_OUTPUT_NONE ? LLM_OUTPUT_NONE
-                : g->greedy            ? LLM_OUTPUT_ARGMAX
-                                       : LLM_OUTPUT_LOGITS;
+    fp.output = rows == 0 ? LLM_OUTPUT_NONE : g->greedy ? LLM_OUTPUT_ARGMAX : LLM_OUTPUT_LOGITS;
     fp.rows = rows;
     return llm_forward(s, &fp, toks, n, logits, ids);
 }
 
-/* The next token's output of one forward: its greedy id into *tok, or its
+/* A forward handing back the next token: its id into *tok (greedy), or its
  * logits into *logits. */
 static int forward_next(const gen_run *g, llm_session *s, pm_phase phase, const int32_t *toks,
                         size_t n, int32_t chunk, const float **logits, int32_t *tok)
 {
-    return forward(g, s, phase, toks, n, chunk, LLM_OUTPUT_LOGITS, 1, logits, tok);
+    return forward(g, s, phase, toks, n, chunk, 1, logits, tok);
 }
 
 /* ---- the draft --------------------------------------------------------- */
@@ -439,8 +434,8 @@ static int draft_catch_up(gen_run *g, const float **logits, int32_t *tok)
     }
     if (rc == 0 && dpos >= sd->pfx_start && dpos < sd->pfx_end) {
         size_t np = (size_t)(sd->pfx_end - dpos);
-        rc = forward(g, sd->draft, PM_PHASE_EXACT, sd->hist + dpos, np, sd->pfx_chunk,
-                     LLM_OUTPUT_NONE, 1, NULL, NULL);
+        rc = forward(g, sd->draft, PM_PHASE_EXACT, sd->hist + dpos, np, sd->pfx_chunk, 0, NULL,
+                     NULL);
         dpos = sd->pfx_end;
     }
     size_t n = (size_t)(sd->hlen + 1 - dpos);
@@ -588,8 +583,8 @@ static int draft_and_verify(gen_run *g, int32_t k, int32_t *n)
     if (rc)
         return rc;
     const float *rows = NULL;
-    rc = forward(g, sd->target, PM_PHASE_VERIFY, sd->vtok, (size_t)k + 1, 0, LLM_OUTPUT_LOGITS,
-                 k + 1, &rows, sd->vgreedy);
+    rc = forward(g, sd->target, PM_PHASE_VERIFY, sd->vtok, (size_t)k + 1, 0, k + 1, &rows,
+                 sd->vgreedy);
     uint64_t t2 = llm_now_ns();
     sd->st.verify_ns += t2 - t1;
     if (rc)
