@@ -35,6 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "phasemark/phase.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -195,10 +197,12 @@ LLM_API void llm_session_free(llm_session *s);
  * belongs to the session and changes with the next failing call. */
 LLM_API const char *llm_session_error(const llm_session *s);
 
-/* Sets the request id that markers carry from the next forward on. */
+/* Sets the session's default request id: the one llm_prefill, llm_decode
+ * and llm_verify pass to their forwards, and llm_generate when its params
+ * name none. llm_forward takes its id as an argument instead. */
 LLM_API void llm_session_set_request(llm_session *s, uint64_t request);
 
-/* The request id markers carry (the last set). */
+/* The session's default request id (the last set). */
 LLM_API uint64_t llm_session_get_request(const llm_session *s);
 
 /* quiet != 0: the session's forwards emit no ranges at all (no pm.prefill,
@@ -215,6 +219,55 @@ LLM_API uint32_t llm_session_n_ctx(const llm_session *s);
 /* The most tokens one forward takes (the session's n_batch): the widest
  * llm_verify. */
 LLM_API uint32_t llm_session_n_batch(const llm_session *s);
+
+/* What a forward hands back (llm_forward_params.output). */
+enum {
+    LLM_OUTPUT_NONE = 0,   /* nothing: the output head does not even run */
+    LLM_OUTPUT_LOGITS = 1, /* rows of n_vocab logits, session-owned */
+    LLM_OUTPUT_ARGMAX = 2  /* each row's greedy id (llm_sample's argmax with
+                              temperature 0, bit for bit), taken where the
+                              logits are made when the session can: a GPU's
+                              argmax, a shard daemon; only the ids cross */
+};
+
+/* One forward request: the phase, the request id its ranges carry, and
+ * exactly what it must hand back. Begins with version and size so it can
+ * grow; initialize with LLM_FORWARD_PARAMS_INIT. */
+typedef struct llm_forward_params {
+    uint16_t version;  /* LLM_FORWARD_PARAMS_VERSION */
+    uint16_t size;     /* sizeof(llm_forward_params) */
+    pm_phase phase;    /* PM_PHASE_EXACT (a prefill, in chunks), _DECODE (one
+                          token) or _VERIFY (up to n_batch tokens at once) */
+    int32_t chunk;     /* exact: tokens per forward; <= 0 or > n_batch:
+                          n_batch */
+    int32_t output;    /* LLM_OUTPUT_* */
+    int32_t rows;      /* LOGITS, ARGMAX: rows of the last forward handed
+                          back, the last `rows` of its tokens: 1 (the next
+                          token's) up to all of them (a verify's n) */
+    uint64_t request;  /* request id of every range the call emits */
+} llm_forward_params;
+
+#define LLM_FORWARD_PARAMS_VERSION 1
+#define LLM_FORWARD_PARAMS_INIT \
+    {LLM_FORWARD_PARAMS_VERSION, (uint16_t)sizeof(llm_forward_params), PM_PHASE_EXACT, 0, \
+     LLM_OUTPUT_LOGITS, 1, 0}
+
+/* The one forward call: runs n tokens at the session's position with
+ * phase p->phase and request id p->request, and hands back what p asks
+ * for. exact: forwards of at most p->chunk tokens, one pm.prefill range
+ * each; every chunk but the last asks for nothing, the last for p's
+ * output. decode: n == 1, one pm.decode range. verify: n <= n_batch in one
+ * forward whose layer ranges say mode=verify, inside whatever range the
+ * caller holds. The output comes from the last forward: LOGITS points
+ * *logits (may be NULL: then nothing is handed out) at rows x n_vocab floats,
+ * session-owned and valid until its next forward; ARGMAX writes rows ids
+ * into ids (caller-owned, required). rows must be 1..n and lie in the last
+ * forward (a multi-chunk prefill hands back rows of its last chunk only).
+ * Errors and ranges as llm_prefill's, llm_decode's and llm_verify's (which
+ * are this call with the session's default request id); a bad phase,
+ * output or rows is LLM_EINVAL and runs nothing. */
+LLM_API int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
+                        size_t n, const float **logits, int32_t *ids);
 
 /* Exact prefill: runs n tokens at positions pos..pos+n-1 in forwards of at
  * most chunk tokens (chunk <= 0 or > n_batch: n_batch), one pm.prefill range
@@ -324,11 +377,16 @@ typedef struct llm_generate_params {
     int32_t stop_at_eos;  /* nonzero: stop when the model's EOS is drawn */
     const int32_t *stop_tokens; /* further stop ids (not emitted) */
     size_t n_stop_tokens;
+    /* Added after the first release (callers passing the shorter size get
+     * has_request 0). */
+    int32_t has_request;  /* nonzero: every range of the call carries
+                             `request`; 0: the session's default id */
+    uint64_t request;
 } llm_generate_params;
 
 #define LLM_GENERATE_PARAMS_VERSION 1
 #define LLM_GENERATE_PARAMS_INIT \
-    {LLM_GENERATE_PARAMS_VERSION, (uint16_t)sizeof(llm_generate_params), 16, 0, 1, 0, 0}
+    {LLM_GENERATE_PARAMS_VERSION, (uint16_t)sizeof(llm_generate_params), 16, 0, 1, 0, 0, 0, 0}
 
 /* Why llm_generate stopped. */
 enum { LLM_STOP_LENGTH = 0, LLM_STOP_EOS = 1, LLM_STOP_TOKEN = 2,
@@ -341,10 +399,10 @@ enum { LLM_STOP_LENGTH = 0, LLM_STOP_EOS = 1, LLM_STOP_TOKEN = 2,
  * and *stop_reason (either may be NULL) say what happened. The last emitted
  * token is not fed back: afterwards the cache holds the prompt and every
  * emitted token but the last (llm_session_pos), so a continuation starts by
- * feeding that token. With a greedy sampler over the model's vocabulary on
- * a monolithic session whose backend can take the argmax where the logits
- * are (a GPU), each token is taken there and the logits are not copied to
- * the host; the tokens are the ones llm_sample would give. */
+ * feeding that token. With a greedy sampler over the model's vocabulary,
+ * each token is asked of the forward as its argmax (LLM_OUTPUT_ARGMAX), so
+ * on a GPU or a remote last shard only the id crosses, not the logits; the
+ * tokens are the ones llm_sample would give. */
 LLM_API int llm_generate(llm_session *s, llm_sampler *sp,
                          const int32_t *prompt, size_t n_prompt,
                          const llm_generate_params *p, llm_token_cb cb,

@@ -8,8 +8,11 @@
  * back past it. The generator uses the public session calls, so a
  * target session over any placement (one span, local and remote shards)
  * is verified through every shard without the generator knowing; under
- * greedy sampling a monolithic session on a GPU hands it token ids taken
- * on the device instead of logits (the same ids).
+ * greedy sampling its forwards ask for token ids instead of logits
+ * (LLM_OUTPUT_ARGMAX: the same ids, taken on a GPU or a shard daemon where
+ * the session can). Every range and forward carries the request id the
+ * generate params name (llm_generate_params.has_request), else the target
+ * session's default.
  *
  * Exactness. Greedy sampling (temperature <= 0): the output is the
  * target's own greedy output, token for token. Temperature > 0: standard

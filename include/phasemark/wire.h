@@ -134,7 +134,8 @@ typedef enum pmw_tag {
     PMW_TAG_SHM_SIZE = 18,   /* u64, bytes of each direction's area */
     PMW_TAG_NONCE = 19,      /* 32 bytes */
     PMW_TAG_AUTH = 20,       /* u8, 1: the server requires authentication */
-    PMW_TAG_MAC = 21         /* 32 bytes, HMAC-SHA256 */
+    PMW_TAG_MAC = 21,        /* 32 bytes, HMAC-SHA256 */
+    PMW_TAG_ROWS = 22        /* u32: rows a forward's reply carries */
 } pmw_tag;
 
 /* The name of a tag ("phase"), or "unknown"; static. */
@@ -185,7 +186,10 @@ typedef struct pmw_auth {
 
 /* A target-shard forward call. Input is token ids (dim == 0, tokens has
  * n_tokens entries) or boundary activations (dim > 0, activations is
- * n_tokens x dim, row-major). want is a nonzero set of PMW_OUT_* bits. */
+ * n_tokens x dim, row-major). want is a nonzero set of PMW_OUT_* bits, and
+ * rows says how many rows the reply carries: the outputs of the last
+ * `rows` of the n_tokens positions. Both are the caller's explicit request;
+ * a receiver never infers them from the phase. */
 typedef struct pmw_forward {
     pm_phase phase;           /* exact, decode or verify */
     uint64_t req_id;
@@ -195,6 +199,10 @@ typedef struct pmw_forward {
     uint32_t want;            /* PMW_OUT_* */
     const int32_t *tokens;    /* [n_tokens] when dim == 0 */
     const float *activations; /* [n_tokens x dim] when dim > 0 */
+    uint32_t rows;            /* 1..n_tokens. Sending: 0 leaves the tag out,
+                                 which means every row. Received: always
+                                 1..n_tokens (n_tokens when the tag was
+                                 absent). */
 } pmw_forward;
 
 /* A forward reply: an optional float section (activations or logits,
@@ -346,6 +354,29 @@ PMW_API int pmw_msg_check(const pmw_msg *msg, size_t *body_len, pmw_diag *diag);
  * nothing useful was written (call again with a bigger buffer). Returns a
  * negative status when msg is invalid. */
 PMW_API long long pmw_msg_encode(const pmw_msg *msg, uint64_t seq, void *out, size_t cap);
+
+/* ------------------------------------------------------------------------
+ * Addresses: the one parser of shard addresses. pmw_connect and pmw_listen
+ * use it, and so do the engine's placement grammar and pm-shardd's
+ * --listen, which add only their own rules on top (a placement needs a
+ * host and a port from 1).
+ */
+typedef struct pmw_address {
+    int is_unix;             /* 1: a Unix socket path; 0: TCP */
+    char path[108];          /* Unix: the socket path, NUL-terminated */
+    char host[256];          /* TCP: the host, brackets removed;
+                                "127.0.0.1" when the address names none */
+    int host_given;          /* TCP: 0 for "tcp::PORT" and "tcp:PORT" */
+    uint16_t port;           /* TCP: 0..65535 (0: any free port, to listen) */
+} pmw_address;
+
+/* Parses address: "unix:PATH" or a path containing '/' (at most 107
+ * bytes); "tcp:HOST:PORT", "tcp:[V6]:PORT", "tcp::PORT" or "tcp:PORT"
+ * (loopback), PORT a plain decimal 0..65535, a ':' in HOST only inside
+ * brackets around the whole host. Resolves nothing. 0 with *out filled, or
+ * PMW_E_ARG with one line in err. Pure; thread-safe. */
+PMW_API int pmw_address_parse(const char *address, pmw_address *out, char *err,
+                              size_t errlen);
 
 /* ------------------------------------------------------------------------
  * Connections.

@@ -29,7 +29,8 @@
  * entries never run concurrently on one instance.
  *
  * Backends are created by name through llm_backend_create ("cpu", "cuda",
- * "cuda:N"), the one place backend names are parsed (backend.c).
+ * "cuda:N"): the registry (backend.c) over the one parser of backend names
+ * (backend_name.h).
  */
 #ifndef LLM_BACKEND_H
 #define LLM_BACKEND_H
@@ -151,16 +152,9 @@ struct llm_backend {
 /* Creates the backend named `name` ("cpu", "cuda", "cuda:N"; NULL means
  * "cpu") with n_threads workers (<= 0: online CPUs; a device backend
  * ignores it). LLM_EBACKEND for an unknown name or one this build lacks,
- * with one line in err. */
+ * with one line in err ("model: ..."). */
 int llm_backend_create(const char *name, int32_t n_threads, llm_backend **out,
                        char *err, size_t errlen);
-
-/* A backend name split into its kind and device: "cpu" (device -1),
- * "cuda" (device 0) or "cuda:N". 0, or LLM_EINVAL with a line in err. The
- * one parser of backend names (placements, daemons and tools use it). */
-typedef enum llm_backend_kind { LLM_BACKEND_CPU = 0, LLM_BACKEND_CUDA = 1 } llm_backend_kind;
-int llm_backend_name_parse(const char *name, llm_backend_kind *kind, int *device,
-                           char *err, size_t errlen);
 
 /* The CPU backend's constructor (cpu/cpu_backend.c). simd: 1 uses the
  * AVX2/FMA kernels when the CPU has them, 0 forces the scalar kernels. */

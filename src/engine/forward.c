@@ -10,7 +10,8 @@
  *   x  += att Wo^T
  *   xb  = rmsnorm(x) * ffn_norm
  *   x  += (silu(xb Wgate^T) * (xb Wup^T)) Wdown^T
- * and the last span adds logits = (rmsnorm(x) * out_norm) Woutput^T.
+ * and the last span adds logits = (rmsnorm(x) * out_norm) Woutput^T for
+ * the rows its caller asks for (llm_output).
  */
 #include "forward.h"
 
@@ -124,11 +125,10 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
         op->embed(be, m, in->tokens, in->n, ws->x);
     else if (in->act) /* NULL: the previous span left them in ws->x */
         op->write(be, ws->x, in->act, (size_t)in->n * m->hp.dim * sizeof(float));
-    int ends = span->last == m->hp.n_layers - 1;
-    /* LAST: only the final row feeds the head (the others' logits are
-     * never read), which saves n-1 passes over the largest matrix. */
+    /* Rows not asked for never feed the head: for the last row alone that
+     * saves n-1 passes over the largest matrix. */
     llm_step st = {m, span, ws, in->n, in->pos0,
-                   !ends ? 0 : in->logits == LLM_LOGITS_ALL ? in->n : 1};
+                   span->last == m->hp.n_layers - 1 ? llm_output_head_rows(&in->out) : 0};
     if (op->step_begin && op->step_begin(be, &st))
         return; /* the backend replayed its recording of this very step */
     for (int32_t l = span->first; l <= span->last; l++) {

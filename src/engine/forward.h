@@ -3,8 +3,8 @@
  * A span is a contiguous range of layers run by one shard on one backend,
  * with its own KV cache for exactly those layers. The monolithic engine uses
  * one span over all layers; a layer split (local and remote shards) chains
- * spans, passing boundary activations [n][dim] from one to the next; a
- * speculative verify asks the last span for logits at every position. The
+ * spans, passing boundary activations [n][dim] from one to the next; each
+ * forward says which rows of logits the last span computes (llm_output). The
  * span forward is the one place that emits the leaf pm.layer_range marker,
  * labelled with the phase the caller passes (never inferred).
  *
@@ -44,8 +44,38 @@ typedef struct llm_workspace {
     float *logits; /* [n][n_vocab] (only when the span ends the model) */
 } llm_workspace;
 
-/* Which logits the last span produces. */
-typedef enum llm_logits_mode { LLM_LOGITS_LAST = 0, LLM_LOGITS_ALL = 1 } llm_logits_mode;
+/* What a forward hands back, asked for explicitly by every caller and
+ * never inferred from the phase (a decode may want every row, a verify only
+ * the last): a set of LLM_OUT_* bits and, for logits and argmax, how many
+ * rows. llm_span_forward reads only whether the head runs and over how many
+ * rows; the runner (runner.h) takes the rest out of the workspace. The bits
+ * have the values of the wire's PMW_OUT_* (wire.h), which carries them to a
+ * daemon unchanged. */
+enum {
+    LLM_OUT_ACTIVATIONS = 1u, /* the span's boundary activations [n][dim] */
+    LLM_OUT_LOGITS = 2u,      /* logits of the last `rows` positions,
+                                 [rows][n_vocab] */
+    LLM_OUT_ARGMAX = 4u       /* the greedy id of each of those rows, by the
+                                 host sampler's rule (argmax.h) */
+};
+
+typedef struct llm_output {
+    uint32_t want; /* LLM_OUT_* bits; 0: nothing (activations stay in ws->x
+                      and the head does not run: a prefill chunk before the
+                      last) */
+    int32_t rows;  /* LOGITS, ARGMAX: the last `rows` of the n positions,
+                      1..n (1: the next token's; n: every position, as a
+                      verify wants) */
+    /* Extension point: hidden states of chosen layers add a bit here and
+     * the set of layers (a bit mask over the span) beside rows; the runner
+     * copies each chosen layer's ws->x rows out as the span passes it. */
+} llm_output;
+
+/* Rows of logits the head computes for out: 0 when it does not run. */
+static inline int32_t llm_output_head_rows(const llm_output *out)
+{
+    return out->want & (LLM_OUT_LOGITS | LLM_OUT_ARGMAX) ? out->rows : 0;
+}
 
 typedef struct llm_forward_in {
     pm_phase phase;          /* what the span is told: exact/decode/verify */
@@ -56,7 +86,8 @@ typedef struct llm_forward_in {
     const float *act;        /* [n][dim] host activations otherwise, or
                                 NULL when ws->x already holds them (the
                                 previous span ran in the same workspace) */
-    llm_logits_mode logits;  /* last span only */
+    llm_output out;          /* what the span hands back (the head runs
+                                only in a span that ends the model) */
 } llm_forward_in;
 
 /* Creates a span's KV cache (n_ctx positions) on the model's backend. */
@@ -73,12 +104,13 @@ void llm_workspace_release(llm_workspace *ws, const llm_model *m);
 /* Runs layers span->first..span->last for in->n tokens at in->pos0 as the
  * backend's blocks (backend.h): embed (or write the boundary input), per
  * layer attention then feed-forward, and the head when the span ends the
- * model, all inside the span's one leaf layer range. Preconditions
- * (checked by the caller): pos0 + n <= n_ctx, n <= n_batch, token ids in
- * range, phase a shard phase. Afterwards ws->x holds the boundary
- * activations, and when the span ends the model ws->logits holds one row
- * (LAST) or n rows (ALL). The results are void when the backend's status
- * says so (the caller checks it). */
+ * model and in->out asks for logits or argmax, all inside the span's one
+ * leaf layer range. Preconditions (checked by the caller): pos0 + n <=
+ * n_ctx, n <= n_batch, token ids in range, phase a shard phase, 1 <=
+ * in->out.rows <= n. Afterwards ws->x holds the boundary activations and,
+ * when the head ran, ws->logits the logits of the last in->out.rows
+ * positions, [rows][n_vocab]. The results are void when the backend's
+ * status says so (the caller checks it). */
 void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
                       const llm_forward_in *in);
 

@@ -1,9 +1,12 @@
 /* generate.c — llm_generate: prefill, then sample and decode until a stop
- * condition. Built on the public session calls, so it is also the reference
- * for how a front end drives the engine, except for one internal shortcut:
- * greedy tokens are taken on the device where the session can (session.h),
- * so the logits never cross to the host; the tokens are the same.
+ * condition. Built on the public llm_forward, so it is also the reference
+ * for how a front end drives the engine: under greedy sampling each
+ * forward is asked for the next token's id instead of its logits, which a
+ * GPU or a shard daemon answers without the logits crossing (session.h);
+ * the tokens are the same.
  */
+#include <stddef.h>
+
 #include "phasemark/engine.h"
 #include "session.h"
 
@@ -28,20 +31,34 @@ static int stop_before(const llm_session *s, const llm_generate_params *p,
     return -1;
 }
 
-/* 1 when the next tokens can be taken on the device (session.h): the
- * sampler is greedy (llm_sample then is a plain argmax over its n_vocab
- * logits and draws no random number, so skipping it changes nothing but
- * where the argmax runs) over exactly the model's vocabulary, and the
- * session's logits come from a local backend with the argmax op. The
- * argmax's time then counts as decode time, not sample time. */
-static int on_device(const llm_session *s, llm_sampler *sp)
+/* 1 when the forwards can be asked for the next token itself: the sampler
+ * is greedy (llm_sample then is a plain argmax over its n_vocab logits and
+ * draws no random number, so skipping it changes nothing but where the
+ * argmax runs) over exactly the model's vocabulary. The forward's argmax
+ * runs where the logits are made when the session can (session.h), and its
+ * time counts as forward time, not sample time. */
+static int greedy_ids(const llm_session *s, llm_sampler *sp)
 {
     llm_sampler_params sp_params;
     llm_model_info info;
     llm_sampler_get_params(sp, &sp_params);
     llm_model_get_info(llm_session_model(s), &info);
-    return !(sp_params.temperature > 0.0f) && llm_sampler_n_vocab(sp) == info.n_vocab &&
-           llm_session_device_argmax(s);
+    return !(sp_params.temperature > 0.0f) && llm_sampler_n_vocab(sp) == info.n_vocab;
+}
+
+/* One forward of n tokens in phase, handing back the next token's logits
+ * (*logits) or, greedy, the token itself (*tok). */
+static int step(llm_session *s, pm_phase phase, uint64_t req, int greedy,
+                const int32_t *tokens, size_t n, int32_t chunk, const float **logits,
+                int32_t *tok)
+{
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = phase;
+    fp.request = req;
+    fp.chunk = chunk;
+    fp.output = greedy ? LLM_OUTPUT_ARGMAX : LLM_OUTPUT_LOGITS;
+    fp.rows = 1;
+    return llm_forward(s, &fp, tokens, n, logits, tok);
 }
 
 int llm_generate(llm_session *s, llm_sampler *sp, const int32_t *prompt,
@@ -53,16 +70,18 @@ int llm_generate(llm_session *s, llm_sampler *sp, const int32_t *prompt,
     if (n_generated)
         *n_generated = 0;
     if (!s || !sp || !p || p->version != LLM_GENERATE_PARAMS_VERSION ||
-        p->size < sizeof(llm_generate_params) || p->max_tokens < 1 ||
+        p->size < offsetof(llm_generate_params, has_request) || p->max_tokens < 1 ||
         (p->n_stop_tokens && !p->stop_tokens))
         return LLM_EINVAL;
+    /* The request id is the caller's, passed to every forward; the
+     * session's default stands in only when the params name none. */
+    uint64_t req = llm_generate_request(s, p);
     const float *logits = NULL;
     int32_t tok = 0;
-    int device = on_device(s, sp);
-    int rc = device ? llm_prefill_greedy(s, prompt, n_prompt, p->chunk, &tok)
-                    : llm_prefill(s, prompt, n_prompt, p->chunk, &logits);
+    int greedy = greedy_ids(s, sp);
+    int rc = step(s, PM_PHASE_EXACT, req, greedy, prompt, n_prompt, p->chunk, &logits, &tok);
     while (rc == 0) {
-        if (!device) {
+        if (!greedy) {
             uint64_t t0 = llm_now_ns();
             tok = llm_sample(sp, logits);
             llm_session_add_sample_ns(s, llm_now_ns() - t0);
@@ -87,11 +106,19 @@ int llm_generate(llm_session *s, llm_sampler *sp, const int32_t *prompt,
             reason = LLM_STOP_CONTEXT;
             break;
         }
-        rc = device ? llm_decode_greedy(s, tok, &tok) : llm_decode(s, tok, &logits);
+        int32_t in = tok;
+        rc = step(s, PM_PHASE_DECODE, req, greedy, &in, 1, 0, &logits, &tok);
     }
     if (n_generated)
         *n_generated = generated;
     if (stop_reason)
         *stop_reason = reason;
     return rc;
+}
+
+uint64_t llm_generate_request(const llm_session *s, const llm_generate_params *p)
+{
+    int named = p->size >= offsetof(llm_generate_params, request) + sizeof p->request &&
+                p->has_request;
+    return named ? p->request : llm_session_get_request(s);
 }

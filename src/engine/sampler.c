@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "argmax.h" /* the greedy rule, shared with the runner */
 #include "phasemark/engine.h"
 
 typedef struct cand {
@@ -85,15 +86,6 @@ void llm_sampler_reseed(llm_sampler *sp, uint64_t seed)
     sp->state = seed;
 }
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 /* a ranks before b: more probable, or as probable with a lower id. */
 static int before(const cand *a, const cand *b)
 {
@@ -143,7 +135,7 @@ static void select_top_k(cand *c, int32_t n, int32_t k)
 static int32_t weigh(llm_sampler *sp, const float *logits, double *total)
 {
     int32_t n = sp->n_vocab;
-    float mx = logits[argmax(logits, n)];
+    float mx = logits[llm_argmax(logits, n)];
     double sum = 0.0;
     for (int32_t i = 0; i < n; i++) {
         float p = expf((logits[i] - mx) / sp->p.temperature);
@@ -205,7 +197,7 @@ int32_t llm_sample(llm_sampler *sp, const float *logits)
     if (!sp || !logits)
         return LLM_EINVAL;
     if (!(sp->p.temperature > 0.0f))
-        return argmax(logits, sp->n_vocab);
+        return llm_argmax(logits, sp->n_vocab);
     double mass;
     int32_t n = candidates(sp, logits, &mass);
     double r = next_unit(&sp->state) * mass, acc = 0.0;
@@ -237,7 +229,7 @@ int llm_sampler_probs(llm_sampler *sp, const float *logits, float *probs)
     for (int32_t i = 0; i < nv; i++)
         probs[i] = 0.0f;
     if (!(sp->p.temperature > 0.0f)) {
-        probs[argmax(logits, nv)] = 1.0f;
+        probs[llm_argmax(logits, nv)] = 1.0f;
         return 0;
     }
     double mass = 0.0;

@@ -1,15 +1,16 @@
-/* session.c — sessions: one KV cache, one workspace, a position.
+/* session.c — sessions: a placement of shards, a position, timings.
  *
- * A session runs the monolithic placement, one span over all layers on the
- * model's backend, unless its options name a placement: then a layer split
- * (split.h) owns the shards, their KV caches and buffers, and the session
- * keeps only the position, the phase ranges and the timings, so every call
- * below behaves the same over any placement. Every forward goes through
- * run_forward(), which (monolithic) holds
- * the model lock (sessions over one model may live on different threads;
- * the backend is not reentrant), advances the position and accounts time.
- * Arguments are validated before anything runs, so a failed call leaves the
- * session exactly as it was.
+ * Every session runs a layer split (split.h): the one its options name, or
+ * the monolithic placement, one local shard over every layer on the
+ * model's backend, through the same code. The split owns the shards, their
+ * KV caches and buffers; the session keeps the position, the phase ranges
+ * and the timings, so every call below behaves the same over any
+ * placement. Every forward goes through llm_forward, which validates the
+ * whole request before anything runs (a failed call leaves the session
+ * exactly as it was), asks each forward explicitly for its output (nothing
+ * for a prefill chunk before the last), advances the position and accounts
+ * time; llm_prefill, llm_decode and llm_verify are llm_forward with the
+ * session's default request id.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -29,19 +30,14 @@
 
 struct llm_session {
     llm_model *m;
-    llm_span span;      /* layers 0..L-1, shard 0, local (monolithic) */
-    llm_workspace ws;   /* monolithic only */
-    llm_split *split;   /* owned; NULL: monolithic */
+    llm_split *split;   /* owned: the placement (one shard when monolithic) */
+    int placed;         /* 1: the options named a placement */
     uint32_t n_ctx;     /* cache positions (every shard's) */
     int32_t n_batch;    /* most tokens in one forward */
     int quiet;          /* no ranges (llm_session_set_quiet) */
     uint32_t pos;       /* filled cache positions */
-    uint64_t req;
+    uint64_t req;       /* the default request id (llm_session_set_request) */
     llm_timings t;
-    float *logits_host; /* [n_batch][n_vocab] when the backend's memory is
-                           not host memory; NULL otherwise */
-    int device_argmax;  /* 1: greedy tokens may be taken by the backend's
-                           argmax op (llm_session_set_device_argmax) */
     char err[SESSION_ERR_MAX];
 };
 
@@ -86,6 +82,13 @@ int llm_session_create(llm_model *m, const llm_session_options *opt,
     int32_t n_batch = opt->n_batch > 0 ? opt->n_batch : 512;
     if (n_batch > n_ctx)
         n_batch = n_ctx;
+    const char *placement = opt->size >= sizeof(llm_session_options) ? opt->placement : NULL;
+    int placed = placement && placement[0];
+    if (!placed && (m->span_first != 0 || m->span_last != m->hp.n_layers - 1)) {
+        llm_errf(err, errlen, "session: the model holds only layers %d-%d; a monolithic session needs all %d",
+                 (int)m->span_first, (int)m->span_last, (int)m->hp.n_layers);
+        return LLM_EINVAL;
+    }
     llm_session *s = calloc(1, sizeof *s);
     if (!s) {
         llm_errf(err, errlen, "session: out of memory");
@@ -95,42 +98,10 @@ int llm_session_create(llm_model *m, const llm_session_options *opt,
     s->req = opt->request;
     s->n_ctx = (uint32_t)n_ctx;
     s->n_batch = n_batch;
-    /* Read once here, never per token: PHASEMARK_DEVICE_ARGMAX=0 keeps
-     * greedy decoding on the host path (for A/B runs). */
-    const char *da = getenv("PHASEMARK_DEVICE_ARGMAX");
-    s->device_argmax = !(da && strcmp(da, "0") == 0);
-    const char *placement = opt->size >= sizeof(llm_session_options) ? opt->placement : NULL;
-    if (placement && placement[0]) {
-        int rc = llm_split_open(m, placement, (uint32_t)n_ctx, n_batch, &s->split, err, errlen);
-        if (rc) {
-            free(s);
-            return rc;
-        }
-        *out = s;
-        return 0;
-    }
-    if (m->span_first != 0 || m->span_last != m->hp.n_layers - 1) {
-        llm_errf(err, errlen, "session: the model holds only layers %d-%d; a monolithic session needs all %d",
-                 (int)m->span_first, (int)m->span_last, (int)m->hp.n_layers);
-        free(s);
-        return LLM_EINVAL;
-    }
-    pthread_mutex_lock(&m->lock); /* reserve() grows the backend's scratch */
-    int rc = llm_span_init(&s->span, m, 0, m->hp.n_layers - 1, (uint32_t)n_ctx, err, errlen);
-    if (rc == 0) {
-        rc = llm_workspace_init(&s->ws, m, n_batch, (uint32_t)n_ctx, err, errlen);
-        if (rc)
-            llm_span_release(&s->span, m);
-    }
-    pthread_mutex_unlock(&m->lock);
-    if (rc == 0 && !m->be->host_visible) {
-        s->logits_host = malloc((size_t)n_batch * (size_t)m->hp.n_vocab * sizeof(float));
-        if (!s->logits_host) {
-            llm_errf(err, errlen, "session: out of memory (logits)");
-            llm_session_free(s);
-            return LLM_ENOMEM;
-        }
-    }
+    s->placed = placed;
+    int rc = placed ? llm_split_open(m, placement, (uint32_t)n_ctx, n_batch, &s->split, err, errlen)
+                    : llm_split_open_monolithic(m, (uint32_t)n_ctx, n_batch, &s->split, err,
+                                                errlen);
     if (rc) {
         free(s);
         return rc;
@@ -143,19 +114,7 @@ void llm_session_free(llm_session *s)
 {
     if (!s)
         return;
-    if (s->split) {
-        llm_split_free(s->split);
-        free(s);
-        return;
-    }
-    /* Backend memory is released under the model lock, like it was
-     * allocated: a device backend's context serves one thread at a time,
-     * and another session may be mid-forward. */
-    pthread_mutex_lock(&s->m->lock);
-    llm_workspace_release(&s->ws, s->m);
-    llm_span_release(&s->span, s->m);
-    pthread_mutex_unlock(&s->m->lock);
-    free(s->logits_host);
+    llm_split_free(s->split);
     free(s);
 }
 
@@ -177,9 +136,7 @@ uint64_t llm_session_get_request(const llm_session *s)
 void llm_session_set_quiet(llm_session *s, int quiet)
 {
     s->quiet = quiet != 0;
-    s->span.quiet = s->quiet;
-    if (s->split)
-        llm_split_set_quiet(s->split, s->quiet);
+    llm_split_set_quiet(s->split, s->quiet);
 }
 
 uint32_t llm_session_pos(const llm_session *s)
@@ -204,7 +161,17 @@ const llm_model *llm_session_model(const llm_session *s)
 
 llm_split *llm_session_split(const llm_session *s)
 {
-    return s ? s->split : NULL;
+    return s && s->placed ? s->split : NULL;
+}
+
+int llm_session_device_argmax(const llm_session *s)
+{
+    return s && llm_split_argmax_on_device(s->split);
+}
+
+void llm_session_set_device_argmax(llm_session *s, int on)
+{
+    llm_split_set_argmax_op(s->split, on);
 }
 
 /* Rejects a forward of n tokens that would not fit or names a bad id. */
@@ -225,181 +192,136 @@ static int check_tokens(llm_session *s, const int32_t *tokens, size_t n,
     return 0;
 }
 
-/* What a forward hands back: the host logits (one row, or n rows for
- * LLM_LOGITS_ALL), nothing (a prefill chunk before the last, under the
- * greedy path), or the rows' greedy tokens through the backend's argmax
- * op, the logits left unread in backend memory. */
-typedef enum fwd_want { FWD_LOGITS, FWD_NOTHING, FWD_ARGMAX } fwd_want;
-
-/* One forward of n tokens at s->pos; the caller pushed the phase range.
- * Sets *logits (FWD_LOGITS) or tok[0..rows) (FWD_ARGMAX, monolithic
- * sessions whose backend has the op only; rows is 1, or n for
- * LLM_LOGITS_ALL) and returns 0, or returns LLM_EBACKEND with s->err set
- * when a backend faulted (the position does not move). */
-static int run_forward(llm_session *s, const int32_t *tokens, int32_t n, pm_phase phase,
-                       llm_logits_mode mode, fwd_want want, const float **logits,
-                       int32_t *tok)
+/* The engine's output request for llm_forward's output and rows. */
+static llm_output output_of(const llm_forward_params *p, const float **logits)
 {
-    llm_forward_in in = {phase, s->req, s->pos, n, tokens, NULL, mode};
-    if (s->split) {
-        const float *split_out = llm_split_forward(s->split, &in, s->err, sizeof s->err);
-        if (!split_out)
-            return LLM_EBACKEND;
-        s->pos += (uint32_t)n;
-        *logits = split_out;
-        return 0;
-    }
-    llm_backend *be = s->m->be;
-    const float *out = s->ws.logits;
-    int32_t n_vocab = s->m->hp.n_vocab, rows = mode == LLM_LOGITS_ALL ? n : 1;
-    int op_rc = 0;
-    pthread_mutex_lock(&s->m->lock);
-    llm_span_forward(s->m, &s->span, &s->ws, &in);
-    if (want == FWD_ARGMAX) {
-        op_rc = be->ops->argmax(be, s->ws.logits, rows, n_vocab, tok);
-    } else if (want == FWD_LOGITS && !be->host_visible) {
-        be->ops->read(be, s->logits_host, s->ws.logits,
-                      (size_t)rows * (size_t)n_vocab * sizeof(float));
-        out = s->logits_host;
-    }
-    int rc = llm_model_backend_check(s->m, s->err, sizeof s->err);
-    pthread_mutex_unlock(&s->m->lock);
+    llm_output o = {0, p->rows};
+    if (p->output == LLM_OUTPUT_LOGITS && logits)
+        o.want = LLM_OUT_LOGITS;
+    else if (p->output == LLM_OUTPUT_ARGMAX)
+        o.want = LLM_OUT_ARGMAX;
+    return o;
+}
+
+/* The whole request, before anything runs: params, phase, sizes, ids, the
+ * output, and rows lying in the last forward. Sets *step, the tokens per
+ * forward. */
+static int check_forward(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
+                         size_t n, int32_t *ids, size_t *step)
+{
+    if (p->version != LLM_FORWARD_PARAMS_VERSION || p->size < sizeof(llm_forward_params))
+        return fail(s, LLM_EINVAL, "forward: params version %u size %u not understood",
+                    (unsigned)p->version, (unsigned)p->size);
+    size_t limit = p->phase == PM_PHASE_EXACT ? (size_t)s->n_ctx
+                   : p->phase == PM_PHASE_DECODE ? 1 : (size_t)s->n_batch;
+    if (!pm_phase_is_shard_phase((unsigned)p->phase))
+        return fail(s, LLM_EINVAL, "forward: phase %d is not exact, decode or verify",
+                    (int)p->phase);
+    int rc = check_tokens(s, tokens, n, limit);
     if (rc)
-        return LLM_EBACKEND;
-    for (int32_t r = 0; want == FWD_ARGMAX && r < rows; r++)
-        if (op_rc || tok[r] < 0 || tok[r] >= n_vocab)
-            return fail(s, LLM_EBACKEND,
-                        "backend %s: argmax failed (%d) or gave %d for a vocabulary of %d",
-                        be->ops->name, op_rc, (int)tok[r], (int)n_vocab);
-    s->pos += (uint32_t)n;
-    if (want == FWD_LOGITS)
-        *logits = out;
+        return rc;
+    *step = p->phase != PM_PHASE_EXACT ? n
+            : p->chunk > 0 && p->chunk < s->n_batch ? (size_t)p->chunk : (size_t)s->n_batch;
+    size_t last = n % *step ? n % *step : *step; /* the last forward's tokens */
+    if (p->output < LLM_OUTPUT_NONE || p->output > LLM_OUTPUT_ARGMAX)
+        return fail(s, LLM_EINVAL, "forward: output %d is not none, logits or argmax",
+                    (int)p->output);
+    if (p->output != LLM_OUTPUT_NONE && (p->rows < 1 || (size_t)p->rows > last))
+        return fail(s, LLM_EINVAL, "forward: %d rows asked of a last forward of %zu tokens",
+                    (int)p->rows, last);
+    if (p->output == LLM_OUTPUT_ARGMAX && !ids)
+        return fail(s, LLM_EINVAL, "forward: argmax asked with no room for the ids");
     return 0;
 }
 
-int llm_session_device_argmax(const llm_session *s)
+/* One forward of n tokens at s->pos; the caller pushed the phase range.
+ * Returns 0 with the position moved, or LLM_EBACKEND with s->err naming
+ * the shard that failed or refused (engine.h: whatever a shard says, the
+ * forward failed in the backend; the position does not move). */
+static int run_forward(llm_session *s, pm_phase phase, uint64_t req, const int32_t *tokens,
+                       int32_t n, llm_output out, llm_split_result *res)
 {
-    return s && !s->split && s->device_argmax && s->m->be->ops->argmax != NULL;
+    llm_forward_in in = {phase, req, s->pos, n, tokens, NULL, out};
+    if (llm_split_forward(s->split, &in, res, s->err, sizeof s->err) != 0)
+        return LLM_EBACKEND;
+    s->pos += (uint32_t)n;
+    return 0;
 }
 
-void llm_session_set_device_argmax(llm_session *s, int on)
+int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *tokens, size_t n,
+                const float **logits, int32_t *ids)
 {
-    s->device_argmax = on != 0;
-}
-
-/* llm_prefill, handing back the last row's logits (greedy NULL) or its
- * greedy token through the argmax op (greedy set; the caller checked
- * llm_session_device_argmax), in which case no chunk's logits are read. */
-static int prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
-                   const float **logits, int32_t *greedy)
-{
-    if (!s)
+    if (!s || !p)
         return LLM_EINVAL;
-    int rc = check_tokens(s, tokens, n, (size_t)s->n_ctx);
+    size_t step = 0;
+    int rc = check_forward(s, p, tokens, n, ids, &step);
     if (rc)
         return rc;
-    size_t step = chunk > 0 && chunk < s->n_batch ? (size_t)chunk : (size_t)s->n_batch;
     uint64_t t0 = llm_now_ns();
-    const float *last = NULL;
+    llm_split_result res = {ids, NULL};
     for (size_t done = 0; done < n; done += step) {
         int32_t len = (int32_t)(n - done < step ? n - done : step);
-        fwd_want want = !greedy ? FWD_LOGITS : done + (size_t)len < n ? FWD_NOTHING : FWD_ARGMAX;
-        pm_range r = s->quiet ? PM_RANGE_NONE : pm_prefill_push(s->req, s->pos, (uint32_t)len);
-        rc = run_forward(s, tokens + done, len, PM_PHASE_EXACT, LLM_LOGITS_LAST, want,
-                         &last, greedy);
+        int last = done + (size_t)len == n;
+        llm_output out = last ? output_of(p, logits) : (llm_output){0, 0};
+        pm_range r = PM_RANGE_NONE;
+        if (!s->quiet && p->phase == PM_PHASE_EXACT)
+            r = pm_prefill_push(p->request, s->pos, (uint32_t)len);
+        else if (!s->quiet && p->phase == PM_PHASE_DECODE)
+            r = pm_decode_push(p->request, s->pos);
+        rc = run_forward(s, p->phase, p->request, tokens + done, len, out, &res);
         pm_range_pop(&r);
         if (rc)
             return rc;
     }
-    s->t.prefill_ns += llm_now_ns() - t0;
-    s->t.prefill_tokens += n;
-    if (logits)
-        *logits = last;
+    uint64_t dt = llm_now_ns() - t0;
+    if (p->phase == PM_PHASE_EXACT) {
+        s->t.prefill_ns += dt;
+        s->t.prefill_tokens += n;
+    } else if (p->phase == PM_PHASE_DECODE) {
+        s->t.decode_ns += dt;
+        s->t.decode_tokens++;
+    } else {
+        s->t.verify_ns += dt;
+        s->t.verify_tokens += n;
+    }
+    if (logits && p->output == LLM_OUTPUT_LOGITS)
+        *logits = res.logits;
     return 0;
+}
+
+/* The three classic calls: llm_forward with the session's default id. */
+static int forward_default(llm_session *s, pm_phase phase, const int32_t *tokens, size_t n,
+                           int32_t chunk, int32_t rows, const float **logits)
+{
+    if (!s)
+        return LLM_EINVAL;
+    llm_forward_params p = LLM_FORWARD_PARAMS_INIT;
+    p.phase = phase;
+    p.chunk = chunk;
+    p.output = logits ? LLM_OUTPUT_LOGITS : LLM_OUTPUT_NONE;
+    p.rows = rows;
+    p.request = s->req;
+    return llm_forward(s, &p, tokens, n, logits, NULL);
 }
 
 int llm_prefill(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
                 const float **logits)
 {
-    return prefill(s, tokens, n, chunk, logits, NULL);
-}
-
-int llm_prefill_greedy(llm_session *s, const int32_t *tokens, size_t n, int32_t chunk,
-                       int32_t *tok)
-{
-    if (!tok || !llm_session_device_argmax(s))
-        return LLM_EINVAL;
-    return prefill(s, tokens, n, chunk, NULL, tok);
-}
-
-/* llm_decode with the same two kinds of result as prefill(). */
-static int decode(llm_session *s, int32_t token, const float **logits, int32_t *greedy)
-{
-    if (!s)
-        return LLM_EINVAL;
-    int rc = check_tokens(s, &token, 1, 1);
-    if (rc)
-        return rc;
-    uint64_t t0 = llm_now_ns();
-    const float *out = NULL;
-    pm_range r = s->quiet ? PM_RANGE_NONE : pm_decode_push(s->req, s->pos);
-    rc = run_forward(s, &token, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST,
-                     greedy ? FWD_ARGMAX : FWD_LOGITS, &out, greedy);
-    pm_range_pop(&r);
-    if (rc)
-        return rc;
-    s->t.decode_ns += llm_now_ns() - t0;
-    s->t.decode_tokens++;
-    if (logits)
-        *logits = out;
-    return 0;
+    return forward_default(s, PM_PHASE_EXACT, tokens, n, chunk, 1, logits);
 }
 
 int llm_decode(llm_session *s, int32_t token, const float **logits)
 {
-    return decode(s, token, logits, NULL);
-}
-
-int llm_decode_greedy(llm_session *s, int32_t token, int32_t *tok)
-{
-    if (!tok || !llm_session_device_argmax(s))
-        return LLM_EINVAL;
-    return decode(s, token, NULL, tok);
-}
-
-/* llm_verify with the same two kinds of result as prefill(): all n rows'
- * logits, or all n rows' greedy tokens (greedy [n]). */
-static int verify(llm_session *s, const int32_t *tokens, size_t n, const float **logits,
-                  int32_t *greedy)
-{
-    if (!s)
-        return LLM_EINVAL;
-    int rc = check_tokens(s, tokens, n, (size_t)s->n_batch);
-    if (rc)
-        return rc;
-    uint64_t t0 = llm_now_ns();
-    const float *out = NULL;
-    rc = run_forward(s, tokens, (int32_t)n, PM_PHASE_VERIFY, LLM_LOGITS_ALL,
-                     greedy ? FWD_ARGMAX : FWD_LOGITS, &out, greedy);
-    if (rc)
-        return rc;
-    s->t.verify_ns += llm_now_ns() - t0;
-    s->t.verify_tokens += n;
-    if (logits)
-        *logits = out;
-    return 0;
+    return forward_default(s, PM_PHASE_DECODE, &token, 1, 0, 1, logits);
 }
 
 int llm_verify(llm_session *s, const int32_t *tokens, size_t n, const float **logits)
 {
-    return verify(s, tokens, n, logits, NULL);
-}
-
-int llm_verify_greedy(llm_session *s, const int32_t *tokens, size_t n, int32_t *toks)
-{
-    if (!toks || !llm_session_device_argmax(s))
-        return LLM_EINVAL;
-    return verify(s, tokens, n, NULL, toks);
+    /* Every row: row i predicts the token after tokens[i]. (An n that no
+     * batch holds gets rows 1, so the batch check is the one that says
+     * so.) */
+    int32_t rows = n > 0 && n <= INT32_MAX ? (int32_t)n : 1;
+    return forward_default(s, PM_PHASE_VERIFY, tokens, n, 0, rows, logits);
 }
 
 int llm_session_truncate(llm_session *s, uint32_t pos)
@@ -412,7 +334,7 @@ int llm_session_truncate(llm_session *s, uint32_t pos)
     /* Cache rows past pos are simply overwritten by later forwards:
      * attention never reads beyond the current position. Remote shards
      * are told, so that their own position checks agree. */
-    if (s->split && llm_split_truncate(s->split, pos, s->err, sizeof s->err) != 0)
+    if (llm_split_truncate(s->split, pos, s->err, sizeof s->err) != 0)
         return LLM_EBACKEND;
     s->pos = pos;
     return 0;
@@ -424,8 +346,7 @@ void llm_session_reset(llm_session *s)
         return;
     s->pos = 0;
     s->err[0] = '\0';
-    if (s->split)
-        llm_split_reset(s->split);
+    llm_split_reset(s->split);
     memset(&s->t, 0, sizeof s->t);
 }
 

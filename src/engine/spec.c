@@ -1,13 +1,13 @@
 /* spec.c — speculative decoding: a draft proposes, the target verifies.
  *
- * The generator drives both models through the public session calls
- * (llm_prefill, llm_decode, llm_verify, llm_session_truncate), so a target
- * session over a layer split is verified through every shard. One internal
- * shortcut: under greedy sampling, a session that can take greedy tokens
- * where its logits are (session.h: monolithic, on a backend with the argmax
- * op) is driven through the _greedy variants of those calls, which hand
- * back token ids instead of logits; the ids are the ones llm_sample would
- * take from the logits, so the output is the same.
+ * The generator drives both models through the public llm_forward and
+ * llm_session_truncate, so a target session over a layer split is verified
+ * through every shard. Every forward is told the generation's request id
+ * (never read back from a session) and exactly what it must hand back:
+ * under greedy sampling the rows' token ids (LLM_OUTPUT_ARGMAX: taken where
+ * the logits are made when the session can, session.h; the ids llm_sample
+ * would take from the logits, so the output is the same), otherwise rows of
+ * logits, and nothing at all for the draft's catch-up over a prompt.
  *
  * State between rounds. hist[0..hlen) is exactly what the target's cache
  * holds (its position is hlen); `last` is the last emitted token, which
@@ -59,7 +59,7 @@ struct llm_spec {
     int32_t pfx_chunk;   /* and the chunk it used */
     int32_t *vtok;       /* [k_cap + 1] the verify batch: last, d1..dk */
     int32_t *vgreedy;    /* [k_cap + 1] the target's greedy token per verify
-                            row, when taken on the device */
+                            row (greedy sampling) */
     int32_t *commit;     /* [k_cap + 1] tokens a round commits */
     float *q;            /* [k_cap][n_vocab] draft distributions */
     float *pr;           /* [n_vocab] target distribution */
@@ -75,9 +75,8 @@ typedef struct gen_run {
     const llm_generate_params *gp;
     llm_token_cb cb;
     void *user;
-    int greedy;
-    int target_dev;  /* greedy tokens of the target taken on its device */
-    int draft_dev;   /* and of the draft model */
+    int greedy;      /* forwards hand back argmax ids instead of logits */
+    uint64_t req;    /* the request id of every range and forward */
     int32_t eos;
     size_t generated;
     int reason; /* LLM_STOP_* once stopped, else -1 */
@@ -375,15 +374,39 @@ static int32_t sample_from(gen_run *g, const float *logits)
     return tok;
 }
 
-/* One proposal from draft logits: the argmax, or a draw from q (kept in
- * sd->q row i for the acceptance test). */
+/* One sampled proposal from draft logits: a draw from q, kept in sd->q
+ * row i for the acceptance test (greedy proposals come as ids). */
 static int32_t draft_pick(gen_run *g, const float *logits, int32_t i)
 {
-    if (g->greedy)
-        return llm_sample(g->sp, logits);
     float *q = g->sd->q + (size_t)i * (size_t)g->sd->n_vocab;
     int rc = llm_sampler_probs(g->sp, logits, q);
     return rc ? rc : llm_sampler_draw(g->sp, q);
+}
+
+/* ---- forwards ---------------------------------------------------------- */
+
+/* One forward of session s for this generation: its phase, the
+ * generation's request id, and exactly what the caller needs of the last
+ * `rows` positions (rows 0: nothing at all): under greedy sampling their
+ * ids into ids, otherwise their logits into *logits. */
+static int forward(const gen_run *g, llm_session *s, pm_phase phase, const int32_t *toks,
+                   size_t n, int32_t chunk, int32_t rows, const float **logits, int32_t *ids)
+{
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = phase;
+    fp.request = g->req;
+    fp.chunk = chunk;
+    fp.output = rows == 0 ? LLM_OUTPUT_NONE : g->greedy ? LLM_OUTPUT_ARGMAX : LLM_OUTPUT_LOGITS;
+    fp.rows = rows;
+    return llm_forward(s, &fp, toks, n, logits, ids);
+}
+
+/* A forward handing back the next token: its id into *tok (greedy), or its
+ * logits into *logits. */
+static int forward_next(const gen_run *g, llm_session *s, pm_phase phase, const int32_t *toks,
+                        size_t n, int32_t chunk, const float **logits, int32_t *tok)
+{
+    return forward(g, s, phase, toks, n, chunk, 1, logits, tok);
 }
 
 /* ---- the draft --------------------------------------------------------- */
@@ -394,11 +417,12 @@ static int draft_fail(llm_spec *sd, int rc)
 }
 
 /* Feeds the draft what it has not seen of hist[0..hlen] (the prompt in
- * the first round, then one token or two) and returns its next logits.
- * The prompt goes in the same chunks the target's prefill used and the
- * tokens after it in one short forward, so a draft that is the target's
- * own model computes every position exactly as the target did (a wide
- * forward may take a different matrix path than a short one). */
+ * the first round, then one token or two) and returns its next logits, or
+ * under greedy sampling its next token. The prompt goes in the same chunks
+ * the target's prefill used and the tokens after it in one short forward,
+ * so a draft that is the target's own model computes every position
+ * exactly as the target did (a wide forward may take a different matrix
+ * path than a short one); nothing is asked of the prompt's forwards. */
 static int draft_catch_up(gen_run *g, const float **logits, int32_t *tok)
 {
     llm_spec *sd = g->sd;
@@ -410,20 +434,14 @@ static int draft_catch_up(gen_run *g, const float **logits, int32_t *tok)
     }
     if (rc == 0 && dpos >= sd->pfx_start && dpos < sd->pfx_end) {
         size_t np = (size_t)(sd->pfx_end - dpos);
-        int32_t unused;
-        /* The token is not needed; the device path just reads less. */
-        rc = g->draft_dev ? llm_prefill_greedy(sd->draft, sd->hist + dpos, np, sd->pfx_chunk,
-                                               &unused)
-                          : llm_prefill(sd->draft, sd->hist + dpos, np, sd->pfx_chunk, NULL);
+        rc = forward(g, sd->draft, PM_PHASE_EXACT, sd->hist + dpos, np, sd->pfx_chunk, 0, NULL,
+                     NULL);
         dpos = sd->pfx_end;
     }
     size_t n = (size_t)(sd->hlen + 1 - dpos);
-    if (rc == 0 && g->draft_dev)
-        rc = n == 1 ? llm_decode_greedy(sd->draft, sd->hist[dpos], tok)
-                    : llm_prefill_greedy(sd->draft, sd->hist + dpos, n, 0, tok);
-    else if (rc == 0)
-        rc = n == 1 ? llm_decode(sd->draft, sd->hist[dpos], logits)
-                    : llm_prefill(sd->draft, sd->hist + dpos, n, 0, logits);
+    if (rc == 0)
+        rc = forward_next(g, sd->draft, n == 1 ? PM_PHASE_DECODE : PM_PHASE_EXACT,
+                          sd->hist + dpos, n, 0, logits, tok);
     return rc ? draft_fail(sd, rc) : 0;
 }
 
@@ -433,16 +451,15 @@ static int draft_model_propose(gen_run *g, int32_t k)
 {
     llm_spec *sd = g->sd;
     const float *lg = NULL;
-    int32_t next = 0; /* the draft's greedy token, on the device path */
+    int32_t next = 0; /* the draft's greedy token */
     int rc = draft_catch_up(g, &lg, &next);
     for (int32_t i = 0; rc == 0 && i < k; i++) {
-        int32_t d = g->draft_dev ? next : draft_pick(g, lg, i);
+        int32_t d = g->greedy ? next : draft_pick(g, lg, i);
         if (d < 0)
             return fail(sd, d, "draft: sampling failed");
         sd->vtok[1 + i] = d;
         if (i + 1 < k) {
-            rc = g->draft_dev ? llm_decode_greedy(sd->draft, d, &next)
-                              : llm_decode(sd->draft, d, &lg);
+            rc = forward_next(g, sd->draft, PM_PHASE_DECODE, &sd->vtok[1 + i], 1, 0, &lg, &next);
             if (rc)
                 return draft_fail(sd, rc);
         }
@@ -467,28 +484,17 @@ static int propose(gen_run *g, int32_t k)
 
 /* ---- acceptance -------------------------------------------------------- */
 
-/* Greedy: accept while the target's argmax agrees; the target's token at
- * the first disagreement (or after all k) is the round's last. rows NULL:
- * the argmaxes were taken on the device, sd->vgreedy. */
-static int32_t accept_greedy(gen_run *g, const float *rows, int32_t k, int32_t *last)
+/* Greedy: accept while the target's argmax (sd->vgreedy, one id per
+ * verify row) agrees; the target's token at the first disagreement (or
+ * after all k) is the round's last. */
+static int32_t accept_greedy(gen_run *g, int32_t k, int32_t *last)
 {
     llm_spec *sd = g->sd;
     int32_t i;
-    if (!rows) {
-        for (i = 0; i < k && sd->vgreedy[i] == sd->vtok[1 + i]; i++)
-            ;
-        *last = sd->vgreedy[i];
-        return i;
-    }
-    for (i = 0; i < k; i++) {
-        int32_t t = llm_sample(g->sp, rows + (size_t)i * (size_t)sd->n_vocab);
-        if (t != sd->vtok[1 + i]) {
-            *last = t;
-            return i;
-        }
-    }
-    *last = llm_sample(g->sp, rows + (size_t)k * (size_t)sd->n_vocab);
-    return k;
+    for (i = 0; i < k && sd->vgreedy[i] == sd->vtok[1 + i]; i++)
+        ;
+    *last = sd->vgreedy[i];
+    return i;
 }
 
 /* The rejection draw: from max(0, p - q) normalized, q being the draft's
@@ -568,9 +574,8 @@ static int commit_round(gen_run *g, int32_t n)
 static int draft_and_verify(gen_run *g, int32_t k, int32_t *n)
 {
     llm_spec *sd = g->sd;
-    uint64_t req = llm_session_get_request(sd->target);
     uint64_t t0 = llm_now_ns();
-    pm_range dr = pm_draft_push(req, (uint32_t)k);
+    pm_range dr = pm_draft_push(g->req, (uint32_t)k);
     int rc = propose(g, k);
     pm_range_pop(&dr);
     uint64_t t1 = llm_now_ns();
@@ -578,14 +583,14 @@ static int draft_and_verify(gen_run *g, int32_t k, int32_t *n)
     if (rc)
         return rc;
     const float *rows = NULL;
-    rc = g->target_dev ? llm_verify_greedy(sd->target, sd->vtok, (size_t)k + 1, sd->vgreedy)
-                       : llm_verify(sd->target, sd->vtok, (size_t)k + 1, &rows);
+    rc = forward(g, sd->target, PM_PHASE_VERIFY, sd->vtok, (size_t)k + 1, 0, k + 1, &rows,
+                 sd->vgreedy);
     uint64_t t2 = llm_now_ns();
     sd->st.verify_ns += t2 - t1;
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     int32_t last = -1;
-    int32_t a = g->greedy ? accept_greedy(g, rows, k, &last) : accept_sampled(g, rows, k, &last);
+    int32_t a = g->greedy ? accept_greedy(g, k, &last) : accept_sampled(g, rows, k, &last);
     sd->st.accept_ns += llm_now_ns() - t2;
     if (a < 0)
         return fail(sd, a, "sampling failed");
@@ -607,7 +612,7 @@ static int round_run(gen_run *g, int32_t last, int32_t k, int32_t *next)
     llm_spec *sd = g->sd;
     sd->hist[sd->hlen] = last;
     sd->vtok[0] = last;
-    pm_range rr = pm_spec_decode_push(llm_session_get_request(sd->target), (uint32_t)k);
+    pm_range rr = pm_spec_decode_push(g->req, (uint32_t)k);
     int32_t n = 0;
     int rc = draft_and_verify(g, k, &n);
     if (rc == 0) {
@@ -625,13 +630,12 @@ static int32_t plain_step(gen_run *g, int32_t last)
     llm_spec *sd = g->sd;
     const float *lg = NULL;
     int32_t tok = 0;
-    int rc = g->target_dev ? llm_decode_greedy(sd->target, last, &tok)
-                           : llm_decode(sd->target, last, &lg);
+    int rc = forward_next(g, sd->target, PM_PHASE_DECODE, &last, 1, 0, &lg, &tok);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     sd->hist[sd->hlen++] = last;
     sd->st.steps++;
-    return g->target_dev ? tok : sample_from(g, lg);
+    return g->greedy ? tok : sample_from(g, lg);
 }
 
 /* The draft length this round may use: the chosen k, cut so the round can
@@ -661,7 +665,7 @@ static int check_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, 
                           const llm_generate_params *p)
 {
     if (!sp || !p || !prompt || n_prompt == 0 || p->version != LLM_GENERATE_PARAMS_VERSION ||
-        p->size < sizeof(llm_generate_params) || p->max_tokens < 1 ||
+        p->size < offsetof(llm_generate_params, has_request) || p->max_tokens < 1 ||
         (p->n_stop_tokens && !p->stop_tokens))
         return fail(sd, LLM_EINVAL, "bad arguments to llm_spec_generate");
     if (llm_sampler_n_vocab(sp) != sd->n_vocab)
@@ -694,8 +698,7 @@ static int prefill_prompt(gen_run *g, const int32_t *prompt, size_t n, int32_t c
 {
     llm_spec *sd = g->sd;
     const float *logits = NULL;
-    int rc = g->target_dev ? llm_prefill_greedy(sd->target, prompt, n, chunk, first)
-                           : llm_prefill(sd->target, prompt, n, chunk, &logits);
+    int rc = forward_next(g, sd->target, PM_PHASE_EXACT, prompt, n, chunk, &logits, first);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     memcpy(sd->hist + sd->hlen, prompt, n * sizeof *prompt);
@@ -705,23 +708,12 @@ static int prefill_prompt(gen_run *g, const int32_t *prompt, size_t n, int32_t c
     /* The chunk llm_prefill actually used, for the draft to repeat. */
     int32_t nb = (int32_t)llm_session_n_batch(sd->target);
     sd->pfx_chunk = chunk > 0 && chunk < nb ? chunk : nb;
-    if (!g->target_dev) {
+    if (!g->greedy) {
         *first = sample_from(g, logits);
         if (*first < 0)
             return fail(sd, *first, "sampling failed");
     }
     return 0;
-}
-
-/* Whether session s's greedy tokens can be taken on its device (session.h)
- * for this generation: greedy sampling over the model's whole vocabulary
- * (check_vocab makes the draft's the target's; checked again here because
- * the device argmax scans the model's, the sampler its own). */
-static int device_greedy(const gen_run *g, llm_session *s)
-{
-    llm_model_info info;
-    llm_model_get_info(llm_session_model(s), &info);
-    return g->greedy && info.n_vocab == g->sd->n_vocab && llm_session_device_argmax(s);
 }
 
 /* Rounds (or plain steps) after the first token until a stop. */
@@ -762,9 +754,11 @@ int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size
     llm_sampler_get_params(sp, &sprm);
     llm_model_info info;
     llm_model_get_info(llm_session_model(sd->target), &info);
-    gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f), 0, 0, info.eos, 0, -1};
-    g.target_dev = device_greedy(&g, sd->target);
-    g.draft_dev = sd->draft && device_greedy(&g, sd->draft);
+    /* Greedy ids are asked of both sessions' forwards: the sampler covers
+     * the target's vocabulary (checked above), which is the draft's
+     * (llm_spec_check_vocab). */
+    gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f),
+                 llm_generate_request(sd->target, p), info.eos, 0, -1};
     int32_t tok = 0;
     rc = prefill_prompt(&g, prompt, n_prompt, p->chunk, &tok);
     if (rc == 0) {

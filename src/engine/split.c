@@ -1,42 +1,53 @@
 /* split.c — a session's shards and the forward chain over them (split.h).
  *
- * Local shards on the session's model share one workspace: a span leaves
- * its boundary activations in ws->x and the next local span starts from
- * them in place (llm_forward_in.act == NULL), so two local shards cost what
- * the monolithic forward costs plus one leaf range. Activations cross to
- * host memory only where the next shard needs them there (a remote shard,
- * or a local one on another backend). Logits come from the last shard's
- * workspace when it is local and host-visible, else from the split's own
- * host buffer.
+ * Local shards run through span runners (runner.h), one per model: the
+ * local shards on the session's model share its runner, so a span leaves
+ * its boundary activations in the workspace and the next local span starts
+ * from them in place (llm_forward_in.act == NULL), and two local shards
+ * cost what the monolithic forward costs plus one leaf range. Each shard is
+ * asked explicitly for its output: activations on the host only where the
+ * next shard needs them there (a remote shard, or a local one on another
+ * runner), and from the last shard the caller's request. A remote last
+ * shard's logits are copied into the split's own host buffer, so they
+ * outlive the next call on its connection (a truncate between the forward
+ * and the read).
  */
 #include "split.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "argmax.h"
+#include "backend_name.h"
+#include "runner.h"
 #include "split_remote.h"
 
 typedef struct shard {
     llm_shard_spec spec;
-    llm_model *m;          /* local: the model it runs on (borrowed or own) */
     llm_model *own_model;  /* local on another backend: owned */
-    llm_span span;         /* local: its KV cache */
-    llm_workspace *ws;     /* local: &split->ws or &own_ws */
-    llm_workspace own_ws;
-    int has_span;
+    llm_runner *runner;    /* local: one of the split's runners (borrowed) */
+    llm_span *span;        /* local: its KV cache (owned) */
     llm_remote *remote;    /* remote: owned */
+    llm_shard_counts counts;
 } shard;
 
 struct llm_split {
     llm_model *m;          /* the session's model */
     int n;
     shard sh[LLM_SPLIT_MAX_SHARDS];
-    llm_workspace ws;      /* shared by the local shards on m */
-    int has_ws;
-    float *act_host;       /* [n_batch][dim], activations off a device */
-    float *logits_host;    /* [n_batch][n_vocab], or NULL when unneeded */
+    /* One runner per model the local shards run on: the session's model
+     * (shared by every local shard on it: one workspace) and each own
+     * model. Owned. */
+    llm_runner *runners[LLM_SPLIT_MAX_SHARDS];
+    int n_runners;
+    float *logits_host;    /* [n_batch][n_vocab] when the last shard is
+                              remote, else NULL */
+    int32_t *ids_host;     /* [n_batch]: argmax ids asked of a remote last
+                              shard as logits (argmax_op off) */
     uint32_t n_ctx;
     int32_t n_batch;
+    int monolithic;        /* opened by llm_split_open_monolithic */
+    int argmax_op;         /* argmax where the logits are (runner op, daemon) */
     uint64_t req;          /* the request id of the last forward */
 };
 
@@ -50,14 +61,36 @@ long llm_split_shard_pid(const llm_split *sp, int i)
     return sp && i >= 0 && i < sp->n ? llm_remote_pid(sp->sh[i].remote) : 0;
 }
 
-/* "cuda" and "cuda:0" name the same device. */
-static int same_backend(const char *a, const char *b)
+int llm_split_shard_counts(const llm_split *sp, int i, llm_shard_counts *out)
 {
-    if (strcmp(a, "cuda") == 0)
-        a = "cuda:0";
-    if (strcmp(b, "cuda") == 0)
-        b = "cuda:0";
-    return strcmp(a, b) == 0;
+    if (!sp || i < 0 || i >= sp->n)
+        return LLM_EINVAL;
+    *out = sp->sh[i].counts;
+    return 0;
+}
+
+/* The error line's name for shard i ("shard 1 (local:cpu): "); none for a
+ * monolithic session, whose one shard is the session itself. */
+static void local_fail(const llm_split *sp, int i, const char *why, char *err, size_t errlen)
+{
+    if (sp->monolithic)
+        llm_errf(err, errlen, "%s", why);
+    else
+        llm_errf(err, errlen, "shard %d (local:%s): %s", i, sp->sh[i].spec.backend, why);
+}
+
+/* The runner of model m, made on first use. */
+static int runner_for(llm_split *sp, llm_model *m, llm_runner **out, char *err, size_t errlen)
+{
+    for (int i = 0; i < sp->n_runners; i++)
+        if (llm_runner_model(sp->runners[i]) == m) {
+            *out = sp->runners[i];
+            return 0;
+        }
+    int rc = llm_runner_create(m, sp->n_batch, sp->n_ctx, out, err, errlen);
+    if (rc == 0)
+        sp->runners[sp->n_runners++] = *out;
+    return rc;
 }
 
 /* A local shard on another backend (or with its own thread count) opens
@@ -71,45 +104,38 @@ static int open_own_model(llm_split *sp, shard *sh, int idx, char *err, size_t e
     o.span_layers = sh->spec.last - sh->spec.first + 1;
     char why[200];
     int rc = llm_model_open(sp->m->path, &o, &sh->own_model, why, sizeof why);
-    if (rc) {
+    if (rc)
         llm_errf(err, errlen, "shard %d (local:%s): %s", idx, sh->spec.backend, why);
-        return rc;
-    }
-    sh->m = sh->own_model;
-    return 0;
+    return rc;
+}
+
+/* 1 when the shard's backend is the session model's own ("cuda" and
+ * "cuda:0" are one device). */
+static int on_session_backend(const llm_split *sp, const shard *sh)
+{
+    llm_backend_name a, b;
+    return llm_backend_name_parse(sh->spec.backend, &a, NULL, 0) == 0 &&
+           llm_backend_name_parse(sp->m->backend_name, &b, NULL, 0) == 0 &&
+           llm_backend_name_same(&a, &b);
 }
 
 static int open_local(llm_split *sp, shard *sh, int idx, char *err, size_t errlen)
 {
-    int own = !same_backend(sh->spec.backend, sp->m->backend_name) || sh->spec.threads > 0;
+    int own = !on_session_backend(sp, sh) || sh->spec.threads > 0;
     int rc = own ? open_own_model(sp, sh, idx, err, errlen) : 0;
     if (rc)
         return rc;
-    if (!own) {
-        sh->m = sp->m;
-        if (!llm_model_has_layer(sp->m, sh->spec.first) || !llm_model_has_layer(sp->m, sh->spec.last)) {
-            llm_errf(err, errlen, "shard %d (local): the model holds only layers %d-%d", idx,
-                     (int)sp->m->span_first, (int)sp->m->span_last);
-            return LLM_EINVAL;
-        }
-    }
-    pthread_mutex_lock(&sh->m->lock); /* workspaces reserve backend scratch */
-    rc = llm_span_init(&sh->span, sh->m, sh->spec.first, sh->spec.last, sp->n_ctx, err, errlen);
-    if (rc == 0) {
-        sh->has_span = 1;
-        if (own) {
-            rc = llm_workspace_init(&sh->own_ws, sh->m, sp->n_batch, sp->n_ctx, err, errlen);
-            sh->ws = rc == 0 ? &sh->own_ws : NULL;
-        } else if (!sp->has_ws) {
-            rc = llm_workspace_init(&sp->ws, sh->m, sp->n_batch, sp->n_ctx, err, errlen);
-            sp->has_ws = rc == 0;
-        }
-        if (!own)
-            sh->ws = &sp->ws;
-    }
-    pthread_mutex_unlock(&sh->m->lock);
-    sh->span.shard = idx;
-    sh->span.where = PM_WHERE_LOCAL;
+    llm_model *m = own ? sh->own_model : sp->m;
+    char why[200];
+    rc = runner_for(sp, m, &sh->runner, why, sizeof why);
+    if (rc == 0)
+        rc = llm_runner_span_create(sh->runner, sh->spec.first, sh->spec.last, idx,
+                                    PM_WHERE_LOCAL, &sh->span, why, sizeof why);
+    if (rc && sp->monolithic)
+        llm_errf(err, errlen, "%s", why);
+    else if (rc)
+        llm_errf(err, errlen, "shard %d (local%s%s): %s", idx, own ? ":" : "",
+                 own ? sh->spec.backend : "", why);
     return rc;
 }
 
@@ -123,33 +149,29 @@ static int open_shard(llm_split *sp, int idx, char *err, size_t errlen)
     if (sh->spec.kind == LLM_SHARD_SPAWN && sh->spec.threads <= 0)
         sh->spec.threads = sp->m->be->n_threads;
     llm_remote_params p = {idx, sp->m->path, sp->n_ctx, sp->n_batch, sp->m->hp.dim,
-                           sp->m->hp.n_vocab, idx == sp->n - 1};
+                           sp->m->hp.n_vocab};
     return llm_remote_open(&sh->spec, &p, &sh->remote, err, errlen);
 }
 
-/* Host buffers: activations leaving a device backend, and logits that do
- * not come from a host-visible local workspace. */
+/* Host buffers for a remote last shard's output, which must outlive the
+ * next call on its connection (llm_split_forward's contract). */
 static int alloc_host(llm_split *sp, char *err, size_t errlen)
 {
-    const shard *last = &sp->sh[sp->n - 1];
-    int need_logits = !last->m || !last->m->be->host_visible;
-    int need_act = 0;
-    for (int i = 0; i + 1 < sp->n; i++)
-        need_act |= sp->sh[i].m && !sp->sh[i].m->be->host_visible;
+    if (!sp->sh[sp->n - 1].remote)
+        return 0;
     size_t nb = (size_t)sp->n_batch;
-    if (need_logits)
-        sp->logits_host = malloc(nb * (size_t)sp->m->hp.n_vocab * sizeof(float));
-    if (need_act)
-        sp->act_host = malloc(nb * (size_t)sp->m->hp.dim * sizeof(float));
-    if ((need_logits && !sp->logits_host) || (need_act && !sp->act_host)) {
+    sp->logits_host = malloc(nb * (size_t)sp->m->hp.n_vocab * sizeof(float));
+    sp->ids_host = malloc(nb * sizeof *sp->ids_host);
+    if (!sp->logits_host || !sp->ids_host) {
         llm_errf(err, errlen, "split: out of memory (host buffers)");
         return LLM_ENOMEM;
     }
     return 0;
 }
 
-int llm_split_open(llm_model *m, const char *spec, uint32_t n_ctx, int32_t n_batch,
-                   llm_split **out, char *err, size_t errlen)
+static int open_placement(llm_model *m, const llm_placement *pl, uint32_t n_ctx,
+                          int32_t n_batch, int monolithic, llm_split **out, char *err,
+                          size_t errlen)
 {
     *out = NULL;
     llm_split *sp = calloc(1, sizeof *sp);
@@ -157,18 +179,14 @@ int llm_split_open(llm_model *m, const char *spec, uint32_t n_ctx, int32_t n_bat
         llm_errf(err, errlen, "split: out of memory");
         return LLM_ENOMEM;
     }
-    llm_placement pl;
-    int rc = llm_placement_parse(spec, m->hp.n_layers, &pl, err, errlen);
-    if (rc) {
-        free(sp);
-        return rc;
-    }
     sp->m = m;
-    sp->n = pl.n;
+    sp->n = pl->n;
     sp->n_ctx = n_ctx;
     sp->n_batch = n_batch;
-    for (int i = 0; i < pl.n; i++)
-        sp->sh[i].spec = pl.shard[i];
+    sp->monolithic = monolithic;
+    for (int i = 0; i < pl->n; i++)
+        sp->sh[i].spec = pl->shard[i];
+    int rc = 0;
     for (int i = 0; rc == 0 && i < sp->n; i++)
         rc = open_shard(sp, i, err, errlen);
     if (rc == 0)
@@ -177,124 +195,200 @@ int llm_split_open(llm_model *m, const char *spec, uint32_t n_ctx, int32_t n_bat
         llm_split_free(sp);
         return rc;
     }
+    /* Remote shards follow the switch the runners started with. */
+    sp->argmax_op = llm_runner_argmax_default();
     *out = sp;
     return 0;
+}
+
+int llm_split_open(llm_model *m, const char *spec, uint32_t n_ctx, int32_t n_batch,
+                   llm_split **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    llm_placement pl;
+    int rc = llm_placement_parse(spec, m->hp.n_layers, &pl, err, errlen);
+    return rc ? rc : open_placement(m, &pl, n_ctx, n_batch, 0, out, err, errlen);
+}
+
+int llm_split_open_monolithic(llm_model *m, uint32_t n_ctx, int32_t n_batch, llm_split **out,
+                              char *err, size_t errlen)
+{
+    llm_placement pl;
+    memset(&pl, 0, sizeof pl);
+    pl.n = 1;
+    pl.shard[0].first = 0;
+    pl.shard[0].last = m->hp.n_layers - 1;
+    pl.shard[0].kind = LLM_SHARD_LOCAL;
+    llm_backend_name bn;
+    if (llm_backend_name_parse(m->backend_name, &bn, err, errlen) != 0)
+        return LLM_EBACKEND;
+    memcpy(pl.shard[0].backend, bn.text, strlen(bn.text) + 1);
+    return open_placement(m, &pl, n_ctx, n_batch, 1, out, err, errlen);
 }
 
 void llm_split_free(llm_split *sp)
 {
     if (!sp)
         return;
-    /* Backend memory is released under its model's lock, as it was
-     * allocated: another session may be mid-forward on that backend. */
     for (int i = 0; i < sp->n; i++) {
         shard *sh = &sp->sh[i];
         llm_remote_close(sh->remote);
-        if (sh->m)
-            pthread_mutex_lock(&sh->m->lock);
-        if (sh->has_span)
-            llm_span_release(&sh->span, sh->m);
-        if (sh->ws == &sh->own_ws)
-            llm_workspace_release(&sh->own_ws, sh->m);
-        if (sh->m)
-            pthread_mutex_unlock(&sh->m->lock);
-        llm_model_free(sh->own_model);
+        if (sh->span)
+            llm_runner_span_free(sh->runner, sh->span);
     }
-    if (sp->has_ws) {
-        pthread_mutex_lock(&sp->m->lock);
-        llm_workspace_release(&sp->ws, sp->m);
-        pthread_mutex_unlock(&sp->m->lock);
-    }
-    free(sp->act_host);
+    for (int i = 0; i < sp->n_runners; i++)
+        llm_runner_free(sp->runners[i]);
+    for (int i = 0; i < sp->n; i++)
+        llm_model_free(sp->sh[i].own_model);
     free(sp->logits_host);
+    free(sp->ids_host);
     free(sp);
 }
 
 void llm_split_set_quiet(llm_split *sp, int quiet)
 {
     for (int i = 0; i < sp->n; i++)
-        sp->sh[i].span.quiet = quiet != 0;
+        if (sp->sh[i].span)
+            llm_runner_span_set_quiet(sp->sh[i].span, quiet);
 }
 
-/* Runs a local shard. *act: the previous shard's host activations (NULL:
+void llm_split_set_argmax_op(llm_split *sp, int on)
+{
+    sp->argmax_op = on != 0;
+    for (int i = 0; i < sp->n_runners; i++)
+        llm_runner_set_argmax_op(sp->runners[i], on);
+}
+
+int llm_split_argmax_on_device(const llm_split *sp)
+{
+    const shard *last = &sp->sh[sp->n - 1];
+    return last->remote ? sp->argmax_op : llm_runner_argmax_on_device(last->runner);
+}
+
+static void count(shard *sh, const llm_output *o, int32_t n)
+{
+    sh->counts.forwards++;
+    sh->counts.activations += (o->want & LLM_OUT_ACTIVATIONS) != 0;
+    sh->counts.logits += (o->want & LLM_OUT_LOGITS) != 0;
+    sh->counts.argmax += (o->want & LLM_OUT_ARGMAX) != 0;
+    sh->counts.rows += (uint64_t)(o->want & LLM_OUT_ACTIVATIONS ? n
+                                  : o->want ? o->rows : 0);
+}
+
+/* What shard i hands on: the caller's request from the last shard, else
+ * activations, on the host unless the next shard runs on the same runner
+ * (then they stay in its workspace: want 0). */
+static llm_output shard_output(const llm_split *sp, int i, const llm_forward_in *in)
+{
+    llm_output o = {0, in->n};
+    if (i + 1 == sp->n)
+        return in->out;
+    const shard *sh = &sp->sh[i], *next = &sp->sh[i + 1];
+    if (!sh->runner || sh->runner != next->runner)
+        o.want = LLM_OUT_ACTIVATIONS;
+    return o;
+}
+
+/* Runs local shard i. *act: the previous shard's host activations (NULL:
  * in this shard's workspace already, or none for the first shard); on
- * return, this shard's, or NULL when the next shard shares the workspace.
- * The last shard sets *logits. */
+ * return, this shard's, or NULL when the next shard shares the runner. */
 static int run_local(llm_split *sp, int i, const llm_forward_in *in, const float **act,
-                     const float **logits, char *err, size_t errlen)
+                     llm_split_result *res, char *err, size_t errlen)
 {
     shard *sh = &sp->sh[i];
-    llm_backend *be = sh->m->be;
     llm_forward_in fin = *in;
     fin.act = *act;
-    pthread_mutex_lock(&sh->m->lock);
-    llm_span_forward(sh->m, &sh->span, sh->ws, &fin);
-    const shard *next = i + 1 < sp->n ? &sp->sh[i + 1] : NULL;
-    size_t dim = (size_t)sh->m->hp.dim;
-    if (!next) {
-        *logits = sh->ws->logits;
-        if (!be->host_visible) {
-            size_t rows = in->logits == LLM_LOGITS_ALL ? (size_t)in->n : 1;
-            be->ops->read(be, sp->logits_host, sh->ws->logits,
-                          rows * (size_t)sh->m->hp.n_vocab * sizeof(float));
-            *logits = sp->logits_host;
-        }
-    } else if (next->ws == sh->ws) {
-        *act = NULL;
-    } else if (be->host_visible) {
-        *act = sh->ws->x;
-    } else {
-        be->ops->read(be, sp->act_host, sh->ws->x, (size_t)in->n * dim * sizeof(float));
-        *act = sp->act_host;
-    }
+    fin.out = shard_output(sp, i, in);
+    llm_run_out ro = {res->ids, NULL, NULL};
     char why[200];
-    int rc = llm_model_backend_check(sh->m, why, sizeof why);
-    pthread_mutex_unlock(&sh->m->lock);
-    if (rc)
-        llm_errf(err, errlen, "shard %d (local:%s): %s", i, sh->spec.backend, why);
-    return rc;
-}
-
-static int run_remote(llm_split *sp, int i, const llm_forward_in *in, const float **act,
-                      const float **logits, char *err, size_t errlen)
-{
-    const float *values;
-    int rc = llm_remote_forward(sp->sh[i].remote, in, *act, &values, err, errlen);
-    if (rc)
+    count(sh, &fin.out, in->n);
+    int rc = llm_runner_run(sh->runner, sh->span, &fin, &ro, why, sizeof why);
+    if (rc) {
+        local_fail(sp, i, why, err, errlen);
         return rc;
-    if (i + 1 < sp->n) {
-        *act = values;
-        return 0;
     }
-    size_t rows = in->logits == LLM_LOGITS_ALL ? (size_t)in->n : 1;
-    memcpy(sp->logits_host, values, rows * (size_t)sp->m->hp.n_vocab * sizeof(float));
-    *logits = sp->logits_host;
+    *act = ro.act;
+    if (i + 1 == sp->n)
+        res->logits = ro.logits;
     return 0;
 }
 
-const float *llm_split_forward(llm_split *sp, const llm_forward_in *in, char *err,
-                               size_t errlen)
+/* What a remote shard is asked for: activations before the last; from the
+ * last, what the caller wants, except that "nothing" is one argmax id (the
+ * wire's cheapest reply) and, with the argmax switched off, ids are taken
+ * here from logits. */
+static llm_output remote_output(const llm_split *sp, int i, const llm_forward_in *in)
 {
+    llm_output o = shard_output(sp, i, in);
+    if (i + 1 < sp->n)
+        return o;
+    if (o.want == 0)
+        o = (llm_output){LLM_OUT_ARGMAX, 1};
+    else if ((o.want & LLM_OUT_ARGMAX) && !sp->argmax_op)
+        o.want = (o.want & ~(uint32_t)LLM_OUT_ARGMAX) | LLM_OUT_LOGITS;
+    return o;
+}
+
+static int run_remote(llm_split *sp, int i, const llm_forward_in *in, const float **act,
+                      llm_split_result *res, char *err, size_t errlen)
+{
+    shard *sh = &sp->sh[i];
+    llm_forward_in fin = *in;
+    fin.out = remote_output(sp, i, in);
+    llm_remote_reply rep;
+    count(sh, &fin.out, in->n);
+    int rc = llm_remote_forward(sh->remote, &fin, *act, &rep, err, errlen);
+    if (rc)
+        return rc;
+    if (i + 1 < sp->n) {
+        *act = rep.values;
+        return 0;
+    }
+    size_t rows = (size_t)fin.out.rows, vocab = (size_t)sp->m->hp.n_vocab;
+    uint32_t want = in->out.want;
+    if (fin.out.want & LLM_OUT_LOGITS) {
+        memcpy(sp->logits_host, rep.values, rows * vocab * sizeof(float));
+        res->logits = want & LLM_OUT_LOGITS ? sp->logits_host : NULL;
+    }
+    for (size_t r = 0; (want & LLM_OUT_ARGMAX) && r < rows; r++)
+        res->ids[r] = fin.out.want & LLM_OUT_ARGMAX
+                          ? rep.ids[r]
+                          : llm_argmax(sp->logits_host + r * vocab, (int32_t)vocab);
+    return 0;
+}
+
+int llm_split_forward(llm_split *sp, const llm_forward_in *in, llm_split_result *res,
+                      char *err, size_t errlen)
+{
+    res->logits = NULL;
     /* Every shard is told the phase, so it is checked once for all here,
      * the same rule a daemon applies to what it receives. */
     if (!pm_phase_is_shard_phase(in->phase)) {
         llm_errf(err, errlen, "split: phase %d is not a shard phase (exact, decode, verify)",
                  (int)in->phase);
-        return NULL;
+        return LLM_EINVAL;
     }
     if (in->act || !in->tokens) {
         llm_errf(err, errlen, "split: a forward starts from token ids");
-        return NULL;
+        return LLM_EINVAL;
+    }
+    uint32_t want = in->out.want;
+    if ((want & ~(uint32_t)(LLM_OUT_LOGITS | LLM_OUT_ARGMAX)) ||
+        (want && (in->out.rows < 1 || in->out.rows > in->n)) ||
+        ((want & LLM_OUT_ARGMAX) && !res->ids)) {
+        llm_errf(err, errlen, "split: output request %u of %d rows is not one a forward of %d "
+                 "tokens can give", (unsigned)want, (int)in->out.rows, (int)in->n);
+        return LLM_EINVAL;
     }
     sp->req = in->req;
-    const float *act = NULL, *logits = NULL;
+    const float *act = NULL;
     for (int i = 0; i < sp->n; i++) {
-        int rc = sp->sh[i].remote ? run_remote(sp, i, in, &act, &logits, err, errlen)
-                                  : run_local(sp, i, in, &act, &logits, err, errlen);
+        int rc = sp->sh[i].remote ? run_remote(sp, i, in, &act, res, err, errlen)
+                                  : run_local(sp, i, in, &act, res, err, errlen);
         if (rc)
-            return NULL;
+            return rc;
     }
-    return logits;
+    return 0;
 }
 
 int llm_split_truncate(llm_split *sp, uint32_t pos, char *err, size_t errlen)

@@ -12,12 +12,19 @@
  *    someone else (unix:, tcp:) or spawned by the split itself (spawn:),
  *    which then owns and reaps the child.
  *
+ * A monolithic session is a split too: one local shard over every layer
+ * (llm_split_open_monolithic), run through the same code.
+ *
  * Every shard keeps the KV cache of its own layers. A forward runs the
  * shards in order: the first gets the token ids, each later one the
- * boundary activations [n][dim] of the one before, and the last produces
- * logits (every row for verify, the last row otherwise). Each shard is told
- * the phase of the forward and marks its own leaf pm.layer_range with it:
- * local shards here, remote shards in their daemon (where=remote).
+ * boundary activations [n][dim] of the one before, and the last hands back
+ * what the forward's output request asks for (llm_output: rows of logits,
+ * their argmax ids, or nothing), which travels to a remote last shard on
+ * the wire, never inferred from the phase. Local shards run through the
+ * span runner (runner.h), a remote one through its daemon, which runs the
+ * same runner. Each shard is told the phase of the forward and marks its
+ * own leaf pm.layer_range with it: local shards here, remote shards in
+ * their daemon (where=remote).
  *
  * Failure. A remote shard that fails during a call (the daemon died,
  * stalled past its deadline, or refused the request) makes the call fail
@@ -38,6 +45,7 @@
 
 #include "forward.h"
 #include "model.h"
+#include "runner.h"
 
 /* Limits of the placement grammar. */
 #define LLM_SPLIT_MAX_SHARDS 16
@@ -46,8 +54,8 @@
 #define LLM_SPLIT_MAX_NAME 32     /* bytes of a backend name */
 #define LLM_SPLIT_MAX_PATH 256    /* bytes of the daemon program's path */
 
-/* Defaults of the per-shard options. */
-#define LLM_SPLIT_TIMEOUT_MS 30000 /* deadline of one remote call */
+/* Defaults of the per-shard options (LLM_SPLIT_TIMEOUT_MS, the deadline of
+ * one remote call, is in runner.h, which the daemon shares). */
 #define LLM_SPLIT_START_MS 30000   /* a spawned daemon's start, model load included */
 
 typedef enum llm_shard_kind {
@@ -97,17 +105,58 @@ typedef struct llm_split llm_split;
 int llm_split_open(llm_model *m, const char *spec, uint32_t n_ctx, int32_t n_batch,
                    llm_split **out, char *err, size_t errlen);
 
+/* The monolithic placement: one local shard over all of m's layers on m's
+ * backend (m must hold them all). Errors as llm_split_open, without a
+ * shard's name in the line. */
+int llm_split_open_monolithic(llm_model *m, uint32_t n_ctx, int32_t n_batch,
+                              llm_split **out, char *err, size_t errlen);
+
 /* Closes every connection and reaps every spawned daemon (a daemon that
  * does not exit within a second of its connection closing is killed).
  * NULL is harmless. */
 void llm_split_free(llm_split *sp);
 
-/* Runs one forward through the shards (in->act must be NULL; the caller
- * validated tokens, positions and the phase). Returns host logits (one row,
- * or in->n rows for LLM_LOGITS_ALL) owned by the split and valid until its
- * next call, or NULL with one line in err naming the failed shard. */
-const float *llm_split_forward(llm_split *sp, const llm_forward_in *in, char *err,
-                               size_t errlen);
+/* What one forward handed back. */
+typedef struct llm_split_result {
+    int32_t *ids;         /* in: ARGMAX: the caller's room for in->out.rows */
+    const float *logits;  /* LOGITS: host [rows][n_vocab], owned by the split
+                             and valid until its next call; else NULL */
+} llm_split_result;
+
+/* Runs one forward through the shards: in->tokens (in->act must be NULL),
+ * the phase checked here; the caller validated tokens and positions.
+ * in->out asks the last shard for LLM_OUT_LOGITS and/or LLM_OUT_ARGMAX of
+ * in->out.rows rows, or nothing (want 0). 0, LLM_EINVAL for a phase that
+ * is not a shard phase or a malformed output request (nothing runs), or
+ * the failed shard's status with one line in err naming it. */
+int llm_split_forward(llm_split *sp, const llm_forward_in *in, llm_split_result *res,
+                      char *err, size_t errlen);
+
+/* Where argmax ids are taken (the session's switch, runner.h): on (the
+ * default, unless PHASEMARK_DEVICE_ARGMAX=0 when the split was opened),
+ * local shards use their backend's argmax op and a remote last shard is
+ * asked for ids; off, logits cross to this process and the ids are taken
+ * on the host. */
+void llm_split_set_argmax_op(llm_split *sp, int on);
+
+/* 1 when argmax ids are taken where the logits are made: the last shard is
+ * local with the op switched on and present, or remote with the switch on
+ * (its daemon answers with ids). */
+int llm_split_argmax_on_device(const llm_split *sp);
+
+/* What shard i has been asked for since the split opened: forwards, and
+ * among them those asking for activations, logits and argmax ids, and the
+ * rows asked for in all (activations count every token). For protocol
+ * tests and benchmarks. LLM_EINVAL for a bad index. */
+typedef struct llm_shard_counts {
+    uint64_t forwards;
+    uint64_t activations;
+    uint64_t logits;
+    uint64_t argmax;
+    uint64_t rows;
+} llm_shard_counts;
+
+int llm_split_shard_counts(const llm_split *sp, int i, llm_shard_counts *out);
 
 /* Tells every shard that only pos positions remain. A remote shard that
  * cannot be told is dropped (it is reconnected, empty, on the next call);
@@ -135,8 +184,5 @@ int llm_split_send_raw(llm_split *sp, int i, uint16_t kind, const void *meta,
                        size_t meta_len, const void *body, size_t body_len, int *code,
                        char *text, size_t textlen, char *err, size_t errlen);
 
-/* Engine statuses travel in a shard's error reply as application codes
- * (wire.h: codes <= PMW_E_APP_BASE are the application's). */
-#define LLM_SPLIT_WIRE_CODE(status) (-100 + (status))
 
 #endif

@@ -413,27 +413,39 @@ static int call(llm_remote *r, const pmw_msg *msg, pmw_msg *ans, char *err, size
     return 0;
 }
 
+/* The engine's output bits are the wire's (forward.h). */
+_Static_assert((int)LLM_OUT_ACTIVATIONS == (int)PMW_OUT_ACTIVATIONS &&
+                   (int)LLM_OUT_LOGITS == (int)PMW_OUT_LOGITS &&
+                   (int)LLM_OUT_ARGMAX == (int)PMW_OUT_ARGMAX,
+               "llm_output bits and PMW_OUT_* differ");
+
+/* The reply must be exactly what was asked: rows, the float section's
+ * width, the argmax section. */
 static int check_reply(llm_remote *r, const pmw_msg *ans, const llm_forward_in *in,
                        char *err, size_t errlen)
 {
-    uint32_t rows = r->p.last && in->logits == LLM_LOGITS_LAST ? 1u : (uint32_t)in->n;
-    uint32_t width = (uint32_t)(r->p.last ? r->p.n_vocab : r->p.dim);
-    uint32_t bit = r->p.last ? PMW_OUT_LOGITS : PMW_OUT_ACTIVATIONS;
+    uint32_t want = in->out.want;
+    int acts = (want & LLM_OUT_ACTIVATIONS) != 0;
+    uint32_t rows = acts ? (uint32_t)in->n : (uint32_t)in->out.rows;
+    uint32_t width = acts ? (uint32_t)r->p.dim
+                          : want & LLM_OUT_LOGITS ? (uint32_t)r->p.n_vocab : 0;
     const pmw_reply *rep = &ans->reply;
     if (ans->kind != PMW_MSG_REPLY || rep->req_id != in->req || rep->n_tokens != rows ||
-        rep->width != width || !(rep->outputs & bit) || !rep->values) {
+        rep->width != width || rep->outputs != want || (width && !rep->values) ||
+        ((want & LLM_OUT_ARGMAX) && !rep->argmax)) {
         pmw_conn_close(r->c);
         r->c = NULL;
-        llm_errf(err, errlen, "%s: unexpected reply (kind %d, %u rows of %u, want %u of %u)",
-                 r->what, (int)ans->kind, (unsigned)rep->n_tokens, (unsigned)rep->width,
-                 (unsigned)rows, (unsigned)width);
+        llm_errf(err, errlen,
+                 "%s: unexpected reply (kind %d, outputs %u, %u rows of %u, want %u: %u of %u)",
+                 r->what, (int)ans->kind, (unsigned)rep->outputs, (unsigned)rep->n_tokens,
+                 (unsigned)rep->width, (unsigned)want, (unsigned)rows, (unsigned)width);
         return LLM_EBACKEND;
     }
     return 0;
 }
 
 int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act,
-                       const float **values, char *err, size_t errlen)
+                       llm_remote_reply *rep, char *err, size_t errlen)
 {
     int rc = ensure(r, err, errlen);
     if (rc)
@@ -445,7 +457,9 @@ int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act
     m.forward.req_id = in->req;
     m.forward.base_pos = in->pos0;
     m.forward.n_tokens = (uint32_t)in->n;
-    m.forward.want = r->p.last ? PMW_OUT_LOGITS : PMW_OUT_ACTIVATIONS;
+    m.forward.want = in->out.want;
+    m.forward.rows = in->out.want & LLM_OUT_ACTIVATIONS ? (uint32_t)in->n
+                                                         : (uint32_t)in->out.rows;
     if (r->spec.first == 0) {
         m.forward.tokens = in->tokens;
     } else {
@@ -455,8 +469,10 @@ int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act
     rc = call(r, &m, &ans, err, errlen);
     if (rc == 0)
         rc = check_reply(r, &ans, in, err, errlen);
-    if (rc == 0)
-        *values = ans.reply.values;
+    if (rc == 0) {
+        rep->values = ans.reply.values;
+        rep->ids = ans.reply.argmax;
+    }
     return rc;
 }
 

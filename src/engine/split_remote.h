@@ -30,7 +30,6 @@ typedef struct llm_remote_params {
     uint32_t n_ctx;         /* spawn: the daemon's cache positions */
     int32_t n_batch;        /* spawn: the daemon's widest forward */
     int32_t dim, n_vocab;   /* reply widths */
-    int last;               /* 1: the shard ends the model (logits) */
 } llm_remote_params;
 
 /* Creates the shard and connects it (or spawns its daemon). The caller owns
@@ -42,15 +41,23 @@ int llm_remote_open(const llm_shard_spec *spec, const llm_remote_params *p,
 /* Closes the connection and reaps a spawned daemon. NULL is harmless. */
 void llm_remote_close(llm_remote *r);
 
+/* A forward's reply, viewed in the connection's buffers: valid until the
+ * next call on this shard. */
+typedef struct llm_remote_reply {
+    const float *values;  /* activations [n][dim] or logits [rows][n_vocab] */
+    const int32_t *ids;   /* argmax ids [rows] */
+} llm_remote_reply;
+
 /* One forward: sends in (token ids when the shard starts the model, else
- * act, [n][dim] host floats) with its phase, and waits for the reply within
- * the shard's deadline. On success *values points at the reply's floats:
- * activations [n][dim], or logits ([n][n_vocab] for verify, one row
- * otherwise), valid until the next call on this shard. Reconnects first when
- * the shard was dropped. 0, or a negative LLM_E* status with err naming the
- * shard. */
+ * act, [n][dim] host floats) with its phase and its output request in->out
+ * as the wire's want and rows (the split resolved it: activations before
+ * the last shard; logits and/or argmax of in->out.rows rows from the last),
+ * and waits for the reply within the shard's deadline. A reply that is not
+ * exactly what was asked (rows, width, sections) drops the shard.
+ * Reconnects first when the shard was dropped. 0, or a negative LLM_E*
+ * status with err naming the shard. */
 int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act,
-                       const float **values, char *err, size_t errlen);
+                       llm_remote_reply *rep, char *err, size_t errlen);
 
 /* Truncates the daemon's cache to pos (a dropped shard needs nothing). */
 int llm_remote_truncate(llm_remote *r, uint64_t req, uint32_t pos, char *err,

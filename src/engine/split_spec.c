@@ -16,8 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
-
+#include "backend_name.h"
 #include "phasemark/wire.h"
 #include "split.h"
 
@@ -83,17 +82,6 @@ static int bad(char *err, size_t errlen, int idx, const char *fmt, ...)
     return LLM_EINVAL;
 }
 
-/* "cpu", "cuda", "cuda:N": the names a backend can have (whether this build
- * has it is the backend's answer when the shard is opened). */
-static int backend_ok(const char *name)
-{
-    if (strcmp(name, "cpu") == 0 || strcmp(name, "cuda") == 0)
-        return 1;
-    long dev;
-    return strncmp(name, "cuda:", 5) == 0 &&
-           parse_num(name + 5, strlen(name + 5), 0, 255, &dev) == 0;
-}
-
 static int parse_span(const char *p, size_t len, int32_t n_layers, llm_shard_spec *sh,
                       int idx, char *err, size_t errlen)
 {
@@ -120,22 +108,17 @@ static int parse_span(const char *p, size_t len, int32_t n_layers, llm_shard_spe
     return 0;
 }
 
-/* "HOST:PORT" or "[V6]:PORT" after "tcp:". */
-static int tcp_address_ok(const char *a)
+/* A remote target's address, by the wire's own parser (the one pmw_connect
+ * uses), plus what connecting needs beyond it: "unix:" spelled out (a bare
+ * path is not a target), and for TCP a host and a port from 1. */
+static int address_ok(const char *t)
 {
-    const char *colon;
-    if (a[0] == '[') {
-        const char *close = strchr(a, ']');
-        if (!close || close == a + 1 || close[1] != ':')
-            return 0;
-        colon = close + 1;
-    } else {
-        colon = strrchr(a, ':');
-        if (!colon || colon == a || memchr(a, ':', (size_t)(colon - a)))
-            return 0;
-    }
-    long port;
-    return parse_num(colon + 1, strlen(colon + 1), 1, 65535, &port) == 0;
+    pmw_address a;
+    if (pmw_address_parse(t, &a, NULL, 0) != 0)
+        return 0;
+    if (a.is_unix)
+        return strncmp(t, "unix:", 5) == 0;
+    return a.host_given && a.port > 0;
 }
 
 static int parse_target(const char *p, size_t len, llm_shard_spec *sh, int idx, char *err,
@@ -148,17 +131,20 @@ static int parse_target(const char *p, size_t len, llm_shard_spec *sh, int idx, 
         strncmp(t, "local:", 6) == 0 || strncmp(t, "spawn:", 6) == 0) {
         sh->kind = t[0] == 'l' ? LLM_SHARD_LOCAL : LLM_SHARD_SPAWN;
         const char *be = t[5] == ':' ? t + 6 : "cpu";
-        if (!backend_ok(be) || copy_field(sh->backend, sizeof sh->backend, be, strlen(be)))
-            return bad(err, errlen, idx, "unknown backend '%s' (cpu, cuda, cuda:N)", be);
+        llm_backend_name bn;
+        char why[96];
+        if (llm_backend_name_parse(be, &bn, why, sizeof why) != 0)
+            return bad(err, errlen, idx, "%s", why);
+        if (copy_field(sh->backend, sizeof sh->backend, be, strlen(be)))
+            return bad(err, errlen, idx, "backend name '%s' too long", bn.text);
         return 0;
     }
     if (strncmp(t, "unix:", 5) == 0) {
-        size_t plen = strlen(t + 5);
-        if (plen == 0 || plen >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        if (!address_ok(t))
             return bad(err, errlen, idx, "bad address '%s' (unix:PATH, under 108 bytes)", t);
         sh->kind = LLM_SHARD_UNIX;
     } else if (strncmp(t, "tcp:", 4) == 0) {
-        if (!tcp_address_ok(t + 4))
+        if (!address_ok(t))
             return bad(err, errlen, idx, "bad address '%s' (tcp:HOST:PORT, port 1-65535)", t);
         sh->kind = LLM_SHARD_TCP;
     } else {

@@ -119,6 +119,8 @@ static int run_generation(pms_worker *w, pms_job *j, llm_sampler *smp, gen_ctx *
     llm_generate_params gp = {.version = LLM_GENERATE_PARAMS_VERSION, .size = sizeof(llm_generate_params)};
     gp.max_tokens = j->req.max_tokens;
     gp.stop_at_eos = 1;
+    gp.has_request = 1; /* every range of the job carries its id */
+    gp.request = j->id;
     size_t n_gen = 0;
     if (!w->spec)
         return llm_generate(w->session, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
@@ -214,9 +216,6 @@ static void run_job(pms_worker *w, pms_job *j)
         /* A target at position 0 also restarts the speculative history
          * (and empties the draft). */
         llm_session_reset(w->session);
-        llm_session_set_request(w->session, j->id);
-        if (w->draft)
-            llm_session_set_request(w->draft, j->id);
         llm_sampler *smp = NULL;
         uint64_t t0 = pms_now_ns();
         rc = make_sampler(s, j, &smp);

@@ -17,7 +17,7 @@
  * sends without a body (an error reply with its longest text). */
 #define PMW_MIN_META 512u
 #define PMW_MIN_ENTRIES 8u
-#define PMW_TAG_LAST PMW_TAG_MAC
+#define PMW_TAG_LAST PMW_TAG_ROWS
 
 typedef struct tagspec {
     uint16_t tag;
@@ -38,7 +38,7 @@ static const tagspec auth_tags[] = {{PMW_TAG_MAC, PMW_MAC_SIZE, 1}};
 static const tagspec forward_tags[] = {
     {PMW_TAG_PHASE, 1, 1}, {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_BASE_POS, 4, 1},
     {PMW_TAG_N_TOKENS, 4, 1}, {PMW_TAG_WANT, 1, 1}, {PMW_TAG_DIM, 4, 0},
-    {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0}};
+    {PMW_TAG_ROWS, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0}};
 static const tagspec reply_tags[] = {
     {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_N_TOKENS, 4, 1}, {PMW_TAG_OUTPUTS, 1, 1},
     {PMW_TAG_WIDTH, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0}};
@@ -66,7 +66,7 @@ const char *pmw_tag_name(unsigned tag)
         "?",           "phase",    "req_id",   "base_pos", "n_tokens", "dim",
         "want",        "outputs",  "width",    "position", "shm_ref",  "err_code",
         "err_tag",     "err_text", "transport", "max_meta", "max_body", "max_entries",
-        "shm_size",    "nonce",    "auth",     "mac"};
+        "shm_size",    "nonce",    "auth",     "mac",      "rows"};
     return tag >= 1 && tag <= PMW_TAG_LAST ? names[tag] : "unknown";
 }
 
@@ -139,6 +139,12 @@ static int check_forward(const pmw_forward *f, pmw_diag *d)
     if ((uint64_t)f->base_pos + f->n_tokens > UINT32_MAX) {
         pmw__diag(d, PMW_E_VALUE, PMW_TAG_BASE_POS,
                   "forward: tag 3 (base_pos) %u + n_tokens %u passes 2^32-1", f->base_pos,
+                  f->n_tokens);
+        return PMW_E_VALUE;
+    }
+    if (f->rows > f->n_tokens) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_ROWS,
+                  "forward: tag 22 (rows) value %u is not in 1..n_tokens (%u)", f->rows,
                   f->n_tokens);
         return PMW_E_VALUE;
     }
@@ -333,6 +339,9 @@ static void fill_fields(pmw_msg *m, const entries *e)
         m->forward.n_tokens = pmw__get32(e->val[PMW_TAG_N_TOKENS]);
         m->forward.want = e->val[PMW_TAG_WANT][0];
         m->forward.dim = opt32(e, PMW_TAG_DIM);
+        /* Absent: every row. A present 0 is refused by check_raw. */
+        m->forward.rows = e->val[PMW_TAG_ROWS] ? pmw__get32(e->val[PMW_TAG_ROWS])
+                                               : m->forward.n_tokens;
         break;
     case PMW_MSG_REPLY:
         m->reply.req_id = pmw__get64(e->val[PMW_TAG_REQ_ID]);
@@ -367,12 +376,19 @@ static void fill_fields(pmw_msg *m, const entries *e)
 }
 
 /* Rules about raw entries that the typed fields can no longer show: a DIM
- * tag of 0 would make an activation input look like a token input, and a
- * NUL inside an error text would silently cut it. */
+ * tag of 0 would make an activation input look like a token input, a ROWS
+ * tag of 0 would read as "every row" (the tag's absence), and a NUL inside
+ * an error text would silently cut it. */
 static int check_raw(const pmw_msg *m, const entries *e, pmw_diag *d)
 {
     if (m->kind == PMW_MSG_FORWARD && e->val[PMW_TAG_DIM] && m->forward.dim == 0) {
         pmw__diag(d, PMW_E_VALUE, PMW_TAG_DIM, "forward: tag 5 (dim) is 0");
+        return PMW_E_VALUE;
+    }
+    if (m->kind == PMW_MSG_FORWARD && e->val[PMW_TAG_ROWS] && m->forward.rows == 0) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_ROWS,
+                  "forward: tag 22 (rows) value 0 is not in 1..n_tokens (%u)",
+                  m->forward.n_tokens);
         return PMW_E_VALUE;
     }
     if (m->kind == PMW_MSG_ERROR && memchr(e->val[PMW_TAG_ERR_TEXT], 0, e->len[PMW_TAG_ERR_TEXT])) {
@@ -525,6 +541,8 @@ int pmw__meta_encode(const pmw_msg *m, const pmw_shm_ref *ref, pmw_meta *w)
         pmw_meta_u8(w, PMW_TAG_WANT, (uint8_t)m->forward.want);
         if (m->forward.dim)
             pmw_meta_u32(w, PMW_TAG_DIM, m->forward.dim);
+        if (m->forward.rows)
+            pmw_meta_u32(w, PMW_TAG_ROWS, m->forward.rows);
         break;
     case PMW_MSG_REPLY:
         pmw_meta_u64(w, PMW_TAG_REQ_ID, m->reply.req_id);

@@ -171,63 +171,103 @@ long pmw__recv_some(int fd, void *buf, size_t len, int *got_fd, int64_t deadline
 
 /* ---- addresses ---------------------------------------------------------- */
 
-static int parse_port(const char *s, char *port, size_t portlen)
+/* A plain decimal port in 0..65535: digits only. */
+static int parse_port(const char *s, size_t len, uint16_t *out)
 {
+    char buf[8];
+    if (len == 0 || len >= sizeof buf)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
     char *end = NULL;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || errno || !end || *end || v < 0 || v > 65535)
+    long v = strtol(buf, &end, 10);
+    if (errno || *end != '\0' || v > 65535)
         return -1;
-    pmw__fmt(port, portlen, "%ld", v);
+    *out = (uint16_t)v;
     return 0;
 }
 
-static int parse_tcp(const char *s, pmw__addr *a)
+/* "HOST:PORT", "[V6]:PORT", ":PORT" or "PORT" after "tcp:". A host holds
+ * a ':' only inside brackets, and brackets only around the whole host. */
+static int parse_tcp(const char *s, pmw_address *a)
 {
-    const char *colon = strrchr(s, ':');
-    const char *host = s, *port = colon ? colon + 1 : s;
-    size_t hlen = colon ? (size_t)(colon - s) : 0;
-    if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
-        host++;
-        hlen -= 2;
+    const char *host = s, *port = s;
+    size_t hlen = 0;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close == s + 1 || close[1] != ':')
+            return -1;
+        host = s + 1;
+        hlen = (size_t)(close - host);
+        port = close + 2;
+    } else {
+        const char *colon = strchr(s, ':');
+        if (colon) {
+            hlen = (size_t)(colon - s);
+            port = colon + 1;
+        }
+        if (memchr(host, '[', hlen) || memchr(host, ']', hlen))
+            return -1;
     }
-    if (hlen >= sizeof a->host)
+    if (hlen >= sizeof a->host || strchr(port, ':') || parse_port(port, strlen(port), &a->port))
         return -1;
-    if (hlen == 0) {
+    a->host_given = hlen > 0;
+    if (!a->host_given) {
         host = "127.0.0.1";
         hlen = strlen(host);
     }
     memcpy(a->host, host, hlen);
     a->host[hlen] = '\0';
-    return parse_port(port, a->port, sizeof a->port);
+    return 0;
 }
 
-int pmw__parse_address(const char *address, pmw__addr *a, char *err, size_t errlen)
+int pmw_address_parse(const char *address, pmw_address *a, char *err, size_t errlen)
 {
+    if (!a)
+        return PMW_E_ARG;
     memset(a, 0, sizeof *a);
     if (!address || !*address) {
         pmw__fmt(err, errlen, "empty address");
         return PMW_E_ARG;
     }
-    const char *path = NULL;
     if (strncmp(address, "tcp:", 4) == 0) {
-        a->is_unix = 0;
         if (parse_tcp(address + 4, a) == 0)
             return 0;
-        pmw__fmt(err, errlen, "bad TCP address \"%s\" (want tcp:HOST:PORT)", address);
+        memset(a, 0, sizeof *a);
+        pmw__fmt(err, errlen, "bad TCP address \"%.200s\" (want tcp:HOST:PORT, tcp:[V6]:PORT "
+                 "or tcp::PORT; PORT 0-65535)", address);
         return PMW_E_ARG;
     }
+    const char *path = NULL;
     if (strncmp(address, "unix:", 5) == 0)
         path = address + 5;
     else if (strchr(address, '/'))
         path = address;
-    if (!path || !*path || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-        pmw__fmt(err, errlen, "bad address \"%s\" (want unix:PATH or tcp:HOST:PORT; "
-                 "paths are at most 107 bytes)", address);
+    if (!path || !*path || strlen(path) >= sizeof a->path) {
+        pmw__fmt(err, errlen, "bad address \"%.200s\" (want unix:PATH or tcp:HOST:PORT; "
+                 "paths are at most %zu bytes)", address, sizeof a->path - 1);
         return PMW_E_ARG;
     }
     a->is_unix = 1;
     memcpy(a->path, path, strlen(path) + 1);
+    return 0;
+}
+
+int pmw__parse_address(const char *address, pmw__addr *a, char *err, size_t errlen)
+{
+    pmw_address pa;
+    memset(a, 0, sizeof *a);
+    int rc = pmw_address_parse(address, &pa, err, errlen);
+    if (rc)
+        return rc;
+    a->is_unix = pa.is_unix;
+    memcpy(a->path, pa.path, sizeof a->path);
+    memcpy(a->host, pa.host, sizeof a->host);
+    pmw__fmt(a->port, sizeof a->port, "%u", (unsigned)pa.port);
     return 0;
 }
 

@@ -14,6 +14,8 @@ union pmw__cmsg {
     struct cmsghdr align;
 };
 
+/* A parsed address (pmw_address_parse) with the port as the text
+ * getaddrinfo takes. */
 typedef struct pmw__addr {
     int is_unix;
     char path[108];

@@ -59,6 +59,9 @@
 #include "quant.h"
 #include "synth.h"
 
+/* The logits a test forward asks for: the last row, or every row. */
+typedef enum rows_mode { ROWS_LAST = 0, ROWS_ALL = 1 } rows_mode;
+
 #ifndef PM_SHARED_MODELS
 #define PM_SHARED_MODELS "../shared/models"
 #endif
@@ -132,13 +135,14 @@ static void runner_free(runner *r)
 /* Runs n tokens at r->pos; returns host logits of the last row (LAST) or of
  * all n rows (ALL). */
 static const float *run(runner *r, const int32_t *toks, int32_t n, pm_phase phase,
-                        llm_logits_mode mode)
+                        rows_mode mode)
 {
     REQUIRE(n > 0 && n <= r->ws.n_batch && r->pos + (uint32_t)n <= r->span.n_ctx);
-    llm_forward_in in = {phase, 1, r->pos, n, toks, NULL, mode};
+    llm_forward_in in = {phase, 1, r->pos, n, toks, NULL,
+                         {LLM_OUT_LOGITS, mode == ROWS_ALL ? n : 1}};
     llm_span_forward(r->m, &r->span, &r->ws, &in);
     r->pos += (uint32_t)n;
-    int32_t rows = mode == LLM_LOGITS_ALL ? n : 1;
+    int32_t rows = mode == ROWS_ALL ? n : 1;
     r->m->be->ops->read(r->m->be, r->logits, r->ws.logits,
                         (size_t)rows * r->m->hp.n_vocab * sizeof(float));
     return r->logits;
@@ -186,7 +190,7 @@ static void compare_rows(pair *p, const float *a, const float *b, int rows,
 /* Runs n tokens on the GPU runner; a one-token forward in all three
  * decode modes (see the top), returning the graph's logits. */
 static const float *run_gpu(pair *p, const int32_t *toks, int32_t n, pm_phase phase,
-                            llm_logits_mode mode)
+                            rows_mode mode)
 {
     llm_backend *be = p->g.m->be;
     if (n != 1)
@@ -293,13 +297,13 @@ static void close_pair(pair *p)
 static void run_prompt(pair *p, const int32_t *toks, size_t n, int decodes)
 {
     p->c.pos = p->g.pos = 0;
-    const float *lc = run(&p->c, toks, (int32_t)n, PM_PHASE_EXACT, LLM_LOGITS_LAST);
-    const float *lg = run_gpu(p, toks, (int32_t)n, PM_PHASE_EXACT, LLM_LOGITS_LAST);
+    const float *lc = run(&p->c, toks, (int32_t)n, PM_PHASE_EXACT, ROWS_LAST);
+    const float *lg = run_gpu(p, toks, (int32_t)n, PM_PHASE_EXACT, ROWS_LAST);
     compare_rows(p, lc, lg, 1, "prefill");
     for (int i = 0; i < decodes; i++) {
         int32_t t = argmax_of(lc, p->vocab);
-        lc = run(&p->c, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
-        lg = run_gpu(p, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+        lc = run(&p->c, &t, 1, PM_PHASE_DECODE, ROWS_LAST);
+        lg = run_gpu(p, &t, 1, PM_PHASE_DECODE, ROWS_LAST);
         compare_rows(p, lc, lg, 1, "decode");
     }
 }
@@ -339,18 +343,18 @@ static void synth_case(const char *type_name, int prompts)
     }
     /* A verify of 4 tokens after a prefill: all four rows. */
     p.c.pos = p.g.pos = 0;
-    (void)run(&p.c, toks, 9, PM_PHASE_EXACT, LLM_LOGITS_LAST);
-    (void)run(&p.g, toks, 9, PM_PHASE_EXACT, LLM_LOGITS_LAST);
+    (void)run(&p.c, toks, 9, PM_PHASE_EXACT, ROWS_LAST);
+    (void)run(&p.g, toks, 9, PM_PHASE_EXACT, ROWS_LAST);
     const int32_t draft[4] = {5, 17, 200, 3};
-    const float *lc = run(&p.c, draft, 4, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
-    const float *lg = run(&p.g, draft, 4, PM_PHASE_VERIFY, LLM_LOGITS_ALL);
+    const float *lc = run(&p.c, draft, 4, PM_PHASE_VERIFY, ROWS_ALL);
+    const float *lg = run(&p.g, draft, 4, PM_PHASE_VERIFY, ROWS_ALL);
     compare_rows(&p, lc, lg, 4, "verify");
     /* Roll back two positions and decode again: the cache agrees (and the
      * graph replays at an earlier position). */
     p.c.pos = p.g.pos = 11;
     const int32_t t42 = 42;
-    lc = run(&p.c, &t42, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
-    lg = run_gpu(&p, &t42, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+    lc = run(&p.c, &t42, 1, PM_PHASE_DECODE, ROWS_LAST);
+    lg = run_gpu(&p, &t42, 1, PM_PHASE_DECODE, ROWS_LAST);
     compare_rows(&p, lc, lg, 1, "after rollback");
     printf("%s: %d greedy steps over %d prompts, %d near ties, max logit diff %.3g (tol %.3g)\n",
            type_name, p.steps, prompts, p.ties, p.worst, p.tol);
@@ -694,10 +698,10 @@ static double max_diff(const float *a, const float *b, size_t n)
  * position `at` in prefill mode `mode`, into out [rows][vocab]; checks
  * that the fused prefill ran `fused` times. */
 static void gpu_run_mode(pair *p, int mode, uint32_t at, const int32_t *toks, int32_t n,
-                         pm_phase phase, llm_logits_mode lm, int fused, float *out)
+                         pm_phase phase, rows_mode lm, int fused, float *out)
 {
     llm_backend *be = p->g.m->be;
-    size_t rows = lm == LLM_LOGITS_ALL ? (size_t)n : 1;
+    size_t rows = lm == ROWS_ALL ? (size_t)n : 1;
     CHECK_INT_EQ(llm_cuda_backend_set_prefill(be, mode), 0);
     uint64_t before = prefills_of(be);
     p->g.pos = at;
@@ -720,12 +724,12 @@ static void long_prompt(pair *p, const int32_t *toks, int32_t n, int decodes, in
     REQUIRE(cpu && old && neu);
     double type_tol = p->tol;
     p->c.pos = 0;
-    memcpy(cpu, run(&p->c, toks, n, PM_PHASE_EXACT, LLM_LOGITS_LAST), row * sizeof(float));
-    gpu_run_mode(p, LLM_CUDA_PREFILL_OPS, 0, toks, n, PM_PHASE_EXACT, LLM_LOGITS_LAST, 0, old);
+    memcpy(cpu, run(&p->c, toks, n, PM_PHASE_EXACT, ROWS_LAST), row * sizeof(float));
+    gpu_run_mode(p, LLM_CUDA_PREFILL_OPS, 0, toks, n, PM_PHASE_EXACT, ROWS_LAST, 0, old);
     compare_rows(p, cpu, old, 1, "old prefill");
     if (n >= LLM_CUDA_PREFILL_TF32_MIN)
         p->tol = type_tol + TF32_TOL;
-    gpu_run_mode(p, LLM_CUDA_PREFILL_FUSED, 0, toks, n, PM_PHASE_EXACT, LLM_LOGITS_LAST,
+    gpu_run_mode(p, LLM_CUDA_PREFILL_FUSED, 0, toks, n, PM_PHASE_EXACT, ROWS_LAST,
                  fused, neu);
     compare_rows(p, cpu, neu, 1, "fused prefill");
     double d = max_diff(old, neu, row);
@@ -737,9 +741,9 @@ static void long_prompt(pair *p, const int32_t *toks, int32_t n, int decodes, in
     const float *lc = cpu;
     for (int i = 0; i < decodes; i++) {
         int32_t t = argmax_of(lc, p->vocab);
-        lc = run(&p->c, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
-        const float *lg = modes ? run_gpu(p, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST)
-                                : run(&p->g, &t, 1, PM_PHASE_DECODE, LLM_LOGITS_LAST);
+        lc = run(&p->c, &t, 1, PM_PHASE_DECODE, ROWS_LAST);
+        const float *lg = modes ? run_gpu(p, &t, 1, PM_PHASE_DECODE, ROWS_LAST)
+                                : run(&p->g, &t, 1, PM_PHASE_DECODE, ROWS_LAST);
         compare_rows(p, lc, lg, 1, "decode after prefill");
     }
     /* A verify: the same (split-K) path and bits in both prefill modes. */
@@ -747,12 +751,12 @@ static void long_prompt(pair *p, const int32_t *toks, int32_t n, int decodes, in
     int32_t draft[VERIFY_N];
     for (int i = 0; i < VERIFY_N; i++)
         draft[i] = toks[(i * 7 + 3) % n];
-    memcpy(cpu, run(&p->c, draft, VERIFY_N, PM_PHASE_VERIFY, LLM_LOGITS_ALL),
+    memcpy(cpu, run(&p->c, draft, VERIFY_N, PM_PHASE_VERIFY, ROWS_ALL),
            VERIFY_N * row * sizeof(float));
-    gpu_run_mode(p, LLM_CUDA_PREFILL_OPS, at, draft, VERIFY_N, PM_PHASE_VERIFY, LLM_LOGITS_ALL,
+    gpu_run_mode(p, LLM_CUDA_PREFILL_OPS, at, draft, VERIFY_N, PM_PHASE_VERIFY, ROWS_ALL,
                  0, old);
     gpu_run_mode(p, LLM_CUDA_PREFILL_FUSED, at, draft, VERIFY_N, PM_PHASE_VERIFY,
-                 LLM_LOGITS_ALL, 0, neu);
+                 ROWS_ALL, 0, neu);
     CHECK(memcmp(old, neu, VERIFY_N * row * sizeof(float)) == 0);
     compare_rows(p, cpu, neu, VERIFY_N, "verify after prefill");
     p->tol = type_tol;

@@ -13,8 +13,7 @@
  * (llm_session_set_device_argmax), in each decode mode: both read the same
  * device logits, so the ids must be identical, not merely close. The seam's
  * counter proves the device path ran once per token, and a split whose last
- * shard is on the GPU must fall back (its logits come back through the
- * split) and still generate.
+ * shard is on the GPU takes its ids there too and still generates.
  *
  * spec_kjv: speculative greedy generation (KJV target and draft on cuda:0)
  * with the target's verify rows and the draft's tokens taken on the device,
@@ -246,9 +245,9 @@ static void generate_both(const char *path, llm_model *m, const int32_t *const *
     llm_session_free(s);
 
     /* A split whose last shard is this GPU (over the file opened on the
-     * CPU, as the heterogeneous engine tests place it): the logits come
-     * back through the split, so generation takes the host path and still
-     * works. */
+     * CPU, as the heterogeneous engine tests place it): the split asks
+     * that shard's runner for the argmax too, so its ids are taken on the
+     * device like a monolithic session's, and generation works. */
     char placement[96];
     int32_t L = m->hp.n_layers, h = L / 2 > 0 ? L / 2 : 1;
     if (L >= 2) {
@@ -265,7 +264,7 @@ static void generate_both(const char *path, llm_model *m, const int32_t *const *
             fprintf(stderr, "session over %s: %s\n", placement, err);
             exit(1);
         }
-        CHECK_INT_EQ(llm_session_device_argmax(sp_s), 0);
+        CHECK_INT_EQ(llm_session_device_argmax(sp_s), 1);
         run_out r = generate(sp_s, sp, prompts[0], lens[0], 8);
         CHECK_INT_EQ((long)r.n, 8);
         llm_session_free(sp_s);

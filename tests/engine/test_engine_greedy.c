@@ -1,5 +1,6 @@
-/* test_engine_greedy — llm_generate's greedy path through a backend's
- * argmax op (backend.h, session.h), on the CPU.
+/* test_engine_greedy — greedy ids asked of the forward (LLM_OUTPUT_ARGMAX)
+ * and taken by a backend's argmax op (backend.h, runner.h, session.h), on
+ * the CPU.
  *
  * The CPU backend has no argmax op; each case that needs one gives the
  * model's CPU backend a copy of its operation table with an argmax written
@@ -9,9 +10,10 @@
  * device path must then give exactly the token ids of the host path (the
  * same session switched off with llm_session_set_device_argmax), of a loop
  * of llm_prefill/llm_decode and argmax written here, and read no logits at
- * all; every case the path does not cover (sampled, a sampler over another
- * vocabulary, a split session, no op, the environment switch) must leave
- * the op unused and the tokens unchanged. The speculative generator's
+ * all; a split session (two local shards) takes the same path. Every case
+ * the path does not cover (sampled, a sampler over another vocabulary, no
+ * op, the environment switch) must leave the op unused and the tokens
+ * unchanged. The speculative generator's
  * greedy rounds (spec.c) take the same path for its target and its draft:
  * with either, both or neither on the device, its ids are the target's own
  * greedy ids, and with both on it reads no logits.
@@ -327,10 +329,16 @@ static void greedy_failure(void)
     CHECK_INT_EQ((long)o.n, 3);
     CHECK_INT_EQ((long)o.pos, 7 + 2);
     CHECK(strstr(llm_session_error(s), "argmax") != NULL);
+    /* Argmax asked with no room for the ids, of no session, or of a token
+     * outside the vocabulary: refused, nothing written. */
     int32_t tok = -5;
-    CHECK_INT_EQ(llm_prefill_greedy(s, prompt_b, 2, 0, NULL), LLM_EINVAL);
-    CHECK_INT_EQ(llm_decode_greedy(NULL, 1, &tok), LLM_EINVAL);
-    CHECK_INT_EQ(llm_decode_greedy(s, vocab, &tok), LLM_ETOKEN);
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.output = LLM_OUTPUT_ARGMAX;
+    CHECK_INT_EQ(llm_forward(s, &fp, prompt_b, 2, NULL, NULL), LLM_EINVAL);
+    fp.phase = PM_PHASE_DECODE;
+    int32_t one = 1, bad = vocab;
+    CHECK_INT_EQ(llm_forward(NULL, &fp, &one, 1, NULL, &tok), LLM_EINVAL);
+    CHECK_INT_EQ(llm_forward(s, &fp, &bad, 1, NULL, &tok), LLM_ETOKEN);
     CHECK_INT_EQ(tok, -5);
     llm_sampler_free(sp);
     llm_session_free(s);
@@ -338,15 +346,51 @@ static void greedy_failure(void)
     llm_model_free(m);
 }
 
+/* A split of two local shards on the model asks its last shard's runner
+ * for the ids: the op once per token, no logits and (the shards share a
+ * workspace) no activations read, the host path's tokens. */
+static void greedy_split(void)
+{
+    llm_model *m = open_model("greedy_split");
+    int32_t vocab = vocab_of(m);
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    wrap_backend(m, 1);
+    llm_sampler *sp = make_sampler(0.0f, vocab);
+    llm_session *ref = synth_session(m, 64, 4, 1);
+    llm_session_set_device_argmax(ref, 0);
+    char placement[64];
+    snprintf(placement, sizeof placement, "0-0@local,1-%d@local", (int)info.n_layers - 1);
+    llm_session_options o = LLM_SESSION_OPTIONS_INIT;
+    o.n_ctx = 64;
+    o.n_batch = 4;
+    o.placement = placement;
+    char err[256];
+    llm_session *s = NULL;
+    REQUIRE(llm_session_create(m, &o, &s, err, sizeof err) == 0);
+    CHECK_INT_EQ(llm_session_device_argmax(s), 1);
+    reset_counts();
+    run_out got = generate(s, sp, prompt_a, 7, 16, 3);
+    CHECK_INT_EQ(got.rc, 0);
+    CHECK_INT_EQ(g_argmax_calls, 16);
+    CHECK_INT_EQ((long)g_read_bytes, 0);
+    reset_counts();
+    run_out want = generate(ref, sp, prompt_a, 7, 16, 3);
+    CHECK_INT_EQ(g_argmax_calls, 0);
+    check_same(&got, &want);
+    llm_sampler_free(sp);
+    llm_session_free(s);
+    llm_session_free(ref);
+    unwrap_backend(m);
+    llm_model_free(m);
+}
+
 /* The cases the path does not take: the op is never called and the tokens
- * are those of the host path. kind: "sampled", "vocab", "split", "no_op",
- * "env". */
+ * are those of the host path. kind: "sampled", "vocab", "no_op", "env". */
 static void fallback(const char *kind)
 {
     llm_model *m = open_model(kind);
     int32_t vocab = vocab_of(m);
-    llm_model_info info;
-    llm_model_get_info(m, &info);
     int no_op = strcmp(kind, "no_op") == 0;
     wrap_backend(m, !no_op);
     float temp = strcmp(kind, "sampled") == 0 ? 0.8f : 0.0f;
@@ -355,16 +399,7 @@ static void fallback(const char *kind)
     llm_session *ref = synth_session(m, 64, 4, 1);
     llm_session_set_device_argmax(ref, 0);
     llm_session *s = NULL;
-    if (strcmp(kind, "split") == 0) {
-        char placement[64];
-        snprintf(placement, sizeof placement, "0-0@local,1-%d@local", (int)info.n_layers - 1);
-        llm_session_options o = LLM_SESSION_OPTIONS_INIT;
-        o.n_ctx = 64;
-        o.n_batch = 4;
-        o.placement = placement;
-        char err[256];
-        REQUIRE(llm_session_create(m, &o, &s, err, sizeof err) == 0);
-    } else if (strcmp(kind, "env") == 0) {
+    if (strcmp(kind, "env") == 0) {
         REQUIRE(setenv("PHASEMARK_DEVICE_ARGMAX", "0", 1) == 0);
         s = synth_session(m, 64, 4, 1);
         REQUIRE(unsetenv("PHASEMARK_DEVICE_ARGMAX") == 0);
@@ -501,6 +536,8 @@ int main(int argc, char **argv)
         greedy_failure();
     else if (strcmp(c, "spec") == 0)
         spec_greedy();
+    else if (strcmp(c, "split") == 0)
+        greedy_split();
     else if (strncmp(c, "fallback_", 9) == 0)
         fallback(c + 9);
     else {

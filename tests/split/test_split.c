@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "phasemark/spec.h"
 #include "phasemark/wire.h"
 #include "pm_check.h"
 #include "pm_child.h"
@@ -364,9 +365,11 @@ static int case_local_phase(void)
     int32_t tok = 5;
     pm_phase bad[] = {PM_PHASE_BATCHED, PM_PHASE_NONE, (pm_phase)9};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        llm_forward_in in = {bad[i], 7, 0, 1, &tok, NULL, LLM_LOGITS_LAST};
+        llm_forward_in in = {bad[i], 7, 0, 1, &tok, NULL, {LLM_OUT_LOGITS, 1}};
+        llm_split_result res = {NULL, NULL};
         err[0] = '\0';
-        CHECK(llm_split_forward(sp, &in, err, sizeof err) == NULL);
+        CHECK_INT_EQ(llm_split_forward(sp, &in, &res, err, sizeof err), LLM_EINVAL);
+        CHECK(res.logits == NULL);
         CHECK(strstr(err, "is not a shard phase") != NULL);
     }
     su_record r = {0}, mono = {0};
@@ -546,6 +549,285 @@ static int case_daemon_refusals(void)
     CHECK_INT_EQ(su_count_children(), 0);
     su_record_free(&mono);
     su_record_free(&after);
+    llm_model_free(m);
+    drop_model();
+    return pm_check_result();
+}
+
+/* ---- output requests on the wire ------------------------------------------------ */
+
+/* A client of its own on a daemon's wire: one forward of n rows of
+ * activations (width DIM) at pos, asking for want and rows (0: the tag
+ * left out). Returns the answer (reply or error), checked to be one. */
+#define DIM 64
+static float g_acts[16 * DIM];
+
+static pmw_msg wire_forward(pmw_conn *c, pm_phase phase, uint32_t pos, uint32_t n, uint32_t dim,
+                            const int32_t *ids, uint32_t want, uint32_t rows)
+{
+    pmw_msg m, ans;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_FORWARD;
+    m.forward = (pmw_forward){phase, 7, pos, n, dim, want, dim ? NULL : ids,
+                              dim ? g_acts : NULL, rows};
+    CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
+    REQUIRE(pmw_conn_recv(c, &ans) == 0);
+    if (ans.kind == PMW_MSG_ERROR)
+        fprintf(stderr, "forward refused: %d %s\n", (int)ans.error.code, ans.error.text);
+    return ans;
+}
+
+static void wire_truncate(pmw_conn *c, uint32_t pos)
+{
+    pmw_msg m, ans;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_TRUNCATE;
+    m.truncate.req_id = 7;
+    m.truncate.position = pos;
+    CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
+    REQUIRE(pmw_conn_recv(c, &ans) == 0);
+    CHECK_INT_EQ(ans.kind, PMW_MSG_ACK);
+}
+
+/* The reply carries exactly `rows` rows of `want`: logits of the vocabulary's
+ * width, ids, or activations of the model's. Copies the floats to keep. */
+static void expect_reply(const pmw_msg *a, uint32_t want, uint32_t rows, uint32_t width,
+                         float *keep)
+{
+    CHECK_INT_EQ(a->kind, PMW_MSG_REPLY);
+    if (a->kind != PMW_MSG_REPLY)
+        return;
+    CHECK_INT_EQ(a->reply.outputs, want);
+    CHECK_INT_EQ(a->reply.n_tokens, rows);
+    CHECK_INT_EQ(a->reply.width, width);
+    CHECK((a->reply.values != NULL) == (width != 0));
+    CHECK((a->reply.argmax != NULL) == ((want & PMW_OUT_ARGMAX) != 0));
+    if (keep && a->reply.values)
+        memcpy(keep, a->reply.values, (size_t)rows * width * sizeof(float));
+}
+
+/* A raw forward frame of n activation rows with a rows entry of `width`
+ * bytes holding value; the answer's code (0: a reply) and text. */
+static int wire_raw_rows(pmw_conn *c, uint32_t pos, uint32_t n, uint16_t width, uint32_t value,
+                         char *text, size_t textlen)
+{
+    uint8_t meta[128], v[8] = {0};
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    pmw_meta_u8(&w, PMW_TAG_PHASE, PM_PHASE_DECODE);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 7);
+    pmw_meta_u32(&w, PMW_TAG_BASE_POS, pos);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, n);
+    pmw_meta_u32(&w, PMW_TAG_DIM, DIM);
+    pmw_meta_u8(&w, PMW_TAG_WANT, PMW_OUT_LOGITS);
+    memcpy(v, &value, sizeof value);
+    pmw_meta_put(&w, PMW_TAG_ROWS, v, width);
+    REQUIRE(!w.overflow);
+    REQUIRE(pmw_conn_send_frame(c, PMW_MSG_FORWARD, 0, meta, w.len, g_acts,
+                                (size_t)n * DIM * sizeof(float)) == 0);
+    pmw_msg ans;
+    REQUIRE(pmw_conn_recv(c, &ans) == 0);
+    snprintf(text, textlen, "%s", ans.kind == PMW_MSG_ERROR ? ans.error.text : "");
+    return ans.kind == PMW_MSG_ERROR ? ans.error.code : 0;
+}
+
+/* The daemon hands back exactly the rows and outputs a request names,
+ * whatever its phase: a prefill's every row or its last two, a decode-phase
+ * forward of three tokens all three, a verify only its last, argmax ids
+ * alone or with their logits, every row when the tag is absent. Rows are
+ * the last positions' (the same floats an every-row request gives them).
+ * A malformed rows entry is refused naming tag 22, activations asked with
+ * fewer rows than tokens too, and the connection goes on in sync. */
+static int case_daemon_rows(void)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    int32_t V = n_vocab(m);
+    llm_model_free(m);
+    for (size_t i = 0; i < sizeof g_acts / sizeof g_acts[0]; i++)
+        g_acts[i] = (float)((int)(i * 7919 % 200) - 100) / 50.0f;
+    fixture f;
+    memset(&f, 0, sizeof f);
+    char listen[300];
+    snprintf(g_sock, sizeof g_sock, "/tmp/pm_split_rows_%ld.sock", (long)getpid());
+    snprintf(listen, sizeof listen, "unix:%s", g_sock);
+    REQUIRE(su_daemon_start(&f.d[f.n_d++], g_model, 2, 3, 1, listen) == 0);
+    pmw_conn *c = NULL;
+    char err[300];
+    REQUIRE(pmw_connect(f.d[0].address, NULL, &c, err, sizeof err) == 0);
+    static float all[4 * 1024], part[4 * 1024];
+    REQUIRE((size_t)V * 4 <= sizeof all / sizeof all[0]);
+    size_t row = (size_t)V;
+
+    pmw_msg a = wire_forward(c, PM_PHASE_EXACT, 0, 4, DIM, NULL, PMW_OUT_LOGITS, 4);
+    expect_reply(&a, PMW_OUT_LOGITS, 4, (uint32_t)V, all);
+    wire_truncate(c, 0);
+    a = wire_forward(c, PM_PHASE_EXACT, 0, 4, DIM, NULL, PMW_OUT_LOGITS, 1);
+    expect_reply(&a, PMW_OUT_LOGITS, 1, (uint32_t)V, part);
+    CHECK(memcmp(part, all + 3 * row, row * sizeof(float)) == 0);
+    wire_truncate(c, 0);
+    a = wire_forward(c, PM_PHASE_EXACT, 0, 4, DIM, NULL, PMW_OUT_LOGITS, 2);
+    expect_reply(&a, PMW_OUT_LOGITS, 2, (uint32_t)V, part);
+    CHECK(memcmp(part, all + 2 * row, 2 * row * sizeof(float)) == 0);
+
+    a = wire_forward(c, PM_PHASE_DECODE, 4, 3, DIM, NULL, PMW_OUT_LOGITS, 3);
+    expect_reply(&a, PMW_OUT_LOGITS, 3, (uint32_t)V, NULL);
+    a = wire_forward(c, PM_PHASE_VERIFY, 7, 4, DIM, NULL, PMW_OUT_LOGITS, 1);
+    expect_reply(&a, PMW_OUT_LOGITS, 1, (uint32_t)V, NULL);
+    int32_t ids[3] = {-1, -1, -1};
+    a = wire_forward(c, PM_PHASE_VERIFY, 11, 3, DIM, NULL, PMW_OUT_ARGMAX, 3);
+    expect_reply(&a, PMW_OUT_ARGMAX, 3, 0, NULL);
+    if (a.kind == PMW_MSG_REPLY)
+        memcpy(ids, a.reply.argmax, sizeof ids);
+    wire_truncate(c, 11);
+    a = wire_forward(c, PM_PHASE_VERIFY, 11, 3, DIM, NULL, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3);
+    expect_reply(&a, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, (uint32_t)V, all);
+    for (int r = 0; r < 3 && a.kind == PMW_MSG_REPLY; r++) {
+        int32_t best = 0;
+        for (int32_t j = 1; j < V; j++)
+            if (all[r * row + j] > all[r * row + best])
+                best = j;
+        CHECK_INT_EQ(a.reply.argmax[r], best);
+        CHECK_INT_EQ(ids[r], best);
+    }
+    a = wire_forward(c, PM_PHASE_EXACT, 14, 2, DIM, NULL, PMW_OUT_LOGITS, 0); /* no tag */
+    expect_reply(&a, PMW_OUT_LOGITS, 2, (uint32_t)V, NULL);
+
+    static const struct { uint32_t n; uint16_t width; uint32_t value; int code; const char *text; } k[] = {
+        {2, 4, 0, PMW_E_VALUE, "forward: tag 22 (rows) value 0 is not in 1..n_tokens (2)"},
+        {2, 4, 3, PMW_E_VALUE, "forward: tag 22 (rows) value 3 is not in 1..n_tokens (2)"},
+        {2, 2, 1, PMW_E_LENGTH, "forward: tag 22 (rows) has length 2 (want 4)"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        char text[300];
+        CHECK_INT_EQ(wire_raw_rows(c, 16, k[i].n, k[i].width, k[i].value, text, sizeof text),
+                     k[i].code);
+        if (!strstr(text, k[i].text))
+            fprintf(stderr, "rows case %zu: '%s'\n", i, text);
+        CHECK(strstr(text, k[i].text) != NULL);
+        /* In sync: the next request is served, at the position held. */
+        a = wire_forward(c, PM_PHASE_DECODE, 16, 1, DIM, NULL, PMW_OUT_LOGITS, 1);
+        expect_reply(&a, PMW_OUT_LOGITS, 1, (uint32_t)V, NULL);
+        wire_truncate(c, 16);
+    }
+    pmw_conn_close(c);
+    su_daemon_stop(&f.d[0], SIGTERM);
+
+    /* A first shard's boundary carries every row. */
+    f.n_d = 0;
+    REQUIRE(su_daemon_start(&f.d[f.n_d++], g_model, 0, 1, 0, listen) == 0);
+    REQUIRE(pmw_connect(f.d[0].address, NULL, &c, err, sizeof err) == 0);
+    int32_t toks[3] = {5, 6, 7};
+    a = wire_forward(c, PM_PHASE_EXACT, 0, 3, 0, toks, PMW_OUT_ACTIVATIONS, 1);
+    CHECK_INT_EQ(a.kind, PMW_MSG_ERROR);
+    CHECK_INT_EQ(a.error.code, LLM_SPLIT_WIRE_CODE(LLM_EINVAL));
+    CHECK(strstr(a.error.text, "rows 1 of 3: activations carry every row") != NULL);
+    a = wire_forward(c, PM_PHASE_EXACT, 0, 3, 0, toks, PMW_OUT_ACTIVATIONS, 3);
+    expect_reply(&a, PMW_OUT_ACTIVATIONS, 3, DIM, NULL);
+    a = wire_forward(c, PM_PHASE_DECODE, 3, 1, 0, toks, PMW_OUT_LOGITS, 1);
+    CHECK_INT_EQ(a.kind, PMW_MSG_ERROR);
+    CHECK(strstr(a.error.text, "outputs 2 not available from layers 0-1") != NULL);
+    pmw_conn_close(c);
+    stop_daemons(&f, SIGTERM);
+    CHECK_INT_EQ(su_count_children(), 0);
+    drop_model();
+    return pm_check_result();
+}
+
+/* Tokens a generation emitted. */
+typedef struct tok_sink {
+    int32_t t[64];
+    size_t n;
+} tok_sink;
+
+static int collect_tok(void *user, int32_t tok)
+{
+    tok_sink *k = user;
+    REQUIRE(k->n < sizeof k->t / sizeof k->t[0]);
+    k->t[k->n++] = tok;
+    return 0;
+}
+
+/* Greedy generation over a split asks the remote last shard for argmax
+ * ids, never logits (the shard's counts say what was sent), and gives the
+ * monolithic session's ids; switched off, the same ids come from logits.
+ * A speculative greedy run verifies through the daemon's argmax too. */
+static int case_greedy_remote(void)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    llm_sampler *smp = NULL;
+    REQUIRE(llm_sampler_create(NULL, n_vocab(m), &smp) == 0); /* greedy */
+    static const int32_t prompt[7] = {4, 8, 15, 16, 23, 42, 3};
+    enum { MAX = 12, CHUNK = 3, FORWARDS = 3 + MAX - 1 }; /* 3 chunks, 11 decodes */
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = MAX;
+    gp.chunk = CHUNK;
+    gp.stop_at_eos = 0;
+    tok_sink want = {{0}, 0}, got = {{0}, 0}, off = {{0}, 0};
+    llm_session *mono, *s;
+    char err[512];
+    REQUIRE(open_session(m, NULL, &mono, err, sizeof err) == 0);
+    REQUIRE(open_session(m, "0-1@local,2-3@spawn", &s, err, sizeof err) == 0);
+    llm_split *sp = llm_session_split(s);
+    CHECK_INT_EQ(llm_session_device_argmax(s), 1);
+    tok_sink *outs[3] = {&want, &got, &off};
+    llm_session *who[3] = {mono, s, s};
+    llm_shard_counts before, after, first;
+    for (int run = 0; run < 3; run++) {
+        if (run == 2)
+            llm_session_set_device_argmax(s, 0);
+        REQUIRE(llm_split_shard_counts(sp, 1, &before) == 0);
+        llm_session_reset(who[run]);
+        int rc = llm_generate(who[run], smp, prompt, 7, &gp, collect_tok, outs[run], NULL, NULL);
+        CHECK_INT_EQ(rc, 0);
+        CHECK_INT_EQ((long)outs[run]->n, MAX);
+        REQUIRE(llm_split_shard_counts(sp, 1, &after) == 0);
+        if (run == 1) {
+            CHECK_U64_EQ(after.forwards - before.forwards, FORWARDS);
+            CHECK_U64_EQ(after.argmax - before.argmax, FORWARDS);
+            CHECK_U64_EQ(after.logits - before.logits, 0);
+            CHECK_U64_EQ(after.rows - before.rows, FORWARDS); /* one id each */
+        } else if (run == 2) {
+            /* The chunks before the last ask one id (nothing is needed;
+             * that is the cheapest reply); the rest ask logits. */
+            CHECK_U64_EQ(after.forwards - before.forwards, FORWARDS);
+            CHECK_U64_EQ(after.argmax - before.argmax, 2);
+            CHECK_U64_EQ(after.logits - before.logits, FORWARDS - 2);
+        }
+    }
+    REQUIRE(llm_split_shard_counts(sp, 0, &first) == 0);
+    CHECK_U64_EQ(first.activations, 2 * FORWARDS); /* host activations for the daemon */
+    CHECK_U64_EQ(first.logits + first.argmax, 0);
+    for (int i = 0; i < MAX; i++) {
+        CHECK_INT_EQ(got.t[i], want.t[i]);
+        CHECK_INT_EQ(off.t[i], want.t[i]);
+    }
+    /* Speculative greedy rounds: the verify's k+1 rows come back as ids. */
+    llm_session_set_device_argmax(s, 1);
+    llm_session *d = NULL;
+    REQUIRE(open_session(m, NULL, &d, err, sizeof err) == 0);
+    llm_spec_params prm = LLM_SPEC_PARAMS_INIT;
+    prm.k = 3;
+    llm_spec *sd = NULL;
+    REQUIRE(llm_spec_create(s, d, &prm, &sd, err, sizeof err) == 0);
+    llm_session_reset(s);
+    REQUIRE(llm_split_shard_counts(sp, 1, &before) == 0);
+    got.n = 0;
+    CHECK_INT_EQ(llm_spec_generate(sd, smp, prompt, 7, &gp, collect_tok, &got, NULL, NULL), 0);
+    REQUIRE(llm_split_shard_counts(sp, 1, &after) == 0);
+    CHECK_INT_EQ((long)got.n, MAX);
+    CHECK_U64_EQ(after.logits - before.logits, 0);
+    CHECK_U64_EQ(after.argmax - before.argmax, after.forwards - before.forwards);
+    CHECK(after.rows - before.rows > after.forwards - before.forwards); /* k+1 rows a verify */
+    for (int i = 0; i < MAX; i++)
+        CHECK_INT_EQ(got.t[i], want.t[i]);
+    llm_spec_free(sd);
+    llm_session_free(d);
+    llm_session_free(s);
+    llm_session_free(mono);
+    llm_sampler_free(smp);
+    CHECK_INT_EQ(su_count_children(), 0);
     llm_model_free(m);
     drop_model();
     return pm_check_result();
@@ -852,6 +1134,15 @@ static int case_shardd_usage(void)
         {{"--model", "x.gguf", "--layers", "0-1", "--ctx", "0x10"}, 2, "pm-shardd: --ctx: '0x10' is not a number"},
         {{"--model", "x.gguf", "--layers", "0-1", "--fd", "3", "--listen"}, 2, "needs a value"},
         {{"--model", "/nonexistent.gguf", "--layers", "0-1", "--fd", "0"}, 1, "pm-shardd: model: cannot open"},
+        /* Names and addresses by the engine's and the wire's one parsers. */
+        {{"--model", "x.gguf", "--layers", "0-1", "--fd", "3", "--backend", "tpu"}, 2,
+         "pm-shardd: --backend: unknown backend 'tpu' (cpu, cuda, cuda:N)"},
+        {{"--model", "x.gguf", "--layers", "0-1", "--fd", "3", "--backend", "cuda:256"}, 2,
+         "pm-shardd: --backend: unknown backend 'cuda:256'"},
+        {{"--model", "x.gguf", "--layers", "0-1", "--listen", "tcp:[::1:7000"}, 2,
+         "pm-shardd: --listen: bad TCP address \"tcp:[::1:7000\""},
+        {{"--model", "x.gguf", "--layers", "0-1", "--listen", "nowhere"}, 2,
+         "pm-shardd: --listen: bad address \"nowhere\""},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         char *argv[10] = {PM_SHARDD};
@@ -895,6 +1186,10 @@ int main(int argc, char **argv)
         return case_cuda();
     if (strcmp(c, "daemon_refusals") == 0)
         return case_daemon_refusals();
+    if (strcmp(c, "daemon_rows") == 0)
+        return case_daemon_rows();
+    if (strcmp(c, "greedy_remote") == 0)
+        return case_greedy_remote();
     if (strcmp(c, "shardd_usage") == 0)
         return case_shardd_usage();
     if (strcmp(c, "ranges") == 0 && argc == 4)

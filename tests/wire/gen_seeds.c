@@ -48,9 +48,9 @@ int main(int argc, char **argv)
     m[1].kind = PMW_MSG_AUTH;
     memset(m[1].auth.mac, 9, PMW_MAC_SIZE);
     m[2].kind = PMW_MSG_FORWARD;
-    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 3, 0, 4, 0, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, toks, NULL};
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 3, 0, 4, 0, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, toks, NULL, 0};
     m[3].kind = PMW_MSG_FORWARD;
-    m[3].forward = (pmw_forward){PM_PHASE_VERIFY, 3, 4, 2, 4, PMW_OUT_ACTIVATIONS, NULL, acts};
+    m[3].forward = (pmw_forward){PM_PHASE_VERIFY, 3, 4, 2, 4, PMW_OUT_ACTIVATIONS, NULL, acts, 0};
     m[4].kind = PMW_MSG_REPLY;
     m[4].reply = (pmw_reply){3, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, acts, toks};
     m[5].kind = PMW_MSG_RESET;
@@ -73,6 +73,13 @@ int main(int argc, char **argv)
         snprintf(alt, sizeof alt, "%s_bytewise", names[i]);
         rc |= seed_msg(dir, alt, &m[i], 0x00);       /* byte-by-byte feeds */
     }
+    /* A forward asking for its last row only (the rows tag). */
+    pmw_msg fr;
+    memset(&fr, 0, sizeof fr);
+    fr.kind = PMW_MSG_FORWARD;
+    fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 1};
+    rc |= seed_msg(dir, "forward_rows", &fr, 0x3f);
+    rc |= seed_msg(dir, "forward_rows_bytewise", &fr, 0x00);
     /* A shared-transport forward: its body sits in the area. */
     uint8_t buf[256], meta[128];
     pmw_meta w;

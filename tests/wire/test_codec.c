@@ -115,9 +115,9 @@ static size_t all_kinds(uint8_t *buf, size_t cap)
     m[1].kind = PMW_MSG_AUTH;
     memset(m[1].auth.mac, 0x5a, PMW_MAC_SIZE);
     m[2].kind = PMW_MSG_FORWARD;
-    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL};
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL, 0};
     m[3].kind = PMW_MSG_FORWARD;
-    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts};
+    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts, 0};
     m[4].kind = PMW_MSG_REPLY;
     m[4].reply = (pmw_reply){9, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, logits, ids};
     m[5].kind = PMW_MSG_RESET;
@@ -496,6 +496,196 @@ static int case_send_check(void)
     return pm_check_result();
 }
 
+/* ---- the rows tag ---------------------------------------------------------- */
+
+/* golden_forward asking for the last row only: the same header fields but
+ * meta_len 46, the same entries, then rows (22) len 4 = 1, 2 bytes of
+ * padding to 48, the same body. */
+static const uint8_t golden_rows[] = {
+    'P', 'M', 'W', 'F', 1, 0, 3, 0, 46, 0, 0, 0, 8, 0, 0, 0,
+    5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 0, 1, 0, 3,
+    2, 0, 8, 0, 8, 7, 6, 5, 4, 3, 2, 1,
+    3, 0, 4, 0, 7, 0, 0, 0,
+    4, 0, 4, 0, 2, 0, 0, 0,
+    6, 0, 1, 0, 4,
+    22, 0, 4, 0, 1, 0, 0, 0,
+    0, 0,
+    0x2c, 0x01, 0, 0, 0xfe, 0xff, 0xff, 0xff};
+
+static int parse_bytes(const uint8_t *buf, size_t n, pmw_msg *m, pmw_diag *diag)
+{
+    pmw_decoder *d = decoder(4096, 1 << 20, 32);
+    pmw_frame f;
+    memset(diag, 0, sizeof *diag);
+    REQUIRE(pmw_decoder_feed(d, buf, n) == 0);
+    REQUIRE(pmw_decoder_next(d, &f) == 1);
+    int rc = pmw_msg_parse(&f, NULL, 0, m, diag);
+    pmw_decoder_destroy(d);
+    return rc;
+}
+
+/* Encoding a forward with rows writes the tag after want (and dim); rows 0
+ * leaves it out, which a receiver reads as every row. */
+static int case_rows_golden(void)
+{
+    int32_t toks[2] = {300, -2};
+    pmw_msg m = forward_msg(toks);
+    m.forward.rows = 1;
+    uint8_t buf[256];
+    long long n = pmw_msg_encode(&m, 5, buf, sizeof buf);
+    CHECK_INT_EQ(n, sizeof golden_rows);
+    CHECK(n == (long long)sizeof golden_rows && memcmp(buf, golden_rows, sizeof golden_rows) == 0);
+    pmw_msg got;
+    pmw_diag diag;
+    REQUIRE(parse_bytes(golden_rows, sizeof golden_rows, &got, &diag) == 0);
+    CHECK_INT_EQ(got.forward.rows, 1);
+    CHECK_INT_EQ(got.forward.n_tokens, 2);
+    CHECK_INT_EQ(got.forward.want, PMW_OUT_ARGMAX);
+    /* Without the tag: every row. */
+    REQUIRE(parse_bytes(golden_forward, sizeof golden_forward, &got, &diag) == 0);
+    CHECK_INT_EQ(got.forward.rows, 2);
+    m.forward.rows = 0;
+    n = pmw_msg_encode(&m, 5, buf, sizeof buf);
+    CHECK(n == (long long)sizeof golden_forward && memcmp(buf, golden_forward, sizeof golden_forward) == 0);
+    /* rows == n_tokens is written too when asked for explicitly. */
+    m.forward.rows = 2;
+    CHECK_INT_EQ(pmw_msg_encode(&m, 5, buf, sizeof buf), sizeof golden_rows);
+    REQUIRE(parse_bytes(buf, sizeof golden_rows, &got, &diag) == 0);
+    CHECK_INT_EQ(got.forward.rows, 2);
+    return pm_check_result();
+}
+
+/* A forward frame of two token ids with a rows entry of `width` bytes
+ * holding `value` (once, or twice), on kind `kind`. */
+static size_t rows_frame(uint8_t *buf, uint16_t kind, uint16_t width, uint32_t value, int twice)
+{
+    uint8_t meta[128], v[8] = {0};
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    uint32_t body = 0;
+    if (kind == PMW_MSG_FORWARD) {
+        pmw_meta_u8(&w, PMW_TAG_PHASE, PM_PHASE_DECODE);
+        pmw_meta_u64(&w, PMW_TAG_REQ_ID, 1);
+        pmw_meta_u32(&w, PMW_TAG_BASE_POS, 0);
+        pmw_meta_u32(&w, PMW_TAG_N_TOKENS, 2);
+        pmw_meta_u8(&w, PMW_TAG_WANT, PMW_OUT_LOGITS);
+        body = 8;
+    } else {
+        pmw_meta_u64(&w, PMW_TAG_REQ_ID, 1);
+    }
+    pmw__put32(v, value);
+    for (int i = 0; i < 1 + twice; i++)
+        pmw_meta_put(&w, PMW_TAG_ROWS, v, width);
+    REQUIRE(!w.overflow);
+    uint32_t pad = pmw_meta_pad((uint32_t)w.len);
+    pmw_header_encode(buf, kind, 1, (uint32_t)w.len, body);
+    memcpy(buf + 32, meta, w.len);
+    memset(buf + 32 + w.len, 0, pad + body);
+    return 32 + w.len + pad + body;
+}
+
+static void expect_rows(uint16_t kind, uint16_t width, uint32_t value, int twice, int code,
+                        const char *text)
+{
+    uint8_t buf[256];
+    pmw_msg m;
+    pmw_diag diag;
+    size_t n = rows_frame(buf, kind, width, value, twice);
+    CHECK_INT_EQ(parse_bytes(buf, n, &m, &diag), code);
+    CHECK_INT_EQ(diag.code, code);
+    CHECK_INT_EQ(diag.tag, code ? PMW_TAG_ROWS : 0);
+    if (!strstr(diag.text, text))
+        fprintf(stderr, "diag text \"%s\" lacks \"%s\"\n", diag.text, text);
+    CHECK(strstr(diag.text, text) != NULL);
+    if (code == 0)
+        CHECK_INT_EQ(m.forward.rows, value);
+}
+
+/* Every malformed rows entry is refused naming tag 22, by the receiver and
+ * (for values) by the sender before anything is written. */
+static int case_rows_bad(void)
+{
+    expect_rows(PMW_MSG_FORWARD, 4, 1, 0, 0, "");
+    expect_rows(PMW_MSG_FORWARD, 4, 2, 0, 0, "");
+    expect_rows(PMW_MSG_FORWARD, 4, 0, 0, PMW_E_VALUE,
+                "forward: tag 22 (rows) value 0 is not in 1..n_tokens (2)");
+    expect_rows(PMW_MSG_FORWARD, 4, 3, 0, PMW_E_VALUE,
+                "forward: tag 22 (rows) value 3 is not in 1..n_tokens (2)");
+    expect_rows(PMW_MSG_FORWARD, 4, UINT32_MAX, 0, PMW_E_VALUE, "value 4294967295 is not in");
+    expect_rows(PMW_MSG_FORWARD, 2, 1, 0, PMW_E_LENGTH, "forward: tag 22 (rows) has length 2 (want 4)");
+    expect_rows(PMW_MSG_FORWARD, 8, 1, 0, PMW_E_LENGTH, "has length 8 (want 4)");
+    expect_rows(PMW_MSG_FORWARD, 4, 1, 1, PMW_E_REPEATED, "forward: tag 22 (rows) repeated");
+    expect_rows(PMW_MSG_RESET, 4, 1, 0, PMW_E_UNKNOWN_TAG, "reset: tag 22 (rows) unknown");
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_ROWS), "rows");
+    int32_t toks[2] = {1, 2};
+    pmw_msg m = forward_msg(toks);
+    pmw_diag d;
+    size_t n;
+    m.forward.rows = 3;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
+    CHECK_INT_EQ(d.tag, PMW_TAG_ROWS);
+    uint8_t buf[128];
+    CHECK_INT_EQ(pmw_msg_encode(&m, 1, buf, sizeof buf), PMW_E_VALUE);
+    m.forward.rows = 2;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), 0);
+    return pm_check_result();
+}
+
+/* ---- addresses ---------------------------------------------------------------- */
+
+/* The one address parser: what it accepts, how it splits it, what it
+ * refuses (pmw_connect and pmw_listen use it; so do placements). */
+static int case_address_parse(void)
+{
+    static const struct { const char *in; int is_unix; const char *where; int given; int port; } ok[] = {
+        {"unix:/run/s.sock", 1, "/run/s.sock", 0, 0},
+        {"/tmp/x/s", 1, "/tmp/x/s", 0, 0},
+        {"tcp:127.0.0.1:7001", 0, "127.0.0.1", 1, 7001},
+        {"tcp:host.example:9", 0, "host.example", 1, 9},
+        {"tcp:[::1]:9", 0, "::1", 1, 9},
+        {"tcp:[fe80::1%eth0]:65535", 0, "fe80::1%eth0", 1, 65535},
+        {"tcp::0", 0, "127.0.0.1", 0, 0},
+        {"tcp:8080", 0, "127.0.0.1", 0, 8080},
+        {"tcp:0.0.0.0:0", 0, "0.0.0.0", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        pmw_address a;
+        char err[300] = "";
+        int rc = pmw_address_parse(ok[i].in, &a, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "'%s': %s\n", ok[i].in, err);
+        CHECK_INT_EQ(rc, 0);
+        CHECK_INT_EQ(a.is_unix, ok[i].is_unix);
+        CHECK_STR_EQ(ok[i].is_unix ? a.path : a.host, ok[i].where);
+        if (!ok[i].is_unix) {
+            CHECK_INT_EQ(a.host_given, ok[i].given);
+            CHECK_INT_EQ(a.port, ok[i].port);
+        }
+    }
+    char long_path[140] = "unix:/";
+    memset(long_path + 6, 'p', 107); /* a path of 108 bytes */
+    long_path[113] = '\0';
+    const char *const bad[] = {"", "nowhere", "unix:", "tcp:", "tcp:host", "tcp:h:",
+                                      "tcp:h:70000", "tcp:h:-1", "tcp:h:+1", "tcp:h: 1",
+                                      "tcp:h:12x", "tcp:[::1:7000", "tcp:[::1]7000",
+                                      "tcp:[]:1", "tcp:::1:7000", "tcp:a:b:1", "tcp:a]:1",
+                                      "tcp:[a]b]:1", long_path};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pmw_address a;
+        char err[300] = "";
+        CHECK_INT_EQ(pmw_address_parse(bad[i], &a, err, sizeof err), PMW_E_ARG);
+        if (!strstr(err, "address"))
+            fprintf(stderr, "'%s': '%s'\n", bad[i], err);
+        CHECK(strstr(err, "address") != NULL && strchr(err, '\n') == NULL);
+    }
+    long_path[112] = '\0'; /* 107 bytes: the longest a socket takes */
+    pmw_address a;
+    CHECK_INT_EQ(pmw_address_parse(long_path, &a, NULL, 0), 0);
+    CHECK_INT_EQ(pmw_address_parse(NULL, &a, NULL, 0), PMW_E_ARG);
+    return pm_check_result();
+}
+
 /* ---- hashes: FIPS 180-4 examples and RFC 4231 test cases ----------------- */
 
 static void hex(const uint8_t *b, size_t n, char *out)
@@ -605,7 +795,8 @@ int main(int argc, char **argv)
         {"bad_metadata", case_bad_metadata},   {"bad_entries", case_bad_entries},
         {"ref_check", case_ref_check},         {"send_check", case_send_check},
         {"hashes", case_hashes},               {"strerror", case_strerror},
-        {"decoder_bound", case_decoder_bound}};
+        {"decoder_bound", case_decoder_bound}, {"rows_golden", case_rows_golden},
+        {"rows_bad", case_rows_bad},           {"address_parse", case_address_parse}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();

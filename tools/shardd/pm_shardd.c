@@ -8,8 +8,11 @@
  *
  * It opens only its span of the GGUF (plus the token embedding when the
  * span starts the model, and the final norm and output head when it ends
- * it) and serves the shard wire: forward requests with their phase, reset,
- * truncate and shutdown. Each connection is one engine session with its
+ * it) and serves the shard wire: forward requests with their phase and
+ * their output request (outputs and rows, returned exactly as asked), reset,
+ * truncate and shutdown. Forwards run through the engine's span runner
+ * (runner.h), the same code a session's local shards run; beyond it the
+ * daemon uses only the public engine.h. Each connection is one engine session with its
  * own KV cache for the span; a forward's leaf range "pm.layer_range ...
  * where=remote" carries the phase the request carried, never another.
  *
@@ -30,11 +33,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "forward.h"
-#include "model.h"
 #include "phasemark/engine.h"
 #include "phasemark/wire.h"
-#include "split.h"
+#include "runner.h"
 
 #define PROG "pm-shardd"
 #define MAX_CONNS 64
@@ -48,16 +49,15 @@ typedef struct options {
 /* One engine session: its connection and the KV cache of the span. */
 typedef struct peer {
     pmw_conn *c;
-    llm_span span;
+    llm_span *span;  /* owned, a span of the server's runner */
     uint32_t filled; /* positions held */
 } peer;
 
 typedef struct server {
     options o;
     llm_model *m;
-    llm_workspace ws;     /* shared by every peer: requests run one at a time */
-    float *host;          /* [n_batch][max(dim, n_vocab)] when the backend's
-                             memory is not host memory */
+    llm_model_info info;
+    llm_runner *runner;   /* shared by every peer: requests run one at a time */
     int32_t *argmax;      /* [n_batch] */
     uint32_t n_ctx;
     int32_t n_batch;
@@ -194,6 +194,19 @@ static int parse_args(int argc, char **argv, options *o)
         fprintf(stderr, PROG ": --model, --layers and one of --listen / --fd are required\n");
         return 2;
     }
+    /* The engine's and the wire's own parsers, so a name or an address is
+     * refused here exactly as a placement or a connect would refuse it. */
+    llm_backend_name bn;
+    pmw_address addr;
+    char why[300];
+    if (llm_backend_name_parse(o->backend, &bn, why, sizeof why) != 0) {
+        fprintf(stderr, PROG ": --backend: %s\n", why);
+        return 2;
+    }
+    if (o->listen && pmw_address_parse(o->listen, &addr, why, sizeof why) != 0) {
+        fprintf(stderr, PROG ": --listen: %s\n", why);
+        return 2;
+    }
     return 0;
 }
 
@@ -237,24 +250,23 @@ static int open_model(server *s)
         fprintf(stderr, PROG ": %s\n", err);
         return -1;
     }
-    const llm_hparams *hp = &s->m->hp;
+    llm_model_get_info(s->m, &s->info);
+    const llm_model_info *in = &s->info;
     s->first = s->o.first == 0;
-    s->last = s->o.last == hp->n_layers - 1;
-    s->n_ctx = (uint32_t)(s->o.ctx > 0 && s->o.ctx < hp->n_ctx_train ? s->o.ctx : hp->n_ctx_train);
+    s->last = s->o.last == in->n_layers - 1;
+    s->n_ctx = (uint32_t)(s->o.ctx > 0 && s->o.ctx < in->n_ctx_train ? s->o.ctx : in->n_ctx_train);
     s->n_batch = (int32_t)(s->o.batch < (long)s->n_ctx ? s->o.batch : (long)s->n_ctx);
-    if (llm_workspace_init(&s->ws, s->m, s->n_batch, s->n_ctx, err, sizeof err) != 0) {
+    if (llm_runner_create(s->m, s->n_batch, s->n_ctx, &s->runner, err, sizeof err) != 0) {
         fprintf(stderr, PROG ": %s\n", err);
         return -1;
     }
-    size_t width = (size_t)(hp->n_vocab > hp->dim ? hp->n_vocab : hp->dim);
     s->argmax = malloc((size_t)s->n_batch * sizeof *s->argmax);
-    if (!s->m->be->host_visible)
-        s->host = malloc((size_t)s->n_batch * width * sizeof(float));
-    if (!s->argmax || (!s->m->be->host_visible && !s->host)) {
+    if (!s->argmax) {
         fprintf(stderr, PROG ": out of memory\n");
         return -1;
     }
     /* A reply carries up to n_batch rows of logits. */
+    size_t width = (size_t)(in->n_vocab > in->dim ? in->n_vocab : in->dim);
     uint64_t need = (uint64_t)s->n_batch * width * sizeof(float) + 4096;
     if (need > s->wopt.limits.max_body && need <= UINT32_MAX)
         s->wopt.limits.max_body = (uint32_t)need;
@@ -264,7 +276,7 @@ static int open_model(server *s)
 static void close_peer(server *s, int i)
 {
     pmw_conn_close(s->peers[i].c);
-    llm_span_release(&s->peers[i].span, s->m);
+    llm_runner_span_free(s->runner, s->peers[i].span);
     s->peers[i] = s->peers[--s->n_peers];
 }
 
@@ -273,15 +285,15 @@ static int add_peer(server *s, pmw_conn *c)
     peer *p = &s->peers[s->n_peers];
     char err[256];
     memset(p, 0, sizeof *p);
-    if (llm_span_init(&p->span, s->m, (int32_t)s->o.first, (int32_t)s->o.last, s->n_ctx, err,
-                      sizeof err) != 0) {
-        pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(LLM_ENOMEM), 0, err);
+    int rc = llm_runner_span_create(s->runner, (int32_t)s->o.first, (int32_t)s->o.last,
+                                    (int32_t)s->o.shard, PM_WHERE_REMOTE, &p->span, err,
+                                    sizeof err);
+    if (rc != 0) {
+        pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(rc), 0, err);
         pmw_conn_close(c);
         return -1;
     }
     p->c = c;
-    p->span.shard = (int32_t)s->o.shard;
-    p->span.where = PM_WHERE_REMOTE;
     s->n_peers++;
     return 0;
 }
@@ -304,29 +316,43 @@ static int refuse(peer *p, int status, const char *fmt, ...)
 static int check_tokens(server *s, peer *p, const pmw_forward *f)
 {
     for (uint32_t i = 0; i < f->n_tokens; i++)
-        if (f->tokens[i] < 0 || f->tokens[i] >= s->m->hp.n_vocab) {
+        if (f->tokens[i] < 0 || f->tokens[i] >= s->info.n_vocab) {
             refuse(p, LLM_ETOKEN, "token %d at index %u is outside the vocabulary of %d",
-                   (int)f->tokens[i], (unsigned)i, (int)s->m->hp.n_vocab);
+                   (int)f->tokens[i], (unsigned)i, (int)s->info.n_vocab);
             return 1;
         }
     return 0;
+}
+
+/* The output request against the span: logits and argmax come from the
+ * span that ends the model, activations from the others, and a boundary
+ * carries every row (the next shard needs them all). */
+static int check_output(server *s, peer *p, const pmw_forward *f)
+{
+    uint32_t want_ok = s->last ? (PMW_OUT_LOGITS | PMW_OUT_ARGMAX) : PMW_OUT_ACTIVATIONS;
+    if (f->want & ~want_ok)
+        refuse(p, LLM_EINVAL, "outputs %u not available from layers %ld-%ld",
+               (unsigned)f->want, s->o.first, s->o.last);
+    else if ((f->want & PMW_OUT_ACTIVATIONS) && f->rows != f->n_tokens)
+        refuse(p, LLM_EINVAL, "rows %u of %u: activations carry every row", (unsigned)f->rows,
+               (unsigned)f->n_tokens);
+    else
+        return 0;
+    return 1;
 }
 
 /* The checks a forward must pass before anything runs. 0, or 1 when it
  * was refused (the error reply is sent, or the connection failed trying). */
 static int check_forward(server *s, peer *p, const pmw_forward *f)
 {
-    const llm_hparams *hp = &s->m->hp;
-    uint32_t want_ok = s->last ? (PMW_OUT_LOGITS | PMW_OUT_ARGMAX) : PMW_OUT_ACTIVATIONS;
     if (s->first != (f->dim == 0))
         refuse(p, LLM_EINVAL, "layers %ld-%ld take %s", s->o.first, s->o.last,
                s->first ? "token ids" : "activations");
-    else if (!s->first && f->dim != (uint32_t)hp->dim)
+    else if (!s->first && f->dim != (uint32_t)s->info.dim)
         refuse(p, LLM_EINVAL, "activations of width %u, the model's is %d", (unsigned)f->dim,
-               (int)hp->dim);
-    else if (f->want & ~want_ok)
-        refuse(p, LLM_EINVAL, "outputs %u not available from layers %ld-%ld",
-               (unsigned)f->want, s->o.first, s->o.last);
+               (int)s->info.dim);
+    else if (check_output(s, p, f))
+        return 1;
     else if (f->n_tokens > (uint32_t)s->n_batch)
         refuse(p, LLM_EINVAL, "%u tokens exceed the batch of %d", (unsigned)f->n_tokens,
                (int)s->n_batch);
@@ -343,57 +369,40 @@ static int check_forward(server *s, peer *p, const pmw_forward *f)
     return 1;
 }
 
-static void argmax_rows(const float *v, uint32_t rows, int32_t width, int32_t *out)
-{
-    for (uint32_t r = 0; r < rows; r++) {
-        const float *row = v + (size_t)r * width;
-        int32_t best = 0;
-        for (int32_t j = 1; j < width; j++)
-            if (row[j] > row[best])
-                best = j;
-        out[r] = best;
-    }
-}
+_Static_assert((int)PMW_OUT_ACTIVATIONS == (int)LLM_OUT_ACTIVATIONS &&
+                   (int)PMW_OUT_LOGITS == (int)LLM_OUT_LOGITS &&
+                   (int)PMW_OUT_ARGMAX == (int)LLM_OUT_ARGMAX,
+               "the wire's output bits are the runner's");
 
+/* Runs the forward through the span runner with exactly the outputs and
+ * rows the request names (the wire's bits are the runner's, forward.h). */
 static int handle_forward(server *s, peer *p, const pmw_forward *f)
 {
     if (check_forward(s, p, f))
         return 0;
-    llm_backend *be = s->m->be;
-    const llm_hparams *hp = &s->m->hp;
-    /* Verify asks for every row's logits; prefill and decode for the last. */
-    llm_logits_mode mode = f->phase == PM_PHASE_VERIFY ? LLM_LOGITS_ALL : LLM_LOGITS_LAST;
     llm_forward_in in = {f->phase, f->req_id, f->base_pos, (int32_t)f->n_tokens, f->tokens,
-                         f->activations, mode};
-    uint32_t rows = s->last && mode == LLM_LOGITS_LAST ? 1 : f->n_tokens;
-    int32_t width = s->last ? hp->n_vocab : hp->dim;
-    const float *src = s->last ? s->ws.logits : s->ws.x;
+                         f->activations, {f->want, (int32_t)f->rows}};
+    llm_run_out out = {s->argmax, NULL, NULL};
     char err[200];
-    pthread_mutex_lock(&s->m->lock);
-    llm_span_forward(s->m, &p->span, &s->ws, &in);
-    if (!be->host_visible) {
-        be->ops->read(be, s->host, src, (size_t)rows * (size_t)width * sizeof(float));
-        src = s->host;
-    }
-    int bad = llm_model_backend_check(s->m, err, sizeof err);
-    pthread_mutex_unlock(&s->m->lock);
-    if (bad)
-        return refuse(p, LLM_EBACKEND, "%s", err);
+    int rc = llm_runner_run(s->runner, p->span, &in, &out, err, sizeof err);
+    if (rc)
+        return refuse(p, rc, "%s", err);
     p->filled = f->base_pos + f->n_tokens;
     pmw_msg r;
     memset(&r, 0, sizeof r);
     r.kind = PMW_MSG_REPLY;
     r.reply.req_id = f->req_id;
-    r.reply.n_tokens = rows;
+    r.reply.n_tokens = f->rows;
     r.reply.outputs = f->want;
-    if (f->want & (PMW_OUT_LOGITS | PMW_OUT_ACTIVATIONS)) {
-        r.reply.width = (uint32_t)width;
-        r.reply.values = src;
+    if (f->want & PMW_OUT_ACTIVATIONS) {
+        r.reply.width = (uint32_t)s->info.dim;
+        r.reply.values = out.act;
+    } else if (f->want & PMW_OUT_LOGITS) {
+        r.reply.width = (uint32_t)s->info.n_vocab;
+        r.reply.values = out.logits;
     }
-    if (f->want & PMW_OUT_ARGMAX) {
-        argmax_rows(src, rows, width, s->argmax);
+    if (f->want & PMW_OUT_ARGMAX)
         r.reply.argmax = s->argmax;
-    }
     return pmw_conn_send(p->c, &r);
 }
 
@@ -559,9 +568,7 @@ int main(int argc, char **argv)
         rc = s->o.listen ? serve_listen(s) : serve_fd(s);
     while (s->n_peers > 0)
         close_peer(s, s->n_peers - 1);
-    if (s->m)
-        llm_workspace_release(&s->ws, s->m);
-    free(s->host);
+    llm_runner_free(s->runner);
     free(s->argmax);
     llm_model_free(s->m);
     free(s);
