@@ -11,3 +11,24 @@ void llm__verrf(char *err, size_t errlen, const char *prefix, const char *fmt, v
     if (n >= 0 && (size_t)n < errlen)
         vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
 }
+
+const char *llm_strerror(int status)
+{
+    switch (status) {
+    case LLM_OK: return "ok";
+    case LLM_EINVAL: return "invalid argument";
+    case LLM_ENOMEM: return "out of memory";
+    case LLM_EIO: return "i/o error";
+    case LLM_EFORMAT: return "malformed file";
+    case LLM_EUNSUP: return "unsupported";
+    case LLM_ECTX: return "context full";
+    case LLM_EBACKEND: return "backend error";
+    case LLM_ESTATE: return "invalid state";
+    case LLM_ETOKEN: return "token out of range";
+    case LLM_ESPACE: return "buffer too small";
+    case LLM_ENOKEY: return "no such key";
+    case LLM_ETYPE: return "value has another type";
+    case LLM_ERANGE: return "value out of range";
+    default: return "unknown status";
+    }
+}

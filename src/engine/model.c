@@ -29,24 +29,6 @@ void llm_errf(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *llm_strerror(int status)
-{
-    switch (status) {
-    case LLM_OK: return "ok";
-    case LLM_EINVAL: return "invalid argument";
-    case LLM_ENOMEM: return "out of memory";
-    case LLM_EIO: return "i/o error";
-    case LLM_EFORMAT: return "malformed file";
-    case LLM_EUNSUP: return "unsupported";
-    case LLM_ECTX: return "context full";
-    case LLM_EBACKEND: return "backend error";
-    case LLM_ESTATE: return "invalid state";
-    case LLM_ETOKEN: return "token out of range";
-    case LLM_ESPACE: return "buffer too small";
-    default: return "unknown status";
-    }
-}
-
 /* Bounds generous enough for any llama-family model in use, tight enough
  * that every size product below fits comfortably in 64 bits. */
 #define MAX_VOCAB (1 << 22)
@@ -385,10 +367,7 @@ int llm_model_tokenize(const llm_model *m, const char *text, size_t len,
         return LLM_EINVAL;
     if (!m->tok)
         return LLM_ESTATE;
-    int rc = llm_tokenize(m->tok, text ? text : "", len, add_bos, out, cap, n_out);
-    if (rc == LLM_TOK_ENOSPC)
-        return LLM_ESPACE;
-    return rc == 0 ? 0 : rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EINVAL;
+    return llm_tokenize(m->tok, text ? text : "", len, add_bos, out, cap, n_out);
 }
 
 int llm_model_token_text(const llm_model *m, int32_t prev, int32_t token,
@@ -398,12 +377,11 @@ int llm_model_token_text(const llm_model *m, int32_t prev, int32_t token,
         return LLM_EINVAL;
     if (!m->tok)
         return LLM_ESTATE;
-    if (token < 0 || token >= m->hp.n_vocab)
-        return LLM_ETOKEN;
     char piece[LLM_TOK_MAX_PIECE];
     size_t n;
-    if (llm_token_to_bytes(m->tok, token, piece, sizeof piece, &n) != 0)
-        return LLM_ETOKEN;
+    int rc = llm_token_to_bytes(m->tok, token, piece, sizeof piece, &n);
+    if (rc)
+        return rc; /* LLM_ETOKEN: the tokenizer's vocabulary is the model's */
     const char *p = piece;
     /* SentencePiece drops the space it prefixed to the text, which shows
      * up on the first piece after BOS. */

@@ -197,13 +197,13 @@ static int meta_u32(const llm_gguf *g, const char *key, int req, uint32_t def,
     uint32_t v = def;
     snprintf(full, sizeof full, "llama.%s", key);
     int rc = llm_gguf_get_u32(g, full, &v);
-    if (rc == LLM_GGUF_ENOKEY && !req)
+    if (rc == LLM_ENOKEY && !req)
         rc = 0;
     if (rc == 0 && v > INT32_MAX)
-        rc = LLM_GGUF_ERANGE;
+        rc = LLM_ERANGE;
     if (rc) {
         llm_errf(err, errlen, "model: metadata %s: %s", full,
-                 rc == LLM_GGUF_ENOKEY ? "missing" : llm_gguf_strerror(rc));
+                 rc == LLM_ENOKEY ? "missing" : llm_strerror(rc));
         return LLM_EFORMAT;
     }
     *out = (int32_t)v;
@@ -217,10 +217,10 @@ static int meta_f32(const llm_gguf *g, const char *key, float def, float *out,
     snprintf(full, sizeof full, "llama.%s", key);
     *out = def;
     int rc = llm_gguf_get_f32(g, full, out);
-    if (rc == LLM_GGUF_ENOKEY)
+    if (rc == LLM_ENOKEY)
         return 0;
     if (rc) {
-        llm_errf(err, errlen, "model: metadata %s: %s", full, llm_gguf_strerror(rc));
+        llm_errf(err, errlen, "model: metadata %s: %s", full, llm_strerror(rc));
         return LLM_EFORMAT;
     }
     return 0;
@@ -233,7 +233,7 @@ static int check_architecture(const llm_gguf *g, char *err, size_t errlen)
     int rc = llm_gguf_get_str(g, "general.architecture", &arch, &len);
     if (rc) {
         llm_errf(err, errlen, "model: metadata general.architecture: %s",
-                 rc == LLM_GGUF_ENOKEY ? "missing" : llm_gguf_strerror(rc));
+                 rc == LLM_ENOKEY ? "missing" : llm_strerror(rc));
         return LLM_EFORMAT;
     }
     if (len != 5 || memcmp(arch, "llama", 5) != 0) {
@@ -250,8 +250,8 @@ static int rope_scaling(const llm_gguf *g, llm_hparams *hp, char *err, size_t er
     const char *type = "none";
     size_t len = 4;
     int rc = llm_gguf_get_str(g, "llama.rope.scaling.type", &type, &len);
-    if (rc && rc != LLM_GGUF_ENOKEY) {
-        llm_errf(err, errlen, "model: metadata llama.rope.scaling.type: %s", llm_gguf_strerror(rc));
+    if (rc && rc != LLM_ENOKEY) {
+        llm_errf(err, errlen, "model: metadata llama.rope.scaling.type: %s", llm_strerror(rc));
         return LLM_EFORMAT;
     }
     float factor = 1.0f;
@@ -308,12 +308,12 @@ static int gguf_tokenizer(llm_model *m, const llm_gguf *g, char *err, size_t err
 {
     const char *kind;
     size_t len;
-    if (llm_gguf_get_str(g, "tokenizer.ggml.model", &kind, &len) == LLM_GGUF_ENOKEY)
+    if (llm_gguf_get_str(g, "tokenizer.ggml.model", &kind, &len) == LLM_ENOKEY)
         return 0; /* ids only */
     llm_tokenizer *t;
     int rc = llm_tokenizer_from_gguf(g, &t, err, errlen);
     if (rc)
-        return rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+        return rc;
     m->tok = t;
     if ((int64_t)llm_tokenizer_vocab_size(t) != m->hp.n_vocab) {
         llm_errf(err, errlen, "model: tokenizer has %u tokens but the embedding has %d",
@@ -321,11 +321,6 @@ static int gguf_tokenizer(llm_model *m, const llm_gguf *g, char *err, size_t err
         return LLM_EFORMAT;
     }
     return 0;
-}
-
-static int status_from_file(int rc)
-{
-    return rc == LLM_GGUF_EIO ? LLM_EIO : rc == LLM_GGUF_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
 }
 
 /* Everything after the GGUF handle exists; m owns g from here on. */
@@ -347,7 +342,7 @@ int llm_model_load_gguf(llm_model *m, const char *path, char *err, size_t errlen
     llm_gguf *g;
     int rc = llm_gguf_open(path, &g, err, errlen);
     if (rc)
-        return status_from_file(rc);
+        return rc;
     return load_gguf_handle(m, g, err, errlen);
 }
 
@@ -357,7 +352,7 @@ int llm_model_load_gguf_memory(llm_model *m, const void *buf, size_t len, char *
     llm_gguf *g;
     int rc = llm_gguf_open_memory(buf, len, &g, err, errlen);
     if (rc)
-        return status_from_file(rc);
+        return rc;
     return load_gguf_handle(m, g, err, errlen);
 }
 
@@ -369,7 +364,7 @@ int llm_model_load_llama2c(llm_model *m, const char *path,
     llm_llama2c *c;
     int rc = llm_llama2c_open(path, &c, err, errlen);
     if (rc)
-        return rc == LLM_L2C_EIO ? LLM_EIO : rc == LLM_L2C_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+        return rc;
     m->file = c;
     m->file_close = close_l2c;
     const llm_llama2c_config *cfg = llm_llama2c_get_config(c);
@@ -393,7 +388,7 @@ int llm_model_load_llama2c(llm_model *m, const char *path,
     llm_tokenizer *t;
     rc = llm_tokenizer_from_llama2c(tokenizer_path, cfg->vocab_size, &t, err, errlen);
     if (rc)
-        return rc == LLM_TOK_EIO ? LLM_EIO : rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+        return rc;
     m->tok = t;
     return 0;
 }
