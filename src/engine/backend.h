@@ -69,6 +69,10 @@ typedef struct llm_backend_ops {
      * not overlap. */
     void (*matmul)(llm_backend *be, const llm_tensor *w, const float *x,
                    int32_t n, float *y);
+    /* 1 when embed and matmul have kernels for weights of ggml type `type`
+     * (the backend's per-type table), else 0; the model refuses to load a
+     * tensor whose type gets 0. Required. */
+    int (*supports_type)(const llm_backend *be, uint32_t type);
     /* y[i] = x[i] / rms(x[i]) * weight: [n][dim]; y may equal x. */
     void (*rmsnorm)(llm_backend *be, float *y, const float *x,
                     const float *weight, int32_t n, int32_t dim, float eps);

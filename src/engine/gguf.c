@@ -72,6 +72,7 @@ typedef struct cursor {
     size_t pos;
     char *err;
     size_t errlen;
+    const llm_type_set *types; /* tensor types beyond the built-in ones */
 } cursor;
 
 static int fail(cursor *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -396,12 +397,13 @@ static int parse_tensor_shape(cursor *c, llm_gguf_tensor *t, const char *name)
     }
     if (take_u32(c, &t->type))
         return fail(c, LLM_EFORMAT, "tensor '%s': header runs past end of file", name);
-    if (!llm_type_is_known(t->type))
+    const llm_type_traits *tt = llm_type_find(c->types, t->type);
+    if (!tt)
         return fail(c, LLM_EFORMAT, "tensor '%s' has unknown type %u", name, t->type);
     uint64_t row;
-    if (llm_type_row_bytes(t->type, t->ne[0], &row))
+    if (llm_type_traits_row_bytes(tt, t->ne[0], &row))
         return fail(c, LLM_EFORMAT, "tensor '%s' row of %llu elements is not a multiple of %s's block of %u",
-                    name, (unsigned long long)t->ne[0], llm_type_name(t->type), llm_type_block_size(t->type));
+                    name, (unsigned long long)t->ne[0], tt->name, tt->block_elems);
     uint64_t rows = total / t->ne[0];
     if (row != 0 && rows > UINT64_MAX / row)
         return fail(c, LLM_EFORMAT, "tensor '%s' size overflows", name);
@@ -524,10 +526,10 @@ static int parse_all(llm_gguf *g, cursor *c)
     return place_tensors(g, c);
 }
 
-static int open_buffer(const unsigned char *buf, size_t len, int mapped, llm_gguf **out, char *err,
-                       size_t errlen)
+static int open_buffer(const unsigned char *buf, size_t len, int mapped, const llm_type_set *types,
+                       llm_gguf **out, char *err, size_t errlen)
 {
-    cursor c = {buf, len, 0, err, errlen};
+    cursor c = {buf, len, 0, err, errlen, types};
     llm_gguf *g = calloc(1, sizeof *g);
     if (!g) {
         if (mapped)
@@ -548,15 +550,22 @@ static int open_buffer(const unsigned char *buf, size_t len, int mapped, llm_ggu
     return 0;
 }
 
-int llm_gguf_open_memory(const void *buf, size_t len, llm_gguf **out, char *err, size_t errlen)
+int llm_gguf_open_memory_types(const void *buf, size_t len, const llm_type_set *types, llm_gguf **out,
+                               char *err, size_t errlen)
 {
     *out = NULL;
-    return open_buffer(buf, len, 0, out, err, errlen);
+    return open_buffer(buf, len, 0, types, out, err, errlen);
 }
 
-int llm_gguf_open(const char *path, llm_gguf **out, char *err, size_t errlen)
+int llm_gguf_open_memory(const void *buf, size_t len, llm_gguf **out, char *err, size_t errlen)
 {
-    cursor c = {NULL, 0, 0, err, errlen};
+    return llm_gguf_open_memory_types(buf, len, NULL, out, err, errlen);
+}
+
+int llm_gguf_open_types(const char *path, const llm_type_set *types, llm_gguf **out, char *err,
+                        size_t errlen)
+{
+    cursor c = {NULL, 0, 0, err, errlen, types};
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -575,7 +584,12 @@ int llm_gguf_open(const char *path, llm_gguf **out, char *err, size_t errlen)
     close(fd);
     if (m == MAP_FAILED)
         return fail(&c, LLM_EIO, "cannot map '%s': %s", path, strerror(saved));
-    return open_buffer(m, (size_t)st.st_size, 1, out, err, errlen);
+    return open_buffer(m, (size_t)st.st_size, 1, types, out, err, errlen);
+}
+
+int llm_gguf_open(const char *path, llm_gguf **out, char *err, size_t errlen)
+{
+    return llm_gguf_open_types(path, NULL, out, err, errlen);
 }
 
 void llm_gguf_close(llm_gguf *g)

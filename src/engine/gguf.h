@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "phasemark/engine.h"
+#include "quant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,7 +90,9 @@ typedef struct llm_gguf_tensor {
     const char *name;     /* NUL-terminated, owned by the handle */
     uint32_t n_dims;      /* 1..4 */
     uint64_t ne[4];       /* elements per dimension; ne[0] contiguous; unused = 1 */
-    uint32_t type;        /* ggml type id (quant.h); known layout, maybe not supported */
+    uint32_t type;        /* ggml type id (quant.h); known layout (built in or
+                             one of the types the handle was opened with),
+                             maybe not convertible */
     const void *data;     /* inside the mapping */
     uint64_t nbytes;      /* bytes of data */
 } llm_gguf_tensor;
@@ -104,6 +107,14 @@ int llm_gguf_open(const char *path, llm_gguf **out, char *err, size_t errlen);
  * The buffer needs no alignment; tensor data pointers are then only as
  * aligned as buf + offset. */
 int llm_gguf_open_memory(const void *buf, size_t len, llm_gguf **out, char *err, size_t errlen);
+
+/* llm_gguf_open / llm_gguf_open_memory for a file that may hold tensor
+ * types beyond the built-in ones: a tensor's type is looked up in the
+ * built-in table, then in `types` (NULL: none; only read during the call). */
+int llm_gguf_open_types(const char *path, const llm_type_set *types, llm_gguf **out, char *err,
+                        size_t errlen);
+int llm_gguf_open_memory_types(const void *buf, size_t len, const llm_type_set *types, llm_gguf **out,
+                               char *err, size_t errlen);
 
 /* Releases the handle and its mapping. NULL is harmless. */
 void llm_gguf_close(llm_gguf *g);
@@ -196,7 +207,12 @@ int llm_gguf_writer_set_arr(llm_gguf_writer *w, const char *key, uint32_t elem_t
 int llm_gguf_writer_set_arr_str(llm_gguf_writer *w, const char *key, const char *const *strs,
                                 const size_t *lens, uint64_t count);
 
-/* Tensors, written in the order added. `type` must be supported and ne[0] a
+/* Tensor types beyond the built-in ones that later add_tensor calls may
+ * name (NULL: none). The writer borrows the set until it is freed. */
+void llm_gguf_writer_set_types(llm_gguf_writer *w, const llm_type_set *types);
+
+/* Tensors, written in the order added. `type` must convert (a built-in
+ * supported type, or one of the writer's types) and ne[0] be a
  * multiple of its block size; names unique, 1..LLM_GGUF_MAX_NAME bytes.
  * add_tensor_f32 borrows `data` (ne[0]*...*ne[n_dims-1] floats, row-major
  * with ne[0] contiguous) until the write or free; add_tensor_gen calls

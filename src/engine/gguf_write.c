@@ -39,6 +39,8 @@ typedef struct w_kv {
 typedef struct w_tensor {
     char *name;
     uint32_t type;
+    const llm_type_traits *tt; /* type's traits (converts) */
+    uint64_t row_bytes;
     uint32_t n_dims;
     uint64_t ne[4];
     const float *data;  /* borrowed, or NULL when fn is set */
@@ -54,6 +56,7 @@ struct llm_gguf_writer {
     w_tensor *t;
     size_t n_t, cap_t;
     uint32_t alignment;
+    const llm_type_set *types; /* borrowed; NULL: built-in types only */
     int failed;
     char err[256];
 };
@@ -130,6 +133,11 @@ void llm_gguf_writer_free(llm_gguf_writer *w)
 const char *llm_gguf_writer_error(const llm_gguf_writer *w)
 {
     return w->err;
+}
+
+void llm_gguf_writer_set_types(llm_gguf_writer *w, const llm_type_set *types)
+{
+    w->types = types;
 }
 
 static char *dup_str(const char *s)
@@ -327,7 +335,7 @@ int llm_gguf_writer_set_arr_str(llm_gguf_writer *w, const char *key, const char 
 /* ---- tensors --------------------------------------------------------- */
 
 static int check_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
-                        uint64_t *nbytes)
+                        w_tensor *t)
 {
     size_t len = name ? strlen(name) : 0;
     if (len == 0 || len > LLM_GGUF_MAX_NAME)
@@ -335,9 +343,10 @@ static int check_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uin
     for (size_t i = 0; i < w->n_t; i++)
         if (strcmp(w->t[i].name, name) == 0)
             return wfail(w, LLM_EINVAL, "duplicate tensor name '%s'", name);
-    if (!llm_type_is_supported(type))
+    const llm_type_traits *tt = llm_type_find(w->types, type);
+    if (!llm_type_traits_converts(tt))
         return wfail(w, LLM_EINVAL, "tensor '%s': type %u (%s) cannot be written", name, type,
-                     llm_type_name(type));
+                     tt ? tt->name : "unknown");
     if (n_dims == 0 || n_dims > LLM_GGUF_MAX_DIMS)
         return wfail(w, LLM_EINVAL, "tensor '%s' has %u dimensions (must be 1..4)", name, n_dims);
     uint64_t rows = 1;
@@ -347,12 +356,14 @@ static int check_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uin
         rows *= ne[d];
     }
     uint64_t row;
-    if (ne[0] == 0 || llm_type_row_bytes(type, ne[0], &row) != 0)
+    if (ne[0] == 0 || llm_type_traits_row_bytes(tt, ne[0], &row) != 0)
         return wfail(w, LLM_EINVAL, "tensor '%s': row of %llu elements does not fit %s blocks of %u", name,
-                     (unsigned long long)ne[0], llm_type_name(type), llm_type_block_size(type));
-    if (rows > UINT64_MAX / row / 2)
+                     (unsigned long long)ne[0], tt->name, tt->block_elems);
+    if (row == 0 || rows > UINT64_MAX / row / 2)
         return wfail(w, LLM_EINVAL, "tensor '%s' is too large", name);
-    *nbytes = row * rows;
+    t->tt = tt;
+    t->row_bytes = row;
+    t->nbytes = row * rows;
     return 0;
 }
 
@@ -361,8 +372,9 @@ static int add_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint3
 {
     if (w->failed)
         return w->failed;
-    uint64_t nbytes = 0;
-    int r = check_tensor(w, name, type, n_dims, ne, &nbytes);
+    w_tensor checked;
+    memset(&checked, 0, sizeof checked);
+    int r = check_tensor(w, name, type, n_dims, ne, &checked);
     if (r)
         return r;
     if (w->n_t == w->cap_t) {
@@ -374,7 +386,7 @@ static int add_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint3
         w->cap_t = cap;
     }
     w_tensor *t = &w->t[w->n_t];
-    memset(t, 0, sizeof *t);
+    *t = checked;
     t->name = dup_str(name);
     if (!t->name)
         return wfail(w, LLM_ENOMEM, "out of memory");
@@ -385,7 +397,6 @@ static int add_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint3
     t->data = data;
     t->fn = fn;
     t->ctx = ctx;
-    t->nbytes = nbytes;
     w->n_t++;
     return 0;
 }
@@ -457,14 +468,13 @@ static int write_zeros(FILE *f, uint64_t n)
  * buffers of ne[0] floats and one row's bytes. */
 static int write_tensor(llm_gguf_writer *w, FILE *f, const w_tensor *t, float *row, unsigned char *out)
 {
-    uint64_t n = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3], rb;
-    llm_type_row_bytes(t->type, n, &rb);
+    uint64_t n = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3], rb = t->row_bytes;
     for (uint64_t i = 0; i < rows; i++) {
         const float *src = t->data ? t->data + i * n : row;
         if (t->fn && t->fn(t->ctx, i, row, n) != 0)
             return wfail(w, LLM_EINVAL, "tensor '%s': row generator failed at row %llu", t->name,
                          (unsigned long long)i);
-        llm_quantize_row(t->type, src, out, (size_t)n);
+        t->tt->from_f32(src, out, (size_t)n);
         if (fwrite(out, 1, (size_t)rb, f) != rb)
             return wfail(w, LLM_EIO, "write failed: %s", strerror(errno));
     }
@@ -478,13 +488,15 @@ static int write_body(llm_gguf_writer *w, FILE *f, const blob *head)
 {
     if (fwrite(head->p, 1, head->len, f) != head->len)
         return wfail(w, LLM_EIO, "write failed: %s", strerror(errno));
-    uint64_t max_n = 0;
-    for (size_t i = 0; i < w->n_t; i++)
+    uint64_t max_n = 0, max_bytes = 0;
+    for (size_t i = 0; i < w->n_t; i++) {
         max_n = w->t[i].ne[0] > max_n ? w->t[i].ne[0] : max_n;
-    if (max_n > SIZE_MAX / 8)
+        max_bytes = w->t[i].row_bytes > max_bytes ? w->t[i].row_bytes : max_bytes;
+    }
+    if (max_n > SIZE_MAX / 8 || max_bytes > SIZE_MAX / 2)
         return wfail(w, LLM_ENOMEM, "rows too long");
     float *row = malloc((size_t)(max_n ? max_n : 1) * sizeof *row);
-    unsigned char *out = malloc((size_t)(max_n ? max_n : 1) * sizeof(float));
+    unsigned char *out = malloc((size_t)(max_bytes ? max_bytes : 1));
     int r = (!row || !out) ? wfail(w, LLM_ENOMEM, "out of memory") : 0;
     for (size_t i = 0; !r && i < w->n_t; i++)
         r = write_tensor(w, f, &w->t[i], row, out);

@@ -201,7 +201,32 @@ static const char *uniform_type(const llm_model *m)
             if (ts[i]->type != t)
                 return "mixed";
     }
-    return llm_type_name(t);
+    return llm_type_find(&m->types, t)->name; /* bound: the type is known */
+}
+
+/* Fails unless the backend has a kernel for `t`'s type. */
+static int check_kernel(const llm_model *m, const llm_tensor *t, char *err, size_t errlen)
+{
+    const llm_backend *be = m->be;
+    if (!t->data || (be->ops->supports_type && be->ops->supports_type(be, t->type)))
+        return 0;
+    llm_errf(err, errlen, "model: tensor type %s has no %s kernel",
+             llm_type_find(&m->types, t->type)->name, be->ops->name);
+    return LLM_EUNSUP;
+}
+
+/* Every tensor the model bound has a kernel on its backend: a type the
+ * backend lacks is refused here, by name, never computed some other way. */
+static int check_kernels(const llm_model *m, char *err, size_t errlen)
+{
+    int rc = check_kernel(m, &m->tok_embd, err, errlen);
+    for (int32_t l = m->span_first; rc == 0 && l <= m->span_last; l++) {
+        const llm_layer *L = &m->layers[l];
+        const llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; rc == 0 && i < sizeof ts / sizeof ts[0]; i++)
+            rc = check_kernel(m, ts[i], err, errlen);
+    }
+    return rc ? rc : check_kernel(m, &m->output, err, errlen);
 }
 
 static void count_weights(llm_model *m)
@@ -231,15 +256,21 @@ static void count_weights(llm_model *m)
     m->weight_type = uniform_type(m);
 }
 
-/* The common end of opening: the backend, the weights on it, the counts.
- * Frees m on failure (rc from the loader, or a later step). */
-static int open_finish(llm_model *m, const llm_model_options *opt, int rc,
+/* The common end of opening: the backend (given, else created), its
+ * kernels for every tensor type, the weights on it, the counts. Frees m
+ * and the given backend on failure (rc from the loader, or a later step). */
+static int open_finish(llm_model *m, const llm_model_options *opt, llm_backend *given, int rc,
                        llm_model **out, char *err, size_t errlen)
 {
-    if (!rc)
+    const char *name = given ? given->ops->name : opt->backend;
+    if (given)
+        m->be = given; /* freed with m from here on */
+    else if (!rc)
         rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
     if (!rc)
-        rc = backend_prepare(m, opt->backend, err, errlen);
+        rc = check_kernels(m, err, errlen);
+    if (!rc)
+        rc = backend_prepare(m, name, err, errlen);
     if (rc) {
         llm_model_free(m);
         return rc;
@@ -251,44 +282,72 @@ static int open_finish(llm_model *m, const llm_model_options *opt, int rc,
     return 0;
 }
 
-int llm_model_open(const char *path, const llm_model_options *opt,
-                   llm_model **out, char *err, size_t errlen)
+/* A new model with its lock, or NULL (err says why). */
+static llm_model *model_new(char *err, size_t errlen)
 {
-    llm_model_options defaults = LLM_MODEL_OPTIONS_INIT;
-    if (out)
-        *out = NULL;
-    if (err && errlen)
-        err[0] = '\0';
+    llm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        llm_errf(err, errlen, "model: out of memory");
+        return NULL;
+    }
+    if (pthread_mutex_init(&m->lock, NULL) != 0) {
+        free(m);
+        llm_errf(err, errlen, "model: cannot create lock");
+        return NULL;
+    }
+    return m;
+}
+
+/* The checks before a model exists; 0 or the status (err set). */
+static int open_args(const char *path, const llm_model_options *opt, llm_model **out,
+                     char *err, size_t errlen)
+{
     if (!path || !out) {
         llm_errf(err, errlen, "model: path and out are required");
         return LLM_EINVAL;
     }
-    if (!opt)
-        opt = &defaults;
     if (opt->version != LLM_MODEL_OPTIONS_VERSION ||
         opt->size < offsetof(llm_model_options, span_first)) {
         llm_errf(err, errlen, "model: options version %u size %u not understood",
                  (unsigned)opt->version, (unsigned)opt->size);
         return LLM_EINVAL;
     }
-    int gguf = is_gguf(path, err, errlen);
-    if (gguf < 0)
-        return gguf;
-    llm_model *m = calloc(1, sizeof *m);
+    return 0;
+}
+
+int llm_model_open_hooked(const char *path, const llm_model_options *opt,
+                          const llm_model_hooks *hooks, llm_model **out, char *err,
+                          size_t errlen)
+{
+    llm_model_options defaults = LLM_MODEL_OPTIONS_INIT;
+    llm_backend *given = hooks ? hooks->backend : NULL;
+    if (out)
+        *out = NULL;
+    if (err && errlen)
+        err[0] = '\0';
+    if (!opt)
+        opt = &defaults;
+    int rc = open_args(path, opt, out, err, errlen);
+    int gguf = rc ? rc : is_gguf(path, err, errlen);
+    llm_model *m = gguf < 0 ? NULL : model_new(err, errlen);
     if (!m) {
-        llm_errf(err, errlen, "model: out of memory");
-        return LLM_ENOMEM;
+        if (given)
+            given->ops->destroy(given);
+        return gguf < 0 ? gguf : LLM_ENOMEM;
     }
-    if (pthread_mutex_init(&m->lock, NULL) != 0) {
-        free(m);
-        llm_errf(err, errlen, "model: cannot create lock");
-        return LLM_ENOMEM;
-    }
-    int rc = open_setup(m, path, opt, err, errlen);
+    if (hooks && hooks->types)
+        m->types = *hooks->types;
+    rc = open_setup(m, path, opt, err, errlen);
     if (!rc)
         rc = gguf ? llm_model_load_gguf(m, path, err, errlen)
                   : llm_model_load_llama2c(m, path, opt->tokenizer_path, err, errlen);
-    return open_finish(m, opt, rc, out, err, errlen);
+    return open_finish(m, opt, given, rc, out, err, errlen);
+}
+
+int llm_model_open(const char *path, const llm_model_options *opt,
+                   llm_model **out, char *err, size_t errlen)
+{
+    return llm_model_open_hooked(path, opt, NULL, out, err, errlen);
 }
 
 int llm_model_open_gguf_memory(const void *buf, size_t len, int32_t n_threads,
@@ -297,20 +356,13 @@ int llm_model_open_gguf_memory(const void *buf, size_t len, int32_t n_threads,
     llm_model_options opt = LLM_MODEL_OPTIONS_INIT;
     opt.n_threads = n_threads;
     *out = NULL;
-    llm_model *m = calloc(1, sizeof *m);
-    if (!m) {
-        llm_errf(err, errlen, "model: out of memory");
+    llm_model *m = model_new(err, errlen);
+    if (!m)
         return LLM_ENOMEM;
-    }
-    if (pthread_mutex_init(&m->lock, NULL) != 0) {
-        free(m);
-        llm_errf(err, errlen, "model: cannot create lock");
-        return LLM_ENOMEM;
-    }
     int rc = open_setup(m, "(memory)", &opt, err, errlen);
     if (!rc)
         rc = llm_model_load_gguf_memory(m, buf, len, err, errlen);
-    return open_finish(m, &opt, rc, out, err, errlen);
+    return open_finish(m, &opt, NULL, rc, out, err, errlen);
 }
 
 void llm_model_free(llm_model *m)

@@ -453,6 +453,11 @@ int llm_cuda_backend_prepare(struct llm_backend *be, const struct llm_model *m,
                              int32_t first, int32_t last, char *err,
                              size_t errlen);
 
+/* The seam's supports_type (backend.h): 1 when weights of ggml type `type`
+ * upload to a device layout the kernels take (F32, F16, BF16, Q8_0, Q4_0;
+ * the table in cuda_matmul.cu), else 0. Thread-safe. */
+int llm_cuda_backend_supports_type(const struct llm_backend *be, uint32_t type);
+
 /* The backend's sticky status: 0 while healthy, else the first failure's
  * status with its message in err. The seam's operations return nothing, so
  * this is how a caller learns that a forward's results are void (a failed

@@ -973,6 +973,7 @@ static const llm_backend_ops cuda_ops_template = {
     .read = seam_read,
     .embed = seam_embed,
     .matmul = seam_matmul,
+    .supports_type = llm_cuda_backend_supports_type,
     .rmsnorm = seam_rmsnorm,
     .rope = seam_rope,
     .attention = seam_attention,
