@@ -12,6 +12,20 @@ void llm__verrf(char *err, size_t errlen, const char *prefix, const char *fmt, v
         vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
 }
 
+const char *llm__show(const void *s, size_t len, size_t max, char *buf)
+{
+    const unsigned char *p = s;
+    size_t n = len > max ? max : len;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\'') ? (char)p[i] : '?';
+    if (len > max) {
+        buf[n] = buf[n + 1] = buf[n + 2] = '.';
+        n += 3;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 const char *llm_strerror(int status)
 {
     switch (status) {

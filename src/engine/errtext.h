@@ -20,4 +20,11 @@
 void llm__verrf(char *err, size_t errlen, const char *prefix, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));
 
+/* A printable rendering of untrusted bytes (names and strings from a file)
+ * for an error line: the first max bytes of s[0..len), then "..." when
+ * there were more, every byte outside printable ASCII and the quote ' as
+ * '?', so the message stays one line whatever the file holds. buf holds at
+ * least max + 4 bytes; returns buf. */
+const char *llm__show(const void *s, size_t len, size_t max, char *buf);
+
 #endif

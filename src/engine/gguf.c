@@ -86,20 +86,11 @@ static int fail(cursor *c, int status, const char *fmt, ...)
     return status;
 }
 
-/* A printable rendering of untrusted name bytes for error text: at most 80
- * bytes, anything outside printable ASCII as '?', so the message stays one
- * line whatever the file holds. */
+/* Untrusted name bytes for error text (llm__show), at most 80 of them. The
+ * lengths shown are already bounded by the file's size. */
 static const char *show(const unsigned char *s, uint64_t len, char buf[84])
 {
-    uint64_t n = len > 80 ? 80 : len;
-    for (uint64_t i = 0; i < n; i++)
-        buf[i] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'') ? (char)s[i] : '?';
-    if (len > 80) {
-        buf[80] = buf[81] = buf[82] = '.';
-        n = 83;
-    }
-    buf[n] = '\0';
-    return buf;
+    return llm__show(s, (size_t)len, 80, buf);
 }
 
 static size_t left(const cursor *c)

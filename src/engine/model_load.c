@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errtext.h"
 #include "gguf.h"
 #include "llama2c.h"
 #include "model.h"
@@ -241,8 +242,9 @@ static int check_architecture(const llm_gguf *g, char *err, size_t errlen)
         return LLM_EFORMAT;
     }
     if (len != 5 || memcmp(arch, "llama", 5) != 0) {
-        llm_errf(err, errlen, "model: architecture '%.*s' is not supported (llama only)",
-                 (int)(len > 64 ? 64 : len), arch);
+        char shown[68];
+        llm_errf(err, errlen, "model: architecture '%s' is not supported (llama only)",
+                 llm__show(arch, len, 64, shown));
         return LLM_EUNSUP;
     }
     return 0;
@@ -264,8 +266,9 @@ static int rope_scaling(const llm_gguf *g, llm_hparams *hp, char *err, size_t er
         return rc;
     int linear = len == 6 && memcmp(type, "linear", 6) == 0;
     if (!linear && !(len == 4 && memcmp(type, "none", 4) == 0)) {
-        llm_errf(err, errlen, "model: rope scaling '%.*s' is not supported (none, linear)",
-                 (int)(len > 32 ? 32 : len), type);
+        char shown[36];
+        llm_errf(err, errlen, "model: rope scaling '%s' is not supported (none, linear)",
+                 llm__show(type, len, 32, shown));
         return LLM_EUNSUP;
     }
     if (!(factor > 0.0f) || !isfinite(factor)) {

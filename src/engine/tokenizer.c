@@ -306,9 +306,11 @@ static int gguf_kind(const llm_gguf *g, enum llm_tok_kind *kind, char *err, size
         *kind = LLM_TOK_SPM;
     else if (n == 4 && memcmp(s, "gpt2", 4) == 0)
         *kind = LLM_TOK_BPE;
-    else
-        return tok_fail(err, errlen, LLM_EFORMAT, "unsupported tokenizer model '%.*s' (need llama or gpt2)",
-                        (int)(n > 40 ? 40 : n), s);
+    else {
+        char shown[44];
+        return tok_fail(err, errlen, LLM_EFORMAT, "unsupported tokenizer model '%s' (need llama or gpt2)",
+                        llm__show(s, n, 40, shown));
+    }
     return 0;
 }
 
@@ -341,9 +343,10 @@ static int gguf_pre(const llm_gguf *g, enum llm_tok_pre *pre, char *err, size_t 
             return 0;
         }
     }
+    char shown[44];
     return tok_fail(err, errlen, LLM_EFORMAT,
-                    "unsupported tokenizer.ggml.pre '%.*s' (supported: default, gpt2, llama-bpe)",
-                    (int)(n > 40 ? 40 : n), s);
+                    "unsupported tokenizer.ggml.pre '%s' (supported: default, gpt2, llama-bpe)",
+                    llm__show(s, n, 40, shown));
 }
 
 static int gguf_pieces(const llm_gguf *g, enum llm_tok_kind kind, llm_tokenizer **out, char *err, size_t errlen)
