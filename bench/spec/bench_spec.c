@@ -429,7 +429,7 @@ static void by_rows(const llm_kernels *k, const unsigned char *w, size_t rb, con
 {
     for (int64_t r = 0; r < KB_ROWS; r++)
         for (int32_t t = 0; t < a->n; t++) {
-            llm_qrow xq = {a->d + t * (KB_LEN / 32), a->q + t * KB_LEN};
+            llm_qrow xq = {a->d + t * (KB_LEN / LLM_ACTS_QK), a->q + t * KB_LEN};
             y[t * KB_ROWS + r] = k->dot_q8_0(w + (size_t)r * rb, &xq, KB_LEN);
         }
 }
@@ -444,10 +444,10 @@ static int cmd_kernels(const opts *o)
     }
     vnni = avx2;
     int have_vnni = llm_kernels_vnni(&vnni) == 0;
-    size_t rb = KB_LEN / 32 * sizeof(llm_block_q8_0);
-    static unsigned char w[KB_ROWS * (KB_LEN / 32) * 34];
+    size_t rb = KB_LEN / LLM_QK8_0 * sizeof(llm_block_q8_0);
+    static unsigned char w[KB_ROWS * (KB_LEN / LLM_QK8_0) * sizeof(llm_block_q8_0)];
     static float row[KB_LEN], x[KB_MAX_N * KB_LEN], y[KB_MAX_N * KB_ROWS];
-    static float d[KB_MAX_N * KB_LEN / 32], dt[KB_MAX_N * KB_LEN / 32 + 8];
+    static float d[KB_MAX_N * KB_LEN / LLM_ACTS_QK], dt[KB_MAX_N * KB_LEN / LLM_ACTS_QK + 8];
     static int8_t q[KB_MAX_N * KB_LEN], qb[KB_MAX_N * KB_LEN];
     static int32_t xbias[KB_MAX_N * KB_LEN / 4];
     static double t[3][LOOP_MAX_REPS];
@@ -458,6 +458,8 @@ static int cmd_kernels(const opts *o)
     }
     for (int i = 0; i < KB_MAX_N * KB_LEN; i++)
         x[i] = (float)((i * 7) % 101 - 50) / 50.0f;
+    llm_matvec_fn mv_avx2 = llm_kernels_find(&avx2, LLM_TYPE_Q8_0)->matvec;
+    llm_matvec_fn mv_vnni = llm_kernels_find(&vnni, LLM_TYPE_Q8_0)->matvec;
     int reps = o->loop_reps > 1000 ? 200 : o->loop_reps;
     for (int32_t n = 1; n <= KB_MAX_N; n++) {
         llm_acts_scratch sc = {d, q, dt, qb, xbias};
@@ -469,9 +471,9 @@ static int cmd_kernels(const opts *o)
                 if (v == 0)
                     by_rows(&avx2, w, rb, &a, y);
                 else if (v == 1 || !have_vnni)
-                    avx2.matvec_q8_0(w, rb, KB_ROWS, &a, y, KB_ROWS);
+                    mv_avx2(w, rb, KB_ROWS, &a, y, KB_ROWS);
                 else
-                    vnni.matvec_q8_0(w, rb, KB_ROWS, &a, y, KB_ROWS);
+                    mv_vnni(w, rb, KB_ROWS, &a, y, KB_ROWS);
                 t[v][r] = (double)(now_ns() - t0);
             }
         static const char *const names[3] = {"single-row dot", "avx2 tiles", "vnni tiles"};

@@ -59,11 +59,15 @@ enum {
     LLM_EBACKEND = -7, /* the backend is unknown or failed */
     LLM_ESTATE = -8,   /* the call is not valid in the session's state */
     LLM_ETOKEN = -9,   /* a token id outside the vocabulary */
-    LLM_ESPACE = -10   /* a caller buffer is too small */
+    LLM_ESPACE = -10,  /* a caller buffer is too small */
+    LLM_ENOKEY = -11,  /* no entry under that key (model file metadata) */
+    LLM_ETYPE = -12,   /* an entry's value has another type than asked for */
+    LLM_ERANGE = -13   /* a value or index is out of range for its use */
 };
 
 /* The name of a status code ("invalid argument", ...). Static string, never
- * NULL; thread-safe. */
+ * NULL; thread-safe. Every part of the engine (model files, tokenizers,
+ * backends) returns these codes: there is one space, and this names it. */
 LLM_API const char *llm_strerror(int status);
 
 typedef struct llm_model llm_model;

@@ -94,6 +94,10 @@ typedef struct llm_backend_ops {
     void (*host_free)(llm_backend *be, void *p); /* NULL is harmless */
     void (*write)(llm_backend *be, void *dst, const void *src, size_t bytes);
     void (*read)(llm_backend *be, void *dst, const void *src, size_t bytes);
+    /* 1 when the blocks have kernels for weights of ggml type `type` (the
+     * backend's per-type table), else 0; the model refuses to open with a
+     * tensor whose type gets 0, naming the type and the backend. */
+    int (*supports_type)(const llm_backend *be, uint32_t type);
     /* Waits for the work issued so far. 0, or LLM_EBACKEND (see status). */
     int (*sync)(llm_backend *be);
     /* 0 while healthy; otherwise the sticky failure's status (LLM_EBACKEND,

@@ -72,6 +72,7 @@ typedef struct cursor {
     size_t pos;
     char *err;
     size_t errlen;
+    const llm_type_set *types; /* tensor types beyond the built-in ones */
 } cursor;
 
 static int fail(cursor *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -85,20 +86,11 @@ static int fail(cursor *c, int status, const char *fmt, ...)
     return status;
 }
 
-/* A printable rendering of untrusted name bytes for error text: at most 80
- * bytes, anything outside printable ASCII as '?', so the message stays one
- * line whatever the file holds. */
+/* Untrusted name bytes for error text (llm__show), at most 80 of them. The
+ * lengths shown are already bounded by the file's size. */
 static const char *show(const unsigned char *s, uint64_t len, char buf[84])
 {
-    uint64_t n = len > 80 ? 80 : len;
-    for (uint64_t i = 0; i < n; i++)
-        buf[i] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'') ? (char)s[i] : '?';
-    if (len > 80) {
-        buf[80] = buf[81] = buf[82] = '.';
-        n = 83;
-    }
-    buf[n] = '\0';
-    return buf;
+    return llm__show(s, (size_t)len, 80, buf);
 }
 
 static size_t left(const cursor *c)
@@ -194,7 +186,7 @@ static int skip_value(cursor *c, const char *name, uint32_t type, unsigned depth
     uint32_t sz = vtype_size(type);
     if (sz) {
         if (left(c) < sz)
-            return fail(c, LLM_GGUF_EFORMAT, "metadata '%s': value runs past end of file", name);
+            return fail(c, LLM_EFORMAT, "metadata '%s': value runs past end of file", name);
         c->pos += sz;
         return 0;
     }
@@ -203,10 +195,10 @@ static int skip_value(cursor *c, const char *name, uint32_t type, unsigned depth
         uint64_t len;
         int r = take_str(c, &s, &len);
         if (r == -3)
-            return fail(c, LLM_GGUF_EFORMAT, "metadata '%s': string length %llu exceeds limit %u", name,
+            return fail(c, LLM_EFORMAT, "metadata '%s': string length %llu exceeds limit %u", name,
                         (unsigned long long)len, LLM_GGUF_MAX_STRING);
         if (r)
-            return fail(c, LLM_GGUF_EFORMAT, "metadata '%s': string length %llu runs past end of file",
+            return fail(c, LLM_EFORMAT, "metadata '%s': string length %llu runs past end of file",
                         name, (unsigned long long)(r == -1 ? 0 : len));
         return 0;
     }
@@ -215,18 +207,18 @@ static int skip_value(cursor *c, const char *name, uint32_t type, unsigned depth
         uint64_t n;
         return skip_array(c, name, depth + 1, &et, &n);
     }
-    return fail(c, LLM_GGUF_EFORMAT, "metadata '%s' has unknown value type %u", name, type);
+    return fail(c, LLM_EFORMAT, "metadata '%s' has unknown value type %u", name, type);
 }
 
 static int skip_array(cursor *c, const char *name, unsigned depth, uint32_t *elem_type, uint64_t *count)
 {
     if (depth > LLM_GGUF_MAX_DEPTH)
-        return fail(c, LLM_GGUF_EFORMAT, "metadata '%s': arrays nested deeper than %u", name,
+        return fail(c, LLM_EFORMAT, "metadata '%s': arrays nested deeper than %u", name,
                     LLM_GGUF_MAX_DEPTH);
     if (take_u32(c, elem_type) || take(c, 8, count))
-        return fail(c, LLM_GGUF_EFORMAT, "metadata '%s': array header runs past end of file", name);
+        return fail(c, LLM_EFORMAT, "metadata '%s': array header runs past end of file", name);
     if (!vtype_valid(*elem_type))
-        return fail(c, LLM_GGUF_EFORMAT, "metadata '%s': array has unknown element type %u", name,
+        return fail(c, LLM_EFORMAT, "metadata '%s': array has unknown element type %u", name,
                     *elem_type);
     uint32_t sz = vtype_size(*elem_type);
     /* Every element takes at least one byte (8 for strings, 12 for
@@ -234,7 +226,7 @@ static int skip_array(cursor *c, const char *name, unsigned depth, uint32_t *ele
      * the element walk below linear in the file size. */
     uint64_t min = sz ? sz : (*elem_type == LLM_GGUF_STRING ? 8 : 12);
     if (*count > left(c) / min)
-        return fail(c, LLM_GGUF_EFORMAT, "metadata '%s': array of %llu elements runs past end of file",
+        return fail(c, LLM_EFORMAT, "metadata '%s': array of %llu elements runs past end of file",
                     name, (unsigned long long)*count);
     if (sz) {
         c->pos += (size_t)(*count * sz);
@@ -255,7 +247,7 @@ static int index_strings(kv_entry *e, cursor *c)
         return 0;
     e->str_off = malloc((size_t)e->count * sizeof *e->str_off);
     if (!e->str_off)
-        return fail(c, LLM_GGUF_ENOMEM, "out of memory indexing metadata array");
+        return fail(c, LLM_ENOMEM, "out of memory indexing metadata array");
     uint64_t off = 0;
     for (uint64_t i = 0; i < e->count; i++) {
         e->str_off[i] = off;
@@ -316,18 +308,18 @@ static int parse_kv(llm_gguf *g, cursor *c, uint64_t i)
     char shown[84];
     int r = take_str(c, &e->key, &e->key_len);
     if (r == -3)
-        return fail(c, LLM_GGUF_EFORMAT, "metadata entry %llu: key length %llu exceeds limit %u",
+        return fail(c, LLM_EFORMAT, "metadata entry %llu: key length %llu exceeds limit %u",
                     (unsigned long long)i, (unsigned long long)e->key_len, LLM_GGUF_MAX_STRING);
     if (r)
-        return fail(c, LLM_GGUF_EFORMAT, "metadata entry %llu: key runs past end of file",
+        return fail(c, LLM_EFORMAT, "metadata entry %llu: key runs past end of file",
                     (unsigned long long)i);
     if (e->key_len == 0)
-        return fail(c, LLM_GGUF_EFORMAT, "metadata entry %llu has an empty key", (unsigned long long)i);
+        return fail(c, LLM_EFORMAT, "metadata entry %llu has an empty key", (unsigned long long)i);
     const char *name = show(e->key, e->key_len, shown);
     if (kv_insert(g, i))
-        return fail(c, LLM_GGUF_EFORMAT, "duplicate metadata key '%s'", name);
+        return fail(c, LLM_EFORMAT, "duplicate metadata key '%s'", name);
     if (take_u32(c, &e->type))
-        return fail(c, LLM_GGUF_EFORMAT, "metadata '%s': value type runs past end of file", name);
+        return fail(c, LLM_EFORMAT, "metadata '%s': value type runs past end of file", name);
     if (e->type == LLM_GGUF_ARRAY) {
         size_t start = c->pos;
         r = skip_array(c, name, 1, &e->elem_type, &e->count);
@@ -356,7 +348,7 @@ static int read_alignment(llm_gguf *g, cursor *c)
         return 0;
     uint64_t a = e->type == LLM_GGUF_U32 ? le(e->val, 4) : 0;
     if (a == 0 || (a & (a - 1)) != 0 || a > (1u << 30))
-        return fail(c, LLM_GGUF_EFORMAT, "general.alignment must be a u32 power of two");
+        return fail(c, LLM_EFORMAT, "general.alignment must be a u32 power of two");
     g->alignment = (uint32_t)a;
     return 0;
 }
@@ -379,32 +371,33 @@ static int t_insert(llm_gguf *g, uint64_t i)
 static int parse_tensor_shape(cursor *c, llm_gguf_tensor *t, const char *name)
 {
     if (take_u32(c, &t->n_dims))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", name);
+        return fail(c, LLM_EFORMAT, "tensor '%s': header runs past end of file", name);
     if (t->n_dims == 0 || t->n_dims > LLM_GGUF_MAX_DIMS)
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has %u dimensions (must be 1..%u)", name, t->n_dims,
+        return fail(c, LLM_EFORMAT, "tensor '%s' has %u dimensions (must be 1..%u)", name, t->n_dims,
                     LLM_GGUF_MAX_DIMS);
     uint64_t total = 1;
     for (uint32_t d = 0; d < LLM_GGUF_MAX_DIMS; d++) {
         t->ne[d] = 1;
         if (d < t->n_dims && take(c, 8, &t->ne[d]))
-            return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", name);
+            return fail(c, LLM_EFORMAT, "tensor '%s': header runs past end of file", name);
         /* Element counts are int64 in ggml; keep the product below that. */
         if (t->ne[d] == 0 || t->ne[d] > (uint64_t)INT64_MAX / total)
-            return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has an invalid shape (dimension %u is %llu)", name, d,
+            return fail(c, LLM_EFORMAT, "tensor '%s' has an invalid shape (dimension %u is %llu)", name, d,
                         (unsigned long long)t->ne[d]);
         total *= t->ne[d];
     }
     if (take_u32(c, &t->type))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", name);
-    if (!llm_type_is_known(t->type))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' has unknown type %u", name, t->type);
+        return fail(c, LLM_EFORMAT, "tensor '%s': header runs past end of file", name);
+    const llm_type_traits *tt = llm_type_find(c->types, t->type);
+    if (!tt)
+        return fail(c, LLM_EFORMAT, "tensor '%s' has unknown type %u", name, t->type);
     uint64_t row;
-    if (llm_type_row_bytes(t->type, t->ne[0], &row))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' row of %llu elements is not a multiple of %s's block of %u",
-                    name, (unsigned long long)t->ne[0], llm_type_name(t->type), llm_type_block_size(t->type));
+    if (llm_type_traits_row_bytes(tt, t->ne[0], &row))
+        return fail(c, LLM_EFORMAT, "tensor '%s' row of %llu elements is not a multiple of %s's block of %u",
+                    name, (unsigned long long)t->ne[0], tt->name, tt->block_elems);
     uint64_t rows = total / t->ne[0];
     if (row != 0 && rows > UINT64_MAX / row)
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' size overflows", name);
+        return fail(c, LLM_EFORMAT, "tensor '%s' size overflows", name);
     t->nbytes = row * rows;
     return 0;
 }
@@ -416,12 +409,12 @@ static int parse_tensor(llm_gguf *g, cursor *c, uint64_t i, char **name_out)
     uint64_t len;
     char shown[84];
     if (take_str(c, &s, &len))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor %llu: name runs past end of file", (unsigned long long)i);
+        return fail(c, LLM_EFORMAT, "tensor %llu: name runs past end of file", (unsigned long long)i);
     if (len == 0 || len > LLM_GGUF_MAX_NAME)
-        return fail(c, LLM_GGUF_EFORMAT, "tensor %llu: name length %llu is not 1..%u", (unsigned long long)i,
+        return fail(c, LLM_EFORMAT, "tensor %llu: name length %llu is not 1..%u", (unsigned long long)i,
                     (unsigned long long)len, LLM_GGUF_MAX_NAME);
     if (memchr(s, 0, (size_t)len))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor %llu: name '%s' contains a NUL byte", (unsigned long long)i,
+        return fail(c, LLM_EFORMAT, "tensor %llu: name '%s' contains a NUL byte", (unsigned long long)i,
                     show(s, len, shown));
     /* The stored name keeps the file's bytes; errors print a safe copy. */
     memcpy(*name_out, s, (size_t)len);
@@ -430,14 +423,14 @@ static int parse_tensor(llm_gguf *g, cursor *c, uint64_t i, char **name_out)
     *name_out += len + 1;
     const char *pretty = show(s, len, shown);
     if (t_insert(g, i))
-        return fail(c, LLM_GGUF_EFORMAT, "duplicate tensor name '%s'", pretty);
+        return fail(c, LLM_EFORMAT, "duplicate tensor name '%s'", pretty);
     int r = parse_tensor_shape(c, t, pretty);
     if (r)
         return r;
     if (take(c, 8, &g->tensor_off[i]))
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s': header runs past end of file", pretty);
+        return fail(c, LLM_EFORMAT, "tensor '%s': header runs past end of file", pretty);
     if (g->tensor_off[i] % g->alignment != 0)
-        return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' offset %llu is not a multiple of alignment %u", pretty,
+        return fail(c, LLM_EFORMAT, "tensor '%s' offset %llu is not a multiple of alignment %u", pretty,
                     (unsigned long long)g->tensor_off[i], g->alignment);
     return 0;
 }
@@ -451,7 +444,7 @@ static int place_tensors(llm_gguf *g, cursor *c)
         uint64_t off = g->tensor_off[i];
         if (off > UINT64_MAX - g->data_offset || g->data_offset + off > g->size ||
             t->nbytes > g->size - (g->data_offset + off))
-            return fail(c, LLM_GGUF_EFORMAT, "tensor '%s' data runs past end of file",
+            return fail(c, LLM_EFORMAT, "tensor '%s' data runs past end of file",
                         show((const unsigned char *)t->name, strlen(t->name), shown));
         t->data = g->base + g->data_offset + off;
     }
@@ -464,27 +457,27 @@ static int parse_header(llm_gguf *g, cursor *c)
 {
     uint64_t magic;
     if (left(c) < 24)
-        return fail(c, LLM_GGUF_EFORMAT, "truncated header (%zu bytes)", c->len);
+        return fail(c, LLM_EFORMAT, "truncated header (%zu bytes)", c->len);
     take(c, 4, &magic);
     if (magic != LLM_GGUF_MAGIC)
-        return fail(c, LLM_GGUF_EFORMAT, "bad magic (not a GGUF file)");
+        return fail(c, LLM_EFORMAT, "bad magic (not a GGUF file)");
     take_u32(c, &g->version);
     if (g->version != 2 && g->version != 3)
-        return fail(c, LLM_GGUF_EFORMAT, "unsupported version %u (need 2 or 3)", g->version);
+        return fail(c, LLM_EFORMAT, "unsupported version %u (need 2 or 3)", g->version);
     take(c, 8, &g->n_tensors);
     take(c, 8, &g->n_kv);
     if (g->n_tensors > LLM_GGUF_MAX_TENSORS)
-        return fail(c, LLM_GGUF_EFORMAT, "tensor count %llu exceeds limit %u",
+        return fail(c, LLM_EFORMAT, "tensor count %llu exceeds limit %u",
                     (unsigned long long)g->n_tensors, LLM_GGUF_MAX_TENSORS);
     if (g->n_kv > LLM_GGUF_MAX_KV)
-        return fail(c, LLM_GGUF_EFORMAT, "metadata count %llu exceeds limit %u", (unsigned long long)g->n_kv,
+        return fail(c, LLM_EFORMAT, "metadata count %llu exceeds limit %u", (unsigned long long)g->n_kv,
                     LLM_GGUF_MAX_KV);
     /* Smallest encodings: a kv is 8+1+4+1 bytes, a tensor info 8+1+4+8+4+8. */
     if (g->n_kv > left(c) / 14)
-        return fail(c, LLM_GGUF_EFORMAT, "metadata count %llu is more than the file could hold",
+        return fail(c, LLM_EFORMAT, "metadata count %llu is more than the file could hold",
                     (unsigned long long)g->n_kv);
     if (g->n_tensors > left(c) / 33)
-        return fail(c, LLM_GGUF_EFORMAT, "tensor count %llu is more than the file could hold",
+        return fail(c, LLM_EFORMAT, "tensor count %llu is more than the file could hold",
                     (unsigned long long)g->n_tensors);
     return 0;
 }
@@ -500,7 +493,7 @@ static int alloc_tables(llm_gguf *g, cursor *c)
     g->t_hash = calloc((size_t)g->t_mask + 1, sizeof *g->t_hash);
     g->names = malloc((size_t)g->n_tensors * (LLM_GGUF_MAX_NAME + 1) + 1);
     if (!g->kv || !g->kv_hash || !g->tensors || !g->tensor_off || !g->t_hash || !g->names)
-        return fail(c, LLM_GGUF_ENOMEM, "out of memory for %llu tensors and %llu metadata entries",
+        return fail(c, LLM_ENOMEM, "out of memory for %llu tensors and %llu metadata entries",
                     (unsigned long long)g->n_tensors, (unsigned long long)g->n_kv);
     return 0;
 }
@@ -524,15 +517,15 @@ static int parse_all(llm_gguf *g, cursor *c)
     return place_tensors(g, c);
 }
 
-static int open_buffer(const unsigned char *buf, size_t len, int mapped, llm_gguf **out, char *err,
-                       size_t errlen)
+static int open_buffer(const unsigned char *buf, size_t len, int mapped, const llm_type_set *types,
+                       llm_gguf **out, char *err, size_t errlen)
 {
-    cursor c = {buf, len, 0, err, errlen};
+    cursor c = {buf, len, 0, err, errlen, types};
     llm_gguf *g = calloc(1, sizeof *g);
     if (!g) {
         if (mapped)
             munmap((void *)buf, len);
-        return fail(&c, LLM_GGUF_ENOMEM, "out of memory");
+        return fail(&c, LLM_ENOMEM, "out of memory");
     }
     g->base = buf;
     g->size = len;
@@ -548,34 +541,46 @@ static int open_buffer(const unsigned char *buf, size_t len, int mapped, llm_ggu
     return 0;
 }
 
-int llm_gguf_open_memory(const void *buf, size_t len, llm_gguf **out, char *err, size_t errlen)
+int llm_gguf_open_memory_types(const void *buf, size_t len, const llm_type_set *types, llm_gguf **out,
+                               char *err, size_t errlen)
 {
     *out = NULL;
-    return open_buffer(buf, len, 0, out, err, errlen);
+    return open_buffer(buf, len, 0, types, out, err, errlen);
 }
 
-int llm_gguf_open(const char *path, llm_gguf **out, char *err, size_t errlen)
+int llm_gguf_open_memory(const void *buf, size_t len, llm_gguf **out, char *err, size_t errlen)
 {
-    cursor c = {NULL, 0, 0, err, errlen};
+    return llm_gguf_open_memory_types(buf, len, NULL, out, err, errlen);
+}
+
+int llm_gguf_open_types(const char *path, const llm_type_set *types, llm_gguf **out, char *err,
+                        size_t errlen)
+{
+    cursor c = {NULL, 0, 0, err, errlen, types};
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(&c, LLM_GGUF_EIO, "cannot open '%s': %s", path, strerror(errno));
+        return fail(&c, LLM_EIO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(&c, LLM_GGUF_EIO, "'%s' is not a readable regular file", path);
+        return fail(&c, LLM_EIO, "'%s' is not a readable regular file", path);
     }
     if ((uint64_t)st.st_size < 24) {
         close(fd);
-        return fail(&c, LLM_GGUF_EFORMAT, "truncated header (%lld bytes)", (long long)st.st_size);
+        return fail(&c, LLM_EFORMAT, "truncated header (%lld bytes)", (long long)st.st_size);
     }
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int saved = errno;
     close(fd);
     if (m == MAP_FAILED)
-        return fail(&c, LLM_GGUF_EIO, "cannot map '%s': %s", path, strerror(saved));
-    return open_buffer(m, (size_t)st.st_size, 1, out, err, errlen);
+        return fail(&c, LLM_EIO, "cannot map '%s': %s", path, strerror(saved));
+    return open_buffer(m, (size_t)st.st_size, 1, types, out, err, errlen);
+}
+
+int llm_gguf_open(const char *path, llm_gguf **out, char *err, size_t errlen)
+{
+    return llm_gguf_open_types(path, NULL, out, err, errlen);
 }
 
 void llm_gguf_close(llm_gguf *g)
@@ -594,21 +599,6 @@ void llm_gguf_close(llm_gguf *g)
     if (g->mapped)
         munmap((void *)g->base, g->size);
     free(g);
-}
-
-const char *llm_gguf_strerror(int status)
-{
-    switch (status) {
-    case LLM_GGUF_OK: return "ok";
-    case LLM_GGUF_EIO: return "i/o error";
-    case LLM_GGUF_EFORMAT: return "malformed or unsupported GGUF file";
-    case LLM_GGUF_ENOMEM: return "out of memory";
-    case LLM_GGUF_ENOKEY: return "no such metadata key";
-    case LLM_GGUF_ETYPE: return "metadata value has another type";
-    case LLM_GGUF_ERANGE: return "value out of range";
-    case LLM_GGUF_EINVAL: return "invalid argument";
-    default: return "unknown status";
-    }
 }
 
 uint32_t llm_gguf_version(const llm_gguf *g) { return g->version; }
@@ -644,15 +634,15 @@ static void read_int(uint32_t t, const unsigned char *p, int *neg, uint64_t *u, 
 }
 
 /* The integer value of key, read as by read_int; *is_signed from its type.
- * LLM_GGUF_ENOKEY, or LLM_GGUF_ETYPE for a value that is not an integer. */
+ * LLM_ENOKEY, or LLM_ETYPE for a value that is not an integer. */
 static int find_int(const llm_gguf *g, const char *key, int *neg, uint64_t *u, int64_t *s,
                     int *is_signed)
 {
     const kv_entry *e = find(g, key);
     if (!e)
-        return LLM_GGUF_ENOKEY;
+        return LLM_ENOKEY;
     if (!vtype_is_int(e->type))
-        return LLM_GGUF_ETYPE;
+        return LLM_ETYPE;
     read_int(e->type, e->val, neg, u, s);
     *is_signed = vtype_is_signed(e->type);
     return 0;
@@ -667,7 +657,7 @@ static int get_uint(const llm_gguf *g, const char *key, uint64_t max, uint64_t *
     if (r)
         return r;
     if (neg || u > max)
-        return LLM_GGUF_ERANGE;
+        return LLM_ERANGE;
     *out = u;
     return 0;
 }
@@ -695,7 +685,7 @@ int llm_gguf_get_i64(const llm_gguf *g, const char *key, int64_t *out)
     if (r)
         return r;
     if (!is_signed && u > (uint64_t)INT64_MAX)
-        return LLM_GGUF_ERANGE;
+        return LLM_ERANGE;
     *out = s;
     return 0;
 }
@@ -714,9 +704,9 @@ int llm_gguf_get_f32(const llm_gguf *g, const char *key, float *out)
 {
     const kv_entry *e = find(g, key);
     if (!e)
-        return LLM_GGUF_ENOKEY;
+        return LLM_ENOKEY;
     if (e->type != LLM_GGUF_F32 && e->type != LLM_GGUF_F64)
-        return LLM_GGUF_ETYPE;
+        return LLM_ETYPE;
     *out = (float)read_float(e->type, e->val);
     return 0;
 }
@@ -725,9 +715,9 @@ int llm_gguf_get_bool(const llm_gguf *g, const char *key, int *out)
 {
     const kv_entry *e = find(g, key);
     if (!e)
-        return LLM_GGUF_ENOKEY;
+        return LLM_ENOKEY;
     if (e->type != LLM_GGUF_BOOL)
-        return LLM_GGUF_ETYPE;
+        return LLM_ETYPE;
     *out = e->val[0] != 0;
     return 0;
 }
@@ -736,9 +726,9 @@ int llm_gguf_get_str(const llm_gguf *g, const char *key, const char **s, size_t 
 {
     const kv_entry *e = find(g, key);
     if (!e)
-        return LLM_GGUF_ENOKEY;
+        return LLM_ENOKEY;
     if (e->type != LLM_GGUF_STRING)
-        return LLM_GGUF_ETYPE;
+        return LLM_ETYPE;
     *len = (size_t)le(e->val, 8);
     *s = (const char *)e->val + 8;
     return 0;
@@ -749,9 +739,9 @@ int llm_gguf_get_arr(const llm_gguf *g, const char *key, uint32_t *elem_type, ui
 {
     const kv_entry *e = find(g, key);
     if (!e)
-        return LLM_GGUF_ENOKEY;
+        return LLM_ENOKEY;
     if (e->type != LLM_GGUF_ARRAY)
-        return LLM_GGUF_ETYPE;
+        return LLM_ETYPE;
     *elem_type = e->elem_type;
     *count = e->count;
     *data = e->val;
@@ -765,11 +755,11 @@ static int find_arr(const llm_gguf *g, const char *key, uint64_t i, int (*accept
 {
     const kv_entry *e = find(g, key);
     if (!e)
-        return LLM_GGUF_ENOKEY;
+        return LLM_ENOKEY;
     if (e->type != LLM_GGUF_ARRAY || !accept(e->elem_type))
-        return LLM_GGUF_ETYPE;
+        return LLM_ETYPE;
     if (i >= e->count)
-        return LLM_GGUF_ERANGE;
+        return LLM_ERANGE;
     *out = e;
     return 0;
 }
@@ -826,7 +816,7 @@ int llm_gguf_arr_i64(const llm_gguf *g, const char *key, uint64_t i, int64_t *ou
     int64_t s;
     read_int(e->elem_type, e->val + i * vtype_size(e->elem_type), &neg, &u, &s);
     if (!vtype_is_signed(e->elem_type) && u > (uint64_t)INT64_MAX)
-        return LLM_GGUF_ERANGE;
+        return LLM_ERANGE;
     *out = s;
     return 0;
 }
@@ -839,7 +829,7 @@ uint64_t llm_gguf_kv_count(const llm_gguf *g)
 int llm_gguf_kv_at(const llm_gguf *g, uint64_t i, const char **key, size_t *key_len, uint32_t *type)
 {
     if (i >= g->n_kv)
-        return LLM_GGUF_ERANGE;
+        return LLM_ERANGE;
     *key = (const char *)g->kv[i].key;
     *key_len = (size_t)g->kv[i].key_len;
     *type = g->kv[i].type;

@@ -43,24 +43,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "phasemark/engine.h"
+#include "quant.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Status codes. 0 is success; failures are negative, never renumbered. */
-enum {
-    LLM_GGUF_OK = 0,
-    LLM_GGUF_EIO = -1,     /* open/stat/mmap/write failed */
-    LLM_GGUF_EFORMAT = -2, /* malformed or unsupported file */
-    LLM_GGUF_ENOMEM = -3,  /* allocation failed */
-    LLM_GGUF_ENOKEY = -4,  /* no metadata entry with that key */
-    LLM_GGUF_ETYPE = -5,   /* entry has a type the getter cannot return */
-    LLM_GGUF_ERANGE = -6,  /* value does not fit the requested type / index out of range */
-    LLM_GGUF_EINVAL = -7   /* bad argument (writer: duplicate name, bad shape, ...) */
-};
-
-/* A short static description of a status code. */
-const char *llm_gguf_strerror(int status);
+/* Status codes are the engine's one space (phasemark/engine.h, named by
+ * llm_strerror): LLM_EIO (open/stat/mmap/write failed), LLM_EFORMAT
+ * (malformed or unsupported file), LLM_ENOMEM, LLM_ENOKEY (no metadata
+ * entry with that key), LLM_ETYPE (the entry has a type the getter cannot
+ * return), LLM_ERANGE (a value that does not fit the requested type, an
+ * index out of range), LLM_EINVAL (a bad argument; writer: duplicate name,
+ * bad shape, ...). */
 
 /* Metadata value types (GGUF's numbering). */
 enum llm_gguf_vtype {
@@ -94,7 +90,9 @@ typedef struct llm_gguf_tensor {
     const char *name;     /* NUL-terminated, owned by the handle */
     uint32_t n_dims;      /* 1..4 */
     uint64_t ne[4];       /* elements per dimension; ne[0] contiguous; unused = 1 */
-    uint32_t type;        /* ggml type id (quant.h); known layout, maybe not supported */
+    uint32_t type;        /* ggml type id (quant.h); known layout (built in or
+                             one of the types the handle was opened with),
+                             maybe not convertible */
     const void *data;     /* inside the mapping */
     uint64_t nbytes;      /* bytes of data */
 } llm_gguf_tensor;
@@ -110,6 +108,14 @@ int llm_gguf_open(const char *path, llm_gguf **out, char *err, size_t errlen);
  * aligned as buf + offset. */
 int llm_gguf_open_memory(const void *buf, size_t len, llm_gguf **out, char *err, size_t errlen);
 
+/* llm_gguf_open / llm_gguf_open_memory for a file that may hold tensor
+ * types beyond the built-in ones: a tensor's type is looked up in the
+ * built-in table, then in `types` (NULL: none; only read during the call). */
+int llm_gguf_open_types(const char *path, const llm_type_set *types, llm_gguf **out, char *err,
+                        size_t errlen);
+int llm_gguf_open_memory_types(const void *buf, size_t len, const llm_type_set *types, llm_gguf **out,
+                               char *err, size_t errlen);
+
 /* Releases the handle and its mapping. NULL is harmless. */
 void llm_gguf_close(llm_gguf *g);
 
@@ -119,8 +125,8 @@ uint64_t llm_gguf_data_offset(const llm_gguf *g); /* file offset of the tensor d
 uint64_t llm_gguf_file_size(const llm_gguf *g);
 
 /* Metadata by key (exact, case-sensitive). Each returns 0 and the value,
- * LLM_GGUF_ENOKEY when absent, LLM_GGUF_ETYPE when the entry's type is not
- * convertible, LLM_GGUF_ERANGE when an integer does not fit.
+ * LLM_ENOKEY when absent, LLM_ETYPE when the entry's type is not
+ * convertible, LLM_ERANGE when an integer does not fit.
  *   get_u32 / get_u64: any integer type whose value fits (negative fails).
  *   get_i64:           any integer type whose value fits.
  *   get_f32:           f32 or f64 (f64 rounded to f32).
@@ -136,22 +142,23 @@ int llm_gguf_get_str(const llm_gguf *g, const char *key, const char **s, size_t 
 /* Array entry: element type, element count, and a pointer to the first
  * element's raw little-endian bytes (unaligned). For string arrays and
  * nested arrays *data points at the serialized elements; use
- * llm_gguf_arr_str() for strings. ETYPE when the entry is not an array. */
+ * llm_gguf_arr_str() for strings. LLM_ETYPE when the entry is not an array. */
 int llm_gguf_get_arr(const llm_gguf *g, const char *key, uint32_t *elem_type, uint64_t *count,
                      const void **data);
 
 /* Element i of a string array, O(1) (an index is built at open).
- * ETYPE when the entry is not an array of strings, ERANGE when i >= count. */
+ * LLM_ETYPE when the entry is not an array of strings, LLM_ERANGE when i >=
+ * count. */
 int llm_gguf_arr_str(const llm_gguf *g, const char *key, uint64_t i, const char **s, size_t *len);
 
 /* Element i of a numeric array, converted: arr_f32 accepts f32/f64 arrays,
- * arr_i64 any integer array (and bool). ETYPE / ERANGE as above. */
+ * arr_i64 any integer array (and bool). LLM_ETYPE / LLM_ERANGE as above. */
 int llm_gguf_arr_f32(const llm_gguf *g, const char *key, uint64_t i, float *out);
 int llm_gguf_arr_i64(const llm_gguf *g, const char *key, uint64_t i, int64_t *out);
 
 /* Enumeration of metadata in file order (for inspection tools). */
 uint64_t llm_gguf_kv_count(const llm_gguf *g);
-/* Key and value type of entry i; ERANGE when i >= count. */
+/* Key and value type of entry i; LLM_ERANGE when i >= count. */
 int llm_gguf_kv_at(const llm_gguf *g, uint64_t i, const char **key, size_t *key_len, uint32_t *type);
 
 /* Tensors in file order. */
@@ -168,7 +175,7 @@ typedef struct llm_gguf_writer llm_gguf_writer;
  * write. Called once per row in order, from the writing thread. */
 typedef int (*llm_gguf_row_fn)(void *ctx, uint64_t row, float *dst, uint64_t n);
 
-/* Creates an empty writer (GGUF v3, alignment 32). 0 or LLM_GGUF_ENOMEM.
+/* Creates an empty writer (GGUF v3, alignment 32). 0 or LLM_ENOMEM.
  * Free it with llm_gguf_writer_free(). */
 int llm_gguf_writer_new(llm_gguf_writer **out);
 void llm_gguf_writer_free(llm_gguf_writer *w);
@@ -200,7 +207,12 @@ int llm_gguf_writer_set_arr(llm_gguf_writer *w, const char *key, uint32_t elem_t
 int llm_gguf_writer_set_arr_str(llm_gguf_writer *w, const char *key, const char *const *strs,
                                 const size_t *lens, uint64_t count);
 
-/* Tensors, written in the order added. `type` must be supported and ne[0] a
+/* Tensor types beyond the built-in ones that later add_tensor calls may
+ * name (NULL: none). The writer borrows the set until it is freed. */
+void llm_gguf_writer_set_types(llm_gguf_writer *w, const llm_type_set *types);
+
+/* Tensors, written in the order added. `type` must convert (a built-in
+ * supported type, or one of the writer's types) and ne[0] be a
  * multiple of its block size; names unique, 1..LLM_GGUF_MAX_NAME bytes.
  * add_tensor_f32 borrows `data` (ne[0]*...*ne[n_dims-1] floats, row-major
  * with ne[0] contiguous) until the write or free; add_tensor_gen calls

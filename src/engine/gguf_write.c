@@ -39,6 +39,8 @@ typedef struct w_kv {
 typedef struct w_tensor {
     char *name;
     uint32_t type;
+    const llm_type_traits *tt; /* type's traits (converts) */
+    uint64_t row_bytes;
     uint32_t n_dims;
     uint64_t ne[4];
     const float *data;  /* borrowed, or NULL when fn is set */
@@ -54,6 +56,7 @@ struct llm_gguf_writer {
     w_tensor *t;
     size_t n_t, cap_t;
     uint32_t alignment;
+    const llm_type_set *types; /* borrowed; NULL: built-in types only */
     int failed;
     char err[256];
 };
@@ -107,7 +110,7 @@ int llm_gguf_writer_new(llm_gguf_writer **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out)
-        return LLM_GGUF_ENOMEM;
+        return LLM_ENOMEM;
     (*out)->alignment = LLM_GGUF_DEFAULT_ALIGNMENT;
     return 0;
 }
@@ -132,6 +135,11 @@ const char *llm_gguf_writer_error(const llm_gguf_writer *w)
     return w->err;
 }
 
+void llm_gguf_writer_set_types(llm_gguf_writer *w, const llm_type_set *types)
+{
+    w->types = types;
+}
+
 static char *dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -148,12 +156,12 @@ static w_kv *new_kv(llm_gguf_writer *w, const char *key, uint32_t type)
     if (w->failed)
         return NULL;
     if (!key || !key[0] || strlen(key) > LLM_GGUF_MAX_STRING) {
-        wfail(w, LLM_GGUF_EINVAL, "metadata key is empty or too long");
+        wfail(w, LLM_EINVAL, "metadata key is empty or too long");
         return NULL;
     }
     for (size_t i = 0; i < w->n_kv; i++) {
         if (strcmp(w->kv[i].key, key) == 0) {
-            wfail(w, LLM_GGUF_EINVAL, "duplicate metadata key '%s'", key);
+            wfail(w, LLM_EINVAL, "duplicate metadata key '%s'", key);
             return NULL;
         }
     }
@@ -161,7 +169,7 @@ static w_kv *new_kv(llm_gguf_writer *w, const char *key, uint32_t type)
         size_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
         w_kv *kv = realloc(w->kv, cap * sizeof *kv);
         if (!kv) {
-            wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+            wfail(w, LLM_ENOMEM, "out of memory");
             return NULL;
         }
         w->kv = kv;
@@ -171,7 +179,7 @@ static w_kv *new_kv(llm_gguf_writer *w, const char *key, uint32_t type)
     memset(e, 0, sizeof *e);
     e->key = dup_str(key);
     if (!e->key) {
-        wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+        wfail(w, LLM_ENOMEM, "out of memory");
         return NULL;
     }
     e->type = type;
@@ -185,7 +193,7 @@ static int set_scalar(llm_gguf_writer *w, const char *key, uint32_t type, uint64
     if (!e)
         return w->failed;
     if (blob_le(&e->val, bits, n))
-        return wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+        return wfail(w, LLM_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -213,7 +221,7 @@ int llm_gguf_writer_set_u32(llm_gguf_writer *w, const char *key, uint32_t v)
 {
     if (!w->failed && key && strcmp(key, "general.alignment") == 0) {
         if (v == 0 || (v & (v - 1)) != 0 || v > (1u << 30))
-            return wfail(w, LLM_GGUF_EINVAL, "general.alignment %u is not a power of two", v);
+            return wfail(w, LLM_EINVAL, "general.alignment %u is not a power of two", v);
         w->alignment = v;
     }
     return set_scalar(w, key, LLM_GGUF_U32, v, 4);
@@ -254,12 +262,12 @@ int llm_gguf_writer_set_bool(llm_gguf_writer *w, const char *key, int v)
 int llm_gguf_writer_set_str(llm_gguf_writer *w, const char *key, const char *s, size_t len)
 {
     if (!w->failed && len > LLM_GGUF_MAX_STRING)
-        return wfail(w, LLM_GGUF_EINVAL, "metadata '%s': string longer than %u bytes", key, LLM_GGUF_MAX_STRING);
+        return wfail(w, LLM_EINVAL, "metadata '%s': string longer than %u bytes", key, LLM_GGUF_MAX_STRING);
     w_kv *e = new_kv(w, key, LLM_GGUF_STRING);
     if (!e)
         return w->failed;
     if (blob_str(&e->val, s, len))
-        return wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+        return wfail(w, LLM_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -291,17 +299,17 @@ int llm_gguf_writer_set_arr(llm_gguf_writer *w, const char *key, uint32_t elem_t
 {
     size_t sz = fixed_size(elem_type);
     if (!w->failed && !sz)
-        return wfail(w, LLM_GGUF_EINVAL, "metadata '%s': array element type %u is not a fixed-size type", key,
+        return wfail(w, LLM_EINVAL, "metadata '%s': array element type %u is not a fixed-size type", key,
                      elem_type);
     w_kv *e = new_kv(w, key, LLM_GGUF_ARRAY);
     if (!e)
         return w->failed;
     const unsigned char *p = data;
     if (blob_le(&e->val, elem_type, 4) || blob_le(&e->val, count, 8))
-        return wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+        return wfail(w, LLM_ENOMEM, "out of memory");
     for (uint64_t i = 0; i < count; i++)
         if (put_elem(&e->val, elem_type, p + i * sz))
-            return wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+            return wfail(w, LLM_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -312,14 +320,14 @@ int llm_gguf_writer_set_arr_str(llm_gguf_writer *w, const char *key, const char 
     if (!e)
         return w->failed;
     if (blob_le(&e->val, LLM_GGUF_STRING, 4) || blob_le(&e->val, count, 8))
-        return wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+        return wfail(w, LLM_ENOMEM, "out of memory");
     for (uint64_t i = 0; i < count; i++) {
         size_t len = lens ? lens[i] : strlen(strs[i]);
         if (len > LLM_GGUF_MAX_STRING)
-            return wfail(w, LLM_GGUF_EINVAL, "metadata '%s': element %llu longer than %u bytes", key,
+            return wfail(w, LLM_EINVAL, "metadata '%s': element %llu longer than %u bytes", key,
                          (unsigned long long)i, LLM_GGUF_MAX_STRING);
         if (blob_str(&e->val, strs[i], len))
-            return wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+            return wfail(w, LLM_ENOMEM, "out of memory");
     }
     return 0;
 }
@@ -327,32 +335,35 @@ int llm_gguf_writer_set_arr_str(llm_gguf_writer *w, const char *key, const char 
 /* ---- tensors --------------------------------------------------------- */
 
 static int check_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
-                        uint64_t *nbytes)
+                        w_tensor *t)
 {
     size_t len = name ? strlen(name) : 0;
     if (len == 0 || len > LLM_GGUF_MAX_NAME)
-        return wfail(w, LLM_GGUF_EINVAL, "tensor name length %zu is not 1..%u", len, LLM_GGUF_MAX_NAME);
+        return wfail(w, LLM_EINVAL, "tensor name length %zu is not 1..%u", len, LLM_GGUF_MAX_NAME);
     for (size_t i = 0; i < w->n_t; i++)
         if (strcmp(w->t[i].name, name) == 0)
-            return wfail(w, LLM_GGUF_EINVAL, "duplicate tensor name '%s'", name);
-    if (!llm_type_is_supported(type))
-        return wfail(w, LLM_GGUF_EINVAL, "tensor '%s': type %u (%s) cannot be written", name, type,
-                     llm_type_name(type));
+            return wfail(w, LLM_EINVAL, "duplicate tensor name '%s'", name);
+    const llm_type_traits *tt = llm_type_find(w->types, type);
+    if (!llm_type_traits_converts(tt))
+        return wfail(w, LLM_EINVAL, "tensor '%s': type %u (%s) cannot be written", name, type,
+                     tt ? tt->name : "unknown");
     if (n_dims == 0 || n_dims > LLM_GGUF_MAX_DIMS)
-        return wfail(w, LLM_GGUF_EINVAL, "tensor '%s' has %u dimensions (must be 1..4)", name, n_dims);
+        return wfail(w, LLM_EINVAL, "tensor '%s' has %u dimensions (must be 1..4)", name, n_dims);
     uint64_t rows = 1;
     for (uint32_t d = 1; d < n_dims; d++) {
         if (ne[d] == 0 || rows > (uint64_t)INT64_MAX / ne[d])
-            return wfail(w, LLM_GGUF_EINVAL, "tensor '%s' has an invalid shape", name);
+            return wfail(w, LLM_EINVAL, "tensor '%s' has an invalid shape", name);
         rows *= ne[d];
     }
     uint64_t row;
-    if (ne[0] == 0 || llm_type_row_bytes(type, ne[0], &row) != 0)
-        return wfail(w, LLM_GGUF_EINVAL, "tensor '%s': row of %llu elements does not fit %s blocks of %u", name,
-                     (unsigned long long)ne[0], llm_type_name(type), llm_type_block_size(type));
-    if (rows > UINT64_MAX / row / 2)
-        return wfail(w, LLM_GGUF_EINVAL, "tensor '%s' is too large", name);
-    *nbytes = row * rows;
+    if (ne[0] == 0 || llm_type_traits_row_bytes(tt, ne[0], &row) != 0)
+        return wfail(w, LLM_EINVAL, "tensor '%s': row of %llu elements does not fit %s blocks of %u", name,
+                     (unsigned long long)ne[0], tt->name, tt->block_elems);
+    if (row == 0 || rows > UINT64_MAX / row / 2)
+        return wfail(w, LLM_EINVAL, "tensor '%s' is too large", name);
+    t->tt = tt;
+    t->row_bytes = row;
+    t->nbytes = row * rows;
     return 0;
 }
 
@@ -361,23 +372,24 @@ static int add_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint3
 {
     if (w->failed)
         return w->failed;
-    uint64_t nbytes = 0;
-    int r = check_tensor(w, name, type, n_dims, ne, &nbytes);
+    w_tensor checked;
+    memset(&checked, 0, sizeof checked);
+    int r = check_tensor(w, name, type, n_dims, ne, &checked);
     if (r)
         return r;
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? 2 * w->cap_t : 64;
         w_tensor *t = realloc(w->t, cap * sizeof *t);
         if (!t)
-            return wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+            return wfail(w, LLM_ENOMEM, "out of memory");
         w->t = t;
         w->cap_t = cap;
     }
     w_tensor *t = &w->t[w->n_t];
-    memset(t, 0, sizeof *t);
+    *t = checked;
     t->name = dup_str(name);
     if (!t->name)
-        return wfail(w, LLM_GGUF_ENOMEM, "out of memory");
+        return wfail(w, LLM_ENOMEM, "out of memory");
     t->type = type;
     t->n_dims = n_dims;
     for (uint32_t d = 0; d < 4; d++)
@@ -385,7 +397,6 @@ static int add_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint3
     t->data = data;
     t->fn = fn;
     t->ctx = ctx;
-    t->nbytes = nbytes;
     w->n_t++;
     return 0;
 }
@@ -394,7 +405,7 @@ int llm_gguf_writer_add_tensor_f32(llm_gguf_writer *w, const char *name, uint32_
                                    const uint64_t *ne, const float *data)
 {
     if (!w->failed && !data)
-        return wfail(w, LLM_GGUF_EINVAL, "tensor '%s': no data", name ? name : "");
+        return wfail(w, LLM_EINVAL, "tensor '%s': no data", name ? name : "");
     return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL);
 }
 
@@ -402,7 +413,7 @@ int llm_gguf_writer_add_tensor_gen(llm_gguf_writer *w, const char *name, uint32_
                                    const uint64_t *ne, llm_gguf_row_fn fn, void *ctx)
 {
     if (!w->failed && !fn)
-        return wfail(w, LLM_GGUF_EINVAL, "tensor '%s': no row generator", name ? name : "");
+        return wfail(w, LLM_EINVAL, "tensor '%s': no row generator", name ? name : "");
     return add_tensor(w, name, type, n_dims, ne, NULL, fn, ctx);
 }
 
@@ -438,7 +449,7 @@ static int build_head(llm_gguf_writer *w, blob *h)
         r = blob_put(h, zeros, k);
         pad -= k;
     }
-    return r ? wfail(w, LLM_GGUF_ENOMEM, "out of memory") : 0;
+    return r ? wfail(w, LLM_ENOMEM, "out of memory") : 0;
 }
 
 static int write_zeros(FILE *f, uint64_t n)
@@ -457,35 +468,36 @@ static int write_zeros(FILE *f, uint64_t n)
  * buffers of ne[0] floats and one row's bytes. */
 static int write_tensor(llm_gguf_writer *w, FILE *f, const w_tensor *t, float *row, unsigned char *out)
 {
-    uint64_t n = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3], rb;
-    llm_type_row_bytes(t->type, n, &rb);
+    uint64_t n = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3], rb = t->row_bytes;
     for (uint64_t i = 0; i < rows; i++) {
         const float *src = t->data ? t->data + i * n : row;
         if (t->fn && t->fn(t->ctx, i, row, n) != 0)
-            return wfail(w, LLM_GGUF_EINVAL, "tensor '%s': row generator failed at row %llu", t->name,
+            return wfail(w, LLM_EINVAL, "tensor '%s': row generator failed at row %llu", t->name,
                          (unsigned long long)i);
-        llm_quantize_row(t->type, src, out, (size_t)n);
+        t->tt->from_f32(src, out, (size_t)n);
         if (fwrite(out, 1, (size_t)rb, f) != rb)
-            return wfail(w, LLM_GGUF_EIO, "write failed: %s", strerror(errno));
+            return wfail(w, LLM_EIO, "write failed: %s", strerror(errno));
     }
     uint64_t pad = align_up(t->nbytes, w->alignment) - t->nbytes;
     if (pad && write_zeros(f, pad))
-        return wfail(w, LLM_GGUF_EIO, "write failed: %s", strerror(errno));
+        return wfail(w, LLM_EIO, "write failed: %s", strerror(errno));
     return 0;
 }
 
 static int write_body(llm_gguf_writer *w, FILE *f, const blob *head)
 {
     if (fwrite(head->p, 1, head->len, f) != head->len)
-        return wfail(w, LLM_GGUF_EIO, "write failed: %s", strerror(errno));
-    uint64_t max_n = 0;
-    for (size_t i = 0; i < w->n_t; i++)
+        return wfail(w, LLM_EIO, "write failed: %s", strerror(errno));
+    uint64_t max_n = 0, max_bytes = 0;
+    for (size_t i = 0; i < w->n_t; i++) {
         max_n = w->t[i].ne[0] > max_n ? w->t[i].ne[0] : max_n;
-    if (max_n > SIZE_MAX / 8)
-        return wfail(w, LLM_GGUF_ENOMEM, "rows too long");
+        max_bytes = w->t[i].row_bytes > max_bytes ? w->t[i].row_bytes : max_bytes;
+    }
+    if (max_n > SIZE_MAX / 8 || max_bytes > SIZE_MAX / 2)
+        return wfail(w, LLM_ENOMEM, "rows too long");
     float *row = malloc((size_t)(max_n ? max_n : 1) * sizeof *row);
-    unsigned char *out = malloc((size_t)(max_n ? max_n : 1) * sizeof(float));
-    int r = (!row || !out) ? wfail(w, LLM_GGUF_ENOMEM, "out of memory") : 0;
+    unsigned char *out = malloc((size_t)(max_bytes ? max_bytes : 1));
+    int r = (!row || !out) ? wfail(w, LLM_ENOMEM, "out of memory") : 0;
     for (size_t i = 0; !r && i < w->n_t; i++)
         r = write_tensor(w, f, &w->t[i], row, out);
     free(row);
@@ -501,7 +513,7 @@ static int finish_file(llm_gguf_writer *w, FILE *f)
         r = 1;
         saved = errno;
     }
-    return r ? wfail(w, LLM_GGUF_EIO, "write failed: %s", strerror(saved)) : 0;
+    return r ? wfail(w, LLM_EIO, "write failed: %s", strerror(saved)) : 0;
 }
 
 int llm_gguf_writer_write(llm_gguf_writer *w, const char *path, char *err, size_t errlen)
@@ -510,12 +522,12 @@ int llm_gguf_writer_write(llm_gguf_writer *w, const char *path, char *err, size_
     char tmp[4096];
     blob head = {0};
     if (!r && (size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        r = wfail(w, LLM_GGUF_EINVAL, "path too long");
+        r = wfail(w, LLM_EINVAL, "path too long");
     if (!r)
         r = build_head(w, &head);
     FILE *f = NULL;
     if (!r && !(f = fopen(tmp, "wb")))
-        r = wfail(w, LLM_GGUF_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+        r = wfail(w, LLM_EIO, "cannot create '%s': %s", tmp, strerror(errno));
     if (!r) {
         r = write_body(w, f, &head);
         if (r)
@@ -523,7 +535,7 @@ int llm_gguf_writer_write(llm_gguf_writer *w, const char *path, char *err, size_
         else
             r = finish_file(w, f);
         if (!r && rename(tmp, path) != 0)
-            r = wfail(w, LLM_GGUF_EIO, "cannot rename to '%s': %s", path, strerror(errno));
+            r = wfail(w, LLM_EIO, "cannot rename to '%s': %s", path, strerror(errno));
         if (r)
             remove(tmp);
     }
@@ -532,7 +544,7 @@ int llm_gguf_writer_write(llm_gguf_writer *w, const char *path, char *err, size_
         snprintf(err, errlen, "%s", r ? w->err : "");
     /* An I/O failure need not poison the writer: the caller may retry to
      * another path. Argument errors stay sticky. */
-    if (r == LLM_GGUF_EIO)
+    if (r == LLM_EIO)
         w->failed = 0;
     return r;
 }

@@ -73,7 +73,7 @@ static int32_t load_i32(const unsigned char *p)
 static int read_config(const unsigned char *p, size_t len, llm_llama2c_config *cfg, char *err, size_t errlen)
 {
     if (len < L2C_HEADER_BYTES)
-        return l2c_fail(err, errlen, LLM_L2C_EFORMAT, "truncated header (%zu bytes, need 28)", len);
+        return l2c_fail(err, errlen, LLM_EFORMAT, "truncated header (%zu bytes, need 28)", len);
     int32_t h[7];
     for (int i = 0; i < 7; i++)
         h[i] = load_i32(p + 4 * i);
@@ -86,7 +86,7 @@ static int read_config(const unsigned char *p, size_t len, llm_llama2c_config *c
         if (i == 5 && v < 0)
             v = -v;
         if (v <= 0 || v > (int64_t)max[i])
-            return l2c_fail(err, errlen, LLM_L2C_EFORMAT, "header %s = %d is out of range (1..%u)", names[i],
+            return l2c_fail(err, errlen, LLM_EFORMAT, "header %s = %d is out of range (1..%u)", names[i],
                             (int)h[i], max[i]);
     }
     cfg->dim = (uint32_t)h[0];
@@ -100,10 +100,10 @@ static int read_config(const unsigned char *p, size_t len, llm_llama2c_config *c
     cfg->rope_theta = 10000.0f;
     cfg->rms_eps = 1e-5f;
     if (cfg->dim % cfg->n_heads != 0 || (cfg->dim / cfg->n_heads) % 2 != 0)
-        return l2c_fail(err, errlen, LLM_L2C_EFORMAT, "dim %u is not n_heads %u times an even head size", cfg->dim,
+        return l2c_fail(err, errlen, LLM_EFORMAT, "dim %u is not n_heads %u times an even head size", cfg->dim,
                         cfg->n_heads);
     if (cfg->n_kv_heads > cfg->n_heads || cfg->n_heads % cfg->n_kv_heads != 0)
-        return l2c_fail(err, errlen, LLM_L2C_EFORMAT, "n_kv_heads %u does not divide n_heads %u", cfg->n_kv_heads,
+        return l2c_fail(err, errlen, LLM_EFORMAT, "n_kv_heads %u does not divide n_heads %u", cfg->n_kv_heads,
                         cfg->n_heads);
     return 0;
 }
@@ -182,16 +182,16 @@ static int open_buffer(const unsigned char *buf, size_t len, int mapped, llm_lla
         compute_layout(&cfg, &l);
         uint64_t want = L2C_HEADER_BYTES + l.total_floats * 4;
         if (len < want)
-            r = l2c_fail(err, errlen, LLM_L2C_EFORMAT, "truncated: header implies %llu bytes, file has %zu",
+            r = l2c_fail(err, errlen, LLM_EFORMAT, "truncated: header implies %llu bytes, file has %zu",
                          (unsigned long long)want, len);
         else if (len > want)
-            r = l2c_fail(err, errlen, LLM_L2C_EFORMAT,
+            r = l2c_fail(err, errlen, LLM_EFORMAT,
                          "%zu trailing bytes after %llu (not a legacy llama2.c checkpoint?)", len - (size_t)want,
                          (unsigned long long)want);
     }
     llm_llama2c *m = r ? NULL : calloc(1, sizeof *m);
     if (!r && !m)
-        r = l2c_fail(err, errlen, LLM_L2C_ENOMEM, "out of memory");
+        r = l2c_fail(err, errlen, LLM_ENOMEM, "out of memory");
     if (!r) {
         m->base = buf;
         m->size = len;
@@ -201,7 +201,7 @@ static int open_buffer(const unsigned char *buf, size_t len, int mapped, llm_lla
         m->tensors = calloc((size_t)m->n_tensors, sizeof *m->tensors);
         m->names = calloc((size_t)m->n_tensors, NAME_SLOT);
         if (!m->tensors || !m->names)
-            r = l2c_fail(err, errlen, LLM_L2C_ENOMEM, "out of memory");
+            r = l2c_fail(err, errlen, LLM_ENOMEM, "out of memory");
     }
     if (r) {
         if (m)
@@ -222,7 +222,7 @@ int llm_llama2c_open_memory(const void *buf, size_t len, llm_llama2c **out, char
 {
     *out = NULL;
     if (((uintptr_t)buf & 3u) != 0)
-        return l2c_fail(err, errlen, LLM_L2C_EFORMAT, "buffer is not 4-byte aligned");
+        return l2c_fail(err, errlen, LLM_EFORMAT, "buffer is not 4-byte aligned");
     return open_buffer(buf, len, 0, out, err, errlen);
 }
 
@@ -231,22 +231,22 @@ int llm_llama2c_open(const char *path, llm_llama2c **out, char *err, size_t errl
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return l2c_fail(err, errlen, LLM_L2C_EIO, "cannot open '%s': %s", path, strerror(errno));
+        return l2c_fail(err, errlen, LLM_EIO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return l2c_fail(err, errlen, LLM_L2C_EIO, "'%s' is not a readable regular file", path);
+        return l2c_fail(err, errlen, LLM_EIO, "'%s' is not a readable regular file", path);
     }
     if ((uint64_t)st.st_size < L2C_HEADER_BYTES) {
         close(fd);
-        return l2c_fail(err, errlen, LLM_L2C_EFORMAT, "truncated header (%lld bytes, need 28)",
+        return l2c_fail(err, errlen, LLM_EFORMAT, "truncated header (%lld bytes, need 28)",
                         (long long)st.st_size);
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int saved = errno;
     close(fd);
     if (p == MAP_FAILED)
-        return l2c_fail(err, errlen, LLM_L2C_EIO, "cannot map '%s': %s", path, strerror(saved));
+        return l2c_fail(err, errlen, LLM_EIO, "cannot map '%s': %s", path, strerror(saved));
     return open_buffer(p, (size_t)st.st_size, 1, out, err, errlen);
 }
 

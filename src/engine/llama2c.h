@@ -54,13 +54,6 @@
 extern "C" {
 #endif
 
-enum {
-    LLM_L2C_OK = 0,
-    LLM_L2C_EIO = -1,
-    LLM_L2C_EFORMAT = -2,
-    LLM_L2C_ENOMEM = -3
-};
-
 typedef struct llm_llama2c_config {
     uint32_t dim;
     uint32_t hidden_dim;
@@ -79,8 +72,9 @@ typedef struct llm_llama2c llm_llama2c;
 /* Maps and validates a checkpoint. The header must be positive and
  * consistent (n_heads divides dim, n_kv_heads divides n_heads, head size
  * even, sizes bounded so no byte count overflows) and the file exactly as
- * long as the header implies. 0 and *out, or negative, *out = NULL and one
- * line ("llama2c: ...") in err. */
+ * long as the header implies. 0 and *out, or LLM_EIO, LLM_EFORMAT or
+ * LLM_ENOMEM (phasemark/engine.h), *out = NULL and one line
+ * ("llama2c: ...") in err. */
 int llm_llama2c_open(const char *path, llm_llama2c **out, char *err, size_t errlen);
 
 /* Same over a caller's buffer (must outlive the handle; needs 4-byte

@@ -26,24 +26,6 @@ void llm_errf(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *llm_strerror(int status)
-{
-    switch (status) {
-    case LLM_OK: return "ok";
-    case LLM_EINVAL: return "invalid argument";
-    case LLM_ENOMEM: return "out of memory";
-    case LLM_EIO: return "i/o error";
-    case LLM_EFORMAT: return "malformed file";
-    case LLM_EUNSUP: return "unsupported";
-    case LLM_ECTX: return "context full";
-    case LLM_EBACKEND: return "backend error";
-    case LLM_ESTATE: return "invalid state";
-    case LLM_ETOKEN: return "token out of range";
-    case LLM_ESPACE: return "buffer too small";
-    default: return "unknown status";
-    }
-}
-
 /* Bounds generous enough for any llama-family model in use, tight enough
  * that every size product below fits comfortably in 64 bits. */
 #define MAX_VOCAB (1 << 22)
@@ -182,7 +164,32 @@ static const char *uniform_type(const llm_model *m)
             if (ts[i]->type != t)
                 return "mixed";
     }
-    return llm_type_name(t);
+    return llm_type_find(&m->types, t)->name; /* bound: the type is known */
+}
+
+/* Fails unless the backend has a kernel for `t`'s type. */
+static int check_kernel(const llm_model *m, const llm_tensor *t, char *err, size_t errlen)
+{
+    const llm_backend *be = m->be;
+    if (!t->data || (be->ops->supports_type && be->ops->supports_type(be, t->type)))
+        return 0;
+    llm_errf(err, errlen, "model: tensor type %s has no %s kernel",
+             llm_type_find(&m->types, t->type)->name, be->ops->name);
+    return LLM_EUNSUP;
+}
+
+/* Every tensor the model bound has a kernel on its backend: a type the
+ * backend lacks is refused here, by name, never computed some other way. */
+static int check_kernels(const llm_model *m, char *err, size_t errlen)
+{
+    int rc = check_kernel(m, &m->tok_embd, err, errlen);
+    for (int32_t l = m->span_first; rc == 0 && l <= m->span_last; l++) {
+        const llm_layer *L = &m->layers[l];
+        const llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; rc == 0 && i < sizeof ts / sizeof ts[0]; i++)
+            rc = check_kernel(m, ts[i], err, errlen);
+    }
+    return rc ? rc : check_kernel(m, &m->output, err, errlen);
 }
 
 static void count_weights(llm_model *m)
@@ -212,15 +219,20 @@ static void count_weights(llm_model *m)
     m->weight_type = uniform_type(m);
 }
 
-/* The common end of opening: the backend, the weights on it, the counts.
- * Frees m on failure (rc from the loader, or a later step). */
-static int open_finish(llm_model *m, const llm_model_options *opt, int rc,
+/* The common end of opening: the backend (given, else created), its
+ * kernels for every tensor type, the weights on it, the counts. Frees m
+ * and the given backend on failure (rc from the loader, or a later step). */
+static int open_finish(llm_model *m, const llm_model_options *opt, llm_backend *given, int rc,
                        llm_model **out, char *err, size_t errlen)
 {
+    if (given)
+        m->be = given; /* freed with m from here on */
+    else if (!rc)
+        rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
     if (!rc)
         rc = rope_table(m, err, errlen);
     if (!rc)
-        rc = llm_backend_create(opt->backend, opt->n_threads, &m->be, err, errlen);
+        rc = check_kernels(m, err, errlen);
     /* A device backend uploads every weight now, so that no forward does. */
     if (!rc)
         rc = m->be->ops->prepare(m->be, m, err, errlen);
@@ -235,44 +247,72 @@ static int open_finish(llm_model *m, const llm_model_options *opt, int rc,
     return 0;
 }
 
-int llm_model_open(const char *path, const llm_model_options *opt,
-                   llm_model **out, char *err, size_t errlen)
+/* A new model with its lock, or NULL (err says why). */
+static llm_model *model_new(char *err, size_t errlen)
 {
-    llm_model_options defaults = LLM_MODEL_OPTIONS_INIT;
-    if (out)
-        *out = NULL;
-    if (err && errlen)
-        err[0] = '\0';
+    llm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        llm_errf(err, errlen, "model: out of memory");
+        return NULL;
+    }
+    if (pthread_mutex_init(&m->lock, NULL) != 0) {
+        free(m);
+        llm_errf(err, errlen, "model: cannot create lock");
+        return NULL;
+    }
+    return m;
+}
+
+/* The checks before a model exists; 0 or the status (err set). */
+static int open_args(const char *path, const llm_model_options *opt, llm_model **out,
+                     char *err, size_t errlen)
+{
     if (!path || !out) {
         llm_errf(err, errlen, "model: path and out are required");
         return LLM_EINVAL;
     }
-    if (!opt)
-        opt = &defaults;
     if (opt->version != LLM_MODEL_OPTIONS_VERSION ||
         opt->size < offsetof(llm_model_options, span_first)) {
         llm_errf(err, errlen, "model: options version %u size %u not understood",
                  (unsigned)opt->version, (unsigned)opt->size);
         return LLM_EINVAL;
     }
-    int gguf = is_gguf(path, err, errlen);
-    if (gguf < 0)
-        return gguf;
-    llm_model *m = calloc(1, sizeof *m);
+    return 0;
+}
+
+int llm_model_open_hooked(const char *path, const llm_model_options *opt,
+                          const llm_model_hooks *hooks, llm_model **out, char *err,
+                          size_t errlen)
+{
+    llm_model_options defaults = LLM_MODEL_OPTIONS_INIT;
+    llm_backend *given = hooks ? hooks->backend : NULL;
+    if (out)
+        *out = NULL;
+    if (err && errlen)
+        err[0] = '\0';
+    if (!opt)
+        opt = &defaults;
+    int rc = open_args(path, opt, out, err, errlen);
+    int gguf = rc ? rc : is_gguf(path, err, errlen);
+    llm_model *m = gguf < 0 ? NULL : model_new(err, errlen);
     if (!m) {
-        llm_errf(err, errlen, "model: out of memory");
-        return LLM_ENOMEM;
+        if (given)
+            given->ops->destroy(given);
+        return gguf < 0 ? gguf : LLM_ENOMEM;
     }
-    if (pthread_mutex_init(&m->lock, NULL) != 0) {
-        free(m);
-        llm_errf(err, errlen, "model: cannot create lock");
-        return LLM_ENOMEM;
-    }
-    int rc = open_setup(m, path, opt, err, errlen);
+    if (hooks && hooks->types)
+        m->types = *hooks->types;
+    rc = open_setup(m, path, opt, err, errlen);
     if (!rc)
         rc = gguf ? llm_model_load_gguf(m, path, err, errlen)
                   : llm_model_load_llama2c(m, path, opt->tokenizer_path, err, errlen);
-    return open_finish(m, opt, rc, out, err, errlen);
+    return open_finish(m, opt, given, rc, out, err, errlen);
+}
+
+int llm_model_open(const char *path, const llm_model_options *opt,
+                   llm_model **out, char *err, size_t errlen)
+{
+    return llm_model_open_hooked(path, opt, NULL, out, err, errlen);
 }
 
 int llm_model_open_gguf_memory(const void *buf, size_t len, int32_t n_threads,
@@ -281,20 +321,13 @@ int llm_model_open_gguf_memory(const void *buf, size_t len, int32_t n_threads,
     llm_model_options opt = LLM_MODEL_OPTIONS_INIT;
     opt.n_threads = n_threads;
     *out = NULL;
-    llm_model *m = calloc(1, sizeof *m);
-    if (!m) {
-        llm_errf(err, errlen, "model: out of memory");
+    llm_model *m = model_new(err, errlen);
+    if (!m)
         return LLM_ENOMEM;
-    }
-    if (pthread_mutex_init(&m->lock, NULL) != 0) {
-        free(m);
-        llm_errf(err, errlen, "model: cannot create lock");
-        return LLM_ENOMEM;
-    }
     int rc = open_setup(m, "(memory)", &opt, err, errlen);
     if (!rc)
         rc = llm_model_load_gguf_memory(m, buf, len, err, errlen);
-    return open_finish(m, &opt, rc, out, err, errlen);
+    return open_finish(m, &opt, NULL, rc, out, err, errlen);
 }
 
 void llm_model_free(llm_model *m)
@@ -352,10 +385,7 @@ int llm_model_tokenize(const llm_model *m, const char *text, size_t len,
         return LLM_EINVAL;
     if (!m->tok)
         return LLM_ESTATE;
-    int rc = llm_tokenize(m->tok, text ? text : "", len, add_bos, out, cap, n_out);
-    if (rc == LLM_TOK_ENOSPC)
-        return LLM_ESPACE;
-    return rc == 0 ? 0 : rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EINVAL;
+    return llm_tokenize(m->tok, text ? text : "", len, add_bos, out, cap, n_out);
 }
 
 int llm_model_token_text(const llm_model *m, int32_t prev, int32_t token,
@@ -365,12 +395,11 @@ int llm_model_token_text(const llm_model *m, int32_t prev, int32_t token,
         return LLM_EINVAL;
     if (!m->tok)
         return LLM_ESTATE;
-    if (token < 0 || token >= m->hp.n_vocab)
-        return LLM_ETOKEN;
     char piece[LLM_TOK_MAX_PIECE];
     size_t n;
-    if (llm_token_to_bytes(m->tok, token, piece, sizeof piece, &n) != 0)
-        return LLM_ETOKEN;
+    int rc = llm_token_to_bytes(m->tok, token, piece, sizeof piece, &n);
+    if (rc)
+        return rc; /* LLM_ETOKEN: the tokenizer's vocabulary is the model's */
     const char *p = piece;
     /* SentencePiece drops the space it prefixed to the text, which shows
      * up on the first piece after BOS. */

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "phasemark/engine.h"
+#include "quant.h"
 
 struct llm_backend;
 struct llm_tokenizer;
@@ -27,7 +28,8 @@ struct llm_tokenizer;
  * the model's backend keeps it (backend.h, prepare). */
 typedef struct llm_tensor {
     const void *data;  /* row 0 in the mapping; rows are row_bytes apart */
-    uint32_t type;     /* enum llm_type (quant.h) */
+    uint32_t type;     /* ggml type id: its traits are llm_type_find(
+                          &model->types, type) (quant.h) */
     int64_t ne0;       /* elements per row (input width) */
     int64_t ne1;       /* rows (output width) */
     size_t row_bytes;  /* bytes per row */
@@ -88,7 +90,9 @@ struct llm_model {
     int32_t bos, eos;
     uint64_t n_params;
     uint64_t weight_bytes;   /* matrix bytes read per forward (no embd) */
-    const char *weight_type; /* static */
+    const char *weight_type; /* static, or a name from types */
+    llm_type_set types;      /* tensor types beyond the built-in table
+                                (llm_model_hooks); tables borrowed */
     /* The layers this model holds (llm_model_options span): only their
      * blocks are bound; the token embedding only when span_first == 0, the
      * final norm and output head only when span_last == n_layers - 1.
@@ -110,13 +114,13 @@ static inline int llm_model_has_layer(const struct llm_model *m, int32_t l)
  * LLM_EFORMAT with one line in err. */
 int llm_hparams_validate(const llm_hparams *hp, char *err, size_t errlen);
 
-/* Checks that t has the given shape and a supported type, and that
- * row_bytes matches; name is used in the error line. */
+/* Checks that t has the given shape; name is used in the error line. */
 int llm_tensor_check(const llm_tensor *t, const char *name, int64_t ne0,
                      int64_t ne1, char *err, size_t errlen);
 
-/* Loaders: fill every field of m except be and the counters, which
- * llm_model_open fills. They bind only the span m->span_first..span_last
+/* Loaders: fill every field of m except be, types and the counters, which
+ * llm_model_open fills (types before it calls them: the GGUF loader reads
+ * tensors of those types too). They bind only the span m->span_first..span_last
  * (span_last < 0: through the last layer, which they then store). On
  * failure they release what they took. */
 int llm_model_load_gguf(struct llm_model *m, const char *path, char *err,
@@ -134,6 +138,27 @@ int llm_model_load_gguf_memory(struct llm_model *m, const void *buf, size_t len,
  * outlive the model. */
 int llm_model_open_gguf_memory(const void *buf, size_t len, int32_t n_threads,
                                struct llm_model **out, char *err, size_t errlen);
+
+/* What an internal caller (a test) may bring to opening a model beyond
+ * llm_model_options; every field may be NULL. */
+typedef struct llm_model_hooks {
+    /* Tensor types beyond the built-in table (quant.h), which the file
+     * reader, the loader and the model's type lookups then know. Borrowed:
+     * the set and its table must outlive the model. */
+    const llm_type_set *types;
+    /* The backend to run on instead of creating the one opt->backend names
+     * (a CPU backend with kernels for those types, cpu/cpu_backend.h). The
+     * model owns it from the call on, and frees it when the open fails. */
+    struct llm_backend *backend;
+} llm_model_hooks;
+
+/* llm_model_open with hooks (NULL: none, exactly llm_model_open). The
+ * backend, given or created, must have a kernel for the type of every
+ * tensor the model binds (backend.h, supports_type); a type it lacks fails
+ * the open with LLM_EUNSUP and "model: tensor type T has no B kernel". */
+int llm_model_open_hooked(const char *path, const llm_model_options *opt,
+                          const llm_model_hooks *hooks, struct llm_model **out,
+                          char *err, size_t errlen);
 
 int llm_model_load_llama2c(struct llm_model *m, const char *path,
                            const char *tokenizer_path, char *err,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errtext.h"
 #include "gguf.h"
 #include "llama2c.h"
 #include "model.h"
@@ -43,7 +44,7 @@ static void close_l2c(void *h)
 
 /* ---- tensors ------------------------------------------------------------- */
 
-static int bind_matrix(llm_tensor *t, find_fn find, const void *h,
+static int bind_matrix(const llm_model *m, llm_tensor *t, find_fn find, const void *h,
                        const char *name, int64_t ne0, int64_t ne1, char *err,
                        size_t errlen)
 {
@@ -57,22 +58,25 @@ static int bind_matrix(llm_tensor *t, find_fn find, const void *h,
                  name, (unsigned)g->n_dims);
         return LLM_EFORMAT;
     }
-    if (!llm_type_is_supported(g->type)) {
+    const llm_type_traits *tt = llm_type_find(&m->types, g->type);
+    if (!llm_type_traits_converts(tt)) {
         llm_errf(err, errlen, "model: tensor '%s' has type %s, which the engine does not compute with",
-                 name, llm_type_name(g->type));
+                 name, tt ? tt->name : "unknown");
         return LLM_EUNSUP;
     }
-    /* The kernels read f32 weights as floats; every other type bytewise.
-     * Mapped files are page-aligned and GGUF aligns tensor data, so only
-     * a file declaring a tiny alignment (or a misaligned buffer) fails. */
-    if (g->type == LLM_TYPE_F32 && ((uintptr_t)g->data & 3u) != 0) {
-        llm_errf(err, errlen, "model: tensor '%s' f32 data is not 4-byte aligned", name);
+    /* Kernels read some types as native elements (f32 weights as floats),
+     * the rest bytewise. Mapped files are page-aligned and GGUF aligns
+     * tensor data, so only a file declaring a tiny alignment (or a
+     * misaligned buffer) fails. */
+    if (tt->align > 1 && (uintptr_t)g->data % tt->align != 0) {
+        llm_errf(err, errlen, "model: tensor '%s' %s data is not %u-byte aligned", name, tt->name,
+                 (unsigned)tt->align);
         return LLM_EFORMAT;
     }
     uint64_t row_bytes;
-    if (llm_type_row_bytes(g->type, g->ne[0], &row_bytes) != 0) {
+    if (llm_type_traits_row_bytes(tt, g->ne[0], &row_bytes) != 0) {
         llm_errf(err, errlen, "model: tensor '%s' row of %llu is not whole %s blocks",
-                 name, (unsigned long long)g->ne[0], llm_type_name(g->type));
+                 name, (unsigned long long)g->ne[0], tt->name);
         return LLM_EFORMAT;
     }
     t->data = g->data;
@@ -83,8 +87,8 @@ static int bind_matrix(llm_tensor *t, find_fn find, const void *h,
     return llm_tensor_check(t, name, ne0, ne1, err, errlen);
 }
 
-/* Converts a [dim] norm vector of any supported float type into dst. */
-static int bind_norm(float *dst, find_fn find, const void *h, const char *name,
+/* Converts a [dim] norm vector of any plain float type into dst. */
+static int bind_norm(const llm_model *m, float *dst, find_fn find, const void *h, const char *name,
                      int64_t dim, char *err, size_t errlen)
 {
     const llm_gguf_tensor *g = find(h, name);
@@ -97,12 +101,13 @@ static int bind_norm(float *dst, find_fn find, const void *h, const char *name,
                  name, (long long)dim);
         return LLM_EFORMAT;
     }
-    if (g->type != LLM_TYPE_F32 && g->type != LLM_TYPE_F16 && g->type != LLM_TYPE_BF16) {
+    const llm_type_traits *tt = llm_type_find(&m->types, g->type);
+    if (!tt || !tt->is_float || !tt->to_f32) {
         llm_errf(err, errlen, "model: norm '%s' has type %s (f32, f16 or bf16 expected)",
-                 name, llm_type_name(g->type));
+                 name, tt ? tt->name : "unknown");
         return LLM_EUNSUP;
     }
-    llm_dequantize_row(g->type, g->data, dst, (size_t)dim);
+    tt->to_f32(g->data, dst, (size_t)dim);
     return 0;
 }
 
@@ -123,16 +128,16 @@ static int bind_layer(llm_model *m, int32_t l, find_fn find, const void *h,
     char name[64];
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
         snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, mats[i].suffix);
-        int rc = bind_matrix(mats[i].t, find, h, name, mats[i].ne0, mats[i].ne1, err, errlen);
+        int rc = bind_matrix(m, mats[i].t, find, h, name, mats[i].ne0, mats[i].ne1, err, errlen);
         if (rc)
             return rc;
     }
     snprintf(name, sizeof name, "blk.%d.attn_norm.weight", (int)l);
-    int rc = bind_norm(norms, find, h, name, d, err, errlen);
+    int rc = bind_norm(m, norms, find, h, name, d, err, errlen);
     if (rc)
         return rc;
     snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", (int)l);
-    rc = bind_norm(norms + d, find, h, name, d, err, errlen);
+    rc = bind_norm(m, norms + d, find, h, name, d, err, errlen);
     L->attn_norm = norms;
     L->ffn_norm = norms + d;
     return rc;
@@ -170,13 +175,13 @@ static int bind_tensors(llm_model *m, find_fn find, const void *h, char *err,
     int last = m->span_last == hp->n_layers - 1;
     int tied = !find(h, "output.weight");
     if (rc == 0 && (m->span_first == 0 || (last && tied)))
-        rc = bind_matrix(&m->tok_embd, find, h, "token_embd.weight", hp->dim, hp->n_vocab, err, errlen);
+        rc = bind_matrix(m, &m->tok_embd, find, h, "token_embd.weight", hp->dim, hp->n_vocab, err, errlen);
     for (int32_t l = m->span_first; rc == 0 && l <= m->span_last; l++)
         rc = bind_layer(m, l, find, h, err, errlen);
     if (rc || !last)
         return rc;
     float *out_norm = m->norms + (size_t)2 * hp->n_layers * hp->dim;
-    rc = bind_norm(out_norm, find, h, "output_norm.weight", hp->dim, err, errlen);
+    rc = bind_norm(m, out_norm, find, h, "output_norm.weight", hp->dim, err, errlen);
     m->out_norm = out_norm;
     if (rc)
         return rc;
@@ -184,7 +189,7 @@ static int bind_tensors(llm_model *m, find_fn find, const void *h, char *err,
         m->output = m->tok_embd;
         return 0;
     }
-    return bind_matrix(&m->output, find, h, "output.weight", hp->dim, hp->n_vocab, err, errlen);
+    return bind_matrix(m, &m->output, find, h, "output.weight", hp->dim, hp->n_vocab, err, errlen);
 }
 
 /* ---- GGUF ------------------------------------------------------------------ */
@@ -197,13 +202,13 @@ static int meta_u32(const llm_gguf *g, const char *key, int req, uint32_t def,
     uint32_t v = def;
     snprintf(full, sizeof full, "llama.%s", key);
     int rc = llm_gguf_get_u32(g, full, &v);
-    if (rc == LLM_GGUF_ENOKEY && !req)
+    if (rc == LLM_ENOKEY && !req)
         rc = 0;
     if (rc == 0 && v > INT32_MAX)
-        rc = LLM_GGUF_ERANGE;
+        rc = LLM_ERANGE;
     if (rc) {
         llm_errf(err, errlen, "model: metadata %s: %s", full,
-                 rc == LLM_GGUF_ENOKEY ? "missing" : llm_gguf_strerror(rc));
+                 rc == LLM_ENOKEY ? "missing" : llm_strerror(rc));
         return LLM_EFORMAT;
     }
     *out = (int32_t)v;
@@ -217,10 +222,10 @@ static int meta_f32(const llm_gguf *g, const char *key, float def, float *out,
     snprintf(full, sizeof full, "llama.%s", key);
     *out = def;
     int rc = llm_gguf_get_f32(g, full, out);
-    if (rc == LLM_GGUF_ENOKEY)
+    if (rc == LLM_ENOKEY)
         return 0;
     if (rc) {
-        llm_errf(err, errlen, "model: metadata %s: %s", full, llm_gguf_strerror(rc));
+        llm_errf(err, errlen, "model: metadata %s: %s", full, llm_strerror(rc));
         return LLM_EFORMAT;
     }
     return 0;
@@ -233,12 +238,13 @@ static int check_architecture(const llm_gguf *g, char *err, size_t errlen)
     int rc = llm_gguf_get_str(g, "general.architecture", &arch, &len);
     if (rc) {
         llm_errf(err, errlen, "model: metadata general.architecture: %s",
-                 rc == LLM_GGUF_ENOKEY ? "missing" : llm_gguf_strerror(rc));
+                 rc == LLM_ENOKEY ? "missing" : llm_strerror(rc));
         return LLM_EFORMAT;
     }
     if (len != 5 || memcmp(arch, "llama", 5) != 0) {
-        llm_errf(err, errlen, "model: architecture '%.*s' is not supported (llama only)",
-                 (int)(len > 64 ? 64 : len), arch);
+        char shown[68];
+        llm_errf(err, errlen, "model: architecture '%s' is not supported (llama only)",
+                 llm__show(arch, len, 64, shown));
         return LLM_EUNSUP;
     }
     return 0;
@@ -250,8 +256,8 @@ static int rope_scaling(const llm_gguf *g, llm_hparams *hp, char *err, size_t er
     const char *type = "none";
     size_t len = 4;
     int rc = llm_gguf_get_str(g, "llama.rope.scaling.type", &type, &len);
-    if (rc && rc != LLM_GGUF_ENOKEY) {
-        llm_errf(err, errlen, "model: metadata llama.rope.scaling.type: %s", llm_gguf_strerror(rc));
+    if (rc && rc != LLM_ENOKEY) {
+        llm_errf(err, errlen, "model: metadata llama.rope.scaling.type: %s", llm_strerror(rc));
         return LLM_EFORMAT;
     }
     float factor = 1.0f;
@@ -260,8 +266,9 @@ static int rope_scaling(const llm_gguf *g, llm_hparams *hp, char *err, size_t er
         return rc;
     int linear = len == 6 && memcmp(type, "linear", 6) == 0;
     if (!linear && !(len == 4 && memcmp(type, "none", 4) == 0)) {
-        llm_errf(err, errlen, "model: rope scaling '%.*s' is not supported (none, linear)",
-                 (int)(len > 32 ? 32 : len), type);
+        char shown[36];
+        llm_errf(err, errlen, "model: rope scaling '%s' is not supported (none, linear)",
+                 llm__show(type, len, 32, shown));
         return LLM_EUNSUP;
     }
     if (!(factor > 0.0f) || !isfinite(factor)) {
@@ -308,12 +315,12 @@ static int gguf_tokenizer(llm_model *m, const llm_gguf *g, char *err, size_t err
 {
     const char *kind;
     size_t len;
-    if (llm_gguf_get_str(g, "tokenizer.ggml.model", &kind, &len) == LLM_GGUF_ENOKEY)
+    if (llm_gguf_get_str(g, "tokenizer.ggml.model", &kind, &len) == LLM_ENOKEY)
         return 0; /* ids only */
     llm_tokenizer *t;
     int rc = llm_tokenizer_from_gguf(g, &t, err, errlen);
     if (rc)
-        return rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+        return rc;
     m->tok = t;
     if ((int64_t)llm_tokenizer_vocab_size(t) != m->hp.n_vocab) {
         llm_errf(err, errlen, "model: tokenizer has %u tokens but the embedding has %d",
@@ -321,11 +328,6 @@ static int gguf_tokenizer(llm_model *m, const llm_gguf *g, char *err, size_t err
         return LLM_EFORMAT;
     }
     return 0;
-}
-
-static int status_from_file(int rc)
-{
-    return rc == LLM_GGUF_EIO ? LLM_EIO : rc == LLM_GGUF_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
 }
 
 /* Everything after the GGUF handle exists; m owns g from here on. */
@@ -345,9 +347,9 @@ static int load_gguf_handle(llm_model *m, llm_gguf *g, char *err, size_t errlen)
 int llm_model_load_gguf(llm_model *m, const char *path, char *err, size_t errlen)
 {
     llm_gguf *g;
-    int rc = llm_gguf_open(path, &g, err, errlen);
+    int rc = llm_gguf_open_types(path, &m->types, &g, err, errlen);
     if (rc)
-        return status_from_file(rc);
+        return rc;
     return load_gguf_handle(m, g, err, errlen);
 }
 
@@ -355,9 +357,9 @@ int llm_model_load_gguf_memory(llm_model *m, const void *buf, size_t len, char *
                                size_t errlen)
 {
     llm_gguf *g;
-    int rc = llm_gguf_open_memory(buf, len, &g, err, errlen);
+    int rc = llm_gguf_open_memory_types(buf, len, &m->types, &g, err, errlen);
     if (rc)
-        return status_from_file(rc);
+        return rc;
     return load_gguf_handle(m, g, err, errlen);
 }
 
@@ -369,7 +371,7 @@ int llm_model_load_llama2c(llm_model *m, const char *path,
     llm_llama2c *c;
     int rc = llm_llama2c_open(path, &c, err, errlen);
     if (rc)
-        return rc == LLM_L2C_EIO ? LLM_EIO : rc == LLM_L2C_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+        return rc;
     m->file = c;
     m->file_close = close_l2c;
     const llm_llama2c_config *cfg = llm_llama2c_get_config(c);
@@ -393,7 +395,7 @@ int llm_model_load_llama2c(llm_model *m, const char *path,
     llm_tokenizer *t;
     rc = llm_tokenizer_from_llama2c(tokenizer_path, cfg->vocab_size, &t, err, errlen);
     if (rc)
-        return rc == LLM_TOK_EIO ? LLM_EIO : rc == LLM_TOK_ENOMEM ? LLM_ENOMEM : LLM_EFORMAT;
+        return rc;
     m->tok = t;
     return 0;
 }

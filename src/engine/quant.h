@@ -1,13 +1,26 @@
-/* quant.h — tensor element types and their row conversions.
+/* quant.h — tensor element types: one table of type traits, and the row
+ * conversions of the built-in types.
  *
  * The engine stores weights in the ggml element types that GGUF files carry.
- * Type ids are ggml's (they are written into GGUF files and never
- * renumbered). Five types are supported for compute: F32, F16, BF16, Q8_0 and
- * Q4_0. The reader also knows the block layout of the other common ggml types
- * (so a file holding them can be opened and its tensors sized), but
- * llm_type_is_supported() is false for them and nothing converts them.
+ * Everything the engine knows about a type is one llm_type_traits entry:
+ * its ggml id (written into GGUF files, never renumbered), name, block
+ * layout (elements and bytes per block), the alignment its kernels need,
+ * whether it is a plain float type, llama.cpp's file-type number, and its
+ * row conversions to and from f32. Code that needs any of these asks the
+ * table (llm_type_find); nothing else switches on a type id or assumes a
+ * block size. The kernels a backend has for a type are the backend's own
+ * table (cpu/kernels.h, cuda/), checked against the model's tensors when
+ * it loads.
  *
- * Block layouts (little-endian, as in ggml):
+ * Five built-in types convert, so the engine computes with them: F32, F16,
+ * BF16, Q8_0 and Q4_0. The table also holds the block layouts of the other
+ * common ggml types, without conversions, so that a file holding them opens
+ * and its tensors are sized and then refused by name. A caller may bring
+ * more types (a test's toy type) as an llm_type_set, consulted after the
+ * built-in table by the readers, the writer and the model loader that are
+ * handed it; there is no global registry.
+ *
+ * Block layouts of the built-in quantized types (little-endian, as ggml):
  *   Q8_0: 32 elements in 34 bytes: fp16 scale d, then 32 int8 q;
  *         x = d * q.
  *   Q4_0: 32 elements in 18 bytes: fp16 scale d, then 16 bytes of nibbles;
@@ -28,7 +41,8 @@
  * stays NaN (quiet), overflow goes to infinity (fp16). They are inline here
  * because kernels call them per element.
  *
- * Everything in this header is pure and thread-safe.
+ * Everything in this header is pure and thread-safe; the tables are
+ * immutable.
  */
 #ifndef LLM_QUANT_H
 #define LLM_QUANT_H
@@ -41,7 +55,7 @@
 extern "C" {
 #endif
 
-/* ggml type ids of the supported types. */
+/* ggml type ids of the built-in types that convert. */
 enum llm_type {
     LLM_TYPE_F32 = 0,
     LLM_TYPE_F16 = 1,
@@ -50,32 +64,80 @@ enum llm_type {
     LLM_TYPE_BF16 = 30
 };
 
-/* Elements per quantized block (Q8_0 and Q4_0). */
-#define LLM_QK 32
+/* Elements per block of Q8_0 and of Q4_0: the layouts of those two types
+ * only (their kernels use them); other code asks the type's traits. */
+#define LLM_QK8_0 32
+#define LLM_QK4_0 32
 
 typedef struct llm_block_q8_0 {
-    uint16_t d;          /* fp16 scale */
-    int8_t qs[LLM_QK];   /* quants */
+    uint16_t d;            /* fp16 scale */
+    int8_t qs[LLM_QK8_0];  /* quants */
 } llm_block_q8_0;
 
 typedef struct llm_block_q4_0 {
-    uint16_t d;              /* fp16 scale */
-    uint8_t qs[LLM_QK / 2];  /* element j low nibble, j+16 high nibble */
+    uint16_t d;                /* fp16 scale */
+    uint8_t qs[LLM_QK4_0 / 2]; /* element j low nibble, j+16 high nibble */
 } llm_block_q4_0;
 
 _Static_assert(sizeof(llm_block_q8_0) == 34, "Q8_0 block is 34 bytes");
 _Static_assert(sizeof(llm_block_q4_0) == 18, "Q4_0 block is 18 bytes");
 
-/* 1 when `type` is one of enum llm_type (usable for compute), else 0. */
+/* Row conversions: n elements (a multiple of the type's block) at src to
+ * f32 at dst, and back (row_bytes(n) bytes at dst). src and dst need no
+ * alignment (blocks are read bytewise, 16- and 32-bit elements with memcpy
+ * semantics). */
+typedef void (*llm_to_f32_fn)(const void *src, float *dst, size_t n);
+typedef void (*llm_from_f32_fn)(const float *src, void *dst, size_t n);
+
+/* What the engine knows about one tensor type. */
+typedef struct llm_type_traits {
+    uint32_t id;          /* ggml type id, as stored in GGUF */
+    const char *name;     /* lower-case ggml name: "q8_0", "q4_K"; static */
+    uint32_t block_elems; /* elements per block (1: a plain element type) */
+    uint32_t block_bytes; /* bytes per block */
+    uint32_t align;       /* alignment in bytes that a row's data needs
+                             because kernels load it as native elements (f32:
+                             4); 1 for types read bytewise */
+    int is_float;         /* 1: a plain float type (f32, f16, bf16), which
+                             the loader accepts for norm vectors */
+    uint32_t file_type;   /* llama.cpp's general.file_type for a model
+                             "mostly" of this type; 0 (all f32) when none */
+    llm_to_f32_fn to_f32; /* NULL: layout known only; never converted */
+    llm_from_f32_fn from_f32; /* NULL: cannot be written */
+} llm_type_traits;
+
+/* Types a caller brings beyond the built-in table: `count` entries at
+ * `types`, borrowed (they must outlive whatever was handed the set). An
+ * entry whose id is a built-in one is never consulted. */
+typedef struct llm_type_set {
+    const llm_type_traits *types;
+    size_t count;
+} llm_type_set;
+
+/* The traits of ggml type `type`: the built-in entry, else the first entry
+ * of `extra` with that id (extra may be NULL), else NULL. */
+const llm_type_traits *llm_type_find(const llm_type_set *extra, uint32_t type);
+
+/* 1 when t converts both ways (the engine can compute with and write it),
+ * else 0 (t may be NULL). */
+int llm_type_traits_converts(const llm_type_traits *t);
+
+/* Bytes taken by `n` consecutive elements of type t. Returns 0 with *out
+ * set, or -1 when n is not a multiple of the block or the byte count
+ * overflows uint64_t. */
+int llm_type_traits_row_bytes(const llm_type_traits *t, uint64_t n, uint64_t *out);
+
+/* Shorthands over the built-in table alone (no extra types): */
+
+/* 1 when `type` is built in and converts (usable for compute), else 0. */
 int llm_type_is_supported(uint32_t type);
 
-/* 1 when the block layout of ggml type `type` is known (every supported
- * type and the common other ggml types), else 0. Tensors of a known type can
- * be sized and mapped; only supported types can be converted. */
+/* 1 when the block layout of ggml type `type` is built in (every supported
+ * type and the common other ggml types), else 0. */
 int llm_type_is_known(uint32_t type);
 
 /* Lower-case name ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", ...);
- * "unknown" for an id whose layout is not known. Static storage. */
+ * "unknown" for an id that is not built in. Static storage. */
 const char *llm_type_name(uint32_t type);
 
 /* Parses a supported type's name, case-insensitively ("q8_0", "Q8_0").
@@ -87,19 +149,12 @@ int llm_type_parse(const char *name, uint32_t *out);
 uint32_t llm_type_block_size(uint32_t type);
 uint32_t llm_type_block_bytes(uint32_t type);
 
-/* Bytes taken by `n` consecutive elements of `type`. Returns 0 with *out
- * set, or -1 when the type is unknown, n is not a multiple of the block
- * size, or the byte count overflows uint64_t. */
+/* llm_type_traits_row_bytes for a built-in type; -1 also when unknown. */
 int llm_type_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
 
-/* Converts n elements of `type` at src to f32 at dst. Preconditions: type
- * is supported, n is a multiple of the block size. src needs no particular
- * alignment (quantized blocks are read bytewise; F16/BF16/F32 elements are
- * read with memcpy semantics). */
+/* The built-in type's to_f32 / from_f32. Preconditions: type is
+ * supported, n is a multiple of the block size. */
 void llm_dequantize_row(uint32_t type, const void *src, float *dst, size_t n);
-
-/* Converts n f32 elements at src to `type` at dst (row_bytes(type, n)
- * bytes). Same preconditions as llm_dequantize_row. */
 void llm_quantize_row(uint32_t type, const float *src, void *dst, size_t n);
 
 static inline uint32_t llm_f32_bits(float f)

@@ -280,7 +280,7 @@ static int build_byte_table(llm_tokenizer *t, char *err, size_t errlen)
         size_t n = pm__utf8_put(pm__gpt2_byte_to_cp(b), u);
         t->byte_tok[b] = pm__tok_lookup(t, (const char *)u, n);
         if (t->byte_tok[b] < 0)
-            return tok_fail(err, errlen, LLM_TOK_EFORMAT, "gpt2 vocabulary has no piece for byte 0x%02X", b);
+            return tok_fail(err, errlen, LLM_EFORMAT, "gpt2 vocabulary has no piece for byte 0x%02X", b);
     }
     return 0;
 }
@@ -290,7 +290,7 @@ static int finish(llm_tokenizer *t, int have_types, char *err, size_t errlen)
     if (!have_types)
         derive_types(t);
     if (build_piece_hash(t))
-        return tok_fail(err, errlen, LLM_TOK_ENOMEM, "out of memory");
+        return tok_fail(err, errlen, LLM_ENOMEM, "out of memory");
     return build_byte_table(t, err, errlen);
 }
 
@@ -301,14 +301,16 @@ static int gguf_kind(const llm_gguf *g, enum llm_tok_kind *kind, char *err, size
     const char *s;
     size_t n;
     if (llm_gguf_get_str(g, "tokenizer.ggml.model", &s, &n) != 0)
-        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "no string tokenizer.ggml.model in the metadata");
+        return tok_fail(err, errlen, LLM_EFORMAT, "no string tokenizer.ggml.model in the metadata");
     if (n == 5 && memcmp(s, "llama", 5) == 0)
         *kind = LLM_TOK_SPM;
     else if (n == 4 && memcmp(s, "gpt2", 4) == 0)
         *kind = LLM_TOK_BPE;
-    else
-        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "unsupported tokenizer model '%.*s' (need llama or gpt2)",
-                        (int)(n > 40 ? 40 : n), s);
+    else {
+        char shown[44];
+        return tok_fail(err, errlen, LLM_EFORMAT, "unsupported tokenizer model '%s' (need llama or gpt2)",
+                        llm__show(s, n, 40, shown));
+    }
     return 0;
 }
 
@@ -331,19 +333,20 @@ static int gguf_pre(const llm_gguf *g, enum llm_tok_pre *pre, char *err, size_t 
     size_t n;
     *pre = LLM_TOK_PRE_GPT2;
     int r = llm_gguf_get_str(g, "tokenizer.ggml.pre", &s, &n);
-    if (r == LLM_GGUF_ENOKEY)
+    if (r == LLM_ENOKEY)
         return 0;
     if (r != 0)
-        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "tokenizer.ggml.pre is not a string");
+        return tok_fail(err, errlen, LLM_EFORMAT, "tokenizer.ggml.pre is not a string");
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         if (strlen(known[i].name) == n && memcmp(known[i].name, s, n) == 0) {
             *pre = known[i].pre;
             return 0;
         }
     }
-    return tok_fail(err, errlen, LLM_TOK_EFORMAT,
-                    "unsupported tokenizer.ggml.pre '%.*s' (supported: default, gpt2, llama-bpe)",
-                    (int)(n > 40 ? 40 : n), s);
+    char shown[44];
+    return tok_fail(err, errlen, LLM_EFORMAT,
+                    "unsupported tokenizer.ggml.pre '%s' (supported: default, gpt2, llama-bpe)",
+                    llm__show(s, n, 40, shown));
 }
 
 static int gguf_pieces(const llm_gguf *g, enum llm_tok_kind kind, llm_tokenizer **out, char *err, size_t errlen)
@@ -352,9 +355,9 @@ static int gguf_pieces(const llm_gguf *g, enum llm_tok_kind kind, llm_tokenizer 
     uint64_t n;
     const void *data;
     if (llm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data) != 0 || et != LLM_GGUF_STRING)
-        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "no string array tokenizer.ggml.tokens in the metadata");
+        return tok_fail(err, errlen, LLM_EFORMAT, "no string array tokenizer.ggml.tokens in the metadata");
     if (n == 0 || n > LLM_TOK_MAX_VOCAB)
-        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "vocabulary of %llu tokens is not 1..%u",
+        return tok_fail(err, errlen, LLM_EFORMAT, "vocabulary of %llu tokens is not 1..%u",
                         (unsigned long long)n, LLM_TOK_MAX_VOCAB);
     uint64_t bytes = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -362,13 +365,13 @@ static int gguf_pieces(const llm_gguf *g, enum llm_tok_kind kind, llm_tokenizer 
         size_t len;
         llm_gguf_arr_str(g, "tokenizer.ggml.tokens", i, &s, &len);
         if (len > LLM_TOK_MAX_PIECE)
-            return tok_fail(err, errlen, LLM_TOK_EFORMAT, "token %llu is %zu bytes long (max %u)",
+            return tok_fail(err, errlen, LLM_EFORMAT, "token %llu is %zu bytes long (max %u)",
                             (unsigned long long)i, len, LLM_TOK_MAX_PIECE);
         bytes += len + 1;
     }
     llm_tokenizer *t = tok_alloc(kind, (uint32_t)n, bytes);
     if (!t)
-        return tok_fail(err, errlen, LLM_TOK_ENOMEM, "out of memory");
+        return tok_fail(err, errlen, LLM_ENOMEM, "out of memory");
     uint64_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
         const char *s;
@@ -393,18 +396,18 @@ static int gguf_per_token(llm_tokenizer *t, const llm_gguf *g, int *have_types, 
     const void *data;
     if (llm_gguf_get_arr(g, ks, &et, &n, &data) == 0) {
         if (n != t->n_vocab || (et != LLM_GGUF_F32 && et != LLM_GGUF_F64))
-            return tok_fail(err, errlen, LLM_TOK_EFORMAT, "%s must hold %u floats", ks, t->n_vocab);
+            return tok_fail(err, errlen, LLM_EFORMAT, "%s must hold %u floats", ks, t->n_vocab);
         for (uint32_t i = 0; i < n; i++)
             llm_gguf_arr_f32(g, ks, i, &t->scores[i]);
     }
     *have_types = 0;
     if (llm_gguf_get_arr(g, kt, &et, &n, &data) == 0) {
         if (n != t->n_vocab)
-            return tok_fail(err, errlen, LLM_TOK_EFORMAT, "%s must hold %u integers", kt, t->n_vocab);
+            return tok_fail(err, errlen, LLM_EFORMAT, "%s must hold %u integers", kt, t->n_vocab);
         for (uint32_t i = 0; i < n; i++) {
             int64_t v;
             if (llm_gguf_arr_i64(g, kt, i, &v) != 0 || v < 0 || v > LLM_TOKTYPE_BYTE)
-                return tok_fail(err, errlen, LLM_TOK_EFORMAT, "%s[%u] is not a token type 0..6", kt, i);
+                return tok_fail(err, errlen, LLM_EFORMAT, "%s[%u] is not a token type 0..6", kt, i);
             t->types[i] = v == 0 ? LLM_TOKTYPE_NORMAL : (int32_t)v; /* 0: ggml's "undefined" */
         }
         *have_types = 1;
@@ -419,12 +422,12 @@ static int gguf_special(const llm_gguf *g, const char *key, int32_t dflt, uint32
 {
     uint32_t v;
     int r = llm_gguf_get_u32(g, key, &v);
-    if (r == LLM_GGUF_ENOKEY) {
+    if (r == LLM_ENOKEY) {
         *out = dflt >= 0 && (uint32_t)dflt < n ? dflt : -1;
         return 0;
     }
     if (r != 0 || v >= n)
-        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "%s is not a token id below %u", key, n);
+        return tok_fail(err, errlen, LLM_EFORMAT, "%s is not a token id below %u", key, n);
     *out = (int32_t)v;
     return 0;
 }
@@ -447,12 +450,12 @@ static int gguf_merges(llm_tokenizer *t, const llm_gguf *g, char *err, size_t er
     if (llm_gguf_get_arr(g, km, &et, &n, &data) != 0)
         return 0;
     if (et != LLM_GGUF_STRING || n > LLM_TOK_MAX_VOCAB * 4ull)
-        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "%s is not a string array of a sane size", km);
+        return tok_fail(err, errlen, LLM_EFORMAT, "%s is not a string array of a sane size", km);
     t->merges = calloc((size_t)n + 1, sizeof *t->merges);
     t->merge_mask = pow2_at_least(2 * n) - 1;
     t->merge_hash = calloc((size_t)t->merge_mask + 1, sizeof *t->merge_hash);
     if (!t->merges || !t->merge_hash)
-        return tok_fail(err, errlen, LLM_TOK_ENOMEM, "out of memory");
+        return tok_fail(err, errlen, LLM_ENOMEM, "out of memory");
     char cat[2 * LLM_TOK_MAX_PIECE];
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
@@ -553,13 +556,13 @@ static int parse_l2c(llm_tokenizer *t, l2c_reader *r, uint32_t max_len, char *er
     for (uint32_t i = 0; i < t->n_vocab; i++) {
         uint32_t score_bits, len;
         if (rd32(r, &score_bits) || rd32(r, &len))
-            return tok_fail(err, errlen, LLM_TOK_EFORMAT, "tokenizer.bin is truncated at token %u of %u", i,
+            return tok_fail(err, errlen, LLM_EFORMAT, "tokenizer.bin is truncated at token %u of %u", i,
                             t->n_vocab);
         if (len > max_len)
-            return tok_fail(err, errlen, LLM_TOK_EFORMAT, "token %u has length %d (max_token_length %u)", i,
+            return tok_fail(err, errlen, LLM_EFORMAT, "token %u has length %d (max_token_length %u)", i,
                             (int)(int32_t)len, max_len);
         if (r->len - r->pos < len)
-            return tok_fail(err, errlen, LLM_TOK_EFORMAT, "tokenizer.bin is truncated at token %u of %u", i,
+            return tok_fail(err, errlen, LLM_EFORMAT, "tokenizer.bin is truncated at token %u of %u", i,
                             t->n_vocab);
         memcpy(&t->scores[i], &score_bits, 4);
         t->off[i] = off;
@@ -568,7 +571,7 @@ static int parse_l2c(llm_tokenizer *t, l2c_reader *r, uint32_t max_len, char *er
         r->pos += len;
     }
     if (r->pos != r->len)
-        return tok_fail(err, errlen, LLM_TOK_EFORMAT, "%zu trailing bytes after %u tokens", r->len - r->pos,
+        return tok_fail(err, errlen, LLM_EFORMAT, "%zu trailing bytes after %u tokens", r->len - r->pos,
                         t->n_vocab);
     return 0;
 }
@@ -577,7 +580,7 @@ static int read_whole(const char *path, unsigned char **buf, size_t *len, char *
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return tok_fail(err, errlen, LLM_TOK_EIO, "cannot open '%s': %s", path, strerror(errno));
+        return tok_fail(err, errlen, LLM_EIO, "cannot open '%s': %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     unsigned char *p = malloc(cap);
     while (p) {
@@ -597,7 +600,7 @@ static int read_whole(const char *path, unsigned char **buf, size_t *len, char *
     fclose(f);
     if (!p || bad) {
         free(p);
-        return tok_fail(err, errlen, p ? LLM_TOK_EIO : LLM_TOK_ENOMEM, "cannot read '%s'", path);
+        return tok_fail(err, errlen, p ? LLM_EIO : LLM_ENOMEM, "cannot read '%s'", path);
     }
     *buf = p;
     *len = n;
@@ -609,7 +612,7 @@ int llm_tokenizer_from_llama2c(const char *path, uint32_t vocab_size, llm_tokeni
 {
     *out = NULL;
     if (vocab_size == 0 || vocab_size > LLM_TOK_MAX_VOCAB)
-        return tok_fail(err, errlen, LLM_TOK_EINVAL, "vocab_size %u is not 1..%u", vocab_size, LLM_TOK_MAX_VOCAB);
+        return tok_fail(err, errlen, LLM_EINVAL, "vocab_size %u is not 1..%u", vocab_size, LLM_TOK_MAX_VOCAB);
     unsigned char *buf = NULL;
     size_t len = 0;
     int r = read_whole(path, &buf, &len, err, errlen);
@@ -619,13 +622,13 @@ int llm_tokenizer_from_llama2c(const char *path, uint32_t vocab_size, llm_tokeni
     uint32_t max_len;
     llm_tokenizer *t = NULL;
     if (rd32(&rd, &max_len))
-        r = tok_fail(err, errlen, LLM_TOK_EFORMAT, "tokenizer.bin is truncated (no header)");
+        r = tok_fail(err, errlen, LLM_EFORMAT, "tokenizer.bin is truncated (no header)");
     else if (max_len == 0 || max_len > LLM_TOK_MAX_PIECE / 3)
-        r = tok_fail(err, errlen, LLM_TOK_EFORMAT, "max_token_length %d is not 1..%u", (int)(int32_t)max_len,
+        r = tok_fail(err, errlen, LLM_EFORMAT, "max_token_length %d is not 1..%u", (int)(int32_t)max_len,
                      LLM_TOK_MAX_PIECE / 3);
     /* A ' ' widens to the 3-byte "▁": bound the text by 3x the file. */
     else if (!(t = tok_alloc(LLM_TOK_SPM, vocab_size, 3 * (uint64_t)len + vocab_size)))
-        r = tok_fail(err, errlen, LLM_TOK_ENOMEM, "out of memory");
+        r = tok_fail(err, errlen, LLM_ENOMEM, "out of memory");
     else
         r = parse_l2c(t, &rd, max_len, err, errlen);
     free(buf);
@@ -662,7 +665,7 @@ static int valid_id(const llm_tokenizer *t, int32_t id)
 int llm_tokenizer_piece(const llm_tokenizer *t, int32_t id, const char **s, size_t *len)
 {
     if (!valid_id(t, id))
-        return LLM_TOK_EINVAL;
+        return LLM_ETOKEN;
     *s = piece(t, (uint32_t)id);
     *len = t->len[id];
     return 0;
@@ -708,7 +711,7 @@ static size_t decode_piece(const llm_tokenizer *t, uint32_t id, char *buf, size_
 int llm_token_to_bytes(const llm_tokenizer *t, int32_t id, char *buf, size_t cap, size_t *n)
 {
     if (!valid_id(t, id))
-        return LLM_TOK_EINVAL;
+        return LLM_ETOKEN;
     int type = t->types[id];
     size_t need;
     if (type == LLM_TOKTYPE_CONTROL || type == LLM_TOKTYPE_UNKNOWN || type == LLM_TOKTYPE_UNUSED) {
@@ -722,7 +725,7 @@ int llm_token_to_bytes(const llm_tokenizer *t, int32_t id, char *buf, size_t cap
         need = decode_piece(t, (uint32_t)id, buf, cap);
     }
     *n = need;
-    return need > cap ? LLM_TOK_ENOSPC : 0;
+    return need > cap ? LLM_ESPACE : 0;
 }
 
 int llm_tokenizer_equal(const llm_tokenizer *a, const llm_tokenizer *b)

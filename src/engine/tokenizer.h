@@ -41,20 +41,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
+#include "gguf.h" /* and phasemark/engine.h, the status codes */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-enum {
-    LLM_TOK_OK = 0,
-    LLM_TOK_EINVAL = -1,  /* bad argument or id out of range */
-    LLM_TOK_EFORMAT = -2, /* malformed vocabulary (creation only) */
-    LLM_TOK_ENOMEM = -3,
-    LLM_TOK_ENOSPC = -4,  /* output buffer too small; *n_out says how much is needed */
-    LLM_TOK_EIO = -5      /* tokenizer.bin could not be read */
-};
+/* Status codes are the engine's (phasemark/engine.h): LLM_EINVAL (a bad
+ * argument), LLM_ETOKEN (an id outside the vocabulary), LLM_EFORMAT (a
+ * malformed vocabulary; creation only), LLM_ENOMEM, LLM_ESPACE (an output
+ * buffer too small; the count needed is returned too), LLM_EIO
+ * (tokenizer.bin could not be read). */
 
 enum llm_tok_kind { LLM_TOK_SPM = 1, LLM_TOK_BPE = 2 };
 
@@ -76,7 +73,7 @@ typedef struct llm_tokenizer llm_tokenizer;
  * (gpt2), pre (gpt2; see above), bos/eos/unknown_token_id, add_bos_token,
  * add_space_prefix. 0 and *out, or negative, *out = NULL and one line
  * ("tokenizer: ...") in err; an unsupported tokenizer.ggml.pre is
- * LLM_TOK_EFORMAT. The GGUF handle may be closed afterwards. */
+ * LLM_EFORMAT. The GGUF handle may be closed afterwards. */
 int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, size_t errlen);
 
 /* Reads a llama2.c tokenizer.bin: i32 max_token_length, then vocab_size
@@ -94,8 +91,8 @@ void llm_tokenizer_free(llm_tokenizer *t);
 /* Tokenizes len bytes of text (need not be NUL-terminated; invalid UTF-8
  * bytes are handled as single bytes and fall back to byte tokens). Writes
  * up to cap ids to out and the total count to *n_out. Returns 0, or
- * LLM_TOK_ENOSPC when cap is too small (*n_out then holds the count needed
- * and out holds the first cap ids), or LLM_TOK_ENOMEM. */
+ * LLM_ESPACE when cap is too small (*n_out then holds the count needed
+ * and out holds the first cap ids), or LLM_ENOMEM. */
 int llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out,
                  size_t cap, size_t *n_out);
 
@@ -104,8 +101,8 @@ int llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, int add_b
  * (gpt2); control, unknown and unused tokens (BOS, EOS, <unk>) give zero
  * bytes. Callers that want
  * SentencePiece's "strip the prefix space after BOS" do it themselves (see
- * llm_tokenizer_add_space_prefix). Returns 0 with *n set, LLM_TOK_EINVAL for
- * an id out of range, LLM_TOK_ENOSPC when cap is too small (*n = needed).
+ * llm_tokenizer_add_space_prefix). Returns 0 with *n set, LLM_ETOKEN for an
+ * id out of range, LLM_ESPACE when cap is too small (*n = needed).
  * No piece needs more than LLM_TOK_MAX_PIECE bytes. */
 int llm_token_to_bytes(const llm_tokenizer *t, int32_t id, char *buf, size_t cap, size_t *n);
 
@@ -120,7 +117,7 @@ int llm_tokenizer_add_space_prefix(const llm_tokenizer *t); /* llama model only 
 
 /* The stored piece text of a token (UTF-8, "▁" for spaces; gpt2: the
  * byte-alphabet form), its score and type. For writing a vocabulary back
- * out (llama2.c -> GGUF conversion). Piece: 0 or LLM_TOK_EINVAL. */
+ * out (llama2.c -> GGUF conversion). Piece: 0 or LLM_ETOKEN. */
 int llm_tokenizer_piece(const llm_tokenizer *t, int32_t id, const char **s, size_t *len);
 float llm_tokenizer_score(const llm_tokenizer *t, int32_t id);
 int llm_tokenizer_token_type(const llm_tokenizer *t, int32_t id);

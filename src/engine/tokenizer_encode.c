@@ -217,10 +217,10 @@ static int spm_encode(const llm_tokenizer *t, const char *text, size_t len, sink
     if (len == 0)
         return 0;
     if (len > (SIZE_MAX - 3) / 3 || len > UINT32_MAX / 4)
-        return LLM_TOK_EINVAL; /* symbol offsets are 32-bit */
+        return LLM_EINVAL; /* symbol offsets are 32-bit */
     char *s = malloc(3 * len + 3); /* every byte a space, plus the prefix */
     if (!s)
-        return LLM_TOK_ENOMEM;
+        return LLM_ENOMEM;
     size_t n = spm_normalize(t, text, len, s);
     size_t chars = count_chars(s, n);
     /* The heap holds at most the first pairs (chars - 1) plus one net new
@@ -229,7 +229,7 @@ static int spm_encode(const llm_tokenizer *t, const char *text, size_t len, sink
     cand *heap = malloc(2 * chars * sizeof *heap);
     int r = 0;
     if (!syms || !heap) {
-        r = LLM_TOK_ENOMEM;
+        r = LLM_ENOMEM;
     } else {
         work w = {t, s, syms, 0, heap, 0, 2 * chars};
         spm_symbols(&w, n);
@@ -441,7 +441,7 @@ static int bpe_encode(const llm_tokenizer *t, const char *text, size_t len, sink
     if (len == 0)
         return 0;
     if (len > UINT32_MAX / 4)
-        return LLM_TOK_EINVAL; /* symbol offsets are 32-bit */
+        return LLM_EINVAL; /* symbol offsets are 32-bit */
     /* Per pre-token: mapped bytes (each byte maps to a 1- or 2-byte
      * character), one symbol per byte, and a heap of at most 2 pairs per
      * symbol (see spm_encode). */
@@ -450,7 +450,7 @@ static int bpe_encode(const llm_tokenizer *t, const char *text, size_t len, sink
     cand *heap = malloc(2 * len * sizeof *heap);
     int r = 0;
     if (!mapped || !syms || !heap) {
-        r = LLM_TOK_ENOMEM;
+        r = LLM_ENOMEM;
         goto out;
     }
     work w = {t, mapped, syms, 0, heap, 0, 2 * len};
@@ -472,12 +472,12 @@ int llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, int add_b
 {
     sink k = {out, out ? cap : 0, 0};
     if (!t || (!text && len))
-        return LLM_TOK_EINVAL;
+        return LLM_EINVAL;
     if (add_bos && t->bos >= 0)
         emit(&k, t->bos);
     int r = t->kind == LLM_TOK_SPM ? spm_encode(t, text, len, &k) : bpe_encode(t, text, len, &k);
     *n_out = k.n;
     if (r)
         return r;
-    return k.n > k.cap ? LLM_TOK_ENOSPC : 0;
+    return k.n > k.cap ? LLM_ESPACE : 0;
 }

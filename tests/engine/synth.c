@@ -42,6 +42,7 @@ typedef struct gen {
     uint32_t tensor;
     double scale;  /* uniform half-width */
     double offset; /* added (1 for norms) */
+    const llm_type_traits *through; /* round rows through it; NULL: none */
 } gen;
 
 static uint64_t mix(uint64_t z)
@@ -59,6 +60,17 @@ static int gen_row(void *ctx, uint64_t row, float *dst, uint64_t n)
         double u = (double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0;
         dst[i] = (float)(g->offset + g->scale * u);
     }
+    if (!g->through)
+        return 0;
+    uint64_t bytes;
+    if (llm_type_traits_row_bytes(g->through, n, &bytes) != 0)
+        return -1;
+    void *q = malloc(bytes ? (size_t)bytes : 1);
+    if (!q)
+        return -1;
+    g->through->from_f32(dst, q, (size_t)n);
+    g->through->to_f32(q, dst, (size_t)n);
+    free(q);
     return 0;
 }
 
@@ -68,8 +80,10 @@ typedef struct writer_ctx {
     uint32_t n;
     uint64_t seed;
     const char *omit;
+    const llm_type_traits *through;
 } writer_ctx;
 
+/* Adds one tensor; norms (offset 1) are never rounded through a type. */
 static int add(writer_ctx *c, const char *name, uint32_t type, uint64_t ne0,
                uint64_t ne1, double scale, double offset)
 {
@@ -80,6 +94,7 @@ static int add(writer_ctx *c, const char *name, uint32_t type, uint64_t ne0,
     g->tensor = c->n++;
     g->scale = scale;
     g->offset = offset;
+    g->through = offset == 0.0 ? c->through : NULL;
     uint64_t ne[2] = {ne0, ne1};
     return llm_gguf_writer_add_tensor_gen(c->w, name, type, ne1 > 1 ? 2 : 1, ne, gen_row, g);
 }
@@ -108,12 +123,14 @@ int synth_write(const char *path, const synth_spec *s)
 {
     const ref_hparams *hp = &s->hp;
     uint64_t D = (uint64_t)hp->dim, KV = D / hp->n_heads * hp->n_kv_heads, F = (uint64_t)hp->ffn;
-    writer_ctx c = {NULL, calloc((size_t)(12 * hp->n_layers + 8), sizeof(gen)), 0, s->seed, s->omit};
+    writer_ctx c = {NULL, calloc((size_t)(12 * hp->n_layers + 8), sizeof(gen)), 0, s->seed, s->omit,
+                    s->through};
     if (!c.gens || llm_gguf_writer_new(&c.w) != 0) {
         free(c.gens);
         fprintf(stderr, "synth: out of memory\n");
         return -1;
     }
+    llm_gguf_writer_set_types(c.w, s->types);
     int rc = add_meta(c.w, s);
     rc |= add(&c, "token_embd.weight", s->embd_type, D, (uint64_t)hp->vocab, 1.0, 0.0);
     char name[96];

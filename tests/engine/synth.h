@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant.h"
 #include "ref.h"
 
 typedef struct synth_spec {
@@ -21,6 +22,13 @@ typedef struct synth_spec {
     uint64_t seed;
     const char *arch;   /* general.architecture; NULL: "llama" */
     const char *omit;   /* a tensor name left out (error tests); NULL */
+    const llm_type_set *types; /* types beyond the built-in ones that type
+                                  and embd_type may name; NULL: none */
+    const llm_type_traits *through; /* when set, every matrix and the
+                                  embedding are rounded through this type
+                                  (to it and back to f32) before they are
+                                  written as type / embd_type: a float model
+                                  with exactly another type's weights */
 } synth_spec;
 
 /* A default spec: dim 64, 2 layers, 4 heads over 2 kv heads, ffn 96,

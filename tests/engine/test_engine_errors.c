@@ -229,8 +229,8 @@ static void test_sessions(const char *dir)
     unlink(path);
 
     /* Every status has a distinct name. */
-    for (int a = 0; a >= -10; a--)
-        for (int b = a - 1; b >= -10; b--)
+    for (int a = 0; a >= LLM_ERANGE; a--)
+        for (int b = a - 1; b >= LLM_ERANGE; b--)
             CHECK(strcmp(llm_strerror(a), llm_strerror(b)) != 0);
     CHECK_STR_EQ(llm_strerror(-99), "unknown status");
 }

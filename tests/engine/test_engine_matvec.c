@@ -57,24 +57,22 @@ static float dot_one(const llm_kernels *k, uint32_t type, const void *row, const
     case LLM_TYPE_F16: return k->dot_f16(row, x, len);
     case LLM_TYPE_BF16: return k->dot_bf16(row, x, len);
     case LLM_TYPE_Q8_0: return k->dot_q8_0(row, xq, len);
-    default: return k->dot_q4_0(row, xq, len);
+    case LLM_TYPE_Q4_0: return k->dot_q4_0(row, xq, len);
+    default: REQUIRE(0 && "a type with a single-row kernel"); return 0.0f;
     }
 }
 
+/* The blocked kernel from k's per-type table (every built-in type has one). */
 static llm_matvec_fn matvec_of(const llm_kernels *k, uint32_t type)
 {
-    switch (type) {
-    case LLM_TYPE_F32: return k->matvec_f32;
-    case LLM_TYPE_F16: return k->matvec_f16;
-    case LLM_TYPE_BF16: return k->matvec_bf16;
-    case LLM_TYPE_Q8_0: return k->matvec_q8_0;
-    default: return k->matvec_q4_0;
-    }
+    const llm_type_kernels *kt = llm_kernels_find(k, type);
+    REQUIRE(kt && kt->matvec);
+    return kt->matvec;
 }
 
-static int is_quant(uint32_t type)
+static int is_quant(const llm_kernels *k, uint32_t type)
 {
-    return type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
+    return llm_kernels_find(k, type)->acts_q8;
 }
 
 /* Weights with an all-zero row part, a block at full scale and a few huge
@@ -110,7 +108,7 @@ static void check_case(const llm_kernels *k, uint32_t type, int64_t rows, int64_
     llm_matvec_fn mv = matvec_of(k, type);
     for (int32_t n = 1; n <= MAX_N; n++) {
         llm_acts a = {n, len, b->x, NULL, NULL, NULL, NULL, NULL};
-        if (is_quant(type))
+        if (is_quant(k, type))
             llm_acts_quantize(k, b->x, n, len, &b->s, &a);
         for (int64_t i = 0; i < MAX_N * ldy; i++)
             b->y[i] = SENTINEL;
@@ -120,7 +118,7 @@ static void check_case(const llm_kernels *k, uint32_t type, int64_t rows, int64_
             llm_qrow xq = {a.d + t * (len / 32), a.q + t * len};
             for (int64_t r = 0; r < rows; r++) {
                 float want = dot_one(k, type, b->w + (size_t)r * row_bytes, b->x + t * len,
-                                     is_quant(type) ? &xq : NULL, len);
+                                     is_quant(k, type) ? &xq : NULL, len);
                 float got = b->y[t * ldy + r];
                 if (memcmp(&got, &want, sizeof got) != 0 && bad++ < 3)
                     fprintf(stderr, "%s type %u rows %lld len %lld n %d: y[%d][%lld] = %.9g, "

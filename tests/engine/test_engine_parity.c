@@ -41,7 +41,7 @@
 
 static int quantized(uint32_t t)
 {
-    return t == 2 || t == 8;
+    return !llm_type_find(NULL, t)->is_float;
 }
 
 static void apply_variant(synth_spec *s, const char *v)

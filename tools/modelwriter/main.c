@@ -89,16 +89,11 @@ uint32_t mw_weight_type(uint32_t requested, uint32_t n_dims, uint64_t ne0, unsig
     return requested;
 }
 
-/* llama.cpp's general.file_type ("mostly <type>") values. */
+/* llama.cpp's general.file_type ("mostly <type>") value: the type's. */
 static uint32_t file_type(uint32_t type)
 {
-    switch (type) {
-    case LLM_TYPE_F16: return 1;
-    case LLM_TYPE_Q4_0: return 2;
-    case LLM_TYPE_Q8_0: return 7;
-    case LLM_TYPE_BF16: return 32;
-    default: return 0;
-    }
+    const llm_type_traits *t = llm_type_find(NULL, type);
+    return t ? t->file_type : 0;
 }
 
 int mw_write_llama_meta(llm_gguf_writer *w, const mw_hparams *hp, uint32_t type, const char *name,

@@ -28,6 +28,7 @@
 #include "../forward.h"
 #include "../quant.h"
 #include "cpu_ops.h"
+#include "cpu_backend.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -131,7 +132,7 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
     size_t nth = (size_t)c->base.n_threads;
     if (max_width > c->max_width) {
         size_t w = (size_t)max_width;
-        size_t scales = LLM_CPU_ROWS_MAX * (w / LLM_QK + 1);
+        size_t scales = LLM_CPU_ROWS_MAX * (w / LLM_ACTS_QK + 1);
         float *qd = alloc64(scales * sizeof(float));
         int8_t *qq = alloc64(LLM_CPU_ROWS_MAX * w);
         /* Zeroed: the kernels load 8 lanes of scales and use n of them. */
@@ -194,16 +195,22 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
 
 /* ---- embedding, norms, elementwise -------------------------------------- */
 
+/* The kernels for w's type. The model's load checked that every tensor's
+ * type has an entry (cpu_supports_type), so this finds one. */
+static const llm_type_kernels *kernels_for(const cpu_backend *c, const llm_tensor *w)
+{
+    return llm_kernels_find(&c->k, w->type);
+}
+
 static void cpu_embed(llm_backend *be, const llm_model *m, const int32_t *ids, int32_t n,
                       float *out)
 {
     const llm_tensor *embd = &m->tok_embd;
-    (void)be;
+    llm_dequant_fn dequant = kernels_for(cpu(be), embd)->dequant;
     for (int32_t i = 0; i < n; i++) {
         const unsigned char *row = (const unsigned char *)embd->data +
                                    (size_t)ids[i] * embd->row_bytes;
-        llm_dequantize_row(embd->type, row, out + (size_t)i * embd->ne0,
-                           (size_t)embd->ne0);
+        dequant(row, out + (size_t)i * embd->ne0, (size_t)embd->ne0);
     }
 }
 
@@ -400,14 +407,15 @@ void llm_cpu_attention(llm_backend *be, const llm_attn *a)
 
 /* ---- matmul -------------------------------------------------------------- */
 
-static int is_quantized(uint32_t type)
+static int cpu_supports_type(const llm_backend *be, uint32_t type)
 {
-    return type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
+    return llm_kernels_find(&((const cpu_backend *)(const void *)be)->k, type) != NULL;
 }
 
 /* One weight of the batched product (n from the gemm threshold on). */
 typedef struct gemm_job {
     cpu_backend *c;
+    const llm_type_kernels *kt; /* w's type */
     const llm_tensor *w;
     const float *x;
     int32_t n;
@@ -426,8 +434,8 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
         int64_t rows = r1 - r;
         const unsigned char *src = (const unsigned char *)w->data + (size_t)r * w->row_bytes;
         const float *wp = (const float *)(const void *)src;
-        if (w->type != LLM_TYPE_F32) {
-            j->c->k.dequant_row(w->type, src, panel, rows * k);
+        if (!j->kt->rows_f32) {
+            j->kt->dequant(src, panel, (size_t)(rows * k));
             wp = panel;
         }
         /* y[:, r:r+rows] = x [n][k] * wp^T, wp [rows][k]. */
@@ -460,17 +468,6 @@ typedef struct mv_job {
     llm_pool_counter next;
 } mv_job;
 
-static llm_matvec_fn matvec_kernel(const llm_kernels *k, uint32_t type)
-{
-    switch (type) {
-    case LLM_TYPE_F32: return k->matvec_f32;
-    case LLM_TYPE_F16: return k->matvec_f16;
-    case LLM_TYPE_BF16: return k->matvec_bf16;
-    case LLM_TYPE_Q8_0: return k->matvec_q8_0;
-    default: return k->matvec_q4_0;
-    }
-}
-
 static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
 {
     mv_job *j = ctx;
@@ -489,17 +486,18 @@ static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
     }
 }
 
-static int takes_gemm(const cpu_backend *c, const llm_tensor *w, int32_t n)
+static int takes_gemm(const cpu_backend *c, const llm_type_kernels *kt, int32_t n)
 {
-    return n >= (is_quantized(w->type) ? c->gemm_min_quant : c->gemm_min_float);
+    return n >= (kt->acts_q8 ? c->gemm_min_quant : c->gemm_min_float);
 }
 
 void llm_cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
                        int32_t n, float *y)
 {
     cpu_backend *c = cpu(be);
-    if (takes_gemm(c, w, n)) {
-        gemm_job j = {c, w, x, n, y, {0}};
+    const llm_type_kernels *kt = kernels_for(c, w);
+    if (takes_gemm(c, kt, n)) {
+        gemm_job j = {c, kt, w, x, n, y, {0}};
         llm_pool_run(c->pool, gemm_worker, &j);
         return;
     }
@@ -519,16 +517,17 @@ void llm_cpu_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t co
     memset(&j, 0, sizeof j);
     int quantized = 0;
     for (int32_t i = 0; i < count; i++) {
-        if (takes_gemm(c, w[i], n) || j.count == MV_MAX) {
+        const llm_type_kernels *kt = kernels_for(c, w[i]);
+        if (takes_gemm(c, kt, n) || j.count == MV_MAX) {
             llm_cpu_matmul(be, w[i], x, n, y[i]);
             continue;
         }
         int32_t at = j.count++;
         j.w[at] = w[i];
         j.y[at] = y[i];
-        j.matvec[at] = matvec_kernel(&c->k, w[i]->type);
+        j.matvec[at] = kt->matvec;
         j.first[at + 1] = j.first[at] + (w[i]->ne1 + LLM_CPU_GRAIN - 1) / LLM_CPU_GRAIN;
-        quantized |= is_quantized(w[i]->type);
+        quantized |= kt->acts_q8;
     }
     if (j.count == 0)
         return;
@@ -591,6 +590,7 @@ static const llm_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
     .prepare = cpu_prepare,
+    .supports_type = cpu_supports_type,
     .reserve = cpu_reserve,
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -661,8 +661,38 @@ const char *llm_cpu_backend_gemm(const llm_backend *be)
     return c->use_blas ? "openblas" : c->k.name;
 }
 
+/* Adds a caller's per-type kernels to the chosen set's table. */
+static int add_kernels(cpu_backend *c, const llm_type_kernels *extra, size_t n_extra,
+                       char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n_extra; i++) {
+        const llm_type_kernels *e = &extra[i];
+        if (!e->matvec || !e->dequant) {
+            llm_errf(err, errlen, "cpu backend: kernels for type %u lack a matvec or dequant",
+                     (unsigned)e->type);
+            return LLM_EINVAL;
+        }
+        if (llm_kernels_find(&c->k, e->type)) {
+            llm_errf(err, errlen, "cpu backend: type %u already has kernels", (unsigned)e->type);
+            return LLM_EINVAL;
+        }
+        if (llm_kernels_set(&c->k, e) != 0) {
+            llm_errf(err, errlen, "cpu backend: more than %d types of kernels",
+                     LLM_KERNEL_TYPES_MAX);
+            return LLM_EINVAL;
+        }
+    }
+    return 0;
+}
+
 int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
                            char *err, size_t errlen)
+{
+    return llm_cpu_backend_create_with(n_threads, simd, NULL, 0, out, err, errlen);
+}
+
+int llm_cpu_backend_create_with(int32_t n_threads, int simd, const llm_type_kernels *extra,
+                                size_t n_extra, llm_backend **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (n_threads <= 0) {
@@ -680,6 +710,11 @@ int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
     llm_kernels_scalar(&c->k);
     if (simd && llm_kernels_avx2(&c->k) == 0)
         (void)llm_kernels_vnni(&c->k);
+    int rc = add_kernels(c, extra, n_extra, err, errlen);
+    if (rc) {
+        free(c);
+        return rc;
+    }
     if (llm_pool_create(n_threads, &c->pool) != 0) {
         free(c);
         llm_errf(err, errlen, "cpu backend: cannot start %d threads", (int)n_threads);

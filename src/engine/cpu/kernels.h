@@ -5,6 +5,12 @@
  * reference, built everywhere) and an AVX2/FMA/F16C one selected at run
  * time when the CPU has those features. Both take unaligned pointers.
  *
+ * What the backend runs for a weight type is that type's entry in the set's
+ * per-type table (llm_type_kernels: matrix–vector product, rows to f32,
+ * activation layout); the backend finds it by type id and has nothing else
+ * to say about types. A type without an entry has no CPU kernel: the model
+ * refuses to load it (there is no fallback kernel).
+ *
  * Quantized weights (Q8_0, Q4_0) are multiplied, as ggml does, with the
  * activation row quantized once per matmul to 8-bit blocks of 32 with an f32
  * scale (d = max|x| / 127, q = round-to-nearest-even(x / d)): each block's
@@ -17,6 +23,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Elements per block of the quantized activations (llm_acts, llm_qrow): the
+ * activation blocks that the Q8_0 and Q4_0 kernels pair with their weight
+ * blocks of the same size. */
+#define LLM_ACTS_QK 32
 
 /* An activation row quantized to blocks of 32: n/32 scales and n quants. */
 typedef struct llm_qrow {
@@ -70,6 +81,28 @@ typedef struct llm_acts_scratch {
 typedef void (*llm_matvec_fn)(const void *w, size_t row_bytes, int64_t rows,
                               const llm_acts *a, float *y, int64_t ldy);
 
+/* n elements (whole blocks) of one type's rows to f32: that type's to_f32
+ * (quant.h), bit for bit, perhaps faster. */
+typedef void (*llm_dequant_fn)(const void *src, float *dst, size_t n);
+
+/* What the CPU backend runs for weights of one type. */
+typedef struct llm_type_kernels {
+    uint32_t type;          /* ggml type id (quant.h) */
+    llm_matvec_fn matvec;   /* the row loop's product */
+    llm_dequant_fn dequant; /* embedding rows, and the weight panels of the
+                               batched product (unless rows_f32) */
+    int acts_q8;            /* 1: matvec reads the activations quantized
+                               (llm_acts d, q, dt, qb, xbias; rows are whole
+                               blocks of LLM_ACTS_QK), and the batched product
+                               starts later (the row loop then reads far fewer
+                               bytes than a dequantized panel); 0: a->x only */
+    int rows_f32;           /* 1: rows are f32 already; the batched product
+                               reads them in place */
+} llm_type_kernels;
+
+/* Entries a kernel set's table holds (built-in types and a caller's). */
+#define LLM_KERNEL_TYPES_MAX 16
+
 typedef struct llm_kernels {
     const char *name; /* "scalar" or "avx2" */
     float (*dot_f32)(const void *w, const float *x, int64_t n);
@@ -87,9 +120,6 @@ typedef struct llm_kernels {
      * are. The batched path's own product when no tuned BLAS is at hand. */
     void (*gemm_nt)(int64_t n, int64_t m, int64_t k, const float *x, int64_t ldx,
                     const float *w, int64_t ldw, float *y, int64_t ldy);
-    /* n elements of a supported type to f32 (llm_dequantize_row's
-     * contract; the AVX2 set widens 32-element blocks at a time). */
-    void (*dequant_row)(uint32_t type, const void *src, float *dst, int64_t n);
     /* One attention head for one query: sc[p] = dot(q, k_p) * scale for
      * p < len (k_p = k + p * stride, hd floats), e_p = expf(sc[p] - max)
      * summed in index order, out = sum over p of axpy(out, e_p / sum, v_p)
@@ -98,9 +128,17 @@ typedef struct llm_kernels {
      * scratch (left holding e_p). */
     void (*attend)(const float *q, const float *k, const float *v, int64_t stride,
                    uint32_t len, int32_t hd, float scale, float *sc, float *out);
-    /* Matrix–vector products per weight type (llm_matvec_fn). */
-    llm_matvec_fn matvec_f32, matvec_f16, matvec_bf16, matvec_q8_0, matvec_q4_0;
+    /* The per-type table: n_types entries, one per type id. */
+    llm_type_kernels types[LLM_KERNEL_TYPES_MAX];
+    int32_t n_types;
 } llm_kernels;
+
+/* k's entry for ggml type `type`, or NULL when k has no kernels for it. */
+const llm_type_kernels *llm_kernels_find(const llm_kernels *k, uint32_t type);
+
+/* Puts e into k's table, replacing the entry for the same type. 0, or -1
+ * when the table is full (k unchanged). */
+int llm_kernels_set(llm_kernels *k, const llm_type_kernels *e);
 
 /* Quantizes n rows of len (a multiple of 32) f32 activations x with k's
  * quantize_row and fills every quantized layout of *a (a->x = x too) in s.
@@ -141,7 +179,7 @@ int llm_kernels_vnni(llm_kernels *k);
                           const llm_acts *a, float *y, int64_t ldy)           \
     {                                                                         \
         const unsigned char *p = w;                                           \
-        int64_t nb = a->len / 32;                                             \
+        int64_t nb = a->len / LLM_ACTS_QK;                                    \
         for (int64_t r = 0; r < rows; r++, p += row_bytes)                    \
             for (int32_t t = 0; t < a->n; t++) {                              \
                 llm_qrow xq = {a->d + t * nb, a->q + t * a->len};             \

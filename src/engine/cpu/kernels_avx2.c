@@ -122,21 +122,21 @@ AVX2_FN static float dot_q8_0(const void *w, const llm_qrow *x, int64_t n)
 {
     const unsigned char *blk = w;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t nb = n / LLM_QK, b = 0;
+    int64_t nb = n / LLM_QK8_0, b = 0;
     for (; b + 2 <= nb; b += 2, blk += 2 * sizeof(llm_block_q8_0)) {
         const unsigned char *b1 = blk + sizeof(llm_block_q8_0);
         PREFETCH(blk);
         PREFETCH(blk + 64);
         __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
         __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(b1 + 2));
-        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + b * LLM_QK));
-        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + (b + 1) * LLM_QK));
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + b * LLM_ACTS_QK));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + (b + 1) * LLM_ACTS_QK));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16_at(blk) * x->d[b]), block_dot_s8(w0, x0), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fp16_at(b1) * x->d[b + 1]), block_dot_s8(w1, x1), acc1);
     }
     for (; b < nb; b++, blk += sizeof(llm_block_q8_0)) {
         __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + b * LLM_QK));
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + b * LLM_ACTS_QK));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16_at(blk) * x->d[b]), block_dot_s8(w0, x0), acc0);
     }
     return hsum8(_mm256_add_ps(acc0, acc1));
@@ -158,17 +158,17 @@ AVX2_FN static float dot_q4_0(const void *w, const llm_qrow *x, int64_t n)
 {
     const unsigned char *blk = w;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t nb = n / LLM_QK, b = 0;
+    int64_t nb = n / LLM_QK4_0, b = 0;
     for (; b + 2 <= nb; b += 2, blk += 2 * sizeof(llm_block_q4_0)) {
         const unsigned char *b1 = blk + sizeof(llm_block_q4_0);
         PREFETCH(blk);
-        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + b * LLM_QK));
-        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + (b + 1) * LLM_QK));
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + b * LLM_ACTS_QK));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + (b + 1) * LLM_ACTS_QK));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16_at(blk) * x->d[b]), block_dot_s8(unpack_q4(blk + 2), x0), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fp16_at(b1) * x->d[b + 1]), block_dot_s8(unpack_q4(b1 + 2), x1), acc1);
     }
     for (; b < nb; b++, blk += sizeof(llm_block_q4_0)) {
-        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + b * LLM_QK));
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x->q + b * LLM_ACTS_QK));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16_at(blk) * x->d[b]), block_dot_s8(unpack_q4(blk + 2), x0), acc0);
     }
     return hsum8(_mm256_add_ps(acc0, acc1));
@@ -210,7 +210,7 @@ AVX2_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_byt
                                           const int T)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_QK;
+    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_ACTS_QK;
     const float *db = a->dt + b * a->n + t0;
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
@@ -229,7 +229,7 @@ AVX2_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_byt
             _mm256_storeu_ps(sc, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(db)));
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xb + t * LLM_QK));
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xb + t * LLM_ACTS_QK));
             __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
             __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
             acc[r][t] = _mm256_fmadd_ps(broadcast_mem(&sc[t]), f, acc[r][t]);
@@ -247,7 +247,7 @@ AVX2_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_byt
                                         int64_t ldy, const int R, const int T)          \
     {                                                                                   \
         __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];              \
-        int64_t nb = a->len / LLM_QK, b = 0;                                            \
+        int64_t nb = a->len / LLM_QK8_0, b = 0;                                         \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                             \
             _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                         \
                 acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();                          \
@@ -396,7 +396,7 @@ VNNI_FN static ALWAYS_INLINE void q8v_step(const unsigned char *w, size_t row_by
                                            const int T)
 {
     const float *db = a->dt + b * a->n + t0;
-    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_QK;
+    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_ACTS_QK;
     const int32_t *xbias = a->xbias + (b * a->n + t0) * 8;
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
@@ -415,7 +415,7 @@ VNNI_FN static ALWAYS_INLINE void q8v_step(const unsigned char *w, size_t row_by
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             __m256i p = _mm256_loadu_si256((const __m256i *)(const void *)(xbias + t * 8));
-            p = _mm256_dpbusd_epi32(p, wu, _mm256_loadu_si256((const __m256i *)(const void *)(xb + t * LLM_QK)));
+            p = _mm256_dpbusd_epi32(p, wu, _mm256_loadu_si256((const __m256i *)(const void *)(xb + t * LLM_ACTS_QK)));
             __m256 sc = T == 1 ? sv : _mm256_permutexvar_ps(_mm256_set1_epi32(t), sv);
             acc[r][t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), acc[r][t]);
         }
@@ -445,8 +445,8 @@ AVX2_FN static void quantize_row(const float *x, int64_t n, float *d, int8_t *q)
 {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    for (int64_t b = 0; b < n / LLM_QK; b++) {
-        const float *xb = x + b * LLM_QK;
+    for (int64_t b = 0; b < n / LLM_ACTS_QK; b++) {
+        const float *xb = x + b * LLM_ACTS_QK;
         __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
         __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
         __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
@@ -466,7 +466,7 @@ AVX2_FN static void quantize_row(const float *x, int64_t n, float *d, int8_t *q)
         /* The packs work within 128-bit lanes; the permute restores order. */
         __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
         p = _mm256_permutevar8x32_epi32(p, order);
-        _mm256_storeu_si256((__m256i *)(void *)(q + b * LLM_QK), p);
+        _mm256_storeu_si256((__m256i *)(void *)(q + b * LLM_ACTS_QK), p);
     }
 }
 
@@ -677,36 +677,43 @@ AVX2_FN static inline void widen_s8(__m256i q, float d, float *dst)
     _mm256_storeu_ps(dst + 24, _mm256_mul_ps(vd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
 }
 
-AVX2_FN static void dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
+/* Rows to f32 per type, bit for bit the reference conversions (quant.h):
+ * the quantized ones widen a block at a time (one product d * q per
+ * element, as the reference), the 16-bit floats eight at a time. */
+AVX2_FN static void dequant_q8_0(const void *src, float *dst, size_t n)
 {
     const unsigned char *p = src;
-    switch (type) {
-    case LLM_TYPE_Q8_0:
-        for (int64_t b = 0; b < n / LLM_QK; b++, p += sizeof(llm_block_q8_0))
-            widen_s8(_mm256_loadu_si256((const __m256i *)(const void *)(p + 2)), fp16_at(p), dst + b * LLM_QK);
+    for (size_t b = 0; b < n / LLM_QK8_0; b++, p += sizeof(llm_block_q8_0))
+        widen_s8(_mm256_loadu_si256((const __m256i *)(const void *)(p + 2)), fp16_at(p), dst + b * LLM_QK8_0);
+}
+
+AVX2_FN static void dequant_q4_0(const void *src, float *dst, size_t n)
+{
+    const unsigned char *p = src;
+    for (size_t b = 0; b < n / LLM_QK4_0; b++, p += sizeof(llm_block_q4_0))
+        widen_s8(unpack_q4(p + 2), fp16_at(p), dst + b * LLM_QK4_0);
+}
+
+AVX2_FN static void dequant_f16(const void *src, float *dst, size_t n)
+{
+    const unsigned char *p = src;
+    if (n % 8 != 0) {
+        llm_dequantize_row(LLM_TYPE_F16, src, dst, n);
         return;
-    case LLM_TYPE_Q4_0:
-        for (int64_t b = 0; b < n / LLM_QK; b++, p += sizeof(llm_block_q4_0))
-            widen_s8(unpack_q4(p + 2), fp16_at(p), dst + b * LLM_QK);
-        return;
-    case LLM_TYPE_F16:
-        if (n % 8 == 0) {
-            for (int64_t i = 0; i < n; i += 8)
-                _mm256_storeu_ps(dst + i, load_f16x8(p + 2 * i));
-            return;
-        }
-        break;
-    case LLM_TYPE_BF16:
-        if (n % 8 == 0) {
-            for (int64_t i = 0; i < n; i += 8)
-                _mm256_storeu_ps(dst + i, load_bf16x8(p + 2 * i));
-            return;
-        }
-        break;
-    default:
-        break;
     }
-    llm_dequantize_row(type, src, dst, (size_t)n);
+    for (size_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(dst + i, load_f16x8(p + 2 * i));
+}
+
+AVX2_FN static void dequant_bf16(const void *src, float *dst, size_t n)
+{
+    const unsigned char *p = src;
+    if (n % 8 != 0) {
+        llm_dequantize_row(LLM_TYPE_BF16, src, dst, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(dst + i, load_bf16x8(p + 2 * i));
 }
 
 LLM_MATVEC_BY_ROWS_FLOAT(AVX2_FN, matvec_f32, dot_f32)
@@ -737,13 +744,20 @@ int llm_kernels_avx2(llm_kernels *k)
     k->dot = dot;
     k->axpy = axpy;
     k->gemm_nt = gemm_nt;
-    k->dequant_row = dequant_row;
     k->attend = attend;
-    k->matvec_f32 = matvec_f32;
-    k->matvec_f16 = matvec_f16;
-    k->matvec_bf16 = matvec_bf16;
-    k->matvec_q8_0 = matvec_q8_0;
-    k->matvec_q4_0 = matvec_q4_0;
+    /* The built-in types' entries (replacing the scalar set's): F32 rows
+     * are read in place by the batched product, so the reference copy
+     * serves them. */
+    const llm_type_kernels e[] = {
+        {LLM_TYPE_F32, matvec_f32, llm_type_find(NULL, LLM_TYPE_F32)->to_f32, 0, 1},
+        {LLM_TYPE_F16, matvec_f16, dequant_f16, 0, 0},
+        {LLM_TYPE_BF16, matvec_bf16, dequant_bf16, 0, 0},
+        {LLM_TYPE_Q8_0, matvec_q8_0, dequant_q8_0, 1, 0},
+        {LLM_TYPE_Q4_0, matvec_q4_0, dequant_q4_0, 1, 0},
+    };
+    k->n_types = 0;
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
+        (void)llm_kernels_set(k, &e[i]); /* 5 <= LLM_KERNEL_TYPES_MAX */
     return 0;
 }
 
@@ -753,8 +767,13 @@ int llm_kernels_vnni(llm_kernels *k)
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
         !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni"))
         return -1;
+    const llm_type_kernels *q8 = llm_kernels_find(k, LLM_TYPE_Q8_0);
+    if (!q8)
+        return -1;
+    llm_type_kernels e = *q8;
+    e.matvec = matvec_q8_0_vnni;
+    (void)llm_kernels_set(k, &e); /* replaces: the table does not grow */
     k->name = "avx2+vnni";
-    k->matvec_q8_0 = matvec_q8_0_vnni;
     return 0;
 }
 

@@ -11,6 +11,9 @@
 
 #include "../quant.h"
 
+_Static_assert(LLM_QK8_0 == LLM_ACTS_QK && LLM_QK4_0 == LLM_ACTS_QK,
+               "the Q8_0/Q4_0 kernels pair one weight block with one activation block");
+
 static float dot_f32(const void *w, const float *x, int64_t n)
 {
     const float *a = w;
@@ -55,11 +58,11 @@ static float dot_q8_0(const void *w, const llm_qrow *x, int64_t n)
 {
     const unsigned char *blk = w;
     float s = 0.0f;
-    for (int64_t b = 0; b < n / LLM_QK; b++, blk += sizeof(llm_block_q8_0)) {
+    for (int64_t b = 0; b < n / LLM_QK8_0; b++, blk += sizeof(llm_block_q8_0)) {
         const int8_t *wq = (const int8_t *)(blk + 2);
-        const int8_t *xq = x->q + b * LLM_QK;
+        const int8_t *xq = x->q + b * LLM_QK8_0;
         int32_t acc = 0;
-        for (int j = 0; j < LLM_QK; j++)
+        for (int j = 0; j < LLM_QK8_0; j++)
             acc += (int32_t)wq[j] * (int32_t)xq[j];
         s += block_scale(blk) * x->d[b] * (float)acc;
     }
@@ -70,13 +73,13 @@ static float dot_q4_0(const void *w, const llm_qrow *x, int64_t n)
 {
     const unsigned char *blk = w;
     float s = 0.0f;
-    for (int64_t b = 0; b < n / LLM_QK; b++, blk += sizeof(llm_block_q4_0)) {
+    for (int64_t b = 0; b < n / LLM_QK4_0; b++, blk += sizeof(llm_block_q4_0)) {
         const unsigned char *wq = blk + 2;
-        const int8_t *xq = x->q + b * LLM_QK;
+        const int8_t *xq = x->q + b * LLM_QK4_0;
         int32_t acc = 0;
-        for (int j = 0; j < LLM_QK / 2; j++) {
+        for (int j = 0; j < LLM_QK4_0 / 2; j++) {
             acc += ((int32_t)(wq[j] & 0x0f) - 8) * (int32_t)xq[j];
-            acc += ((int32_t)(wq[j] >> 4) - 8) * (int32_t)xq[j + LLM_QK / 2];
+            acc += ((int32_t)(wq[j] >> 4) - 8) * (int32_t)xq[j + LLM_QK4_0 / 2];
         }
         s += block_scale(blk) * x->d[b] * (float)acc;
     }
@@ -85,16 +88,16 @@ static float dot_q4_0(const void *w, const llm_qrow *x, int64_t n)
 
 static void quantize_row(const float *x, int64_t n, float *d, int8_t *q)
 {
-    for (int64_t b = 0; b < n / LLM_QK; b++) {
-        const float *xb = x + b * LLM_QK;
+    for (int64_t b = 0; b < n / LLM_ACTS_QK; b++) {
+        const float *xb = x + b * LLM_ACTS_QK;
         float amax = 0.0f;
-        for (int j = 0; j < LLM_QK; j++)
+        for (int j = 0; j < LLM_ACTS_QK; j++)
             amax = fmaxf(amax, fabsf(xb[j]));
         float db = amax / 127.0f;
         float id = db > 0.0f ? 1.0f / db : 0.0f;
         d[b] = db;
-        for (int j = 0; j < LLM_QK; j++)
-            q[b * LLM_QK + j] = (int8_t)nearbyintf(xb[j] * id);
+        for (int j = 0; j < LLM_ACTS_QK; j++)
+            q[b * LLM_ACTS_QK + j] = (int8_t)nearbyintf(xb[j] * id);
     }
 }
 
@@ -120,11 +123,6 @@ static void gemm_nt(int64_t n, int64_t m, int64_t k, const float *x, int64_t ldx
             y[i * ldy + j] = dot(x + i * ldx, w + j * ldw, k);
 }
 
-static void dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
-{
-    llm_dequantize_row(type, src, dst, (size_t)n);
-}
-
 static void attend(const float *q, const float *k, const float *v, int64_t stride, uint32_t len,
                    int32_t hd, float scale, float *sc, float *out)
 {
@@ -145,15 +143,15 @@ static void attend(const float *q, const float *k, const float *v, int64_t strid
 void llm_acts_quantize(const llm_kernels *k, const float *x, int32_t n, int64_t len,
                        const llm_acts_scratch *s, llm_acts *a)
 {
-    int64_t nb = len / LLM_QK;
+    int64_t nb = len / LLM_ACTS_QK;
     for (int32_t t = 0; t < n; t++)
         k->quantize_row(x + t * len, len, s->d + t * nb, s->q + t * len);
     for (int64_t b = 0; b < nb; b++)
         for (int32_t t = 0; t < n; t++) {
-            const int8_t *src = s->q + t * len + b * LLM_QK;
+            const int8_t *src = s->q + t * len + b * LLM_ACTS_QK;
             int32_t *bias = s->xbias + (b * n + t) * 8;
             s->dt[b * n + t] = s->d[t * nb + b];
-            memcpy(s->qb + (b * n + t) * LLM_QK, src, LLM_QK);
+            memcpy(s->qb + (b * n + t) * LLM_ACTS_QK, src, LLM_ACTS_QK);
             for (int g = 0; g < 8; g++)
                 bias[g] = -128 * (src[4 * g] + src[4 * g + 1] + src[4 * g + 2] + src[4 * g + 3]);
         }
@@ -173,6 +171,44 @@ LLM_MATVEC_BY_ROWS_FLOAT(, matvec_bf16, dot_bf16)
 LLM_MATVEC_BY_ROWS_QUANT(, matvec_q8_0, dot_q8_0)
 LLM_MATVEC_BY_ROWS_QUANT(, matvec_q4_0, dot_q4_0)
 
+const llm_type_kernels *llm_kernels_find(const llm_kernels *k, uint32_t type)
+{
+    for (int32_t i = 0; i < k->n_types; i++)
+        if (k->types[i].type == type)
+            return &k->types[i];
+    return NULL;
+}
+
+int llm_kernels_set(llm_kernels *k, const llm_type_kernels *e)
+{
+    for (int32_t i = 0; i < k->n_types; i++) {
+        if (k->types[i].type == e->type) {
+            k->types[i] = *e;
+            return 0;
+        }
+    }
+    if (k->n_types == LLM_KERNEL_TYPES_MAX)
+        return -1;
+    k->types[k->n_types++] = *e;
+    return 0;
+}
+
+/* The built-in types' entries: this set's products, the reference
+ * conversions (quant.h) for rows to f32. */
+static void set_types(llm_kernels *k)
+{
+    const llm_type_kernels e[] = {
+        {LLM_TYPE_F32, matvec_f32, llm_type_find(NULL, LLM_TYPE_F32)->to_f32, 0, 1},
+        {LLM_TYPE_F16, matvec_f16, llm_type_find(NULL, LLM_TYPE_F16)->to_f32, 0, 0},
+        {LLM_TYPE_BF16, matvec_bf16, llm_type_find(NULL, LLM_TYPE_BF16)->to_f32, 0, 0},
+        {LLM_TYPE_Q8_0, matvec_q8_0, llm_type_find(NULL, LLM_TYPE_Q8_0)->to_f32, 1, 0},
+        {LLM_TYPE_Q4_0, matvec_q4_0, llm_type_find(NULL, LLM_TYPE_Q4_0)->to_f32, 1, 0},
+    };
+    k->n_types = 0;
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
+        (void)llm_kernels_set(k, &e[i]); /* 5 <= LLM_KERNEL_TYPES_MAX */
+}
+
 void llm_kernels_scalar(llm_kernels *k)
 {
     k->name = "scalar";
@@ -185,11 +221,6 @@ void llm_kernels_scalar(llm_kernels *k)
     k->dot = dot;
     k->axpy = axpy;
     k->gemm_nt = gemm_nt;
-    k->dequant_row = dequant_row;
     k->attend = attend;
-    k->matvec_f32 = matvec_f32;
-    k->matvec_f16 = matvec_f16;
-    k->matvec_bf16 = matvec_bf16;
-    k->matvec_q8_0 = matvec_q8_0;
-    k->matvec_q4_0 = matvec_q4_0;
+    set_types(k);
 }

@@ -455,6 +455,11 @@ int llm_cuda_backend_create(int device, struct llm_backend **out, char *err,
  * backend or a negative layer. */
 int llm_cuda_backend_set_fuse_from(struct llm_backend *be, int32_t layer);
 
+/* The seam's supports_type (backend.h): 1 when weights of ggml type `type`
+ * upload to a device layout the kernels take (F32, F16, BF16, Q8_0, Q4_0;
+ * the table in cuda_matmul.cu), else 0. Thread-safe. */
+int llm_cuda_backend_supports_type(const struct llm_backend *be, uint32_t type);
+
 /* How the seam runs a one-token forward (a decode step):
  *   LLM_CUDA_DECODE_OPS: op by op, as every other forward (the engine's
  *     generic path: RMSNorm, products, RoPE, attention, add, ...);

@@ -19,6 +19,12 @@
  * Q8_0 lives on the device as two arrays, int8 quants [rows][cols] and fp16
  * scales [rows][cols/32], instead of ggml's interleaved 34-byte blocks, so
  * that every quant load is an aligned 16-byte vector.
+ *
+ * Types are chosen by table, never by a default case: k_uploads says which
+ * host (ggml) types upload and into which device layout, k_layouts what
+ * each device layout is and which kernels run it. A type in neither has no
+ * CUDA kernel (llm_cuda_backend_supports_type), and the model refuses it
+ * at load.
  */
 #include "cuda_internal.cuh"
 
@@ -26,18 +32,111 @@
 #include <string.h>
 
 
-/* ---- weights ----------------------------------------------------------- */
+/* ---- device layouts ---------------------------------------------------- */
 
-static size_t elem_bytes(uint32_t type)
+/* The kernels' template argument per device layout: elements per 16-byte
+ * vector and bytes per element of data. */
+enum { WT_F32, WT_F16, WT_BF16, WT_Q8, WT_COUNT };
+
+template <int WT> struct wt_info;
+template <> struct wt_info<WT_F32> { static constexpr int chunk = 4, bytes = 4; };
+template <> struct wt_info<WT_F16> { static constexpr int chunk = 8, bytes = 2; };
+template <> struct wt_info<WT_BF16> { static constexpr int chunk = 8, bytes = 2; };
+template <> struct wt_info<WT_Q8> { static constexpr int chunk = 16, bytes = 1; };
+
+/* How a wide product takes a layout: fp32 GEMM on the weights as they are
+ * (exact), bf16 GEMM on them as they are, or bf16 GEMM on a dequantized
+ * chunk of rows. */
+enum { GEMM_F32, GEMM_BF16, GEMM_DEQUANT };
+
+/* One device layout (llm_cuda_weight.type). */
+typedef struct layout_info {
+    uint32_t dtype;    /* the layout's type id */
+    int wt;            /* kernels' template argument (WT_*) */
+    size_t elem_bytes; /* bytes of data per element */
+    int chunk;         /* elements per 16-byte vector */
+    int scaled;        /* 1: an fp16 scale per LLM_QK8_0 elements (scales) */
+    int gemm;          /* GEMM_* */
+} layout_info;
+
+static const layout_info k_layouts[] = {
+    {LLM_TYPE_F32, WT_F32, wt_info<WT_F32>::bytes, wt_info<WT_F32>::chunk, 0, GEMM_F32},
+    {LLM_TYPE_F16, WT_F16, wt_info<WT_F16>::bytes, wt_info<WT_F16>::chunk, 0, GEMM_DEQUANT},
+    {LLM_TYPE_BF16, WT_BF16, wt_info<WT_BF16>::bytes, wt_info<WT_BF16>::chunk, 0, GEMM_BF16},
+    {LLM_TYPE_Q8_0, WT_Q8, wt_info<WT_Q8>::bytes, wt_info<WT_Q8>::chunk, 1, GEMM_DEQUANT},
+};
+
+static const layout_info *find_layout(uint32_t dtype)
 {
-    switch (type) {
-    case LLM_TYPE_F32: return 4;
-    case LLM_TYPE_F16:
-    case LLM_TYPE_BF16: return 2;
-    case LLM_TYPE_Q8_0: return 1; /* quants; scales are separate */
-    default: return 0;
+    for (size_t i = 0; i < sizeof k_layouts / sizeof k_layouts[0]; i++)
+        if (k_layouts[i].dtype == dtype)
+            return &k_layouts[i];
+    return NULL;
+}
+
+/* Whether w is a weight of a known layout with its scales when it needs
+ * them (the products' argument check). */
+static int weight_ok(const llm_cuda_weight *w)
+{
+    const layout_info *l = find_layout(w->type);
+    return l && (!l->scaled || w->scales);
+}
+
+/* ---- host types -------------------------------------------------------- */
+
+/* Splits one ggml block into int8 quants q[LLM_QK8_0] and its fp16 scale. */
+typedef void (*split_fn)(const unsigned char *blk, int8_t *q, uint16_t *d);
+
+static void split_q8_0(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    memcpy(d, blk, 2);
+    memcpy(q, blk + 2, LLM_QK8_0);
+}
+
+/* Q4_0: nibble - 8 is exact in int8 with the same d. */
+static void split_q4_0(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    memcpy(d, blk, 2);
+    for (int j = 0; j < LLM_QK4_0 / 2; j++) {
+        q[j] = (int8_t)((blk[2 + j] & 0x0f) - 8);
+        q[j + LLM_QK4_0 / 2] = (int8_t)((blk[2 + j] >> 4) - 8);
     }
 }
+
+static_assert(LLM_QK4_0 == LLM_QK8_0, "Q4_0 blocks become Q8 layout blocks one for one");
+
+/* The host types that upload: the device layout each is stored in, and how
+ * its blocks split into that layout's quants and scales (NULL: the rows are
+ * copied as they are). */
+typedef struct upload_type {
+    uint32_t type;  /* ggml type id */
+    uint32_t dtype; /* device layout */
+    split_fn split;
+} upload_type;
+
+static const upload_type k_uploads[] = {
+    {LLM_TYPE_F32, LLM_TYPE_F32, NULL},
+    {LLM_TYPE_F16, LLM_TYPE_F16, NULL},
+    {LLM_TYPE_BF16, LLM_TYPE_BF16, NULL},
+    {LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, split_q8_0},
+    {LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, split_q4_0},
+};
+
+static const upload_type *find_upload(uint32_t type)
+{
+    for (size_t i = 0; i < sizeof k_uploads / sizeof k_uploads[0]; i++)
+        if (k_uploads[i].type == type)
+            return &k_uploads[i];
+    return NULL;
+}
+
+int llm_cuda_backend_supports_type(const struct llm_backend *be, uint32_t type)
+{
+    (void)be; /* every device takes the same types */
+    return find_upload(type) != NULL;
+}
+
+/* ---- weights ----------------------------------------------------------- */
 
 int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
                           int64_t rows, llm_cuda_weight *w)
@@ -46,12 +145,13 @@ int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
         return LLM_EINVAL;
     memset(w, 0, sizeof *w);
     LLM_CU_ENTER(c);
-    size_t eb = elem_bytes(type);
-    LLM_CU_ARG(c, eb != 0 && cols > 0 && rows > 0);
-    LLM_CU_ARG(c, type != LLM_TYPE_Q8_0 || cols % LLM_QK == 0);
+    const layout_info *l = find_layout(type);
+    LLM_CU_ARG(c, l && cols > 0 && rows > 0);
+    LLM_CU_ARG(c, !l->scaled || cols % LLM_QK8_0 == 0);
     LLM_CU_ARG(c, cols <= ((int64_t)1 << 40) / rows);
+    size_t eb = l->elem_bytes;
     size_t n = (size_t)cols * (size_t)rows;
-    size_t nscale = type == LLM_TYPE_Q8_0 ? n / LLM_QK : 0;
+    size_t nscale = l->scaled ? n / LLM_QK8_0 : 0;
     void *data = NULL, *scales = NULL;
     int rc = llm_cuda_malloc(c, n * eb, &data);
     if (rc == 0 && nscale)
@@ -78,27 +178,17 @@ void llm_cuda_weight_release(llm_cuda *c, llm_cuda_weight *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Splits `nrows` ggml Q8_0/Q4_0 rows into quants and scales on the host. */
-static void repack_rows(uint32_t type, const unsigned char *src, size_t row_bytes,
+/* Splits `nrows` ggml rows of a blocked type into quants and scales on the
+ * host, block by block through u->split. */
+static void repack_rows(const upload_type *u, const unsigned char *src, size_t row_bytes,
                         int64_t cols, int64_t nrows, int8_t *q, uint16_t *d)
 {
-    int64_t nb = cols / LLM_QK;
+    const llm_type_traits *tt = llm_type_find(NULL, u->type);
+    int64_t nb = cols / LLM_QK8_0;
     for (int64_t r = 0; r < nrows; r++) {
         const unsigned char *blk = src + (size_t)r * row_bytes;
-        for (int64_t b = 0; b < nb; b++) {
-            memcpy(&d[r * nb + b], blk, 2);
-            int8_t *out = q + r * cols + b * LLM_QK;
-            if (type == LLM_TYPE_Q8_0) {
-                memcpy(out, blk + 2, LLM_QK);
-                blk += sizeof(llm_block_q8_0);
-            } else { /* Q4_0: nibble - 8 is exact in int8 with the same d */
-                for (int j = 0; j < LLM_QK / 2; j++) {
-                    out[j] = (int8_t)((blk[2 + j] & 0x0f) - 8);
-                    out[j + LLM_QK / 2] = (int8_t)((blk[2 + j] >> 4) - 8);
-                }
-                blk += sizeof(llm_block_q4_0);
-            }
-        }
+        for (int64_t b = 0; b < nb; b++, blk += tt->block_bytes)
+            u->split(blk, q + r * cols + b * LLM_QK8_0, &d[r * nb + b]);
     }
 }
 
@@ -147,10 +237,10 @@ static int upload_placed(llm_cuda *c, void *dst, size_t dpitch, const void *src,
 }
 
 /* Uploads quantized rows through a bounded host staging buffer. */
-static int upload_quant(llm_cuda *c, uint32_t type, const void *host,
+static int upload_quant(llm_cuda *c, const upload_type *u, const void *host,
                         size_t row_bytes, llm_cuda_weight *w, row_place pl)
 {
-    int64_t nb = w->cols / LLM_QK;
+    int64_t nb = w->cols / LLM_QK8_0;
     size_t per_row = (size_t)w->cols + (size_t)nb * 2;
     int64_t chunk = (int64_t)(((size_t)8 << 20) / per_row);
     if (chunk < 1)
@@ -165,7 +255,7 @@ static int upload_quant(llm_cuda *c, uint32_t type, const void *host,
         int64_t nr = pl.rows - r0 < chunk ? pl.rows - r0 : chunk;
         int8_t *q = (int8_t *)stage;
         uint16_t *d = (uint16_t *)(stage + (size_t)nr * (size_t)w->cols);
-        repack_rows(type, (const unsigned char *)host + (size_t)r0 * row_bytes,
+        repack_rows(u, (const unsigned char *)host + (size_t)r0 * row_bytes,
                     row_bytes, w->cols, nr, q, d);
         row_place sub = {pl.row0 + r0 * pl.step, pl.step, nr};
         rc = upload_placed(c, w->data, (size_t)w->cols, q, (size_t)w->cols,
@@ -180,20 +270,17 @@ static int upload_quant(llm_cuda *c, uint32_t type, const void *host,
     return rc;
 }
 
-/* Bytes of one ggml row of `type` with `cols` elements; 0 when the type is
- * not uploadable or cols does not fit its blocks. */
+/* Bytes of one ggml row of `type` with `cols` elements (the type's traits,
+ * quant.h); 0 when the type is not uploadable or cols does not fit its
+ * blocks. */
 static uint64_t file_row_bytes(uint32_t type, int64_t cols)
 {
-    switch (type) {
-    case LLM_TYPE_F32: return (uint64_t)cols * 4;
-    case LLM_TYPE_F16:
-    case LLM_TYPE_BF16: return (uint64_t)cols * 2;
-    case LLM_TYPE_Q8_0:
-        return cols % LLM_QK ? 0 : (uint64_t)(cols / LLM_QK) * sizeof(llm_block_q8_0);
-    case LLM_TYPE_Q4_0:
-        return cols % LLM_QK ? 0 : (uint64_t)(cols / LLM_QK) * sizeof(llm_block_q4_0);
-    default: return 0;
-    }
+    const llm_type_traits *tt = llm_type_find(NULL, type);
+    uint64_t bytes;
+    if (!find_upload(type) || !tt || cols <= 0 ||
+        llm_type_traits_row_bytes(tt, (uint64_t)cols, &bytes) != 0)
+        return 0;
+    return bytes;
 }
 
 /* Checks one host matrix of `type` with `cols` columns and row_bytes-byte
@@ -210,12 +297,12 @@ static int part_ok(llm_cuda *c, uint32_t type, int64_t cols, size_t row_bytes)
 }
 
 /* Uploads one host matrix into the rows pl names of an allocated weight. */
-static int upload_part(llm_cuda *c, uint32_t type, const void *host, size_t row_bytes,
+static int upload_part(llm_cuda *c, const upload_type *u, const void *host, size_t row_bytes,
                        llm_cuda_weight *w, row_place pl)
 {
-    if (type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0)
-        return upload_quant(c, type, host, row_bytes, w, pl);
-    size_t need = (size_t)file_row_bytes(type, w->cols);
+    if (u->split)
+        return upload_quant(c, u, host, row_bytes, w, pl);
+    size_t need = (size_t)file_row_bytes(u->type, w->cols);
     return upload_placed(c, w->data, need, host, row_bytes, need, pl);
 }
 
@@ -246,15 +333,14 @@ int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
             return rc;
         rows += parts[i].rows;
     }
-    int quant = type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0;
-    uint32_t dtype = quant ? (uint32_t)LLM_TYPE_Q8_0 : type;
-    int rc = llm_cuda_weight_alloc(c, dtype, cols, rows, w);
+    const upload_type *u = find_upload(type); /* part_ok: it exists */
+    int rc = llm_cuda_weight_alloc(c, u->dtype, cols, rows, w);
     if (rc)
         return rc;
     int64_t row0 = 0;
     for (int i = 0; i < count && rc == 0; i++) {
         row_place pl = {interleave ? i : row0, interleave ? count : 1, parts[i].rows};
-        rc = upload_part(c, type, parts[i].host, parts[i].row_bytes, w, pl);
+        rc = upload_part(c, u, parts[i].host, parts[i].row_bytes, w, pl);
         row0 += parts[i].rows;
     }
     if (rc == 0)
@@ -267,23 +353,16 @@ int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
 llm_cuda_weight llm_cuda_weight_rows(const llm_cuda_weight *w, int64_t row0, int64_t rows)
 {
     llm_cuda_weight v = *w;
-    size_t eb = elem_bytes(w->type), cols = (size_t)w->cols;
+    const layout_info *l = find_layout(w->type);
+    size_t eb = l ? l->elem_bytes : 0, cols = (size_t)w->cols;
     v.data = (char *)w->data + (size_t)row0 * cols * eb;
-    v.scales = w->scales ? w->scales + (size_t)row0 * (cols / LLM_QK) : NULL;
+    v.scales = w->scales ? w->scales + (size_t)row0 * (cols / LLM_QK8_0) : NULL;
     v.rows = rows;
-    v.bytes = (size_t)rows * cols * eb + (w->scales ? (size_t)rows * (cols / LLM_QK) * 2 : 0);
+    v.bytes = (size_t)rows * cols * eb + (w->scales ? (size_t)rows * (cols / LLM_QK8_0) * 2 : 0);
     return v;
 }
 
 /* ---- matrix-vector ----------------------------------------------------- */
-
-enum { WT_F32, WT_F16, WT_BF16, WT_Q8 };
-
-template <int WT> struct wt_info;
-template <> struct wt_info<WT_F32> { static constexpr int chunk = 4, bytes = 4; };
-template <> struct wt_info<WT_F16> { static constexpr int chunk = 8, bytes = 2; };
-template <> struct wt_info<WT_BF16> { static constexpr int chunk = 8, bytes = 2; };
-template <> struct wt_info<WT_Q8> { static constexpr int chunk = 16, bytes = 1; };
 
 /* A 16-byte weight load that bypasses L1: each weight byte is used once, and
  * L1 is better left to the activations every warp re-reads. */
@@ -337,7 +416,7 @@ __device__ __forceinline__ void chunk_dot(uint4 wv, int64_t j, const float *__re
     unpack<WT>(wv, wf);
     float scale = 1.0f;
     if (WT == WT_Q8)
-        scale = __half2float(__ushort_as_half(__ldg(srow + (j * CH) / LLM_QK)));
+        scale = __half2float(__ushort_as_half(__ldg(srow + (j * CH) / LLM_QK8_0)));
 #pragma unroll
     for (int v = 0; v < NV; v++) {
         const float4 *xv = reinterpret_cast<const float4 *>(x + v * cols + j * CH);
@@ -394,7 +473,7 @@ matvec_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
         return; /* touches nothing; the grid's other warps wait */
     const uint4 *wr = reinterpret_cast<const uint4 *>(
         (const char *)w + row * cols * wt_info<WT>::bytes);
-    const uint16_t *srow = WT == WT_Q8 ? scales + row * (cols / LLM_QK) : nullptr;
+    const uint16_t *srow = WT == WT_Q8 ? scales + row * (cols / LLM_QK8_0) : nullptr;
     int64_t nch = cols / CH;
     uint4 wv[MV_UNROLL];
     bool first = lane + (MV_UNROLL - 1) * 32 < nch;
@@ -445,7 +524,7 @@ __device__ __forceinline__ float weight_at(const void *w, const uint16_t *scales
     case LLM_TYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)w)[e]);
     default:
         return (float)((const int8_t *)w)[e] *
-               __half2float(__ushort_as_half(scales[row * (cols / LLM_QK) + i / LLM_QK]));
+               __half2float(__ushort_as_half(scales[row * (cols / LLM_QK8_0) + i / LLM_QK8_0]));
     }
 }
 
@@ -489,11 +568,18 @@ static cudaError_t launch_vec(const llm_cuda *c, const llm_cuda_weight *w, const
 #undef LLM_MV_CASE
 }
 
+typedef cudaError_t (*vec_launch_fn)(const llm_cuda *c, const llm_cuda_weight *w,
+                                     const float *x, int32_t n, float *y, int acc_out);
+
+/* The vector kernels per device layout, by WT_*. */
+static const vec_launch_fn k_vec_launch[WT_COUNT] = {
+    launch_vec<WT_F32>, launch_vec<WT_F16>, launch_vec<WT_BF16>, launch_vec<WT_Q8>};
+
 static int matvec(llm_cuda *c, const llm_cuda_weight *w, const float *x,
                   int32_t n, float *y, int acc_out)
 {
-    int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
-    int vec = w->cols % chunk == 0 && ((uintptr_t)x & 15) == 0 &&
+    const layout_info *l = find_layout(w->type); /* matmul: weight_ok */
+    int vec = w->cols % l->chunk == 0 && ((uintptr_t)x & 15) == 0 &&
               ((uintptr_t)w->data & 15) == 0;
     if (!vec) {
         matvec_any_kernel<<<llm__cuda_blocks((size_t)w->rows, MV_WARPS),
@@ -502,14 +588,7 @@ static int matvec(llm_cuda *c, const llm_cuda_weight *w, const float *x,
         LLM_CU_LAUNCHED(c, "matvec_any_kernel");
         return 0;
     }
-    cudaError_t e;
-    switch (w->type) {
-    case LLM_TYPE_F32: e = launch_vec<WT_F32>(c, w, x, n, y, acc_out); break;
-    case LLM_TYPE_F16: e = launch_vec<WT_F16>(c, w, x, n, y, acc_out); break;
-    case LLM_TYPE_BF16: e = launch_vec<WT_BF16>(c, w, x, n, y, acc_out); break;
-    default: e = launch_vec<WT_Q8>(c, w, x, n, y, acc_out); break;
-    }
-    LLM_CU_TRY(c, e);
+    LLM_CU_TRY(c, k_vec_launch[l->wt](c, w, x, n, y, acc_out));
     LLM_CU_LAUNCHED(c, "matvec_kernel");
     return 0;
 }
@@ -573,7 +652,7 @@ __device__ __forceinline__ void fused_chunk(const uint4 *wv, int64_t j,
 #pragma unroll
     for (int r = 0; r < R; r++) {
         if (WT == WT_Q8)
-            s[r] *= __half2float(__ushort_as_half(__ldg(sr[r] + (j * CH) / LLM_QK)));
+            s[r] *= __half2float(__ushort_as_half(__ldg(sr[r] + (j * CH) / LLM_QK8_0)));
         acc[r] += s[r];
     }
 }
@@ -638,7 +717,7 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
         int64_t row = r < nr ? row0 + r : row0;
         wr[r] = reinterpret_cast<const uint4 *>((const char *)w +
                                                 row * cols * wt_info<WT>::bytes);
-        sr[r] = WT == WT_Q8 ? scales + row * (cols / LLM_QK) : nullptr;
+        sr[r] = WT == WT_Q8 ? scales + row * (cols / LLM_QK8_0) : nullptr;
     }
     int64_t nch = cols / CH;
     /* Weights do not depend on the previous kernel: start streaming them
@@ -745,6 +824,14 @@ static cudaError_t launch_fused_type(const llm_cuda *c, const llm_cuda_weight *w
     }
 }
 
+typedef cudaError_t (*fused_launch_fn)(const llm_cuda *c, const llm_cuda_weight *w,
+                                       const float *x, const llm_cuda_mv_fuse *f, float *y);
+
+/* The fused vector kernels per device layout, by WT_*. */
+static const fused_launch_fn k_fused_launch[WT_COUNT] = {
+    launch_fused_type<WT_F32>, launch_fused_type<WT_F16>, launch_fused_type<WT_BF16>,
+    launch_fused_type<WT_Q8>};
+
 /* The rope-store arguments: a whole stacked q/k/v matrix of even heads. */
 static int rope_store_ok(const llm_cuda_weight *w, const llm_cuda_mv_fuse *f)
 {
@@ -763,21 +850,14 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
 {
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, w && w->data && x && y && f && (f->flags & ~15u) == 0);
-    LLM_CU_ARG(c, w->type != LLM_TYPE_Q8_0 || w->scales);
+    LLM_CU_ARG(c, weight_ok(w));
     LLM_CU_ARG(c, !(f->flags & MV_NORM) || (f->norm && ((uintptr_t)f->norm & 15) == 0));
     LLM_CU_ARG(c, !(f->flags & MV_PAIRS) || w->rows % 2 == 0);
     LLM_CU_ARG(c, rope_store_ok(w, f));
-    int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
-    LLM_CU_ARG(c, w->cols % chunk == 0 && ((uintptr_t)x & 15) == 0 &&
+    const layout_info *l = find_layout(w->type);
+    LLM_CU_ARG(c, w->cols % l->chunk == 0 && ((uintptr_t)x & 15) == 0 &&
                       ((uintptr_t)w->data & 15) == 0);
-    cudaError_t e;
-    switch (w->type) {
-    case LLM_TYPE_F32: e = launch_fused_type<WT_F32>(c, w, x, f, y); break;
-    case LLM_TYPE_F16: e = launch_fused_type<WT_F16>(c, w, x, f, y); break;
-    case LLM_TYPE_BF16: e = launch_fused_type<WT_BF16>(c, w, x, f, y); break;
-    default: e = launch_fused_type<WT_Q8>(c, w, x, f, y); break;
-    }
-    LLM_CU_TRY(c, e);
+    LLM_CU_TRY(c, k_fused_launch[l->wt](c, w, x, f, y));
     LLM_CU_LAUNCHED(c, "matvec_fused_kernel");
     return 0;
 }
@@ -832,12 +912,13 @@ static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
 {
     LLM_CU_ARG(c, w->rows <= 0x7fffffff && w->cols <= 0x7fffffff);
     int m = (int)w->rows, k = (int)w->cols;
-    if (w->type == LLM_TYPE_F32) /* exact fp32 path: no tensor-core rounding */
+    int how = find_layout(w->type)->gemm; /* matmul: weight_ok */
+    if (how == GEMM_F32) /* exact fp32 path: no tensor-core rounding */
         return gemm_tn(c, m, n, k, w->data, CUDA_R_32F, x, y, m, acc);
     int rc = llm__cuda_to_bf16(c, c->x_bf16, x, (size_t)n * (size_t)k);
     if (rc)
         return rc;
-    if (w->type == LLM_TYPE_BF16)
+    if (how == GEMM_BF16)
         return gemm_tn(c, m, n, k, w->data, CUDA_R_16BF, c->x_bf16, y, m, acc);
     int64_t chunk = (int64_t)(LLM_CUDA_DEQ_ELEMS / (size_t)k);
     LLM_CU_ARG(c, chunk > 0);
@@ -876,7 +957,7 @@ static int matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x, int32_t
 {
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, w && w->data && x && y && n > 0);
-    LLM_CU_ARG(c, w->type != LLM_TYPE_Q8_0 || w->scales);
+    LLM_CU_ARG(c, weight_ok(w));
     if (n <= LLM_CUDA_MATVEC_MAX)
         return matvec(c, w, x, n, y, acc);
     return gemm_wide(c, w, x, n, y, acc);

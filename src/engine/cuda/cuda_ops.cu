@@ -296,7 +296,7 @@ __global__ void embed_kernel(const void *w, const uint16_t *scales, int type,
                 v = __bfloat162float(((const __nv_bfloat16 *)w)[e]);
             else
                 v = (float)((const int8_t *)w)[e] *
-                    __half2float(__ushort_as_half(scales[e / LLM_QK]));
+                    __half2float(__ushort_as_half(scales[e / LLM_QK8_0]));
         }
         o[i] = v;
     }

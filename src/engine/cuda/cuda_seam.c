@@ -409,12 +409,12 @@ static int scratch_grow(cuda_be *c, int64_t pair_rows, int64_t qkv_rows)
 /* Whether a layer's q/k/v and gate/up can be fused: one type the fused
  * kernel takes, input width m's dim in whole vectors, the shapes the
  * RoPE-store and SwiGLU-pair epilogues expect. */
-static int layer_fusable(const llm_model *m, const llm_layer *L)
+static int layer_fusable(const llm_backend *be, const llm_model *m, const llm_layer *L)
 {
     const llm_hparams *hp = &m->hp;
     uint32_t t = L->wq.type;
-    int type_ok = t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16 ||
-                  t == LLM_TYPE_Q8_0 || t == LLM_TYPE_Q4_0;
+    /* Every device layout the uploads make is one the fused kernels read. */
+    int type_ok = llm_cuda_backend_supports_type(be, t);
     int64_t qd = (int64_t)hp->n_heads * hp->head_dim, kd = (int64_t)hp->n_kv_heads * hp->head_dim;
     return type_ok && L->wk.type == t && L->wv.type == t && L->w_gate.type == t &&
            L->w_up.type == t && hp->dim % 8 == 0 && hp->head_dim % 2 == 0 &&
@@ -450,7 +450,7 @@ static int fuse_layer(cuda_be *c, const llm_layer *L, cuda_layer *cl)
 static int upload_layer(cuda_be *c, const llm_model *m, int32_t l, cuda_layer *cl)
 {
     const llm_layer *L = &m->layers[l];
-    if (l >= c->fuse_from && layer_fusable(m, L)) {
+    if (l >= c->fuse_from && layer_fusable(&c->base, m, L)) {
         if (fuse_layer(c, L, cl) != 0)
             return -1;
     } else if (upload_tensor(c, &L->wq, &cl->q) || upload_tensor(c, &L->wk, &cl->k) ||
@@ -993,6 +993,7 @@ static const llm_backend_ops cuda_ops_template = {
     .name = "cuda",
     .destroy = seam_destroy,
     .prepare = seam_prepare,
+    .supports_type = llm_cuda_backend_supports_type,
     .reserve = seam_reserve,
     .alloc = seam_alloc,
     .free = seam_free,

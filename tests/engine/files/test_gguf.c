@@ -194,11 +194,11 @@ static void case_metadata(void)
     CHECK_U64_EQ(u32, 4000000000u);
     CHECK_INT_EQ(llm_gguf_get_u32(g, "i32", &u32), 0); /* fits */
     CHECK_INT_EQ(u32, 123456);
-    CHECK_INT_EQ(llm_gguf_get_u32(g, "i8", &u32), LLM_GGUF_ERANGE); /* negative */
-    CHECK_INT_EQ(llm_gguf_get_u32(g, "u64", &u32), LLM_GGUF_ERANGE); /* too big */
-    CHECK_INT_EQ(llm_gguf_get_u32(g, "str", &u32), LLM_GGUF_ETYPE);
-    CHECK_INT_EQ(llm_gguf_get_u32(g, "f32", &u32), LLM_GGUF_ETYPE);
-    CHECK_INT_EQ(llm_gguf_get_u32(g, "nope", &u32), LLM_GGUF_ENOKEY);
+    CHECK_INT_EQ(llm_gguf_get_u32(g, "i8", &u32), LLM_ERANGE); /* negative */
+    CHECK_INT_EQ(llm_gguf_get_u32(g, "u64", &u32), LLM_ERANGE); /* too big */
+    CHECK_INT_EQ(llm_gguf_get_u32(g, "str", &u32), LLM_ETYPE);
+    CHECK_INT_EQ(llm_gguf_get_u32(g, "f32", &u32), LLM_ETYPE);
+    CHECK_INT_EQ(llm_gguf_get_u32(g, "nope", &u32), LLM_ENOKEY);
     CHECK_INT_EQ(llm_gguf_get_u64(g, "u64", &u64), 0);
     CHECK_U64_EQ(u64, 1ull << 40);
     CHECK_INT_EQ(llm_gguf_get_i64(g, "i64", &i64), 0);
@@ -209,10 +209,10 @@ static void case_metadata(void)
     CHECK_NEAR(f, 1e-5f, 0);
     CHECK_INT_EQ(llm_gguf_get_f32(g, "f64", &f), 0);
     CHECK_NEAR(f, 0.25, 0);
-    CHECK_INT_EQ(llm_gguf_get_f32(g, "u32", &f), LLM_GGUF_ETYPE);
+    CHECK_INT_EQ(llm_gguf_get_f32(g, "u32", &f), LLM_ETYPE);
     CHECK_INT_EQ(llm_gguf_get_bool(g, "bool", &b), 0);
     CHECK_INT_EQ(b, 1);
-    CHECK_INT_EQ(llm_gguf_get_bool(g, "u8", &b), LLM_GGUF_ETYPE);
+    CHECK_INT_EQ(llm_gguf_get_bool(g, "u8", &b), LLM_ETYPE);
     CHECK_INT_EQ(llm_gguf_get_str(g, "str", &s, &len), 0);
     CHECK(len == 5 && memcmp(s, "hello", 5) == 0);
 
@@ -227,21 +227,21 @@ static void case_metadata(void)
     CHECK_INT_EQ(i64, -1);
     CHECK_INT_EQ(llm_gguf_arr_i64(g, "arr.i32", 2, &i64), 0);
     CHECK_INT_EQ(i64, 70000);
-    CHECK_INT_EQ(llm_gguf_arr_i64(g, "arr.i32", 3, &i64), LLM_GGUF_ERANGE);
+    CHECK_INT_EQ(llm_gguf_arr_i64(g, "arr.i32", 3, &i64), LLM_ERANGE);
     CHECK_INT_EQ(llm_gguf_arr_i64(g, "arr.bool", 0, &i64), 0);
     CHECK_INT_EQ(i64, 1);
     CHECK_INT_EQ(llm_gguf_arr_f32(g, "arr.f32", 1, &f), 0);
     CHECK_NEAR(f, -2.25, 0);
-    CHECK_INT_EQ(llm_gguf_arr_f32(g, "arr.i32", 0, &f), LLM_GGUF_ETYPE);
+    CHECK_INT_EQ(llm_gguf_arr_f32(g, "arr.i32", 0, &f), LLM_ETYPE);
     CHECK_INT_EQ(llm_gguf_get_arr(g, "arr.empty", &et, &count, &data), 0);
     CHECK_U64_EQ(count, 0);
     CHECK_INT_EQ(llm_gguf_arr_str(g, "arr.str", 2, &s, &len), 0);
     CHECK(len == 6 && memcmp(s, "\xe2\x96\x81the", 6) == 0);
     CHECK_INT_EQ(llm_gguf_arr_str(g, "arr.str", 1, &s, &len), 0);
     CHECK_INT_EQ(len, 0);
-    CHECK_INT_EQ(llm_gguf_arr_str(g, "arr.str", 3, &s, &len), LLM_GGUF_ERANGE);
-    CHECK_INT_EQ(llm_gguf_arr_str(g, "arr.i32", 0, &s, &len), LLM_GGUF_ETYPE);
-    CHECK_INT_EQ(llm_gguf_arr_str(g, "str", 0, &s, &len), LLM_GGUF_ETYPE);
+    CHECK_INT_EQ(llm_gguf_arr_str(g, "arr.str", 3, &s, &len), LLM_ERANGE);
+    CHECK_INT_EQ(llm_gguf_arr_str(g, "arr.i32", 0, &s, &len), LLM_ETYPE);
+    CHECK_INT_EQ(llm_gguf_arr_str(g, "str", 0, &s, &len), LLM_ETYPE);
 
     /* Enumeration keeps file order. */
     CHECK_U64_EQ(llm_gguf_kv_count(g), 17);
@@ -250,7 +250,7 @@ static void case_metadata(void)
     CHECK_INT_EQ(llm_gguf_kv_at(g, 1, &key, &key_len, &et), 0);
     CHECK(key_len == 2 && memcmp(key, "i8", 2) == 0);
     CHECK_INT_EQ(et, LLM_GGUF_I8);
-    CHECK_INT_EQ(llm_gguf_kv_at(g, 17, &key, &key_len, &et), LLM_GGUF_ERANGE);
+    CHECK_INT_EQ(llm_gguf_kv_at(g, 17, &key, &key_len, &et), LLM_ERANGE);
     CHECK_U64_EQ(llm_gguf_tensor_count(g), 0);
     CHECK(llm_gguf_tensor_at(g, 0) == NULL);
     llm_gguf_close(g);
@@ -369,7 +369,7 @@ static void expect_error(const bb *b, const char *want)
     llm_gguf *g = (llm_gguf *)1;
     char err[256] = "";
     int rc = llm_gguf_open_memory(b->p, b->n, &g, err, sizeof err);
-    CHECK_INT_EQ(rc, LLM_GGUF_EFORMAT);
+    CHECK_INT_EQ(rc, LLM_EFORMAT);
     CHECK(g == NULL);
     CHECK_STR_EQ(err, want);
 }
@@ -705,7 +705,7 @@ static void case_prefixes(void)
         memcpy(p, b.p, len);
         int rc = llm_gguf_open_memory(p, len, &g, err, sizeof err);
         if (rc == 0 || strncmp(err, "gguf: ", 6) != 0 || strchr(err, '\n')) {
-            CHECK_INT_EQ(rc, LLM_GGUF_EFORMAT);
+            CHECK_INT_EQ(rc, LLM_EFORMAT);
             fprintf(stderr, "prefix %zu: %s\n", len, err);
             free(p);
             break;
@@ -722,13 +722,13 @@ static void case_writer_errors(void)
     llm_gguf_writer *w;
     REQUIRE(llm_gguf_writer_new(&w) == 0);
     CHECK_INT_EQ(llm_gguf_writer_set_u32(w, "a", 1), 0);
-    CHECK_INT_EQ(llm_gguf_writer_set_u32(w, "a", 2), LLM_GGUF_EINVAL);
+    CHECK_INT_EQ(llm_gguf_writer_set_u32(w, "a", 2), LLM_EINVAL);
     CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: duplicate metadata key 'a'");
     /* Sticky: later calls fail with the first message. */
-    CHECK_INT_EQ(llm_gguf_writer_set_u32(w, "b", 2), LLM_GGUF_EINVAL);
+    CHECK_INT_EQ(llm_gguf_writer_set_u32(w, "b", 2), LLM_EINVAL);
     char path[512], err[256];
     tmp_path(path, sizeof path, "wfail");
-    CHECK_INT_EQ(llm_gguf_writer_write(w, path, err, sizeof err), LLM_GGUF_EINVAL);
+    CHECK_INT_EQ(llm_gguf_writer_write(w, path, err, sizeof err), LLM_EINVAL);
     CHECK_STR_EQ(err, "gguf: duplicate metadata key 'a'");
     struct stat st;
     CHECK(stat(path, &st) != 0);
@@ -737,20 +737,20 @@ static void case_writer_errors(void)
     static const float x[33] = {0};
     uint64_t ne33[1] = {33}, ne32[1] = {32};
     REQUIRE(llm_gguf_writer_new(&w) == 0);
-    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", LLM_TYPE_Q4_0, 1, ne33, x), LLM_GGUF_EINVAL);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", LLM_TYPE_Q4_0, 1, ne33, x), LLM_EINVAL);
     CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 't': row of 33 elements does not fit q4_0 blocks of 32");
     llm_gguf_writer_free(w);
     REQUIRE(llm_gguf_writer_new(&w) == 0);
     CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", LLM_TYPE_F32, 1, ne32, x), 0);
-    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", LLM_TYPE_F32, 1, ne32, x), LLM_GGUF_EINVAL);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", LLM_TYPE_F32, 1, ne32, x), LLM_EINVAL);
     CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: duplicate tensor name 't'");
     llm_gguf_writer_free(w);
     REQUIRE(llm_gguf_writer_new(&w) == 0);
-    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", 12, 1, ne32, x), LLM_GGUF_EINVAL);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", 12, 1, ne32, x), LLM_EINVAL);
     CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 't': type 12 (q4_K) cannot be written");
     llm_gguf_writer_free(w);
     REQUIRE(llm_gguf_writer_new(&w) == 0);
-    CHECK_INT_EQ(llm_gguf_writer_set_u32(w, "general.alignment", 48), LLM_GGUF_EINVAL);
+    CHECK_INT_EQ(llm_gguf_writer_set_u32(w, "general.alignment", 48), LLM_EINVAL);
     llm_gguf_writer_free(w);
 }
 
@@ -820,13 +820,13 @@ static void case_writer_io(void)
     llm_gguf_writer_free(w);
 
     REQUIRE(llm_gguf_writer_new(&w) == 0);
-    CHECK_INT_EQ(llm_gguf_writer_write(w, "/nonexistent-dir-pm/x.gguf", err, sizeof err), LLM_GGUF_EIO);
+    CHECK_INT_EQ(llm_gguf_writer_write(w, "/nonexistent-dir-pm/x.gguf", err, sizeof err), LLM_EIO);
     static const char want[] = "gguf: cannot create '/nonexistent-dir-pm/x.gguf.tmp.";
     CHECK(strncmp(err, want, sizeof want - 1) == 0);
     llm_gguf_writer_free(w);
 
     llm_gguf *none = (llm_gguf *)1;
-    CHECK_INT_EQ(llm_gguf_open("/nonexistent-dir-pm/x.gguf", &none, err, sizeof err), LLM_GGUF_EIO);
+    CHECK_INT_EQ(llm_gguf_open("/nonexistent-dir-pm/x.gguf", &none, err, sizeof err), LLM_EIO);
     CHECK(none == NULL);
     CHECK_STR_EQ(err, "gguf: cannot open '/nonexistent-dir-pm/x.gguf': No such file or directory");
     llm_gguf_close(NULL);

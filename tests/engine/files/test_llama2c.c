@@ -184,7 +184,7 @@ static void expect_fail(const bb *b, const char *want)
     char err[256];
     int rc;
     CHECK(open_bytes(b, err, sizeof err, &rc) == NULL);
-    CHECK_INT_EQ(rc, LLM_L2C_EFORMAT);
+    CHECK_INT_EQ(rc, LLM_EFORMAT);
     CHECK_STR_EQ(err, want);
 }
 
@@ -227,7 +227,7 @@ static void case_malformed(void)
     bb_free(&b);
     char err[256];
     llm_llama2c *m = (llm_llama2c *)1;
-    CHECK_INT_EQ(llm_llama2c_open("/nonexistent-pm/x.bin", &m, err, sizeof err), LLM_L2C_EIO);
+    CHECK_INT_EQ(llm_llama2c_open("/nonexistent-pm/x.bin", &m, err, sizeof err), LLM_EIO);
     CHECK(m == NULL);
     CHECK_STR_EQ(err, "llama2c: cannot open '/nonexistent-pm/x.bin': No such file or directory");
 }

@@ -114,7 +114,7 @@ static void case_synth_f32(void)
     size_t len;
     CHECK_INT_EQ(llm_gguf_get_str(g, "general.architecture", &s, &len), 0);
     CHECK(len == 5 && memcmp(s, "llama", 5) == 0);
-    CHECK_INT_EQ(llm_gguf_get_str(g, "llama.rope.scaling.type", &s, &len), LLM_GGUF_ENOKEY);
+    CHECK_INT_EQ(llm_gguf_get_str(g, "llama.rope.scaling.type", &s, &len), LLM_ENOKEY);
     /* Tensors: token_embd, 9 per layer, output_norm, output. */
     CHECK_U64_EQ(llm_gguf_tensor_count(g), 1 + 18 + 2);
     const llm_gguf_tensor *e = llm_gguf_find_tensor(g, "token_embd.weight");

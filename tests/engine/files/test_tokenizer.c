@@ -254,13 +254,13 @@ static void case_spm_decode(void)
     CHECK_INT_EQ(n, 0);
     CHECK_INT_EQ(llm_token_to_bytes(t, 277, buf, sizeof buf, &n), 0);
     CHECK(n == 2 && memcmp(buf, "\xc3\xa9", 2) == 0);
-    CHECK_INT_EQ(llm_token_to_bytes(t, 276, buf, 3, &n), LLM_TOK_ENOSPC);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 276, buf, 3, &n), LLM_ESPACE);
     CHECK_INT_EQ(n, 6);
-    CHECK_INT_EQ(llm_token_to_bytes(t, 282, buf, sizeof buf, &n), LLM_TOK_EINVAL);
-    CHECK_INT_EQ(llm_token_to_bytes(t, -1, buf, sizeof buf, &n), LLM_TOK_EINVAL);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 282, buf, sizeof buf, &n), LLM_ETOKEN);
+    CHECK_INT_EQ(llm_token_to_bytes(t, -1, buf, sizeof buf, &n), LLM_ETOKEN);
     /* Output too small: the count needed and the first ids. */
     int32_t out[2];
-    CHECK_INT_EQ(llm_tokenize(t, "hello world", 11, 1, out, 2, &n), LLM_TOK_ENOSPC);
+    CHECK_INT_EQ(llm_tokenize(t, "hello world", 11, 1, out, 2, &n), LLM_ESPACE);
     CHECK_INT_EQ(n, 4);
     CHECK_INT_EQ(out[0], 1);
     CHECK_INT_EQ(out[1], 259);
@@ -707,7 +707,7 @@ static void case_bpe_pre_refused(void)
 {
     char err[256];
     CHECK(pre_load("qwen2", err, sizeof err) == NULL);
-    CHECK_INT_EQ(g_load_rc, LLM_TOK_EFORMAT);
+    CHECK_INT_EQ(g_load_rc, LLM_EFORMAT);
     CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'qwen2' (supported: default, gpt2, llama-bpe)");
     CHECK(pre_load("LLAMA-BPE", err, sizeof err) == NULL);
     CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'LLAMA-BPE' (supported: default, gpt2, llama-bpe)");
@@ -716,7 +716,7 @@ static void case_bpe_pre_refused(void)
     g_pre_u32 = 1;
     CHECK(pre_load(NULL, err, sizeof err) == NULL);
     g_pre_u32 = 0;
-    CHECK_INT_EQ(g_load_rc, LLM_TOK_EFORMAT);
+    CHECK_INT_EQ(g_load_rc, LLM_EFORMAT);
     CHECK_STR_EQ(err, "tokenizer: tokenizer.ggml.pre is not a string");
     vocab v;
     spm_vocab(&v, 1);
@@ -815,7 +815,7 @@ static void case_llama2c_malformed(void)
     size_t full = b.n;
     b.n = 4 + 3 * 8 + 5 + 5 + 6 + 2 * 14 + 8 + 3;
     CHECK(l2c_load(&b, 264, err, sizeof err, &rc) == NULL);
-    CHECK_INT_EQ(rc, LLM_TOK_EFORMAT);
+    CHECK_INT_EQ(rc, LLM_EFORMAT);
     CHECK_STR_EQ(err, "tokenizer: tokenizer.bin is truncated at token 5 of 264");
     b.n = full;
     /* Fewer records than the model's vocabulary. */
@@ -843,7 +843,7 @@ static void case_llama2c_malformed(void)
     CHECK_STR_EQ(err, "tokenizer: max_token_length 0 is not 1..170");
     bb_free(&b);
     llm_tokenizer *t = (llm_tokenizer *)1;
-    CHECK_INT_EQ(llm_tokenizer_from_llama2c("/nonexistent-pm/tokenizer.bin", 10, &t, err, sizeof err), LLM_TOK_EIO);
+    CHECK_INT_EQ(llm_tokenizer_from_llama2c("/nonexistent-pm/tokenizer.bin", 10, &t, err, sizeof err), LLM_EIO);
     CHECK(t == NULL);
     CHECK_STR_EQ(err, "tokenizer: cannot open '/nonexistent-pm/tokenizer.bin': No such file or directory");
 }
