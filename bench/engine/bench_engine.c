@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpu/pool.h"
+#include "pool.h"
 #include "phasemark/engine.h"
 #include "quant.h"
 #include "synth.h"

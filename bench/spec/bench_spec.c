@@ -41,8 +41,8 @@
 #include <time.h>
 
 #include "backend.h"
-#include "cpu/cpu_ops.h"
-#include "cpu/kernels.h"
+#include "cpu_ops.h"
+#include "kernels.h"
 #include "model.h"
 #include "quant.h"
 #include "phasemark/engine.h"

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/kernels.h"
-#include "cpu/pool.h"
+#include "kernels.h"
+#include "pool.h"
 #include "pm_check.h"
 #include "quant.h"
 

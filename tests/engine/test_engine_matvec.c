@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/kernels.h"
+#include "kernels.h"
 #include "pm_check.h"
 #include "quant.h"
 

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "cpu/cpu_backend.h"
+#include "cpu_backend.h"
 #include "model.h"
 #include "phasemark/engine.h"
 #include "pm_check.h"

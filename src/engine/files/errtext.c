@@ -46,3 +46,11 @@ const char *llm_strerror(int status)
     default: return "unknown status";
     }
 }
+
+void llm_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    llm__verrf(err, errlen, "", fmt, ap);
+    va_end(ap);
+}

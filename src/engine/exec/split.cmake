@@ -17,7 +17,7 @@ list(APPEND LLM_PART_LIBS phasemark_wire)
 if(PHASEMARK_FUZZ)
   add_executable(fuzz_placement ${PROJECT_SOURCE_DIR}/tests/split/fuzz_placement.c
                  ${CMAKE_CURRENT_LIST_DIR}/split_spec.c)
-  target_include_directories(fuzz_placement PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  target_include_directories(fuzz_placement PRIVATE ${PM_ENGINE_INTERNAL_DIRS})
   target_compile_options(fuzz_placement PRIVATE -fsanitize=fuzzer,address,undefined
                          -fno-sanitize-recover=all)
   target_link_options(fuzz_placement PRIVATE -fsanitize=fuzzer,address,undefined)

@@ -2,11 +2,11 @@
 # types, tokenizers, llama2.c checkpoints). Included by
 # src/engine/CMakeLists.txt, which compiles them into phasemark_engine.
 # Internal headers (gguf.h, quant.h, tokenizer.h, llama2c.h) sit next to
-# them in src/engine/; they return the public status codes of
+# them in src/engine/files/; they return the public status codes of
 # include/phasemark/engine.h, so a target compiling them alone needs both
 # folders (LLM_FILES_INCLUDES).
 set(LLM_FILES_DIR ${CMAKE_CURRENT_LIST_DIR})
-set(LLM_FILES_INCLUDES ${LLM_FILES_DIR} ${LLM_FILES_DIR}/../../include)
+set(LLM_FILES_INCLUDES ${LLM_FILES_DIR} ${LLM_FILES_DIR}/../../../include)
 set(LLM_FILES_SOURCES
     ${LLM_FILES_DIR}/errtext.c
     ${LLM_FILES_DIR}/quant.c
@@ -24,7 +24,7 @@ set(LLM_FILES_LIBS m)
 # Defined here rather than under tests/ because fuzz builds configure with
 # BUILD_TESTING=OFF; scripts/fuzz finds every fuzz_* executable.
 if(PHASEMARK_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang" AND NOT TARGET fuzz_gguf)
-  add_executable(fuzz_gguf ${LLM_FILES_DIR}/../../tests/engine/files/fuzz_gguf.c ${LLM_FILES_SOURCES})
+  add_executable(fuzz_gguf ${LLM_FILES_DIR}/../../../tests/engine/files/fuzz_gguf.c ${LLM_FILES_SOURCES})
   target_include_directories(fuzz_gguf PRIVATE ${LLM_FILES_INCLUDES})
   target_compile_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
   target_link_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined)

@@ -20,6 +20,12 @@
 void llm__verrf(char *err, size_t errlen, const char *prefix, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));
 
+/* An error line without a prefix (snprintf semantics, never overflows):
+ * the form every engine module, backends included, writes its detail in,
+ * so none of them depends on the model code for it. */
+void llm_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* A printable rendering of untrusted bytes (names and strings from a file)
  * for an error line: the first max bytes of s[0..len), then "..." when
  * there were more, every byte outside printable ASCII and the quote ' as

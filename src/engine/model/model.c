@@ -18,14 +18,6 @@
 #include "tokenizer.h"
 
 
-void llm_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    llm__verrf(err, errlen, "", fmt, ap);
-    va_end(ap);
-}
-
 /* Bounds generous enough for any llama-family model in use, tight enough
  * that every size product below fits comfortably in 64 bits. */
 #define MAX_VOCAB (1 << 22)

@@ -24,9 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../backend.h"
-#include "../forward.h"
-#include "../quant.h"
+#include "backend.h"
+#include "forward.h"
+#include "quant.h"
 #include "cpu_ops.h"
 #include "cpu_backend.h"
 #include "kernels.h"

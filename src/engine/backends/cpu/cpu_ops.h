@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../backend.h"
+#include "backend.h"
 
 /* Rotary embedding of one forward: positions pos0..pos0+n-1, adjacent
  * pairs (x[2i], x[2i+1]) of each head rotated by angle

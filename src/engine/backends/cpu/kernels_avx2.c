@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../quant.h"
+#include "quant.h"
 
 #define AVX2_FN __attribute__((target("avx2,fma,f16c")))
 

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../quant.h"
+#include "quant.h"
 
 _Static_assert(LLM_QK8_0 == LLM_ACTS_QK && LLM_QK4_0 == LLM_ACTS_QK,
                "the Q8_0/Q4_0 kernels pair one weight block with one activation block");

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errtext.h"
 #include "phasemark/engine.h"
 #include "quant.h"
 
@@ -173,8 +174,5 @@ int llm_model_backend_check(const struct llm_model *m, char *err, size_t errlen)
 int llm_model_alloc_norms(struct llm_model *m, size_t n_floats, char *err,
                           size_t errlen);
 
-/* Formats an error line into err (snprintf semantics, never overflows). */
-void llm_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -3,7 +3,7 @@
  * defines, so a verify's rows equal the decodes they stand for and the
  * CPU results are the reference the device backends are tested against.
  */
-#include "../forward.h"
+#include "forward.h"
 #include "cpu_ops.h"
 
 void llm_cpu_attention_block(llm_backend *be, const llm_block *b)

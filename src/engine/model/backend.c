@@ -9,7 +9,7 @@
 #include "backend_name.h"
 
 #if LLM_HAVE_CUDA
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 #endif
 
 typedef struct backend_entry {
