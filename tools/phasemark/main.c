@@ -14,7 +14,7 @@ static void usage(FILE *f)
           "  report [--kernels F] [--api F] [--svg OUT] [--json] TRACE|DIR...\n"
           "                                          time per phase, GPU projection, timeline\n"
           "  perturb [--pairs N] [--warmup W] -- CMD...  marker cost, output parity\n"
-          "Run 'phasemark <command> -h' for its options.\n",
+          "Run 'phasemark <command> -h' for its options; --version prints the version.\n",
           f);
 }
 
@@ -28,6 +28,10 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        puts(PMT_VERSION_LINE);
+        return 0;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
