@@ -39,6 +39,11 @@ int pmt_parse_us_to_ns(const char *s, size_t len, int64_t *out);
 void pmt_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* capture's output folder (capdir.c): 0 when dir is empty, or with force
+ * once the outputs of a previous capture are removed; -1 (printed) when it
+ * holds files and force is 0. */
+int pmt_capture_prepare_dir(const char *dir, int force);
+
 /* Removes the plain files in dir, then dir (one level; best effort). */
 void pmt_remove_tree(const char *dir);
 
