@@ -261,6 +261,40 @@ static int case_cli_options(void)
     return pm_check_result();
 }
 
+/* Names with control characters and invalid UTF-8: JSON escapes them and
+ * writes U+FFFD for each bad byte; XML writes entities and U+FFFD; our
+ * JSON reader refuses invalid UTF-8 (it is not JSON). Byte-exact. */
+static int case_escapes(void)
+{
+    static const char name[] = "a\"<&>'\x01\t\xff\xc3\xa9\xed\xa0\x80\xe2\x82";
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f);
+    pmt_json_put(f, name);
+    fputc('|', f);
+    pmt_xml_put(f, name);
+    fclose(f);
+    CHECK_STR_EQ(buf, "\"a\\\"<&>'\\u0001\\u0009\\ufffd\xc3\xa9\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\"|"
+                      "a&quot;&lt;&amp;&gt;&#39;\xef\xbf\xbd\t\xef\xbf\xbd\xc3\xa9"
+                      "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    free(buf);
+    pmt_trace t;
+    char err[200] = "";
+    pmt_trace_init(&t);
+    static const char bad[] = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"\xff\",\"pid\":1,\"tid\":1,"
+                              "\"ts\":1,\"dur\":1}]}";
+    CHECK_INT_EQ(pmt_trace_load_json_text(&t, "j", bad, sizeof bad - 1, err, sizeof err), -1);
+    CHECK(strstr(err, "invalid UTF-8 in string") != NULL);
+    static const char good[] = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"\xc3\xa9\\ufffd\",\"pid\":1,"
+                               "\"tid\":1,\"ts\":1,\"dur\":1}]}";
+    CHECK_INT_EQ(pmt_trace_load_json_text(&t, "j", good, sizeof good - 1, err, sizeof err), 0);
+    REQUIRE(t.n == 1);
+    CHECK_STR_EQ(t.r[0].name, "\xc3\xa9\xef\xbf\xbd");
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -269,7 +303,7 @@ int main(int argc, char **argv)
     } cases[] = {{"shares", case_shares},     {"group_by", case_group_by},
                  {"req_filter", case_req_filter}, {"window", case_window},
                  {"requests", case_requests}, {"warnings", case_warnings},
-                 {"cli_options", case_cli_options}};
+                 {"cli_options", case_cli_options}, {"escapes", case_escapes}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();

@@ -49,8 +49,16 @@ void pmt_remove_tree(const char *dir);
 
 /* Writes s as a CSV field: always quoted, quotes doubled. */
 void pmt_csv_put(FILE *f, const char *s);
-/* Writes s as a JSON string, quotes included, with the escapes JSON needs. */
+/* Writes s as a JSON string, quotes included, with the escapes JSON needs;
+ * invalid UTF-8 is written as \ufffd (U+FFFD), one per bad byte. */
 void pmt_json_put(FILE *f, const char *s);
+/* Writes s as XML text or attribute content: markup characters as
+ * entities, control characters (but tab, LF, CR) and invalid UTF-8 as
+ * U+FFFD. */
+void pmt_xml_put(FILE *f, const char *s);
+/* Length (1..4) of the valid UTF-8 sequence at p, 0 when it is not one
+ * (overlong, surrogate, past U+10FFFF, cut short); p is NUL-terminated. */
+size_t pmt_utf8_len(const unsigned char *p);
 
 /* ---- CSV reader (csv.c) ---- */
 
@@ -271,6 +279,10 @@ int pmt_gpu_load(pmt_gpu *g, const char *path, char *err, size_t errlen);
 int pmt_gpu_load_text(pmt_gpu *g, const char *name, const char *text, size_t len,
                       char *err, size_t errlen);
 
+/* Appends a launch call / an activity (its name copied). 0 or -1. */
+int pmt_gpu_add_api(pmt_gpu *g, const pmt_api *a);
+int pmt_gpu_add_activity(pmt_gpu *g, const pmt_activity *a);
+
 typedef struct pmt_projection {
     uint64_t *range_gpu_ns; /* per range of the trace: activity time launched inside */
     uint64_t total_ns;      /* all activity time */
@@ -376,10 +388,23 @@ int pmt_load_input(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *path, cha
 int pmt_readers_load(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *path, char *err,
                      size_t errlen);
 
+/* torch.profiler's Chrome trace in memory (readers.c): 0 loaded, 1 not a
+ * torch trace, -1 error. g may be NULL (GPU records skipped). */
+int pmt_torch_load_text(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *name, const char *text,
+                        size_t len, char *err, size_t errlen);
+/* A SQLite file (sqlite.c): rocprofv3's rocpd database or an Nsight
+ * Systems export, told by its tables. 0 or -1 (err set; also when the
+ * build has no SQLite). */
+int pmt_sqlite_load(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *path, char *err,
+                    size_t errlen);
+/* The same over a database image in memory (for the fuzzer). */
+int pmt_sqlite_load_mem(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *name,
+                        const void *data, size_t len, char *err, size_t errlen);
+
 /* The version line every program prints for --version. */
 #define PMT_VERSION_LINE "phasemark " PHASEMARK_VERSION_STRING
 
-/* ---- SHA-256 through the wire library's implementation (util.c) ---- */
+/* ---- SHA-256 through libnettle (util.c) ---- */
 
 /* Lowercase hex SHA-256 of len bytes into hex (65 bytes with the NUL). */
 void pmt_sha256_hex(const void *data, size_t len, char hex[65]);
