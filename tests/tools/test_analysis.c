@@ -295,6 +295,44 @@ static int case_escapes(void)
     return pm_check_result();
 }
 
+/* diff: ok_slow_decode.csv is ok.csv with its decode range 500 ns longer
+ * (1000 -> 1500 ns, +50%): two groups regress at the default 10%, none at
+ * 60%; GPU columns appear when both sides have kernels. */
+static int case_diff(void)
+{
+    static pm_child_result r;
+    char *slow[] = {PM_TOOL, "diff", FIX("ok.csv"), FIX("ok_slow_decode.csv"), NULL};
+    REQUIRE(pm_child_exec(slow, NULL, 10000, &r) == 0);
+    CHECK(r.exited && r.exit_code == 1);
+    CHECK(strstr(r.out, "decode                                        1      1      0.001      0.002     "
+                        "1.000     1.500   +50.0%     1.000     1.500  REGRESSION\n") != NULL);
+    size_t n = 0;
+    for (const char *p = r.out; (p = strstr(p, "REGRESSION")); p++)
+        n++;
+    CHECK_INT_EQ(n, 2);
+    char *loose[] = {PM_TOOL, "diff", "--threshold", "60", "--json", FIX("ok.csv"),
+                     FIX("ok_slow_decode.csv"), NULL};
+    REQUIRE(pm_child_exec(loose, NULL, 10000, &r) == 0);
+    CHECK(pm_child_ok(&r));
+    CHECK(strstr(r.out, "{\"group\":\"decode\",\"count_a\":1,\"count_b\":1,\"total_a_ns\":1000,"
+                        "\"total_b_ns\":1500,\"p50_a_ns\":1000,\"p50_b_ns\":1500,\"p99_a_ns\":1000,"
+                        "\"p99_b_ns\":1500,\"p50_change\":50.000,\"regression\":false}\n") != NULL);
+    char *same[] = {PM_TOOL, "diff", "--json", FIX("torch_trace.json"), FIX("torch_trace.json"), NULL};
+    REQUIRE(pm_child_exec(same, NULL, 10000, &r) == 0);
+    CHECK(pm_child_ok(&r));
+    CHECK(strstr(r.out, "\"group\":\"prefill\",") != NULL);
+    CHECK(strstr(r.out, "\"gpu_a_ns\":300,\"gpu_b_ns\":300,\"gpu_per_range_change\":0.000,") != NULL);
+    char *one[] = {PM_TOOL, "diff", FIX("ok.csv"), NULL};
+    REQUIRE(pm_child_exec(one, NULL, 10000, &r) == 0);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(strstr(r.err, "phasemark diff: need two traces, A and B\n") == r.err);
+    char *badt[] = {PM_TOOL, "diff", "--threshold", "x", FIX("ok.csv"), FIX("ok.csv"), NULL};
+    REQUIRE(pm_child_exec(badt, NULL, 10000, &r) == 0);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(strstr(r.err, "phasemark diff: bad --threshold 'x'") == r.err);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -303,7 +341,8 @@ int main(int argc, char **argv)
     } cases[] = {{"shares", case_shares},     {"group_by", case_group_by},
                  {"req_filter", case_req_filter}, {"window", case_window},
                  {"requests", case_requests}, {"warnings", case_warnings},
-                 {"cli_options", case_cli_options}, {"escapes", case_escapes}};
+                 {"cli_options", case_cli_options}, {"escapes", case_escapes},
+                 {"diff", case_diff}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();

@@ -415,6 +415,7 @@ int pmt_cmd_capture(int argc, char **argv);
 int pmt_cmd_check(int argc, char **argv);
 int pmt_cmd_report(int argc, char **argv);
 int pmt_cmd_perturb(int argc, char **argv);
+int pmt_cmd_diff(int argc, char **argv);
 
 /* Where the recorder libraries are: PHASEMARK_RECORDER / PHASEMARK_CUPTI
  * in the environment, else next to this executable's install or build
