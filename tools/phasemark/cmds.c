@@ -124,7 +124,6 @@ static void report_usage(FILE *f)
           "                      ours): kernel time is projected onto the ranges that\n"
           "                      enclose its launch on the same thread\n"
           "  --svg OUT           writes a timeline picture (SVG)\n"
-          "  --html OUT          writes the timeline as one HTML file\n"
           "  --json              one JSON object per row\n"
           "  --no-requests       leaves out the per-request table\n"
           "  A DIR from `capture` is read whole. Check violations are warned about.\n",
@@ -132,7 +131,7 @@ static void report_usage(FILE *f)
 }
 
 typedef struct report_args {
-    const char *svg, *html;
+    const char *svg;
     pmt_report_opts o;
 } report_args;
 
@@ -169,10 +168,10 @@ static int report_opt(int argc, char **argv, int *i, pmt_gpu *g, int *has_gpu, r
             return -1;
         }
         *has_gpu = 1;
-    } else if (!strcmp(a, "--svg") || !strcmp(a, "--html")) {
+    } else if (!strcmp(a, "--svg")) {
         if (!(v = value_of(argc, argv, i)))
             return -2;
-        *(a[2] == 's' ? &ra->svg : &ra->html) = v;
+        ra->svg = v;
     } else if (!strcmp(a, "--group-by")) {
         if (!(v = value_of(argc, argv, i)))
             return -2;
@@ -229,10 +228,10 @@ static int report_parse(int argc, char **argv, pmt_trace *t, pmt_gpu *g, int *ha
     return 0;
 }
 
-static int write_picture(const char *path, const pmt_trace *t, const pmt_gpu *g, int html)
+static int write_picture(const char *path, const pmt_trace *t, const pmt_gpu *g)
 {
     FILE *f = fopen(path, "w");
-    int rc = f ? (html ? pmt_html(t, g, f) : pmt_svg(t, g, f)) : -1;
+    int rc = f ? pmt_svg(t, g, f) : -1;
     if (f && fclose(f) != 0)
         rc = -1;
     if (rc < 0)
@@ -272,8 +271,7 @@ int pmt_cmd_report(int argc, char **argv)
         fprintf(stderr, "phasemark report: cannot write the report\n");
         goto done;
     }
-    if ((ra.svg && write_picture(ra.svg, &t, has_gpu ? &g : NULL, 0) < 0) ||
-        (ra.html && write_picture(ra.html, &t, has_gpu ? &g : NULL, 1) < 0))
+    if (ra.svg && write_picture(ra.svg, &t, has_gpu ? &g : NULL) < 0)
         goto done;
     rc = 0;
 done:

@@ -371,8 +371,6 @@ int pmt_requests(const pmt_trace *t, const pmt_report_opts *o, pmt_request **out
 
 int pmt_report(const pmt_trace *t, const pmt_projection *p, const pmt_report_opts *o, FILE *out);
 int pmt_svg(const pmt_trace *t, const pmt_gpu *g, FILE *out);
-/* The same timeline as one HTML file (timeline.c). 0 or -1. */
-int pmt_html(const pmt_trace *t, const pmt_gpu *g, FILE *out);
 
 /* ---- inputs (load.c, readers.c) ---- */
 
