@@ -498,6 +498,39 @@ static int case_clock_boottime(void)
     return clock_case("PHASEMARK_RECORDER_CLOCK=boottime", PMR_CLOCK_BOOTTIME);
 }
 
+/* A folder holding files is refused; --force removes a previous capture's
+ * outputs (a stale kernel_trace.csv among them) and keeps other files. */
+static int case_dirty(void)
+{
+    char path[512], stale[512], keep[512];
+    snprintf(stale, sizeof stale, "%s/kernel_trace.csv", g_dir);
+    snprintf(keep, sizeof keep, "%s/notes.txt", g_dir);
+    FILE *f = fopen(stale, "w");
+    REQUIRE(f);
+    fputs("\"Kernel_Name\",\"Correlation_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n\"old\",1,1,2\n", f);
+    fclose(f);
+    f = fopen(keep, "w");
+    REQUIRE(f);
+    fclose(f);
+    CHECK_INT_EQ(capture("basic", "1"), 1);
+    CHECK(strstr(g_res.err, "phasemark capture: ") == g_res.err);
+    CHECK(strstr(g_res.err, " is not empty (holds ") != NULL);
+    snprintf(path, sizeof path, "%s/marker_api_trace.csv", g_dir);
+    CHECK(access(path, F_OK) != 0);
+    char *env[] = {"PHASEMARK=1", NULL};
+    char *argv[] = {(char *)g_tool, "capture", "-o", g_dir, "--force", "--", (char *)g_prog,
+                    g_ids, "basic", NULL};
+    REQUIRE(pm_child_exec(argv, env, 30000, &g_res) == 0);
+    if (g_res.exited && g_res.exit_code == 1 && strstr(g_res.err, "exited with status 77"))
+        PM_SKIP("markers compiled out");
+    CHECK(pm_child_ok(&g_res));
+    CHECK(strstr(g_res.err, "--force: removed 1 previous output(s) from ") != NULL);
+    CHECK(access(stale, F_OK) != 0);
+    CHECK(access(keep, F_OK) == 0);
+    CHECK(access(path, R_OK) == 0);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -506,7 +539,8 @@ int main(int argc, char **argv)
     g_prog = argv[2];
     snprintf(g_dir, sizeof g_dir, "/tmp/pm-capture-test.XXXXXX");
     REQUIRE(mkdtemp(g_dir) != NULL);
-    snprintf(g_ids, sizeof g_ids, "%s/ids.txt", g_dir);
+    /* Beside the output folder, which capture wants empty. */
+    snprintf(g_ids, sizeof g_ids, "%s.ids", g_dir);
     static const struct {
         const char *name;
         int (*fn)(void);
@@ -514,7 +548,7 @@ int main(int argc, char **argv)
                  {"abort", case_abort}, {"exec", case_exec}, {"nvtx", case_nvtx},
                  {"check", case_check}, {"threads", case_threads},
                  {"closefds", case_closefds}, {"clock", case_clock},
-                 {"clock_boottime", case_clock_boottime}};
+                 {"clock_boottime", case_clock_boottime}, {"dirty", case_dirty}};
     int rc = 2;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[3], cases[i].name) == 0)
@@ -522,5 +556,6 @@ int main(int argc, char **argv)
     if (rc != 0)
         fprintf(stderr, "capture stderr:\n%s\n", g_res.err);
     pmt_remove_tree(g_dir);
+    unlink(g_ids);
     return rc;
 }

@@ -382,6 +382,10 @@ static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
 int main(int argc, char **argv)
 {
     args a;
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        puts("pm-generate " PHASEMARK_VERSION_STRING);
+        return 0;
+    }
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc == 1 ? 0 : 2;

@@ -207,6 +207,10 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (strcmp(argv[1], "--version") == 0) {
+        puts("pm-modelwriter " PHASEMARK_VERSION_STRING);
+        return 0;
+    }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(stdout);
         return 0;

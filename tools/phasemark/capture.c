@@ -25,12 +25,13 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: phasemark capture -o DIR [--kernels] [--keep-raw] -- CMD [ARG...]\n"
+    fputs("usage: phasemark capture -o DIR [--force] [--kernels] [--keep-raw] -- CMD [ARG...]\n"
           "  Runs CMD with PHASEMARK=1 and the range recorder preloaded; writes\n"
           "  DIR/marker_api_trace.csv and DIR/trace.json. --kernels also records CUDA\n"
           "  kernels, copies and launch calls through CUPTI (DIR/kernel_trace.csv,\n"
           "  DIR/memory_copy_trace.csv, DIR/cuda_api_trace.csv). --keep-raw keeps the\n"
-          "  per-process raw files in DIR/raw.*\n",
+          "  per-process raw files in DIR/raw.*. DIR must be empty or new; --force\n"
+          "  first removes the outputs a previous capture left there.\n",
           f);
 }
 
@@ -241,7 +242,7 @@ static int describe_exit(int status, char **argv)
 
 typedef struct cap_opts {
     const char *out;
-    int kernels, keep_raw;
+    int kernels, keep_raw, force;
     char **cmd;
 } cap_opts;
 
@@ -257,6 +258,8 @@ static int parse(int argc, char **argv, cap_opts *o)
             o->kernels = 1;
         else if (strcmp(argv[i], "--keep-raw") == 0)
             o->keep_raw = 1;
+        else if (strcmp(argv[i], "--force") == 0)
+            o->force = 1;
         else if (strcmp(argv[i], "--") == 0 && i + 1 < argc) {
             o->cmd = &argv[i + 1];
             break;
@@ -349,6 +352,8 @@ int pmt_cmd_capture(int argc, char **argv)
         fprintf(stderr, CAP "cannot create %s: %s\n", o.out, strerror(errno));
         return 1;
     }
+    if (pmt_capture_prepare_dir(o.out, o.force) < 0)
+        return 1;
     /* Absolute, so processes that change directory still find it. */
     char absout[4096];
     if (!realpath(o.out, absout)) {

@@ -8,10 +8,47 @@
 
 #include "pmt.h"
 
+/* Why an --expect spec that pmt_expect_parse refused is wrong, item by
+ * item, in words a user can act on (the parser only names the item). */
+static void explain_expect(const char *spec, const char *parse_err, char *out, size_t outlen)
+{
+    for (const char *p = spec; *p;) {
+        size_t len = strcspn(p, ",");
+        const char *eq = memchr(p, '=', len), *colon = memchr(p, ':', len);
+        size_t klen = (size_t)((colon && (!eq || colon < eq) ? colon : eq ? eq : p + len) - p);
+        uint64_t n;
+        const char *why = NULL;
+        if (!len)
+            why = "empty item (items are separated by single commas)";
+        else if (!eq)
+            why = "no '=' (want kind=N or kind:mode=N)";
+        else if (!(klen == 5 && memcmp(p, "other", 5) == 0) && pmt_kind_parse(p, klen) < 0)
+            why = "unknown kind";
+        else if (colon && colon < eq && colon + 1 == eq)
+            why = "empty mode after ':'";
+        else if (pmt_parse_u64(eq + 1, len - (size_t)(eq - p) - 1, &n) < 0)
+            why = "the count is not an unsigned integer";
+        if (why) {
+            size_t w = (size_t)snprintf(out, outlen, "bad --expect item '%.*s': %s", (int)len, p, why);
+            if (!strcmp(why, "unknown kind") && w < outlen) {
+                w += (size_t)snprintf(out + w, outlen - w, " '%.*s' (kinds: other", (int)klen, p);
+                for (int k = 1; k < PMT_K_COUNT && w < outlen; k++)
+                    w += (size_t)snprintf(out + w, outlen - w, ", %s", pmt_kind_name(k));
+                if (w < outlen)
+                    snprintf(out + w, outlen - w, ")");
+            }
+            return;
+        }
+        p += len + (p[len] == ',');
+    }
+    snprintf(out, outlen, "%s", parse_err);
+}
+
 static void check_usage(FILE *f)
 {
-    fputs("usage: phasemark check [--expect SPEC] TRACE...\n"
-          "  TRACE: our marker CSV or trace.json, or a rocprofv3 marker CSV.\n"
+    fputs("usage: phasemark check [--expect SPEC] TRACE|DIR...\n"
+          "  TRACE: our marker CSV or trace.json, a rocprofv3 marker CSV, or another\n"
+          "  profiler's file (see report); DIR: a directory written by capture.\n"
           "  Verifies balance, per-thread nesting, leaves enclosing nothing, start <= end\n"
           "  and the range-name grammar; prints counts per kind, mode and process.\n"
           "  --expect prefill=1,layer_range:exact=11,decode=5 asserts exact counts.\n"
@@ -26,28 +63,37 @@ int pmt_cmd_check(int argc, char **argv)
     char err[512];
     int first = 1;
     for (; first < argc && argv[first][0] == '-'; first++) {
-        if (!strcmp(argv[first], "-h") || !strcmp(argv[first], "--help")) {
+        const char *a = argv[first];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             check_usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[first], "--expect") && first + 1 < argc &&
-            pmt_expect_parse(argv[first + 1], ex, &nex, err, sizeof err) == 0) {
-            first++;
-            continue;
+        if (!strcmp(a, "--version")) {
+            puts(PMT_VERSION_LINE);
+            return 0;
         }
-        fprintf(stderr, "phasemark check: %s\n",
-                !strcmp(argv[first], "--expect") && first + 1 < argc ? err : "bad option");
+        if (!strcmp(a, "--expect") && first + 1 < argc) {
+            if (pmt_expect_parse(argv[++first], ex, &nex, err, sizeof err) == 0)
+                continue;
+            char why[768];
+            explain_expect(argv[first], err, why, sizeof why);
+            fprintf(stderr, "phasemark check: %s\n", why);
+        } else if (!strcmp(a, "--expect"))
+            fprintf(stderr, "phasemark check: --expect needs a SPEC\n");
+        else
+            fprintf(stderr, "phasemark check: bad option '%s'\n", a);
         check_usage(stderr);
         return 2;
     }
     if (first == argc) {
+        fprintf(stderr, "phasemark check: no trace given\n");
         check_usage(stderr);
         return 2;
     }
     pmt_trace t;
     pmt_trace_init(&t);
     for (int i = first; i < argc; i++) {
-        if (pmt_trace_load(&t, argv[i], err, sizeof err) < 0) {
+        if (pmt_load_input(&t, NULL, NULL, argv[i], err, sizeof err) < 0) {
             fprintf(stderr, "phasemark check: %s\n", err);
             pmt_trace_free(&t);
             return 1;
@@ -64,70 +110,116 @@ int pmt_cmd_check(int argc, char **argv)
 
 static void report_usage(FILE *f)
 {
-    fputs("usage: phasemark report [--kernels F] [--api F] [--svg OUT] [--json] TRACE|DIR...\n"
-          "  Table per kind, mode, shard and layer span: count, total, mean, p50, p99 and\n"
-          "  share of the wall span. --kernels/--api: kernel, memory-copy and launch-API\n"
-          "  CSVs (rocprofv3's or ours): kernel time is projected onto the ranges that\n"
-          "  enclose its launch on the same thread. A DIR from `capture` is read whole.\n"
-          "  --svg OUT writes a timeline; --json prints one JSON object per row.\n",
+    fputs("usage: phasemark report [options] TRACE|DIR...\n"
+          "  Table per group: count, total, mean, p50, p99 and share (of the summed wall\n"
+          "  span of the lanes, a lane being one process and thread), sorted by total;\n"
+          "  then one row per request: TTFT and its parts, decode tok/s, spec rounds.\n"
+          "  TRACE: our marker CSV or trace.json, a rocprofv3 marker CSV, a rocpd\n"
+          "  database (.db), an Nsight Systems SQLite export, a torch.profiler trace.\n"
+          "  --group-by all|kind|shard|layers|req|process   rows (default all)\n"
+          "  --req ID            only ranges of request ID\n"
+          "  --window T0..T1     only ranges starting in it (after the first start;\n"
+          "                      units ns, us, ms, s; bare numbers are ns)\n"
+          "  --kernels F, --api F  kernel, memory-copy and launch-API CSVs (rocprofv3's or\n"
+          "                      ours): kernel time is projected onto the ranges that\n"
+          "                      enclose its launch on the same thread\n"
+          "  --svg OUT           writes a timeline picture (SVG)\n"
+          "  --json              one JSON object per row\n"
+          "  --no-requests       leaves out the per-request table\n"
+          "  A DIR from `capture` is read whole. Check violations are warned about.\n",
           f);
 }
 
-static int is_dir(const char *p)
+typedef struct report_args {
+    const char *svg;
+    pmt_report_opts o;
+} report_args;
+
+/* An option that takes a value: the value, or NULL after a usage message. */
+static const char *value_of(int argc, char **argv, int *i)
 {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+    if (*i + 1 < argc && argv[*i + 1][0] && !(argv[*i + 1][0] == '-' && argv[*i + 1][1]))
+        return argv[++*i];
+    fprintf(stderr, "phasemark report: %s needs a value\n", argv[*i]);
+    return NULL;
 }
 
-/* A capture directory: the marker trace plus whichever GPU CSVs exist. */
-static int load_dir(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *dir, char *err, size_t errlen)
+/* One option at argv[*i]: 0 ok, 1 help/version printed, -1 load error,
+ * -2 usage error. */
+static int report_opt(int argc, char **argv, int *i, pmt_gpu *g, int *has_gpu, report_args *ra)
 {
-    static const char *const gpu_files[] = {"kernel_trace.csv", "memory_copy_trace.csv",
-                                            "cuda_api_trace.csv", "hip_api_trace.csv"};
-    char path[4096];
-    snprintf(path, sizeof path, "%s/marker_api_trace.csv", dir);
-    if (pmt_trace_load(t, path, err, errlen) < 0)
-        return -1;
-    for (size_t i = 0; i < sizeof gpu_files / sizeof gpu_files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, gpu_files[i]);
-        if (access(path, R_OK) != 0)
-            continue;
-        if (pmt_gpu_load(g, path, err, errlen) < 0)
+    const char *a = argv[*i], *v = NULL;
+    char err[512];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+        return 1;
+    if (!strcmp(a, "--version")) {
+        puts(PMT_VERSION_LINE);
+        return 2;
+    }
+    if (!strcmp(a, "--json"))
+        ra->o.json = 1;
+    else if (!strcmp(a, "--no-requests"))
+        ra->o.no_requests = 1;
+    else if (!strcmp(a, "--kernels") || !strcmp(a, "--api")) {
+        if (!(v = value_of(argc, argv, i)))
+            return -2;
+        if (pmt_gpu_load(g, v, err, sizeof err) < 0) {
+            fprintf(stderr, "phasemark report: %s\n", err);
             return -1;
+        }
         *has_gpu = 1;
+    } else if (!strcmp(a, "--svg")) {
+        if (!(v = value_of(argc, argv, i)))
+            return -2;
+        ra->svg = v;
+    } else if (!strcmp(a, "--group-by")) {
+        if (!(v = value_of(argc, argv, i)))
+            return -2;
+        if (pmt_group_by_parse(v, &ra->o.group_by) < 0) {
+            fprintf(stderr, "phasemark report: bad --group-by '%s' (want all, kind, shard, layers, "
+                            "req or process)\n", v);
+            return -2;
+        }
+    } else if (!strcmp(a, "--req")) {
+        if (!(v = value_of(argc, argv, i)))
+            return -2;
+        if (pmt_parse_u64(v, strlen(v), &ra->o.req) < 0) {
+            fprintf(stderr, "phasemark report: bad --req '%s' (want an unsigned integer)\n", v);
+            return -2;
+        }
+        ra->o.has_req = 1;
+    } else if (!strcmp(a, "--window")) {
+        if (!(v = value_of(argc, argv, i)))
+            return -2;
+        if (pmt_window_parse(v, &ra->o.w0, &ra->o.w1, err, sizeof err) < 0) {
+            fprintf(stderr, "phasemark report: %s\n", err);
+            return -2;
+        }
+        ra->o.has_window = 1;
+    } else {
+        fprintf(stderr, "phasemark report: bad option '%s'\n", a);
+        return -2;
     }
     return 0;
 }
 
-static int report_args(int argc, char **argv, pmt_trace *t, pmt_gpu *g, int *has_gpu,
-                       const char **svg, pmt_report_opts *o)
+static int report_parse(int argc, char **argv, pmt_trace *t, pmt_gpu *g, int *has_gpu,
+                        report_args *ra)
 {
     char err[512];
     int ntraces = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int rc = 0;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-            return 1;
-        if (!strcmp(a, "--json"))
-            o->json = 1;
-        else if ((!strcmp(a, "--kernels") || !strcmp(a, "--api")) && i + 1 < argc) {
-            rc = pmt_gpu_load(g, argv[++i], err, sizeof err);
-            *has_gpu = 1;
-        } else if (!strcmp(a, "--svg") && i + 1 < argc)
-            *svg = argv[++i];
-        else if (a[0] == '-') {
-            fprintf(stderr, "phasemark report: bad option '%s'\n", a);
-            return -2;
-        } else {
-            rc = is_dir(a) ? load_dir(t, g, has_gpu, a, err, sizeof err)
-                           : pmt_trace_load(t, a, err, sizeof err);
-            ntraces++;
+        if (argv[i][0] == '-' && argv[i][1]) {
+            int rc = report_opt(argc, argv, &i, g, has_gpu, ra);
+            if (rc)
+                return rc;
+            continue;
         }
-        if (rc < 0) {
+        if (pmt_load_input(t, g, has_gpu, argv[i], err, sizeof err) < 0) {
             fprintf(stderr, "phasemark report: %s\n", err);
             return -1;
         }
+        ntraces++;
     }
     if (!ntraces) {
         fprintf(stderr, "phasemark report: no trace given\n");
@@ -136,20 +228,31 @@ static int report_args(int argc, char **argv, pmt_trace *t, pmt_gpu *g, int *has
     return 0;
 }
 
+static int write_picture(const char *path, const pmt_trace *t, const pmt_gpu *g)
+{
+    FILE *f = fopen(path, "w");
+    int rc = f ? pmt_svg(t, g, f) : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc < 0)
+        fprintf(stderr, "phasemark report: cannot write %s: %s\n", path, strerror(errno));
+    return rc;
+}
+
 int pmt_cmd_report(int argc, char **argv)
 {
     pmt_trace t;
     pmt_gpu g;
     pmt_projection p;
-    pmt_report_opts o = {0};
-    const char *svg = NULL;
+    report_args ra;
     int has_gpu = 0, rc;
+    memset(&ra, 0, sizeof ra);
     pmt_trace_init(&t);
     pmt_gpu_init(&g);
     memset(&p, 0, sizeof p);
-    int arc = report_args(argc, argv, &t, &g, &has_gpu, &svg, &o);
+    int arc = report_parse(argc, argv, &t, &g, &has_gpu, &ra);
     if (arc != 0) {
-        if (arc != -1)
+        if (arc == 1 || arc == -2)
             report_usage(arc > 0 ? stdout : stderr);
         rc = arc > 0 ? 0 : arc == -1 ? 1 : 2;
         goto done;
@@ -159,20 +262,17 @@ int pmt_cmd_report(int argc, char **argv)
         fprintf(stderr, "phasemark report: out of memory\n");
         goto done;
     }
-    if (pmt_report(&t, has_gpu ? &p : NULL, &o, stdout) < 0) {
+    ra.o.violations = pmt_check(&t, NULL, 0, NULL, NULL);
+    if (ra.o.violations)
+        fprintf(stderr, "phasemark report: warning: %zu check violation(s) in this trace "
+                        "(run `phasemark check` for them); unclosed and overlapping ranges "
+                        "are left out or skew the totals\n", ra.o.violations);
+    if (pmt_report(&t, has_gpu ? &p : NULL, &ra.o, stdout) < 0) {
         fprintf(stderr, "phasemark report: cannot write the report\n");
         goto done;
     }
-    if (svg) {
-        FILE *f = fopen(svg, "w");
-        int src = f ? pmt_svg(&t, has_gpu ? &g : NULL, f) : -1;
-        if (f && fclose(f) != 0)
-            src = -1;
-        if (src < 0) {
-            fprintf(stderr, "phasemark report: cannot write %s: %s\n", svg, strerror(errno));
-            goto done;
-        }
-    }
+    if (ra.svg && write_picture(ra.svg, &t, has_gpu ? &g : NULL) < 0)
+        goto done;
     rc = 0;
 done:
     pmt_projection_free(&p);

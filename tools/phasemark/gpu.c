@@ -44,6 +44,26 @@ static int grow(void **p, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
+int pmt_gpu_add_api(pmt_gpu *g, const pmt_api *a)
+{
+    if (grow((void **)&g->api, &g->api_cap, g->napi, sizeof *g->api) < 0)
+        return -1;
+    g->api[g->napi++] = *a;
+    return 0;
+}
+
+int pmt_gpu_add_activity(pmt_gpu *g, const pmt_activity *a)
+{
+    if (grow((void **)&g->act, &g->act_cap, g->nact, sizeof *g->act) < 0)
+        return -1;
+    char *name = strdup(a->name ? a->name : "");
+    if (!name)
+        return -1;
+    g->act[g->nact] = *a;
+    g->act[g->nact++].name = name;
+    return 0;
+}
+
 typedef struct cols {
     int corr, start, end, tid, pid, name, stream;
 } cols;

@@ -126,6 +126,17 @@ static int string(parser *ps, const char **out, size_t *len)
             break;
         if ((unsigned char)c < 0x20)
             return fail(ps, "control character in string");
+        if ((unsigned char)c >= 0x80) {
+            /* The text is NUL-terminated (parse copies it), so the check
+             * never reads past the end. */
+            size_t n = pmt_utf8_len((const unsigned char *)ps->p);
+            if (!n || (size_t)(ps->end - ps->p) < n)
+                return fail(ps, "invalid UTF-8 in string");
+            memmove(w, ps->p, n);
+            w += n;
+            ps->p += n;
+            continue;
+        }
         if (c != '\\') {
             *w++ = c;
             ps->p++;

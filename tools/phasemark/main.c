@@ -14,7 +14,8 @@ static void usage(FILE *f)
           "  report [--kernels F] [--api F] [--svg OUT] [--json] TRACE|DIR...\n"
           "                                          time per phase, GPU projection, timeline\n"
           "  perturb [--pairs N] [--warmup W] -- CMD...  marker cost, output parity\n"
-          "Run 'phasemark <command> -h' for its options.\n",
+          "  diff [--threshold PCT] A B              per-group deltas; exit 1 on a regression\n"
+          "Run 'phasemark <command> -h' for its options; --version prints the version.\n",
           f);
 }
 
@@ -24,10 +25,15 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"capture", pmt_cmd_capture}, {"check", pmt_cmd_check},
-                {"report", pmt_cmd_report}, {"perturb", pmt_cmd_perturb}};
+                {"report", pmt_cmd_report}, {"perturb", pmt_cmd_perturb},
+                {"diff", pmt_cmd_diff}};
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        puts(PMT_VERSION_LINE);
+        return 0;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);

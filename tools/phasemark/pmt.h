@@ -39,13 +39,26 @@ int pmt_parse_us_to_ns(const char *s, size_t len, int64_t *out);
 void pmt_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* capture's output folder (capdir.c): 0 when dir is empty, or with force
+ * once the outputs of a previous capture are removed; -1 (printed) when it
+ * holds files and force is 0. */
+int pmt_capture_prepare_dir(const char *dir, int force);
+
 /* Removes the plain files in dir, then dir (one level; best effort). */
 void pmt_remove_tree(const char *dir);
 
 /* Writes s as a CSV field: always quoted, quotes doubled. */
 void pmt_csv_put(FILE *f, const char *s);
-/* Writes s as a JSON string, quotes included, with the escapes JSON needs. */
+/* Writes s as a JSON string, quotes included, with the escapes JSON needs;
+ * invalid UTF-8 is written as \ufffd (U+FFFD), one per bad byte. */
 void pmt_json_put(FILE *f, const char *s);
+/* Writes s as XML text or attribute content: markup characters as
+ * entities, control characters (but tab, LF, CR) and invalid UTF-8 as
+ * U+FFFD. */
+void pmt_xml_put(FILE *f, const char *s);
+/* Length (1..4) of the valid UTF-8 sequence at p, 0 when it is not one
+ * (overlong, surrogate, past U+10FFFF, cut short); p is NUL-terminated. */
+size_t pmt_utf8_len(const unsigned char *p);
 
 /* ---- CSV reader (csv.c) ---- */
 
@@ -266,6 +279,10 @@ int pmt_gpu_load(pmt_gpu *g, const char *path, char *err, size_t errlen);
 int pmt_gpu_load_text(pmt_gpu *g, const char *name, const char *text, size_t len,
                       char *err, size_t errlen);
 
+/* Appends a launch call / an activity (its name copied). 0 or -1. */
+int pmt_gpu_add_api(pmt_gpu *g, const pmt_api *a);
+int pmt_gpu_add_activity(pmt_gpu *g, const pmt_activity *a);
+
 typedef struct pmt_projection {
     uint64_t *range_gpu_ns; /* per range of the trace: activity time launched inside */
     uint64_t total_ns;      /* all activity time */
@@ -283,14 +300,109 @@ void pmt_projection_free(pmt_projection *p);
 
 /* ---- report (report.c) ---- */
 
+/* What the rows of a report are. ALL: each kind, kind and mode, kind and
+ * shard, kind, shard and layer span (the default); the others one family. */
+enum { PMT_BY_ALL, PMT_BY_KIND, PMT_BY_SHARD, PMT_BY_LAYERS, PMT_BY_REQ, PMT_BY_PROCESS };
+
 typedef struct pmt_report_opts {
-    int json; /* one JSON object per row instead of the table */
+    int json;          /* one JSON object per row instead of the table */
+    int group_by;      /* PMT_BY_* */
+    int has_req;       /* only ranges with req=req */
+    uint64_t req;
+    int has_window;    /* only ranges that start in [w0, w1), ns after the trace's first start */
+    uint64_t w0, w1;
+    int no_requests;   /* leave out the per-request table */
+    size_t violations; /* check violations found by the caller, for the footer */
 } pmt_report_opts;
+
+/* "kind", "req", ... into *out (PMT_BY_*). 0 or -1. */
+int pmt_group_by_parse(const char *s, int *out);
+/* "T0..T1", each end a number with an optional unit (ns, us, ms, s; bare
+ * numbers are ns), either end may be empty. 0 or -1 (err set). */
+int pmt_window_parse(const char *s, uint64_t *w0, uint64_t *w1, char *err, size_t errlen);
+
+#define PMT_GROUP_KEY 112
+
+typedef struct pmt_group {
+    char key[PMT_GROUP_KEY];
+    uint64_t *dur; /* sorted ascending once built */
+    size_t n, cap;
+    uint64_t total, gpu;
+} pmt_group;
+
+typedef struct pmt_groups {
+    pmt_group *g;      /* sorted by total, largest first, then by key */
+    size_t n, cap;
+    size_t *slot;      /* hash of key -> index + 1; 0 empty */
+    size_t nslot;
+    uint64_t wall;      /* first start to last end of the selected ranges */
+    uint64_t lane_span; /* sum over lanes (pid, tid) of each lane's first start to last end */
+    size_t lanes;
+    uint64_t gpu_total; /* all activity time (0 without a projection) */
+} pmt_groups;
+
+/* Groups the closed ranges of t that o selects. p may be NULL. 0 or -1
+ * (out of memory). pmt_groups_free releases. */
+int pmt_groups_build(const pmt_trace *t, const pmt_projection *p, const pmt_report_opts *o,
+                     pmt_groups *gs);
+void pmt_groups_free(pmt_groups *gs);
+const pmt_group *pmt_groups_find(const pmt_groups *gs, const char *key);
+/* Nearest-rank percentile of sorted[0..n), n > 0. */
+uint64_t pmt_pct(const uint64_t *sorted, size_t n, unsigned p);
+
+/* One request's time to first token and decode rate, from its prefill,
+ * decode and spec_decode ranges (ranges of the driving process). */
+typedef struct pmt_request {
+    uint64_t req;
+    uint64_t first_start;   /* first prefill's start */
+    uint64_t prefill_ns;    /* sum of prefill chunk durations */
+    size_t prefill_chunks;
+    uint64_t prefill_end;   /* last prefill end before the first decode step */
+    uint64_t first_decode_start, first_decode_end; /* 0 when none */
+    size_t decode_steps;    /* pm.decode ranges: one token each */
+    uint64_t decode_first, decode_last; /* first pm.decode start, last end */
+    size_t spec_rounds;
+    uint64_t drafted;       /* sum of draft= over the rounds */
+} pmt_request;
+
+/* The requests of the ranges o selects, sorted by id; *out is the caller's
+ * to free. 0 or -1 (out of memory). */
+int pmt_requests(const pmt_trace *t, const pmt_report_opts *o, pmt_request **out, size_t *n);
 
 int pmt_report(const pmt_trace *t, const pmt_projection *p, const pmt_report_opts *o, FILE *out);
 int pmt_svg(const pmt_trace *t, const pmt_gpu *g, FILE *out);
 
-/* ---- SHA-256 through the wire library's implementation (util.c) ---- */
+/* ---- inputs (load.c, readers.c) ---- */
+
+/* Loads one input into t (and its GPU activity into g, which may be NULL):
+ * a capture DIR, a marker CSV or JSON, or another profiler's file
+ * (pmt_readers_load). *has_gpu is set when GPU records were read. 0 or -1. */
+int pmt_load_input(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *path, char *err,
+                   size_t errlen);
+/* Loads path when it is a file another profiler wrote (rocprofv3's rocpd
+ * database, an Nsight Systems SQLite export, a torch.profiler trace).
+ * Returns 0 (loaded), 1 (not such a file: the caller tries our formats),
+ * or -1 (err set). */
+int pmt_readers_load(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *path, char *err,
+                     size_t errlen);
+
+/* torch.profiler's Chrome trace in memory (readers.c): 0 loaded, 1 not a
+ * torch trace, -1 error. g may be NULL (GPU records skipped). */
+int pmt_torch_load_text(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *name, const char *text,
+                        size_t len, char *err, size_t errlen);
+/* A SQLite file (sqlite.c): rocprofv3's rocpd database or an Nsight
+ * Systems export, told by its tables. 0 or -1 (err set; also when the
+ * build has no SQLite). */
+int pmt_sqlite_load(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *path, char *err,
+                    size_t errlen);
+/* The same over a database image in memory (for the fuzzer). */
+int pmt_sqlite_load_mem(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *name,
+                        const void *data, size_t len, char *err, size_t errlen);
+
+/* The version line every program prints for --version. */
+#define PMT_VERSION_LINE "phasemark " PHASEMARK_VERSION_STRING
+
+/* ---- SHA-256 through libnettle (util.c) ---- */
 
 /* Lowercase hex SHA-256 of len bytes into hex (65 bytes with the NUL). */
 void pmt_sha256_hex(const void *data, size_t len, char hex[65]);
@@ -301,6 +413,7 @@ int pmt_cmd_capture(int argc, char **argv);
 int pmt_cmd_check(int argc, char **argv);
 int pmt_cmd_report(int argc, char **argv);
 int pmt_cmd_perturb(int argc, char **argv);
+int pmt_cmd_diff(int argc, char **argv);
 
 /* Where the recorder libraries are: PHASEMARK_RECORDER / PHASEMARK_CUPTI
  * in the environment, else next to this executable's install or build

@@ -36,29 +36,13 @@ static const char *color_of(const pmt_range *r)
     }
 }
 
-static void xml_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '<')
-            fputs("&lt;", f);
-        else if (*s == '>')
-            fputs("&gt;", f);
-        else if (*s == '&')
-            fputs("&amp;", f);
-        else if (*s == '"')
-            fputs("&quot;", f);
-        else
-            fputc(*s, f);
-    }
-}
-
 static void rect(FILE *f, double x, double y, double w, const char *fill, const char *title,
                  uint64_t dur)
 {
     fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
                "stroke=\"#333\" stroke-width=\"0.3\"><title>",
             x, y, w < 0.5 ? 0.5 : w, SVG_ROW - 2, fill);
-    xml_text(f, title);
+    pmt_xml_put(f, title);
     fprintf(f, " (%.3f us)</title></rect>\n", dur / 1e3);
 }
 
@@ -130,9 +114,9 @@ int pmt_svg(const pmt_trace *t, const pmt_gpu *g, FILE *f)
         const char *pn = pmt_trace_label_of(t, lanes[i].pid, 0);
         const char *tn = pmt_trace_label_of(t, lanes[i].pid, lanes[i].tid);
         fprintf(f, "<text x=\"4\" y=\"%.1f\">", lanes[i].y + 11);
-        xml_text(f, pn ? pn : "pid");
+        pmt_xml_put(f, pn ? pn : "pid");
         fprintf(f, " %u / ", lanes[i].pid);
-        xml_text(f, tn ? tn : "tid");
+        pmt_xml_put(f, tn ? tn : "tid");
         fprintf(f, " %u</text>\n", lanes[i].tid);
     }
     size_t li = 0;

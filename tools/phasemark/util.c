@@ -10,7 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "phasemark/wire.h"
+#include <nettle/sha2.h>
+
 #include "pmt.h"
 
 void pmt_errf(char *err, size_t errlen, const char *fmt, ...)
@@ -125,18 +126,65 @@ void pmt_csv_put(FILE *f, const char *s)
     fputc('"', f);
 }
 
+size_t pmt_utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (n <= 1)
+        return n;
+    uint32_t cp = c & (0x7Fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) /* also stops at the NUL */
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3Fu);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0; /* overlong, past Unicode, or a surrogate */
+    return n;
+}
+
 void pmt_json_put(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        size_t n = pmt_utf8_len(p);
         if (*p == '"' || *p == '\\')
             fprintf(f, "\\%c", *p);
         else if (*p < 0x20)
             fprintf(f, "\\u%04x", *p);
+        else if (n)
+            fwrite(p, 1, n, f);
         else
-            fputc(*p, f);
+            fputs("\\ufffd", f); /* invalid UTF-8: U+FFFD, visibly */
+        p += n ? n : 1;
     }
     fputc('"', f);
+}
+
+void pmt_xml_put(FILE *f, const char *s)
+{
+    static const char repl[] = "\xEF\xBF\xBD"; /* U+FFFD */
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        size_t n = pmt_utf8_len(p);
+        switch (*p) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default:
+            /* XML 1.0 allows no control character but tab, LF and CR, not
+             * even as a reference; those and invalid UTF-8 become U+FFFD. */
+            if (n == 1 && *p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
+                fputs(repl, f);
+            else if (n)
+                fwrite(p, 1, n, f);
+            else
+                fputs(repl, f);
+        }
+        p += n ? n : 1;
+    }
 }
 
 void pmt_remove_tree(const char *dir)
@@ -158,8 +206,13 @@ void pmt_remove_tree(const char *dir)
 void pmt_sha256_hex(const void *data, size_t len, char hex[65])
 {
     static const char digits[] = "0123456789abcdef";
-    uint8_t digest[32];
-    pmw_sha256(data, len, digest);
+    /* libnettle (already loaded by libmicrohttpd): a well-kept SHA-256
+     * rather than our own; the wire keeps its HMAC in src/wire. */
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    sha256_update(&ctx, len, data);
+    sha256_digest(&ctx, sizeof digest, digest);
     for (int i = 0; i < 32; i++) {
         hex[2 * i] = digits[digest[i] >> 4];
         hex[2 * i + 1] = digits[digest[i] & 15];

@@ -91,6 +91,10 @@ int main(int argc, char **argv)
 {
     pms_config cfg;
     char err[512];
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        puts(PROG " " PHASEMARK_VERSION_STRING);
+        return 0;
+    }
     pms_config_defaults(&cfg);
     int rc = pms_config_parse(&cfg, argc, argv, err, sizeof err);
     if (rc == 1) {
