@@ -10,13 +10,39 @@
 
 static void check_usage(FILE *f)
 {
-    fputs("usage: phasemark check [--expect SPEC] TRACE...\n"
+    fputs("usage: phasemark check [--prefix NAME] [--expect SPEC] TRACE...\n"
           "  TRACE: our marker CSV or trace.json, or a rocprofv3 marker CSV.\n"
-          "  Verifies balance, per-thread nesting, leaves enclosing nothing, start <= end\n"
-          "  and the range-name grammar; prints counts per kind, mode and process.\n"
-          "  --expect prefill=1,layer_range:exact=11,decode=5 asserts exact counts.\n"
-          "  Exit 1 with one line per violation.\n",
+          "  Verifies balance, per-thread nesting, leaves enclosing nothing, start <= end,\n"
+          "  the range-name grammar and the phase rules (each layer range inside the\n"
+          "  phase range of its request or batch); prints counts per kind, mode and\n"
+          "  process. --prefix: range names start NAME. (default: the one prefix the\n"
+          "  trace uses, else pm). --expect prefill=1,layer_range:exact=11,decode=5\n"
+          "  asserts exact counts. Exit 1 with one line per violation.\n",
           f);
+}
+
+/* The range prefix for a subcommand: --prefix when given, else the one
+ * prefix the trace uses, else the default. 0, or 2 (a usage error) with a
+ * line on stderr. */
+static int choose_prefix(const char *sub, const char *given, const pmt_trace *t)
+{
+    char found[256];
+    if (given) {
+        if (pmt_set_prefix(given) == 0)
+            return 0;
+        fprintf(stderr, "phasemark %s: --prefix '%s' is not [a-z0-9_]+ of at most %d bytes\n",
+                sub, given, PM__PREFIX_MAX);
+        return 2;
+    }
+    int n = pmt_detect_prefix(t, found, sizeof found);
+    if (n == 1)
+        return pmt_set_prefix(found) == 0 ? 0 : 2;
+    if (n > 1) {
+        fprintf(stderr, "phasemark %s: the trace has range prefixes %s; choose one with --prefix\n",
+                sub, found);
+        return 2;
+    }
+    return 0;
 }
 
 int pmt_cmd_check(int argc, char **argv)
@@ -24,19 +50,22 @@ int pmt_cmd_check(int argc, char **argv)
     pmt_expect ex[PMT_EXPECT_MAX];
     size_t nex = 0;
     char err[512];
+    const char *prefix = NULL, *expect = NULL;
     int first = 1;
     for (; first < argc && argv[first][0] == '-'; first++) {
         if (!strcmp(argv[first], "-h") || !strcmp(argv[first], "--help")) {
             check_usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[first], "--expect") && first + 1 < argc &&
-            pmt_expect_parse(argv[first + 1], ex, &nex, err, sizeof err) == 0) {
-            first++;
+        if (!strcmp(argv[first], "--prefix") && first + 1 < argc) {
+            prefix = argv[++first];
             continue;
         }
-        fprintf(stderr, "phasemark check: %s\n",
-                !strcmp(argv[first], "--expect") && first + 1 < argc ? err : "bad option");
+        if (!strcmp(argv[first], "--expect") && first + 1 < argc) {
+            expect = argv[++first];
+            continue;
+        }
+        fprintf(stderr, "phasemark check: bad option\n");
         check_usage(stderr);
         return 2;
     }
@@ -53,6 +82,17 @@ int pmt_cmd_check(int argc, char **argv)
             return 1;
         }
     }
+    /* The prefix first: --expect names kinds, and the counts follow it. */
+    int prc = choose_prefix("check", prefix, &t);
+    if (prc == 0 && expect && pmt_expect_parse(expect, ex, &nex, err, sizeof err) < 0) {
+        fprintf(stderr, "phasemark check: %s\n", err);
+        check_usage(stderr);
+        prc = 2;
+    }
+    if (prc) {
+        pmt_trace_free(&t);
+        return prc;
+    }
     size_t nv = pmt_check(&t, ex, nex, stdout, stdout);
     if (nv)
         fprintf(stderr, "phasemark check: %zu violation(s) in %zu ranges\n", nv, t.n);
@@ -64,7 +104,8 @@ int pmt_cmd_check(int argc, char **argv)
 
 static void report_usage(FILE *f)
 {
-    fputs("usage: phasemark report [--kernels F] [--api F] [--svg OUT] [--json] TRACE|DIR...\n"
+    fputs("usage: phasemark report [--prefix NAME] [--kernels F] [--api F] [--svg OUT] [--json]\n"
+          "                        TRACE|DIR...\n"
           "  Table per kind, mode, shard and layer span: count, total, mean, p50, p99 and\n"
           "  share of the wall span. --kernels/--api: kernel, memory-copy and launch-API\n"
           "  CSVs (rocprofv3's or ours): kernel time is projected onto the ranges that\n"
@@ -100,7 +141,7 @@ static int load_dir(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *dir, cha
 }
 
 static int report_args(int argc, char **argv, pmt_trace *t, pmt_gpu *g, int *has_gpu,
-                       const char **svg, pmt_report_opts *o)
+                       const char **svg, const char **prefix, pmt_report_opts *o)
 {
     char err[512];
     int ntraces = 0;
@@ -116,6 +157,8 @@ static int report_args(int argc, char **argv, pmt_trace *t, pmt_gpu *g, int *has
             *has_gpu = 1;
         } else if (!strcmp(a, "--svg") && i + 1 < argc)
             *svg = argv[++i];
+        else if (!strcmp(a, "--prefix") && i + 1 < argc)
+            *prefix = argv[++i];
         else if (a[0] == '-') {
             fprintf(stderr, "phasemark report: bad option '%s'\n", a);
             return -2;
@@ -142,14 +185,16 @@ int pmt_cmd_report(int argc, char **argv)
     pmt_gpu g;
     pmt_projection p;
     pmt_report_opts o = {0};
-    const char *svg = NULL;
+    const char *svg = NULL, *prefix = NULL;
     int has_gpu = 0, rc;
     pmt_trace_init(&t);
     pmt_gpu_init(&g);
     memset(&p, 0, sizeof p);
-    int arc = report_args(argc, argv, &t, &g, &has_gpu, &svg, &o);
+    int arc = report_args(argc, argv, &t, &g, &has_gpu, &svg, &prefix, &o);
+    if (arc == 0 && choose_prefix("report", prefix, &t) != 0)
+        arc = -3; /* the line is printed; a usage error */
     if (arc != 0) {
-        if (arc != -1)
+        if (arc != -1 && arc != -3)
             report_usage(arc > 0 ? stdout : stderr);
         rc = arc > 0 ? 0 : arc == -1 ? 1 : 2;
         goto done;
