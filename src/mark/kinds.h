@@ -155,7 +155,7 @@ static inline const char *pm__where_name(unsigned where)
  *   ID     names the kind in code: PM__KIND_<ID> here, PMT_K_<ID> in the
  *          tools
  *   name   the kind as written after the prefix
- *   leaf   1: encloses nothing (DESIGN.md §1.8); 0: encloses leaves
+ *   leaf   1: encloses nothing (docs/markers.md, promise 8); 0: encloses leaves
  *   phase  the calling thread's current phase from push to pop;
  *          PM_PHASE_NONE: the range leaves it alone
  *   modes  the values mode may take, as PM__MODE bits; 0: no mode. A phase

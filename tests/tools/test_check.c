@@ -328,6 +328,41 @@ static int case_prefix(void)
     return pm_check_result();
 }
 
+/* Time per request: batch 17 (500 ns, reqs 3:1,7:2) gives 3 floor(500/3)
+ * = 166 + 1 remainder ns and 7 333; request 3's own ranges add theirs. */
+static int case_request_shares(void)
+{
+    pmt_trace t;
+    char err[300];
+    pmt_trace_init(&t);
+    REQUIRE(pmt_trace_load_csv_text(&t, "t.csv", phase_ok, strlen(phase_ok), err, sizeof err) == 0);
+    pmt_projection p;
+    memset(&p, 0, sizeof p);
+    uint64_t gpu[16] = {0};
+    REQUIRE(t.n <= 16);
+    for (size_t i = 0; i < t.n; i++)
+        if (strstr(t.r[i].name, "pm.batch"))
+            gpu[i] = 1001; /* shared 1:2 -> 333+1 and 667 */
+    p.range_gpu_ns = gpu;
+    pmt_req_share *s = NULL;
+    size_t n = 0;
+    REQUIRE(pmt_request_shares(&t, &p, &s, &n) == 0);
+    REQUIRE(n == 2);
+    CHECK_U64_EQ(s[0].req, 3);
+    CHECK_U64_EQ(s[0].ns, 900 + 400 + 900 + 167);
+    CHECK_U64_EQ(s[0].gpu_ns, 334);
+    CHECK_U64_EQ(s[0].tokens, 5 + 1 + 1);
+    CHECK_U64_EQ(s[0].ranges, 4);
+    CHECK_U64_EQ(s[1].req, 7);
+    CHECK_U64_EQ(s[1].ns, 333);
+    CHECK_U64_EQ(s[1].gpu_ns, 667);
+    CHECK_U64_EQ(s[1].tokens, 2);
+    CHECK_U64_EQ(s[1].ranges, 1);
+    free(s);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
 static int case_ok(void)
 {
     char out[2048];
@@ -510,7 +545,7 @@ int main(int argc, char **argv)
         {"phase_verify_outside", case_phase_verify_outside},
         {"phase_exact_late", case_phase_exact_late}, {"phase_req_mismatch", case_phase_req_mismatch},
         {"phase_batch", case_phase_batch}, {"batch_grammar", case_batch_grammar},
-        {"prefix", case_prefix},
+        {"prefix", case_prefix}, {"request_shares", case_request_shares},
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)

@@ -298,6 +298,25 @@ typedef struct pmt_projection {
 int pmt_project(const pmt_trace *t, const pmt_gpu *g, pmt_projection *p);
 void pmt_projection_free(pmt_projection *p);
 
+/* ---- time per request (attrib.c) ---- */
+
+typedef struct pmt_req_share {
+    uint64_t req;
+    uint64_t ns;     /* host time of its phase ranges, batches shared by tokens */
+    uint64_t gpu_ns; /* the same for projected GPU time (0 without one) */
+    uint64_t tokens; /* tokens it had in them (a decode step without tokens= is 1) */
+    uint64_t ranges; /* phase and batch ranges it took part in */
+} pmt_req_share;
+
+/* Time per request: a prefill, decode or spec_decode range of req R gives
+ * its duration (and p's GPU time for it, when p is not NULL) to R; a batch
+ * range shares its own among its reqs by tokens, in integer ns that add up
+ * exactly (floors, then one ns each in list order). *out, sorted by req,
+ * is the caller's to free. 0, or -1 out of memory (*out NULL). For report:
+ * one row per request. */
+int pmt_request_shares(const pmt_trace *t, const pmt_projection *p, pmt_req_share **out,
+                       size_t *nout);
+
 /* ---- report (report.c) ---- */
 
 typedef struct pmt_report_opts {
