@@ -1,4 +1,5 @@
-/* env.c — what the PHASEMARK value means (DESIGN.md §1.1–1.2).
+/* env.c — what the marker variable's value means (PHASEMARK, or the name
+ * an embedder chose), and which names are valid.
  *
  * Comparison is ASCII case-insensitive by hand: the decision must not
  * depend on the process locale, and tolower() would consult it.
@@ -41,4 +42,16 @@ pm__mode pm__parse_mode(const char *value)
     if (ascii_ieq(value, "nvtx"))
         return PM__MODE_NVTX;
     return PM__MODE_INVALID;
+}
+
+int pm__env_name_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (n == PM_NAME_MAX || !(alpha || (n && c >= '0' && c <= '9')))
+            return 0;
+    }
+    return n > 0;
 }

@@ -128,8 +128,24 @@ static inline void text_attr_span(pm__text *t, const char *prefix, size_t plen, 
 /* " key=" as a literal and its length, for the helpers above. */
 #define KEY(k) " " k "=", sizeof(" " k "=") - 1
 
-/* Starts a text with a literal kind; every kind fits any buffer of
- * PM_RANGE_TEXT_MAX bytes, and smaller buffers are cut at the byte. */
+pm__prefix_text pm__prefix = {PHASEMARK_DEFAULT_PREFIX ".", sizeof PHASEMARK_DEFAULT_PREFIX};
+_Static_assert(sizeof PHASEMARK_DEFAULT_PREFIX - 1 <= PM__PREFIX_MAX,
+               "PHASEMARK_DEFAULT_PREFIX is longer than PM__PREFIX_MAX");
+
+int pm__set_prefix(const char *s, size_t len)
+{
+    if (!pm__prefix_valid(s, len))
+        return -1;
+    memcpy(pm__prefix.text, s, len);
+    pm__prefix.text[len] = PM__NAME_SEP;
+    pm__prefix.text[len + 1] = '\0';
+    pm__prefix.len = len + 1;
+    return 0;
+}
+
+/* Starts a text with the prefix in force and a literal kind; every kind
+ * fits any buffer of PM_RANGE_TEXT_MAX bytes (a prefix is at most
+ * PM__PREFIX_MAX), and smaller buffers are cut at the byte. */
 static inline void start(pm__text *t, char *buf, size_t cap, const char *kind, size_t klen)
 {
     t->buf = buf;
@@ -138,13 +154,54 @@ static inline void start(pm__text *t, char *buf, size_t cap, const char *kind, s
     t->len = 0;
     if (!cap)
         return;
-    size_t n = klen < cap - 1 ? klen : cap - 1;
-    memcpy(buf, kind, n);
-    buf[n] = '\0';
-    t->len = n;
-    t->cut = n < klen;
+    size_t plen = pm__prefix.len;
+    if (__builtin_expect(plen + klen < cap, 1)) {
+        memcpy(buf, pm__prefix.text, plen);
+        memcpy(buf + plen, kind, klen); /* klen is a literal's size */
+        t->len = plen + klen;
+        buf[t->len] = '\0';
+        return;
+    }
+    pm__text_raw(t, pm__prefix.text);
+    pm__text_raw(t, kind);
 }
 #define START(t, buf, cap, kind) start((t), (buf), (cap), kind, sizeof(kind) - 1)
+
+_Static_assert(PM__PREFIX_MAX + 2 + 16 < PM_RANGE_TEXT_MAX, "a prefix and a kind fit a range text");
+
+/* " key=R:T,R:T,..." for a batch's requests, whole or not at all. */
+static void text_attr_reqs(pm__text *t, const char *prefix, size_t plen, const pm_batch_req *r,
+                           uint32_t n)
+{
+    if (t->cut || !t->cap)
+        return;
+    size_t start_len = t->len;
+    char *end = t->buf + t->cap - 1;
+    if (plen > (size_t)(end - (t->buf + t->len)))
+        goto cut;
+    memcpy(t->buf + t->len, prefix, plen);
+    t->len += plen;
+    for (uint32_t i = 0; i < n; i++) {
+        char d[2 * PM__DEC_MAX + 3];
+        char *q = d + sizeof d;
+        q = dec_u64_back(q, r[i].tokens);
+        *--q = ':';
+        q = dec_u64_back(q, r[i].req);
+        if (i)
+            *--q = ',';
+        size_t dn = (size_t)(d + sizeof d - q);
+        if (dn > (size_t)(end - (t->buf + t->len)))
+            goto cut;
+        memcpy(t->buf + t->len, q, dn);
+        t->len += dn;
+    }
+    t->buf[t->len] = '\0';
+    return;
+cut:
+    t->len = start_len;
+    t->buf[t->len] = '\0';
+    t->cut = 1;
+}
 
 /* How a value of each pm__vtype is written: x is the key's pm__values
  * field, mode the range's mode as its kind's formatter resolved it (MODE
@@ -157,6 +214,7 @@ static inline void start(pm__text *t, char *buf, size_t cap, const char *kind, s
 #define PUT_WHERE(t, k, x, mode) \
     text_attr_str((t), KEY(k), pm__where_name((x) == PM_WHERE_REMOTE))
 #define PUT_TEXT(t, k, x, mode) text_attr_str((t), KEY(k), (x))
+#define PUT_REQS(t, k, x, mode) text_attr_reqs((t), KEY(k), v->reqs, v->nreqs)
 
 _Static_assert(PM_WHERE_LOCAL == 0 && PM_WHERE_REMOTE == 1, "pm__where_name is indexed by pm_where");
 
@@ -175,17 +233,21 @@ PM__KEYS(DEFINE_PUT)
  * a constant here, so its text is folded at compile time; any other kind's
  * mode is v->mode. */
 #define PM__ATTR(ID) put_##ID(&t, v, mode);
+#define PM__OPT(ID)                                   \
+    if (!(v->omit & (1u << PM__KEY_##ID)))            \
+        put_##ID(&t, v, mode);
 #define DEFINE_FORMAT(ID, name, leaf, phase, modes, keys)                      \
     size_t pm__format_##name(char *buf, size_t cap, const pm__values *v)      \
     {                                                                          \
         const pm_phase mode = (phase) != PM_PHASE_NONE ? (phase) : v->mode;    \
         pm__text t;                                                            \
-        START(&t, buf, cap, PM__NAME_PREFIX #name);                            \
+        START(&t, buf, cap, #name);                                            \
         keys                                                                   \
         return t.len;                                                          \
     }
 PM__KINDS(DEFINE_FORMAT)
 #undef DEFINE_FORMAT
+#undef PM__OPT
 #undef PM__ATTR
 
 size_t pm__format(pm__kind kind, char *buf, size_t cap, const pm__values *v)

@@ -9,6 +9,7 @@ install(TARGETS phasemark EXPORT phasemarkTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT phasemark
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/phasemark/mark.h
+              ${PROJECT_SOURCE_DIR}/include/phasemark/mark.hpp
               ${PROJECT_SOURCE_DIR}/include/phasemark/phase.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/phasemark COMPONENT phasemark)
 

@@ -40,11 +40,33 @@ typedef enum pm__mode {
     PM__MODE_INVALID
 } pm__mode;
 
-/* Maps the PHASEMARK value (NULL when unset) to a mode; ASCII
+_Static_assert((int)PM__MODE_OFF == (int)PM_MODE_OFF && (int)PM__MODE_AUTO == (int)PM_MODE_AUTO &&
+                   (int)PM__MODE_ROCTX == (int)PM_MODE_ROCTX &&
+                   (int)PM__MODE_NVTX == (int)PM_MODE_NVTX,
+               "pm_enable's pm_mode is the environment's pm__mode");
+
+/* Maps the variable's value (NULL when unset) to a mode; ASCII
  * case-insensitive, no locale. */
 pm__mode pm__parse_mode(const char *value);
 
+/* 1 when s can name an environment variable: [A-Za-z_][A-Za-z0-9_]*,
+ * 1..PM_NAME_MAX bytes. */
+int pm__env_name_valid(const char *s);
+
 /* ---- text building (format.c) ---------------------------------------- */
+
+/* The range prefix in force with its separator ("pm."), and its length.
+ * Written only by pm_configure() under the init lock while markers are
+ * undecided; read by the formatters only after the gate says on (acquire),
+ * so no formatter ever sees it change. */
+typedef struct pm__prefix_text {
+    char text[PM__PREFIX_MAX + 2];
+    size_t len; /* separator included */
+} pm__prefix_text;
+extern pm__prefix_text pm__prefix;
+
+/* Sets pm__prefix from the len bytes at s (pm__prefix_valid). 0 or -1. */
+int pm__set_prefix(const char *s, size_t len);
 
 /* A bounded text builder over a caller's buffer. format.c appends range
  * attributes whole or not at all: once one does not fit, the builder is
@@ -79,6 +101,11 @@ typedef struct pm__values {
     int64_t shard;
     pm_where where;      /* anything but PM_WHERE_REMOTE is written "local" */
     const char *backend; /* NULL is written "unknown" */
+    uint64_t batch;
+    const pm_batch_req *reqs; /* reqs[0..nreqs) */
+    uint32_t nreqs;
+    uint32_t omit; /* bit PM__KEY_<ID>: an optional key (PM__OPT) the push
+                      lacks, not written */
 } pm__values;
 
 /* Formats the text of a range of `kind` (kinds.h) from v into buf (cap
@@ -97,12 +124,14 @@ PM__KINDS(PM__FORMAT_DECL)
 
 /* ---- backends --------------------------------------------------------- */
 
-/* Resolve ROCTX in DESIGN.md §1.4 order. 0 and *out filled on success;
+/* Resolve ROCTX in docs/markers.md's order (global scope, loaded
+ * candidates, then loads). 0 and *out filled on success;
  * -1 otherwise, with what was tried appended to *why. */
 int pm__roctx_resolve(pm__backend *out, pm__text *why);
 
-/* Resolve NVTX: succeeds only when an NVTX tool is attached (see nvtx.c).
- * Same return convention. Always fails when built without nvtx3 headers. */
-int pm__nvtx_resolve(pm__backend *out, pm__text *why);
+/* Resolve NVTX: succeeds only when an NVTX tool is attached (see nvtx.c);
+ * ranges go to the domain named domain (copied by NVTX). Same return
+ * convention. Always fails when built without nvtx3 headers. */
+int pm__nvtx_resolve(pm__backend *out, pm__text *why, const char *domain);
 
 #endif

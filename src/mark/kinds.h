@@ -1,5 +1,5 @@
 /* kinds.h — the range-kind table: the one description of the range-name
- * grammar (DESIGN.md §2). The marker library formats range text from it
+ * grammar (docs/markers.md, "Range names"). The marker library formats range text from it
  * (format.c, mark.c) and the tools parse range text with it
  * (tools/phasemark/names.c), so the two cannot drift apart.
  *
@@ -21,8 +21,9 @@
  * field of the same name in pm__values (internal.h): the formatter does not
  * compile until the field exists.
  *
- * The prefix is kept apart from the kind names (embedders will choose their
- * own, issue 20): no user of this header spells "pm." itself.
+ * The prefix is kept apart from the kind names: an embedder chooses its own
+ * ("ds4" gives "ds4.prefill ..."), so no user of this header spells "pm."
+ * itself.
  *
  * Everything here is macros, enums and static inline functions over
  * constant data, as in phasemark/phase.h: no symbol, no allocation, safe
@@ -38,10 +39,30 @@
 
 #include "phasemark/phase.h"
 
-/* What every range name of ours starts with; other names belong to other
- * tools. A string literal, so the formatter joins it to a kind's name at
- * compile time. */
-#define PM__NAME_PREFIX "pm."
+/* What range names start with unless the embedder chose otherwise: the
+ * prefix, then PM__NAME_SEP, then the kind. The build may name another
+ * default (CMake PHASEMARK_RANGE_PREFIX); the marker library takes the one
+ * in force from pm_configure(), the tools from --prefix or the trace. */
+#ifndef PHASEMARK_DEFAULT_PREFIX
+#define PHASEMARK_DEFAULT_PREFIX "pm"
+#endif
+#define PM__NAME_SEP '.'
+
+/* Most bytes in a prefix (NUL excluded); mark.h's PM_NAME_MAX. */
+enum { PM__PREFIX_MAX = 31 };
+
+/* 1 when the len bytes at s can be a prefix: [a-z0-9_], 1..PM__PREFIX_MAX. */
+static inline int pm__prefix_valid(const char *s, size_t len)
+{
+    if (!len || len > PM__PREFIX_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return 0;
+    }
+    return 1;
+}
 
 /* ---- keys -------------------------------------------------------------- */
 
@@ -51,7 +72,9 @@ typedef enum pm__vtype {
     PM__V_UINT,  /* unsigned decimal: digits only, fits in 64 bits */
     PM__V_SPAN,  /* A-B, two unsigned decimals with A <= B, inclusive */
     PM__V_WHERE, /* pm__where_name(): "local" or "remote" */
-    PM__V_TEXT   /* any non-empty text without a space */
+    PM__V_TEXT,  /* any non-empty text without a space */
+    PM__V_REQS   /* R:T[,R:T]...: request ids, each with its tokens, unsigned
+                    decimals; at most PM_BATCH_MAX entries, no id twice */
 } pm__vtype;
 
 /* X(ID, name, TYPE): the attribute keys. ID names the key in code
@@ -67,6 +90,8 @@ typedef enum pm__vtype {
  *   shard    shard index in the placement, 0-based
  *   where    where the shard runs, relative to the driving process
  *   backend  the shard's backend: "cpu", "cuda:0", ...
+ *   batch    the id of a forward that serves several requests (nonzero)
+ *   reqs     the requests a batched forward serves, each with its tokens
  */
 #define PM__KEYS(X)           \
     X(MODE, mode, MODE)       \
@@ -77,7 +102,9 @@ typedef enum pm__vtype {
     X(LAYERS, layers, SPAN)   \
     X(SHARD, shard, UINT)     \
     X(WHERE, where, WHERE)    \
-    X(BACKEND, backend, TEXT)
+    X(BACKEND, backend, TEXT) \
+    X(BATCH, batch, UINT)     \
+    X(REQS, reqs, REQS)
 
 typedef enum pm__key {
 #define PM__KEY_ENUM(ID, name, type) PM__KEY_##ID,
@@ -128,15 +155,22 @@ static inline const char *pm__where_name(unsigned where)
  *   ID     names the kind in code: PM__KIND_<ID> here, PMT_K_<ID> in the
  *          tools
  *   name   the kind as written after the prefix
- *   leaf   1: encloses nothing (DESIGN.md §1.8); 0: encloses leaves
+ *   leaf   1: encloses nothing (docs/markers.md, promise 8); 0: encloses leaves
  *   phase  the calling thread's current phase from push to pop;
  *          PM_PHASE_NONE: the range leaves it alone
  *   modes  the values mode may take, as PM__MODE bits; 0: no mode. A phase
  *          range's one mode is its phase; a layer range's are the phases a
  *          shard can be told
- *   keys   the attributes in the order they are written, each PM__ATTR(ID).
- *          A user of this list that needs the keys defines PM__ATTR before
- *          expanding PM__KINDS and undefines it right after.
+ *   keys   the attributes in the order they are written, each PM__ATTR(ID)
+ *          or, for a key written only when the push has it, PM__OPT(ID).
+ *          A user of this list that needs the keys defines PM__ATTR and
+ *          PM__OPT before expanding PM__KINDS and undefines them right
+ *          after.
+ *
+ * A kind that is no leaf and names no phase but has modes (batch) makes its
+ * mode the current phase: one batched forward is in whichever phase its
+ * requests are. A layer range has exactly one of req (one request) and
+ * batch (a batched forward, whose range names the requests).
  */
 #define PM__KINDS(X)                                                                     \
     X(PREFILL, prefill, 0, PM_PHASE_EXACT, PM__MODE(EXACT),                              \
@@ -150,7 +184,10 @@ static inline const char *pm__where_name(unsigned where)
     X(LAYER_RANGE, layer_range, 1, PM_PHASE_NONE,                                        \
       PM__MODE(EXACT) | PM__MODE(DECODE) | PM__MODE(VERIFY),                             \
       PM__ATTR(MODE) PM__ATTR(LAYERS) PM__ATTR(SHARD) PM__ATTR(WHERE) PM__ATTR(BACKEND) \
-      PM__ATTR(REQ) PM__ATTR(TOKENS))
+      PM__OPT(REQ) PM__ATTR(TOKENS) PM__OPT(BATCH))                                     \
+    X(BATCH, batch, 0, PM_PHASE_NONE,                                                    \
+      PM__MODE(EXACT) | PM__MODE(DECODE) | PM__MODE(VERIFY),                             \
+      PM__ATTR(MODE) PM__ATTR(BATCH) PM__ATTR(TOKENS) PM__ATTR(REQS))
 
 typedef enum pm__kind {
 #define PM__KIND_ENUM(ID, ...) PM__KIND_##ID,
@@ -168,17 +205,42 @@ typedef struct pm__kind_info {
     uint8_t phase;    /* pm_phase current from push to pop; PM_PHASE_NONE: none */
     uint8_t modes;    /* PM__MODE bits; 0: the kind has no mode */
     uint8_t nkeys;    /* entries used in keys */
-    uint8_t keys[PM__KIND_KEYS_MAX]; /* pm__key, in text order */
+    uint8_t keys[PM__KIND_KEYS_MAX]; /* pm__key | PM__KEY_OPT, in text order */
 } pm__kind_info;
+
+/* Set in a kind_info key entry written only when the push has it. */
+#define PM__KEY_OPT 0x80u
+
+/* The pm__key of entry i of k, and whether it is optional. */
+static inline unsigned pm__kind_key(const pm__kind_info *k, unsigned i)
+{
+    return k->keys[i] & ~PM__KEY_OPT;
+}
+static inline int pm__kind_key_optional(const pm__kind_info *k, unsigned i)
+{
+    return (k->keys[i] & PM__KEY_OPT) != 0;
+}
+
+/* The phase a range of kind k makes current: its row's, or for a kind
+ * without one that encloses leaves and has modes, the mode it was pushed
+ * with. PM_PHASE_NONE: it leaves the current phase alone. */
+static inline unsigned pm__kind_phase(const pm__kind_info *k, unsigned mode)
+{
+    if (k->phase != PM_PHASE_NONE)
+        return k->phase;
+    return !k->leaf && k->modes ? mode : PM_PHASE_NONE;
+}
 
 /* The table row of a kind, or NULL when kind is not one. */
 static inline const pm__kind_info *pm__kind_get(unsigned kind)
 {
 #define PM__ATTR(ID) PM__KEY_##ID,
+#define PM__OPT(ID) (PM__KEY_##ID | PM__KEY_OPT),
 #define PM__KIND_ROW(ID, name, leaf, phase, modes, keys) \
     {#name, leaf, phase, modes, sizeof((const uint8_t[]){keys}), {keys}},
     static const pm__kind_info table[PM__KIND_COUNT] = {PM__KINDS(PM__KIND_ROW)};
 #undef PM__KIND_ROW
+#undef PM__OPT
 #undef PM__ATTR
     return kind < PM__KIND_COUNT ? &table[kind] : NULL;
 }
@@ -199,6 +261,7 @@ static inline int pm__kind_find(const char *s, size_t len)
 
 /* Each entry's rules; PM__ATTR counts the entry's mode keys... */
 #define PM__ATTR(ID) +(PM__KEY_##ID == PM__KEY_MODE)
+#define PM__OPT(ID) +(PM__KEY_##ID == PM__KEY_MODE) * 2
 #define PM__KIND_RULES(ID, name, leaf, phase, modes, keys)                             \
     _Static_assert(((modes) != 0) == ((0 keys) == 1),                                  \
                    #name ": mode is a key, once, exactly when the kind has modes");    \
@@ -207,17 +270,21 @@ static inline int pm__kind_find(const char *s, size_t len)
     _Static_assert(!(leaf) || (phase) == PM_PHASE_NONE, #name ": a leaf sets no phase");
 PM__KINDS(PM__KIND_RULES)
 #undef PM__KIND_RULES
+#undef PM__OPT
 #undef PM__ATTR
 
 /* ...and here the keys, against the room in pm__kind_info. */
 #define PM__ATTR(ID) PM__KEY_##ID,
+#define PM__OPT(ID) PM__KEY_##ID,
 #define PM__KIND_ROOM(ID, name, leaf, phase, modes, keys)                \
     _Static_assert(sizeof((const uint8_t[]){keys}) <= PM__KIND_KEYS_MAX, \
                    #name ": more keys than PM__KIND_KEYS_MAX");
 PM__KINDS(PM__KIND_ROOM)
 #undef PM__KIND_ROOM
+#undef PM__OPT
 #undef PM__ATTR
 
+_Static_assert(PM__KEY_COUNT < PM__KEY_OPT, "a key and its optional flag share a byte");
 _Static_assert(PM__KEY_COUNT <= 32, "a kind's keys fit a 32-bit mask (pmt_name.has)");
 _Static_assert(PM_PHASE_COUNT <= 8, "a kind's modes fit pm__kind_info.modes");
 

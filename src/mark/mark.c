@@ -3,9 +3,15 @@
  * State: pm__gate and pm__rt (read by the inline fast path in mark.h: the
  * chosen backend's two function pointers), and each thread's current phase. The
  * gate starts "undecided"; the first entry point that finds it so runs the
- * one-time initialization under a mutex, which reads PHASEMARK once,
- * resolves a backend, stores the pointers and only then publishes the gate
- * with release order, so any thread that sees "on" also sees the pointers.
+ * one-time initialization under a mutex, which reads the marker variable
+ * once (or takes pm_enable's mode), resolves a backend, stores the pointers
+ * and only then publishes the gate with release order, so any thread that
+ * sees "on" also sees the pointers.
+ *
+ * Identity (the variable's name, the range prefix, the NVTX domain) starts
+ * at the build's defaults and may be replaced by pm_configure() under the
+ * same mutex while the gate is undecided; after the decision it is frozen,
+ * so the formatters read it without a lock.
  *
  * Fork: a child inherits the gate and pointers as they are; it never reads
  * the environment again. A pthread_atfork handler holds the init mutex
@@ -17,6 +23,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 enum { GATE_OFF = 0, GATE_ON = 1, GATE_UNDECIDED = 2 };
@@ -39,6 +46,20 @@ static int reject_pop(void)
 PM_API struct pm__runtime pm__rt = {reject_push, reject_pop};
 static const char *backend_name = "off";
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#ifndef PHASEMARK_DEFAULT_ENV
+#define PHASEMARK_DEFAULT_ENV "PHASEMARK"
+#endif
+#ifndef PHASEMARK_DEFAULT_NVTX_DOMAIN
+#define PHASEMARK_DEFAULT_NVTX_DOMAIN "phasemark"
+#endif
+_Static_assert(sizeof PHASEMARK_DEFAULT_ENV - 1 <= PM_NAME_MAX &&
+                   sizeof PHASEMARK_DEFAULT_NVTX_DOMAIN - 1 <= PM_NAME_MAX,
+               "a default name is longer than PM_NAME_MAX");
+
+/* The variable read once and the NVTX domain; guarded by init_lock. */
+static char env_name[PM_NAME_MAX + 1] = PHASEMARK_DEFAULT_ENV;
+static char nvtx_domain[PM_NAME_MAX + 1] = PHASEMARK_DEFAULT_NVTX_DOMAIN;
 
 /* initial-exec: one byte of static TLS, read without a __tls_get_addr call
  * on every structured push. */
@@ -77,7 +98,9 @@ static void diagnose_invalid(const char *value)
     }
     shown[n] = '\0';
     pm__text t;
-    pm__text_init(&t, line, sizeof line - 1, "phasemark: PHASEMARK=\"");
+    pm__text_init(&t, line, sizeof line - 1, "phasemark: ");
+    pm__text_raw(&t, env_name);
+    pm__text_raw(&t, "=\"");
     pm__text_raw(&t, shown);
     pm__text_raw(&t, value[n] ? "...\"" : "\"");
     pm__text_raw(&t, " is not one of 0/false/no/off, 1/true/yes/on/auto, "
@@ -97,7 +120,7 @@ static int resolve(pm__mode mode, pm__backend *be)
         if (mode == PM__MODE_AUTO)
             pm__text_raw(&t, "; ");
     }
-    if (mode != PM__MODE_ROCTX && pm__nvtx_resolve(be, &t) == 0)
+    if (mode != PM__MODE_ROCTX && pm__nvtx_resolve(be, &t, nvtx_domain) == 0)
         return 0;
     char line[512];
     pm__text l;
@@ -109,10 +132,10 @@ static int resolve(pm__mode mode, pm__backend *be)
     return -1;
 }
 
-static int decide(void)
+/* The decision for mode; value is the variable's text for the diagnostic
+ * of an invalid one. Called with init_lock held. */
+static int decide_mode(pm__mode mode, const char *value)
 {
-    const char *value = getenv("PHASEMARK");
-    pm__mode mode = pm__parse_mode(value);
     if (mode == PM__MODE_OFF)
         return GATE_OFF;
     if (mode == PM__MODE_INVALID) {
@@ -128,6 +151,12 @@ static int decide(void)
     return GATE_ON;
 }
 
+static int decide(void)
+{
+    const char *value = getenv(env_name);
+    return decide_mode(pm__parse_mode(value), value);
+}
+
 static int gate_slow(void)
 {
     pthread_mutex_lock(&init_lock);
@@ -138,6 +167,70 @@ static int gate_slow(void)
     }
     pthread_mutex_unlock(&init_lock);
     return g;
+}
+
+/* The smallest pm_config we can read: version 1 ends at nvtx_domain. */
+#define PM__CONFIG_V1_SIZE \
+    (offsetof(pm_config, nvtx_domain) + sizeof(((pm_config *)0)->nvtx_domain))
+
+static int domain_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (n == PM_NAME_MAX || s[n] < 0x20 || s[n] > 0x7e)
+            return 0;
+    return n > 0;
+}
+
+PM_API int pm_configure(const pm_config *cfg)
+{
+    if (!cfg || cfg->version < 1 || cfg->size < PM__CONFIG_V1_SIZE)
+        return PM_ERR_INVALID;
+    if ((cfg->env_name && !pm__env_name_valid(cfg->env_name)) ||
+        (cfg->prefix && !pm__prefix_valid(cfg->prefix, strlen(cfg->prefix))) ||
+        (cfg->nvtx_domain && !domain_valid(cfg->nvtx_domain)))
+        return PM_ERR_INVALID;
+    pthread_mutex_lock(&init_lock);
+    int rc = PM_ERR_DECIDED;
+    if (__atomic_load_n(&pm__gate, __ATOMIC_ACQUIRE) == GATE_UNDECIDED) {
+        if (cfg->env_name)
+            memcpy(env_name, cfg->env_name, strlen(cfg->env_name) + 1);
+        if (cfg->nvtx_domain)
+            memcpy(nvtx_domain, cfg->nvtx_domain, strlen(cfg->nvtx_domain) + 1);
+        if (cfg->prefix)
+            pm__set_prefix(cfg->prefix, strlen(cfg->prefix));
+        rc = PM_OK;
+    }
+    pthread_mutex_unlock(&init_lock);
+    return rc;
+}
+
+PM_API int pm_enable(pm_mode mode)
+{
+    if ((unsigned)mode > (unsigned)PM_MODE_NVTX)
+        return PM_ERR_INVALID;
+    pthread_mutex_lock(&init_lock);
+    int rc = PM_ERR_DECIDED;
+    if (__atomic_load_n(&pm__gate, __ATOMIC_ACQUIRE) == GATE_UNDECIDED) {
+        __atomic_store_n(&pm__gate, decide_mode((pm__mode)mode, ""), __ATOMIC_RELEASE);
+        rc = PM_OK;
+    }
+    pthread_mutex_unlock(&init_lock);
+    return rc;
+}
+
+PM_API const char *pm_strerror(int status)
+{
+    switch (status) {
+    case PM_OK:
+        return "success";
+    case PM_ERR_DECIDED:
+        return "markers were already decided for this process";
+    case PM_ERR_INVALID:
+        return "invalid argument";
+    default:
+        return "unknown status";
+    }
 }
 
 /* 1 when ranges go to a backend; decides on first use. */
@@ -201,7 +294,7 @@ static inline __attribute__((always_inline)) pm_range
 push_kind(pm__kind kind, size_t (*format)(char *, size_t, const pm__values *),
           const pm__values *v)
 {
-    pm_phase phase = (pm_phase)pm__kind_get(kind)->phase;
+    pm_phase phase = (pm_phase)pm__kind_phase(pm__kind_get(kind), v->mode);
     char buf[PM_RANGE_TEXT_MAX];
     format(buf, sizeof buf, v);
     return phase != PM_PHASE_NONE ? push_phase(buf, phase) : push_leaf(buf);
@@ -243,10 +336,15 @@ PM_API pm_range pm__push_draft(uint64_t req, uint32_t tokens)
 #define PM__LAYER_ATTR_V1_SIZE \
     (offsetof(pm_layer_attr, tokens) + sizeof(((pm_layer_attr *)0)->tokens))
 
+/* Version 2 adds batch. */
+#define PM__LAYER_ATTR_V2_SIZE \
+    (offsetof(pm_layer_attr, batch) + sizeof(((pm_layer_attr *)0)->batch))
+
 PM_API pm_range pm__push_layer_range(const pm_layer_attr *attr)
 {
     if (!gate_on() || !attr || attr->version < 1 || attr->size < PM__LAYER_ATTR_V1_SIZE)
         return PM_RANGE_NONE;
+    uint64_t batch = attr->version >= 2 && attr->size >= PM__LAYER_ATTR_V2_SIZE ? attr->batch : 0;
     pm__values v = {
         .mode = attr->phase != PM_PHASE_NONE ? attr->phase : (pm_phase)current_phase,
         .layers = {attr->first_layer, attr->last_layer},
@@ -255,8 +353,24 @@ PM_API pm_range pm__push_layer_range(const pm_layer_attr *attr)
         .backend = attr->backend,
         .req = attr->req,
         .tokens = attr->tokens,
+        .batch = batch,
+        .omit = 1u << (batch ? PM__KEY_REQ : PM__KEY_BATCH),
     };
     return push_kind(PM__KIND_LAYER_RANGE, pm__format_layer_range, &v);
+}
+
+PM_API pm_range pm__push_batch(uint64_t batch, pm_phase mode, const pm_batch_req *reqs,
+                               uint32_t n)
+{
+    if (!gate_on() || !reqs || n == 0 || n > PM_BATCH_MAX || !pm_phase_is_shard_phase(mode))
+        return PM_RANGE_NONE;
+    uint64_t tokens = 0;
+    for (uint32_t i = 0; i < n; i++)
+        tokens += reqs[i].tokens;
+    pm__values v = {.mode = mode, .batch = batch, .tokens = tokens, .reqs = reqs, .nreqs = n};
+    char buf[PM_BATCH_TEXT_MAX];
+    pm__format_batch(buf, sizeof buf, &v);
+    return push_phase(buf, mode);
 }
 
 PM_API pm_range pm__phase_enter(pm_phase phase)

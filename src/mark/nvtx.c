@@ -12,7 +12,8 @@
  * failure the one-line diagnostic exists to prevent. The same rule applies
  * under PHASEMARK=1/auto (tried after ROCTX) and PHASEMARK=nvtx.
  *
- * Ranges go into one domain, "phasemark", with ASCII messages.
+ * Ranges go into one domain, "phasemark" unless the embedder named another
+ * (pm_configure, or the build's PHASEMARK_NVTX_DOMAIN), with ASCII messages.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -39,7 +40,7 @@ static int nvtx_pop(void)
     return nvtxDomainRangePop(domain);
 }
 
-int pm__nvtx_resolve(pm__backend *out, pm__text *why)
+int pm__nvtx_resolve(pm__backend *out, pm__text *why, const char *domain_name)
 {
     nvtxInitialize(NULL);
     /* The table lives in nvtx3's versioned globals; NULL after init means
@@ -52,7 +53,7 @@ int pm__nvtx_resolve(pm__backend *out, pm__text *why)
                                         : "no tool attached (NVTX_INJECTION64_PATH unset)");
         return -1;
     }
-    domain = nvtxDomainCreateA("phasemark");
+    domain = nvtxDomainCreateA(domain_name);
     out->push = nvtx_push;
     out->pop = nvtx_pop;
     out->name = "nvtx";
@@ -61,9 +62,10 @@ int pm__nvtx_resolve(pm__backend *out, pm__text *why)
 
 #else
 
-int pm__nvtx_resolve(pm__backend *out, pm__text *why)
+int pm__nvtx_resolve(pm__backend *out, pm__text *why, const char *domain_name)
 {
     (void)out;
+    (void)domain_name;
     pm__text_raw(why, "nvtx: not built (no nvtx3 headers)");
     return -1;
 }

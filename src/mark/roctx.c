@@ -1,4 +1,4 @@
-/* roctx.c — find ROCTX's push/pop pair (DESIGN.md §1.4–1.5).
+/* roctx.c — find ROCTX's push/pop pair (docs/markers.md, "Backends").
  *
  * Order matters because of profilers: rocprofv3 preloads its own
  * librocprofiler-sdk-roctx.so and only ranges sent to *that* copy are

@@ -18,9 +18,10 @@
  *
  * Built with FAKE_GETENV (the preloaded interposer only), it also
  * interposes getenv(), answering from environ itself, and with
- * FAKE_TRACE_GETENV=1 writes "getenv PHASEMARK pid=<pid>" each time the
- * process reads PHASEMARK: how the fork test sees that a child never reads
- * the environment again.
+ * FAKE_TRACE_GETENV=1 writes "getenv NAME pid=<pid>" each time the
+ * process reads PHASEMARK or DFLASH_DS4_ROCTX (the seed's variable): how
+ * the fork test sees that a child never reads the environment again, and
+ * the identity tests which variable was read.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -132,11 +133,13 @@ static char *env_lookup(const char *name)
 
 EXPORT char *getenv(const char *name)
 {
-    if (strcmp(name, "PHASEMARK") == 0) {
+    if (strcmp(name, "PHASEMARK") == 0 || strcmp(name, "DFLASH_DS4_ROCTX") == 0) {
         const char *trace = env_lookup("FAKE_TRACE_GETENV");
         if (trace && trace[0] == '1') {
-            char line[64];
-            size_t k = put_str(line, "getenv PHASEMARK pid=");
+            char line[96];
+            size_t k = put_str(line, "getenv ");
+            k += put_str(line + k, name);
+            k += put_str(line + k, " pid=");
             k += put_u64(line + k, (uint64_t)getpid());
             line[k++] = '\n';
             out(line, k);

@@ -11,6 +11,12 @@
  *   probe fork_keep        init, fork; the child flips PHASEMARK and must
  *                          keep the parent's decision
  *   probe old N            the old handle-scoped lookup (see old_lookup.c)
+ *   probe seed             the seed server's names through pm_configure
+ *                          (DFLASH_DS4_ROCTX, prefix ds4), then texts
+ *   probe enable MODE N    pm_enable(MODE: off auto roctx nvtx), then calls
+ *   probe late             pm_configure and pm_enable after the decision
+ *   probe private PATH N   dlopen PATH RTLD_LOCAL first (a candidate the
+ *                          process already loaded), then calls N
  *
  * Output on stdout, one "key=value" per line, ending with the libraries
  * named roctx/nvtx/fake mapped into the process ("map <path>").
@@ -23,6 +29,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <dlfcn.h>
 
 #include "phasemark/mark.h"
 #include "old_lookup.h"
@@ -301,9 +309,65 @@ static int old(long n)
     return 0;
 }
 
+/* The seed server's identity, chosen at run time before first use. */
+static int seed(void)
+{
+    pm_config c = PM_CONFIG_INIT;
+    c.env_name = "DFLASH_DS4_ROCTX";
+    c.prefix = "ds4";
+    c.nvtx_domain = "ds4";
+    int rc = pm_configure(&c);
+    printf("configure=%d\n", rc);
+    if (rc != PM_OK)
+        return 1;
+    texts();
+    printf("enabled=%d\nbackend=%s\n", pm_enabled(), pm_backend_name());
+    return 0;
+}
+
+static int enable(const char *mode, long n)
+{
+    static const char *const names[] = {"off", "auto", "roctx", "nvtx"};
+    for (int m = 0; m < 4; m++) {
+        if (strcmp(mode, names[m]) != 0)
+            continue;
+        int rc = pm_enable((pm_mode)m);
+        printf("enable=%d\n", rc);
+        printf("enable_again=%d\n", pm_enable(PM_MODE_AUTO));
+        return calls(n);
+    }
+    return 2;
+}
+
+/* Too late: the decision stands and nothing changes. Bad arguments are
+ * refused before the lock is even taken. */
+static int late(void)
+{
+    pm_config bad = PM_CONFIG_INIT;
+    bad.prefix = "Not.Valid";
+    printf("invalid_prefix=%d\n", pm_configure(&bad));
+    bad.prefix = NULL;
+    bad.env_name = "9LIVES";
+    printf("invalid_env=%d\n", pm_configure(&bad));
+    bad.env_name = NULL;
+    bad.size = 4;
+    printf("invalid_size=%d\n", pm_configure(&bad));
+    printf("invalid_mode=%d\n", pm_enable((pm_mode)7));
+    int on = pm_enabled();
+    pm_config c = PM_CONFIG_INIT;
+    c.prefix = "late";
+    printf("enabled=%d\nlate_configure=%d\nlate_enable=%d\n", on, pm_configure(&c),
+           pm_enable(on ? PM_MODE_OFF : PM_MODE_AUTO));
+    printf("strerror=%s\n", pm_strerror(PM_ERR_DECIDED));
+    texts();
+    printf("enabled_after=%d\n", pm_enabled());
+    return 0;
+}
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: probe calls N | threads T N | scoped | texts | fork_keep | old N\n");
+    fprintf(stderr, "usage: probe calls N | threads T N | scoped | texts | fork_keep | old N"
+                    " | seed | enable MODE N | late | private PATH N\n");
     return 2;
 }
 
@@ -325,6 +389,19 @@ int main(int argc, char **argv)
         rc = fork_keep();
     else if (argc == 3 && !strcmp(argv[1], "old") && !parse_count(argv[2], 10000000, &a))
         rc = old(a);
+    else if (argc == 2 && !strcmp(argv[1], "seed"))
+        rc = seed();
+    else if (argc == 4 && !strcmp(argv[1], "enable") && !parse_count(argv[3], 10000000, &a))
+        rc = enable(argv[2], a);
+    else if (argc == 2 && !strcmp(argv[1], "late"))
+        rc = late();
+    else if (argc == 4 && !strcmp(argv[1], "private") && !parse_count(argv[3], 10000000, &a)) {
+        if (!dlopen(argv[2], RTLD_NOW | RTLD_LOCAL)) {
+            fprintf(stderr, "probe: %s\n", dlerror());
+            return 1;
+        }
+        rc = calls(a);
+    }
     else
         return usage();
     report_maps();

@@ -57,6 +57,7 @@ static void env_base(run *r)
     env_add(r, "FAKE_ROCTX_REJECT_EVERY", NULL);
     env_add(r, "FAKE_ROCTX_ECHO", NULL);
     env_add(r, "FAKE_TRACE_GETENV", NULL);
+    env_add(r, "DFLASH_DS4_ROCTX", NULL);
 }
 
 static void preload_interposer(run *r)
@@ -410,6 +411,203 @@ static int case_nvtx(const char *name)
 }
 #endif
 
+/* ---- j) identity an embedder chooses ------------------------------------ */
+
+/* The seed server's ranges: probe texts under prefix ds4, as the fake
+ * interposer received them. */
+static const char seed_texts[] =
+    "interposer push ds4.prefill mode=exact req=3 pos=0 tokens=11\n"
+    "interposer push ds4.layer_range mode=exact layers=0-11 shard=0 where=local backend=cpu req=3 tokens=11\n"
+    "interposer pop\n"
+    "interposer pop\n"
+    "interposer push ds4.decode mode=decode req=3 pos=11\n"
+    "interposer push ds4.layer_range mode=decode layers=0-11 shard=0 where=local backend=cpu req=3 tokens=1\n"
+    "interposer pop\n"
+    "interposer pop\n"
+    "interposer push ds4.spec_decode mode=batched req=3 draft=4\n"
+    "interposer push ds4.draft req=3 tokens=4\n"
+    "interposer pop\n"
+    "interposer push ds4.layer_range mode=verify layers=12-23 shard=1 where=remote backend=cuda:0 req=3 tokens=5\n"
+    "interposer pop\n"
+    "interposer pop\n";
+
+#define CHECK_PREFIX(text, want)                                              \
+    do {                                                                      \
+        if (strncmp((text), (want), strlen(want)) != 0)                       \
+            PM_CHECK_FAIL_("output does not start with:\n%s\ngot:\n%s", (want), (text)); \
+    } while (0)
+
+/* probe is PROBE_PATH (pm_configure at run time) or PROBE_SEED_PATH (the
+ * library built with the seed's names). */
+static void seed_env(run *r, const char *seed_value, const char *pm_value)
+{
+    env_base(r);
+    env_add(r, "DFLASH_DS4_ROCTX", seed_value);
+    env_add(r, "PHASEMARK", pm_value);
+    env_add(r, "FAKE_ROCTX_ECHO", "1");
+    env_add(r, "FAKE_TRACE_GETENV", "1");
+    preload_interposer(r);
+}
+
+static void run_exe(run *r, const char *exe, const char *a1, const char *a2, const char *a3)
+{
+    char *argv[] = {(char *)exe, (char *)a1, (char *)a2, (char *)a3, NULL};
+    REQUIRE(pm_child_exec(argv, r->env, TIMEOUT_MS, &r->res) == 0);
+    char how[128];
+    if (!pm_child_ok(&r->res))
+        fprintf(stderr, "%s %s: %s\nstdout:\n%s\nstderr:\n%s\n", exe, a1,
+                pm_child_describe(&r->res, how, sizeof how), r->res.out, r->res.err);
+    CHECK(pm_child_ok(&r->res));
+}
+
+static int case_seed(const char *name)
+{
+    run r;
+    int build = !strncmp(name, "seed_build", 10);
+    const char *exe = build ? PROBE_SEED_PATH : PROBE_PATH;
+    if (!strcmp(name, "seed_runtime") || !strcmp(name, "seed_build")) {
+        /* The seed's variable on, ours explicitly off: only the seed's is read. */
+        seed_env(&r, "1", "0");
+        run_exe(&r, exe, build ? "texts" : "seed", NULL, NULL);
+        const char *body = strstr(r.res.out, "interposer push");
+        if (!build)
+            CHECK_LINE(r.res.out, "configure=0");
+        CHECK(body != NULL);
+        if (body)
+            CHECK_PREFIX(body, seed_texts);
+        CHECK_INT_EQ(count_substr(r.res.out, "getenv DFLASH_DS4_ROCTX"), 1);
+        CHECK_INT_EQ(count_substr(r.res.out, "getenv PHASEMARK"), 0);
+        CHECK_INT_EQ(count_substr(r.res.out, "pm."), 1); /* the generic "pm.custom" only */
+        CHECK_STR_EQ(r.res.err, "");
+    } else if (!strcmp(name, "seed_runtime_off") || !strcmp(name, "seed_build_pm_ignored")) {
+        /* PHASEMARK=1 means nothing to an embedder that named its own. */
+        seed_env(&r, NULL, "1");
+        run_exe(&r, exe, build ? "calls" : "seed", build ? "100" : NULL, NULL);
+        CHECK_LINE(r.res.out, "enabled=0");
+        CHECK_LINE(r.res.out, "backend=off");
+        CHECK_NO_SUBSTR(r.res.out, "interposer push");
+        CHECK_LINE(r.res.out, "interposer: push=0 pop=0 rejected=0 underflow=0");
+        CHECK_INT_EQ(count_substr(r.res.out, "getenv PHASEMARK"), 0);
+        CHECK_STR_EQ(r.res.err, "");
+    } else {
+        seed_env(&r, "maybe", NULL);
+        run_exe(&r, exe, "seed", NULL, NULL);
+        CHECK_LINE(r.res.out, "enabled=0");
+        CHECK_STR_EQ(r.res.err, "phasemark: DFLASH_DS4_ROCTX=\"maybe\" is not one of "
+                                "0/false/no/off, 1/true/yes/on/auto, roctx, nvtx; markers off\n");
+    }
+    return pm_check_result();
+}
+
+/* pm_enable decides without the environment, once. */
+static int case_enable(int on)
+{
+    run r;
+    env_base(&r);
+    env_add(&r, "PHASEMARK", on ? "0" : "1");
+    env_add(&r, "FAKE_TRACE_GETENV", "1");
+    preload_interposer(&r);
+    run_probe(&r, "enable", on ? "roctx" : "off", "100");
+    CHECK_LINE(r.res.out, "enable=0");
+    CHECK_LINE(r.res.out, "enable_again=-1");
+    CHECK_INT_EQ(count_substr(r.res.out, "getenv PHASEMARK"), 0);
+    if (on) {
+        CHECK_LINE(r.res.out, "enabled=1");
+        CHECK_LINE(r.res.out, "backend=roctx");
+        CHECK_LINE(r.res.out, "interposer: push=700 pop=700 rejected=0 underflow=0");
+    } else {
+        CHECK_LINE(r.res.out, "enabled=0");
+        CHECK_LINE(r.res.out, "interposer: push=0 pop=0 rejected=0 underflow=0");
+    }
+    CHECK_STR_EQ(r.res.err, "");
+    return pm_check_result();
+}
+
+static int case_late(void)
+{
+    run r;
+    env_base(&r);
+    env_add(&r, "PHASEMARK", "1");
+    env_add(&r, "FAKE_ROCTX_ECHO", "1");
+    preload_interposer(&r);
+    run_probe(&r, "late", NULL, NULL);
+    CHECK_LINE(r.res.out, "invalid_prefix=-2");
+    CHECK_LINE(r.res.out, "invalid_env=-2");
+    CHECK_LINE(r.res.out, "invalid_size=-2");
+    CHECK_LINE(r.res.out, "invalid_mode=-2");
+    CHECK_LINE(r.res.out, "enabled=1");
+    CHECK_LINE(r.res.out, "late_configure=-1");
+    CHECK_LINE(r.res.out, "late_enable=-1");
+    CHECK_LINE(r.res.out, "strerror=markers were already decided for this process");
+    CHECK_LINE(r.res.out, "interposer push pm.prefill mode=exact req=3 pos=0 tokens=11");
+    CHECK_NO_SUBSTR(r.res.out, "late.");
+    CHECK_LINE(r.res.out, "enabled_after=1");
+    CHECK_STR_EQ(r.res.err, "");
+    return pm_check_result();
+}
+
+/* ---- mutation survivors: one source per pair, loaded first, no GPU work -- */
+
+/* A preloaded push without a pop: the global scope is incomplete, so both
+ * entries come from the fallback and the preloaded push is never called. */
+static int case_push_only(void)
+{
+    run r;
+    char v[2048];
+    env_base(&r);
+    env_add(&r, "PHASEMARK", "1");
+    env_add(&r, "LD_LIBRARY_PATH", FALLBACK_DIR);
+    snprintf(v, sizeof v, "%s%s%s", SANITIZER_PRELOAD, SANITIZER_PRELOAD[0] ? ":" : "",
+             PUSH_ONLY_PATH);
+    env_add(&r, "LD_PRELOAD", v);
+    run_probe(&r, "calls", "1000", NULL);
+    CHECK_LINE(r.res.out, "backend=roctx");
+    CHECK_LINE(r.res.out, "pushonly: push=0 pop=0 rejected=0 underflow=0");
+    CHECK_LINE(r.res.out, "fallback: push=7000 pop=7000 rejected=0 underflow=0");
+    CHECK_STR_EQ(r.res.err, "");
+    return pm_check_result();
+}
+
+/* A candidate the process loaded itself (libroctx64.so.4 by SONAME) is used
+ * before the first candidate is loaded from the library path. */
+static int case_noload_first(void)
+{
+    run r;
+    env_base(&r);
+    env_add(&r, "PHASEMARK", "roctx");
+    env_add(&r, "LD_LIBRARY_PATH", SDK_DIR);
+    run_probe(&r, "private", PRIVATE_PATH, "100");
+    CHECK_LINE(r.res.out, "backend=roctx");
+    CHECK_LINE(r.res.out, "private: push=700 pop=700 rejected=0 underflow=0");
+    CHECK_NO_SUBSTR(r.res.out, "sdk: push=");
+    CHECK_NO_SUBSTR(r.res.out, "librocprofiler-sdk-roctx.so.1");
+    CHECK_STR_EQ(r.res.err, "");
+    return pm_check_result();
+}
+
+/* Markers on, every kind on 8 threads: not one GPU wait or timing call,
+ * whether looked up globally or by loading a runtime. */
+static int case_no_gpu_sync(void)
+{
+    run r;
+    char v[2048];
+    env_base(&r);
+    env_add(&r, "PHASEMARK", "1");
+    env_add(&r, "LD_LIBRARY_PATH", GPUSYNC_DIR ":" FALLBACK_DIR);
+    snprintf(v, sizeof v, "%s%s%s:%s", SANITIZER_PRELOAD, SANITIZER_PRELOAD[0] ? ":" : "",
+             GPUSYNC_PATH, INTERPOSER_PATH);
+    env_add(&r, "LD_PRELOAD", v);
+    run_probe(&r, "threads", "8", "1000");
+    CHECK_LINE(r.res.out, "backend=roctx");
+    CHECK_LINE(r.res.out, "interposer: push=56008 pop=56008 rejected=0 underflow=0");
+    CHECK_LINE(r.res.out, "gpusync: calls=0");
+    /* Only the preloaded copy is mapped: no runtime was loaded by name. */
+    CHECK_NO_SUBSTR(r.res.out, "/libamdhip64.so");
+    CHECK_NO_SUBSTR(r.res.out, "/libcudart.so");
+    CHECK_STR_EQ(r.res.err, "");
+    return pm_check_result();
+}
+
 /* ---- i) fork ------------------------------------------------------------ */
 
 static int case_fork(int on)
@@ -490,6 +688,20 @@ int main(int argc, char **argv)
         return case_fork(1);
     if (!strcmp(c, "fork_off"))
         return case_fork(0);
+    if (!strncmp(c, "seed_", 5))
+        return case_seed(c);
+    if (!strcmp(c, "enable_bypass"))
+        return case_enable(1);
+    if (!strcmp(c, "enable_off"))
+        return case_enable(0);
+    if (!strcmp(c, "late"))
+        return case_late();
+    if (!strcmp(c, "push_only_preload"))
+        return case_push_only();
+    if (!strcmp(c, "noload_first"))
+        return case_noload_first();
+    if (!strcmp(c, "no_gpu_sync"))
+        return case_no_gpu_sync();
     fprintf(stderr, "test_mark_env: unknown case %s\n", c);
     return 2;
 }

@@ -1,5 +1,5 @@
-/* test_mark_format.c — range text and PHASEMARK parsing (issue 2, case f
- * and DESIGN.md §1.1–1.2), against strings written out by hand from the
+/* test_mark_format.c — range text and the marker variable's parsing (case
+ * f of docs/markers.md's tests), against strings written out by hand from the
  * grammar in mark.h. The formatter sources are compiled into this test
  * directly: they are internal to the library. */
 #include <stdint.h>
@@ -25,8 +25,75 @@ static pm__values layer(pm_phase mode, int64_t first, int64_t last, int64_t shar
                         pm_where where, const char *backend, uint64_t req, uint64_t tokens)
 {
     pm__values v = {.mode = mode, .layers = {first, last}, .shard = shard, .where = where,
-                    .backend = backend, .req = req, .tokens = tokens};
+                    .backend = backend, .req = req, .tokens = tokens,
+                    .omit = 1u << PM__KEY_BATCH};
     return v;
+}
+
+/* An embedder's prefix replaces "pm" in every kind; the rest is unchanged. */
+static void prefix(void)
+{
+    CHECK_INT_EQ(pm__set_prefix("ds4", 3), 0);
+    fmt(PM__KIND_PREFILL, (pm__values){.req = 3, .pos = 0, .tokens = 11});
+    CHECK_STR_EQ(buf, "ds4.prefill mode=exact req=3 pos=0 tokens=11");
+    fmt(PM__KIND_SPEC_DECODE, (pm__values){.req = 3, .draft = 4});
+    CHECK_STR_EQ(buf, "ds4.spec_decode mode=batched req=3 draft=4");
+    fmt(PM__KIND_LAYER_RANGE, layer(PM_PHASE_VERIFY, 12, 23, 1, PM_WHERE_REMOTE, "cuda:0", 3, 5));
+    CHECK_STR_EQ(buf, "ds4.layer_range mode=verify layers=12-23 shard=1 where=remote backend=cuda:0 req=3 tokens=5");
+    /* Bad prefixes are refused and leave the one in force. */
+    CHECK_INT_EQ(pm__set_prefix("DS4", 3), -1);
+    CHECK_INT_EQ(pm__set_prefix("ds.4", 4), -1);
+    CHECK_INT_EQ(pm__set_prefix("", 0), -1);
+    CHECK_INT_EQ(pm__set_prefix("a234567890123456789012345678901", 31), 0);
+    CHECK_INT_EQ(pm__set_prefix("a2345678901234567890123456789012", 32), -1);
+    fmt(PM__KIND_DRAFT, (pm__values){.req = 1, .tokens = 2});
+    CHECK_STR_EQ(buf, "a234567890123456789012345678901.draft req=1 tokens=2");
+    /* A 12-byte buffer: prefix and kind cut at the byte. */
+    CHECK_INT_EQ(pm__set_prefix("ds4", 3), 0);
+    CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 8, (pm__values){.req = 3}), 7);
+    CHECK_STR_EQ(buf, "ds4.pre");
+    CHECK_INT_EQ(pm__set_prefix("pm", 2), 0);
+    fmt(PM__KIND_DRAFT, (pm__values){.req = 1, .tokens = 2});
+    CHECK_STR_EQ(buf, "pm.draft req=1 tokens=2");
+}
+
+/* A batched forward and its leaves. */
+static void batch(void)
+{
+    static char big[PM_BATCH_TEXT_MAX];
+    pm_batch_req r[3] = {{3, 11}, {7, 1}, {18446744073709551615u, 4294967295u}};
+    pm__values v = {.mode = PM_PHASE_DECODE, .batch = 17, .tokens = 13, .reqs = r, .nreqs = 2};
+    CHECK_INT_EQ(pm__format(PM__KIND_BATCH, big, sizeof big, &v), 53);
+    CHECK_STR_EQ(big, "pm.batch mode=decode batch=17 tokens=13 reqs=3:11,7:1");
+    v.nreqs = 3;
+    v.mode = PM_PHASE_VERIFY;
+    pm__format(PM__KIND_BATCH, big, sizeof big, &v);
+    CHECK_STR_EQ(big, "pm.batch mode=verify batch=17 tokens=13 reqs=3:11,7:1,"
+                      "18446744073709551615:4294967295");
+    /* The list is whole or absent: one byte short drops it. */
+    size_t full = strlen(big);
+    CHECK_INT_EQ(pm__format(PM__KIND_BATCH, big, full, &v), 39);
+    CHECK_STR_EQ(big, "pm.batch mode=verify batch=17 tokens=13");
+    CHECK_INT_EQ(pm__format(PM__KIND_BATCH, big, full + 1, &v), (long long)full);
+    /* A leaf of the batch: batch=B in place of req=R, at the end. */
+    pm__values l = layer(PM_PHASE_DECODE, 0, 11, 0, PM_WHERE_LOCAL, "cpu", 99, 13);
+    l.batch = 17;
+    l.omit = 1u << PM__KEY_REQ;
+    fmt(PM__KIND_LAYER_RANGE, l);
+    CHECK_STR_EQ(buf, "pm.layer_range mode=decode layers=0-11 shard=0 where=local backend=cpu tokens=13 batch=17");
+}
+
+/* Names an embedder may give its variable. */
+static void env_names(void)
+{
+    CHECK_INT_EQ(pm__env_name_valid("DFLASH_DS4_ROCTX"), 1);
+    CHECK_INT_EQ(pm__env_name_valid("_x9"), 1);
+    CHECK_INT_EQ(pm__env_name_valid("9X"), 0);
+    CHECK_INT_EQ(pm__env_name_valid(""), 0);
+    CHECK_INT_EQ(pm__env_name_valid("A-B"), 0);
+    CHECK_INT_EQ(pm__env_name_valid("A=B"), 0);
+    CHECK_INT_EQ(pm__env_name_valid("ABCDEFGHIJKLMNOPQRSTUVWXYZ01234"), 1);  /* 31 */
+    CHECK_INT_EQ(pm__env_name_valid("ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"), 0); /* 32 */
 }
 
 static void kinds(void)
@@ -126,8 +193,14 @@ int main(int argc, char **argv)
         truncation();
     else if (!strcmp(c, "modes"))
         modes();
+    else if (!strcmp(c, "prefix"))
+        prefix();
+    else if (!strcmp(c, "batch"))
+        batch();
+    else if (!strcmp(c, "env_names"))
+        env_names();
     else {
-        fprintf(stderr, "usage: test_mark_format kinds|extremes|truncation|modes\n");
+        fprintf(stderr, "usage: test_mark_format kinds|extremes|truncation|modes|prefix|batch|env_names\n");
         return 2;
     }
     return pm_check_result();

@@ -21,6 +21,11 @@
  *          then a range, or the gap before one, sleeps 2 ms, so the
  *          recorder's periodic calibration points fall inside ranges and
  *          between them.
+ *   seed:  the seed server's names (pm_configure: DFLASH_DS4_ROCTX,
+ *          prefix ds4): request 1's prefill whose second layer span runs
+ *          in a forked "shard" process, a decode step, a speculative
+ *          round (draft, verify span), then one batched decode forward of
+ *          requests 1 and 2 whose span also runs in a forked shard.
  */
 #define _GNU_SOURCE
 #include <phasemark/mark.h>
@@ -240,6 +245,68 @@ static int clock_test(const char *ids)
     return write_readings(7, CLOCK_MAIN, g_main_readings);
 }
 
+#ifndef PHASEMARK_DISABLED
+static void span(pm_phase phase, int first, int last, int shard, uint64_t req, uint64_t batch,
+                 uint32_t tokens)
+{
+    pm_layer_attr a = PM_LAYER_ATTR_INIT;
+    a.phase = phase;
+    a.first_layer = first;
+    a.last_layer = last;
+    a.shard = shard;
+    a.where = shard ? PM_WHERE_REMOTE : PM_WHERE_LOCAL;
+    a.backend = "cpu";
+    a.req = req;
+    a.batch = batch;
+    a.tokens = tokens;
+    pm_range r = pm_layer_range_push(&a);
+    pm_range_pop(&r);
+}
+
+/* The second span in another process, as a shard daemon would run it,
+ * while the caller's phase range stays open. */
+static int remote_span(pm_phase phase, uint64_t req, uint64_t batch, uint32_t tokens)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        span(phase, 2, 3, 1, req, batch, tokens);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+static int seed(void)
+{
+    pm_config c = PM_CONFIG_INIT;
+    c.env_name = "DFLASH_DS4_ROCTX";
+    c.prefix = "ds4";
+    if (pm_configure(&c) != PM_OK)
+        return 1;
+    int rc = 0;
+    pm_range p = pm_prefill_push(1, 0, 5);
+    span(PM_PHASE_NONE, 0, 1, 0, 1, 0, 5);
+    rc |= remote_span(PM_PHASE_EXACT, 1, 0, 5);
+    pm_range_pop(&p);
+    pm_range d = pm_decode_push(1, 5);
+    span(PM_PHASE_NONE, 0, 3, 0, 1, 0, 1);
+    pm_range_pop(&d);
+    pm_range s = pm_spec_decode_push(1, 2);
+    pm_range dr = pm_draft_push(1, 2);
+    pm_range_pop(&dr);
+    span(PM_PHASE_VERIFY, 0, 3, 0, 1, 0, 3);
+    pm_range_pop(&s);
+    static const pm_batch_req both[] = {{1, 1}, {2, 1}};
+    pm_range b = pm_batch_push(1, PM_PHASE_DECODE, both, 2);
+    span(PM_PHASE_NONE, 0, 1, 0, 0, 1, 2);
+    rc |= remote_span(PM_PHASE_DECODE, 0, 1, 2);
+    pm_range_pop(&b);
+    return rc;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 #ifdef PHASEMARK_DISABLED
@@ -272,6 +339,8 @@ int main(int argc, char **argv)
         rc = clock_test(argv[1]);
     else if (strcmp(argv[2], "closefds") == 0)
         return close_fds(argv[1]);
+    else if (strcmp(argv[2], "seed") == 0)
+        rc = seed();
     fclose(g_ids);
     return rc;
 #endif

@@ -110,12 +110,18 @@ static ids read_ids(void)
     return v;
 }
 
+static const char *g_env_opt; /* capture --env NAME, or NULL */
+
+/* phasemark_env NULL: PHASEMARK unset; a string starting "-" unsets. */
 static int capture(const char *mode, const char *phasemark_env)
 {
     char env_pm[64];
-    snprintf(env_pm, sizeof env_pm, "PHASEMARK=%s", phasemark_env);
+    if (phasemark_env)
+        snprintf(env_pm, sizeof env_pm, "PHASEMARK=%s", phasemark_env);
+    else
+        snprintf(env_pm, sizeof env_pm, "-PHASEMARK");
     char *env[] = {env_pm, g_extra_env, NULL};
-    char *argv[10];
+    char *argv[12];
     int n = 0;
     argv[n++] = (char *)g_tool;
     argv[n++] = "capture";
@@ -123,6 +129,10 @@ static int capture(const char *mode, const char *phasemark_env)
     argv[n++] = g_dir;
     if (g_keep_raw)
         argv[n++] = "--keep-raw";
+    if (g_env_opt) {
+        argv[n++] = "--env";
+        argv[n++] = (char *)g_env_opt;
+    }
     argv[n++] = "--";
     argv[n++] = (char *)g_prog;
     argv[n++] = g_ids;
@@ -531,6 +541,63 @@ static int case_dirty(void)
     return pm_check_result();
 }
 
+/* The seed's names through capture --env and check's prefix detection:
+ * exact counts, the phase rules across the forked shard processes. */
+static int case_seed(void)
+{
+    static char extra[] = "DFLASH_DS4_ROCTX=1";
+    g_extra_env = extra;
+    g_env_opt = "DFLASH_DS4_ROCTX";
+    CHECK_INT_EQ(capture("seed", "0"), 0); /* PHASEMARK=0 is not the seed's variable */
+    char path[400];
+    snprintf(path, sizeof path, "%s/marker_api_trace.csv", g_dir);
+    char *argv[] = {(char *)g_tool, "check", "--expect",
+                    "prefill=1,decode=1,spec_decode=1,draft=1,batch=1,batch:decode=1,"
+                    "layer_range:exact=2,layer_range:decode=3,layer_range:verify=1,other=0",
+                    path, NULL};
+    REQUIRE(pm_child_exec(argv, NULL, 10000, &g_res) == 0);
+    CHECK(pm_child_ok(&g_res));
+    CHECK(strstr(g_res.out, "ok: 11 ranges") != NULL);
+    if (!pm_child_ok(&g_res))
+        fprintf(stderr, "check:\n%s\n%s\n", g_res.out, g_res.err);
+    /* Told the other prefix, the same trace is eleven foreign ranges. */
+    char *argv2[] = {(char *)g_tool, "check", "--prefix", "pm", "--expect", "other=11", path, NULL};
+    REQUIRE(pm_child_exec(argv2, NULL, 10000, &g_res) == 0);
+    CHECK(pm_child_ok(&g_res));
+    return pm_check_result();
+}
+
+/* An explicit off value makes a control run: the recorder is loaded, the
+ * program runs, no range is recorded and no marker trace is written. */
+static int control_case(const char *env_opt, const char *seed_value)
+{
+    static char extra[64];
+    g_env_opt = env_opt;
+    if (seed_value) {
+        snprintf(extra, sizeof extra, "DFLASH_DS4_ROCTX=%s", seed_value);
+        g_extra_env = extra;
+    }
+    CHECK_INT_EQ(capture(seed_value ? "seed" : "basic", seed_value ? "1" : "0"), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/marker_api_trace.csv", g_dir);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/trace.json", g_dir);
+    CHECK(access(path, F_OK) != 0);
+    CHECK(strstr(g_res.err, "control run (") != NULL);
+    return pm_check_result();
+}
+
+static int case_control(void) { return control_case(NULL, NULL); }
+static int case_control_seed(void) { return control_case("DFLASH_DS4_ROCTX", "0"); }
+
+/* PHASEMARK unset: capture turns markers on. */
+static int case_unset_on(void)
+{
+    CHECK_INT_EQ(capture("basic", NULL), 0);
+    check_basic_rows("MARKER_CORE_API");
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
@@ -548,7 +615,9 @@ int main(int argc, char **argv)
                  {"abort", case_abort}, {"exec", case_exec}, {"nvtx", case_nvtx},
                  {"check", case_check}, {"threads", case_threads},
                  {"closefds", case_closefds}, {"clock", case_clock},
-                 {"clock_boottime", case_clock_boottime}, {"dirty", case_dirty}};
+                 {"clock_boottime", case_clock_boottime}, {"dirty", case_dirty},
+                 {"seed", case_seed}, {"control", case_control},
+                 {"control_seed", case_control_seed}, {"unset_on", case_unset_on}};
     int rc = 2;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[3], cases[i].name) == 0)

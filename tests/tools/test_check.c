@@ -110,6 +110,259 @@ static int case_json_unbalanced(void)
     return pm_check_result();
 }
 
+/* ---- phase rules, over traces written here ---- */
+
+#define HDR "\"Domain\",\"Function\",\"Process_Id\",\"Thread_Id\",\"Correlation_Id\"," \
+            "\"Start_Timestamp\",\"End_Timestamp\"\n"
+#define ROW(name, pid, tid, start, end) \
+    "\"MARKER_CORE_API\",\"" name "\"," #pid "," #tid ",0," #start "," #end "\n"
+
+/* Checks CSV text (file name "t.csv"); returns the violations, lines in out. */
+static size_t check_text(const char *text, const char *expect, char *out, size_t cap)
+{
+    pmt_trace t;
+    pmt_expect ex[PMT_EXPECT_MAX];
+    size_t nex = 0;
+    char err[300];
+    pmt_trace_init(&t);
+    int rc = pmt_trace_load_csv_text(&t, "t.csv", text, strlen(text), err, sizeof err);
+    if (rc < 0)
+        fprintf(stderr, "%s\n", err);
+    REQUIRE(rc == 0);
+    if (expect)
+        REQUIRE(pmt_expect_parse(expect, ex, &nex, err, sizeof err) == 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f != NULL);
+    size_t nv = pmt_check(&t, ex, nex, f, NULL);
+    fclose(f);
+    snprintf(out, cap, "%s", buf ? buf : "");
+    free(buf);
+    pmt_trace_free(&t);
+    return nv;
+}
+
+#define LR(mode, id) "pm.layer_range mode=" mode " layers=0-3 shard=1 where=remote backend=cpu " id
+
+/* An engine (pid 1) and a shard daemon (pid 2): every leaf is inside its
+ * phase by request (or batch) and time, across the processes. */
+static const char phase_ok[] =
+    HDR ROW("pm.prefill mode=exact req=3 pos=0 tokens=5", 1, 1, 100, 1000)
+    ROW(LR("exact", "req=3 tokens=5"), 2, 9, 200, 800)
+    ROW("pm.decode mode=decode req=3 pos=5", 1, 1, 1100, 1500)
+    ROW(LR("decode", "req=3 tokens=1"), 2, 9, 1200, 1400)
+    ROW("pm.spec_decode mode=batched req=3 draft=2", 1, 1, 1600, 2500)
+    ROW("pm.draft req=3 tokens=2", 1, 1, 1610, 1650)
+    ROW(LR("verify", "req=3 tokens=3"), 2, 9, 1700, 2400)
+    ROW("pm.batch mode=decode batch=17 tokens=3 reqs=3:1,7:2", 1, 1, 3000, 3500)
+    ROW(LR("decode", "tokens=3 batch=17"), 2, 9, 3100, 3400);
+
+static int case_phase_ok(void)
+{
+    char out[4096];
+    CHECK_INT_EQ(check_text(phase_ok, "prefill=1,decode=1,spec_decode=1,draft=1,batch:decode=1,"
+                                      "layer_range:exact=1,layer_range:decode=2,layer_range:verify=1",
+                            out, sizeof out), 0);
+    CHECK_STR_EQ(out, "");
+    return pm_check_result();
+}
+
+/* The same rows in reverse order (children first, the latest first):
+ * check orders them itself. Without sorting, the nesting walk would see
+ * leaves before their phases. */
+static int case_unsorted(void)
+{
+    const char *rows[16];
+    size_t n = 0;
+    char copy[sizeof phase_ok], text[sizeof phase_ok + 8] = "";
+    memcpy(copy, phase_ok, sizeof phase_ok);
+    char *body = strchr(copy, '\n') + 1;
+    for (char *line = strtok(body, "\n"); line && n < 16; line = strtok(NULL, "\n"))
+        rows[n++] = line;
+    strcat(text, HDR);
+    while (n--) {
+        strcat(text, rows[n]);
+        strcat(text, "\n");
+    }
+    char out[4096];
+    CHECK_INT_EQ(check_text(text, "prefill=1,decode=1,spec_decode=1,draft=1,batch=1,layer_range=4",
+                            out, sizeof out), 0);
+    CHECK_STR_EQ(out, "");
+    /* And a partial overlap hidden by the order is still found. */
+    static const char overlap[] = HDR ROW("pm.decode mode=decode req=1 pos=9", 1, 1, 150, 300)
+        ROW("pm.prefill mode=exact req=1 pos=0 tokens=4", 1, 1, 100, 200);
+    CHECK_INT_EQ(check_text(overlap, NULL, out, sizeof out), 1);
+    CHECK_STR_EQ(out, "violation: partial overlap: 'pm.prefill mode=exact req=1 pos=0 tokens=4' and "
+                      "'pm.decode mode=decode req=1 pos=9' overlap without nesting (pid 1 tid 1, t.csv:2)\n");
+    return pm_check_result();
+}
+
+static int case_phase_verify_outside(void)
+{
+    static const char t[] = HDR ROW("pm.decode mode=decode req=3 pos=5", 1, 1, 100, 500)
+        ROW(LR("verify", "req=3 tokens=3"), 1, 1, 200, 300);
+    char out[2048];
+    CHECK_INT_EQ(check_text(t, NULL, out, sizeof out), 1);
+    CHECK_STR_EQ(out, "violation: phase: verify leaf '" LR("verify", "req=3 tokens=3") "' is not "
+                      "inside a pm.spec_decode of req=3 (pid 1 tid 1, t.csv:3)\n");
+    return pm_check_result();
+}
+
+/* Across processes the match is by time: a daemon's exact span after the
+ * prefill ended is outside it. */
+static int case_phase_exact_late(void)
+{
+    static const char t[] = HDR ROW("pm.prefill mode=exact req=3 pos=0 tokens=5", 1, 1, 100, 500)
+        ROW(LR("exact", "req=3 tokens=5"), 2, 9, 400, 600)
+        ROW(LR("exact", "req=4 tokens=5"), 2, 9, 200, 300);
+    char out[2048];
+    CHECK_INT_EQ(check_text(t, NULL, out, sizeof out), 2);
+    CHECK_STR_EQ(out, "violation: phase: exact leaf '" LR("exact", "req=3 tokens=5") "' is not "
+                      "inside a pm.prefill of req=3 (pid 2 tid 9, t.csv:3)\n"
+                      "violation: phase: exact leaf '" LR("exact", "req=4 tokens=5") "' is not "
+                      "inside a pm.prefill of req=4 (pid 2 tid 9, t.csv:4)\n");
+    return pm_check_result();
+}
+
+static int case_phase_req_mismatch(void)
+{
+    static const char t[] = HDR ROW("pm.decode mode=decode req=3 pos=5", 1, 1, 100, 500)
+        ROW(LR("decode", "req=4 tokens=1"), 1, 1, 200, 300);
+    char out[2048];
+    CHECK_INT_EQ(check_text(t, NULL, out, sizeof out), 1);
+    CHECK_STR_EQ(out, "violation: phase: '" LR("decode", "req=4 tokens=1") "' has req=4 but its "
+                      "pm.decode has req=3 (pid 1 tid 1, t.csv:3)\n");
+    return pm_check_result();
+}
+
+static int case_phase_batch(void)
+{
+    static const char t[] = HDR ROW("pm.batch mode=decode batch=5 tokens=3 reqs=1:1,2:1", 1, 1, 100, 500)
+        ROW(LR("decode", "tokens=3 batch=6"), 2, 9, 200, 300)
+        ROW(LR("exact", "tokens=3 batch=5"), 2, 9, 310, 320)
+        ROW(LR("decode", "tokens=2 batch=5"), 2, 9, 330, 340)
+        ROW(LR("decode", "tokens=3"), 2, 9, 350, 360)
+        ROW(LR("decode", "req=1 tokens=3 batch=5"), 2, 9, 370, 380);
+    char out[4096];
+    CHECK_INT_EQ(check_text(t, NULL, out, sizeof out), 6);
+    CHECK_STR_EQ(out,
+        "violation: bad name '" LR("decode", "req=1 tokens=3 batch=5") "': pm.layer_range has both "
+        "req and batch (pid 2 tid 9, t.csv:7)\n"
+        "violation: phase: 'pm.batch mode=decode batch=5 tokens=3 reqs=1:1,2:1' has tokens=3 but its "
+        "reqs add up to 2 (pid 1 tid 1, t.csv:2)\n"
+        "violation: phase: '" LR("decode", "tokens=3 batch=6") "' is not inside pm.batch batch=6 "
+        "(pid 2 tid 9, t.csv:3)\n"
+        "violation: phase: '" LR("exact", "tokens=3 batch=5") "' has mode=exact but its batch has "
+        "mode=decode (pid 2 tid 9, t.csv:4)\n"
+        "violation: phase: '" LR("decode", "tokens=2 batch=5") "' has tokens=2 but its batch has "
+        "tokens=3 (pid 2 tid 9, t.csv:5)\n"
+        "violation: phase: '" LR("decode", "tokens=3") "' names neither req nor batch "
+        "(pid 2 tid 9, t.csv:6)\n");
+    return pm_check_result();
+}
+
+/* The reqs= grammar: malformed lists are named. */
+static int case_batch_grammar(void)
+{
+    static const char *const bad[][2] = {
+        {"pm.batch mode=decode batch=1 tokens=2 reqs=1:1,1:1", "reqs= names request 1 twice"},
+        {"pm.batch mode=decode batch=1 tokens=2 reqs=1:1,", "reqs=1:1, is not a list R:T,R:T of unsigned integers"},
+        {"pm.batch mode=decode batch=1 tokens=2 reqs=1", "reqs=1 is not a list R:T,R:T of unsigned integers"},
+        {"pm.batch mode=decode batch=1 tokens=2 reqs=1:x", "reqs=1:x is not a list R:T,R:T of unsigned integers"},
+        {"pm.batch mode=decode batch=1 tokens=2 reqs=1:4294967296", "reqs=1:4294967296 is not a list R:T,R:T of unsigned integers"},
+        {"pm.batch mode=batched batch=1", "mode=batched is not a mode of pm.batch"},
+        {"pm.batch batch=1", "pm.batch without mode"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pmt_name nm;
+        char err[200] = "";
+        CHECK_INT_EQ(pmt_name_parse(bad[i][0], &nm, err, sizeof err), -1);
+        CHECK_STR_EQ(err, bad[i][1]);
+    }
+    char big[1200] = "pm.batch mode=exact batch=1 tokens=65 reqs=";
+    for (int i = 0; i < 65; i++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), "%s%d:1", i ? "," : "", i);
+    pmt_name nm;
+    char err[200] = "";
+    CHECK_INT_EQ(pmt_name_parse(big, &nm, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "reqs= names more than 64 requests");
+    CHECK_INT_EQ(pmt_name_parse("pm.batch mode=verify batch=9 tokens=5 reqs=4:2,8:3", &nm, err, sizeof err), 0);
+    CHECK_U64_EQ(nm.attr[PM__KEY_REQS].u, 2);
+    CHECK_U64_EQ(nm.attr[PM__KEY_REQS].last, 5);
+    return pm_check_result();
+}
+
+/* An embedder's prefix: found in the trace, or named; never both kinds. */
+static int case_prefix(void)
+{
+    static const char t[] = HDR ROW("ds4.prefill mode=exact req=3 pos=0 tokens=5", 1, 1, 100, 1000)
+        ROW("ds4.layer_range mode=exact layers=0-3 shard=0 where=local backend=cpu req=3 tokens=5",
+            1, 1, 200, 800)
+        ROW("ds4.layer_range mode=verify layers=0-3 shard=0 where=local backend=cpu req=3 tokens=5",
+            1, 1, 850, 900)
+        ROW("hipMemcpy", 1, 1, 920, 950);
+    pmt_trace tr;
+    char err[300], found[64], out[2048];
+    pmt_trace_init(&tr);
+    REQUIRE(pmt_trace_load_csv_text(&tr, "t.csv", t, strlen(t), err, sizeof err) == 0);
+    CHECK_INT_EQ(pmt_detect_prefix(&tr, found, sizeof found), 1);
+    CHECK_STR_EQ(found, "ds4");
+    pmt_trace_free(&tr);
+    CHECK_INT_EQ(pmt_set_prefix("ds4"), 0);
+    CHECK_INT_EQ(check_text(t, "prefill=1,layer_range:exact=1,other=1", out, sizeof out), 1);
+    CHECK_STR_EQ(out, "violation: phase: verify leaf 'ds4.layer_range mode=verify layers=0-3 shard=0 "
+                      "where=local backend=cpu req=3 tokens=5' is not inside a ds4.spec_decode of "
+                      "req=3 (pid 1 tid 1, t.csv:4)\n");
+    CHECK_INT_EQ(pmt_set_prefix("Ds4"), -1);
+    CHECK_INT_EQ(pmt_set_prefix("pm."), 0);
+    CHECK_INT_EQ(check_text(t, "other=4", out, sizeof out), 0);
+    static const char mixed[] = HDR ROW("ds4.decode mode=decode req=3 pos=0", 1, 1, 1, 2)
+        ROW("pm.decode mode=decode req=3 pos=0", 1, 1, 3, 4)
+        ROW("torch.nn.Linear", 1, 1, 5, 6);
+    pmt_trace_init(&tr);
+    REQUIRE(pmt_trace_load_csv_text(&tr, "m.csv", mixed, strlen(mixed), err, sizeof err) == 0);
+    CHECK_INT_EQ(pmt_detect_prefix(&tr, found, sizeof found), 2);
+    CHECK_STR_EQ(found, "ds4,pm");
+    pmt_trace_free(&tr);
+    return pm_check_result();
+}
+
+/* Time per request: batch 17 (500 ns, reqs 3:1,7:2) gives 3 floor(500/3)
+ * = 166 + 1 remainder ns and 7 333; request 3's own ranges add theirs. */
+static int case_request_shares(void)
+{
+    pmt_trace t;
+    char err[300];
+    pmt_trace_init(&t);
+    REQUIRE(pmt_trace_load_csv_text(&t, "t.csv", phase_ok, strlen(phase_ok), err, sizeof err) == 0);
+    pmt_projection p;
+    memset(&p, 0, sizeof p);
+    uint64_t gpu[16] = {0};
+    REQUIRE(t.n <= 16);
+    for (size_t i = 0; i < t.n; i++)
+        if (strstr(t.r[i].name, "pm.batch"))
+            gpu[i] = 1001; /* shared 1:2 -> 333+1 and 667 */
+    p.range_gpu_ns = gpu;
+    pmt_req_share *s = NULL;
+    size_t n = 0;
+    REQUIRE(pmt_request_shares(&t, &p, &s, &n) == 0);
+    REQUIRE(n == 2);
+    CHECK_U64_EQ(s[0].req, 3);
+    CHECK_U64_EQ(s[0].ns, 900 + 400 + 900 + 167);
+    CHECK_U64_EQ(s[0].gpu_ns, 334);
+    CHECK_U64_EQ(s[0].tokens, 5 + 1 + 1);
+    CHECK_U64_EQ(s[0].ranges, 4);
+    CHECK_U64_EQ(s[1].req, 7);
+    CHECK_U64_EQ(s[1].ns, 333);
+    CHECK_U64_EQ(s[1].gpu_ns, 667);
+    CHECK_U64_EQ(s[1].tokens, 2);
+    CHECK_U64_EQ(s[1].ranges, 1);
+    free(s);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
 static int case_ok(void)
 {
     char out[2048];
@@ -288,6 +541,11 @@ int main(int argc, char **argv)
         {"expect_mismatch", case_expect_mismatch}, {"guid_unsorted", case_guid_unsorted},
         {"json_ok", case_json_ok}, {"roundtrip", case_roundtrip},
         {"rocprof_marker", case_rocprof_marker}, {"cli", case_cli},
+        {"phase_ok", case_phase_ok}, {"unsorted", case_unsorted},
+        {"phase_verify_outside", case_phase_verify_outside},
+        {"phase_exact_late", case_phase_exact_late}, {"phase_req_mismatch", case_phase_req_mismatch},
+        {"phase_batch", case_phase_batch}, {"batch_grammar", case_batch_grammar},
+        {"prefix", case_prefix}, {"request_shares", case_request_shares},
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)

@@ -36,8 +36,12 @@ typedef struct row {
     int leaf;
     pm_phase phase;        /* the thread's current phase inside the range */
     const char *modes;     /* the modes the kind allows, space-separated */
-    want_attr attrs[PM__KIND_KEYS_MAX]; /* every key, in text order */
+    want_attr attrs[PM__KIND_KEYS_MAX]; /* every key written, in text order */
     size_t nattrs;
+    /* The table's keys (pm__key | PM__KEY_OPT) when some are optional and
+     * the text lacks them; ntable 0: the keys of attrs, none optional. */
+    unsigned table[PM__KIND_KEYS_MAX];
+    size_t ntable;
 } row;
 
 static pm_range push_prefill(void) { return pm_prefill_push(7, 128, 11); }
@@ -59,6 +63,12 @@ static pm_range push_layer_range(void)
     return pm_layer_range_push(&a);
 }
 
+static pm_range push_batch(void)
+{
+    static const pm_batch_req reqs[] = {{3, 11}, {7, 1}};
+    return pm_batch_push(17, PM_PHASE_DECODE, reqs, 2);
+}
+
 static const row rows[] = {
     {"prefill", push_prefill, "pm.prefill mode=exact req=7 pos=128 tokens=11", 0,
      PM_PHASE_EXACT, "exact",
@@ -66,21 +76,21 @@ static const row rows[] = {
       {PM__KEY_REQ, "7", 7, 0},
       {PM__KEY_POS, "128", 128, 0},
       {PM__KEY_TOKENS, "11", 11, 0}},
-     4},
+     4, {0}, 0},
     {"decode", push_decode, "pm.decode mode=decode req=8 pos=139", 0, PM_PHASE_DECODE, "decode",
      {{PM__KEY_MODE, "decode", PM_PHASE_DECODE, 0},
       {PM__KEY_REQ, "8", 8, 0},
       {PM__KEY_POS, "139", 139, 0}},
-     3},
+     3, {0}, 0},
     {"spec_decode", push_spec_decode, "pm.spec_decode mode=batched req=9 draft=4", 0,
      PM_PHASE_BATCHED, "batched",
      {{PM__KEY_MODE, "batched", PM_PHASE_BATCHED, 0},
       {PM__KEY_REQ, "9", 9, 0},
       {PM__KEY_DRAFT, "4", 4, 0}},
-     3},
+     3, {0}, 0},
     {"draft", push_draft, "pm.draft req=10 tokens=3", 1, PM_PHASE_NONE, "",
      {{PM__KEY_REQ, "10", 10, 0}, {PM__KEY_TOKENS, "3", 3, 0}},
-     2},
+     2, {0}, 0},
     {"layer_range", push_layer_range,
      "pm.layer_range mode=verify layers=12-23 shard=1 where=remote backend=cuda:0 req=11 tokens=5",
      1, PM_PHASE_NONE, "exact decode verify",
@@ -91,7 +101,17 @@ static const row rows[] = {
       {PM__KEY_BACKEND, "cuda:0", 0, 0},
       {PM__KEY_REQ, "11", 11, 0},
       {PM__KEY_TOKENS, "5", 5, 0}},
-     7},
+     7,
+     {PM__KEY_MODE, PM__KEY_LAYERS, PM__KEY_SHARD, PM__KEY_WHERE, PM__KEY_BACKEND,
+      PM__KEY_REQ | PM__KEY_OPT, PM__KEY_TOKENS, PM__KEY_BATCH | PM__KEY_OPT},
+     8},
+    {"batch", push_batch, "pm.batch mode=decode batch=17 tokens=12 reqs=3:11,7:1", 0,
+     PM_PHASE_DECODE, "exact decode verify",
+     {{PM__KEY_MODE, "decode", PM_PHASE_DECODE, 0},
+      {PM__KEY_BATCH, "17", 17, 0},
+      {PM__KEY_TOKENS, "12", 12, 0},
+      {PM__KEY_REQS, "3:11,7:1", 2, 12}},
+     4, {0}, 0},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 
@@ -187,10 +207,15 @@ static int case_kind(const char *name)
 
     /* The table row itself, against the hand-written one. */
     CHECK_INT_EQ(k->leaf, w->leaf);
-    CHECK_INT_EQ(k->phase, w->phase);
-    CHECK_INT_EQ(k->nkeys, w->nattrs);
-    for (size_t i = 0; i < w->nattrs && i < k->nkeys; i++)
-        CHECK_STR_EQ(pm__key_get(k->keys[i])->name, pm__key_get((unsigned)w->attrs[i].key)->name);
+    unsigned mode = w->nattrs && w->attrs[0].key == PM__KEY_MODE ? (unsigned)w->attrs[0].u : 0;
+    CHECK_INT_EQ(pm__kind_phase(k, mode), w->phase);
+    size_t nt = w->ntable ? w->ntable : w->nattrs;
+    CHECK_INT_EQ(k->nkeys, nt);
+    for (unsigned i = 0; i < nt && i < k->nkeys; i++) {
+        unsigned want = w->ntable ? w->table[i] : (unsigned)w->attrs[i].key;
+        CHECK_STR_EQ(pm__key_get(pm__kind_key(k, i))->name, pm__key_get(want & ~PM__KEY_OPT)->name);
+        CHECK_INT_EQ(pm__kind_key_optional(k, i), (want & PM__KEY_OPT) != 0);
+    }
 
     /* The parser, on the hand-written text and on every mode. */
     check_parse(w, kind, w->text);

@@ -32,7 +32,7 @@ static int case_parity(void)
     CHECK_INT_EQ(run(argv), 0);
     CHECK(strstr(g_r.out, "output sha256 b56e549324b40f2498e056678744b8c5b3f2666f73a9249dc7b4742067cb8786: "
                           "identical in all 6 runs") != NULL);
-    CHECK(strstr(g_r.out, "tokens: 5\n") != NULL);
+    CHECK(strstr(g_r.out, "tokens: tokens=5\n") != NULL);
     CHECK(strstr(g_r.out, "2 pairs after 1 warm-up(s) per mode; measure: wall_s") != NULL);
     CHECK(strstr(g_r.err, "phasemark perturb: pair 2/2") != NULL); /* the progress line */
     if (pm_check_failures)
@@ -54,7 +54,7 @@ static int case_tokens_differ(void)
     char *argv[] = {PM_TOOL, "perturb", "--pairs", "1", "--warmup", "0", "--tokens", "tokens", "--file",
                     "/dev/null", "--", "sh", "-c", "echo tokens=$((PHASEMARK + 3))", NULL};
     CHECK_INT_EQ(run(argv), 1);
-    CHECK(strstr(g_r.err, "phasemark perturb: token count differs: run 1 (on) 4, run 0 (off) 3") != NULL);
+    CHECK(strstr(g_r.err, "phasemark perturb: token count 1 differs: run 1 (on) 4, run 0 (off) 3") != NULL);
     return pm_check_result();
 }
 
@@ -103,6 +103,93 @@ static int case_capture(void)
     return pm_check_result();
 }
 
+/* Warm-ups off,on; then pairs off,on / on,off / off,on: the order each run
+ * saw, written by the runs themselves. */
+static int case_alternation(void)
+{
+    char dir[] = "/tmp/pm-perturb-test.XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char file[64], script[256], got[64] = "";
+    snprintf(file, sizeof file, "%s/order", dir);
+    snprintf(script, sizeof script, "printf %%s \"$PHASEMARK\" >> %s; echo same", file);
+    char *argv[] = {PM_TOOL, "perturb", "--pairs", "3", "--warmup", "1", "--", "sh", "-c", script, NULL};
+    CHECK_INT_EQ(run(argv), 0);
+    FILE *f = fopen(file, "r");
+    REQUIRE(f != NULL);
+    CHECK(fgets(got, sizeof got, f) != NULL);
+    fclose(f);
+    CHECK_STR_EQ(got, "01011001");
+    pmt_remove_tree(dir);
+    return pm_check_result();
+}
+
+/* Run k prints v=k*k: off runs are k = 2, 5, 6 (4, 25, 36: median 25,
+ * deviations 21, 0, 11, MAD 11), on runs k = 3, 4, 7 (9, 16, 49: median
+ * 16, MAD 7); change (16-25)/25 = -36%. Any other order or spread fails. */
+static int case_mad(void)
+{
+    char dir[] = "/tmp/pm-perturb-test.XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char script[256];
+    snprintf(script, sizeof script,
+             "n=$(cat %s/n 2>/dev/null || echo 0); echo $((n + 1)) > %s/n; echo v=$((n * n))", dir,
+             dir);
+    char *argv[] = {PM_TOOL, "perturb", "--pairs", "3", "--warmup", "1", "--metric", "v", "--file",
+                    "/dev/null", "--json", "--", "sh", "-c", script, NULL};
+    CHECK_INT_EQ(run(argv), 0);
+    CHECK_STR_EQ(g_r.out,
+                 "{\"metric\":\"v\",\"pairs\":3,\"warmup\":1,"
+                 "\"off\":{\"median\":25,\"mad\":11,\"min\":4,\"max\":36},"
+                 "\"on\":{\"median\":16,\"mad\":7,\"min\":9,\"max\":49},\"change_pct\":-36.0000,"
+                 "\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
+                 "\"tokens\":-1,\"parity\":true}\n");
+    pmt_remove_tree(dir);
+    return pm_check_result();
+}
+
+/* --tokens KEY that the output never has fails the run. */
+static int case_tokens_missing(void)
+{
+    char *argv[] = {PM_TOOL, "perturb", "--pairs", "1", "--warmup", "0", "--tokens", "tokens", "--",
+                    "sh", "-c", "echo no count here", NULL};
+    CHECK_INT_EQ(run(argv), 1);
+    CHECK(strstr(g_r.err, "phasemark perturb: token count 'tokens' not found in the output") != NULL);
+    return pm_check_result();
+}
+
+/* The seed's triple: prompt, completion and total compared separately. */
+static int case_token_triple(void)
+{
+    char *same[] = {PM_TOOL, "perturb", "--pairs", "1", "--warmup", "0", "--tokens",
+                    "prompt_tokens,completion_tokens,total_tokens", "--", "sh", "-c",
+                    "echo prompt_tokens=3 completion_tokens=4 total_tokens=7", NULL};
+    CHECK_INT_EQ(run(same), 0);
+    CHECK(strstr(g_r.out, "tokens: prompt_tokens=3 completion_tokens=4 total_tokens=7\n") != NULL);
+    char *differ[] = {PM_TOOL, "perturb", "--pairs", "1", "--warmup", "0", "--tokens",
+                      "prompt_tokens,completion_tokens,total_tokens", "--file", "/dev/null", "--",
+                      "sh", "-c",
+                      "echo prompt_tokens=3 completion_tokens=$((4 + PHASEMARK)) total_tokens=7",
+                      NULL};
+    CHECK_INT_EQ(run(differ), 1);
+    CHECK(strstr(g_r.err, "phasemark perturb: token count 2 differs: run 1 (on) 5, run 0 (off) 4") != NULL);
+    CHECK(strstr(g_r.err, "token count 1 differs") == NULL);
+    return pm_check_result();
+}
+
+/* --env: the embedder's variable is the one set to 0 and 1. */
+static int case_env(void)
+{
+    char *argv[] = {PM_TOOL, "perturb", "--pairs", "1", "--warmup", "0", "--env", "DFLASH_DS4_ROCTX",
+                    "--metric", "v", "--file", "/dev/null", "--json", "--", "sh", "-c",
+                    "echo v=$((DFLASH_DS4_ROCTX + ${PHASEMARK:-5}))", NULL};
+    char *env[] = {"-PHASEMARK", NULL};
+    REQUIRE(pm_child_exec(argv, env, 60000, &g_r) == 0);
+    CHECK(pm_child_ok(&g_r));
+    CHECK(strstr(g_r.out, "\"off\":{\"median\":5,") != NULL);
+    CHECK(strstr(g_r.out, "\"on\":{\"median\":6,") != NULL);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -110,7 +197,10 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } cases[] = {{"parity", case_parity}, {"nonparity", case_nonparity},
                  {"tokens_differ", case_tokens_differ}, {"file_metric", case_file_metric},
-                 {"failing_command", case_failing_command}, {"capture", case_capture}};
+                 {"failing_command", case_failing_command}, {"capture", case_capture},
+                 {"alternation", case_alternation}, {"mad", case_mad},
+                 {"tokens_missing", case_tokens_missing}, {"token_triple", case_token_triple},
+                 {"env", case_env}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();

@@ -25,10 +25,13 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: phasemark capture -o DIR [--force] [--kernels] [--keep-raw] -- CMD [ARG...]\n"
-          "  Runs CMD with PHASEMARK=1 and the range recorder preloaded; writes\n"
-          "  DIR/marker_api_trace.csv and DIR/trace.json. --kernels also records CUDA\n"
-          "  kernels, copies and launch calls through CUPTI (DIR/kernel_trace.csv,\n"
+    fputs("usage: phasemark capture -o DIR [--force] [--env NAME] [--kernels] [--keep-raw] -- CMD [ARG...]\n"
+          "  Runs CMD with the range recorder preloaded and markers on (PHASEMARK=1 when\n"
+          "  PHASEMARK is unset; a value it has is kept, so PHASEMARK=0 makes a control\n"
+          "  run: recorder loaded, markers off, no marker trace written). --env NAME: the\n"
+          "  variable CMD's marker library reads instead of PHASEMARK (an embedder's).\n"
+          "  Writes DIR/marker_api_trace.csv and DIR/trace.json. --kernels also records\n"
+          "  CUDA kernels, copies and launch calls through CUPTI (DIR/kernel_trace.csv,\n"
           "  DIR/memory_copy_trace.csv, DIR/cuda_api_trace.csv). --keep-raw keeps the\n"
           "  per-process raw files in DIR/raw.*. DIR must be empty or new; --force\n"
           "  first removes the outputs a previous capture left there.\n",
@@ -42,6 +45,17 @@ static int is_off(const char *v)
         if (strcasecmp(v, off[i]) == 0)
             return 1;
     return 0;
+}
+
+static int env_name_ok(const char *s)
+{
+    if (!*s || (*s >= '0' && *s <= '9'))
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return 0;
+    return 1;
 }
 
 static int prepend_env(const char *name, const char *value, char sep)
@@ -59,13 +73,19 @@ static int prepend_env(const char *name, const char *value, char sep)
     return rc;
 }
 
-/* The environment CMD runs in: markers on, recorder preloaded. */
-static int capture_env(const char *rawdir, const char *rec, const char *cupti)
+/* The environment CMD runs in: recorder preloaded, markers on unless the
+ * variable (env) was set to an off value, which makes a control run.
+ * *control is set to 1 then. */
+static int capture_env(const char *env, const char *rawdir, const char *rec, const char *cupti,
+                       int *control)
 {
-    const char *pm = getenv("PHASEMARK");
+    const char *pm = getenv(env);
     int rc = 0;
-    if (!pm || is_off(pm))
-        rc |= setenv("PHASEMARK", "1", 1);
+    *control = pm && is_off(pm);
+    if (!pm)
+        rc |= setenv(env, "1", 1);
+    if (strcmp(env, "PHASEMARK") != 0)
+        rc |= setenv("PHASEMARK_CAPTURE_ENV", env, 1);
     rc |= prepend_env("LD_PRELOAD", rec, ':');
     rc |= setenv("NVTX_INJECTION64_PATH", rec, 1);
     rc |= setenv("PHASEMARK_CAPTURE_DIR", rawdir, 1);
@@ -242,6 +262,7 @@ static int describe_exit(int status, char **argv)
 
 typedef struct cap_opts {
     const char *out;
+    const char *env; /* the marker variable: PHASEMARK or --env */
     int kernels, keep_raw, force;
     char **cmd;
 } cap_opts;
@@ -249,11 +270,19 @@ typedef struct cap_opts {
 static int parse(int argc, char **argv, cap_opts *o)
 {
     memset(o, 0, sizeof *o);
+    o->env = "PHASEMARK";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             return 1;
         if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
             o->out = argv[++i];
+        else if (strcmp(argv[i], "--env") == 0 && i + 1 < argc) {
+            o->env = argv[++i];
+            if (!env_name_ok(o->env)) {
+                fprintf(stderr, CAP "--env '%s' is not a variable name\n", o->env);
+                return -1;
+            }
+        }
         else if (strcmp(argv[i], "--kernels") == 0)
             o->kernels = 1;
         else if (strcmp(argv[i], "--keep-raw") == 0)
@@ -305,7 +334,8 @@ static int merge_kernels(const cap_opts *o, const char *rawdir, pmt_gpu *g)
 /* Builds the environment, runs, merges. */
 static int capture(const cap_opts *o, const char *rec, const char *cupti, const char *rawdir)
 {
-    if (capture_env(rawdir, rec, cupti) != 0) {
+    int control = 0;
+    if (capture_env(o->env, rawdir, rec, cupti, &control) != 0) {
         fprintf(stderr, CAP "cannot set the environment\n");
         return 1;
     }
@@ -320,12 +350,17 @@ static int capture(const cap_opts *o, const char *rec, const char *cupti, const 
     pmt_trace_sort(&t);
     for (size_t i = 0; i < t.n; i++)
         t.r[i].corr = i + 1; /* unique, increasing in time, as rocprofv3 numbers them */
-    if (write_outputs(&t, &g, o->out) < 0) {
+    if (control && t.n == 0 && g.nact == 0) {
+        /* As under a profiler with markers explicitly off: nothing to write. */
+        fprintf(stderr, CAP "control run (%s=%s): no ranges, no marker trace written\n", o->env,
+                getenv(o->env));
+    } else if (write_outputs(&t, &g, o->out) < 0) {
         fprintf(stderr, CAP "cannot write to %s: %s\n", o->out, strerror(errno));
         rc = 1;
+    } else {
+        fprintf(stderr, CAP "%zu ranges from %zu processes -> %s/marker_api_trace.csv, %s/trace.json\n",
+                t.n, count_processes(&t), o->out, o->out);
     }
-    fprintf(stderr, CAP "%zu ranges from %zu processes -> %s/marker_api_trace.csv, %s/trace.json\n",
-            t.n, count_processes(&t), o->out, o->out);
     pmt_gpu_free(&g);
     pmt_trace_free(&t);
     return rc;

@@ -1,5 +1,6 @@
 /* check.c — trace verification: balance, ordering, per-thread nesting,
- * leaves enclosing nothing, the name grammar, and expected counts.
+ * leaves enclosing nothing, the name grammar, the phase rules, and expected
+ * counts.
  *
  * Nesting is checked per (process, thread) over the closed ranges sorted
  * by start (longer first on ties): a stack of enclosing ranges is kept; a
@@ -7,6 +8,15 @@
  * partial overlap), and a leaf (pm.draft, pm.layer_range) may enclose no
  * phasemark range and no range of positive length (another tool's
  * zero-length marks inside a leaf are harmless).
+ *
+ * Phase rules tie each layer range to the phase range it ran for. A leaf
+ * with req=R and mode exact, decode or verify must lie, in time, inside a
+ * prefill, decode or spec_decode range of request R respectively; a leaf
+ * with batch=B inside the batch range B, with the batch's mode and tokens.
+ * The enclosing range may be on any thread of any process (a shard daemon
+ * runs its layers for the engine's phase), so the match is by request or
+ * batch id and time, all processes sharing CLOCK_BOOTTIME. A batch range's
+ * reqs must add up to its tokens.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -125,6 +135,164 @@ static void check_nesting(const pmt_trace *t, FILE *out, size_t *nv)
     free(stack);
 }
 
+/* ---- phase rules ---- */
+
+/* A phase range (prefill, decode, spec_decode, batch) as the rules need
+ * it: kind, the id leaves name it by (req, or batch for a batch range),
+ * its mode and tokens. maxend: the latest end among this entry and the
+ * ones before it in its (kind, id) group, so the search stops early. */
+typedef struct phase_ref {
+    int kind;
+    uint64_t id;
+    unsigned mode;
+    uint64_t tokens;
+    const pmt_range *r;
+    uint64_t maxend;
+} phase_ref;
+
+static int cmp_phase(const void *a, const void *b)
+{
+    const phase_ref *x = a, *y = b;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->r->start != y->r->start)
+        return x->r->start < y->r->start ? -1 : 1;
+    return (x->r > y->r) - (x->r < y->r);
+}
+
+static int closed(const pmt_range *r)
+{
+    return !(r->flags & (PMT_F_OPEN | PMT_F_ORPHAN)) && r->start <= r->end;
+}
+
+/* The phase range of (kind, id) that encloses [start, end], or NULL. */
+static const phase_ref *enclosing(const phase_ref *v, size_t n, int kind, uint64_t id,
+                                  const pmt_range *leaf)
+{
+    size_t lo = 0, hi = n; /* first entry after (kind, id, leaf->start) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const phase_ref *m = &v[mid];
+        int before = m->kind < kind || (m->kind == kind && (m->id < id || (m->id == id &&
+                                                                m->r->start <= leaf->start)));
+        if (before)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i-- > 0;) {
+        if (v[i].kind != kind || v[i].id != id || v[i].maxend < leaf->end)
+            return NULL;
+        if (v[i].r->end >= leaf->end)
+            return &v[i];
+    }
+    return NULL;
+}
+
+/* The prefix in force, for messages. */
+static const char *pfx(void)
+{
+    static char p[PM__PREFIX_MAX + 1];
+    return pmt_prefix(p, sizeof p);
+}
+
+/* A range of `kind` on the leaf's own thread that encloses it, whatever its
+ * id: what the leaf most likely ran for when the ids disagree. */
+static const phase_ref *same_thread(const phase_ref *v, size_t n, int kind, const pmt_range *leaf)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].kind == kind && v[i].r->pid == leaf->pid && v[i].r->tid == leaf->tid &&
+            v[i].r->start <= leaf->start && v[i].r->end >= leaf->end)
+            return &v[i];
+    return NULL;
+}
+
+static void check_leaf(const phase_ref *v, size_t n, const pmt_range *r, const pmt_name *nm,
+                       FILE *out, size_t *nv)
+{
+    unsigned mode = (unsigned)nm->attr[PM__KEY_MODE].u;
+    if (PMT_HAS(nm, BATCH)) {
+        uint64_t b = nm->attr[PM__KEY_BATCH].u;
+        const phase_ref *p = enclosing(v, n, PMT_K_BATCH, b, r);
+        if (!p)
+            violation(out, nv, r, "phase: '%s' is not inside %s.batch batch=%llu", r->name, pfx(),
+                      (unsigned long long)b);
+        else if (p->mode != mode)
+            violation(out, nv, r, "phase: '%s' has mode=%s but its batch has mode=%s", r->name,
+                      pm_phase_name(mode), pm_phase_name(p->mode));
+        else if (PMT_HAS(nm, TOKENS) && nm->attr[PM__KEY_TOKENS].u != p->tokens)
+            violation(out, nv, r, "phase: '%s' has tokens=%llu but its batch has tokens=%llu",
+                      r->name, (unsigned long long)nm->attr[PM__KEY_TOKENS].u,
+                      (unsigned long long)p->tokens);
+        return;
+    }
+    if (!PMT_HAS(nm, REQ)) {
+        violation(out, nv, r, "phase: '%s' names neither req nor batch", r->name);
+        return;
+    }
+    int want = mode == PM_PHASE_EXACT    ? PMT_K_PREFILL
+               : mode == PM_PHASE_DECODE ? PMT_K_DECODE
+                                         : PMT_K_SPEC_DECODE;
+    uint64_t req = nm->attr[PM__KEY_REQ].u;
+    if (enclosing(v, n, want, req, r))
+        return;
+    const phase_ref *mine = same_thread(v, n, want, r);
+    if (mine)
+        violation(out, nv, r, "phase: '%s' has req=%llu but its %s.%s has req=%llu", r->name,
+                  (unsigned long long)req, pfx(), pmt_kind_name(want),
+                  (unsigned long long)mine->id);
+    else
+        violation(out, nv, r, "phase: %s leaf '%s' is not inside a %s.%s of req=%llu",
+                  pm_phase_name(mode), r->name, pfx(), pmt_kind_name(want),
+                  (unsigned long long)req);
+}
+
+static void check_phases(const pmt_trace *t, FILE *out, size_t *nv)
+{
+    phase_ref *v = malloc((t->n ? t->n : 1) * sizeof *v);
+    size_t n = 0;
+    if (!v) {
+        violation(out, nv, t->r, "out of memory checking phases");
+        return;
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const pmt_range *r = &t->r[i];
+        pmt_name nm;
+        if (!closed(r) || pmt_name_parse(r->name, &nm, NULL, 0) < 0)
+            continue;
+        int k = nm.kind;
+        if (k == PMT_K_BATCH && PMT_HAS(&nm, REQS) && PMT_HAS(&nm, TOKENS) &&
+            nm.attr[PM__KEY_REQS].last != nm.attr[PM__KEY_TOKENS].u)
+            violation(out, nv, r, "phase: '%s' has tokens=%llu but its reqs add up to %llu",
+                      r->name, (unsigned long long)nm.attr[PM__KEY_TOKENS].u,
+                      (unsigned long long)nm.attr[PM__KEY_REQS].last);
+        if (k == PMT_K_BATCH && !PMT_HAS(&nm, REQS))
+            violation(out, nv, r, "phase: '%s' names no reqs", r->name);
+        if (k != PMT_K_PREFILL && k != PMT_K_DECODE && k != PMT_K_SPEC_DECODE && k != PMT_K_BATCH)
+            continue;
+        int by_batch = k == PMT_K_BATCH;
+        if (!(by_batch ? PMT_HAS(&nm, BATCH) : PMT_HAS(&nm, REQ)))
+            continue;
+        v[n++] = (phase_ref){k, nm.attr[by_batch ? PM__KEY_BATCH : PM__KEY_REQ].u,
+                             (unsigned)nm.attr[PM__KEY_MODE].u, nm.attr[PM__KEY_TOKENS].u, r, 0};
+    }
+    qsort(v, n, sizeof *v, cmp_phase);
+    for (size_t i = 0; i < n; i++) {
+        int same = i && v[i - 1].kind == v[i].kind && v[i - 1].id == v[i].id;
+        v[i].maxend = same && v[i - 1].maxend > v[i].r->end ? v[i - 1].maxend : v[i].r->end;
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const pmt_range *r = &t->r[i];
+        pmt_name nm;
+        if (closed(r) && pmt_name_parse(r->name, &nm, NULL, 0) == 0 &&
+            nm.kind == PMT_K_LAYER_RANGE && PMT_HAS(&nm, MODE))
+            check_leaf(v, n, r, &nm, out, nv);
+    }
+    free(v);
+}
+
 static void print_counts(const counts *c, const pmt_trace *t, FILE *f)
 {
     fprintf(f, "%-14s %-8s %10s\n", "kind", "mode", "count");
@@ -191,6 +359,7 @@ size_t pmt_check(const pmt_trace *t, const pmt_expect *ex, size_t nex, FILE *out
         count(c, r, &nm);
     }
     check_nesting(t, out, &nv);
+    check_phases(t, out, &nv);
     check_expect(c, ex, nex, out, &nv);
     if (summary)
         print_counts(c, t, summary);

@@ -44,15 +44,41 @@ static void explain_expect(const char *spec, const char *parse_err, char *out, s
     snprintf(out, outlen, "%s", parse_err);
 }
 
+/* The range prefix for a subcommand: --prefix when given, else the one
+ * prefix the trace uses, else the default. 0, or 2 (a usage error) with a
+ * line on stderr. */
+static int choose_prefix(const char *sub, const char *given, const pmt_trace *t)
+{
+    char found[256];
+    if (given) {
+        if (pmt_set_prefix(given) == 0)
+            return 0;
+        fprintf(stderr, "phasemark %s: --prefix '%s' is not [a-z0-9_]+ of at most %d bytes\n",
+                sub, given, PM__PREFIX_MAX);
+        return 2;
+    }
+    int n = pmt_detect_prefix(t, found, sizeof found);
+    if (n == 1)
+        return pmt_set_prefix(found) == 0 ? 0 : 2;
+    if (n > 1) {
+        fprintf(stderr, "phasemark %s: the trace has range prefixes %s; choose one with --prefix\n",
+                sub, found);
+        return 2;
+    }
+    return 0;
+}
+
 static void check_usage(FILE *f)
 {
-    fputs("usage: phasemark check [--expect SPEC] TRACE|DIR...\n"
+    fputs("usage: phasemark check [--prefix NAME] [--expect SPEC] TRACE|DIR...\n"
           "  TRACE: our marker CSV or trace.json, a rocprofv3 marker CSV, or another\n"
           "  profiler's file (see report); DIR: a directory written by capture.\n"
-          "  Verifies balance, per-thread nesting, leaves enclosing nothing, start <= end\n"
-          "  and the range-name grammar; prints counts per kind, mode and process.\n"
-          "  --expect prefill=1,layer_range:exact=11,decode=5 asserts exact counts.\n"
-          "  Exit 1 with one line per violation.\n",
+          "  Verifies balance, per-thread nesting, leaves enclosing nothing, start <= end,\n"
+          "  the range-name grammar and the phase rules (each layer range inside the\n"
+          "  phase range of its request or batch); prints counts per kind, mode and\n"
+          "  process. --prefix: range names start NAME. (default: the one prefix the\n"
+          "  trace uses, else pm). --expect prefill=1,layer_range:exact=11,decode=5\n"
+          "  asserts exact counts. Exit 1 with one line per violation.\n",
           f);
 }
 
@@ -61,6 +87,7 @@ int pmt_cmd_check(int argc, char **argv)
     pmt_expect ex[PMT_EXPECT_MAX];
     size_t nex = 0;
     char err[512];
+    const char *prefix = NULL, *expect = NULL;
     int first = 1;
     for (; first < argc && argv[first][0] == '-'; first++) {
         const char *a = argv[first];
@@ -72,14 +99,16 @@ int pmt_cmd_check(int argc, char **argv)
             puts(PMT_VERSION_LINE);
             return 0;
         }
+        if (!strcmp(a, "--prefix") && first + 1 < argc) {
+            prefix = argv[++first];
+            continue;
+        }
         if (!strcmp(a, "--expect") && first + 1 < argc) {
-            if (pmt_expect_parse(argv[++first], ex, &nex, err, sizeof err) == 0)
-                continue;
-            char why[768];
-            explain_expect(argv[first], err, why, sizeof why);
-            fprintf(stderr, "phasemark check: %s\n", why);
-        } else if (!strcmp(a, "--expect"))
-            fprintf(stderr, "phasemark check: --expect needs a SPEC\n");
+            expect = argv[++first];
+            continue;
+        }
+        if (!strcmp(a, "--expect") || !strcmp(a, "--prefix"))
+            fprintf(stderr, "phasemark check: %s needs a value\n", a);
         else
             fprintf(stderr, "phasemark check: bad option '%s'\n", a);
         check_usage(stderr);
@@ -99,6 +128,19 @@ int pmt_cmd_check(int argc, char **argv)
             return 1;
         }
     }
+    /* The prefix first: --expect names kinds, and the counts follow it. */
+    int prc = choose_prefix("check", prefix, &t);
+    if (prc == 0 && expect && pmt_expect_parse(expect, ex, &nex, err, sizeof err) < 0) {
+        char why[768];
+        explain_expect(expect, err, why, sizeof why);
+        fprintf(stderr, "phasemark check: %s\n", why);
+        check_usage(stderr);
+        prc = 2;
+    }
+    if (prc) {
+        pmt_trace_free(&t);
+        return prc;
+    }
     size_t nv = pmt_check(&t, ex, nex, stdout, stdout);
     if (nv)
         fprintf(stderr, "phasemark check: %zu violation(s) in %zu ranges\n", nv, t.n);
@@ -111,6 +153,8 @@ int pmt_cmd_check(int argc, char **argv)
 static void report_usage(FILE *f)
 {
     fputs("usage: phasemark report [options] TRACE|DIR...\n"
+          "  --prefix NAME       range names start NAME. (default: the one prefix the\n"
+          "                      trace uses, else pm)\n"
           "  Table per group: count, total, mean, p50, p99 and share (of the summed wall\n"
           "  span of the lanes, a lane being one process and thread), sorted by total;\n"
           "  then one row per request: TTFT and its parts, decode tok/s, spec rounds.\n"
@@ -132,6 +176,7 @@ static void report_usage(FILE *f)
 
 typedef struct report_args {
     const char *svg;
+    const char *prefix;
     pmt_report_opts o;
 } report_args;
 
@@ -172,6 +217,10 @@ static int report_opt(int argc, char **argv, int *i, pmt_gpu *g, int *has_gpu, r
         if (!(v = value_of(argc, argv, i)))
             return -2;
         ra->svg = v;
+    } else if (!strcmp(a, "--prefix")) {
+        if (!(v = value_of(argc, argv, i)))
+            return -2;
+        ra->prefix = v;
     } else if (!strcmp(a, "--group-by")) {
         if (!(v = value_of(argc, argv, i)))
             return -2;
@@ -251,6 +300,8 @@ int pmt_cmd_report(int argc, char **argv)
     pmt_gpu_init(&g);
     memset(&p, 0, sizeof p);
     int arc = report_parse(argc, argv, &t, &g, &has_gpu, &ra);
+    if (arc == 0 && choose_prefix("report", ra.prefix, &t) != 0)
+        arc = -3; /* the line is printed; a usage error */
     if (arc != 0) {
         if (arc == 1 || arc == -2)
             report_usage(arc > 0 ? stdout : stderr);

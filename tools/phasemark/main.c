@@ -1,4 +1,4 @@
-/* main.c — `phasemark`: one command, four subcommands (DESIGN.md §5).
+/* main.c — `phasemark`: one command, four subcommands (docs/tools.md).
  * Exit status: 0 ok, 1 failure (a violation, a failed run, a parity
  * mismatch), 2 usage error. */
 #include <stdio.h>

@@ -27,9 +27,12 @@
 #define PT "phasemark perturb: "
 #define PT_OUTPUT_MAX ((size_t)256 << 20)
 
+#define PT_TOKEN_KEYS 4 /* --tokens: the seed compares prompt, completion, total */
+
 typedef struct pt_opts {
     long pairs, warmup;
     const char *metric, *tokens, *file;
+    const char *env; /* the marker variable: PHASEMARK or --env */
     int capture, json;
     char **cmd;
 } pt_opts;
@@ -38,7 +41,7 @@ typedef struct pt_run {
     int ok;
     double value;
     int has_tokens;
-    uint64_t tokens;
+    uint64_t tokens[PT_TOKEN_KEYS]; /* one per --tokens key, in order */
     char sha[65];
 } pt_run;
 
@@ -49,13 +52,16 @@ typedef struct buf {
 
 static void usage(FILE *f)
 {
-    fputs("usage: phasemark perturb [--pairs N] [--warmup W] [--metric KEY] [--tokens KEY]\n"
-          "                         [--file PATH] [--capture] [--json] -- CMD [ARG...]\n"
+    fputs("usage: phasemark perturb [--pairs N] [--warmup W] [--metric KEY] [--tokens KEY[,KEY]]\n"
+          "                         [--file PATH] [--env NAME] [--capture] [--json] -- CMD [ARG...]\n"
           "  Runs CMD in fresh processes, markers alternately off and on, W warm-ups per\n"
           "  mode first (default N=10, W=1). Reports median, MAD and range of wall time\n"
           "  (or of the number after KEY in the output) per mode and the median change.\n"
           "  Fails unless the SHA-256 of stdout (or of PATH) and the token count (the\n"
-          "  number after --tokens KEY) are the same in every run.\n",
+          "  numbers after each --tokens KEY, up to 4, e.g. prompt,completion,total) are the\n"
+          "  same in every run; a KEY missing from a run's output fails it. --env NAME:\n"
+          "  the variable set to 0 and 1 (default PHASEMARK). The off mode sets it to 0\n"
+          "  explicitly, so with --capture it is capture's control run.\n",
           f);
 }
 
@@ -108,7 +114,7 @@ static void child_exec(const pt_opts *o, int on, const char *capdir, int out_fd,
 {
     dup2(out_fd, 1);
     dup2(err_fd, 2);
-    setenv("PHASEMARK", on ? "1" : "0", 1);
+    setenv(o->env, on ? "1" : "0", 1);
     if (capdir) {
         char rec[4096];
         const char *r = pmt_recorder_path(rec, sizeof rec);
@@ -173,9 +179,19 @@ static void evaluate(const pt_opts *o, const buf *out, const buf *err, double wa
         fprintf(stderr, "\n" PT "metric '%s' not found in the output\n", o->metric);
         r->ok = 0;
     }
-    if (o->tokens && (find_number(so, o->tokens, &v) == 0 || find_number(se, o->tokens, &v) == 0)) {
+    for (size_t k = 0, i = 0; o->tokens && o->tokens[i] && k < PT_TOKEN_KEYS; k++) {
+        char key[128];
+        size_t len = strcspn(o->tokens + i, ",");
+        snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key ? len : sizeof key - 1),
+                 o->tokens + i);
+        i += len + (o->tokens[i + len] == ',');
+        if (find_number(so, key, &v) < 0 && find_number(se, key, &v) < 0) {
+            fprintf(stderr, "\n" PT "token count '%s' not found in the output\n", key);
+            r->ok = 0;
+            continue;
+        }
         r->has_tokens = 1;
-        r->tokens = (uint64_t)v;
+        r->tokens[k] = (uint64_t)v;
     }
     if (!o->file) {
         pmt_sha256_hex(so, out->n, r->sha);
@@ -278,6 +294,7 @@ static int parse(int argc, char **argv, pt_opts *o)
     memset(o, 0, sizeof *o);
     o->pairs = 10;
     o->warmup = 1;
+    o->env = "PHASEMARK";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
@@ -304,6 +321,8 @@ static int parse(int argc, char **argv, pt_opts *o)
             o->tokens = argv[++i];
         else if (!strcmp(a, "--file"))
             o->file = argv[++i];
+        else if (!strcmp(a, "--env") && v[0] && !strchr(v, '='))
+            o->env = argv[++i];
         else {
             fprintf(stderr, PT "bad argument '%s'\n", a);
             return -1;
@@ -323,10 +342,12 @@ static int parity(const pt_run *runs, size_t n, const char *const *labels)
                     labels[i], runs[i].sha, labels[0], runs[0].sha);
             bad = 1;
         }
-        if (runs[i].has_tokens != runs[0].has_tokens || runs[i].tokens != runs[0].tokens) {
-            fprintf(stderr, PT "token count differs: run %zu (%s) %llu, run 0 (%s) %llu\n", i,
-                    labels[i], (unsigned long long)runs[i].tokens, labels[0],
-                    (unsigned long long)runs[0].tokens);
+        for (int k = 0; k < PT_TOKEN_KEYS; k++) {
+            if (runs[i].has_tokens == runs[0].has_tokens && runs[i].tokens[k] == runs[0].tokens[k])
+                continue;
+            fprintf(stderr, PT "token count %d differs: run %zu (%s) %llu, run 0 (%s) %llu\n",
+                    k + 1, i, labels[i], (unsigned long long)runs[i].tokens[k], labels[0],
+                    (unsigned long long)runs[0].tokens[k]);
             bad = 1;
         }
     }
@@ -346,7 +367,7 @@ static void print_result(const pt_opts *o, const pt_run *runs, size_t n, const d
                "\"change_pct\":%.4f,\"sha256\":\"%s\",\"tokens\":%lld,\"parity\":%s}\n",
                what, o->pairs, o->warmup, s0.median, s0.mad, s0.min, s0.max, s1.median, s1.mad,
                s1.min, s1.max, change, runs[0].sha,
-               runs[0].has_tokens ? (long long)runs[0].tokens : -1LL, bad ? "false" : "true");
+               runs[0].has_tokens ? (long long)runs[0].tokens[0] : -1LL, bad ? "false" : "true");
         return;
     }
     printf("%ld pairs after %ld warm-up(s) per mode; measure: %s\n", o->pairs, o->warmup, what);
@@ -355,8 +376,15 @@ static void print_result(const pt_opts *o, const pt_run *runs, size_t n, const d
     printf("%-4s %6ld %14.6g %14.6g %14.6g %14.6g\n", "on", o->pairs, s1.median, s1.mad, s1.min, s1.max);
     printf("median change (on vs off): %+.2f%%\n", change);
     printf("output sha256 %s: %s in all %zu runs\n", runs[0].sha, bad ? "NOT identical" : "identical", n);
-    if (runs[0].has_tokens)
-        printf("tokens: %llu\n", (unsigned long long)runs[0].tokens);
+    if (runs[0].has_tokens) {
+        printf("tokens:");
+        for (size_t k = 0, i = 0; o->tokens[i] && k < PT_TOKEN_KEYS; k++) {
+            size_t len = strcspn(o->tokens + i, ",");
+            printf(" %.*s=%llu", (int)len, o->tokens + i, (unsigned long long)runs[0].tokens[k]);
+            i += len + (o->tokens[i + len] == ',');
+        }
+        printf("\n");
+    }
 }
 
 static int run_all(const pt_opts *o, const char *capdir, pt_run *runs, const char **labels,

@@ -130,8 +130,9 @@ typedef struct pmt_attr {
     const char *text; /* the value as written, len bytes inside the parsed name */
     size_t len;
     uint64_t u;    /* UINT: the value; SPAN: the first; MODE: the pm_phase;
-                      WHERE: the pm_where (0 local, 1 remote); TEXT: 0 */
-    uint64_t last; /* SPAN: the last; otherwise 0 */
+                      WHERE: the pm_where (0 local, 1 remote); TEXT: 0;
+                      REQS: the number of requests */
+    uint64_t last; /* SPAN: the last; REQS: the sum of their tokens; else 0 */
 } pmt_attr;
 
 /* A parsed range name. attr[k] is set only where bit k of has is; it points
@@ -150,9 +151,25 @@ typedef struct pmt_name {
 const char *pmt_kind_name(int kind); /* "other", a table name, or "invalid" */
 int pmt_kind_parse(const char *s, size_t len); /* -1 when unknown */
 int pmt_kind_is_leaf(int kind);
-/* 1 when text starts with our prefix (PM__NAME_PREFIX): a phasemark range,
- * valid or not; other names are other tools' ranges. */
+/* 1 when text starts with the prefix in force and its separator ("pm."
+ * unless pmt_set_prefix said otherwise): a phasemark range, valid or not;
+ * other names are other tools' ranges. */
 int pmt_name_is_ours(const char *text);
+/* Sets the prefix in force for the process ("ds4", or "ds4."). 0, or -1
+ * when it is not [a-z0-9_]+ of at most PM__PREFIX_MAX bytes. Not
+ * thread-safe: call it before reading traces. */
+int pmt_set_prefix(const char *prefix);
+/* The prefix in force, without its separator, into buf; returns buf. */
+const char *pmt_prefix(char *buf, size_t cap);
+struct pmt_trace;
+/* The distinct prefixes of range names in t that read "<prefix>.<kind>"
+ * for a table kind: returns how many (at most PMT_PREFIXES_MAX are
+ * looked for) and writes them comma-separated into found. */
+#define PMT_PREFIXES_MAX 8
+int pmt_detect_prefix(const struct pmt_trace *t, char *found, size_t cap);
+/* Steps through a reqs= value (R:T,R:T...) from *p to end: 1 with the
+ * next entry, 0 at the end, -1 when malformed. */
+int pmt_reqs_next(const char **p, const char *end, uint64_t *req, uint64_t *tokens);
 /* Parses a range name. Names not starting with the prefix are PMT_K_OTHER
  * and always valid. Returns 0, or -1 with the grammar violation in err. */
 int pmt_name_parse(const char *text, pmt_name *out, char *err, size_t errlen);
@@ -297,6 +314,25 @@ typedef struct pmt_projection {
  * Systems' NVTX projection does). Returns 0 or -1 (out of memory). */
 int pmt_project(const pmt_trace *t, const pmt_gpu *g, pmt_projection *p);
 void pmt_projection_free(pmt_projection *p);
+
+/* ---- time per request (attrib.c) ---- */
+
+typedef struct pmt_req_share {
+    uint64_t req;
+    uint64_t ns;     /* host time of its phase ranges, batches shared by tokens */
+    uint64_t gpu_ns; /* the same for projected GPU time (0 without one) */
+    uint64_t tokens; /* tokens it had in them (a decode step without tokens= is 1) */
+    uint64_t ranges; /* phase and batch ranges it took part in */
+} pmt_req_share;
+
+/* Time per request: a prefill, decode or spec_decode range of req R gives
+ * its duration (and p's GPU time for it, when p is not NULL) to R; a batch
+ * range shares its own among its reqs by tokens, in integer ns that add up
+ * exactly (floors, then one ns each in list order). *out, sorted by req,
+ * is the caller's to free. 0, or -1 out of memory (*out NULL). For report:
+ * one row per request. */
+int pmt_request_shares(const pmt_trace *t, const pmt_projection *p, pmt_req_share **out,
+                       size_t *nout);
 
 /* ---- report (report.c) ---- */
 

@@ -21,7 +21,7 @@
 #include "recorder.h"
 
 #define PMR_EXPORT __attribute__((visibility("default")))
-#define PMR_ENV_VARS 6
+#define PMR_ENV_VARS 8 /* the six below, PHASEMARK_CAPTURE_ENV and the one it names */
 #define PMR_ENV_MAX 4096
 
 extern char **environ;
@@ -31,23 +31,34 @@ extern char **environ;
 static char g_env_keep[PMR_ENV_VARS][PMR_ENV_MAX];
 static int g_env_count;
 
+static void keep_env(const char *name)
+{
+    const char *v = getenv(name);
+    size_t nl = strlen(name);
+    if (!v || g_env_count == PMR_ENV_VARS || nl + strlen(v) + 2 > PMR_ENV_MAX)
+        return;
+    char *e = g_env_keep[g_env_count++];
+    memcpy(e, name, nl);
+    e[nl] = '=';
+    memcpy(e + nl + 1, v, strlen(v) + 1);
+}
+
 __attribute__((constructor)) static void save_capture_env(void)
 {
-    static const char *const names[PMR_ENV_VARS] = {
+    /* PM_REC_DIR_ENV first: env_patched looks for it to tell whether an
+     * environment already has the capture variables. PHASEMARK_CAPTURE_ENV
+     * names the variable an embedder's marker library reads instead of
+     * PHASEMARK (capture --env). */
+    static const char *const names[] = {
         PM_REC_DIR_ENV, "LD_PRELOAD", "NVTX_INJECTION64_PATH", "PHASEMARK",
-        "CUDA_INJECTION64_PATH", PM_REC_CLOCK_ENV};
+        "CUDA_INJECTION64_PATH", PM_REC_CLOCK_ENV, "PHASEMARK_CAPTURE_ENV"};
     if (!getenv(PM_REC_DIR_ENV))
         return;
-    for (int i = 0; i < PMR_ENV_VARS; i++) {
-        const char *v = getenv(names[i]);
-        size_t nl = strlen(names[i]);
-        if (!v || nl + strlen(v) + 2 > PMR_ENV_MAX)
-            continue;
-        char *e = g_env_keep[g_env_count++];
-        memcpy(e, names[i], nl);
-        e[nl] = '=';
-        memcpy(e + nl + 1, v, strlen(v) + 1);
-    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        keep_env(names[i]);
+    const char *custom = getenv("PHASEMARK_CAPTURE_ENV");
+    if (custom && *custom && strcmp(custom, "PHASEMARK") != 0 && !strchr(custom, '='))
+        keep_env(custom);
 }
 
 static int env_has(char *const envp[], const char *entry)
