@@ -1,5 +1,6 @@
 /* phasemark/wire.h — the shard wire: framed, phase-carrying messages between
- * the engine and target-shard daemons (DESIGN.md §3, docs/wire.md).
+ * the engine and target-shard daemons (docs/wire.md: frame layout,
+ * validation order, transports, handshake).
  *
  * This header is the whole contract of libphasemark_wire. It has three
  * layers, each usable on its own:

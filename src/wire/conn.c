@@ -7,7 +7,7 @@
  * sides stay in step), a frame that does not is refused without consuming
  * anything.
  *
- * Failure classes (DESIGN.md §3): a bad header means the byte stream cannot
+ * Two classes of failure: a bad header means the byte stream cannot
  * be trusted, so the connection fails for good (a server first answers with
  * a best-effort error reply and shuts its write side). Anything wrong inside
  * a frame that was read whole is refused with a diagnosis and the

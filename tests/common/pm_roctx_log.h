@@ -3,7 +3,7 @@
  * pm_roctx_log.c defines and exports roctxRangePushA / roctxRangePop. A test
  * executable that uses this log and is linked with exported symbols
  * (CMake: ENABLE_EXPORTS ON) runs with PHASEMARK=roctx, and the marker
- * layer's process-global lookup (DESIGN.md §1.4) finds these definitions: a
+ * layer's process-global lookup (docs/markers.md, promise 4) finds these definitions: a
  * recorder without any preload. Each push's text and the depth it was
  * pushed at are kept in order; the counts say whether the run balanced.
  * Single-threaded use only (the tests drive one session).

@@ -2,7 +2,7 @@
  *
  * This executable links the in-executable ROCTX recorder
  * (tests/common/pm_roctx_log.h) with exported symbols, so with
- * PHASEMARK=roctx the marker layer's process-global lookup (DESIGN.md §1.4)
+ * PHASEMARK=roctx the marker layer's process-global lookup (docs/markers.md, promise 4)
  * finds it: a recorder with no preload. Request shape: prompt 11 tokens in chunks of 4, 3 decode steps,
  * one verify of 3 tokens; a monolithic 2-layer model. Expected, in order:
  *   3 x (pm.prefill + one leaf layer_range mode=exact)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# artifact_check.sh LIB — DESIGN.md §1.6 on the built artifact: the marker
+# artifact_check.sh LIB — promise 6 of docs/markers.md on the built artifact: the marker
 # library needs no CUDA/HIP/ROCTX/NVTX library, imports no such symbol and
 # reads no clock (no clock import, no rdtsc instruction).
 set -u

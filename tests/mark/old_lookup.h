@@ -1,5 +1,5 @@
 /* old_lookup.h — a test-only copy of the defective handle-scoped ROCTX
- * lookup that the marker layer replaced (DESIGN.md §1.4). Kept so the
+ * lookup that the marker layer replaced (docs/markers.md, promise 4). Kept so the
  * interposer test can show it catches the defect. Never use it elsewhere. */
 #ifndef PM_OLD_LOOKUP_H
 #define PM_OLD_LOOKUP_H

@@ -3,6 +3,9 @@
  *   test_split parse_ok | parse_bad | open_errors | local_phase
  *   test_split parity MODEL PLACEMENT   MODEL: synth | kjv
  *   test_split bad_phase stream|shared|tcp
+ *   test_split daemon_extra stream|shared   a real pm-shardd refuses an
+ *                                   extra phase tag and malformed shared
+ *                                   references, then serves in step
  *   test_split kill spawn|unix      kill -9 of a daemon mid-request
  *   test_split stall spawn|unix     a stopped daemon and a short deadline
  *   test_split cuda                 a cuda:N span (skips without a GPU)
@@ -734,6 +737,180 @@ static int case_daemon_rows(void)
     return pm_check_result();
 }
 
+/* ---- drain-then-reject against a real daemon ------------------------------ */
+
+/* What a hand-made forward carries beyond the usual tags. */
+typedef struct extra {
+    const char *what;
+    int phase2;          /* >= 0: a second phase tag with this value */
+    int unknown_tag;     /* > 0: this tag, one byte holding the phase */
+    int ref;             /* 1: a shm_ref entry (ref_len bytes wide) */
+    uint16_t ref_len;
+    uint64_t off, len;   /* the reference; len UINT64_MAX: the body's size */
+    int64_t seq_delta;   /* the reference's sequence minus the frame's */
+    int inline_body;     /* 1: the body goes in the frame as well */
+    int code;            /* the answer expected: its code, tag and text */
+    uint16_t tag;
+    const char *text;
+} extra;
+
+enum { EX_N = 2 };
+
+/* Sends one decode-phase forward of EX_N activation rows at position pos
+ * with e's additions and returns the daemon's answer. */
+static pmw_msg extra_send(pmw_conn *c, uint32_t pos, const extra *e)
+{
+    uint8_t meta[256], ref[32] = {0};
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    pmw_meta_u8(&w, PMW_TAG_PHASE, PM_PHASE_DECODE);
+    if (e->phase2 >= 0)
+        pmw_meta_u8(&w, PMW_TAG_PHASE, (uint8_t)e->phase2);
+    if (e->unknown_tag > 0)
+        pmw_meta_u8(&w, (uint16_t)e->unknown_tag, PM_PHASE_DECODE);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 7);
+    pmw_meta_u32(&w, PMW_TAG_BASE_POS, pos);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, EX_N);
+    pmw_meta_u32(&w, PMW_TAG_DIM, DIM);
+    pmw_meta_u8(&w, PMW_TAG_WANT, PMW_OUT_LOGITS);
+    size_t body_len = (size_t)EX_N * DIM * sizeof(float);
+    if (e->ref) {
+        uint64_t seq = pmw_conn_next_seq(c) + (uint64_t)e->seq_delta;
+        uint64_t len = e->len == UINT64_MAX ? body_len : e->len;
+        for (int i = 0; i < 8; i++) {
+            ref[i] = (uint8_t)(e->off >> (8 * i));
+            ref[8 + i] = (uint8_t)(len >> (8 * i));
+            ref[16 + i] = (uint8_t)(seq >> (8 * i));
+        }
+        pmw_meta_put(&w, PMW_TAG_SHM_REF, ref, e->ref_len);
+    }
+    REQUIRE(!w.overflow);
+    int inline_body = !e->ref || e->inline_body;
+    REQUIRE(pmw_conn_send_frame(c, PMW_MSG_FORWARD, 0, meta, w.len, inline_body ? g_acts : NULL,
+                                inline_body ? body_len : 0) == 0);
+    pmw_msg ans;
+    REQUIRE(pmw_conn_recv(c, &ans) == 0);
+    return ans;
+}
+
+/* A pm-shardd started from its CLI, driven through the wire API only: a
+ * forward with an extra phase (the tag repeated, with the same or another
+ * value, or the phase under an unknown tag) is read whole and refused
+ * with the exact code, tag and line; on the shared transport so are
+ * malformed shared-memory references (out of bounds, overflowing,
+ * misaligned, over the body limit, of the wrong width, stale, never
+ * published, both inline and shared). After each refusal the daemon is in
+ * step: the same forward, sent properly, gives the very logits it gave
+ * before any refusal, so nothing refused was executed or kept. */
+static int case_daemon_extra(const char *transport)
+{
+    int shared = strcmp(transport, "shared") == 0;
+    make_model("synth");
+    for (size_t i = 0; i < sizeof g_acts / sizeof g_acts[0]; i++)
+        g_acts[i] = (float)((int)(i * 7919 % 200) - 100) / 50.0f;
+    fixture f;
+    memset(&f, 0, sizeof f);
+    char listen[300], err[300];
+    snprintf(g_sock, sizeof g_sock, "/tmp/pm_split_extra_%ld.sock", (long)getpid());
+    snprintf(listen, sizeof listen, "unix:%s", g_sock);
+    REQUIRE(su_daemon_start(&f.d[f.n_d++], g_model, 2, 3, 1, listen) == 0);
+    pmw_options opt;
+    pmw_options_default(&opt);
+    opt.transport = shared ? PMW_TRANSPORT_SHARED : PMW_TRANSPORT_STREAM;
+    opt.shm_size = 1u << 20;
+    pmw_conn *c = NULL;
+    REQUIRE(pmw_connect(f.d[0].address, &opt, &c, err, sizeof err) == 0);
+    size_t area = 0;
+    if (shared)
+        REQUIRE(pmw_conn_payload(c, &area) != NULL && area == (1u << 20));
+
+    /* The reference answer, at position 0. */
+    static float want[EX_N * 1024];
+    pmw_msg a = wire_forward(c, PM_PHASE_DECODE, 0, EX_N, DIM, NULL, PMW_OUT_LOGITS, EX_N);
+    REQUIRE(a.kind == PMW_MSG_REPLY && a.reply.width * EX_N <= sizeof want / sizeof want[0]);
+    uint32_t V = a.reply.width;
+    memcpy(want, a.reply.values, (size_t)EX_N * V * sizeof(float));
+    wire_truncate(c, 0);
+
+    const uint64_t M = UINT64_MAX;
+    const extra tags[] = {
+        {"phase repeated", PM_PHASE_DECODE, 0, 0, 0, 0, 0, 0, 0, PMW_E_REPEATED, PMW_TAG_PHASE,
+         "forward: tag 1 (phase) repeated"},
+        {"phase repeated, another value", PM_PHASE_VERIFY, 0, 0, 0, 0, 0, 0, 0, PMW_E_REPEATED,
+         PMW_TAG_PHASE, "forward: tag 1 (phase) repeated"},
+        {"phase under an unknown tag", -1, 99, 0, 0, 0, 0, 0, 0, PMW_E_UNKNOWN_TAG, 99,
+         "forward: tag 99 (unknown) unknown for this kind"},
+        {"phase under a tag of another kind", -1, PMW_TAG_POSITION, 0, 0, 0, 0, 0, 0,
+         PMW_E_UNKNOWN_TAG, PMW_TAG_POSITION,
+         "forward: tag 9 (position) unknown for this kind"},
+    };
+    const extra stream_refs[] = {
+        {"shm_ref on the stream transport", -1, 0, 1, 24, 0, M, 0, 1, PMW_E_UNKNOWN_TAG,
+         PMW_TAG_SHM_REF, "forward: tag 10 (shm_ref) unknown for this kind on the stream transport"},
+    };
+    const extra shm_refs[] = {
+        {"offset at the end of the area", -1, 0, 1, 24, 1u << 20, M, 0, 0, PMW_E_SHM_REF,
+         PMW_TAG_SHM_REF, "forward: tag 10 (shm_ref) [1048576, +512) outside the 1048576-byte area"},
+        {"offset + length overflows", -1, 0, 1, 24, UINT64_MAX - 7, 16, 0, 0, PMW_E_SHM_REF,
+         PMW_TAG_SHM_REF,
+         "forward: tag 10 (shm_ref) [18446744073709551608, +16) outside the 1048576-byte area"},
+        {"length past the area", -1, 0, 1, 24, 8, 1u << 20, 0, 0, PMW_E_SHM_REF, PMW_TAG_SHM_REF,
+         "forward: tag 10 (shm_ref) [8, +1048576) outside the 1048576-byte area"},
+        {"misaligned offset", -1, 0, 1, 24, 4, M, 0, 0, PMW_E_SHM_REF, PMW_TAG_SHM_REF,
+         "forward: tag 10 (shm_ref) offset 4 not 8-byte aligned"},
+        {"width 16", -1, 0, 1, 16, 0, M, 0, 0, PMW_E_LENGTH, PMW_TAG_SHM_REF,
+         "forward: tag 10 (shm_ref) has length 16 (want 24)"},
+        {"inline and shared", -1, 0, 1, 24, 0, M, 0, 1, PMW_E_LENGTH, PMW_TAG_SHM_REF,
+         "forward: tag 10 (shm_ref) given with an inline body of 512 bytes"},
+        /* text NULL: the sequence line, whose numbers extra_seq_text gives. */
+        {"stale sequence", -1, 0, 1, 24, 0, M, -1, 0, PMW_E_SEQUENCE, PMW_TAG_SHM_REF, NULL},
+        {"sequence ahead", -1, 0, 1, 24, 0, M, 5, 0, PMW_E_SEQUENCE, PMW_TAG_SHM_REF, NULL},
+        {"never published", -1, 0, 1, 24, 0, M, 0, 0, PMW_E_SEQUENCE, PMW_TAG_SHM_REF, NULL},
+    };
+    const extra *lists[2] = {tags, shared ? shm_refs : stream_refs};
+    size_t counts[2] = {sizeof tags / sizeof tags[0],
+                        shared ? sizeof shm_refs / sizeof shm_refs[0]
+                               : sizeof stream_refs / sizeof stream_refs[0]};
+    for (int l = 0; l < 2; l++) {
+        for (size_t i = 0; i < counts[l]; i++) {
+            const extra *e = &lists[l][i];
+            /* The daemon's area holds the last forward sent properly (two
+             * frames back: a truncate, bodiless, came after it). */
+            uint64_t frame = pmw_conn_next_seq(c);
+            char seq_text[160];
+            snprintf(seq_text, sizeof seq_text,
+                     "forward: tag 10 (shm_ref) sequence %llu is stale (frame %llu, area holds %llu)",
+                     (unsigned long long)(frame + (uint64_t)e->seq_delta),
+                     (unsigned long long)frame, (unsigned long long)(frame - 2));
+            const char *text = e->text ? e->text : seq_text;
+            a = extra_send(c, 0, e);
+            CHECK_INT_EQ(a.kind, PMW_MSG_ERROR);
+            if (a.kind == PMW_MSG_ERROR) {
+                if (a.error.code != e->code || a.error.tag != e->tag ||
+                    strcmp(a.error.text, text) != 0)
+                    fprintf(stderr, "%s: got %d tag %u '%s'\n", e->what, (int)a.error.code,
+                            (unsigned)a.error.tag, a.error.text);
+                CHECK_INT_EQ(a.error.code, e->code);
+                CHECK_INT_EQ(a.error.tag, e->tag);
+                CHECK_STR_EQ(a.error.text, text);
+            }
+            a = wire_forward(c, PM_PHASE_DECODE, 0, EX_N, DIM, NULL, PMW_OUT_LOGITS, EX_N);
+            CHECK_INT_EQ(a.kind, PMW_MSG_REPLY);
+            if (a.kind == PMW_MSG_REPLY) {
+                CHECK_INT_EQ(a.reply.width, V);
+                CHECK(memcmp(a.reply.values, want, (size_t)EX_N * V * sizeof(float)) == 0);
+            }
+            wire_truncate(c, 0);
+        }
+    }
+    CHECK_INT_EQ(pmw_conn_usable(c), 1);
+    pmw_conn_close(c);
+    stop_daemons(&f, SIGTERM);
+    CHECK_INT_EQ(su_count_children(), 0);
+    drop_model();
+    return pm_check_result();
+}
+
 /* Tokens a generation emitted. */
 typedef struct tok_sink {
     int32_t t[64];
@@ -1188,6 +1365,8 @@ int main(int argc, char **argv)
         return case_daemon_refusals();
     if (strcmp(c, "daemon_rows") == 0)
         return case_daemon_rows();
+    if (strcmp(c, "daemon_extra") == 0 && argc == 3)
+        return case_daemon_extra(argv[2]);
     if (strcmp(c, "greedy_remote") == 0)
         return case_greedy_remote();
     if (strcmp(c, "shardd_usage") == 0)

@@ -186,8 +186,10 @@ static int case_requests(void)
     REQUIRE(f && pmt_report(&t, NULL, &o, f) == 0);
     fclose(f);
     CHECK(strstr(buf, "per request (ms; TTFT = first prefill start to the end of the first decode step") != NULL);
-    CHECK(strstr(buf, "         1      0.005        -      0.004      1     0.000      0.001       2  1000000.0      0        0\n") != NULL);
-    CHECK(strstr(buf, "         2      0.004        -      0.003      2     0.001      0.001       1  1000000.0      0        0\n") != NULL);
+    /* time and tokens: req 1 4000 + 1000 + 1000 ns, 6 + 1 + 1 tokens;
+     * req 2 1000 + 1500 + 1000 ns, 4 + 4 + 1. */
+    CHECK(strstr(buf, "         1      0.005        -      0.004      1     0.000      0.001       2  1000000.0      0        0      0.006       8\n") != NULL);
+    CHECK(strstr(buf, "         2      0.004        -      0.003      2     0.001      0.001       1  1000000.0      0        0      0.004       9\n") != NULL);
     free(buf);
     /* ok.csv: one speculative round drafting 4. */
     pmt_trace_free(&t);

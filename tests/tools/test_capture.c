@@ -2,7 +2,7 @@
  * (PHASEMARK=1, ROCTX path; PHASEMARK=nvtx, NVTX injection path) in
  * capture_prog, recorded by the preloaded recorder, merged into the marker
  * CSV and the Chrome JSON. Expected rows come from what capture_prog does
- * (DESIGN.md §2 names, its own pids and tids), not from the tool.
+ * (range names as docs/markers.md writes them, its own pids and tids), not from the tool.
  *
  * usage: test_capture TOOL PROG CASE
  */

@@ -2,9 +2,10 @@
  * users read it: every kind is pushed through the marker library's public
  * API into an in-process ROCTX recorder (pm_roctx_log.h), and the text it
  * received is parsed by the tools' parser. Expected texts and values are
- * written out here by hand from DESIGN.md §2, so a table entry that changes
- * what either side does fails here, and so does a kind added to the table
- * without a row below (case "cover").
+ * written out here by hand from the grammar in docs/markers.md ("Range
+ * names"), so a table entry that changes what either side does fails here,
+ * and so does a kind added to the table without a row below (case
+ * "cover").
  *
  *   test_kinds kind NAME      one kind, end to end, and its modes (with
  *                             the layer compiled out: the parser side,

@@ -108,10 +108,112 @@ static int case_table(void)
         "{\"wall_ns\":11000,\"lane_span_ns\":19800,\"lanes\":2,\"violations\":0}\n"
         "{\"req\":3,\"ttft_ns\":6000,\"queue_ns\":null,\"prefill_ns\":4000,\"prefill_chunks\":1,"
         "\"gap_ns\":1000,\"first_decode_ns\":1000,\"decode_steps\":1,\"decode_tok_s\":1000000.000,"
-        "\"spec_rounds\":1,\"drafted\":4,\"accepted\":null}\n";
+        "\"spec_rounds\":1,\"drafted\":4,\"accepted\":null,\"time_ns\":9000,\"tokens\":12,"
+        "\"ranges\":3,\"gpu_ns\":null}\n";
     CHECK_STR_EQ(buf, want);
     free(buf);
     pmt_trace_free(&t);
+    return pm_check_result();
+}
+
+/* Two batched forwards and one request's own decode step:
+ *   batch 1, 1001 ns, reqs 3:4,7:6: 3 gets floor(1001*4/10) = 400 and the
+ *     1 ns left over (list order), 7 floor(1001*6/10) = 600; GPU 999 ns:
+ *     399 + 1 and 599;
+ *   batch 2, 501 ns, reqs 3:1,7:1: 250 + 1 and 250; GPU 3 ns: 1 + 1, 1;
+ *   its leaf is not counted again; decode of req 9, 100 ns, GPU 10.
+ * So 3: 652 ns, 5 tokens, 2 ranges, GPU 402; 7: 850, 7, 2, 600; 9: 100,
+ * 1, 1, 10. */
+static const char batched_csv[] =
+    "\"Domain\",\"Function\",\"Process_Id\",\"Thread_Id\",\"Correlation_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n"
+    "\"MARKER_CORE_API\",\"pm.batch mode=exact batch=1 tokens=10 reqs=3:4,7:6\",100,100,1,1000,2001\n"
+    "\"MARKER_CORE_API\",\"pm.layer_range mode=exact layers=0-1 shard=0 where=local backend=cpu tokens=10 batch=1\",100,100,2,1100,1900\n"
+    "\"MARKER_CORE_API\",\"pm.batch mode=decode batch=2 tokens=2 reqs=3:1,7:1\",100,100,3,3000,3501\n"
+    "\"MARKER_CORE_API\",\"pm.layer_range mode=decode layers=0-1 shard=0 where=local backend=cpu tokens=2 batch=2\",100,100,4,3100,3400\n"
+    "\"MARKER_CORE_API\",\"pm.decode mode=decode req=9 pos=5\",100,100,5,3600,3700\n";
+
+/* The per-request rows of a report over o (JSON lines from "{\"req\"" on). */
+static char *batched_rows(const pmt_report_opts *o, int gpu)
+{
+    pmt_trace t;
+    char err[300];
+    pmt_trace_init(&t);
+    REQUIRE(pmt_trace_load_csv_text(&t, "b.csv", batched_csv, strlen(batched_csv), err,
+                                    sizeof err) == 0);
+    REQUIRE(t.n == 5);
+    uint64_t g[5] = {0};
+    for (size_t i = 0; i < t.n; i++) {
+        if (strstr(t.r[i].name, "pm.batch mode=exact"))
+            g[i] = 999;
+        else if (strstr(t.r[i].name, "pm.batch mode=decode"))
+            g[i] = 3;
+        else if (strstr(t.r[i].name, "pm.decode"))
+            g[i] = 10;
+    }
+    pmt_projection p;
+    memset(&p, 0, sizeof p);
+    p.range_gpu_ns = g;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f && pmt_report(&t, gpu ? &p : NULL, o, f) == 0);
+    fclose(f);
+    pmt_trace_free(&t);
+    char *rows = o->json ? strstr(buf, "{\"req\"") : strstr(buf, "\nper request");
+    char *out = strdup(rows ? rows : "");
+    free(buf);
+    return out;
+}
+
+#define ROW_ZERO "\"ttft_ns\":0,\"queue_ns\":null,\"prefill_ns\":0,\"prefill_chunks\":0,\"gap_ns\":0," \
+                 "\"first_decode_ns\":0,\"decode_steps\":0,\"decode_tok_s\":0.000,\"spec_rounds\":0," \
+                 "\"drafted\":0,\"accepted\":null,"
+
+/* A batched trace attributes its forwards' time to every request in them,
+ * host and projected GPU time, in exact ns. */
+static int case_batched(void)
+{
+    pmt_report_opts o = {.json = 1};
+    char *rows = batched_rows(&o, 1);
+    CHECK_STR_EQ(rows,
+                 "{\"req\":3," ROW_ZERO "\"time_ns\":652,\"tokens\":5,\"ranges\":2,\"gpu_ns\":402}\n"
+                 "{\"req\":7," ROW_ZERO "\"time_ns\":850,\"tokens\":7,\"ranges\":2,\"gpu_ns\":600}\n"
+                 "{\"req\":9,\"ttft_ns\":0,\"queue_ns\":null,\"prefill_ns\":0,\"prefill_chunks\":0,"
+                 "\"gap_ns\":0,\"first_decode_ns\":100,\"decode_steps\":1,"
+                 "\"decode_tok_s\":10000000.000,\"spec_rounds\":0,\"drafted\":0,\"accepted\":null,"
+                 "\"time_ns\":100,\"tokens\":1,\"ranges\":1,\"gpu_ns\":10}\n");
+    free(rows);
+    /* Without a projection the GPU share is null, not 0. */
+    rows = batched_rows(&o, 0);
+    CHECK(strstr(rows, "{\"req\":7," ROW_ZERO "\"time_ns\":850,\"tokens\":7,\"ranges\":2,"
+                       "\"gpu_ns\":null}\n") != NULL);
+    free(rows);
+    /* The table has the same numbers, in ms. */
+    pmt_report_opts table = {0};
+    rows = batched_rows(&table, 1);
+    CHECK(strstr(rows, "       req       ttft    queue    prefill chunks       gap    1st_dec   steps"
+                       "      tok/s   spec  drafted       time  tokens        gpu\n") != NULL);
+    CHECK(strstr(rows, "         7      0.000        -      0.000      0     0.000      0.000       0"
+                       "        0.0      0        0      0.001       7      0.001\n") != NULL);
+    free(rows);
+    return pm_check_result();
+}
+
+/* --req keeps that request's row with its shares of batches; a window
+ * shares only the batches that start in it. */
+static int case_batched_select(void)
+{
+    pmt_report_opts o = {.json = 1, .has_req = 1, .req = 7};
+    char *rows = batched_rows(&o, 1);
+    CHECK_STR_EQ(rows,
+                 "{\"req\":7," ROW_ZERO "\"time_ns\":850,\"tokens\":7,\"ranges\":2,\"gpu_ns\":600}\n");
+    free(rows);
+    pmt_report_opts w = {.json = 1, .has_window = 1, .w0 = 0, .w1 = 2000};
+    rows = batched_rows(&w, 1);
+    CHECK_STR_EQ(rows,
+                 "{\"req\":3," ROW_ZERO "\"time_ns\":401,\"tokens\":4,\"ranges\":1,\"gpu_ns\":400}\n"
+                 "{\"req\":7," ROW_ZERO "\"time_ns\":600,\"tokens\":6,\"ranges\":1,\"gpu_ns\":599}\n");
+    free(rows);
     return pm_check_result();
 }
 
@@ -309,6 +411,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(void);
     } cases[] = {{"projection", case_projection}, {"table", case_table},
+                 {"batched", case_batched}, {"batched_select", case_batched_select},
                  {"rocprof_gpu", case_rocprof_gpu}, {"gpu_malformed", case_gpu_malformed},
                  {"svg", case_svg}, {"cli", case_cli}, {"h200_sample", case_h200_sample},
                  {"json_gpu", case_json_gpu}};

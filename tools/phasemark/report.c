@@ -469,7 +469,10 @@ static uint64_t ttft(const pmt_request *q)
                                                                      : 0;
 }
 
-static void print_request(const pmt_request *q, int json, FILE *f)
+/* A request's time: its phase ranges whole and its share of every batched
+ * forward it was in, by tokens (pmt_request_shares). */
+static void print_request(const pmt_request *q, const pmt_req_share *sh, int gpu, int json,
+                          FILE *f)
 {
     uint64_t gap = q->prefill_chunks && q->prefill_end && q->first_decode_start > q->prefill_end
                        ? q->first_decode_start - q->prefill_end : 0;
@@ -478,35 +481,117 @@ static void print_request(const pmt_request *q, int json, FILE *f)
         fprintf(f, "{\"req\":%llu,\"ttft_ns\":%llu,\"queue_ns\":null,\"prefill_ns\":%llu,"
                    "\"prefill_chunks\":%zu,\"gap_ns\":%llu,\"first_decode_ns\":%llu,"
                    "\"decode_steps\":%zu,\"decode_tok_s\":%.3f,\"spec_rounds\":%zu,\"drafted\":%llu,"
-                   "\"accepted\":null}\n",
+                   "\"accepted\":null,\"time_ns\":%llu,\"tokens\":%llu,\"ranges\":%llu,\"gpu_ns\":",
                 (unsigned long long)q->req, (unsigned long long)ttft(q),
                 (unsigned long long)q->prefill_ns, q->prefill_chunks, (unsigned long long)gap,
                 (unsigned long long)first, q->decode_steps, tok_per_s(q), q->spec_rounds,
-                (unsigned long long)q->drafted);
+                (unsigned long long)q->drafted, (unsigned long long)sh->ns,
+                (unsigned long long)sh->tokens, (unsigned long long)sh->ranges);
+        if (gpu)
+            fprintf(f, "%llu}\n", (unsigned long long)sh->gpu_ns);
+        else
+            fputs("null}\n", f);
         return;
     }
-    fprintf(f, "%10llu %10.3f %8s %10.3f %6zu %9.3f %10.3f %7zu %10.1f %6zu %8llu\n",
+    fprintf(f, "%10llu %10.3f %8s %10.3f %6zu %9.3f %10.3f %7zu %10.1f %6zu %8llu %10.3f %7llu",
             (unsigned long long)q->req, ttft(q) / 1e6, "-", q->prefill_ns / 1e6, q->prefill_chunks,
             gap / 1e6, first / 1e6, q->decode_steps, tok_per_s(q), q->spec_rounds,
-            (unsigned long long)q->drafted);
+            (unsigned long long)q->drafted, sh->ns / 1e6, (unsigned long long)sh->tokens);
+    if (gpu)
+        fprintf(f, " %10.3f", sh->gpu_ns / 1e6);
+    fputc('\n', f);
 }
 
-static int print_requests(const pmt_trace *t, const pmt_report_opts *o, FILE *f)
+/* The trace's ranges that start in o's window, and their GPU time, as a
+ * trace and projection of their own for pmt_request_shares (the ranges are
+ * shallow copies: names stay the trace's). No window: t and p themselves. */
+static int window_view(const pmt_trace *t, const pmt_projection *p, const pmt_report_opts *o,
+                       pmt_trace *vt, pmt_projection *vp)
+{
+    memset(vt, 0, sizeof *vt);
+    memset(vp, 0, sizeof *vp);
+    if (!o->has_window) {
+        *vt = *t;
+        if (p)
+            *vp = *p;
+        return 0;
+    }
+    uint64_t t0 = first_start(t);
+    vt->r = malloc((t->n ? t->n : 1) * sizeof *vt->r);
+    vp->range_gpu_ns = calloc(t->n ? t->n : 1, sizeof *vp->range_gpu_ns);
+    if (!vt->r || !vp->range_gpu_ns) {
+        free(vt->r);
+        free(vp->range_gpu_ns);
+        return -1;
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        if (!selected(&t->r[i], NULL, o, t0))
+            continue;
+        if (p && p->range_gpu_ns)
+            vp->range_gpu_ns[vt->n] = p->range_gpu_ns[i];
+        vt->r[vt->n++] = t->r[i];
+    }
+    return 0;
+}
+
+/* Rows: every request with a phase range of its own (pmt_requests) or a
+ * share of a batched forward (pmt_request_shares), by id, so a batched
+ * trace gets one row per request it served. --req keeps that request's
+ * row, its shares of batches included. */
+static int print_requests(const pmt_trace *t, const pmt_projection *p, const pmt_report_opts *o,
+                          FILE *f)
 {
     pmt_request *rs;
-    size_t n;
+    pmt_req_share *sh = NULL;
+    size_t n, nsh = 0;
+    pmt_report_opts wo = *o;
+    wo.has_req = 0; /* batch ranges carry reqs=, not req=: select by window only */
+    pmt_trace vt;
+    pmt_projection vp;
     if (pmt_requests(t, o, &rs, &n) < 0)
         return -1;
-    if (n && !o->json)
-        fprintf(f, "\nper request (ms; TTFT = first prefill start to the end of the first decode "
-                   "step; queue is not marked)\n%10s %10s %8s %10s %6s %9s %10s %7s %10s %6s %8s\n",
-                "req", "ttft", "queue", "prefill", "chunks", "gap", "1st_dec", "steps", "tok/s",
-                "spec", "drafted");
-    for (size_t i = 0; i < n; i++)
-        print_request(&rs[i], o->json, f);
-    if (n && !o->json)
+    if (window_view(t, p, &wo, &vt, &vp) < 0 ||
+        pmt_request_shares(&vt, p ? &vp : NULL, &sh, &nsh) < 0) {
+        if (o->has_window) {
+            free(vt.r);
+            free(vp.range_gpu_ns);
+        }
+        free(rs);
+        return -1;
+    }
+    if (o->has_window) {
+        free(vt.r);
+        free(vp.range_gpu_ns);
+    }
+    size_t rows = 0;
+    for (size_t i = 0, j = 0; i < n || j < nsh;) {
+        int take_q = i < n && (j >= nsh || rs[i].req <= sh[j].req);
+        int take_s = j < nsh && (i >= n || sh[j].req <= rs[i].req);
+        pmt_request q0 = {.req = take_q ? rs[i].req : sh[j].req};
+        pmt_req_share s0 = {.req = q0.req};
+        const pmt_request *q = take_q ? &rs[i] : &q0;
+        const pmt_req_share *s = take_s ? &sh[j] : &s0;
+        i += (size_t)take_q;
+        j += (size_t)take_s;
+        if (o->has_req && q->req != o->req)
+            continue;
+        if (!rows++ && !o->json) {
+            fprintf(f, "\nper request (ms; TTFT = first prefill start to the end of the first "
+                       "decode step; queue is not marked)\n%10s %10s %8s %10s %6s %9s %10s %7s "
+                       "%10s %6s %8s %10s %7s",
+                    "req", "ttft", "queue", "prefill", "chunks", "gap", "1st_dec", "steps", "tok/s",
+                    "spec", "drafted", "time", "tokens");
+            if (p)
+                fprintf(f, " %10s", "gpu");
+            fputc('\n', f);
+        }
+        print_request(q, s, p != NULL, o->json, f);
+    }
+    if (rows && !o->json)
         fputs("(spec: speculative rounds, drafted: tokens drafted in them; acceptance is not in "
-              "the markers)\n", f);
+              "the markers; time, tokens, gpu: its phase ranges, and its share by tokens of each "
+              "batched forward it was in)\n", f);
+    free(sh);
     free(rs);
     return 0;
 }
@@ -553,7 +638,7 @@ int pmt_report(const pmt_trace *t, const pmt_projection *p, const pmt_report_opt
     for (size_t i = 0; i < gs.n; i++)
         print_group(&gs.g[i], &gs, o->json, f);
     print_footer(&gs, p, o, f);
-    int rc = o->no_requests ? 0 : print_requests(t, o, f);
+    int rc = o->no_requests ? 0 : print_requests(t, p, o, f);
     pmt_groups_free(&gs);
     return rc < 0 || ferror(f) ? -1 : 0;
 }

@@ -263,13 +263,14 @@ int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *toke
         int32_t len = (int32_t)(n - done < step ? n - done : step);
         int last = done + (size_t)len == n;
         llm_output out = last ? output_of(p, logits) : (llm_output){0, 0};
-        pm_range r = PM_RANGE_NONE;
+        /* Scoped: popped at the end of each forward and on the error
+         * return alike (tests/split/test_split_leak.c). */
+        pm_range r __attribute__((cleanup(pm_range_pop))) = PM_RANGE_NONE;
         if (!s->quiet && p->phase == PM_PHASE_EXACT)
             r = pm_prefill_push(p->request, s->pos, (uint32_t)len);
         else if (!s->quiet && p->phase == PM_PHASE_DECODE)
             r = pm_decode_push(p->request, s->pos);
         rc = run_forward(s, p->phase, p->request, tokens + done, len, out, &res);
-        pm_range_pop(&r);
         if (rc)
             return rc;
     }
