@@ -1,8 +1,8 @@
 /* test_timeline.c — the timeline: Perfetto's process and thread names in
  * trace.json (exact bytes), and the picture (SVG and HTML): axis ticks,
  * lane names, legend, an escaped name, the level-of-detail bound on a
- * generated 1M-range trace.
- * usage: test_timeline CASE
+ * generated 1M-range trace, and a real browser rendering it.
+ * usage: test_timeline CASE [CHROMIUM]
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -331,6 +331,69 @@ static int case_lod_large(void)
     return pm_check_result();
 }
 
+static int exists_exec(const char *p)
+{
+    return p && *p && access(p, X_OK) == 0;
+}
+
+/* Headless Chromium opens the 1M-range picture from a file:// URL: the
+ * screenshot is a 1400x900 PNG of more than 1000 bytes, and the DOM it
+ * built holds the axis's last tick, a lane's name and the whole SVG. */
+static int case_browser(const char *chromium)
+{
+    if (!exists_exec(chromium))
+        PM_SKIP("chromium is not installed (Debian: apt-get install chromium; scripts/deps)");
+    char dir[] = "/tmp/pm-timeline-browser.XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char html[64], png[64], dom[64], prof[64], cmd[4096];
+    snprintf(html, sizeof html, "%s/large.html", dir);
+    snprintf(png, sizeof png, "%s/shot.png", dir);
+    snprintf(dom, sizeof dom, "%s/dom.html", dir);
+    snprintf(prof, sizeof prof, "%s/profile", dir);
+    size_t n;
+    char *buf = render_large(&n);
+    REQUIRE(buf);
+    FILE *f = fopen(html, "w");
+    REQUIRE(f && fwrite(buf, 1, n, f) == n && fclose(f) == 0);
+    free(buf);
+    static const char flags[] = "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+                                "--disable-background-networking --disable-component-update "
+                                "--disable-sync --window-size=1400,900";
+    /* Each run is bounded by timeout(1) as well, so that a hung browser is
+     * killed with its own children, not only the shell. */
+    snprintf(cmd, sizeof cmd, "timeout -k 5 40 '%s' %s --user-data-dir='%s' --screenshot='%s' 'file://%s' "
+             ">/dev/null 2>&1 && timeout -k 5 40 '%s' %s --user-data-dir='%s' --dump-dom 'file://%s' "
+             ">'%s' 2>/dev/null; "
+             "st=$?; rm -rf '%s'; exit $st",
+             chromium, flags, prof, png, html, chromium, flags, prof, html, dom, prof);
+    static pm_child_result r;
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char how[80];
+    REQUIRE(pm_child_exec(argv, NULL, 90000, &r) == 0);
+    if (!pm_child_ok(&r))
+        fprintf(stderr, "chromium: %s\n", pm_child_describe(&r, how, sizeof how));
+    CHECK(pm_child_ok(&r));
+    char *shot = NULL, *d = NULL;
+    size_t ns = 0, nd = 0;
+    char err[200];
+    CHECK(pmt_read_file(png, 64u << 20, &shot, &ns, err, sizeof err) == 0);
+    CHECK(ns > 1000 && shot && memcmp(shot, "\x89PNG\r\n\x1a\n", 8) == 0);
+    /* The IHDR chunk: width and height big-endian, the window's size. */
+    CHECK(ns > 24 && memcmp(shot + 12, "IHDR\0\0\x05\x78\0\0\x03\x84", 12) == 0);
+    CHECK(pmt_read_file(dom, 64u << 20, &d, &nd, err, sizeof err) == 0);
+    CHECK(d && strstr(d, ">9 s</text>") != NULL);
+    CHECK(d && strstr(d, "server \xc2\xb7 pid 100 \xc2\xb7 tid 100") != NULL);
+    CHECK(d && strstr(d, "</svg>") != NULL);
+    free(shot), free(d);
+    if (pm_check_failures == 0) {
+        unlink(html), unlink(png), unlink(dom);
+        rmdir(dir);
+    } else {
+        fprintf(stderr, "kept %s for a look\n", dir);
+    }
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -340,9 +403,11 @@ int main(int argc, char **argv)
                  {"lane_roles", case_lane_roles}, {"svg_axis", case_svg_axis},
                  {"svg_lanes", case_svg_lanes}, {"svg_escape", case_svg_escape},
                  {"html", case_html}, {"cli", case_cli}, {"lod_large", case_lod_large}};
+    if (argc >= 2 && strcmp(argv[1], "browser") == 0)
+        return case_browser(argc > 2 ? argv[2] : NULL);
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();
-    fprintf(stderr, "usage: test_timeline CASE\n");
+    fprintf(stderr, "usage: test_timeline CASE [CHROMIUM]\n");
     return 2;
 }
