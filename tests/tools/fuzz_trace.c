@@ -22,6 +22,7 @@ static void consume(const pmt_trace *t, const pmt_gpu *g)
         pmt_projection_free(&p);
     }
     pmt_svg(t, g, null);
+    pmt_html(t, g, null);
     pmt_trace_write_csv(t, null);
     pmt_trace_write_json(t, null);
     fclose(null);

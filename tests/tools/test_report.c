@@ -279,7 +279,8 @@ static size_t count(const char *hay, const char *needle)
     return n;
 }
 
-/* The SVG: one rect per closed range and per activity, titles escaped. */
+/* The SVG (test_timeline has the rest): one bar per closed range and per
+ * activity, titles escaped. */
 static int case_svg(void)
 {
     pmt_trace t;
@@ -297,10 +298,11 @@ static int case_svg(void)
     fclose(f);
     CHECK(strncmp(buf, "<?xml", 5) == 0);
     CHECK(strstr(buf, "</svg>\n") != NULL);
-    CHECK_INT_EQ(count(buf, "<rect "), 11 + 5);
+    /* 16 bars, 9 legend swatches (8 kinds and modes, GPU kernel), 3 lanes */
+    CHECK_INT_EQ(count(buf, "<rect "), 16 + 9 + 3);
     CHECK_INT_EQ(count(buf, "</title></rect>"), 16);
     CHECK(strstr(buf, "a&lt;b&amp;c") != NULL);
-    CHECK(strstr(buf, "GPU activity") != NULL);
+    CHECK(strstr(buf, ">GPU stream 1 \xc2\xb7 pid 0</text>") != NULL);
     free(buf);
     pmt_gpu_free(&g);
     pmt_trace_free(&t);

@@ -168,6 +168,7 @@ static void report_usage(FILE *f)
           "                      ours): kernel time is projected onto the ranges that\n"
           "                      enclose its launch on the same thread\n"
           "  --svg OUT           writes a timeline picture (SVG)\n"
+          "  --html OUT          the same picture in one self-contained HTML file\n"
           "  --json              one JSON object per row\n"
           "  --no-requests       leaves out the per-request table\n"
           "  A DIR from `capture` is read whole. Check violations are warned about.\n",
@@ -175,7 +176,7 @@ static void report_usage(FILE *f)
 }
 
 typedef struct report_args {
-    const char *svg;
+    const char *svg, *html;
     const char *prefix;
     pmt_report_opts o;
 } report_args;
@@ -217,6 +218,10 @@ static int report_opt(int argc, char **argv, int *i, pmt_gpu *g, int *has_gpu, r
         if (!(v = value_of(argc, argv, i)))
             return -2;
         ra->svg = v;
+    } else if (!strcmp(a, "--html")) {
+        if (!(v = value_of(argc, argv, i)))
+            return -2;
+        ra->html = v;
     } else if (!strcmp(a, "--prefix")) {
         if (!(v = value_of(argc, argv, i)))
             return -2;
@@ -277,10 +282,10 @@ static int report_parse(int argc, char **argv, pmt_trace *t, pmt_gpu *g, int *ha
     return 0;
 }
 
-static int write_picture(const char *path, const pmt_trace *t, const pmt_gpu *g)
+static int write_picture(const char *path, const pmt_trace *t, const pmt_gpu *g, int html)
 {
     FILE *f = fopen(path, "w");
-    int rc = f ? pmt_svg(t, g, f) : -1;
+    int rc = f ? (html ? pmt_html(t, g, f) : pmt_svg(t, g, f)) : -1;
     if (f && fclose(f) != 0)
         rc = -1;
     if (rc < 0)
@@ -322,7 +327,9 @@ int pmt_cmd_report(int argc, char **argv)
         fprintf(stderr, "phasemark report: cannot write the report\n");
         goto done;
     }
-    if (ra.svg && write_picture(ra.svg, &t, has_gpu ? &g : NULL) < 0)
+    if (ra.svg && write_picture(ra.svg, &t, has_gpu ? &g : NULL, 0) < 0)
+        goto done;
+    if (ra.html && write_picture(ra.html, &t, has_gpu ? &g : NULL, 1) < 0)
         goto done;
     rc = 0;
 done:

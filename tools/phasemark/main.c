@@ -11,7 +11,7 @@ static void usage(FILE *f)
     fputs("usage: phasemark <command> [options]\n"
           "  capture -o DIR [--kernels] -- CMD...   record ranges (and kernels) of CMD\n"
           "  check [--expect SPEC] TRACE...          verify balance, nesting, names, counts\n"
-          "  report [--kernels F] [--api F] [--svg OUT] [--json] TRACE|DIR...\n"
+          "  report [--kernels F] [--api F] [--svg OUT] [--html OUT] [--json] TRACE|DIR...\n"
           "                                          time per phase, GPU projection, timeline\n"
           "  perturb [--pairs N] [--warmup W] -- CMD...  marker cost, output parity\n"
           "  diff [--threshold PCT] A B              per-group deltas; exit 1 on a regression\n"

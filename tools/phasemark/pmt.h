@@ -236,6 +236,20 @@ int pmt_trace_write_json_gpu(const pmt_trace *t, const struct pmt_gpu *g, FILE *
 #define PMT_GPU_CATEGORY "phasemark.gpu"
 #define PMT_GPU_TRACK_BASE 0xFFFF0000u /* tid of stream 0's track */
 
+/* ---- lane names (lanes.c) ---- */
+
+/* The name to show for each process (tid 0) and thread of t: the role its
+ * phasemark ranges give it ("server"; "shard 1 where=remote
+ * backend=cuda:0"), the trace's own name, or "role (name)". *out, sorted
+ * by pid then tid, holds one entry per lane that has a role or a name; the
+ * caller frees it with pmt_lane_names_free. 0, or -1 out of memory (*out
+ * NULL). Written to trace.json as Perfetto's process_name/thread_name
+ * metadata and used for the picture's lanes. */
+int pmt_lane_names(const pmt_trace *t, pmt_label **out, size_t *n);
+void pmt_lane_names_free(pmt_label *names, size_t n);
+/* The name of (pid, tid) in names[0..n) from pmt_lane_names, or NULL. */
+const char *pmt_lane_name_of(const pmt_label *names, size_t n, uint32_t pid, uint32_t tid);
+
 /* ---- raw recorder files (raw.c) ---- */
 
 /* Merges one raw file into t. Returns 0, 1 when the file was cut short
@@ -406,7 +420,17 @@ typedef struct pmt_request {
 int pmt_requests(const pmt_trace *t, const pmt_report_opts *o, pmt_request **out, size_t *n);
 
 int pmt_report(const pmt_trace *t, const pmt_projection *p, const pmt_report_opts *o, FILE *out);
+/* The timeline picture (svg.c, which states the level-of-detail rule): an
+ * SVG file, or the same inline in one self-contained HTML file. g may be
+ * NULL. 0, or -1 out of memory or on a write error. */
+#define PMT_TIMELINE_WIDTH 1400 /* px of the time axis: one column each */
+#define PMT_TIMELINE_DEPTH 32   /* nesting rows per lane; deeper share the last */
 int pmt_svg(const pmt_trace *t, const pmt_gpu *g, FILE *out);
+int pmt_html(const pmt_trace *t, const pmt_gpu *g, FILE *out);
+/* Appends a generated two-shard serving trace (synth.c states its exact
+ * shape): requests of one prefill and steps decode steps, 4 + 4 * steps
+ * ranges each, for the timeline's tests and bench. 0 or -1. */
+int pmt_synth_serving(pmt_trace *t, size_t requests, size_t steps);
 
 /* ---- inputs (load.c, readers.c) ---- */
 

@@ -435,19 +435,25 @@ static void put_us(FILE *f, const char *key, uint64_t ns)
     fprintf(f, ",\"%s\":%llu.%03u", key, (unsigned long long)(ns / 1000), (unsigned)(ns % 1000));
 }
 
-static void json_labels(const pmt_trace *t, FILE *f, int *first)
+/* Perfetto's names for processes and threads (pmt_lane_names). */
+static int json_labels(const pmt_trace *t, FILE *f, int *first)
 {
-    for (size_t i = 0; i < t->nlabels; i++) {
-        const pmt_label *l = &t->labels[i];
+    pmt_label *ls;
+    size_t n;
+    if (pmt_lane_names(t, &ls, &n) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
         fprintf(f, "%s\n{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%u", *first ? "" : ",",
-                l->tid ? "thread_name" : "process_name", l->pid);
-        if (l->tid)
-            fprintf(f, ",\"tid\":%u", l->tid);
+                ls[i].tid ? "thread_name" : "process_name", ls[i].pid);
+        if (ls[i].tid)
+            fprintf(f, ",\"tid\":%u", ls[i].tid);
         fputs(",\"args\":{\"name\":", f);
-        pmt_json_put(f, l->name);
+        pmt_json_put(f, ls[i].name);
         fputs("}}", f);
         *first = 0;
     }
+    pmt_lane_names_free(ls, n);
+    return 0;
 }
 
 /* GPU activities: one track per process and stream, named once. */
@@ -482,7 +488,8 @@ int pmt_trace_write_json_gpu(const pmt_trace *t, const pmt_gpu *g, FILE *f)
 {
     int first = 1;
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
-    json_labels(t, f, &first);
+    if (json_labels(t, f, &first) < 0)
+        return -1;
     json_gpu(g, f, &first);
     for (size_t i = 0; i < t->n; i++) {
         const pmt_range *r = &t->r[i];
