@@ -3,7 +3,10 @@
  * path), a short prefill (the matrix-vector path) and every decode step.
  *
  * Usage: test_engine_parity TYPE [VARIANT]
- *   TYPE     f32 f16 bf16 q8_0 q4_0 (matrices and embedding)
+ *   TYPE     f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k (matrices and embedding),
+ *            or q4_k_m: Q4_K with attn_v, ffn_down and output in Q6_K
+ *            (k-quant models are 256 wide, ffn 512: rows of whole
+ *            super-blocks)
  *   VARIANT  plain (default) | tied (output = embedding) | rope (base
  *            500000, linear scaling x4) | mha (n_kv_heads = n_heads) |
  *            scalar (the portable kernels instead of AVX2) | gemm_own /
@@ -32,6 +35,7 @@
 #include "model.h"
 #include "phasemark/engine.h"
 #include "pm_check.h"
+#include "quant.h"
 #include "ref.h"
 #include "synth.h"
 
@@ -107,7 +111,16 @@ int main(int argc, char **argv)
         return 2;
     }
     synth_spec s = synth_default();
-    s.type = s.embd_type = synth_type(argv[1]);
+    if (strcmp(argv[1], "q4_k_m") == 0) {
+        s.type = s.embd_type = LLM_TYPE_Q4_K;
+        s.type_hi = LLM_TYPE_Q6_K;
+    } else {
+        s.type = s.embd_type = synth_type(argv[1]);
+    }
+    if (llm_type_find(NULL, s.type)->block_elems == LLM_QK_K) {
+        s.hp.dim = 256;
+        s.hp.ffn = 512;
+    }
     apply_variant(&s, argc == 3 ? argv[2] : "plain");
     char path[512];
     synth_path(path, sizeof path, argv[1]);
