@@ -270,6 +270,8 @@ static void rope(const ref_model *r, double *v, int heads)
     for (int h = 0; h < heads; h++)
         for (int i = 0; i < hd / 2; i++) {
             double a = r->pos / r->hp.rope_factor * pow(r->hp.rope_base, -2.0 * i / hd);
+            if (r->hp.rope_freqs)
+                a /= ref_rope_freq(i);
             double *p = v + h * hd + 2 * i, x0 = p[0], x1 = p[1];
             p[0] = x0 * cos(a) - x1 * sin(a);
             p[1] = x0 * sin(a) + x1 * cos(a);

@@ -153,6 +153,15 @@ int synth_write(const char *path, const synth_spec *s)
         }
     }
     rc |= add(&c, "output_norm.weight", 0, D, 1, 0.2, 1.0);
+    float freqs[512];
+    uint64_t half = D / (uint64_t)hp->n_heads / 2;
+    if (hp->rope_freqs && half <= 512) {
+        for (uint64_t i = 0; i < half; i++)
+            freqs[i] = ref_rope_freq((int)i);
+        if (hp->rope_freqs == 2)
+            freqs[1] = 0.0f; /* a malformed file */
+        rc |= llm_gguf_writer_add_tensor_f32(c.w, "rope_freqs.weight", LLM_TYPE_F32, 1, &half, freqs);
+    }
     if (!s->tied)
         rc |= add(&c, "output.weight", hi, D, (uint64_t)hp->vocab, sqrt(3.0 / D), 0);
     char err[256] = "";
