@@ -308,6 +308,10 @@ static void run_prompt(pair *p, const int32_t *toks, size_t n, int decodes)
     }
 }
 
+/* A k-quant model on the device runs re-quantized to Q8_0: a second
+ * rounding of every weight on top of the CPU's activation rounding. */
+#define K_REQUANT_TOL 0.3
+
 static double type_tol(uint32_t t)
 {
     return t == LLM_TYPE_F32 ? 2e-3 : (t == LLM_TYPE_F16 || t == LLM_TYPE_BF16) ? 0.08 : 0.15;
@@ -430,6 +434,40 @@ static void engine_f16(void) { synth_case("f16", 20); }
 static void engine_bf16(void) { synth_case("bf16", 20); }
 static void engine_q8_0(void) { synth_case("q8_0", 20); }
 static void engine_q4_0(void) { synth_case("q4_0", 20); }
+
+/* A Q4_K_M-like mix (Q4_K, with attn_v, ffn_down and output in Q6_K),
+ * 256 wide: the device runs it re-quantized to Q8_0 (cuda_matmul.cu), the
+ * CPU on the k-quant blocks themselves. */
+static void engine_q4_k_m(void)
+{
+    ct_require_device();
+    synth_spec s = synth_default();
+    s.hp.dim = 256;
+    s.hp.n_heads = 4; /* head_dim 64 */
+    s.hp.n_kv_heads = 2;
+    s.hp.ffn = 512;
+    s.hp.vocab = 384;
+    s.hp.ctx = 128;
+    s.hp.n_layers = 2;
+    s.type = s.embd_type = LLM_TYPE_Q4_K;
+    s.type_hi = LLM_TYPE_Q6_K;
+    char path[512];
+    synth_path(path, sizeof path, "q4_k_m");
+    REQUIRE(synth_write(path, &s) == 0);
+    pair p;
+    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 128, K_REQUANT_TOL);
+    unlink(path);
+    int32_t toks[40];
+    for (int k = 0; k < 12; k++) {
+        size_t n = (size_t)(1 + (k * 7) % 30);
+        for (size_t i = 0; i < n; i++)
+            toks[i] = (int32_t)((i * 37 + (size_t)k * 101 + 11) % (size_t)s.hp.vocab);
+        run_prompt(&p, toks, n, 6);
+    }
+    printf("q4_k_m: %d greedy steps, %d near ties, max logit diff %.3g (tol %.3g)\n", p.steps, p.ties,
+           p.worst, p.tol);
+    close_pair(&p);
+}
 
 /* The trained checkpoint (head_dim 8, GQA 8/4): 20 prompts of ids, 16
  * greedy steps each. */
@@ -870,7 +908,7 @@ static const ct_case cases[] = {
     {"engine_hetero_f16", engine_hetero_f16}, {"engine_hetero_q8_0", engine_hetero_q8_0},
     {"engine_f32", engine_f32}, {"engine_f16", engine_f16},
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
-    {"engine_q4_0", engine_q4_0}, {"engine_stories", engine_stories},
+    {"engine_q4_0", engine_q4_0}, {"engine_q4_k_m", engine_q4_k_m}, {"engine_stories", engine_stories},
     {"engine_graph_cache", engine_graph_cache},
     {"engine_prefill_f32", engine_prefill_f32}, {"engine_prefill_f16", engine_prefill_f16},
     {"engine_prefill_fallback", engine_prefill_fallback},

@@ -50,6 +50,56 @@ static uint16_t rd16(const unsigned char *p)
     return (uint16_t)(p[0] | (p[1] << 8));
 }
 
+/* The k-quants, from the GGUF block layout (written here independently of
+ * the engine's quant_k.c, element by element). Q4_K / Q5_K super-block of
+ * 256: d, dmin (fp16), 12 bytes holding eight 6-bit (scale, min) pairs,
+ * [Q5_K: 32 bytes of fifth bits], 128 bytes of nibbles. */
+static void k_scale_min(const unsigned char *s, int j, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = s[j] % 64;
+        *mn = s[j + 4] % 64;
+    } else {
+        *sc = s[j + 4] % 16 + (s[j - 4] / 64) * 16;
+        *mn = s[j + 4] / 16 + (s[j] / 64) * 16;
+    }
+}
+
+static void decode_k45(const unsigned char *p, double *dst, size_t n, int five)
+{
+    size_t bytes = five ? 176 : 144;
+    for (size_t b = 0; b < n / 256; b++) {
+        const unsigned char *blk = p + bytes * b;
+        double d = half_to_double(rd16(blk)), dmin = half_to_double(rd16(blk + 2));
+        for (int e = 0; e < 256; e++) {
+            int j = e / 32, l = e % 32, sc, mn;
+            k_scale_min(blk + 4, j, &sc, &mn);
+            unsigned byte = blk[(five ? 48 : 16) + 32 * (j / 2) + l];
+            int q = j % 2 ? (int)(byte / 16) : (int)(byte % 16);
+            if (five && (blk[16 + l] >> j) % 2)
+                q += 16;
+            dst[256 * b + e] = d * sc * q - dmin * mn;
+        }
+    }
+}
+
+/* Q6_K super-block of 256 (210 bytes): ql[128], qh[64], int8 scales[16]
+ * (one per 16 elements), fp16 d. Element e = 128h + 32g + l. */
+static void decode_q6_k(const unsigned char *p, double *dst, size_t n)
+{
+    for (size_t b = 0; b < n / 256; b++) {
+        const unsigned char *blk = p + 210 * b;
+        double d = half_to_double(rd16(blk + 208));
+        for (int e = 0; e < 256; e++) {
+            int h = e / 128, g = (e % 128) / 32, l = e % 32;
+            unsigned lo = blk[64 * h + l + (g % 2) * 32];
+            lo = g / 2 ? lo / 16 : lo % 16;
+            unsigned hi = (blk[128 + 32 * h + l] >> (2 * g)) % 4;
+            dst[256 * b + e] = d * (int8_t)blk[192 + e / 16] * ((int)(lo + 16 * hi) - 32);
+        }
+    }
+}
+
 /* Decodes a whole tensor of n elements into dst. */
 static int decode(const llm_gguf_tensor *t, double *dst, size_t n)
 {
@@ -87,6 +137,13 @@ static int decode(const llm_gguf_tensor *t, double *dst, size_t n)
                 dst[32 * b + j + 16] = d * ((blk[2 + j] >> 4) - 8);
             }
         }
+        return 0;
+    case 12: /* q4_K */
+    case 13: /* q5_K */
+        decode_k45(p, dst, n, t->type == 13);
+        return 0;
+    case 14: /* q6_K */
+        decode_q6_k(p, dst, n);
         return 0;
     default:
         return -1;
@@ -213,6 +270,8 @@ static void rope(const ref_model *r, double *v, int heads)
     for (int h = 0; h < heads; h++)
         for (int i = 0; i < hd / 2; i++) {
             double a = r->pos / r->hp.rope_factor * pow(r->hp.rope_base, -2.0 * i / hd);
+            if (r->hp.rope_freqs)
+                a /= ref_rope_freq(i);
             double *p = v + h * hd + 2 * i, x0 = p[0], x1 = p[1];
             p[0] = x0 * cos(a) - x1 * sin(a);
             p[1] = x0 * sin(a) + x1 * cos(a);

@@ -17,7 +17,17 @@
 typedef struct ref_hparams {
     int dim, n_layers, n_heads, n_kv_heads, ffn, vocab, ctx;
     double eps, rope_base, rope_factor; /* factor: linear scaling, 1 = none */
+    int rope_freqs; /* 1: frequency i is divided by ref_rope_freq(i) (Llama
+                       3.1's rope_freqs.weight, written by synth); 2: synth
+                       writes a malformed one (factor 0 at 1) */
 } ref_hparams;
+
+/* The test models' rope_freqs.weight values: 1, 3.5, 6, 8.5, 1, ... (the
+ * spread of Llama 3.1's factors, 1..8). */
+static inline float ref_rope_freq(int i)
+{
+    return 1.0f + 2.5f * (float)(i % 4);
+}
 
 typedef const llm_gguf_tensor *(*ref_find_fn)(const void *h, const char *name);
 

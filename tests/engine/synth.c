@@ -134,17 +134,18 @@ int synth_write(const char *path, const synth_spec *s)
     int rc = add_meta(c.w, s);
     rc |= add(&c, "token_embd.weight", s->embd_type, D, (uint64_t)hp->vocab, 1.0, 0.0);
     char name[96];
+    uint32_t hi = s->type_hi ? s->type_hi : s->type;
     for (int l = 0; l < hp->n_layers; l++) {
         struct { const char *what; uint64_t ne0, ne1; double scale, offset; uint32_t type; } t[] = {
             {"attn_norm", D, 1, 0.2, 1.0, 0},
             {"attn_q", D, D, sqrt(3.0 / D), 0, s->type},
             {"attn_k", D, KV, sqrt(3.0 / D), 0, s->type},
-            {"attn_v", D, KV, sqrt(3.0 / D), 0, s->type},
+            {"attn_v", D, KV, sqrt(3.0 / D), 0, hi},
             {"attn_output", D, D, sqrt(3.0 / D), 0, s->type},
             {"ffn_norm", D, 1, 0.2, 1.0, 0},
             {"ffn_gate", D, F, sqrt(3.0 / D), 0, s->type},
             {"ffn_up", D, F, sqrt(3.0 / D), 0, s->type},
-            {"ffn_down", F, D, sqrt(3.0 / F), 0, s->type},
+            {"ffn_down", F, D, sqrt(3.0 / F), 0, hi},
         };
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             snprintf(name, sizeof name, "blk.%d.%s.weight", l, t[i].what);
@@ -152,8 +153,17 @@ int synth_write(const char *path, const synth_spec *s)
         }
     }
     rc |= add(&c, "output_norm.weight", 0, D, 1, 0.2, 1.0);
+    float freqs[512];
+    uint64_t half = D / (uint64_t)hp->n_heads / 2;
+    if (hp->rope_freqs && half <= 512) {
+        for (uint64_t i = 0; i < half; i++)
+            freqs[i] = ref_rope_freq((int)i);
+        if (hp->rope_freqs == 2)
+            freqs[1] = 0.0f; /* a malformed file */
+        rc |= llm_gguf_writer_add_tensor_f32(c.w, "rope_freqs.weight", LLM_TYPE_F32, 1, &half, freqs);
+    }
     if (!s->tied)
-        rc |= add(&c, "output.weight", s->type, D, (uint64_t)hp->vocab, sqrt(3.0 / D), 0);
+        rc |= add(&c, "output.weight", hi, D, (uint64_t)hp->vocab, sqrt(3.0 / D), 0);
     char err[256] = "";
     if (rc == 0)
         rc = llm_gguf_writer_write(c.w, path, err, sizeof err);

@@ -18,6 +18,8 @@ typedef struct synth_spec {
     ref_hparams hp;     /* shapes, eps, rope */
     uint32_t type;      /* matrix type (quant.h ids) */
     uint32_t embd_type; /* token embedding type */
+    uint32_t type_hi;   /* nonzero: attn_v, ffn_down and output.weight take
+                           this type instead (a Q4_K_M-like mix) */
     int tied;           /* 1: no output.weight */
     uint64_t seed;
     const char *arch;   /* general.architecture; NULL: "llama" */

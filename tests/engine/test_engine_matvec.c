@@ -12,7 +12,8 @@
  * float rows with SIMD tails, all-zero and extreme weight blocks, and an
  * output stride wider than the rows (columns outside stay untouched).
  * The attention kernel is held the same way to the loop it replaces: dot,
- * expf and axpy per cached position.
+ * expf and axpy per cached position. The k-quants' products are held to
+ * the scalar set's bit for bit (check_kquants).
  *
  *   test_engine_matvec scalar|avx2|vnni
  *
@@ -194,6 +195,56 @@ static void check_attend(const llm_kernels *k)
     }
 }
 
+/* The k-quants (kernels_k.c): k's products bitwise the scalar set's, which
+ * in turn agree with the reference dequantization (quant_k.c) dotted in
+ * double with the dequantized activations (d * q): the integer
+ * decomposition of each sub-block is exact, so only f32 rounding of the
+ * per-block terms remains (relative 1e-5 of the sum of |terms|). */
+static void check_kquants(const llm_kernels *k, case_buf *b)
+{
+    llm_kernels ref;
+    llm_kernels_scalar(&ref);
+    const uint32_t types[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
+    const int64_t lens[] = {256, 512, 768};
+    float *wf = malloc(sizeof(float) * 768), *y2 = malloc(sizeof(float) * MAX_N * 64);
+    REQUIRE(wf && y2);
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t li = 0; li < 3; li++) {
+            int64_t len = lens[li], rows = 13, ldy = rows + 3;
+            uint64_t rb;
+            REQUIRE(llm_type_row_bytes(types[ti], (uint64_t)len, &rb) == 0);
+            fill_weights(types[ti], b->w, (size_t)rb, rows, len);
+            for (int64_t i = 0; i < MAX_N * len; i++)
+                b->x[i] = (float)(2.0 * uni()) * (i % 11 == 0 ? 8.0f : 1.0f);
+            for (int32_t n = 1; n <= MAX_N; n += 6) {
+                llm_acts a;
+                llm_acts_quantize(k, b->x, n, len, &b->s, &a);
+                matvec_of(k, types[ti])(b->w, (size_t)rb, rows, &a, b->y, ldy);
+                matvec_of(&ref, types[ti])(b->w, (size_t)rb, rows, &a, y2, ldy);
+                for (int32_t t = 0; t < n; t++)
+                    for (int64_t r = 0; r < rows; r++) {
+                        float got = b->y[t * ldy + r], want = y2[t * ldy + r];
+                        if (memcmp(&got, &want, sizeof got) != 0) {
+                            fprintf(stderr, "%s %s len %lld n %d y[%d][%lld] %.9g, scalar %.9g\n", k->name,
+                                    llm_type_name(types[ti]), (long long)len, (int)n, (int)t, (long long)r,
+                                    got, want);
+                            CHECK(0);
+                        }
+                        llm_dequantize_row(types[ti], b->w + (size_t)r * rb, wf, (size_t)len);
+                        double sum = 0.0, mag = 0.0;
+                        for (int64_t i = 0; i < len; i++) {
+                            double xi = (double)a.d[t * (len / 32) + i / 32] * a.q[t * len + i];
+                            sum += (double)wf[i] * xi;
+                            mag += fabs((double)wf[i] * xi);
+                        }
+                        CHECK_NEAR(want, sum, 1e-5 * mag + 1e-6);
+                    }
+            }
+        }
+    free(wf);
+    free(y2);
+}
+
 int main(int argc, char **argv)
 {
     llm_kernels k;
@@ -208,7 +259,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: test_engine_matvec scalar|avx2|vnni\n");
         return 2;
     }
-    enum { MAX_ROWS = 61, MAX_LEN = 544 };
+    enum { MAX_ROWS = 61, MAX_LEN = 768 };
     case_buf b;
     b.w = malloc((size_t)MAX_ROWS * MAX_LEN * 4);
     b.x = malloc(sizeof(float) * MAX_N * MAX_LEN);
@@ -235,6 +286,7 @@ int main(int argc, char **argv)
                 check_case(&k, floats[ti], rows[ri], float_lens[li], &b);
     check_layouts(&k, &b);
     check_attend(&k);
+    check_kquants(&k, &b);
     printf("%s: matrix-vector and attention kernels bitwise equal to the single-row loops\n",
            k.name);
 

@@ -3,9 +3,13 @@
  * path), a short prefill (the matrix-vector path) and every decode step.
  *
  * Usage: test_engine_parity TYPE [VARIANT]
- *   TYPE     f32 f16 bf16 q8_0 q4_0 (matrices and embedding)
+ *   TYPE     f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k (matrices and embedding),
+ *            or q4_k_m: Q4_K with attn_v, ffn_down and output in Q6_K
+ *            (k-quant models are 256 wide, ffn 512: rows of whole
+ *            super-blocks)
  *   VARIANT  plain (default) | tied (output = embedding) | rope (base
- *            500000, linear scaling x4) | mha (n_kv_heads = n_heads) |
+ *            500000, linear scaling x4) | rope_freqs (a rope_freqs.weight
+ *            tensor, Llama 3.1) | mha (n_kv_heads = n_heads) |
  *            scalar (the portable kernels instead of AVX2) | gemm_own /
  *            gemm_blas (the batched product forced to the built-in kernel
  *            or to OpenBLAS)
@@ -32,6 +36,7 @@
 #include "model.h"
 #include "phasemark/engine.h"
 #include "pm_check.h"
+#include "quant.h"
 #include "ref.h"
 #include "synth.h"
 
@@ -56,7 +61,11 @@ static void apply_variant(synth_spec *s, const char *v)
     else if (strcmp(v, "rope") == 0) {
         s->hp.rope_base = 500000.0;
         s->hp.rope_factor = 4.0;
-    } else if (strcmp(v, "mha") == 0)
+    } else if (strcmp(v, "rope_freqs") == 0) /* Llama 3.1's frequency factors */
+        s->hp.rope_freqs = 1;
+    else if (strcmp(v, "rope_freqs_bad") == 0)
+        s->hp.rope_freqs = 2;
+    else if (strcmp(v, "mha") == 0)
         s->hp.n_kv_heads = s->hp.n_heads;
     else if (strcmp(v, "plain") != 0) {
         fprintf(stderr, "unknown variant %s\n", v);
@@ -107,7 +116,16 @@ int main(int argc, char **argv)
         return 2;
     }
     synth_spec s = synth_default();
-    s.type = s.embd_type = synth_type(argv[1]);
+    if (strcmp(argv[1], "q4_k_m") == 0) {
+        s.type = s.embd_type = LLM_TYPE_Q4_K;
+        s.type_hi = LLM_TYPE_Q6_K;
+    } else {
+        s.type = s.embd_type = synth_type(argv[1]);
+    }
+    if (llm_type_find(NULL, s.type)->block_elems == LLM_QK_K) {
+        s.hp.dim = 256;
+        s.hp.ffn = 512;
+    }
     apply_variant(&s, argc == 3 ? argv[2] : "plain");
     char path[512];
     synth_path(path, sizeof path, argv[1]);
@@ -115,6 +133,15 @@ int main(int argc, char **argv)
 
     llm_gguf *g;
     char err[256];
+    if (argc == 3 && strcmp(argv[2], "rope_freqs_bad") == 0) {
+        /* A frequency factor of 0 fails the open with one line. */
+        llm_model_options o = LLM_MODEL_OPTIONS_INIT;
+        llm_model *m = NULL;
+        CHECK_INT_EQ(llm_model_open(path, &o, &m, err, sizeof err), LLM_EFORMAT);
+        CHECK_STR_EQ(err, "model: rope_freqs.weight[1] = 0 is not a positive factor");
+        unlink(path);
+        return pm_check_result();
+    }
     REQUIRE(llm_gguf_open(path, &g, err, sizeof err) == 0);
     ref_model *r = ref_load(&s.hp, synth_find_gguf, g);
     REQUIRE(r);

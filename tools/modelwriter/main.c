@@ -74,7 +74,7 @@ int mw_parse_type(const char *s, uint32_t *out)
 {
     if (s && llm_type_parse(s, out) == 0)
         return 0;
-    fprintf(stderr, MW_NAME ": --type must be f32, f16, bf16, q8_0 or q4_0 (got '%s')\n", s ? s : "");
+    fprintf(stderr, MW_NAME ": --type must be f32, f16, bf16, q8_0, q4_0, q4_K, q5_K or q6_K (got '%s')\n", s ? s : "");
     return -1;
 }
 

@@ -12,8 +12,8 @@
  * table (cpu/kernels.h, cuda/), checked against the model's tensors when
  * it loads.
  *
- * Five built-in types convert, so the engine computes with them: F32, F16,
- * BF16, Q8_0 and Q4_0. The table also holds the block layouts of the other
+ * Eight built-in types convert, so the engine computes with them: F32, F16,
+ * BF16, Q8_0, Q4_0 and the k-quants Q4_K, Q5_K, Q6_K (bottom of this file). The table also holds the block layouts of the other
  * common ggml types, without conversions, so that a file holding them opens
  * and its tensors are sized and then refused by name. A caller may bring
  * more types (a test's toy type) as an llm_type_set, consulted after the
@@ -233,6 +233,56 @@ static inline uint16_t llm_f32_to_bf16(float f)
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
+
+/* ---- k-quants (quant_k.c) ---------------------------------------------- *
+ *
+ * Super-blocks of 256 elements, little-endian, as ggml's k-quants:
+ *   Q4_K (144 bytes): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins
+ *         for 8 sub-blocks of 32 (llm_q4k_scale_min), 128 bytes of nibbles:
+ *         byte 32p + l holds element l of sub-block 2p (low nibble) and of
+ *         sub-block 2p+1 (high); x = d*sc_j*q - dmin*m_j.
+ *   Q5_K (176 bytes): fp16 d, fp16 dmin, the same 12 scale bytes, 32 bytes
+ *         qh (bit j of qh[l]: the fifth bit of element l of sub-block j),
+ *         128 bytes of low nibbles laid out as Q4_K's; x = d*sc_j*q - dmin*m_j.
+ *   Q6_K (210 bytes): 128 bytes ql, 64 bytes qh, 16 int8 scales (one per
+ *         16 elements), fp16 d. Element 128h + 32g + l (h < 2, g < 4,
+ *         l < 32): low 4 bits in ql[64h + l + 32(g&1)], nibble g>>1; high
+ *         2 bits at bit 2g of qh[32h + l]; x = d * sc[e/16] * (q - 32).
+ * Quantization is round-to-nearest per block (roundf, half away from
+ * zero), not ggml's search for the best scales: Q4_K/Q5_K take each
+ * sub-block's range [min(x, 0), max(x)] over 15 / 31 levels, 6-bit scales
+ * and mins relative to the fp16 d = max scale / 63 and dmin = max min / 63;
+ * Q6_K takes each 16-element sub-block's max |x| / 31, 8-bit scales
+ * relative to d = max scale / 127, q in -32..31. */
+#define LLM_QK_K 256
+#define LLM_TYPE_Q4_K 12u
+#define LLM_TYPE_Q5_K 13u
+#define LLM_TYPE_Q6_K 14u
+#define LLM_Q4_K_BYTES 144
+#define LLM_Q5_K_BYTES 176
+#define LLM_Q6_K_BYTES 210
+
+/* Sub-block j's (0..7) 6-bit scale and min from Q4_K/Q5_K's 12 bytes:
+ * j < 4: scale = s[j] & 63, min = s[j+4] & 63; else the low 4 bits from
+ * s[j+4] (scale low nibble, min high nibble) and the top 2 from bits 6..7
+ * of s[j-4] (scale) and s[j] (min). */
+static inline void llm_q4k_scale_min(const unsigned char *s, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+void llm_q4_k_to_f32(const void *src, float *dst, size_t n);
+void llm_q4_k_from_f32(const float *src, void *dst, size_t n);
+void llm_q5_k_to_f32(const void *src, float *dst, size_t n);
+void llm_q5_k_from_f32(const float *src, void *dst, size_t n);
+void llm_q6_k_to_f32(const void *src, float *dst, size_t n);
+void llm_q6_k_from_f32(const float *src, void *dst, size_t n);
 
 #ifdef __cplusplus
 }

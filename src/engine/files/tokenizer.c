@@ -262,8 +262,11 @@ static void derive_types(llm_tokenizer *t)
     }
 }
 
-/* Byte tables; gpt2 needs every byte representable. */
-static int build_byte_table(llm_tokenizer *t, char *err, size_t errlen)
+/* Byte tables. A gpt2 vocabulary may lack a byte's character (Falcon's and
+ * StarCoder's never saw bytes that no valid UTF-8 holds): that byte's id
+ * stays -1, it takes part in no merge, and tokenization drops it, which is
+ * what llama.cpp does (its per-byte fallback finds no piece either). */
+static void build_byte_table(llm_tokenizer *t)
 {
     for (int b = 0; b < 256; b++)
         t->byte_tok[b] = -1;
@@ -273,16 +276,13 @@ static int build_byte_table(llm_tokenizer *t, char *err, size_t errlen)
             if (b >= 0 && t->byte_tok[b] < 0)
                 t->byte_tok[b] = (int32_t)id;
         }
-        return 0;
+        return;
     }
     for (unsigned b = 0; b < 256; b++) {
         unsigned char u[4];
         size_t n = pm__utf8_put(pm__gpt2_byte_to_cp(b), u);
         t->byte_tok[b] = pm__tok_lookup(t, (const char *)u, n);
-        if (t->byte_tok[b] < 0)
-            return tok_fail(err, errlen, LLM_EFORMAT, "gpt2 vocabulary has no piece for byte 0x%02X", b);
     }
-    return 0;
 }
 
 static int finish(llm_tokenizer *t, int have_types, char *err, size_t errlen)
@@ -291,7 +291,8 @@ static int finish(llm_tokenizer *t, int have_types, char *err, size_t errlen)
         derive_types(t);
     if (build_piece_hash(t))
         return tok_fail(err, errlen, LLM_ENOMEM, "out of memory");
-    return build_byte_table(t, err, errlen);
+    build_byte_table(t);
+    return 0;
 }
 
 /* ---- from GGUF -------------------------------------------------------- */
@@ -314,38 +315,50 @@ static int gguf_kind(const llm_gguf *g, enum llm_tok_kind *kind, char *err, size
     return 0;
 }
 
-/* tokenizer.ggml.pre names the regex a gpt2 vocabulary was trained to be
- * split with (llama.cpp's converter writes it). Absent, "default" and
- * "gpt2" mean GPT-2's own; "llama-bpe" is Llama 3's, and "llama3" and
- * "smaug-bpe" use the same regex. Any other name is refused rather than
- * tokenized with a regex the model was not trained on: the ids would look
- * plausible and be silently wrong. */
-static int gguf_pre(const llm_gguf *g, enum llm_tok_pre *pre, char *err, size_t errlen)
+/* tokenizer.ggml.pre names the split a gpt2 vocabulary was trained with
+ * (llama.cpp's converter writes it); the names are llama.cpp's, grouped by
+ * the split they mean (tokenizer.h). Absent and "default" mean GPT-2's
+ * own. Any other name is refused rather than tokenized with a split the
+ * model was not trained on: the ids would look plausible and be silently
+ * wrong. ignore_merges is llama.cpp's flag of the Llama 3 names (not of
+ * smaug-bpe or dbrx, which share only the regex). */
+static const struct tok_pre_name {
+    const char *name;
+    enum llm_tok_pre pre;
+    int ignore_merges;
+} k_pre_names[] = {
+    {"default", LLM_TOK_PRE_GPT2, 0},        {"gpt2", LLM_TOK_PRE_GPT2, 0},
+    {"gpt-2", LLM_TOK_PRE_GPT2, 0},          {"mpt", LLM_TOK_PRE_GPT2, 0},
+    {"gpt-neox", LLM_TOK_PRE_GPT2, 0},       {"olmo", LLM_TOK_PRE_GPT2, 0},
+    {"phi-2", LLM_TOK_PRE_GPT2, 0},          {"llama-bpe", LLM_TOK_PRE_LLAMA3, 1},
+    {"llama3", LLM_TOK_PRE_LLAMA3, 1},       {"llama-v3", LLM_TOK_PRE_LLAMA3, 1},
+    {"smaug-bpe", LLM_TOK_PRE_LLAMA3, 0},    {"dbrx", LLM_TOK_PRE_LLAMA3, 0},
+    {"qwen2", LLM_TOK_PRE_QWEN2, 0},         {"stablelm2", LLM_TOK_PRE_QWEN2, 0},
+    {"starcoder", LLM_TOK_PRE_STARCODER, 0}, {"refact", LLM_TOK_PRE_STARCODER, 0},
+};
+
+static int gguf_pre(const llm_gguf *g, llm_tokenizer *t, char *err, size_t errlen)
 {
-    static const struct {
-        const char *name;
-        enum llm_tok_pre pre;
-    } known[] = {
-        {"default", LLM_TOK_PRE_GPT2},     {"gpt2", LLM_TOK_PRE_GPT2},    {"gpt-2", LLM_TOK_PRE_GPT2},
-        {"llama-bpe", LLM_TOK_PRE_LLAMA3}, {"llama3", LLM_TOK_PRE_LLAMA3}, {"smaug-bpe", LLM_TOK_PRE_LLAMA3},
-    };
     const char *s;
     size_t n;
-    *pre = LLM_TOK_PRE_GPT2;
+    t->pre = LLM_TOK_PRE_GPT2;
+    t->ignore_merges = 0;
     int r = llm_gguf_get_str(g, "tokenizer.ggml.pre", &s, &n);
     if (r == LLM_ENOKEY)
         return 0;
     if (r != 0)
         return tok_fail(err, errlen, LLM_EFORMAT, "tokenizer.ggml.pre is not a string");
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        if (strlen(known[i].name) == n && memcmp(known[i].name, s, n) == 0) {
-            *pre = known[i].pre;
+    for (size_t i = 0; i < sizeof k_pre_names / sizeof k_pre_names[0]; i++) {
+        if (strlen(k_pre_names[i].name) == n && memcmp(k_pre_names[i].name, s, n) == 0) {
+            t->pre = k_pre_names[i].pre;
+            t->ignore_merges = k_pre_names[i].ignore_merges;
             return 0;
         }
     }
     char shown[44];
     return tok_fail(err, errlen, LLM_EFORMAT,
-                    "unsupported tokenizer.ggml.pre '%s' (supported: default, gpt2, llama-bpe)",
+                    "unsupported tokenizer.ggml.pre '%s' (supported: default, gpt2, llama-bpe, qwen2, "
+                    "starcoder and their aliases; docs/model-files.md)",
                     llm__show(s, n, 40, shown));
 }
 
@@ -498,15 +511,16 @@ int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, s
         r = gguf_special(g, "tokenizer.ggml.eos_token_id", spm ? 2 : -1, t->n_vocab, &t->eos, err, errlen);
     if (!r)
         r = gguf_special(g, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1, t->n_vocab, &t->unk, err, errlen);
+    /* SentencePiece splits no pre-tokens, so spm ignores the key (llama.cpp
+     * writes "default" there, or nothing). Checked before the pieces are
+     * indexed, so an unsupported split is what a refusal names. */
+    if (!r && !spm)
+        r = gguf_pre(g, t, err, errlen);
     if (!r) {
         t->add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", spm);
         t->add_space_prefix = spm && gguf_flag(g, "tokenizer.ggml.add_space_prefix", 1);
         r = finish(t, have_types, err, errlen);
     }
-    /* SentencePiece splits no pre-tokens, so spm ignores the key (llama.cpp
-     * writes "default" there, or nothing). */
-    if (!r && !spm)
-        r = gguf_pre(g, &t->pre, err, errlen);
     if (!r && !spm)
         r = gguf_merges(t, g, err, errlen);
     if (r) {
@@ -518,6 +532,10 @@ int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, s
 }
 
 /* ---- from llama2.c tokenizer.bin -------------------------------------- */
+
+/* llama2.c's own limit on a piece: 170 bytes, so that a piece of spaces
+ * widened to "▁" (3 bytes each) stays within 512. */
+#define L2C_MAX_TOKEN_LEN 170u
 
 typedef struct l2c_reader {
     const unsigned char *p;
@@ -623,9 +641,9 @@ int llm_tokenizer_from_llama2c(const char *path, uint32_t vocab_size, llm_tokeni
     llm_tokenizer *t = NULL;
     if (rd32(&rd, &max_len))
         r = tok_fail(err, errlen, LLM_EFORMAT, "tokenizer.bin is truncated (no header)");
-    else if (max_len == 0 || max_len > LLM_TOK_MAX_PIECE / 3)
+    else if (max_len == 0 || max_len > L2C_MAX_TOKEN_LEN)
         r = tok_fail(err, errlen, LLM_EFORMAT, "max_token_length %d is not 1..%u", (int)(int32_t)max_len,
-                     LLM_TOK_MAX_PIECE / 3);
+                     L2C_MAX_TOKEN_LEN);
     /* A ' ' widens to the 3-byte "▁": bound the text by 3x the file. */
     else if (!(t = tok_alloc(LLM_TOK_SPM, vocab_size, 3 * (uint64_t)len + vocab_size)))
         r = tok_fail(err, errlen, LLM_ENOMEM, "out of memory");

@@ -11,18 +11,27 @@
  *  score is merged, repeatedly (ties: the leftmost pair), until no pair
  *  merges — SentencePiece's BPE encoding.
  *
- *  "gpt2" (byte-level BPE): the text is pre-split by the regex that
- *  tokenizer.ggml.pre names — absent, "default", "gpt2" or "gpt-2": GPT-2's
+ *  "gpt2" (byte-level BPE): the text is pre-split by the rules that
+ *  tokenizer.ggml.pre names (llm_tok_pre in tokenizer_impl.h has the
+ *  accepted names of each) — GPT-2's regex
  *    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- *  "llama-bpe" (also "llama3", "smaug-bpe"): Llama 3's
+ *  (absent, "default", "gpt2", "gpt-2", "mpt", "gpt-neox", "olmo",
+ *  "phi-2"); Llama 3's
  *    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *     ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
- *  (both implemented by hand as a backtracking engine would match them;
- *  letters and numbers by Unicode 14 general category, whitespace by
- *  White_Space, an invalid UTF-8 byte as punctuation), each chunk's bytes
- *  are mapped to GPT-2's printable byte alphabet, and merges are applied by
- *  rank (lowest first; ties leftmost) until none applies. Any other
- *  tokenizer.ggml.pre is refused at creation.
+ *  ("llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx"); Qwen2's, the
+ *  same with \p{N} in place of \p{N}{1,3} ("qwen2", "stablelm2"); and
+ *  StarCoder's, every number character a pre-token of its own and GPT-2's
+ *  regex over the text between them ("starcoder", "refact"). All are
+ *  implemented by hand as a backtracking engine would match them (letters
+ *  and numbers by Unicode 14 general category, whitespace by White_Space,
+ *  an invalid UTF-8 byte as punctuation). Each chunk's bytes are mapped to
+ *  GPT-2's printable byte alphabet and merges are applied by rank (lowest
+ *  first; ties leftmost) until none applies — except that under
+ *  "llama-bpe", "llama3" and "llama-v3" (llama.cpp's ignore_merges) a
+ *  chunk that is itself a piece is emitted whole. A byte whose character
+ *  the vocabulary lacks is dropped from the output, as llama.cpp does. Any
+ *  other tokenizer.ggml.pre is refused at creation.
  *
  * Only normal and user-defined pieces take part in matching and merging:
  * control, unknown, unused and byte tokens are never produced from text
@@ -106,7 +115,7 @@ int llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, int add_b
  * No piece needs more than LLM_TOK_MAX_PIECE bytes. */
 int llm_token_to_bytes(const llm_tokenizer *t, int32_t id, char *buf, size_t cap, size_t *n);
 
-#define LLM_TOK_MAX_PIECE 512
+#define LLM_TOK_MAX_PIECE 4096
 
 enum llm_tok_kind llm_tokenizer_kind(const llm_tokenizer *t);
 uint32_t llm_tokenizer_vocab_size(const llm_tokenizer *t);

@@ -362,7 +362,7 @@ static size_t skip_class(const unsigned char *s, size_t n, size_t j, int c, size
  * steps below are those alternatives in order; each one's comment says
  * what backtracking leaves of it. An invalid UTF-8 byte is a character of
  * no class (like U+FFFD, a symbol), so it counts as punctuation. */
-static size_t llama3_chunk(const unsigned char *s, size_t n, size_t i)
+static size_t llama3_chunk(const unsigned char *s, size_t n, size_t i, size_t max_digits)
 {
     size_t k = contraction(s, n, i, 1), cl, cl2 = 0;
     if (k)
@@ -376,9 +376,9 @@ static size_t llama3_chunk(const unsigned char *s, size_t n, size_t i)
         return skip_class(s, n, i, C_LETTER, SIZE_MAX) - i;
     if (c != C_NUMBER && !is_newline(s[i]) && c2 == C_LETTER)
         return skip_class(s, n, i + cl, C_LETTER, SIZE_MAX) - i;
-    /* \p{N}{1,3}: at most three number characters. */
+    /* \p{N}{1,3} (Qwen2: \p{N}): at most max_digits number characters. */
     if (c == C_NUMBER)
-        return skip_class(s, n, i, C_NUMBER, 3) - i;
+        return skip_class(s, n, i, C_NUMBER, max_digits) - i;
     /* ' ?[^\s\p{L}\p{N}]+[\r\n]*': the run is greedy and [\r\n]* always
      * matches, so nothing is given back. A space is kept only when
      * punctuation follows it; without it a space cannot start the run. */
@@ -408,9 +408,34 @@ static size_t llama3_chunk(const unsigned char *s, size_t n, size_t i)
     return last - i;
 }
 
+/* StarCoder's two regexes in turn: '\p{N}' makes every number character a
+ * pre-token of its own, and GPT-2's regex splits each stretch between
+ * them as if it were the whole text (its lookahead sees the stretch's end
+ * as the text's end: "a 1" is "a", " ", "1"). */
+static size_t starcoder_chunk(const unsigned char *s, size_t n, size_t i)
+{
+    size_t cl;
+    if (class_at(s, n, i, &cl) == C_NUMBER)
+        return cl;
+    size_t end = i;
+    while (end < n && class_at(s, n, end, &cl) != C_NUMBER)
+        end += cl;
+    return gpt2_chunk(s, end, i);
+}
+
 size_t pm__tok_pretoken(enum llm_tok_pre pre, const unsigned char *s, size_t n, size_t i)
 {
-    return pre == LLM_TOK_PRE_LLAMA3 ? llama3_chunk(s, n, i) : gpt2_chunk(s, n, i);
+    switch (pre) {
+    case LLM_TOK_PRE_LLAMA3:
+        return llama3_chunk(s, n, i, 3);
+    case LLM_TOK_PRE_QWEN2:
+        return llama3_chunk(s, n, i, 1);
+    case LLM_TOK_PRE_STARCODER:
+        return starcoder_chunk(s, n, i);
+    case LLM_TOK_PRE_GPT2:
+        break;
+    }
+    return gpt2_chunk(s, n, i);
 }
 
 /* BPE over one pre-token: bytes mapped to GPT-2 characters, merged. */
@@ -431,9 +456,17 @@ static void bpe_word(const llm_tokenizer *t, const unsigned char *p, size_t len,
         n += cl;
     }
     w->n_syms = (uint32_t)len;
+    /* ignore_merges: a pre-token that is a piece is that piece, whatever
+     * the merges would have made of it. */
+    int32_t whole = t->ignore_merges && len > 1 ? pm__tok_lookup(t, mapped, n) : -1;
+    if (whole >= 0) {
+        emit(k, whole);
+        return;
+    }
     merge_all(w);
     for (int32_t i = 0; i >= 0; i = w->syms[i].next)
-        emit(k, w->syms[i].id);
+        if (w->syms[i].id >= 0) /* a byte the vocabulary lacks is dropped */
+            emit(k, w->syms[i].id);
 }
 
 static int bpe_encode(const llm_tokenizer *t, const char *text, size_t len, sink *k)

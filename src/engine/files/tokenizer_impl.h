@@ -12,12 +12,14 @@
 
 #include "tokenizer.h"
 
-/* gpt2 pre-tokenizers (tokenizer.ggml.pre): which regex splits the text
- * into pre-tokens before the merges (see tokenizer.h for both). Zero is
+/* gpt2 pre-tokenizers (tokenizer.ggml.pre): which split turns the text
+ * into pre-tokens before the merges (see tokenizer.h for each). Zero is
  * GPT-2's own, so a calloc'ed tokenizer starts with it. */
 enum llm_tok_pre {
-    LLM_TOK_PRE_GPT2 = 0,  /* absent, "default", "gpt2", "gpt-2" */
-    LLM_TOK_PRE_LLAMA3 = 1 /* "llama-bpe", "llama3", "smaug-bpe" */
+    LLM_TOK_PRE_GPT2 = 0,      /* absent, "default", "gpt2", "gpt-2", "mpt", "gpt-neox", "olmo", "phi-2" */
+    LLM_TOK_PRE_LLAMA3 = 1,    /* "llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx" */
+    LLM_TOK_PRE_QWEN2 = 2,     /* "qwen2", "stablelm2": Llama 3's with single digits */
+    LLM_TOK_PRE_STARCODER = 3  /* "starcoder", "refact": digits alone, then GPT-2's */
 };
 
 typedef struct llm_tok_merge {
@@ -29,6 +31,7 @@ typedef struct llm_tok_merge {
 struct llm_tokenizer {
     enum llm_tok_kind kind;
     enum llm_tok_pre pre; /* gpt2 only; spm splits no pre-tokens */
+    int ignore_merges;    /* gpt2: a pre-token that is a piece is emitted whole */
     uint32_t n_vocab;
     char *text;          /* all pieces, NUL-terminated each */
     uint64_t *off;       /* [n_vocab] offset of piece i in text */

@@ -86,18 +86,57 @@ int llm_model_backend_check(const llm_model *m, char *err, size_t errlen)
     return m->be->ops->status(m->be, err, errlen) ? LLM_EBACKEND : 0;
 }
 
-/* RoPE frequencies base^(-2i/head_dim), once per model: every workspace
- * and every backend reads the same table. */
+/* Llama 3.1's frequency factors: a GGUF tensor rope_freqs.weight of
+ * head_dim/2 f32 values (llama.cpp's converter computes them from the
+ * "llama3" rope_scaling of config.json) divides each frequency. 0 with
+ * *ff NULL when the file has none; a tensor of another shape or type, or a
+ * factor that is not finite and positive, is refused with one line. */
+static int rope_factors(const llm_model *m, int32_t half, const float **ff, char *err, size_t errlen)
+{
+    *ff = NULL;
+    const llm_gguf_tensor *t = m->gguf ? llm_gguf_find_tensor(m->gguf, "rope_freqs.weight") : NULL;
+    if (!t)
+        return 0;
+    if (t->type != LLM_TYPE_F32 || t->n_dims != 1 || t->ne[0] != (uint64_t)half) {
+        llm_errf(err, errlen, "model: tensor 'rope_freqs.weight' must be f32 [%d] (head_dim/2)", (int)half);
+        return LLM_EFORMAT;
+    }
+    const unsigned char *p = t->data;
+    for (int32_t i = 0; i < half; i++) {
+        float f;
+        memcpy(&f, p + 4 * (size_t)i, sizeof f);
+        if (!(f > 0.0f) || !isfinite(f)) {
+            llm_errf(err, errlen, "model: rope_freqs.weight[%d] = %g is not a positive factor", (int)i, (double)f);
+            return LLM_EFORMAT;
+        }
+    }
+    *ff = (const float *)t->data; /* read through memcpy below: no alignment assumed */
+    return 0;
+}
+
+/* RoPE frequencies base^(-2i/head_dim) (divided by rope_freqs.weight[i]
+ * when the file has it), once per model: every workspace and every
+ * backend reads the same table. */
 static int rope_table(llm_model *m, char *err, size_t errlen)
 {
     int32_t half = m->hp.head_dim / 2;
+    const float *ff;
+    int rc = rope_factors(m, half, &ff, err, errlen);
+    if (rc)
+        return rc;
     m->inv_freq = malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
     if (!m->inv_freq) {
         llm_errf(err, errlen, "model: out of memory");
         return LLM_ENOMEM;
     }
-    for (int32_t i = 0; i < half; i++)
+    for (int32_t i = 0; i < half; i++) {
         m->inv_freq[i] = pow((double)m->hp.rope_base, -2.0 * i / m->hp.head_dim);
+        if (ff) {
+            float f;
+            memcpy(&f, (const unsigned char *)ff + 4 * (size_t)i, sizeof f);
+            m->inv_freq[i] /= (double)f;
+        }
+    }
     return 0;
 }
 

@@ -257,7 +257,7 @@ static void case_metadata(void)
 }
 
 /* A hand-built version 2 file with a nested array, a custom alignment and a
- * tensor of a type we can size but not compute (q4_K). */
+ * tensor of a type we can size but not compute (q4_1). */
 static void case_v2_handmade(void)
 {
     bb b = {0};
@@ -288,7 +288,7 @@ static void case_v2_handmade(void)
     bb_str(&b, "k");
     bb_u32(&b, 1);
     bb_u64(&b, 256);
-    bb_u32(&b, 12); /* q4_K: 144 bytes per 256 */
+    bb_u32(&b, 3); /* q4_1: 20 bytes per 32, 160 for 256 */
     bb_u64(&b, 64);
     bb_pad(&b, 64);
     size_t data_start = b.n;
@@ -296,7 +296,7 @@ static void case_v2_handmade(void)
     bb_f32(&b, -2.0f);
     bb_f32(&b, 0.25f);
     bb_pad(&b, 64);
-    for (int i = 0; i < 144; i++)
+    for (int i = 0; i < 160; i++)
         bb_u8(&b, (uint8_t)i);
     /* The buffer's own alignment is irrelevant for an in-memory open. */
     llm_gguf *g;
@@ -325,7 +325,7 @@ static void case_v2_handmade(void)
     CHECK_NEAR(v[2], 0.25, 0);
     const llm_gguf_tensor *k = llm_gguf_find_tensor(g, "k");
     REQUIRE(k != NULL);
-    CHECK_U64_EQ(k->nbytes, 144);
+    CHECK_U64_EQ(k->nbytes, 160);
     CHECK((const unsigned char *)k->data == b.p + data_start + 64);
     CHECK(!llm_type_is_supported(k->type));
     llm_gguf_close(g);
@@ -608,6 +608,20 @@ static void malformed_block_row(bb *b)
     expect_error(b, "gguf: tensor 't' row of 33 elements is not a multiple of q8_0's block of 32");
 }
 
+/* k-quant tensors: a super-block cut short by the end of the file, and a
+ * row that is not whole super-blocks of 256. */
+static void malformed_k_quant(bb *b)
+{
+    one_tensor(b, "blk.0.ffn_down.weight", LLM_TYPE_Q4_K, 512, 0, 287); /* needs 288 */
+    expect_error(b, "gguf: tensor 'blk.0.ffn_down.weight' data runs past end of file");
+    bb_free(b);
+    one_tensor(b, "t", LLM_TYPE_Q6_K, 384, 0, 512);
+    expect_error(b, "gguf: tensor 't' row of 384 elements is not a multiple of q6_K's block of 256");
+    bb_free(b);
+    one_tensor(b, "t", LLM_TYPE_Q5_K, 256, 0, 175); /* needs 176 */
+    expect_error(b, "gguf: tensor 't' data runs past end of file");
+}
+
 static void malformed_tensor_name(bb *b)
 {
     header(b, 3, 1, 0);
@@ -663,6 +677,7 @@ static const struct {
     {"duplicate_tensor", malformed_duplicate_tensor},
     {"dims", malformed_dims},
     {"block_row", malformed_block_row},
+    {"k_quant", malformed_k_quant},
     {"tensor_name", malformed_tensor_name},
     {"tensor_info_truncated", malformed_tensor_info_truncated},
 };
@@ -746,8 +761,12 @@ static void case_writer_errors(void)
     CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: duplicate tensor name 't'");
     llm_gguf_writer_free(w);
     REQUIRE(llm_gguf_writer_new(&w) == 0);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", 3, 1, ne32, x), LLM_EINVAL);
+    CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 't': type 3 (q4_1) cannot be written");
+    llm_gguf_writer_free(w);
+    REQUIRE(llm_gguf_writer_new(&w) == 0);
     CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", 12, 1, ne32, x), LLM_EINVAL);
-    CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 't': type 12 (q4_K) cannot be written");
+    CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 't': row of 32 elements does not fit q4_K blocks of 256");
     llm_gguf_writer_free(w);
     REQUIRE(llm_gguf_writer_new(&w) == 0);
     CHECK_INT_EQ(llm_gguf_writer_set_u32(w, "general.alignment", 48), LLM_EINVAL);

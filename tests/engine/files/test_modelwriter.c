@@ -228,6 +228,24 @@ static void case_synth_types(void)
     CHECK_INT_EQ(llm_gguf_get_f32(g, "llama.rope.scaling.factor", &f), 0);
     CHECK_NEAR(f, 4, 0);
     llm_gguf_close(g);
+    /* k-quants: rows of 256 take q4_K; ffn_down's rows of 320 do not fit
+     * its super-blocks and stay f32. general.file_type 15 (Q4_K_M). */
+    CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "256", "--layers", "1", "--heads", "4", "--kv-heads", "2",
+                      "--ffn", "320", "--vocab", "300", "--ctx", "16", "--type", "q4_K", "--seed", "1", NULL),
+                 0);
+    g = open_ok(path);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.attn_q.weight")->type, LLM_TYPE_Q4_K);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "token_embd.weight")->type, LLM_TYPE_Q4_K);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.ffn_down.weight")->type, LLM_TYPE_F32);
+    CHECK_INT_EQ(meta_u32(g, "general.file_type"), 15);
+    llm_gguf_close(g);
+    CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "256", "--layers", "1", "--heads", "4", "--kv-heads", "2",
+                      "--ffn", "512", "--vocab", "300", "--ctx", "16", "--type", "q6_k", "--seed", "1", NULL),
+                 0);
+    g = open_ok(path);
+    CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.ffn_down.weight")->type, LLM_TYPE_Q6_K);
+    CHECK_INT_EQ(meta_u32(g, "general.file_type"), 18);
+    llm_gguf_close(g);
     remove(path);
 }
 
@@ -430,7 +448,7 @@ static void case_usage(void)
     CHECK_INT_EQ(tool("synth", "--dim", "abc", NULL), 2);
     CHECK(strstr(g_res.err, "pm-modelwriter: --dim needs an integer in 2..1048576 (got 'abc')") != NULL);
     CHECK_INT_EQ(tool("synth", "--type", "q5_1", NULL), 2);
-    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0 or q4_0 (got 'q5_1')") != NULL);
+    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0, q4_0, q4_K, q5_K or q6_K (got 'q5_1')") != NULL);
     CHECK_INT_EQ(tool("synth", "-o", "/tmp/x.gguf", "--dim", "60", "--layers", "1", "--heads", "8", "--kv-heads",
                       "1", "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "f32", "--seed", "1", NULL),
                  2);

@@ -145,11 +145,20 @@ static void case_types(void)
     CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q4_0, 33, &n), -1);   /* not whole blocks */
     CHECK_INT_EQ(llm_type_row_bytes(99, 32, &n), -1);              /* unknown */
     CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_F32, UINT64_MAX / 2, &n), -1); /* overflow */
-    CHECK_INT_EQ(llm_type_row_bytes(12, 256, &n), 0);              /* q4_K: sized, not supported */
-    CHECK_U64_EQ(n, 144);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q4_K, 512, &n), 0);
+    CHECK_U64_EQ(n, 288);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q5_K, 256, &n), 0);
+    CHECK_U64_EQ(n, 176);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q6_K, 768, &n), 0);
+    CHECK_U64_EQ(n, 630);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q6_K, 128, &n), -1);  /* half a super-block */
+    CHECK_INT_EQ(llm_type_row_bytes(3, 64, &n), 0);                /* q4_1: sized, not supported */
+    CHECK_U64_EQ(n, 40);
     CHECK(llm_type_is_supported(LLM_TYPE_Q8_0));
-    CHECK(!llm_type_is_supported(12));
-    CHECK(llm_type_is_known(12));
+    CHECK(llm_type_is_supported(LLM_TYPE_Q4_K));
+    CHECK(!llm_type_is_supported(3));
+    CHECK(!llm_type_is_supported(11)); /* q3_K */
+    CHECK(llm_type_is_known(3));
     CHECK(!llm_type_is_known(4));
     CHECK_STR_EQ(llm_type_name(LLM_TYPE_BF16), "bf16");
     CHECK_STR_EQ(llm_type_name(LLM_TYPE_Q4_0), "q4_0");
@@ -159,7 +168,11 @@ static void case_types(void)
     CHECK_INT_EQ(t, LLM_TYPE_Q8_0);
     CHECK_INT_EQ(llm_type_parse("f16", &t), 0);
     CHECK_INT_EQ(t, LLM_TYPE_F16);
-    CHECK_INT_EQ(llm_type_parse("q4_K", &t), -1);
+    CHECK_INT_EQ(llm_type_parse("q4_K", &t), 0);
+    CHECK_INT_EQ(t, LLM_TYPE_Q4_K);
+    CHECK_INT_EQ(llm_type_parse("Q6_k", &t), 0);
+    CHECK_INT_EQ(t, LLM_TYPE_Q6_K);
+    CHECK_INT_EQ(llm_type_parse("q4_1", &t), -1);
     CHECK_INT_EQ(llm_type_parse("", &t), -1);
     CHECK_INT_EQ(llm_type_block_size(LLM_TYPE_Q4_0), 32);
     CHECK_INT_EQ(llm_type_block_bytes(LLM_TYPE_Q8_0), 34);
@@ -181,13 +194,142 @@ static void case_rows(void)
     CHECK_NEAR(y[1], -2.0, 0);
 }
 
+/* ---- k-quants: hand-built super-blocks --------------------------------- */
+
+/* Q4_K scales and mins of the hand-built block: sub-blocks 4..7 use the
+ * packed high bits (17, 33, 50, 63 and 20, 40, 60 need 6 bits). */
+static const int k_sc[8] = {1, 2, 3, 4, 17, 33, 50, 63};
+static const int k_mn[8] = {0, 1, 2, 3, 20, 40, 60, 5};
+
+/* d = 1.0, dmin = 0.5; the 12 scale bytes worked by hand: bytes 0..3 are
+ * sc0..3 plus the top two bits of sc4..7 (1, 2, 3, 3) in bits 6..7; bytes
+ * 4..7 the same for the mins (1, 2, 3, 0); bytes 8..11 the low nibbles
+ * (sc & 15) | (m & 15) << 4 of sub-blocks 4..7. Nibbles: sub-block 2p has
+ * q = l & 15, sub-block 2p+1 q = 15 - (l & 15). */
+static void k45_block(unsigned char *blk, int five)
+{
+    static const unsigned char sc12[12] = {65, 130, 195, 196, 64, 129, 194, 3, 0x41, 0x81, 0xc2, 0x5f};
+    blk[0] = 0x00, blk[1] = 0x3c; /* 1.0 */
+    blk[2] = 0x00, blk[3] = 0x38; /* 0.5 */
+    memcpy(blk + 4, sc12, 12);
+    unsigned char *qs = blk + (five ? 48 : 16);
+    for (int p = 0; p < 4; p++)
+        for (int l = 0; l < 32; l++)
+            qs[32 * p + l] = (unsigned char)((l & 15) | ((15 - (l & 15)) << 4));
+    if (five)
+        for (int l = 0; l < 32; l++)
+            blk[16 + l] = (unsigned char)(l * 37);
+}
+
+static void case_q4_k(void)
+{
+    unsigned char blk[144];
+    float y[256];
+    k45_block(blk, 0);
+    llm_dequantize_row(LLM_TYPE_Q4_K, blk, y, 256);
+    /* A few by hand: element 37 is sub-block 1, l 5: q 10, 2*10 - 0.5*1;
+     * 200 is sub-block 6, l 8: q 8, 50*8 - 0.5*60; 255: q 0, -0.5*5. */
+    CHECK_NEAR(y[0], 0.0, 0);
+    CHECK_NEAR(y[37], 19.5, 0);
+    CHECK_NEAR(y[200], 370.0, 0);
+    CHECK_NEAR(y[255], -2.5, 0);
+    for (int e = 0; e < 256; e++) {
+        int j = e / 32, l = e % 32, q = j % 2 ? 15 - (l & 15) : (l & 15);
+        CHECK_NEAR(y[e], k_sc[j] * q - 0.5 * k_mn[j], 0);
+    }
+}
+
+static void case_q5_k(void)
+{
+    unsigned char blk[176];
+    float y[256];
+    k45_block(blk, 1);
+    llm_dequantize_row(LLM_TYPE_Q5_K, blk, y, 256);
+    /* qh[l] = 37 l mod 256. Element 37 (sub-block 1, l 5): qh[5] = 185 =
+     * 0b10111001, bit 1 is 0: q 10 as in Q4_K, 19.5. Element 200 (sub-block
+     * 6, l 8): qh[8] = 296 mod 256 = 40 = 0b00101000, bit 6 is 0: 370.
+     * Element 163 (sub-block 5, l 3): qh[3] = 111 = 0b01101111, bit 5 is 1:
+     * q = 15 - 3 + 16 = 28, 33*28 - 0.5*40 = 904. */
+    CHECK_NEAR(y[37], 19.5, 0);
+    CHECK_NEAR(y[200], 370.0, 0);
+    CHECK_NEAR(y[163], 904.0, 0);
+    for (int e = 0; e < 256; e++) {
+        int j = e / 32, l = e % 32, q = j % 2 ? 15 - (l & 15) : (l & 15);
+        q += (((l * 37) & 255) >> j & 1) * 16;
+        CHECK_NEAR(y[e], k_sc[j] * q - 0.5 * k_mn[j], 0);
+    }
+}
+
+static void case_q6_k(void)
+{
+    unsigned char blk[210];
+    float y[256];
+    for (int i = 0; i < 128; i++)
+        blk[i] = (unsigned char)i;                /* ql */
+    for (int i = 0; i < 64; i++)
+        blk[128 + i] = (unsigned char)(i * 29 + 3); /* qh */
+    for (int k = 0; k < 16; k++)
+        blk[192 + k] = (unsigned char)(signed char)(k - 8);
+    blk[208] = 0x00, blk[209] = 0x34; /* d = 0.25 */
+    llm_dequantize_row(LLM_TYPE_Q6_K, blk, y, 256);
+    /* Element 0: ql[0] = 0, qh[0] = 3 (bits 0..1 = 3): q = 48 - 32 = 16,
+     * scale -8: -32. Element 200 = 128 + 64 + 8 (h 1, g 2, l 8): high
+     * nibble of ql[72] = 4, qh[40] = 139 = 0b10001011, bits 4..5 = 0:
+     * q = 4 - 32, scale 12 - 8 = 4: -28. Element 255 (h 1, g 3, l 31): high
+     * nibble of ql[127] = 7, qh[63] = 38 = 0b00100110, bits 6..7 = 0:
+     * q = -25, scale 7: -43.75. */
+    CHECK_NEAR(y[0], -32.0, 0);
+    CHECK_NEAR(y[200], -28.0, 0);
+    CHECK_NEAR(y[255], -43.75, 0);
+}
+
+/* Round trips: each k-quant reproduces random rows within its resolution
+ * (relative RMS error, bounds about twice the measured), zeros stay zero,
+ * non-finite input is no undefined behaviour. */
+static void case_k_roundtrip(void)
+{
+    static const struct {
+        uint32_t type;
+        double bound;
+    } types[] = {{LLM_TYPE_Q4_K, 0.12}, {LLM_TYPE_Q5_K, 0.06}, {LLM_TYPE_Q6_K, 0.03}};
+    enum { N = 1024 };
+    static float x[N], y[N];
+    static unsigned char q[N];
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * (i < 512 ? 2.0f : 0.01f);
+    }
+    for (size_t t = 0; t < 3; t++) {
+        llm_quantize_row(types[t].type, x, q, N);
+        llm_dequantize_row(types[t].type, q, y, N);
+        double e2 = 0, x2 = 0;
+        for (int i = 0; i < N; i++) {
+            e2 += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+            x2 += (double)x[i] * x[i];
+        }
+        printf("%s: relative rms error %.4f\n", llm_type_name(types[t].type), sqrt(e2 / x2));
+        CHECK(sqrt(e2 / x2) < types[t].bound);
+        float z[256] = {0};
+        llm_quantize_row(types[t].type, z, q, 256);
+        llm_dequantize_row(types[t].type, q, y, 256);
+        for (int i = 0; i < 256; i++)
+            CHECK(y[i] == 0.0f);
+        z[7] = INFINITY;
+        z[9] = NAN;
+        llm_quantize_row(types[t].type, z, q, 256);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
         const char *name;
         void (*fn)(void);
     } cases[] = {{"fp16", case_fp16}, {"bf16", case_bf16}, {"q8_0", case_q8_0},
-                 {"q4_0", case_q4_0}, {"types", case_types}, {"rows", case_rows}};
+                 {"q4_0", case_q4_0}, {"types", case_types}, {"rows", case_rows},
+                 {"q4_k", case_q4_k}, {"q5_k", case_q5_k}, {"q6_k", case_q6_k},
+                 {"k_roundtrip", case_k_roundtrip}};
     REQUIRE(argc == 2);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {

@@ -613,7 +613,7 @@ static void case_gpt2_chunks(void)
     CHUNKS(G2, "'x", "'", "x");
 }
 
-/* The gpt2 test vocabulary plus 265 ĊĊ, 266 'T, 267 123, 268 !Ċ, with
+/* The gpt2 test vocabulary plus 265 ĊĊ, 266 'T, 267 123, 268 !Ċ, 269 xyz, with
  * the merges of bpe_vocab (ranks 0..9) and then 10 "Ċ Ċ", 11 "' T",
  * 12 "12 3", 13 "! Ċ". tokenizer.ggml.pre is g_pre (NULL: absent;
  * g_pre_u32: a number instead of a string). */
@@ -627,6 +627,7 @@ static void pre_vocab(vocab *v)
     add(v, "'T", 0, LLM_TOKTYPE_NORMAL);
     add(v, "123", 0, LLM_TOKTYPE_NORMAL);
     add(v, "!\xc4\x8a", 0, LLM_TOKTYPE_NORMAL);
+    add(v, "xyz", 0, LLM_TOKTYPE_NORMAL); /* 269: no merge makes it */
 }
 
 static void pre_extra(llm_gguf_writer *w)
@@ -703,16 +704,17 @@ static void spm_pre_extra(llm_gguf_writer *w)
 
 /* A gpt2 vocabulary with a pre-tokenizer we do not implement is refused
  * (names are exact: case matters); SentencePiece ignores the key. */
+#define PRE_SUPPORTED "(supported: default, gpt2, llama-bpe, qwen2, starcoder and their aliases; docs/model-files.md)"
 static void case_bpe_pre_refused(void)
 {
     char err[256];
-    CHECK(pre_load("qwen2", err, sizeof err) == NULL);
+    CHECK(pre_load("deepseek-coder", err, sizeof err) == NULL);
     CHECK_INT_EQ(g_load_rc, LLM_EFORMAT);
-    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'qwen2' (supported: default, gpt2, llama-bpe)");
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'deepseek-coder' " PRE_SUPPORTED);
     CHECK(pre_load("LLAMA-BPE", err, sizeof err) == NULL);
-    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'LLAMA-BPE' (supported: default, gpt2, llama-bpe)");
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'LLAMA-BPE' " PRE_SUPPORTED);
     CHECK(pre_load("", err, sizeof err) == NULL);
-    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre '' (supported: default, gpt2, llama-bpe)");
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre '' " PRE_SUPPORTED);
     g_pre_u32 = 1;
     CHECK(pre_load(NULL, err, sizeof err) == NULL);
     g_pre_u32 = 0;
@@ -724,6 +726,146 @@ static void case_bpe_pre_refused(void)
     REQUIRE(t != NULL);
     EXPECT(t, "hello world", 0, 259, 271, 276);
     llm_tokenizer_free(t);
+}
+
+#define Q2 LLM_TOK_PRE_QWEN2
+#define SC LLM_TOK_PRE_STARCODER
+
+/* Qwen2's regex is Llama 3's with \p{N} for \p{N}{1,3}: every number
+ * character is a chunk; the other alternatives split as Llama 3's do. */
+static void case_qwen2_chunks(void)
+{
+    CHUNKS(Q2, "12345", "1", "2", "3", "4", "5");
+    CHUNKS(Q2, " 12", " ", "1", "2");
+    CHUNKS(Q2, "x2y", "x", "2", "y");
+    CHUNKS(Q2, "DON'T", "DON", "'T");
+    CHUNKS(Q2, "$hello", "$hello");
+    CHUNKS(Q2, "a  \n\n  b", "a", "  \n\n", " ", " b");
+    CHUNKS(Q2, "!!\n\nx", "!!\n\n", "x");
+}
+
+/* StarCoder's: '\p{N}' first, so each number character is a chunk, and
+ * GPT-2's regex over each stretch between them, which ends there as the
+ * text would: "x " keeps its space ('\s+(?!\S)' at the stretch's end)
+ * where GPT-2 alone would glue it to the number (" 12"). */
+static void case_starcoder_chunks(void)
+{
+    CHUNKS(SC, "12345", "1", "2", "3", "4", "5");
+    CHUNKS(SC, "a123 b", "a", "1", "2", "3", " b");
+    CHUNKS(SC, "x 12", "x", " ", "1", "2");
+    CHUNKS(SC, "  12ab", "  ", "1", "2", "ab");
+    CHUNKS(G2, "  12ab", " ", " 12", "ab");
+    CHUNKS(SC, "don't", "don", "'t");
+    CHUNKS(SC, "DON'T", "DON", "'", "T");
+    CHUNKS(SC, "\n\nHi", "\n", "\n", "Hi");
+    /* Other number characters (U+0663 ARABIC-INDIC THREE) split alike. */
+    CHUNKS(SC, "a\xd9\xa3\xd9\xa3", "a", "\xd9\xa3", "\xd9\xa3");
+}
+
+/* PRE_TEXT "DON'T 12345\n\nthe!\n" under the other splits.
+ * qwen2: "DON" "'T" " " 1 2 3 4 5 "\n\n" "the" "!\n" -> 68 79 78, 266,
+ *   32, 49..53 (single digits never meet "1 2"), 265, 116 257, 268.
+ * starcoder/refact: GPT-2's over "DON'T " -> "DON" "'" "T" " " (the
+ *   stretch ends at '1', so its space stays alone), the digits, then
+ *   GPT-2's over "\n\nthe!\n" -> 68 79 78, 39, 84, 32, 49..53, 10, 10,
+ *   116 257, 33, 10.
+ * mpt, gpt-neox, olmo, phi-2: GPT-2's (PRE_GPT2_IDS). */
+static void case_bpe_pre_more(void)
+{
+    static const struct {
+        const char *name;
+        int32_t ids[20];
+        size_t n;
+    } cases[] = {
+        {"qwen2", {68, 79, 78, 266, 32, 49, 50, 51, 52, 53, 265, 116, 257, 268}, 14},
+        {"stablelm2", {68, 79, 78, 266, 32, 49, 50, 51, 52, 53, 265, 116, 257, 268}, 14},
+        {"starcoder", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"refact", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"mpt", {PRE_GPT2_IDS}, 15},
+        {"gpt-neox", {PRE_GPT2_IDS}, 15},
+        {"olmo", {PRE_GPT2_IDS}, 15},
+        {"phi-2", {PRE_GPT2_IDS}, 15},
+        {"llama-v3", {PRE_LLAMA3_IDS}, 12},
+        {"dbrx", {PRE_LLAMA3_IDS}, 12},
+    };
+    char err[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        llm_tokenizer *t = pre_load(cases[i].name, err, sizeof err);
+        if (!t)
+            fprintf(stderr, "%s: %s\n", cases[i].name, err);
+        REQUIRE(t != NULL);
+        fprintf(stderr, "pre %s\n", cases[i].name);
+        expect_ids(t, PRE_TEXT, sizeof PRE_TEXT - 1, 0, cases[i].ids, cases[i].n);
+        llm_tokenizer_free(t);
+    }
+}
+
+/* ignore_merges (llama-bpe, llama3, llama-v3): the pre-token "xyz" is
+ * piece 269 though no merge builds it; under smaug-bpe and dbrx (the same
+ * regex, without the flag) it stays x y z (120 121 122). A pre-token that
+ * is no piece still merges: " the" -> Ġthe (258) either way. */
+static void case_bpe_ignore_merges(void)
+{
+    static const char *const on[] = {"llama-bpe", "llama3", "llama-v3"};
+    static const char *const off[] = {"smaug-bpe", "dbrx", "qwen2"};
+    char err[256];
+    for (size_t i = 0; i < 3; i++) {
+        llm_tokenizer *t = pre_load(on[i], err, sizeof err);
+        REQUIRE(t != NULL);
+        EXPECT(t, "xyz the", 0, 269, 258);
+        llm_tokenizer_free(t);
+        t = pre_load(off[i], err, sizeof err);
+        REQUIRE(t != NULL);
+        EXPECT(t, "xyz the", 0, 120, 121, 122, 258);
+        llm_tokenizer_free(t);
+    }
+}
+
+/* A vocabulary lacking a byte's character loads; that byte is dropped
+ * from the ids (as llama.cpp drops it). Here byte 0xFF's "ÿ" (id 255) is
+ * unused, so "a\xff b" -> "a", "\xff" (punctuation: nothing), " b" ->
+ * 97, 32 98. */
+static void missing_byte_extra(llm_gguf_writer *w)
+{
+    vocab v;
+    bpe_vocab(&v);
+    v.types[255] = LLM_TOKTYPE_UNUSED;
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+}
+
+/* Pieces up to LLM_TOK_MAX_PIECE (4096) bytes load (MPT's vocabulary has
+ * one of 1024); one byte more is refused. */
+static char g_long[4098];
+
+static void case_bpe_vocab_limits(void)
+{
+    vocab v;
+    char err[256];
+    bpe_vocab(&v);
+    llm_tokenizer *t = load(&v, "gpt2", k_merges, sizeof k_merges / sizeof k_merges[0], missing_byte_extra, err,
+                            sizeof err);
+    if (!t)
+        fprintf(stderr, "%s\n", err);
+    REQUIRE(t != NULL);
+    EXPECT(t, "a\xff b", 0, 97, 32, 98);
+    llm_tokenizer_free(t);
+    memset(g_long, 'a', 4096);
+    g_long[4096] = '\0';
+    bpe_vocab(&v);
+    add(&v, g_long, 0, LLM_TOKTYPE_NORMAL);
+    t = load(&v, "gpt2", NULL, 0, NULL, err, sizeof err);
+    if (!t)
+        fprintf(stderr, "%s\n", err);
+    REQUIRE(t != NULL);
+    char buf[LLM_TOK_MAX_PIECE];
+    size_t n = 0;
+    CHECK_INT_EQ(llm_token_to_bytes(t, 265, buf, sizeof buf, &n), 0);
+    CHECK_INT_EQ(n, 4096);
+    llm_tokenizer_free(t);
+    g_long[4096] = 'a';
+    g_long[4097] = '\0';
+    CHECK(load(&v, "gpt2", NULL, 0, NULL, err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: token 265 is 4097 bytes long (max 4096)");
 }
 
 /* ---- llama2.c tokenizer.bin -------------------------------------------- */
@@ -884,9 +1026,12 @@ static void case_gguf_malformed(void)
     CHECK_STR_EQ(err, "tokenizer: tokenizer.ggml.bos_token_id is not a token id below 282");
     CHECK(load(&v, "llama", NULL, 0, bad_types, err, sizeof err) == NULL);
     CHECK_STR_EQ(err, "tokenizer: tokenizer.ggml.token_type[5] is not a token type 0..6");
-    /* gpt2 needs a piece for every byte. */
-    CHECK(load(&v, "gpt2", NULL, 0, NULL, err, sizeof err) == NULL);
-    CHECK_STR_EQ(err, "tokenizer: gpt2 vocabulary has no piece for byte 0x00");
+    /* gpt2 without pieces for most bytes loads; bytes without one are
+     * dropped: "h h" -> "h", " h" -> h (260), Ġ (none) h (260). */
+    llm_tokenizer *t = load(&v, "gpt2", NULL, 0, NULL, err, sizeof err);
+    REQUIRE(t != NULL);
+    EXPECT(t, "h h", 0, 260, 260);
+    llm_tokenizer_free(t);
 }
 
 /* llama2.c's vocabulary written into GGUF (as pm-modelwriter does) is the
@@ -940,7 +1085,9 @@ int main(int argc, char **argv)
         {"llama3_letters", case_llama3_letters}, {"llama3_punct", case_llama3_punct},
         {"llama3_space", case_llama3_space},   {"llama3_unicode", case_llama3_unicode},
         {"gpt2_chunks", case_gpt2_chunks},     {"bpe_pre_ids", case_bpe_pre_ids},
-        {"bpe_pre_refused", case_bpe_pre_refused},
+        {"bpe_pre_refused", case_bpe_pre_refused}, {"qwen2_chunks", case_qwen2_chunks},
+        {"starcoder_chunks", case_starcoder_chunks}, {"bpe_pre_more", case_bpe_pre_more},
+        {"bpe_ignore_merges", case_bpe_ignore_merges}, {"bpe_vocab_limits", case_bpe_vocab_limits},
         {"llama2c", case_llama2c},
         {"llama2c_malformed", case_llama2c_malformed}, {"gguf_malformed", case_gguf_malformed},
         {"equal", case_equal},

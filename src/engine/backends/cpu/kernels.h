@@ -160,6 +160,12 @@ int llm_kernels_avx2(llm_kernels *k);
  * AVX2 set's: the integer block sums are exact either way. */
 int llm_kernels_vnni(llm_kernels *k);
 
+/* The k-quants' entries (kernels_k.c), added to a filled set: the scalar
+ * products, or the AVX2 ones (bitwise the scalar ones; call only on a set
+ * that llm_kernels_avx2 accepted). */
+void llm_kernels_add_k_scalar(llm_kernels *k);
+void llm_kernels_add_k_avx2(llm_kernels *k);
+
 /* Defines NAME, an llm_matvec_fn that calls a single-row kernel DOT for
  * every weight row and activation row: the matrix–vector product of the
  * types a set has no blocked kernel for. ATTR: the function's attributes

@@ -84,7 +84,9 @@ static int weight_ok(const llm_cuda_weight *w)
 
 /* ---- host types -------------------------------------------------------- */
 
-/* Splits one ggml block into int8 quants q[LLM_QK8_0] and its fp16 scale. */
+/* Splits one ggml block into int8 quants and fp16 scales of Q8 layout
+ * blocks: block_elems / LLM_QK8_0 of them (one for Q8_0/Q4_0, eight for a
+ * k-quant super-block), q[block_elems] and d[block_elems / LLM_QK8_0]. */
 typedef void (*split_fn)(const unsigned char *blk, int8_t *q, uint16_t *d);
 
 static void split_q8_0(const unsigned char *blk, int8_t *q, uint16_t *d)
@@ -105,6 +107,41 @@ static void split_q4_0(const unsigned char *blk, int8_t *q, uint16_t *d)
 
 static_assert(LLM_QK4_0 == LLM_QK8_0, "Q4_0 blocks become Q8 layout blocks one for one");
 
+/* The k-quants have no device layout of their own yet: a super-block of
+ * 256 is dequantized on the host (the reference conversion, quant_k.c) and
+ * re-quantized to eight Q8_0 blocks (the reference Q8_0 quantizer), so a
+ * Q4_K_M file runs on the device's Q8 kernels. The cost, stated: device
+ * memory and decode bandwidth of Q8_0 (8.5 bits a weight against Q4_K's
+ * 4.5 and Q6_K's 6.56, so about 1.9x a Q4_K_M file's bytes), a second
+ * rounding of every weight (half a Q8_0 step, under 0.4% of each block's
+ * largest value), and host time at prepare to dequantize and quantize
+ * every weight once. */
+static void split_k(uint32_t type, const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    float x[LLM_QK_K];
+    unsigned char q8[sizeof(llm_block_q8_0)];
+    llm_dequantize_row(type, blk, x, LLM_QK_K);
+    for (int b = 0; b < LLM_QK_K / LLM_QK8_0; b++) {
+        llm_quantize_row(LLM_TYPE_Q8_0, x + b * LLM_QK8_0, q8, LLM_QK8_0);
+        split_q8_0(q8, q + b * LLM_QK8_0, d + b);
+    }
+}
+
+static void split_q4_k(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    split_k(LLM_TYPE_Q4_K, blk, q, d);
+}
+
+static void split_q5_k(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    split_k(LLM_TYPE_Q5_K, blk, q, d);
+}
+
+static void split_q6_k(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    split_k(LLM_TYPE_Q6_K, blk, q, d);
+}
+
 /* The host types that upload: the device layout each is stored in, and how
  * its blocks split into that layout's quants and scales (NULL: the rows are
  * copied as they are). */
@@ -120,6 +157,9 @@ static const upload_type k_uploads[] = {
     {LLM_TYPE_BF16, LLM_TYPE_BF16, NULL},
     {LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, split_q8_0},
     {LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, split_q4_0},
+    {LLM_TYPE_Q4_K, LLM_TYPE_Q8_0, split_q4_k},
+    {LLM_TYPE_Q5_K, LLM_TYPE_Q8_0, split_q5_k},
+    {LLM_TYPE_Q6_K, LLM_TYPE_Q8_0, split_q6_k},
 };
 
 static const upload_type *find_upload(uint32_t type)
@@ -184,10 +224,10 @@ static void repack_rows(const upload_type *u, const unsigned char *src, size_t r
                         int64_t cols, int64_t nrows, int8_t *q, uint16_t *d)
 {
     const llm_type_traits *tt = llm_type_find(NULL, u->type);
-    int64_t nb = cols / LLM_QK8_0;
+    int64_t nb = cols / LLM_QK8_0, per = tt->block_elems / LLM_QK8_0;
     for (int64_t r = 0; r < nrows; r++) {
         const unsigned char *blk = src + (size_t)r * row_bytes;
-        for (int64_t b = 0; b < nb; b++, blk += tt->block_bytes)
+        for (int64_t b = 0; b < nb; b += per, blk += tt->block_bytes)
             u->split(blk, q + r * cols + b * LLM_QK8_0, &d[r * nb + b]);
     }
 }
