@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # device_configure.sh — sourced, not run: configures the tree for the GPU
-# machine, which lacks OpenBLAS, libmicrohttpd and jansson.
+# machine, which lacks OpenBLAS, libmicrohttpd, jansson and nettle.
 #
 #   . bench/cuda/device_configure.sh
 #   pm_device_configure BUILD_DIR LOG [CMAKE_ARG...]     # 0 ok, else cmake's status
@@ -28,7 +28,7 @@ pm_device_configure() {
   fi
   mkdir -p "$b/pcstub"
   local mod
-  for mod in libmicrohttpd jansson; do
+  for mod in libmicrohttpd jansson nettle; do
     pkg-config --exists $mod 2>/dev/null ||
       printf 'Name: %s\nDescription: configure-time stub (not built here)\nVersion: 0\nCflags:\nLibs:\n' \
         $mod > "$b/pcstub/$mod.pc"

@@ -113,14 +113,10 @@ double ct_max_err(const float *out, const double *ref, size_t n)
 
 size_t ct_row_bytes(uint32_t type, int64_t cols)
 {
-    switch (type) {
-    case LLM_TYPE_F32: return (size_t)cols * 4;
-    case LLM_TYPE_F16:
-    case LLM_TYPE_BF16: return (size_t)cols * 2;
-    case LLM_TYPE_Q8_0: return (size_t)(cols / 32) * 34;
-    case LLM_TYPE_Q4_0: return (size_t)(cols / 32) * 18;
-    default: return 0;
-    }
+    /* The type table's answer, so every type it knows (k-quants too) is
+     * sized the way the reader and the uploads size it. */
+    uint64_t bytes = 0;
+    return llm_type_row_bytes(type, (uint64_t)cols, &bytes) == 0 ? (size_t)bytes : 0;
 }
 
 /* A simple block quantizer of our own (scale = amax / 127 or amax / 8,
