@@ -309,8 +309,10 @@ static void run_prompt(pair *p, const int32_t *toks, size_t n, int decodes)
 }
 
 /* A k-quant model on the device runs re-quantized to Q8_0: a second
- * rounding of every weight on top of the CPU's activation rounding. */
-#define K_REQUANT_TOL 0.3
+ * rounding of every weight on top of the CPU's activation rounding. The
+ * H200 measured 0.079 over 84 greedy steps of the Q4_K/Q6_K mix; the
+ * other quantized types' 0.15 holds it with twice the room. */
+#define K_REQUANT_TOL 0.15
 
 static double type_tol(uint32_t t)
 {
