@@ -14,6 +14,8 @@
  *   test_hostile max_body             a reply over the announced max_body
  *                                     is an error frame and a log line;
  *                                     max_body 0 is refused at handshake
+ *   test_hostile auth_backoff         wrong tokens back off per address
+ *   test_hostile token_short          a weak token for a non-loopback bind
  *
  * Daemons listen on Unix sockets under /tmp; deadlines are generous
  * except the one the issue names (a working client served within 100 ms
@@ -450,6 +452,92 @@ static int case_max_body(void)
     return pm_check_result();
 }
 
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int connect_token(const su_daemon *d, const char *token, char *err, size_t errlen)
+{
+    pmw_options o;
+    pmw_options_default(&o);
+    o.timeout_ms = 20000;
+    o.token = token;
+    o.token_len = strlen(token);
+    pmw_conn *c = NULL;
+    int rc = pmw_connect(d->address, &o, &c, err, errlen);
+    pmw_conn_close(c);
+    return rc;
+}
+
+/* Four handshakes with a wrong token from one address are each refused
+ * with PMW_E_AUTH, and each waits out the backoff of the failures before
+ * it (0, 100, 200, 400 ms: the fourth takes at least 400 ms); the right
+ * token then succeeds (after 800 ms), and resets the backoff, so the next
+ * right one waits for nothing (well under 800 ms). */
+static int case_auth_backoff(void)
+{
+    make_model();
+    char tok[128];
+    snprintf(tok, sizeof tok, "/tmp/pm_hostile_%ld.token", (long)getpid());
+    const char *good = "0123456789abcdefGHIJ";
+    write_file(tok, good);
+    su_daemon d;
+    const char *extra[] = {"--token-file", tok, NULL};
+    REQUIRE(su_daemon_start_with(&d, g_model, 0, 1, 0, g_listen, extra) == 0);
+    char err[300];
+    double last = 0;
+    for (int i = 0; i < 4; i++) {
+        double t0 = now_ms();
+        CHECK_INT_EQ(connect_token(&d, "wrong-token-wrong-token", err, sizeof err), PMW_E_AUTH);
+        last = now_ms() - t0;
+    }
+    CHECK(last >= 400.0);
+    double t0 = now_ms();
+    CHECK_INT_EQ(connect_token(&d, good, err, sizeof err), 0);
+    CHECK(now_ms() - t0 >= 800.0);
+    t0 = now_ms();
+    CHECK_INT_EQ(connect_token(&d, good, err, sizeof err), 0);
+    CHECK(now_ms() - t0 < 800.0);
+    CHECK(daemon_alive(&d));
+    su_daemon_stop(&d, SIGTERM);
+    unlink(tok);
+    unlink(g_model);
+    return pm_check_result();
+}
+
+/* A non-loopback bind with a short or patterned token exits 1 naming the
+ * rule, before anything is bound; loopback accepts any token. */
+static int case_token_short(void)
+{
+    make_model();
+    char tok[128], log[128], cmd[1200];
+    snprintf(tok, sizeof tok, "/tmp/pm_hostile_%ld.token", (long)getpid());
+    snprintf(log, sizeof log, "/tmp/pm_hostile_%ld.log", (long)getpid());
+    static const char *const tokens[] = {"x", "abababababababababab"};
+    for (size_t i = 0; i < 2; i++) {
+        write_file(tok, tokens[i]);
+        snprintf(cmd, sizeof cmd, "'%s' --model '%s' --layers 0-1 --listen tcp:0.0.0.0:0 "
+                 "--token-file '%s' 2>'%s'", PM_SHARDD, g_model, tok, log);
+        int st = system(cmd);
+        CHECK(WIFEXITED(st));
+        CHECK_INT_EQ(WEXITSTATUS(st), 1);
+        CHECK(file_has(log, "pm-shardd: a non-loopback address needs a token of at least 16 bytes"));
+    }
+    write_file(tok, "x");
+    su_daemon d;
+    const char *extra[] = {"--token-file", tok, NULL};
+    CHECK_INT_EQ(su_daemon_start_with(&d, g_model, 0, 1, 0, g_listen, extra), 0);
+    su_daemon_stop(&d, SIGTERM);
+    unlink(tok);
+    unlink(log);
+    unlink(g_model);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -465,6 +553,10 @@ int main(int argc, char **argv)
         return case_partial_frame();
     if (argc >= 2 && strcmp(argv[1], "max_body") == 0)
         return case_max_body();
+    if (argc >= 2 && strcmp(argv[1], "auth_backoff") == 0)
+        return case_auth_backoff();
+    if (argc >= 2 && strcmp(argv[1], "token_short") == 0)
+        return case_token_short();
     fprintf(stderr, "usage: test_hostile CASE\n");
     return 2;
 }

@@ -38,6 +38,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +53,9 @@
 #define PENDING_MAX 4   /* clients in their handshake at once */
 #define SLOTS (MAX_CONNS + PENDING_MAX)
 #define TOKEN_MAX 128
+#define TOKEN_MIN 16      /* bytes, for a non-loopback bind */
+#define BACKOFF_SLOTS 64  /* peer addresses remembered after failed handshakes */
+#define BACKOFF_MAX_MS 5000
 
 typedef struct options {
     const char *model, *listen, *backend, *token_file;
@@ -59,6 +64,14 @@ typedef struct options {
 } options;
 
 struct server;
+
+/* Failed authentications from one peer address: its next handshake waits
+ * until `until` (ms, monotonic), 100 ms doubled per failure up to 5 s. */
+typedef struct backoff {
+    char addr[64]; /* "" when free */
+    int failures;
+    int64_t until;
+} backoff;
 
 /* One engine session: its connection and the KV cache of the span. The
  * slot fields (used, pending, done, fd, since) are guarded by the server's
@@ -93,6 +106,7 @@ typedef struct server {
     pmw_options wopt;
     char token[TOKEN_MAX];
     peer peers[SLOTS];
+    backoff backoffs[BACKOFF_SLOTS]; /* guarded by lock */
     int n_served;         /* peers past their handshake */
     int stop;             /* a shutdown request (atomic) */
 } server;
@@ -244,6 +258,31 @@ static int parse_args(int argc, char **argv, options *o)
 
 /* ---- setup ----------------------------------------------------------------- */
 
+/* 1 when the daemon listens only where this machine alone can reach it:
+ * a Unix socket or a loopback TCP host (or --fd). Names other than
+ * "localhost" count as remote: they are not resolved here. */
+static int listen_is_local(const char *listen)
+{
+    pmw_address a;
+    char why[300];
+    if (!listen || pmw_address_parse(listen, &a, why, sizeof why) != 0 || a.is_unix)
+        return 1;
+    return strncmp(a.host, "127.", 4) == 0 || strcmp(a.host, "::1") == 0 ||
+           strcmp(a.host, "localhost") == 0;
+}
+
+/* A token worth its name: TOKEN_MIN bytes or more, not a short pattern
+ * repeated (at least 8 distinct byte values). A floor, not a measure of
+ * entropy: the file should hold random bytes. */
+static int token_strong(const char *t, size_t n)
+{
+    unsigned char seen[256] = {0};
+    int distinct = 0;
+    for (size_t i = 0; i < n; i++)
+        distinct += !seen[(unsigned char)t[i]]++;
+    return n >= TOKEN_MIN && distinct >= 8;
+}
+
 static int read_token(server *s)
 {
     const char *env = getenv("PHASEMARK_SHARD_TOKEN");
@@ -263,6 +302,12 @@ static int read_token(server *s)
         memcpy(s->token, env, n);
     }
     s->token[n] = '\0';
+    if (!listen_is_local(s->o.listen) && !token_strong(s->token, n)) {
+        fprintf(stderr, PROG ": a non-loopback address needs a token of at least %d bytes with "
+                "at least 8 distinct byte values (e.g. --token-file with 32 random bytes); "
+                "this one has %zu\n", TOKEN_MIN, n);
+        return -1;
+    }
     if (n) {
         s->wopt.token = s->token;
         s->wopt.token_len = n;
@@ -591,6 +636,77 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The peer's address as a backoff key: the IP for TCP, "unix" for a Unix
+ * socket (every local client shares it). */
+static void peer_key(int fd, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    snprintf(out, cap, "unix");
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family == AF_UNIX)
+        return;
+    char host[INET6_ADDRSTRLEN] = "";
+    const void *ip = ss.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
+                                             : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+    if (inet_ntop(ss.ss_family, ip, host, sizeof host))
+        snprintf(out, cap, "%s", host);
+}
+
+/* Under s->lock: the entry for key (a free or the stalest one when
+ * create, else NULL when there is none). */
+static backoff *backoff_find(server *s, const char *key, int create)
+{
+    backoff *stalest = &s->backoffs[0];
+    for (int i = 0; i < BACKOFF_SLOTS; i++) {
+        backoff *b = &s->backoffs[i];
+        if (strcmp(b->addr, key) == 0)
+            return b;
+        if (b->until < stalest->until)
+            stalest = b;
+    }
+    if (!create)
+        return NULL;
+    memset(stalest, 0, sizeof *stalest);
+    snprintf(stalest->addr, sizeof stalest->addr, "%s", key);
+    return stalest;
+}
+
+/* Waits out key's backoff (or until the daemon stops or the peer is
+ * evicted). Wrong-token handshakes from one address are so slowed to one
+ * per backoff period; parallel ones are bounded by PENDING_MAX. */
+static void backoff_wait(server *s, peer *p, const char *key)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        backoff *b = backoff_find(s, key, 0);
+        int64_t left = b ? b->until - now_ms() : 0;
+        int evicted = p->evicted;
+        pthread_mutex_unlock(&s->lock);
+        if (left <= 0 || evicted || stopping(s))
+            return;
+        struct timespec ts = {0, (left < 100 ? left : 100) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Records the outcome of key's handshake: a failed authentication doubles
+ * its backoff, a success forgets it. */
+static void backoff_note(server *s, const char *key, int rc)
+{
+    pthread_mutex_lock(&s->lock);
+    backoff *b = backoff_find(s, key, rc == PMW_E_AUTH);
+    if (b && rc == PMW_E_AUTH) {
+        int64_t ms = 100;
+        for (int i = 0; i < b->failures && ms < BACKOFF_MAX_MS; i++)
+            ms *= 2;
+        b->failures++;
+        b->until = now_ms() + (ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS);
+    } else if (b && rc == 0) {
+        memset(b, 0, sizeof *b);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* A peer's thread: the handshake under the hello deadline, then the
  * requests under the full one. The accepting loop may evict the peer while
  * it is pending by shutting p->fd down; the handshake runs on a duplicate
@@ -601,12 +717,15 @@ static void *peer_thread(void *arg)
     server *s = p->s;
     pmw_options hs = s->wopt;
     hs.timeout_ms = (int)s->o.hello_ms;
-    char err[256];
+    char err[256], key[64];
     pmw_conn *c = NULL;
+    peer_key(p->fd, key, sizeof key);
+    backoff_wait(s, p, key);
     int fd2 = dup(p->fd);
     int rc = fd2 < 0 ? PMW_E_IO : pmw_conn_server(fd2, &hs, &c, err, sizeof err);
     if (fd2 < 0)
         snprintf(err, sizeof err, "dup: %s", strerror(errno));
+    backoff_note(s, key, rc);
     pthread_mutex_lock(&s->lock);
     close(p->fd);
     p->fd = -1;
