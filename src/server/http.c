@@ -481,6 +481,21 @@ static enum MHD_Result generate(pms_server *s, struct MHD_Connection *c, conn_re
 
 /* ---- libmicrohttpd callbacks ------------------------------------------- */
 
+/* 1 when the request carries "Authorization: Bearer <--api-key>". The
+ * comparison takes the same time wherever the first difference is. */
+static int authorized(const pms_server *s, struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7) != 0)
+        return 0;
+    const char *got = h + 7, *want = s->cfg.api_key;
+    size_t ng = strlen(got), nw = strlen(want);
+    unsigned diff = ng != nw;
+    for (size_t i = 0; i < nw; i++)
+        diff |= (unsigned)(unsigned char)want[i] ^ (unsigned)(unsigned char)(i < ng ? got[i] : 0);
+    return diff == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *n, void **con_cls)
 {
@@ -497,6 +512,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pms_buf_init(&r->body, s->cfg.max_body);
         *con_cls = r;
         atomic_fetch_add(&s->http_active, 1);
+        if (s->cfg.api_key && strcmp(url, "/health") != 0 && !authorized(s, c)) {
+            pms_err e;
+            pms_err_set(&e, 401, "invalid_request_error", "invalid_api_key", NULL, "%s",
+                        "a valid API key is required (Authorization: Bearer KEY)");
+            return reply_err(s, c, r, &e, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        }
         return first_call(s, c, r, url, method);
     }
     if (r->answered) {

@@ -769,6 +769,44 @@ static int case_shard_stall_unix(void)
     return case_shard_stall("unix");
 }
 
+static void raw_exchange(int port, const char *req, size_t n, hc_resp *r);
+
+/* --api-key: requests without "Authorization: Bearer KEY", or with
+ * another key, get 401 with WWW-Authenticate: Bearer and the OpenAI
+ * error shape; with it they are served; /health needs no key. */
+static int case_api_key(void)
+{
+    const char *key = "k3y-0123456789abcdef";
+    const char *extra[] = {"--api-key", key, NULL};
+    srv_proc p;
+    start(&p, tiny, extra);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "GET", "/v1/models", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 401);
+    char h[64];
+    CHECK_STR_EQ(hc_header(&r, "WWW-Authenticate", h, sizeof h), "Bearer");
+    json_t *j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "invalid_api_key");
+    json_decref(j);
+    hc_free(&r);
+    static const char *const heads[] = {"Bearer k3y-0123456789abcdeX", "Bearer k3y-0123456789abcde",
+                                        "Basic k3y-0123456789abcdef", "Bearer k3y-0123456789abcdef"};
+    static const int want[] = {401, 401, 401, 200};
+    for (int i = 0; i < 4; i++) {
+        char req[300];
+        int n = snprintf(req, sizeof req, "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n"
+                         "Connection: close\r\n\r\n", heads[i]);
+        raw_exchange(p.port, req, (size_t)n, &r);
+        CHECK_INT_EQ(r.status, want[i]);
+        hc_free(&r);
+    }
+    REQUIRE(hc_request(p.port, "GET", "/health", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
 /* --placement: the two layers of the tiny model on two shards give the
  * monolithic model's greedy text. */
 static int case_placement(void)
@@ -1337,8 +1375,13 @@ static int case_startup(void)
     const char *help[] = {"--help", NULL};
     CHECK_INT_EQ(run_server(help, &res), 0);
     CHECK(strstr(res.out, "usage: pm-server") != NULL);
+    /* Not loopback: a usage error without --api-key or --no-auth; with
+     * --no-auth the bind itself fails. */
     const char *host[] = {"-m", tiny, "--port", "0", "--host", "not-an-address", NULL};
-    CHECK_INT_EQ(run_server(host, &res), 1);
+    CHECK_INT_EQ(run_server(host, &res), 2);
+    CHECK(strstr(res.err, "pm-server: --host not-an-address is not loopback: give --api-key") != NULL);
+    const char *host_open[] = {"-m", tiny, "--port", "0", "--host", "not-an-address", "--no-auth", NULL};
+    CHECK_INT_EQ(run_server(host_open, &res), 1);
     return pm_check_result();
 }
 
@@ -1453,7 +1496,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
         {"chat", case_chat},             {"chat_template", case_chat_template}, {"stop", case_stop}, {"speculative", case_speculative},
-        {"placement", case_placement},   {"shard_stall_spawn", case_shard_stall_spawn}, {"shard_stall_unix", case_shard_stall_unix},   {"keepalive", case_keepalive},             {"errors", case_errors},
+        {"placement", case_placement},   {"shard_stall_spawn", case_shard_stall_spawn}, {"api_key", case_api_key}, {"shard_stall_unix", case_shard_stall_unix},   {"keepalive", case_keepalive},             {"errors", case_errors},
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},
