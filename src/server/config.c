@@ -53,6 +53,7 @@ const char *pms_config_usage(void)
            "  --draft-k N             tokens drafted per round (default 4)\n"
            "  --api-key KEY           require \"Authorization: Bearer KEY\" (all but /health)\n"
            "  --no-auth               allow a non-loopback --host without --api-key\n"
+           "  --no-mmap               read the model into memory instead of mapping it\n"
            "  --quiet                 no access log line per request on stderr\n";
 }
 
@@ -142,6 +143,10 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
         }
         if (!strcmp(o, "--no-auth")) {
             c->no_auth = 1;
+            continue;
+        }
+        if (!strcmp(o, "--no-mmap")) {
+            c->no_mmap = 1;
             continue;
         }
         if (o[0] != '-') {

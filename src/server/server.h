@@ -82,6 +82,8 @@ typedef struct pms_config {
      * (--no-auth) says so explicitly. */
     const char *api_key;
     int no_auth;
+    int no_mmap;             /* --no-mmap: read the GGUF weights into
+                                memory (llm_model_options.no_mmap) */
 } pms_config;
 
 /* Fills *c with the documented defaults (docs/server.md). */
