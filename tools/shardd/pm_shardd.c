@@ -83,7 +83,8 @@ typedef struct peer {
     int done;        /* the thread finished; the main loop joins it */
     int evicted;     /* dropped by the accepting loop (pending) */
     int fd;          /* the accepted socket while pending, else -1 */
-    int64_t since;   /* ms, when it was accepted (eviction order) */
+    uint64_t since;  /* accept count when it came (eviction order: a
+                        counter, not a clock, so that ties cannot be) */
     pthread_t th;
     pmw_conn *c;
     llm_span *span;  /* owned, a span of the server's runner */
@@ -108,6 +109,7 @@ typedef struct server {
     peer peers[SLOTS];
     backoff backoffs[BACKOFF_SLOTS]; /* guarded by lock */
     int n_served;         /* peers past their handshake */
+    uint64_t n_accepted;  /* clients accepted so far (guarded by lock) */
     int stop;             /* a shutdown request (atomic) */
 } server;
 
@@ -745,12 +747,15 @@ static void *peer_thread(void *arg)
         c = NULL;
         if (add_peer(s, p, p->c) == 0)
             peer_loop(s, p);
+        /* The slot is free before the client can see the close, so a
+         * client that reconnects at once is not refused as "full". */
+        pthread_mutex_lock(&s->lock);
+        s->n_served--;
+        pthread_mutex_unlock(&s->lock);
         drop_peer(s, p);
     }
     pmw_conn_close(c);
     pthread_mutex_lock(&s->lock);
-    if (served)
-        s->n_served--;
     p->done = 1;
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -828,7 +833,7 @@ static void accept_one(server *s, pmw_listener *l)
     peer *p = take_slot(s);
     if (p) {
         memset(p, 0, sizeof *p);
-        *p = (peer){.s = s, .used = 1, .pending = 1, .fd = fd, .since = now_ms()};
+        *p = (peer){.s = s, .used = 1, .pending = 1, .fd = fd, .since = ++s->n_accepted};
         if (pthread_create(&p->th, NULL, peer_thread, p) != 0) {
             p->used = 0;
             p = NULL;
