@@ -93,16 +93,28 @@ typedef struct llm_model_options {
                             starts the model and the final norm and output
                             head when it ends it; */
     int32_t span_layers; /* 0: every layer (the default) */
+    /* Added for issue 22 (a caller's older, shorter struct means 0). */
+    int32_t no_mmap;     /* 1: read a GGUF file's bytes into memory owned
+                            by the model instead of mapping it, so that
+                            truncating or rewriting the file under a running
+                            process cannot fault it (SIGBUS); costs the
+                            file's size in anonymous memory and the read at
+                            open. 0 (default): mapped, pages shared with the
+                            page cache, and the file must not be truncated
+                            or rewritten in place while the model is open
+                            (replace it by rename instead). llama2.c .bin
+                            checkpoints are always mapped. */
 } llm_model_options;
 
 #define LLM_MODEL_OPTIONS_VERSION 1
 #define LLM_MODEL_OPTIONS_INIT \
-    {LLM_MODEL_OPTIONS_VERSION, (uint16_t)sizeof(llm_model_options), 0, 0, 0, 0, 0}
+    {LLM_MODEL_OPTIONS_VERSION, (uint16_t)sizeof(llm_model_options), 0, 0, 0, 0, 0, 0}
 
 /* Opens a model: a GGUF file (llama architecture), or a legacy llama2.c
  * checkpoint (.bin; its tokenizer.bin through opt->tokenizer_path). The
  * format is recognized from the file's magic. opt may be NULL (defaults).
- * The weights stay mmapped until llm_model_free. On failure *out is NULL,
+ * The weights stay mmapped until llm_model_free (or, with opt->no_mmap, a
+ * GGUF file is read into memory the model owns). On failure *out is NULL,
  * the status says why and err holds one line naming the problem. The caller
  * owns *out. Thread-safe (touches no shared state). */
 LLM_API int llm_model_open(const char *path, const llm_model_options *opt,

@@ -489,6 +489,14 @@ PMW_API int pmw_listen(const char *address, const pmw_options *opt, pmw_listener
 PMW_API int pmw_accept(pmw_listener *l, int timeout_ms, pmw_conn **out,
                        char *err, size_t errlen);
 
+/* Waits up to timeout_ms for a client and accepts it without a handshake:
+ * *fd_out is the connected socket (non-blocking, close-on-exec), owned by
+ * the caller, who runs pmw_conn_server on it, typically on another thread
+ * and with a short deadline of its own so that a silent client cannot hold
+ * up the accepting loop. PMW_E_TIMEOUT when no client came (*fd_out -1). */
+PMW_API int pmw_accept_fd(pmw_listener *l, int timeout_ms, int *fd_out, char *err,
+                          size_t errlen);
+
 /* The bound address in the form pmw_connect takes (with the real port). */
 PMW_API const char *pmw_listener_address(const pmw_listener *l);
 PMW_API int pmw_listener_fd(const pmw_listener *l);

@@ -51,6 +51,9 @@ const char *pms_config_usage(void)
            "                          0-3@local,4-7@spawn (docs/split.md)\n"
            "  --draft PATH            draft model: speculative decoding (same vocabulary)\n"
            "  --draft-k N             tokens drafted per round (default 4)\n"
+           "  --api-key KEY           require \"Authorization: Bearer KEY\" (all but /health)\n"
+           "  --no-auth               allow a non-loopback --host without --api-key\n"
+           "  --no-mmap               read the model into memory instead of mapping it\n"
            "  --quiet                 no access log line per request on stderr\n";
 }
 
@@ -102,7 +105,7 @@ static int set_option(pms_config *c, const char *opt, const char *val, char *err
     const struct { const char *name; const char **dst; } strs[] = {
         {"-m", &c->model_path},   {"--model", &c->model_path}, {"--model-id", &c->model_id},
         {"--tokenizer", &c->tokenizer}, {"--host", &c->host}, {"--backend", &c->backend},
-        {"--draft", &c->draft},   {"--placement", &c->placement},
+        {"--draft", &c->draft},   {"--placement", &c->placement}, {"--api-key", &c->api_key},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (strcmp(opt, strs[i].name) == 0) {
@@ -138,6 +141,14 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
             c->quiet = 1;
             continue;
         }
+        if (!strcmp(o, "--no-auth")) {
+            c->no_auth = 1;
+            continue;
+        }
+        if (!strcmp(o, "--no-mmap")) {
+            c->no_mmap = 1;
+            continue;
+        }
         if (o[0] != '-') {
             snprintf(err, errlen, "unexpected argument '%s'", o);
             return -1;
@@ -155,6 +166,16 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
     }
     if (c->model_id && !*c->model_id) {
         snprintf(err, errlen, "--model-id must not be empty");
+        return -1;
+    }
+    if (c->api_key && strlen(c->api_key) < 16) {
+        snprintf(err, errlen, "--api-key must have at least 16 characters");
+        return -1;
+    }
+    int loopback = strncmp(c->host, "127.", 4) == 0 || strcmp(c->host, "::1") == 0;
+    if (!loopback && !c->api_key && !c->no_auth) {
+        snprintf(err, errlen, "--host %s is not loopback: give --api-key, or --no-auth to serve "
+                 "it without authentication", c->host);
         return -1;
     }
     return 0;

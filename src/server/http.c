@@ -16,8 +16,17 @@
  * socket after every token (worker.c), and libmicrohttpd's completion
  * notice (a failed write, a timeout) cancels the job. Either way the
  * worker stops at the next token.
- */
+ *
+ * Deadlines are ordered so an answer is always delivered: a job can wait
+ * longer than the idle --timeout (a stalled shard waits out its own wire
+ * deadline, 30 s by default, before the job fails), so an idle connection
+ * is never closed under a job. A stream writes an SSE comment line
+ * (": keep-alive") every third of --timeout while nothing else is due,
+ * and a non-streamed request lifts the idle timeout while its job runs
+ * (restored for the answer). The error event and [DONE] therefore always
+ * follow a shard failure. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -291,10 +300,14 @@ static int client_fd(struct MHD_Connection *c)
 
 static enum MHD_Result wait_and_answer(pms_server *s, struct MHD_Connection *c, conn_req *r, pms_job *j)
 {
+    /* The job may outlast the idle timeout (a stalled shard): no idle
+     * deadline while it runs; restoring it also restarts it. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)0);
     pthread_mutex_lock(&j->mu);
     while (j->state != PMS_JOB_DONE)
         pthread_cond_wait(&j->cv, &j->mu);
     pthread_mutex_unlock(&j->mu);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)s->cfg.timeout_s);
     if (j->cancelled && j->client_gone)
         return MHD_NO; /* nobody to answer: close the connection */
     if (j->cancelled)
@@ -337,9 +350,24 @@ static int next_events(stream_st *st)
         st->first = 0;
         rc = emit_event(st, pms_resp_chunk(st->s, j, NULL, 0, 1, NULL));
     }
+    /* A keep-alive comment is due a third of the idle timeout from now. */
+    struct timespec due;
+    clock_gettime(CLOCK_REALTIME, &due);
+    long ms = (long)st->s->cfg.timeout_s * 1000 / 3;
+    due.tv_sec += ms / 1000;
+    due.tv_nsec += (ms % 1000) * 1000000L;
+    if (due.tv_nsec >= 1000000000L) {
+        due.tv_sec++;
+        due.tv_nsec -= 1000000000L;
+    }
+    int idle = 0;
     pthread_mutex_lock(&j->mu);
-    while (rc == 0 && j->state != PMS_JOB_DONE && j->ready == st->sent)
-        pthread_cond_wait(&j->cv, &j->mu);
+    while (rc == 0 && !idle && j->state != PMS_JOB_DONE && j->ready == st->sent)
+        idle = pthread_cond_timedwait(&j->cv, &j->mu, &due) == ETIMEDOUT;
+    if (idle && j->state != PMS_JOB_DONE && j->ready == st->sent) {
+        pthread_mutex_unlock(&j->mu);
+        return pms_buf_puts(&st->out, ": keep-alive\n\n");
+    }
     if (rc == 0 && j->ready > st->sent)
         rc = content_event(st, j, st->sent, j->ready);
     st->sent = j->ready;
@@ -453,6 +481,21 @@ static enum MHD_Result generate(pms_server *s, struct MHD_Connection *c, conn_re
 
 /* ---- libmicrohttpd callbacks ------------------------------------------- */
 
+/* 1 when the request carries "Authorization: Bearer <--api-key>". The
+ * comparison takes the same time wherever the first difference is. */
+static int authorized(const pms_server *s, struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7) != 0)
+        return 0;
+    const char *got = h + 7, *want = s->cfg.api_key;
+    size_t ng = strlen(got), nw = strlen(want);
+    unsigned diff = ng != nw;
+    for (size_t i = 0; i < nw; i++)
+        diff |= (unsigned)(unsigned char)want[i] ^ (unsigned)(unsigned char)(i < ng ? got[i] : 0);
+    return diff == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *n, void **con_cls)
 {
@@ -469,6 +512,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pms_buf_init(&r->body, s->cfg.max_body);
         *con_cls = r;
         atomic_fetch_add(&s->http_active, 1);
+        if (s->cfg.api_key && strcmp(url, "/health") != 0 && !authorized(s, c)) {
+            pms_err e;
+            pms_err_set(&e, 401, "invalid_request_error", "invalid_api_key", NULL, "%s",
+                        "a valid API key is required (Authorization: Bearer KEY)");
+            return reply_err(s, c, r, &e, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        }
         return first_call(s, c, r, url, method);
     }
     if (r->answered) {

@@ -61,6 +61,7 @@ static int open_model(pms_server *s, char *err, size_t errlen)
     mo.n_threads = s->cfg.threads;
     mo.backend = s->cfg.backend; /* passed through; the engine refuses what it lacks */
     mo.tokenizer_path = s->cfg.tokenizer;
+    mo.no_mmap = s->cfg.no_mmap;
     char detail[384];
     if (llm_model_open(s->cfg.model_path, &mo, &s->model, detail, sizeof detail) != 0) {
         snprintf(err, errlen, "%s", detail);

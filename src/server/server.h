@@ -76,6 +76,14 @@ typedef struct pms_config {
     pms_access_fn access_log;
     void *access_user;
     int quiet;               /* --quiet: the caller should not log */
+    /* --api-key: every request but GET /health must carry
+     * "Authorization: Bearer KEY" (401 otherwise); NULL: none. A
+     * non-loopback --host without it is a usage error unless no_auth
+     * (--no-auth) says so explicitly. */
+    const char *api_key;
+    int no_auth;
+    int no_mmap;             /* --no-mmap: read the GGUF weights into
+                                memory (llm_model_options.no_mmap) */
 } pms_config;
 
 /* Fills *c with the documented defaults (docs/server.md). */

@@ -313,8 +313,8 @@ int pmw_decoder_next(pmw_decoder *dec, pmw_frame *frame)
         return dec->err;
     drop_pending(dec);
     size_t have = dec->wpos - dec->rpos;
-    if (have < PMW_HEADER_SIZE)
-        return check_prefix(dec, dec->buf + dec->rpos, have);
+    if (have < PMW_HEADER_SIZE) /* a fresh decoder has no buffer yet */
+        return check_prefix(dec, have ? dec->buf + dec->rpos : NULL, have);
     if (!dec->frame_total) {
         int rc = check_header(dec, dec->buf + dec->rpos);
         if (rc)

@@ -51,6 +51,12 @@ struct pmw_conn {
     uint64_t recv_seq;     /* number we expect next */
     pmw__shm shm;
     int has_shm;
+    /* Shared transport, receiving: the peer can write its area at any time,
+     * so a body is copied here once and only the copy is validated and
+     * used (no double fetch). Grows to the largest body received, at most
+     * min(area, limits.max_body); owned, freed at close. */
+    uint8_t *rx;
+    size_t rx_cap;
     int passed_fd;         /* server, handshake: descriptor received (-1 none) */
     pmw_diag diag;
     char err[PMW_TEXT_MAX + 1];
@@ -333,7 +339,21 @@ static int resolve_ref(pmw_conn *c, const pmw_frame *f, pmw_msg *m)
                   (unsigned long long)m->ref.length, c->limits.max_body);
         return PMW_E_SHM_REF;
     }
-    return pmw_msg_bind_body(m, c->shm.in + m->ref.offset, (size_t)m->ref.length, &c->diag);
+    size_t n = (size_t)m->ref.length;
+    if (n > c->rx_cap) {
+        uint8_t *p = realloc(c->rx, n);
+        if (!p) {
+            pmw__diag(&c->diag, PMW_E_NOMEM, 0, "out of memory copying a %zu-byte shared body", n);
+            return fatal(c, PMW_E_NOMEM);
+        }
+        c->rx = p;
+        c->rx_cap = n;
+    }
+    /* One read of the peer-writable bytes; everything after this sees only
+     * the private copy, whatever the peer writes meanwhile. */
+    if (n)
+        memcpy(c->rx, c->shm.in + m->ref.offset, n);
+    return pmw_msg_bind_body(m, n ? c->rx : c->shm.in, n, &c->diag);
 }
 
 /* Validates a whole frame: sequence, metadata, direction, shared body. */
@@ -527,6 +547,8 @@ static int client_handshake(pmw_conn *c, const pmw_options *o)
     pmw_hello theirs = m.hello;
     if (theirs.transport != mine.transport || theirs.shm_size != mine.shm_size)
         return hs_fail(c, PMW_E_TRANSPORT, "handshake: the server answered with another transport");
+    if (theirs.limits.max_body == 0)
+        return hs_fail(c, PMW_E_VALUE, "handshake: the server announced max_body 0 (no reply could be sent)");
     c->peer = theirs.limits;
     c->transport = mine.transport;
     if ((rc = client_auth(c, o, &mine, &theirs)) != 0)
@@ -596,6 +618,10 @@ static int server_handshake(pmw_conn *c, const pmw_options *o)
     pmw_hello theirs = m.hello, mine;
     if ((rc = server_transport(c, o, &theirs)) != 0)
         return rc;
+    /* A peer that accepts no body could be sent no reply: every request
+     * would be silently dropped, so it is refused here instead. */
+    if (theirs.limits.max_body == 0)
+        return hs_fail(c, PMW_E_VALUE, "handshake: max_body 0 (no reply could be sent)");
     c->peer = theirs.limits;
     c->transport = theirs.transport;
     memset(&mine, 0, sizeof mine);
@@ -744,6 +770,7 @@ void pmw_conn_close(pmw_conn *c)
     if (c->passed_fd >= 0)
         close(c->passed_fd);
     pmw__shm_close(&c->shm);
+    free(c->rx);
     pmw_decoder_destroy(c->dec);
     free(c);
 }

@@ -60,11 +60,11 @@ int pmw_listen(const char *address, const pmw_options *opt, pmw_listener **out, 
     return 0;
 }
 
-int pmw_accept(pmw_listener *l, int timeout_ms, pmw_conn **out, char *err, size_t errlen)
+int pmw_accept_fd(pmw_listener *l, int timeout_ms, int *fd_out, char *err, size_t errlen)
 {
-    if (!l || !out || timeout_ms <= 0)
+    if (!l || !fd_out || timeout_ms <= 0)
         return PMW_E_ARG;
-    *out = NULL;
+    *fd_out = -1;
     int w = pmw__wait(l->fd, POLLIN, pmw__now_ms() + timeout_ms);
     if (w == 0) {
         pmw__fmt(err, errlen, "accept: no client within %d ms", timeout_ms);
@@ -80,7 +80,18 @@ int pmw_accept(pmw_listener *l, int timeout_ms, pmw_conn **out, char *err, size_
     }
     if (!l->addr.is_unix)
         pmw__tcp_nodelay(fd);
-    return pmw_conn_server(fd, &l->opt, out, err, errlen);
+    *fd_out = fd;
+    return 0;
+}
+
+int pmw_accept(pmw_listener *l, int timeout_ms, pmw_conn **out, char *err, size_t errlen)
+{
+    if (!l || !out || timeout_ms <= 0)
+        return PMW_E_ARG;
+    *out = NULL;
+    int fd;
+    int rc = pmw_accept_fd(l, timeout_ms, &fd, err, errlen);
+    return rc ? rc : pmw_conn_server(fd, &l->opt, out, err, errlen);
 }
 
 const char *pmw_listener_address(const pmw_listener *l)

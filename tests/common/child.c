@@ -167,3 +167,24 @@ int pm_child_ok(const pm_child_result *res)
 {
     return res->exited && res->exit_code == 0;
 }
+
+int pm_wait_stopped(long pid, int timeout_ms)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    for (int waited = 0; waited <= timeout_ms; waited++) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return -1;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* The state follows the command name, which may hold ')' itself. */
+        const char *end = strrchr(buf, ')');
+        if (end && end[1] == ' ' && (end[2] == 'T' || end[2] == 't'))
+            return 0;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}

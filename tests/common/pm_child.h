@@ -39,4 +39,10 @@ const char *pm_child_describe(const pm_child_result *res, char *buf, size_t len)
 /* True when the child exited with code 0, not by a signal or timeout. */
 int pm_child_ok(const pm_child_result *res);
 
+/* Waits until process pid is stopped (state T or t in /proc/PID/stat), at
+ * most timeout_ms: kill(pid, SIGSTOP) only queues the signal, and a process
+ * whose threads run on another core can still answer a request sent right
+ * after it. 0 once stopped, -1 on timeout or when pid is gone. */
+int pm_wait_stopped(long pid, int timeout_ms);
+
 #endif

@@ -12,6 +12,7 @@
  */
 #include <dirent.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -139,6 +140,13 @@ static int sse_events(const hc_resp *r, json_t **ev, int cap, int *n)
     const char *p = r->body;
     int done = 0;
     while (*p) {
+        if (!done && p[0] == ':') { /* a comment (keep-alive): skipped */
+            const char *e = strstr(p, "\n\n");
+            if (!e)
+                return -1;
+            p = e + 2;
+            continue;
+        }
         if (done || strncmp(p, "data: ", 6) != 0)
             return -1;
         const char *end = strstr(p, "\n\n");
@@ -612,6 +620,240 @@ static int count_daemons(const char *needle)
     if (d)
         closedir(d);
     return n;
+}
+
+/* The pid of the one pm-shardd whose command line holds needle; -1. */
+static pid_t daemon_pid(const char *needle)
+{
+    DIR *d = opendir("/proc");
+    pid_t pid = -1;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[300], cmd[4096];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(cmd, 1, sizeof cmd - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++)
+            if (cmd[i] == 0)
+                cmd[i] = ' ';
+        cmd[len] = 0;
+        if (strstr(cmd, "pm-shardd") && strstr(cmd, needle))
+            pid = (pid_t)strtol(e->d_name, NULL, 10);
+    }
+    if (d)
+        closedir(d);
+    return pid;
+}
+
+/* Starts pm-shardd for layer 1 of model on unix:sock and waits for its
+ * ready line; the pid, or -1. */
+static pid_t start_shardd(const char *model, const char *sock)
+{
+#ifdef PM_SHARDD
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    char listen[200];
+    snprintf(listen, sizeof listen, "unix:%s", sock);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 3);
+        execl(PM_SHARDD, "pm-shardd", "--model", model, "--layers", "1", "--listen", listen,
+              "--ready-fd", "3", "--threads", "1", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char line[300] = "";
+    struct pollfd pf = {fds[0], POLLIN, 0};
+    ssize_t n = poll(&pf, 1, 20000) == 1 ? read(fds[0], line, sizeof line - 1) : -1;
+    close(fds[0]);
+    if (n <= 0 || strncmp(line, "ready ", 6) != 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+#else
+    (void)model;
+    (void)sock;
+    PM_SKIP("pm-shardd was not built");
+#endif
+}
+
+static const char stall_stream[] =
+    "{\"prompt\":[1,100,200,300],\"max_tokens\":8,\"temperature\":0,\"stream\":true}";
+
+/* A shard that stops answering under a stream (its daemon SIGSTOPped),
+ * with the idle timeout (1 s) shorter than the shard's deadline (3 s).
+ * spawn: the engine abandons the stopped daemon at the deadline and
+ * respawns it; the stream, kept open by keep-alive comments, completes
+ * with all 8 tokens and [DONE]. unix: a daemon the engine cannot replace;
+ * the stream carries the error event and [DONE], and a non-streamed
+ * request gets its error answer. */
+static int case_shard_stall(const char *kind)
+{
+    int spawn = strcmp(kind, "spawn") == 0;
+    char sock[128], place[300], model[128];
+    snprintf(sock, sizeof sock, "/tmp/pm_server_stall_%ld.sock", (long)getpid());
+    /* A name of its own, so that no other test's daemons are taken for
+     * this one's (and this one's are not counted by theirs). */
+    snprintf(model, sizeof model, "/tmp/pm_server_stall_%ld.gguf", (long)getpid());
+    unlink(model);
+    REQUIRE(symlink(tiny, model) == 0);
+    pid_t d = -1;
+    if (spawn) {
+        snprintf(place, sizeof place, "0-0@local,1-1@spawn?timeout=3000");
+    } else {
+        d = start_shardd(model, sock);
+        REQUIRE(d > 0);
+        snprintf(place, sizeof place, "0-0@local,1-1@unix:%s?timeout=3000", sock);
+    }
+    const char *extra[] = {"--placement", place, "--timeout", "1", NULL};
+    srv_proc p;
+    start(&p, model, extra);
+    if (spawn)
+        d = daemon_pid(model);
+    REQUIRE(d > 0);
+    REQUIRE(kill(d, SIGSTOP) == 0);
+    REQUIRE(pm_wait_stopped((long)d, 2000) == 0);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", stall_stream, &r, 60000) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    CHECK(r.body_len >= 14 && strcmp(r.body + r.body_len - 14, "data: [DONE]\n\n") == 0);
+    CHECK(strstr(r.body, ": keep-alive\n\n") != NULL);
+    json_t *ev[64];
+    int n = 0;
+    CHECK_INT_EQ(sse_events(&r, ev, 64, &n), 0);
+    if (spawn) {
+        char got[4096];
+        const char *finish = NULL;
+        stream_text(ev, n, 0, got, sizeof got, &finish);
+        CHECK_STR_EQ(finish ? finish : "", "length");
+    } else {
+        CHECK(n >= 1 && json_object_get(ev[n - 1], "error") != NULL);
+    }
+    free_events(ev, n);
+    hc_free(&r);
+    if (!spawn) {
+        REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                           "{\"prompt\":[1,100,200,300],\"max_tokens\":8,\"temperature\":0}", &r,
+                           60000) == 0);
+        CHECK(r.status >= 500);
+        json_t *j = body_json(&r);
+        CHECK(j && json_object_get(j, "error") != NULL);
+        json_decref(j);
+        hc_free(&r);
+    }
+    kill(d, SIGCONT);
+    stop_ok(&p);
+    if (!spawn) {
+        kill(d, SIGTERM);
+        waitpid(d, NULL, 0);
+        unlink(sock);
+    }
+    unlink(model);
+    return pm_check_result();
+}
+
+static int case_shard_stall_spawn(void)
+{
+    return case_shard_stall("spawn");
+}
+
+static int case_shard_stall_unix(void)
+{
+    return case_shard_stall("unix");
+}
+
+static void raw_exchange(int port, const char *req, size_t n, hc_resp *r);
+
+/* Copies src to dst byte for byte. 0 or -1. */
+static int copy_file(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* --no-mmap: the model file truncated to nothing under the running
+ * server (which would fault a mapped model with SIGBUS) changes nothing:
+ * the same greedy text before and after. */
+static int case_no_mmap(void)
+{
+    char model[128];
+    snprintf(model, sizeof model, "/tmp/pm_server_nommap_%ld.gguf", (long)getpid());
+    REQUIRE(copy_file(tiny, model) == 0);
+    const char *extra[] = {"--no-mmap", NULL};
+    srv_proc p;
+    start(&p, model, extra);
+    const char *body = "{\"prompt\":[1,100,200,300],\"max_tokens\":16,\"temperature\":0}";
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    char before[4096];
+    snprintf(before, sizeof before, "%s", jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "");
+    json_decref(j);
+    hc_free(&r);
+    REQUIRE(truncate(model, 0) == 0);
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    j = body_json(&r);
+    CHECK_STR_EQ(jstr(choice0(j), "text"), before);
+    json_decref(j);
+    hc_free(&r);
+    stop_ok(&p);
+    unlink(model);
+    return pm_check_result();
+}
+
+/* --api-key: requests without "Authorization: Bearer KEY", or with
+ * another key, get 401 with WWW-Authenticate: Bearer and the OpenAI
+ * error shape; with it they are served; /health needs no key. */
+static int case_api_key(void)
+{
+    const char *key = "k3y-0123456789abcdef";
+    const char *extra[] = {"--api-key", key, NULL};
+    srv_proc p;
+    start(&p, tiny, extra);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "GET", "/v1/models", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 401);
+    char h[64];
+    CHECK_STR_EQ(hc_header(&r, "WWW-Authenticate", h, sizeof h), "Bearer");
+    json_t *j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "invalid_api_key");
+    json_decref(j);
+    hc_free(&r);
+    static const char *const heads[] = {"Bearer k3y-0123456789abcdeX", "Bearer k3y-0123456789abcde",
+                                        "Basic k3y-0123456789abcdef", "Bearer k3y-0123456789abcdef"};
+    static const int want[] = {401, 401, 401, 200};
+    for (int i = 0; i < 4; i++) {
+        char req[300];
+        int n = snprintf(req, sizeof req, "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n"
+                         "Connection: close\r\n\r\n", heads[i]);
+        raw_exchange(p.port, req, (size_t)n, &r);
+        CHECK_INT_EQ(r.status, want[i]);
+        hc_free(&r);
+    }
+    REQUIRE(hc_request(p.port, "GET", "/health", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
 }
 
 /* --placement: the two layers of the tiny model on two shards give the
@@ -1182,8 +1424,13 @@ static int case_startup(void)
     const char *help[] = {"--help", NULL};
     CHECK_INT_EQ(run_server(help, &res), 0);
     CHECK(strstr(res.out, "usage: pm-server") != NULL);
+    /* Not loopback: a usage error without --api-key or --no-auth; with
+     * --no-auth the bind itself fails. */
     const char *host[] = {"-m", tiny, "--port", "0", "--host", "not-an-address", NULL};
-    CHECK_INT_EQ(run_server(host, &res), 1);
+    CHECK_INT_EQ(run_server(host, &res), 2);
+    CHECK(strstr(res.err, "pm-server: --host not-an-address is not loopback: give --api-key") != NULL);
+    const char *host_open[] = {"-m", tiny, "--port", "0", "--host", "not-an-address", "--no-auth", NULL};
+    CHECK_INT_EQ(run_server(host_open, &res), 1);
     return pm_check_result();
 }
 
@@ -1298,7 +1545,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
         {"chat", case_chat},             {"chat_template", case_chat_template}, {"stop", case_stop}, {"speculative", case_speculative},
-        {"placement", case_placement},   {"keepalive", case_keepalive},             {"errors", case_errors},
+        {"placement", case_placement},   {"shard_stall_spawn", case_shard_stall_spawn}, {"api_key", case_api_key}, {"no_mmap", case_no_mmap}, {"shard_stall_unix", case_shard_stall_unix},   {"keepalive", case_keepalive},             {"errors", case_errors},
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},

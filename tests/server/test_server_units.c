@@ -370,12 +370,25 @@ static int case_config(void)
         {"-m", "x", "--port", NULL},
         {"-m", "x", "stray", NULL},
         {"-m", "x", "--model-id", "", NULL},
+        {"-m", "x", "--host", "0.0.0.0", NULL},         /* not loopback, no key */
+        {"-m", "x", "--api-key", "short", NULL},        /* under 16 characters */
     };
     for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
         err[0] = 0;
         CHECK_INT_EQ(parse(&c, bads[i], err, sizeof err), -1);
         CHECK(err[0] != 0);
     }
+    /* A non-loopback bind needs a key, or --no-auth said explicitly. */
+    const char *keyed[] = {"-m", "x", "--host", "0.0.0.0", "--api-key", "0123456789abcdef", NULL};
+    CHECK_INT_EQ(parse(&c, keyed, err, sizeof err), 0);
+    CHECK_STR_EQ(c.api_key, "0123456789abcdef");
+    const char *open_[] = {"-m", "x", "--host", "0.0.0.0", "--no-auth", NULL};
+    CHECK_INT_EQ(parse(&c, open_, err, sizeof err), 0);
+    CHECK_INT_EQ(c.no_auth, 1);
+    const char *nokey[] = {"-m", "x", "--host", "10.0.0.1", NULL};
+    CHECK_INT_EQ(parse(&c, nokey, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "--host 10.0.0.1 is not loopback: give --api-key, or --no-auth to serve it "
+                      "without authentication");
     const char *draft[] = {"-m", "x", "--draft", "d.gguf", "--draft-k", "6", "--placement", "0-3@local,4-7@spawn",
                            NULL};
     REQUIRE(parse(&c, draft, err, sizeof err) == 0);

@@ -56,6 +56,12 @@ int su_daemon_threads = 1;
 int su_daemon_start(su_daemon *d, const char *model, int first, int last, int shard,
                     const char *listen)
 {
+    return su_daemon_start_with(d, model, first, last, shard, listen, NULL);
+}
+
+int su_daemon_start_with(su_daemon *d, const char *model, int first, int last, int shard,
+                         const char *listen, const char *const *extra)
+{
     char layers[32], sh[16], threads[16];
     snprintf(layers, sizeof layers, "%d-%d", first, last);
     snprintf(sh, sizeof sh, "%d", shard);
@@ -71,8 +77,13 @@ int su_daemon_start(su_daemon *d, const char *model, int first, int last, int sh
             dup2(p[1], 3);
             close(p[1]);
         }
-        execl(PM_SHARDD, "pm-shardd", "--model", model, "--layers", layers, "--shard", sh,
-              "--listen", listen, "--ready-fd", "3", "--threads", threads, (char *)NULL);
+        const char *argv[40] = {"pm-shardd", "--model", model, "--layers", layers, "--shard",
+                                sh, "--listen", listen, "--ready-fd", "3", "--threads", threads};
+        int n = 13;
+        for (; extra && *extra && n < 39; extra++)
+            argv[n++] = *extra;
+        argv[n] = NULL;
+        execv(PM_SHARDD, (char *const *)argv);
         _exit(127);
     }
     close(p[1]);

@@ -25,6 +25,11 @@ typedef struct su_daemon {
 int su_daemon_start(su_daemon *d, const char *model, int first, int last, int shard,
                     const char *listen);
 
+/* As su_daemon_start, with extra options appended to the daemon's command
+ * line (extra: a NULL-terminated list, or NULL). */
+int su_daemon_start_with(su_daemon *d, const char *model, int first, int last, int shard,
+                         const char *listen, const char *const *extra);
+
 /* Worker threads of the daemons su_daemon_start starts (a benchmark sets
  * it to the engine's count; tests keep 1). */
 extern int su_daemon_threads;

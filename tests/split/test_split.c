@@ -1067,6 +1067,7 @@ static int case_failure(const char *kind, int stall)
     /* Stopped, the daemon cannot answer: the request is in flight when
      * SIGKILL arrives (or, for a stall, when the deadline passes). */
     kill(victim, SIGSTOP);
+    REQUIRE(pm_wait_stopped((long)victim, 2000) == 0);
     killer k = {victim, SIGKILL, 300};
     pthread_t th;
     if (!stall)

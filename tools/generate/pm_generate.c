@@ -40,6 +40,7 @@ typedef struct args {
     const char *draft; /* speculative decoding with this draft model */
     long draft_k;
     int adaptive_k;
+    int no_mmap; /* --no-mmap: read the weights into memory */
 } args;
 
 typedef struct out_state {
@@ -55,7 +56,7 @@ static void usage(FILE *f)
             "usage: " PROG " -m MODEL [-p PROMPT | --tokens 1,2,3] [-n N]\n"
             "       [--temp T] [--top-k K] [--top-p P] [--seed S] [--threads N]\n"
             "       [--chunk C] [--ctx N] [--tokenizer tokenizer.bin] [--backend B]\n"
-            "       [--ids] [--no-bos] [--placement SPEC]\n"
+            "       [--ids] [--no-bos] [--no-mmap] [--placement SPEC]\n"
             "  -m MODEL       GGUF file, or llama2.c .bin (with --tokenizer for text)\n"
             "  -p PROMPT      prompt text (needs a tokenizer)\n"
             "  --tokens LIST  prompt as comma-separated token ids\n"
@@ -70,6 +71,7 @@ static void usage(FILE *f)
             "  --backend B    cpu (default), cuda or cuda:N\n"
             "  --ids          print token ids instead of text\n"
             "  --no-bos       do not prepend BOS to a text prompt\n"
+            "  --no-mmap      read a GGUF model into memory instead of mapping it\n"
             "  --placement S  split the target's layers over shards, e.g.\n"
             "                 0-3@local,4-7@spawn?transport=shared (docs/split.md)\n"
             "  --draft MODEL  speculative decoding with this draft model (same vocabulary)\n"
@@ -152,6 +154,7 @@ static int parse_args(int argc, char **argv, args *a)
         if (!strcmp(o, "--ids")) { a->ids = 1; continue; }
         if (!strcmp(o, "--no-bos")) { a->no_bos = 1; continue; }
         if (!strcmp(o, "--adaptive-k")) { a->adaptive_k = 1; continue; }
+        if (!strcmp(o, "--no-mmap")) { a->no_mmap = 1; continue; }
         if (i + 1 >= argc) {
             fprintf(stderr, PROG ": option %s needs a value (or is unknown)\n", o);
             return 2;
@@ -282,6 +285,7 @@ static int open_draft(const args *a, const llm_session_options *so, llm_model **
     llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
     mo.n_threads = (int32_t)a->threads;
     mo.backend = a->backend;
+    mo.no_mmap = a->no_mmap;
     char err[512];
     if (llm_model_open(a->draft, &mo, dm, err, sizeof err) != 0 ||
         llm_session_create(*dm, so, ds, err, sizeof err) != 0) {
@@ -393,6 +397,7 @@ int main(int argc, char **argv)
     mo.n_threads = (int32_t)a.threads;
     mo.tokenizer_path = a.tokenizer;
     mo.backend = a.backend;
+    mo.no_mmap = a.no_mmap;
     llm_model *m = NULL;
     char err[512];
     if ((rc = llm_model_open(a.model, &mo, &m, err, sizeof err)) != 0) {

@@ -17,7 +17,13 @@
  * where=remote" carries the phase the request carried, never another.
  *
  * --listen binds a Unix socket or TCP address and serves up to --max-conns
- * connections, one request at a time; --fd N serves the one connection
+ * connections, each on a thread of its own, so a slow, silent or partial
+ * peer costs only its own slot; forwards still run one at a time (one
+ * runner, behind run_lock) and each reply is copied out of the runner
+ * before it is sent, so a client that does not read cannot hold the lock.
+ * A client still in its handshake ("pending") has --hello-timeout to finish
+ * it; at most PENDING_MAX are pending at once, and a new client evicts the
+ * oldest pending one, never a served one. --fd N serves the one connection
  * already on descriptor N (an engine that spawned this daemon) and exits
  * when it closes. Exit status: 0 on a clean stop (connection closed,
  * shutdown, SIGTERM/SIGINT), 1 on failure, 2 on a usage error.
@@ -25,12 +31,17 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "phasemark/engine.h"
@@ -39,18 +50,48 @@
 
 #define PROG "pm-shardd"
 #define MAX_CONNS 64
+#define PENDING_MAX 4   /* clients in their handshake at once */
+#define SLOTS (MAX_CONNS + PENDING_MAX)
 #define TOKEN_MAX 128
+#define TOKEN_MIN 16      /* bytes, for a non-loopback bind */
+#define BACKOFF_SLOTS 64  /* peer addresses remembered after failed handshakes */
+#define BACKOFF_MAX_MS 5000
 
 typedef struct options {
     const char *model, *listen, *backend, *token_file;
     long first, last, shard, fd, threads, ctx, batch, timeout_ms, ready_fd, max_conns;
+    long hello_ms;
 } options;
 
-/* One engine session: its connection and the KV cache of the span. */
+struct server;
+
+/* Failed authentications from one peer address: its next handshake waits
+ * until `until` (ms, monotonic), 100 ms doubled per failure up to 5 s. */
+typedef struct backoff {
+    char addr[64]; /* "" when free */
+    int failures;
+    int64_t until;
+} backoff;
+
+/* One engine session: its connection and the KV cache of the span. The
+ * slot fields (used, pending, done, fd, since) are guarded by the server's
+ * lock; the rest belongs to the peer's thread. */
 typedef struct peer {
+    struct server *s;
+    int used;        /* slot taken: a thread runs (or ran) it */
+    int pending;     /* in its handshake, not yet counted as served */
+    int done;        /* the thread finished; the main loop joins it */
+    int evicted;     /* dropped by the accepting loop (pending) */
+    int fd;          /* the accepted socket while pending, else -1 */
+    uint64_t since;  /* accept count when it came (eviction order: a
+                        counter, not a clock, so that ties cannot be) */
+    pthread_t th;
     pmw_conn *c;
     llm_span *span;  /* owned, a span of the server's runner */
     uint32_t filled; /* positions held */
+    float *values;   /* reply floats copied out of the runner (owned) */
+    size_t values_cap;
+    int32_t *argmax; /* [n_batch] (owned) */
 } peer;
 
 typedef struct server {
@@ -58,14 +99,18 @@ typedef struct server {
     llm_model *m;
     llm_model_info info;
     llm_runner *runner;   /* shared by every peer: requests run one at a time */
-    int32_t *argmax;      /* [n_batch] */
+    pthread_mutex_t run_lock; /* held around every use of runner */
+    pthread_mutex_t lock;     /* guards the peers' slot fields and n_served */
     uint32_t n_ctx;
     int32_t n_batch;
     int first, last;      /* the span starts / ends the model */
     pmw_options wopt;
     char token[TOKEN_MAX];
-    peer peers[MAX_CONNS];
-    int n_peers;
+    peer peers[SLOTS];
+    backoff backoffs[BACKOFF_SLOTS]; /* guarded by lock */
+    int n_served;         /* peers past their handshake */
+    uint64_t n_accepted;  /* clients accepted so far (guarded by lock) */
+    int stop;             /* a shutdown request (atomic) */
 } server;
 
 static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT: the one
@@ -83,7 +128,7 @@ static void usage(FILE *f)
             "usage: " PROG " --model GGUF --layers A-B [--shard N]\n"
             "       (--listen ADDRESS | --fd N) [--backend B] [--threads N]\n"
             "       [--ctx N] [--batch N] [--timeout MS] [--token-file PATH]\n"
-            "       [--ready-fd N] [--max-conns N]\n"
+            "       [--ready-fd N] [--max-conns N] [--hello-timeout MS]\n"
             "  --model GGUF      the model file (the engine's own)\n"
             "  --layers A-B      the span this shard runs (A alone: one layer)\n"
             "  --shard N         its index in the placement (markers; default 0)\n"
@@ -97,7 +142,8 @@ static void usage(FILE *f)
             "  --token-file PATH shared secret (or PHASEMARK_SHARD_TOKEN); required\n"
             "                    for a non-loopback TCP address\n"
             "  --ready-fd N      write \"ready ADDRESS\\n\" there once listening\n"
-            "  --max-conns N     connections served at once (default 8)\n");
+            "  --max-conns N     connections served at once (default 8)\n"
+            "  --hello-timeout MS deadline of each handshake message (default 2000)\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -141,6 +187,7 @@ static int number_option(options *o, const char *name, const char *val)
         {"--timeout", 1, 3600000, offsetof(options, timeout_ms)},
         {"--ready-fd", 0, 1 << 20, offsetof(options, ready_fd)},
         {"--max-conns", 1, MAX_CONNS, offsetof(options, max_conns)},
+        {"--hello-timeout", 1, 3600000, offsetof(options, hello_ms)},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         if (strcmp(name, k[i].name) != 0)
@@ -158,7 +205,8 @@ static int number_option(options *o, const char *name, const char *val)
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.first = -1, .shard = 0, .fd = -1, .threads = 0, .ctx = 0, .batch = 512,
-                   .timeout_ms = LLM_SPLIT_TIMEOUT_MS, .ready_fd = -1, .max_conns = 8};
+                   .timeout_ms = LLM_SPLIT_TIMEOUT_MS, .ready_fd = -1, .max_conns = 8,
+                   .hello_ms = 2000};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -212,6 +260,31 @@ static int parse_args(int argc, char **argv, options *o)
 
 /* ---- setup ----------------------------------------------------------------- */
 
+/* 1 when the daemon listens only where this machine alone can reach it:
+ * a Unix socket or a loopback TCP host (or --fd). Names other than
+ * "localhost" count as remote: they are not resolved here. */
+static int listen_is_local(const char *listen)
+{
+    pmw_address a;
+    char why[300];
+    if (!listen || pmw_address_parse(listen, &a, why, sizeof why) != 0 || a.is_unix)
+        return 1;
+    return strncmp(a.host, "127.", 4) == 0 || strcmp(a.host, "::1") == 0 ||
+           strcmp(a.host, "localhost") == 0;
+}
+
+/* A token worth its name: TOKEN_MIN bytes or more, not a short pattern
+ * repeated (at least 8 distinct byte values). A floor, not a measure of
+ * entropy: the file should hold random bytes. */
+static int token_strong(const char *t, size_t n)
+{
+    unsigned char seen[256] = {0};
+    int distinct = 0;
+    for (size_t i = 0; i < n; i++)
+        distinct += !seen[(unsigned char)t[i]]++;
+    return n >= TOKEN_MIN && distinct >= 8;
+}
+
 static int read_token(server *s)
 {
     const char *env = getenv("PHASEMARK_SHARD_TOKEN");
@@ -231,6 +304,12 @@ static int read_token(server *s)
         memcpy(s->token, env, n);
     }
     s->token[n] = '\0';
+    if (!listen_is_local(s->o.listen) && !token_strong(s->token, n)) {
+        fprintf(stderr, PROG ": a non-loopback address needs a token of at least %d bytes with "
+                "at least 8 distinct byte values (e.g. --token-file with 32 random bytes); "
+                "this one has %zu\n", TOKEN_MIN, n);
+        return -1;
+    }
     if (n) {
         s->wopt.token = s->token;
         s->wopt.token_len = n;
@@ -260,11 +339,6 @@ static int open_model(server *s)
         fprintf(stderr, PROG ": %s\n", err);
         return -1;
     }
-    s->argmax = malloc((size_t)s->n_batch * sizeof *s->argmax);
-    if (!s->argmax) {
-        fprintf(stderr, PROG ": out of memory\n");
-        return -1;
-    }
     /* A reply carries up to n_batch rows of logits. */
     size_t width = (size_t)(in->n_vocab > in->dim ? in->n_vocab : in->dim);
     uint64_t need = (uint64_t)s->n_batch * width * sizeof(float) + 4096;
@@ -273,28 +347,45 @@ static int open_model(server *s)
     return 0;
 }
 
-static void close_peer(server *s, int i)
+/* Frees what a peer owns; its slot is released by the caller. */
+static void drop_peer(server *s, peer *p)
 {
-    pmw_conn_close(s->peers[i].c);
-    llm_runner_span_free(s->runner, s->peers[i].span);
-    s->peers[i] = s->peers[--s->n_peers];
+    pmw_conn_close(p->c);
+    p->c = NULL;
+    if (p->span) {
+        pthread_mutex_lock(&s->run_lock);
+        llm_runner_span_free(s->runner, p->span);
+        pthread_mutex_unlock(&s->run_lock);
+    }
+    p->span = NULL;
+    free(p->values);
+    free(p->argmax);
+    p->values = NULL;
+    p->argmax = NULL;
+    p->values_cap = 0;
 }
 
-static int add_peer(server *s, pmw_conn *c)
+/* Gives an authenticated connection its span. 0, or -1 when refused (the
+ * error is sent; the caller drops the peer). */
+static int add_peer(server *s, peer *p, pmw_conn *c)
 {
-    peer *p = &s->peers[s->n_peers];
     char err[256];
-    memset(p, 0, sizeof *p);
+    p->c = c;
+    p->filled = 0;
+    p->argmax = malloc((size_t)s->n_batch * sizeof *p->argmax);
+    if (!p->argmax) {
+        pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(LLM_ENOMEM), 0, "shard daemon: out of memory");
+        return -1;
+    }
+    pthread_mutex_lock(&s->run_lock);
     int rc = llm_runner_span_create(s->runner, (int32_t)s->o.first, (int32_t)s->o.last,
                                     (int32_t)s->o.shard, PM_WHERE_REMOTE, &p->span, err,
                                     sizeof err);
+    pthread_mutex_unlock(&s->run_lock);
     if (rc != 0) {
         pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(rc), 0, err);
-        pmw_conn_close(c);
         return -1;
     }
-    p->c = c;
-    s->n_peers++;
     return 0;
 }
 
@@ -374,17 +465,57 @@ _Static_assert((int)PMW_OUT_ACTIVATIONS == (int)LLM_OUT_ACTIVATIONS &&
                    (int)PMW_OUT_ARGMAX == (int)LLM_OUT_ARGMAX,
                "the wire's output bits are the runner's");
 
+/* Bytes of the reply body f asks for: rows of floats and/or ids. */
+static uint64_t reply_bytes(const server *s, const pmw_forward *f)
+{
+    uint64_t width = (f->want & PMW_OUT_ACTIVATIONS) ? (uint64_t)s->info.dim
+                     : (f->want & PMW_OUT_LOGITS)   ? (uint64_t)s->info.n_vocab
+                                                     : 0;
+    uint64_t ids = (f->want & PMW_OUT_ARGMAX) ? 4 : 0;
+    return (uint64_t)f->rows * (width * 4 + ids);
+}
+
 /* Runs the forward through the span runner with exactly the outputs and
- * rows the request names (the wire's bits are the runner's, forward.h). */
+ * rows the request names (the wire's bits are the runner's, forward.h).
+ * The runner is held only while it runs and its outputs are copied into
+ * the peer's buffers; the reply is sent after it is released. */
 static int handle_forward(server *s, peer *p, const pmw_forward *f)
 {
     if (check_forward(s, p, f))
         return 0;
+    /* A reply the client said it cannot take is refused before it runs
+     * (the cache stays as it was), loudly: the client would otherwise sit
+     * out its deadline on a reply never sent. */
+    uint64_t need = reply_bytes(s, f), max = pmw_conn_peer_limits(p->c)->max_body;
+    if (need > max) {
+        fprintf(stderr, PROG ": refused a forward: reply of %llu bytes is over the client's "
+                "max_body %llu\n", (unsigned long long)need, (unsigned long long)max);
+        char text[160];
+        snprintf(text, sizeof text, "reply of %llu bytes is over your max_body %llu",
+                 (unsigned long long)need, (unsigned long long)max);
+        return pmw_conn_send_error(p->c, PMW_E_BODY_LIMIT, 0, text);
+    }
+    size_t width = (f->want & PMW_OUT_ACTIVATIONS) ? (size_t)s->info.dim
+                   : (f->want & PMW_OUT_LOGITS)   ? (size_t)s->info.n_vocab
+                                                   : 0;
+    size_t nval = (size_t)f->rows * width;
+    if (nval > p->values_cap) {
+        float *v = realloc(p->values, nval * sizeof *v);
+        if (!v)
+            return refuse(p, LLM_ENOMEM, "out of memory for a reply of %zu floats", nval);
+        p->values = v;
+        p->values_cap = nval;
+    }
     llm_forward_in in = {f->phase, f->req_id, f->base_pos, (int32_t)f->n_tokens, f->tokens,
                          f->activations, {f->want, (int32_t)f->rows}};
-    llm_run_out out = {s->argmax, NULL, NULL};
+    llm_run_out out = {p->argmax, NULL, NULL};
     char err[200];
+    pthread_mutex_lock(&s->run_lock);
     int rc = llm_runner_run(s->runner, p->span, &in, &out, err, sizeof err);
+    const float *src = (f->want & PMW_OUT_ACTIVATIONS) ? out.act : out.logits;
+    if (rc == 0 && nval && src)
+        memcpy(p->values, src, nval * sizeof *p->values);
+    pthread_mutex_unlock(&s->run_lock);
     if (rc)
         return refuse(p, rc, "%s", err);
     p->filled = f->base_pos + f->n_tokens;
@@ -394,16 +525,16 @@ static int handle_forward(server *s, peer *p, const pmw_forward *f)
     r.reply.req_id = f->req_id;
     r.reply.n_tokens = f->rows;
     r.reply.outputs = f->want;
-    if (f->want & PMW_OUT_ACTIVATIONS) {
-        r.reply.width = (uint32_t)s->info.dim;
-        r.reply.values = out.act;
-    } else if (f->want & PMW_OUT_LOGITS) {
-        r.reply.width = (uint32_t)s->info.n_vocab;
-        r.reply.values = out.logits;
-    }
+    r.reply.width = (uint32_t)width;
+    r.reply.values = nval ? p->values : NULL;
     if (f->want & PMW_OUT_ARGMAX)
-        r.reply.argmax = s->argmax;
-    return pmw_conn_send(p->c, &r);
+        r.reply.argmax = p->argmax;
+    rc = pmw_conn_send(p->c, &r);
+    if (rc == PMW_E_BODY_LIMIT || rc == PMW_E_META_LIMIT) {
+        fprintf(stderr, PROG ": reply not sent: %s\n", pmw_conn_error(p->c));
+        return pmw_conn_send_error(p->c, rc, 0, pmw_conn_error(p->c));
+    }
+    return rc;
 }
 
 static int ack(peer *p, uint64_t req)
@@ -415,17 +546,23 @@ static int ack(peer *p, uint64_t req)
     return pmw_conn_send(p->c, &a);
 }
 
-/* Serves one message from peer i. Returns 0 to keep the peer, 1 to drop it,
+/* Serves one message from p. Returns 0 to keep the peer, 1 to drop it,
  * 2 to stop the daemon (shutdown). */
-static int serve_one(server *s, int i)
+static int serve_one(server *s, peer *p)
 {
-    peer *p = &s->peers[i];
     pmw_msg m;
     int rc = pmw_conn_recv(p->c, &m);
-    if (rc == PMW_E_TIMEOUT || pmw_status_is_drainable(rc))
+    if ((rc == PMW_E_TIMEOUT && pmw_conn_usable(p->c)) || pmw_status_is_drainable(rc))
         return 0; /* idle, or refused and already answered */
-    if (rc)
+    if (rc) {
+        /* A deadline mid-frame, a broken header or EOF: the connection is
+         * done and its slot is freed (docs/wire.md). Only the abnormal
+         * ends are logged; a client closing between frames is normal. */
+        if (rc != PMW_E_CLOSED)
+            fprintf(stderr, PROG ": dropped a client: %s: %s\n", pmw_strerror(rc),
+                    pmw_conn_error(p->c));
         return 1;
+    }
     switch (m.kind) {
     case PMW_MSG_FORWARD:
         rc = handle_forward(s, p, &m.forward);
@@ -455,6 +592,28 @@ static int serve_one(server *s, int i)
 
 /* ---- loops ----------------------------------------------------------------------- */
 
+static int stopping(server *s)
+{
+    return g_stop || __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+}
+
+/* Serves p until it leaves, fails or the daemon stops. Waiting in poll()
+ * rather than in a receive keeps SIGTERM prompt: a receive would sit out
+ * its whole deadline first. */
+static void peer_loop(server *s, peer *p)
+{
+    while (!stopping(s)) {
+        struct pollfd pfd = {pmw_conn_fd(p->c), POLLIN, 0};
+        if (poll(&pfd, 1, 200) <= 0)
+            continue;
+        int rc = serve_one(s, p);
+        if (rc == 2)
+            __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+        if (rc)
+            break;
+    }
+}
+
 static int serve_fd(server *s)
 {
     char err[256];
@@ -463,18 +622,188 @@ static int serve_fd(server *s)
         fprintf(stderr, PROG ": handshake: %s\n", err);
         return 1;
     }
-    if (add_peer(s, c) != 0)
-        return 1;
-    /* Waiting in poll() rather than in a receive keeps SIGTERM prompt: a
-     * receive would sit out its whole deadline first. */
-    while (!g_stop && s->n_peers == 1) {
-        struct pollfd pfd = {pmw_conn_fd(s->peers[0].c), POLLIN, 0};
-        if (poll(&pfd, 1, 200) <= 0)
-            continue;
-        if (serve_one(s, 0))
-            close_peer(s, 0);
+    peer *p = &s->peers[0];
+    p->s = s;
+    int rc = add_peer(s, p, c);
+    if (rc == 0)
+        peer_loop(s, p);
+    drop_peer(s, p);
+    return rc ? 1 : 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The peer's address as a backoff key: the IP for TCP, "unix" for a Unix
+ * socket (every local client shares it). */
+static void peer_key(int fd, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    snprintf(out, cap, "unix");
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family == AF_UNIX)
+        return;
+    char host[INET6_ADDRSTRLEN] = "";
+    const void *ip = ss.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&ss)->sin_addr
+                                             : (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+    if (inet_ntop(ss.ss_family, ip, host, sizeof host))
+        snprintf(out, cap, "%s", host);
+}
+
+/* Under s->lock: the entry for key (a free or the stalest one when
+ * create, else NULL when there is none). */
+static backoff *backoff_find(server *s, const char *key, int create)
+{
+    backoff *stalest = &s->backoffs[0];
+    for (int i = 0; i < BACKOFF_SLOTS; i++) {
+        backoff *b = &s->backoffs[i];
+        if (strcmp(b->addr, key) == 0)
+            return b;
+        if (b->until < stalest->until)
+            stalest = b;
     }
-    return 0;
+    if (!create)
+        return NULL;
+    memset(stalest, 0, sizeof *stalest);
+    snprintf(stalest->addr, sizeof stalest->addr, "%s", key);
+    return stalest;
+}
+
+/* Waits out key's backoff (or until the daemon stops or the peer is
+ * evicted). Wrong-token handshakes from one address are so slowed to one
+ * per backoff period; parallel ones are bounded by PENDING_MAX. */
+static void backoff_wait(server *s, peer *p, const char *key)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        backoff *b = backoff_find(s, key, 0);
+        int64_t left = b ? b->until - now_ms() : 0;
+        int evicted = p->evicted;
+        pthread_mutex_unlock(&s->lock);
+        if (left <= 0 || evicted || stopping(s))
+            return;
+        struct timespec ts = {0, (left < 100 ? left : 100) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Records the outcome of key's handshake: a failed authentication doubles
+ * its backoff, a success forgets it. */
+static void backoff_note(server *s, const char *key, int rc)
+{
+    pthread_mutex_lock(&s->lock);
+    backoff *b = backoff_find(s, key, rc == PMW_E_AUTH);
+    if (b && rc == PMW_E_AUTH) {
+        int64_t ms = 100;
+        for (int i = 0; i < b->failures && ms < BACKOFF_MAX_MS; i++)
+            ms *= 2;
+        b->failures++;
+        b->until = now_ms() + (ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS);
+    } else if (b && rc == 0) {
+        memset(b, 0, sizeof *b);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A peer's thread: the handshake under the hello deadline, then the
+ * requests under the full one. The accepting loop may evict the peer while
+ * it is pending by shutting p->fd down; the handshake runs on a duplicate
+ * so that p->fd stays valid for that until this thread clears it. */
+static void *peer_thread(void *arg)
+{
+    peer *p = arg;
+    server *s = p->s;
+    pmw_options hs = s->wopt;
+    hs.timeout_ms = (int)s->o.hello_ms;
+    char err[256], key[64];
+    pmw_conn *c = NULL;
+    peer_key(p->fd, key, sizeof key);
+    backoff_wait(s, p, key);
+    int fd2 = dup(p->fd);
+    int rc = fd2 < 0 ? PMW_E_IO : pmw_conn_server(fd2, &hs, &c, err, sizeof err);
+    if (fd2 < 0)
+        snprintf(err, sizeof err, "dup: %s", strerror(errno));
+    backoff_note(s, key, rc);
+    pthread_mutex_lock(&s->lock);
+    close(p->fd);
+    p->fd = -1;
+    p->pending = 0;
+    int evicted = p->evicted, full = rc == 0 && s->n_served >= s->o.max_conns;
+    int served = rc == 0 && !evicted && !full;
+    if (served)
+        s->n_served++;
+    pthread_mutex_unlock(&s->lock);
+    if (rc != 0 && !evicted)
+        fprintf(stderr, PROG ": handshake: %s\n", err);
+    if (full)
+        pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(LLM_EBACKEND), 0, "shard daemon is full");
+    if (served) {
+        pmw_conn_set_timeout(c, (int)s->o.timeout_ms);
+        p->c = c;
+        c = NULL;
+        if (add_peer(s, p, p->c) == 0)
+            peer_loop(s, p);
+        /* The slot is free before the client can see the close, so a
+         * client that reconnects at once is not refused as "full". */
+        pthread_mutex_lock(&s->lock);
+        s->n_served--;
+        pthread_mutex_unlock(&s->lock);
+        drop_peer(s, p);
+    }
+    pmw_conn_close(c);
+    pthread_mutex_lock(&s->lock);
+    p->done = 1;
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Joins the threads that finished and frees their slots. */
+static void reap(server *s, int all)
+{
+    for (int i = 0; i < SLOTS; i++) {
+        peer *p = &s->peers[i];
+        pthread_mutex_lock(&s->lock);
+        int join = p->used && (p->done || all);
+        if (all && p->pending && p->fd >= 0)
+            shutdown(p->fd, SHUT_RDWR);
+        pthread_mutex_unlock(&s->lock);
+        if (!join)
+            continue;
+        pthread_join(p->th, NULL);
+        pthread_mutex_lock(&s->lock);
+        memset(p, 0, sizeof *p);
+        p->fd = -1;
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* Under s->lock: evicts the oldest pending peer when PENDING_MAX are
+ * pending, and returns a free slot (NULL when every slot is taken). */
+static peer *take_slot(server *s)
+{
+    peer *oldest = NULL, *free_slot = NULL;
+    int pending = 0;
+    for (int i = 0; i < SLOTS; i++) {
+        peer *p = &s->peers[i];
+        if (!p->used) {
+            free_slot = free_slot ? free_slot : p;
+            continue;
+        }
+        if (p->pending && !p->evicted) {
+            pending++;
+            if (!oldest || p->since < oldest->since)
+                oldest = p;
+        }
+    }
+    if (pending >= PENDING_MAX && oldest) {
+        oldest->evicted = 1;
+        shutdown(oldest->fd, SHUT_RDWR);
+    }
+    return free_slot;
 }
 
 static void announce(server *s, const pmw_listener *l)
@@ -491,21 +820,30 @@ static void announce(server *s, const pmw_listener *l)
 static void accept_one(server *s, pmw_listener *l)
 {
     char err[256];
-    pmw_conn *c;
+    int fd;
     /* poll() said a client is waiting; the short wait only guards a race. */
-    int rc = pmw_accept(l, 10, &c, err, sizeof err);
+    int rc = pmw_accept_fd(l, 10, &fd, err, sizeof err);
     if (rc == PMW_E_TIMEOUT || rc == PMW_E_CLOSED)
         return; /* a probe, or a client that left */
     if (rc) {
         fprintf(stderr, PROG ": accept: %s: %s\n", pmw_strerror(rc), err);
         return;
     }
-    if (s->n_peers >= s->o.max_conns) {
-        pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(LLM_EBACKEND), 0, "shard daemon is full");
-        pmw_conn_close(c);
-        return;
+    pthread_mutex_lock(&s->lock);
+    peer *p = take_slot(s);
+    if (p) {
+        memset(p, 0, sizeof *p);
+        *p = (peer){.s = s, .used = 1, .pending = 1, .fd = fd, .since = ++s->n_accepted};
+        if (pthread_create(&p->th, NULL, peer_thread, p) != 0) {
+            p->used = 0;
+            p = NULL;
+        }
     }
-    add_peer(s, c);
+    pthread_mutex_unlock(&s->lock);
+    if (!p) {
+        fprintf(stderr, PROG ": no slot for a new client (all %d taken)\n", SLOTS);
+        close(fd);
+    }
 }
 
 static int serve_listen(server *s)
@@ -517,28 +855,15 @@ static int serve_listen(server *s)
         return 1;
     }
     announce(s, l);
-    int stop = 0;
-    while (!g_stop && !stop) {
-        struct pollfd pfd[MAX_CONNS + 1];
-        pfd[0] = (struct pollfd){pmw_listener_fd(l), POLLIN, 0};
-        for (int i = 0; i < s->n_peers; i++)
-            pfd[i + 1] = (struct pollfd){pmw_conn_fd(s->peers[i].c), POLLIN, 0};
-        int n = poll(pfd, (nfds_t)s->n_peers + 1, 200);
-        if (n <= 0)
-            continue; /* timeout, or EINTR from a signal */
-        for (int i = s->n_peers - 1; i >= 0 && !stop; i--) {
-            if (!pfd[i + 1].revents)
-                continue;
-            int rc = serve_one(s, i);
-            if (rc == 2)
-                stop = 1;
-            if (rc)
-                close_peer(s, i);
-        }
-        if (pfd[0].revents && !stop)
+    while (!stopping(s)) {
+        struct pollfd pfd = {pmw_listener_fd(l), POLLIN, 0};
+        int n = poll(&pfd, 1, 100);
+        reap(s, 0);
+        if (n > 0 && !stopping(s))
             accept_one(s, l);
     }
     pmw_listener_close(l);
+    reap(s, 1);
     return 0;
 }
 
@@ -555,6 +880,10 @@ int main(int argc, char **argv)
         free(s);
         return rc;
     }
+    for (int i = 0; i < SLOTS; i++)
+        s->peers[i].fd = -1;
+    pthread_mutex_init(&s->run_lock, NULL);
+    pthread_mutex_init(&s->lock, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -563,14 +892,15 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     pmw_options_default(&s->wopt);
     s->wopt.timeout_ms = (int)s->o.timeout_ms;
+    if (s->o.hello_ms > s->o.timeout_ms)
+        s->o.hello_ms = s->o.timeout_ms;
     rc = read_token(s) || open_model(s) ? 1 : 0;
     if (rc == 0)
         rc = s->o.listen ? serve_listen(s) : serve_fd(s);
-    while (s->n_peers > 0)
-        close_peer(s, s->n_peers - 1);
     llm_runner_free(s->runner);
-    free(s->argmax);
     llm_model_free(s->m);
+    pthread_mutex_destroy(&s->run_lock);
+    pthread_mutex_destroy(&s->lock);
     free(s);
     return rc;
 }

@@ -48,7 +48,8 @@ typedef struct kv_entry {
 struct llm_gguf {
     const unsigned char *base;
     size_t size;
-    int mapped; /* 1 when base is our mmap (unmapped at close) */
+    int mapped; /* 1: base is our mmap (unmapped at close); 2: our malloc
+                   (freed at close); 0: the caller's buffer */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;
@@ -523,8 +524,10 @@ static int open_buffer(const unsigned char *buf, size_t len, int mapped, const l
     cursor c = {buf, len, 0, err, errlen, types};
     llm_gguf *g = calloc(1, sizeof *g);
     if (!g) {
-        if (mapped)
+        if (mapped == 1)
             munmap((void *)buf, len);
+        else if (mapped == 2)
+            free((void *)buf);
         return fail(&c, LLM_ENOMEM, "out of memory");
     }
     g->base = buf;
@@ -578,6 +581,43 @@ int llm_gguf_open_types(const char *path, const llm_type_set *types, llm_gguf **
     return open_buffer(m, (size_t)st.st_size, 1, types, out, err, errlen);
 }
 
+int llm_gguf_read_types(const char *path, const llm_type_set *types, llm_gguf **out, char *err,
+                        size_t errlen)
+{
+    cursor c = {NULL, 0, 0, err, errlen, types};
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(&c, LLM_EIO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < 24 ||
+        (uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        return fail(&c, LLM_EIO, "'%s' is not a readable regular file of at least 24 bytes", path);
+    }
+    size_t len = (size_t)st.st_size, got = 0;
+    void *buf = NULL;
+    if (posix_memalign(&buf, 4096, len) != 0) {
+        close(fd);
+        return fail(&c, LLM_ENOMEM, "out of memory reading '%s' (%zu bytes)", path, len);
+    }
+    while (got < len) {
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int saved = n < 0 ? errno : 0;
+            close(fd);
+            free(buf);
+            return fail(&c, LLM_EIO, "reading '%s': %s", path,
+                        saved ? strerror(saved) : "the file shrank while it was read");
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    return open_buffer(buf, len, 2, types, out, err, errlen);
+}
+
 int llm_gguf_open(const char *path, llm_gguf **out, char *err, size_t errlen)
 {
     return llm_gguf_open_types(path, NULL, out, err, errlen);
@@ -596,8 +636,10 @@ void llm_gguf_close(llm_gguf *g)
     free(g->tensor_off);
     free(g->t_hash);
     free(g->names);
-    if (g->mapped)
+    if (g->mapped == 1)
         munmap((void *)g->base, g->size);
+    else if (g->mapped == 2)
+        free((void *)g->base);
     free(g);
 }
 

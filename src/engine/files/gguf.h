@@ -116,6 +116,12 @@ int llm_gguf_open_types(const char *path, const llm_type_set *types, llm_gguf **
 int llm_gguf_open_memory_types(const void *buf, size_t len, const llm_type_set *types, llm_gguf **out,
                                char *err, size_t errlen);
 
+/* llm_gguf_open_types that reads the whole file into a buffer the handle
+ * owns (freed at close) instead of mapping it: later changes to the file
+ * cannot reach the handle. The buffer is page-aligned, as a mapping is. */
+int llm_gguf_read_types(const char *path, const llm_type_set *types, llm_gguf **out, char *err,
+                        size_t errlen);
+
 /* Releases the handle and its mapping. NULL is harmless. */
 void llm_gguf_close(llm_gguf *g);
 

@@ -160,6 +160,8 @@ static int open_setup(llm_model *m, const char *path, const llm_model_options *o
         m->span_first = opt->span_first;
         m->span_last = opt->span_first + opt->span_layers - 1;
     }
+    m->no_mmap = opt->size >= offsetof(llm_model_options, no_mmap) + sizeof opt->no_mmap &&
+                 opt->no_mmap != 0;
     m->path = strdup(path);
     m->backend_name = strdup(opt->backend ? opt->backend : "cpu");
     m->n_threads_opt = opt->n_threads;

@@ -103,6 +103,7 @@ struct llm_model {
                                 shard daemons over the same file) */
     char *backend_name;      /* owned: the backend asked for ("cpu") */
     int32_t n_threads_opt;   /* the n_threads option as given */
+    int no_mmap;             /* llm_model_options.no_mmap: read, not map */
 };
 
 /* 1 when the model holds layer l (see span_first/span_last). */

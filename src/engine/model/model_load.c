@@ -347,7 +347,8 @@ static int load_gguf_handle(llm_model *m, llm_gguf *g, char *err, size_t errlen)
 int llm_model_load_gguf(llm_model *m, const char *path, char *err, size_t errlen)
 {
     llm_gguf *g;
-    int rc = llm_gguf_open_types(path, &m->types, &g, err, errlen);
+    int rc = m->no_mmap ? llm_gguf_read_types(path, &m->types, &g, err, errlen)
+                        : llm_gguf_open_types(path, &m->types, &g, err, errlen);
     if (rc)
         return rc;
     return load_gguf_handle(m, g, err, errlen);
