@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "phasemark/spec.h"
 #include "server.h"
 
 void pms_config_defaults(pms_config *c)
@@ -51,6 +52,8 @@ const char *pms_config_usage(void)
            "                          0-3@local,4-7@spawn (docs/split.md)\n"
            "  --draft PATH            draft model: speculative decoding (same vocabulary)\n"
            "  --draft-k N             tokens drafted per round (default 4)\n"
+           "  --drafter D             model (default with --draft), ngram (prompt lookup,\n"
+           "                          no draft model) or hybrid (n-gram, else the draft)\n"
            "  --quiet                 no access log line per request on stderr\n";
 }
 
@@ -102,7 +105,7 @@ static int set_option(pms_config *c, const char *opt, const char *val, char *err
     const struct { const char *name; const char **dst; } strs[] = {
         {"-m", &c->model_path},   {"--model", &c->model_path}, {"--model-id", &c->model_id},
         {"--tokenizer", &c->tokenizer}, {"--host", &c->host}, {"--backend", &c->backend},
-        {"--draft", &c->draft},   {"--placement", &c->placement},
+        {"--draft", &c->draft},   {"--placement", &c->placement}, {"--drafter", &c->drafter},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (strcmp(opt, strs[i].name) == 0) {
@@ -162,7 +165,18 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
 
 int pms_config_check_engine(const pms_config *c, char *err, size_t errlen)
 {
-    if (c->draft_k && !c->draft) {
+    if (c->drafter) {
+        int k = llm_drafter_kind_parse(c->drafter);
+        if (k < 0) {
+            snprintf(err, errlen, "--drafter must be model, ngram or hybrid (got '%s')", c->drafter);
+            return -1;
+        }
+        if (k != LLM_DRAFTER_NGRAM && !c->draft) {
+            snprintf(err, errlen, "--drafter %s needs --draft", c->drafter);
+            return -1;
+        }
+    }
+    if (c->draft_k && !c->draft && !c->drafter) {
         snprintf(err, errlen, "--draft-k needs --draft");
         return -1;
     }
