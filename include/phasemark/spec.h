@@ -24,14 +24,17 @@
  * output distribution is the target's.
  *
  * Markers (PHASEMARK=1). Each round is one "pm.spec_decode mode=batched
- * req=R draft=K" enclosing one leaf "pm.draft req=R tokens=K" (every draft
- * forward of the round, including any catch-up over tokens the draft has
- * not seen yet: the prompt in the first round; the draft session is made
- * quiet so nothing nests in the leaf) and then the target's verify layer
+ * req=R draft=K" enclosing one leaf "pm.draft req=R tokens=K drafter=D"
+ * (D the round's drafter kind: model, ngram, block or custom; the leaf
+ * encloses every draft forward of the round, including any catch-up over
+ * tokens the draft has not seen yet: the prompt in the first round; the
+ * draft session is made quiet so nothing nests in the leaf; an n-gram
+ * round's leaf encloses no forward at all) and then the target's verify layer
  * ranges (mode=verify, one per span). The prompt's prefill is the target's
  * usual pm.prefill ranges. When there is no room left to draft (the last
- * token of max_tokens, the context's end) the target takes plain decode
- * steps (pm.decode). docs/spec.md gives the exact range count.
+ * token of max_tokens, the context's end), or the drafter has nothing to
+ * propose (no n-gram match), the target takes plain decode steps
+ * (pm.decode). docs/spec.md gives the exact range count.
  *
  * Handles and threading. llm_spec is opaque; it borrows the two sessions
  * (they and their models must outlive it) and owns its buffers, allocated

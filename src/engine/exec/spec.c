@@ -564,7 +564,7 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
     int32_t k = plan->n;
     llm_drafter_counts *by = &sd->st.by[plan->kind];
     uint64_t t0 = llm_now_ns();
-    pm_range dr = pm_draft_push(g->req, (uint32_t)k);
+    pm_range dr = pm_draft_by_push(g->req, (uint32_t)k, llm_drafter_kind_name(plan->kind));
     int rc = propose(g, plan);
     pm_range_pop(&dr);
     uint64_t t1 = llm_now_ns();
