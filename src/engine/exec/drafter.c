@@ -35,6 +35,7 @@ struct llm_drafter {
     llm_session *draft; /* model, hybrid */
     pm__draft_plan last; /* the last plan (propose follows it) */
     size_t ngram_start;  /* the last plan's continuation in hist */
+    uint32_t fed;        /* tokens the last model proposal caught up on */
     char err[DRAFTER_ERR_MAX];
 };
 
@@ -169,6 +170,11 @@ void pm__drafter_restart(llm_drafter *d)
         llm_session_truncate(d->draft, 0);
 }
 
+uint32_t pm__drafter_fed(const llm_drafter *d)
+{
+    return d->fed;
+}
+
 int32_t pm__drafter_room(const llm_drafter *d, size_t n_hist)
 {
     if (!d->draft)
@@ -272,6 +278,7 @@ static int catch_up(llm_drafter *d, const pm__draft_round *r, const float **lg, 
         (*fw)++;
     }
     size_t n = (size_t)(hlen + 1 - dpos);
+    d->fed = hlen + 1 - llm_session_pos(d->draft);
     if (rc == 0) {
         rc = draft_forward(d, r, n == 1 ? PM_PHASE_DECODE : PM_PHASE_EXACT, r->hist + dpos, n, 0,
                            1, lg, id);

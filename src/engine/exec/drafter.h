@@ -58,6 +58,11 @@ int pm__drafter_propose(llm_drafter *d, const pm__draft_round *r, const pm__draf
  * tokens (a model drafter's context room); INT32_MAX without a session. */
 int32_t pm__drafter_room(const llm_drafter *d, size_t n_hist);
 
+/* Tokens the last model proposal fed its session before drafting (1 in
+ * a steady round, 2 after one that accepted everything; the prompt, or
+ * the tokens of plain steps, otherwise). */
+uint32_t pm__drafter_fed(const llm_drafter *d);
+
 /* The history restarted (target at position 0): empties the session. */
 void pm__drafter_restart(llm_drafter *d);
 

@@ -38,12 +38,17 @@
 #include "phasemark/mark.h"
 #include "phasemark/spec.h"
 #include "session.h"
+#include "spec_cost.h"
 #include "tokenizer.h"
 
 #define SPEC_ERR_MAX 256
 /* Decay of the adaptive acceptance counts per round: about the last ten
  * rounds matter, so k follows a change of text within a few rounds. */
 #define SPEC_DECAY 0.9
+/* Cost-aware k: after this many plain steps chosen in a row, one round
+ * drafts anyway, so acceptance and verify costs stay measured (a round of
+ * the cheapest shape: at most ~1/32 of a decode lost per probe). */
+#define SPEC_PROBE_EVERY 32
 
 struct llm_spec {
     llm_session *target, *draft; /* draft: the drafter's session, or NULL */
@@ -69,6 +74,8 @@ struct llm_spec {
     float *pr;           /* [n_vocab] target distribution */
     float *res;          /* [n_vocab] residual max(0, p - q) */
     llm_spec_stats st;
+    pm__cost ct;         /* cost-aware k: measured costs, acceptance */
+    int32_t plain_run;   /* cost-aware k: plain steps chosen in a row */
     char err[SPEC_ERR_MAX];
 };
 
@@ -158,6 +165,11 @@ static int check_params(const llm_spec_params *p, int32_t k_cap, char *err, size
                  (int)p->k, (int)k_cap);
         return LLM_EINVAL;
     }
+    if (p->adaptive < LLM_SPEC_ADAPT_OFF || p->adaptive > LLM_SPEC_ADAPT_COST) {
+        llm_errf(err, errlen, "spec: adaptive = %d is not an LLM_SPEC_ADAPT_* mode",
+                 (int)p->adaptive);
+        return LLM_EINVAL;
+    }
     if (p->adaptive && p->k_min > 0 && p->k_max > 0 && p->k_min > p->k_max) {
         llm_errf(err, errlen, "spec: k_min %d exceeds k_max %d", (int)p->k_min, (int)p->k_max);
         return LLM_EINVAL;
@@ -176,6 +188,16 @@ static void resolve_k(llm_spec *sd, const llm_model *tm, const llm_model *dm)
     llm_spec_params *p = &sd->p;
     if (!p->adaptive) {
         p->k_min = p->k_max = p->k;
+    } else if (p->adaptive == LLM_SPEC_ADAPT_COST) {
+        /* k is the most any round drafts; the table picks below it. */
+        if (p->k_min <= 0)
+            p->k_min = 1;
+        if (p->k_max <= 0)
+            p->k_max = p->k;
+        if (p->k_max > sd->k_cap)
+            p->k_max = sd->k_cap;
+        if (p->k_min > p->k_max)
+            p->k_min = p->k_max;
     } else {
         if (p->k_min <= 0)
             p->k_min = 1;
@@ -199,6 +221,7 @@ static void resolve_k(llm_spec *sd, const llm_model *tm, const llm_model *dm)
         sd->cost = (double)dm->weight_bytes / (double)tm->weight_bytes;
     else
         sd->cost = 0.0; /* an external proposer: taken as free */
+    pm__cost_init(&sd->ct, sd->cost);
 }
 
 static int alloc_buffers(llm_spec *sd)
@@ -359,7 +382,7 @@ static void adapt_k(llm_spec *sd, int32_t k, int32_t accepted)
 {
     sd->acc_w = sd->acc_w * SPEC_DECAY + accepted;
     sd->rej_w = sd->rej_w * SPEC_DECAY + (accepted < k ? 1.0 : 0.0);
-    if (!sd->p.adaptive)
+    if (sd->p.adaptive != LLM_SPEC_ADAPT_ACCEPT)
         return;
     /* One pseudo-observation each way keeps a short all-accept streak from
      * reading as certainty. */
@@ -563,6 +586,7 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
     llm_spec *sd = g->sd;
     int32_t k = plan->n;
     llm_drafter_counts *by = &sd->st.by[plan->kind];
+    uint64_t fw0 = by->forwards;
     uint64_t t0 = llm_now_ns();
     pm_range dr = pm_draft_by_push(g->req, (uint32_t)k, llm_drafter_kind_name(plan->kind));
     int rc = propose(g, plan);
@@ -570,6 +594,12 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
     uint64_t t1 = llm_now_ns();
     sd->st.draft_ns += t1 - t0;
     by->ns += t1 - t0;
+    /* A draft step's cost is learned from steady rounds only: a catch-up
+     * over the prompt or over plain steps is no step's price. */
+    int steady = plan->kind != LLM_DRAFTER_MODEL || pm__drafter_fed(sd->dr) <= 2;
+    if (rc == 0 && steady)
+        pm__cost_draft(&sd->ct, plan->kind,
+                       plan->kind == LLM_DRAFTER_MODEL ? (uint32_t)(by->forwards - fw0) : 1u, t1 - t0);
     if (rc)
         return rc;
     const float *rows = NULL;
@@ -577,6 +607,7 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
                  sd->vgreedy);
     uint64_t t2 = llm_now_ns();
     sd->st.verify_ns += t2 - t1;
+    pm__cost_verify(&sd->ct, k + 1, t2 - t1);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     int32_t last = -1;
@@ -594,6 +625,7 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
     by->rounds++;
     by->drafted += (uint64_t)k;
     by->accepted += (uint64_t)a;
+    pm__cost_accept(&sd->ct, plan->kind, k, a);
     adapt_k(sd, k, a);
     return 0;
 }
@@ -622,9 +654,11 @@ static int32_t plain_step(gen_run *g, int32_t last)
     llm_spec *sd = g->sd;
     const float *lg = NULL;
     int32_t tok = 0;
+    uint64_t t0 = llm_now_ns();
     int rc = forward_next(g, sd->target, PM_PHASE_DECODE, &last, 1, 0, &lg, &tok);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+    pm__cost_verify(&sd->ct, 1, llm_now_ns() - t0);
     sd->hist[sd->hlen++] = last;
     sd->st.steps++;
     return g->greedy ? tok : sample_from(g, lg);
@@ -701,6 +735,63 @@ static int prefill_prompt(gen_run *g, const int32_t *prompt, size_t n, int32_t c
     return 0;
 }
 
+/* The round kinds a drafter can plan: bits 1 << LLM_DRAFTER_*. */
+static unsigned drafter_kinds(const llm_drafter *d)
+{
+    int kind = llm_drafter_get_kind(d);
+    if (kind == LLM_DRAFTER_HYBRID)
+        return 1u << LLM_DRAFTER_MODEL | 1u << LLM_DRAFTER_NGRAM;
+    return 1u << kind;
+}
+
+/* Cost-aware k: the table's choice of kind and k for this round, or a
+ * plain step (plan->n = 0), drafting anyway after SPEC_PROBE_EVERY plain
+ * steps in a row. `avail` is the drafter's own plan, which tells whether
+ * an n-gram proposal exists and how long it is. */
+static void choose_by_cost(llm_spec *sd, const pm__draft_round *r, int32_t k,
+                           const pm__draft_plan *avail, pm__draft_plan *plan)
+{
+    unsigned kinds = drafter_kinds(sd->dr);
+    if (avail->ngram_n == 0)
+        kinds &= ~(1u << LLM_DRAFTER_NGRAM);
+    int32_t kmax = sd->p.k_max < k ? sd->p.k_max : k;
+    int32_t kmin = sd->p.k_min < kmax ? sd->p.k_min : kmax;
+    pm__cost_choice ch;
+    pm__cost_choose(&sd->ct, kinds, kmin, kmax, avail->ngram_n, &ch);
+    if (ch.kind < 0 && kinds && sd->ct.verify_seen[1] && ++sd->plain_run >= SPEC_PROBE_EVERY) {
+        /* A probe: the n-gram proposal when there is one (no forward),
+         * else the shortest model round. */
+        ch.kind = kinds & (1u << LLM_DRAFTER_NGRAM) ? LLM_DRAFTER_NGRAM
+                  : kinds & (1u << LLM_DRAFTER_MODEL) ? LLM_DRAFTER_MODEL
+                                                      : LLM_DRAFTER_CUSTOM;
+        ch.k = ch.kind == LLM_DRAFTER_NGRAM ? avail->ngram_n : kmin;
+    }
+    if (ch.kind < 0) {
+        *plan = *avail;
+        plan->n = 0;
+        return;
+    }
+    sd->plain_run = 0;
+    pm__drafter_plan(sd->dr, r, ch.k, ch.kind, plan);
+}
+
+/* Plans the round after `last` with at most k drafts: the drafter's own
+ * rule, or cost-aware k's choice; plan->n = 0 asks for a plain step. */
+static void plan_round(gen_run *g, int32_t k, pm__draft_plan *plan)
+{
+    llm_spec *sd = g->sd;
+    pm__draft_round r;
+    round_ctx(g, &r);
+    pm__drafter_plan(sd->dr, &r, k, -1, plan);
+    if (sd->p.adaptive == LLM_SPEC_ADAPT_COST) {
+        pm__draft_plan avail = *plan;
+        choose_by_cost(sd, &r, k, &avail, plan);
+    }
+    int32_t room = pm__drafter_room(sd->dr, r.n_hist);
+    if (plan->kind == LLM_DRAFTER_MODEL && plan->n > room)
+        plan->n = room;
+}
+
 /* Rounds (or plain steps) after the first token until a stop. */
 static int generate_loop(gen_run *g, int32_t last)
 {
@@ -709,14 +800,8 @@ static int generate_loop(gen_run *g, int32_t last)
         int32_t k = room_for_k(g);
         pm__draft_plan plan = {0, 0, 0, 0};
         sd->hist[sd->hlen] = last;
-        if (k > 0) {
-            pm__draft_round r;
-            round_ctx(g, &r);
-            pm__drafter_plan(sd->dr, &r, k, -1, &plan);
-            int32_t room = pm__drafter_room(sd->dr, r.n_hist);
-            if (plan.kind == LLM_DRAFTER_MODEL && plan.n > room)
-                plan.n = room;
-        }
+        if (k > 0)
+            plan_round(g, k, &plan);
         if (plan.n == 0) {
             int32_t tok = plain_step(g, last);
             if (tok < 0)
