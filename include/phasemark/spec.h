@@ -124,7 +124,8 @@ typedef struct llm_spec_params {
     uint16_t version;    /* LLM_SPEC_PARAMS_VERSION */
     uint16_t size;       /* sizeof(llm_spec_params) */
     int32_t k;           /* tokens drafted per round, 1..target n_batch-1 */
-    int32_t adaptive;    /* nonzero: choose k each round (see below) */
+    int32_t adaptive;    /* LLM_SPEC_ADAPT_*: fixed k, acceptance-driven k
+                            (below) or cost-aware k (docs/spec.md) */
     int32_t k_min;       /* adaptive bounds; <= 0: 1 */
     int32_t k_max;       /* <= 0: 2*k but at most max(k, 6); capped at
                             target n_batch-1 (docs/spec.md: exactness) */
@@ -188,7 +189,16 @@ typedef struct llm_drafter_counts {
     uint64_t ns;       /* wall time proposing */
 } llm_drafter_counts;
 
-/* Adaptive k. The generator keeps a decayed count of accepted proposals
+/* Cost-aware k (LLM_SPEC_ADAPT_COST). The generator measures what its
+ * target forwards cost by width and what each drafter kind's steps cost,
+ * keeps per-kind acceptance, and before each round picks the kind (a
+ * hybrid's) and the k in [k_min, k] that maximise expected tokens per unit
+ * time, or a plain decode step when none beats plain decoding (a probe
+ * round every 32 plain steps keeps the estimates current). It depends on
+ * timings: greedy output is still the target's own; under sampling the
+ * law is the target's but a seed no longer fixes the sequence.
+ *
+ * Adaptive k (LLM_SPEC_ADAPT_ACCEPT). The generator keeps a decayed count of accepted proposals
  * and of rejections (a round that accepted all k observes none), which
  * estimates the per-token acceptance a = accepted / (accepted +
  * rejections); each round it takes the k in [k_min, k_max] that maximizes
