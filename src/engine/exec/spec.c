@@ -607,12 +607,16 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
                  sd->vgreedy);
     uint64_t t2 = llm_now_ns();
     sd->st.verify_ns += t2 - t1;
-    pm__cost_verify(&sd->ct, k + 1, t2 - t1);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     int32_t last = -1;
     int32_t a = g->greedy ? accept_greedy(g, k, &last) : accept_sampled(g, rows, k, &last);
-    sd->st.accept_ns += llm_now_ns() - t2;
+    uint64_t t3 = llm_now_ns();
+    sd->st.accept_ns += t3 - t2;
+    /* A width's price is the target's whole side of the round: the verify
+     * and deciding on it (under sampling, k + 1 rows' distributions), as a
+     * plain step's is its forward and its draw. */
+    pm__cost_verify(&sd->ct, k + 1, t3 - t1);
     if (a < 0)
         return fail(sd, a, "sampling failed");
     memcpy(sd->commit, sd->vtok + 1, (size_t)a * sizeof *sd->commit);
@@ -658,10 +662,12 @@ static int32_t plain_step(gen_run *g, int32_t last)
     int rc = forward_next(g, sd->target, PM_PHASE_DECODE, &last, 1, 0, &lg, &tok);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
-    pm__cost_verify(&sd->ct, 1, llm_now_ns() - t0);
     sd->hist[sd->hlen++] = last;
     sd->st.steps++;
-    return g->greedy ? tok : sample_from(g, lg);
+    if (!g->greedy)
+        tok = sample_from(g, lg);
+    pm__cost_verify(&sd->ct, 1, llm_now_ns() - t0);
+    return tok;
 }
 
 /* The draft length this round may use: the chosen k, cut so the round can
