@@ -36,7 +36,7 @@
  *   pm.prefill mode=exact req=R pos=P tokens=N
  *   pm.decode mode=decode req=R pos=P
  *   pm.spec_decode mode=batched req=R draft=K
- *   pm.draft req=R tokens=K
+ *   pm.draft req=R tokens=K [drafter=model|ngram|block|custom]
  *   pm.layer_range mode=M layers=A-B shard=S where=local|remote backend=B req=R tokens=N
  *   pm.batch mode=M batch=B tokens=N reqs=R:T,R:T,...
  *   pm.layer_range mode=M layers=A-B shard=S where=... backend=B tokens=N batch=B
@@ -186,6 +186,7 @@ PM_API pm_range pm__push_prefill(uint64_t req, uint32_t pos, uint32_t tokens);
 PM_API pm_range pm__push_decode(uint64_t req, uint32_t pos);
 PM_API pm_range pm__push_spec_decode(uint64_t req, uint32_t draft);
 PM_API pm_range pm__push_draft(uint64_t req, uint32_t tokens);
+PM_API pm_range pm__push_draft_by(uint64_t req, uint32_t tokens, const char *drafter);
 PM_API pm_range pm__push_layer_range(const pm_layer_attr *attr);
 PM_API pm_range pm__push_batch(uint64_t batch, pm_phase mode, const pm_batch_req *reqs,
                                uint32_t n);
@@ -282,6 +283,16 @@ static inline pm_range pm_draft_push(uint64_t req, uint32_t tokens)
     return pm__push_draft(req, tokens);
 }
 
+/* "pm.draft req=R tokens=K drafter=D": the same leaf naming what proposed
+ * ("model", "ngram", "block", "custom"; one word, no space). NULL or ""
+ * writes no drafter. drafter is read during the call only. */
+static inline pm_range pm_draft_by_push(uint64_t req, uint32_t tokens, const char *drafter)
+{
+    if (PM__OFF())
+        return PM_RANGE_NONE;
+    return pm__push_draft_by(req, tokens, drafter);
+}
+
 /* A leaf "pm.layer_range ..." for one shard's span in one forward call.
  * attr->phase, when not PM_PHASE_NONE, wins over the current phase; with
  * neither the text carries mode=none, which the checker rejects. */
@@ -346,6 +357,8 @@ static inline pm_range pm_spec_decode_push(uint64_t r, uint32_t k)
 { (void)r; (void)k; return PM_RANGE_NONE; }
 static inline pm_range pm_draft_push(uint64_t r, uint32_t n)
 { (void)r; (void)n; return PM_RANGE_NONE; }
+static inline pm_range pm_draft_by_push(uint64_t r, uint32_t n, const char *d)
+{ (void)r; (void)n; (void)d; return PM_RANGE_NONE; }
 static inline pm_range pm_layer_range_push(const pm_layer_attr *a)
 { (void)a; return PM_RANGE_NONE; }
 static inline pm_range pm_batch_push(uint64_t b, pm_phase m, const pm_batch_req *r, uint32_t n)

@@ -24,14 +24,17 @@
  * output distribution is the target's.
  *
  * Markers (PHASEMARK=1). Each round is one "pm.spec_decode mode=batched
- * req=R draft=K" enclosing one leaf "pm.draft req=R tokens=K" (every draft
- * forward of the round, including any catch-up over tokens the draft has
- * not seen yet: the prompt in the first round; the draft session is made
- * quiet so nothing nests in the leaf) and then the target's verify layer
+ * req=R draft=K" enclosing one leaf "pm.draft req=R tokens=K drafter=D"
+ * (D the round's drafter kind: model, ngram, block or custom; the leaf
+ * encloses every draft forward of the round, including any catch-up over
+ * tokens the draft has not seen yet: the prompt in the first round; the
+ * draft session is made quiet so nothing nests in the leaf; an n-gram
+ * round's leaf encloses no forward at all) and then the target's verify layer
  * ranges (mode=verify, one per span). The prompt's prefill is the target's
  * usual pm.prefill ranges. When there is no room left to draft (the last
- * token of max_tokens, the context's end) the target takes plain decode
- * steps (pm.decode). docs/spec.md gives the exact range count.
+ * token of max_tokens, the context's end), or the drafter has nothing to
+ * propose (no n-gram match), the target takes plain decode steps
+ * (pm.decode). docs/spec.md gives the exact range count.
  *
  * Handles and threading. llm_spec is opaque; it borrows the two sessions
  * (they and their models must outlive it) and owns its buffers, allocated
@@ -56,6 +59,58 @@ extern "C" {
 
 typedef struct llm_spec llm_spec;
 
+/* ---- drafters ----------------------------------------------------------
+ *
+ * A drafter proposes up to k tokens for the current history (the tokens
+ * the target has seen, then the last emitted token) and learns how many of
+ * them the target accepted. The generator asks it once per round; how it
+ * proposes is its own:
+ *
+ *   model   a draft model (a session with the target's vocabulary) runs k
+ *           forwards; under sampling its proposals are draws from its
+ *           processed distribution q.
+ *   ngram   prompt and history lookup: the longest suffix of the history
+ *           (ngram_max tokens down to ngram_min) that occurred before, most
+ *           recent occurrence first, proposes the tokens that followed it
+ *           (at most k, never past the history's end). No forward at all;
+ *           0 tokens when nothing matches. Deterministic (q = 1 at each
+ *           proposed token under sampling).
+ *   hybrid  per round, the n-gram proposal when a match of at least
+ *           hybrid_min tokens exists, else the model's.
+ *   block   reserved for a feature-conditioned block drafter (one forward
+ *           proposing k tokens from the target's hidden features); refused
+ *           by llm_drafter_create until it exists.
+ *   custom  a callback (llm_spec_propose_fn), deterministic like ngram.
+ *
+ * Round kinds. A round is drafted by exactly one of model, ngram, block
+ * or custom (a hybrid picks per round); markers and the per-drafter
+ * statistics name that one (LLM_DRAFTER_* below, llm_drafter_kind_name).
+ *
+ * The interface is the seam a device-resident round plugs into: a drafter
+ * hands the generator token ids (and, for sampled model proposals, their
+ * distributions), never tensors, so a CUDA drafter whose k steps run as a
+ * device loop, or a block drafter reading the target's features, is one
+ * more implementation behind llm_drafter_create.
+ *
+ * Handles and threading. llm_drafter is opaque. It borrows its draft
+ * session (which must outlive it) and owns its buffers, allocated at
+ * creation: proposing allocates nothing. One thread at a time; a drafter
+ * serves one generator (llm_spec_params.drafter) at a time.
+ *
+ * Errors. 0 or a negative LLM_E* code; creation writes one line into err,
+ * later calls keep theirs in the drafter (llm_drafter_error). */
+
+typedef struct llm_drafter llm_drafter;
+
+typedef enum llm_drafter_kind {
+    LLM_DRAFTER_MODEL = 0,
+    LLM_DRAFTER_NGRAM = 1,
+    LLM_DRAFTER_HYBRID = 2,
+    LLM_DRAFTER_BLOCK = 3,  /* reserved (see above) */
+    LLM_DRAFTER_CUSTOM = 4,
+    LLM_DRAFTER_COUNT
+} llm_drafter_kind;
+
 /* A drafter other than a draft model (prompt lookup, a test's script):
  * fills out[0..k) with k proposed tokens given the history the target has
  * seen followed by the last emitted token (hist[0..n_hist), the last entry
@@ -69,7 +124,8 @@ typedef struct llm_spec_params {
     uint16_t version;    /* LLM_SPEC_PARAMS_VERSION */
     uint16_t size;       /* sizeof(llm_spec_params) */
     int32_t k;           /* tokens drafted per round, 1..target n_batch-1 */
-    int32_t adaptive;    /* nonzero: choose k each round (see below) */
+    int32_t adaptive;    /* LLM_SPEC_ADAPT_*: fixed k, acceptance-driven k
+                            (below) or cost-aware k (docs/spec.md) */
     int32_t k_min;       /* adaptive bounds; <= 0: 1 */
     int32_t k_max;       /* <= 0: 2*k but at most max(k, 6); capped at
                             target n_batch-1 (docs/spec.md: exactness) */
@@ -80,13 +136,69 @@ typedef struct llm_spec_params {
                                     the callback does, and no draft
                                     session is used */
     void *propose_user;
+    llm_drafter *drafter; /* version 2: set, this drafter proposes (borrowed,
+                             must outlive the generator; draft and propose
+                             are then ignored) */
 } llm_spec_params;
 
-#define LLM_SPEC_PARAMS_VERSION 1
+#define LLM_SPEC_PARAMS_VERSION 2
 #define LLM_SPEC_PARAMS_INIT \
-    {LLM_SPEC_PARAMS_VERSION, (uint16_t)sizeof(llm_spec_params), 4, 0, 0, 0, 0.0f, 0, 0}
+    {LLM_SPEC_PARAMS_VERSION, (uint16_t)sizeof(llm_spec_params), 4, 0, 0, 0, 0.0f, 0, 0, 0}
+/* The end of version 1 (before drafter): llm_spec_create reads such a
+ * caller's struct and takes drafter as NULL. */
+#define LLM_SPEC_PARAMS_V1_SIZE (offsetof(llm_spec_params, propose_user) + sizeof(void *))
 
-/* Adaptive k. The generator keeps a decayed count of accepted proposals
+/* llm_spec_params.adaptive. */
+enum {
+    LLM_SPEC_ADAPT_OFF = 0,   /* every round drafts k */
+    LLM_SPEC_ADAPT_ACCEPT = 1, /* k from the acceptance history (below) */
+    LLM_SPEC_ADAPT_COST = 2   /* k, the drafter (hybrid) or plain decoding
+                                 from measured costs (docs/spec.md) */
+};
+
+typedef struct llm_drafter_params {
+    uint16_t version;  /* LLM_DRAFTER_PARAMS_VERSION */
+    uint16_t size;     /* sizeof(llm_drafter_params) */
+    int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM, _HYBRID or _CUSTOM */
+    llm_session *draft; /* model, hybrid: the draft session (borrowed, not
+                           the target's); else NULL */
+    int32_t ngram_max; /* ngram, hybrid: longest suffix matched; <= 0: 4 */
+    int32_t ngram_min; /* shortest suffix matched, 1..ngram_max; <= 0: 2 */
+    int32_t hybrid_min; /* hybrid: shortest match taken over the model;
+                           <= 0: 3 (cut to ngram_max) */
+    uint32_t n_hist_max; /* longest history proposed over, in tokens
+                            (llm_drafter_propose refuses more); 0: the draft
+                            session's context, else 4096 */
+    llm_spec_propose_fn propose; /* custom */
+    void *propose_user;
+} llm_drafter_params;
+
+#define LLM_DRAFTER_PARAMS_VERSION 1
+#define LLM_DRAFTER_PARAMS_INIT \
+    {LLM_DRAFTER_PARAMS_VERSION, (uint16_t)sizeof(llm_drafter_params), LLM_DRAFTER_MODEL, 0, \
+     0, 0, 0, 0, 0, 0}
+
+/* What one drafter did since creation or its generator's reset, per round
+ * kind (index LLM_DRAFTER_*; a hybrid's rounds count under model or
+ * ngram). */
+typedef struct llm_drafter_counts {
+    uint64_t rounds;   /* rounds this kind drafted */
+    uint64_t drafted;  /* tokens it proposed */
+    uint64_t accepted; /* of them, accepted by the target */
+    uint64_t forwards; /* draft forwards it ran (0 for ngram) */
+    uint64_t ns;       /* wall time proposing */
+} llm_drafter_counts;
+
+/* Cost-aware k (LLM_SPEC_ADAPT_COST). The generator measures what its
+ * target forwards cost by width and what each drafter kind's steps cost,
+ * keeps per-kind acceptance, and before each round picks the kind (a
+ * hybrid's) and the k in [k_min, k] that maximise expected tokens per unit
+ * time, or a plain decode step when none beats plain decoding (a probe
+ * round every 32 plain steps keeps the estimates current). It depends on
+ * timings: greedy output is still the target's own; under sampling the
+ * law is the target's but a seed no longer fixes the sequence.
+ *
+ * Adaptive k (LLM_SPEC_ADAPT_ACCEPT). The generator keeps a decayed count of accepted proposals
  * and of rejections (a round that accepted all k observes none), which
  * estimates the per-token acceptance a = accepted / (accepted +
  * rejections); each round it takes the k in [k_min, k_max] that maximizes
@@ -109,7 +221,50 @@ typedef struct llm_spec_stats {
     uint64_t draft_ns;  /* wall time in the drafter (inside pm.draft) */
     uint64_t verify_ns; /* wall time in the target's verify forwards */
     uint64_t accept_ns; /* wall time deciding acceptance and sampling */
+    llm_drafter_counts by[LLM_DRAFTER_COUNT]; /* per round kind */
+    int32_t drafter;    /* the generator's drafter: LLM_DRAFTER_* */
 } llm_spec_stats;
+
+/* "model", "ngram", "hybrid", "block", "custom"; "unknown" otherwise.
+ * Static text, thread-safe. */
+LLM_API const char *llm_drafter_kind_name(int kind);
+
+/* The LLM_DRAFTER_* named by s ("model", "ngram", "hybrid"), or
+ * LLM_EINVAL. Thread-safe. */
+LLM_API int llm_drafter_kind_parse(const char *s);
+
+/* Creates a drafter. Refuses (LLM_EINVAL, a line in err) a kind that is
+ * not model, ngram, hybrid or custom, a missing draft session (model,
+ * hybrid) or callback (custom), and n-gram bounds out of order. The
+ * caller owns *out (NULL on failure) and frees it after every generator
+ * using it. */
+LLM_API int llm_drafter_create(const llm_drafter_params *p, llm_drafter **out, char *err,
+                               size_t errlen);
+
+/* Frees a drafter (not its draft session). NULL is harmless. */
+LLM_API void llm_drafter_free(llm_drafter *d);
+
+/* The drafter's kind (LLM_DRAFTER_*). */
+LLM_API int llm_drafter_get_kind(const llm_drafter *d);
+
+/* The detail line of the last failure ("" when none); owned by d. */
+LLM_API const char *llm_drafter_error(const llm_drafter *d);
+
+/* Proposes up to k tokens after hist[0..n_hist) (the last entry being the
+ * last emitted token) into out[0..*n_out), greedily: the model drafter's
+ * argmax over its session, which it first feeds whatever of hist it has
+ * not seen (a session holding something else must be at position 0).
+ * *kind_out (may be NULL) gets the round kind that proposed. This is the
+ * call a generator makes under greedy sampling, exposed for tools and
+ * tests; llm_spec_generate calls the drafter itself. LLM_EINVAL for bad
+ * arguments (k < 1, n_hist 0 or above n_hist_max), or the draft's error. */
+LLM_API int llm_drafter_propose(llm_drafter *d, const int32_t *hist, size_t n_hist, int32_t k,
+                                int32_t *out, int32_t *n_out, int32_t *kind_out);
+
+/* Tells the drafter that `accepted` of its last proposal were accepted and
+ * that the target now holds keep tokens of history (the model drafter
+ * cuts its session back to at most keep). 0, or the draft's error. */
+LLM_API int llm_drafter_observe(llm_drafter *d, int32_t accepted, uint32_t keep);
 
 /* 0 when token ids mean the same text in both models: with tokenizers, the
  * same kind, pieces in order, BOS and EOS; without (ids-only models), the

@@ -104,6 +104,7 @@ typedef struct pm__values {
     uint64_t batch;
     const pm_batch_req *reqs; /* reqs[0..nreqs) */
     uint32_t nreqs;
+    const char *drafter; /* pm.draft: what proposed (kinds.h) */
     uint32_t omit; /* bit PM__KEY_<ID>: an optional key (PM__OPT) the push
                       lacks, not written */
 } pm__values;

@@ -92,6 +92,9 @@ typedef enum pm__vtype {
  *   backend  the shard's backend: "cpu", "cuda:0", ...
  *   batch    the id of a forward that serves several requests (nonzero)
  *   reqs     the requests a batched forward serves, each with its tokens
+ *   drafter  what proposed a speculative round's tokens: "model" (a draft
+ *            model's forwards), "ngram" (a lookup, no forward), "block"
+ *            (a block drafter), "custom" (a caller's callback)
  */
 #define PM__KEYS(X)           \
     X(MODE, mode, MODE)       \
@@ -104,7 +107,8 @@ typedef enum pm__vtype {
     X(WHERE, where, WHERE)    \
     X(BACKEND, backend, TEXT) \
     X(BATCH, batch, UINT)     \
-    X(REQS, reqs, REQS)
+    X(REQS, reqs, REQS)       \
+    X(DRAFTER, drafter, TEXT)
 
 typedef enum pm__key {
 #define PM__KEY_ENUM(ID, name, type) PM__KEY_##ID,
@@ -180,7 +184,7 @@ static inline const char *pm__where_name(unsigned where)
     X(SPEC_DECODE, spec_decode, 0, PM_PHASE_BATCHED, PM__MODE(BATCHED),                  \
       PM__ATTR(MODE) PM__ATTR(REQ) PM__ATTR(DRAFT))                                      \
     X(DRAFT, draft, 1, PM_PHASE_NONE, 0,                                                 \
-      PM__ATTR(REQ) PM__ATTR(TOKENS))                                                    \
+      PM__ATTR(REQ) PM__ATTR(TOKENS) PM__OPT(DRAFTER))                                   \
     X(LAYER_RANGE, layer_range, 1, PM_PHASE_NONE,                                        \
       PM__MODE(EXACT) | PM__MODE(DECODE) | PM__MODE(VERIFY),                             \
       PM__ATTR(MODE) PM__ATTR(LAYERS) PM__ATTR(SHARD) PM__ATTR(WHERE) PM__ATTR(BACKEND) \

@@ -328,7 +328,16 @@ PM_API pm_range pm__push_draft(uint64_t req, uint32_t tokens)
 {
     if (!gate_on())
         return PM_RANGE_NONE;
-    pm__values v = {.req = req, .tokens = tokens};
+    pm__values v = {.req = req, .tokens = tokens, .omit = 1u << PM__KEY_DRAFTER};
+    return push_kind(PM__KIND_DRAFT, pm__format_draft, &v);
+}
+
+PM_API pm_range pm__push_draft_by(uint64_t req, uint32_t tokens, const char *drafter)
+{
+    if (!gate_on())
+        return PM_RANGE_NONE;
+    pm__values v = {.req = req, .tokens = tokens, .drafter = drafter,
+                    .omit = drafter && *drafter ? 0u : 1u << PM__KEY_DRAFTER};
     return push_kind(PM__KIND_DRAFT, pm__format_draft, &v);
 }
 

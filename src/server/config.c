@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "phasemark/spec.h"
 #include "server.h"
 
 void pms_config_defaults(pms_config *c)
@@ -54,6 +55,8 @@ const char *pms_config_usage(void)
            "  --api-key KEY           require \"Authorization: Bearer KEY\" (all but /health)\n"
            "  --no-auth               allow a non-loopback --host without --api-key\n"
            "  --no-mmap               read the model into memory instead of mapping it\n"
+           "  --drafter D             model (default with --draft), ngram (prompt lookup,\n"
+           "                          no draft model) or hybrid (n-gram, else the draft)\n"
            "  --quiet                 no access log line per request on stderr\n";
 }
 
@@ -106,6 +109,7 @@ static int set_option(pms_config *c, const char *opt, const char *val, char *err
         {"-m", &c->model_path},   {"--model", &c->model_path}, {"--model-id", &c->model_id},
         {"--tokenizer", &c->tokenizer}, {"--host", &c->host}, {"--backend", &c->backend},
         {"--draft", &c->draft},   {"--placement", &c->placement}, {"--api-key", &c->api_key},
+        {"--drafter", &c->drafter},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (strcmp(opt, strs[i].name) == 0) {
@@ -183,7 +187,18 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
 
 int pms_config_check_engine(const pms_config *c, char *err, size_t errlen)
 {
-    if (c->draft_k && !c->draft) {
+    if (c->drafter) {
+        int k = llm_drafter_kind_parse(c->drafter);
+        if (k < 0) {
+            snprintf(err, errlen, "--drafter must be model, ngram or hybrid (got '%s')", c->drafter);
+            return -1;
+        }
+        if (k != LLM_DRAFTER_NGRAM && !c->draft) {
+            snprintf(err, errlen, "--drafter %s needs --draft", c->drafter);
+            return -1;
+        }
+    }
+    if (c->draft_k && !c->draft && !c->drafter) {
         snprintf(err, errlen, "--draft-k needs --draft");
         return -1;
     }

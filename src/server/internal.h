@@ -40,6 +40,8 @@ typedef struct pms_gen_stats {
     uint64_t decode_n, decode_ns;       /* autoregressive steps (phase decode) */
     uint64_t verify_n, verify_ns;       /* batched verification (phase verify) */
     uint64_t drafted, accepted;         /* speculative decoding */
+    int drafter;                        /* LLM_DRAFTER_*, -1 without */
+    uint64_t by_drafted[LLM_DRAFTER_COUNT], by_accepted[LLM_DRAFTER_COUNT]; /* per round kind */
     uint64_t rounds_committed, rounds_ns; /* tokens fixed by rounds, their time (phase batched) */
     uint64_t queue_ns;                  /* waiting for a worker */
 } pms_gen_stats;
@@ -105,6 +107,7 @@ typedef struct pms_worker {
     int thread_started;
     llm_session *session; /* owned; the target's, over the placement */
     llm_session *draft;   /* owned; NULL without --draft */
+    llm_drafter *drafter; /* owned; what proposes (--drafter) */
     llm_spec *spec;       /* owned; speculative generator over the two */
     pms_buf piece;        /* one token's text, reused */
     pthread_mutex_t mu;   /* guards current */

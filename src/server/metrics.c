@@ -24,6 +24,10 @@ void pms_metrics_init(pms_metrics *m)
     atomic_init(&m->generated_tokens, 0);
     atomic_init(&m->drafted_tokens, 0);
     atomic_init(&m->accepted_tokens, 0);
+    for (int i = 0; i < LLM_DRAFTER_COUNT; i++) {
+        atomic_init(&m->drafter_drafted[i], 0);
+        atomic_init(&m->drafter_accepted[i], 0);
+    }
     atomic_init(&m->request_ns, 0);
     for (int i = 0; i <= PMS_N_BUCKETS; i++)
         atomic_init(&m->duration[i], 0);
@@ -95,6 +99,29 @@ static int render_phases(pms_metrics *m, pms_buf *o)
     return 0;
 }
 
+/* Drafted and accepted tokens by the kind of drafter that proposed them
+ * (a hybrid's rounds count as model or ngram), labelled as the markers'
+ * pm.draft drafter=. */
+static int render_drafters(pms_metrics *m, pms_buf *o)
+{
+    static const int kinds[] = {LLM_DRAFTER_MODEL, LLM_DRAFTER_NGRAM, LLM_DRAFTER_BLOCK};
+    static const char *const names[2] = {"phasemark_drafter_tokens_total",
+                                         "phasemark_drafter_accepted_tokens_total"};
+    static const char *const helps[2] = {"Tokens proposed, by drafter.",
+                                         "Proposed tokens the target accepted, by drafter."};
+    for (int w = 0; w < 2; w++) {
+        if (head(o, names[w], "counter", helps[w]))
+            return -1;
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            int k = kinds[i];
+            uint64_t v = get(w ? &m->drafter_accepted[k] : &m->drafter_drafted[k]);
+            if (pms_buf_printf(o, "%s{drafter=\"%s\"} %" PRIu64 "\n", names[w], llm_drafter_kind_name(k), v))
+                return -1;
+        }
+    }
+    return 0;
+}
+
 /* A Prometheus histogram: cumulative buckets with "le" labels, then _sum
  * and _count. */
 static int render_duration(pms_metrics *m, pms_buf *o)
@@ -142,6 +169,8 @@ int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
         counter(o, "phasemark_draft_tokens_total", "Tokens proposed by the draft model.", get(&m->drafted_tokens)) ||
         counter(o, "phasemark_draft_accepted_tokens_total", "Drafted tokens the target accepted.",
                 get(&m->accepted_tokens)))
+        return -1;
+    if (render_drafters(m, o))
         return -1;
     uint64_t drafted = get(&m->drafted_tokens), accepted = get(&m->accepted_tokens);
     if (head(o, "phasemark_draft_acceptance_ratio", "gauge", "Accepted over drafted tokens since start (0 before any).") ||

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "phasemark/phase.h"
+#include "phasemark/spec.h"
 #include "text.h"
 
 /* Status codes counted by value; anything else is counted as "other". */
@@ -32,6 +33,8 @@ typedef struct pms_metrics {
     atomic_uint_fast64_t generated_tokens;
     atomic_uint_fast64_t drafted_tokens;
     atomic_uint_fast64_t accepted_tokens;
+    atomic_uint_fast64_t drafter_drafted[LLM_DRAFTER_COUNT];  /* by round kind */
+    atomic_uint_fast64_t drafter_accepted[LLM_DRAFTER_COUNT];
     atomic_uint_fast64_t phase_tokens[PM_PHASE_COUNT]; /* by pm_phase */
     atomic_uint_fast64_t phase_ns[PM_PHASE_COUNT];
     atomic_uint_fast64_t request_ns;      /* queue wait + generation, summed */

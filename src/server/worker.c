@@ -144,11 +144,17 @@ static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns)
     st->verify_ns = t.verify_ns;
     st->predicted_n = j->n_generated;
     st->predicted_ns = wall_ns > t.prefill_ns ? wall_ns - t.prefill_ns : 0;
+    st->drafter = -1;
     if (w->spec) {
         llm_spec_stats ss;
         llm_spec_get_stats(w->spec, &ss);
         st->drafted = ss.drafted;
         st->accepted = ss.accepted;
+        st->drafter = ss.drafter;
+        for (int i = 0; i < LLM_DRAFTER_COUNT; i++) {
+            st->by_drafted[i] = ss.by[i].drafted;
+            st->by_accepted[i] = ss.by[i].accepted;
+        }
         st->rounds_committed = ss.committed;
         st->rounds_ns = ss.draft_ns + ss.verify_ns + ss.accept_ns;
     }
@@ -164,6 +170,10 @@ static void count(pms_server *s, const pms_job *j, int cancelled)
     atomic_fetch_add(&m->generated_tokens, st->predicted_n);
     atomic_fetch_add(&m->drafted_tokens, st->drafted);
     atomic_fetch_add(&m->accepted_tokens, st->accepted);
+    for (int i = 0; i < LLM_DRAFTER_COUNT; i++) {
+        atomic_fetch_add(&m->drafter_drafted[i], st->by_drafted[i]);
+        atomic_fetch_add(&m->drafter_accepted[i], st->by_accepted[i]);
+    }
     atomic_fetch_add(&m->phase_tokens[PM_PHASE_EXACT], st->prompt_n);
     atomic_fetch_add(&m->phase_ns[PM_PHASE_EXACT], st->prompt_ns);
     atomic_fetch_add(&m->phase_tokens[PM_PHASE_DECODE], st->decode_n);
@@ -255,17 +265,26 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* The draft session (context and batch as the target's) and the
- * speculative generator over the pair. */
+/* The draft session (context and batch as the target's; none for the
+ * ngram drafter), the drafter (--drafter, default model) and the
+ * speculative generator. */
 static int spec_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
 {
-    llm_session_options so = {.version = LLM_SESSION_OPTIONS_VERSION, .size = sizeof(llm_session_options)};
-    so.n_ctx = (int32_t)llm_session_n_ctx(w->session);
-    so.n_batch = s->cfg.batch;
-    if (llm_session_create(s->draft_model, &so, &w->draft, err, errlen))
+    llm_drafter_params dp = {.version = LLM_DRAFTER_PARAMS_VERSION, .size = sizeof(llm_drafter_params)};
+    dp.kind = s->cfg.drafter ? llm_drafter_kind_parse(s->cfg.drafter) : LLM_DRAFTER_MODEL;
+    if (dp.kind != LLM_DRAFTER_NGRAM) {
+        llm_session_options so = {.version = LLM_SESSION_OPTIONS_VERSION, .size = sizeof(llm_session_options)};
+        so.n_ctx = (int32_t)llm_session_n_ctx(w->session);
+        so.n_batch = s->cfg.batch;
+        if (llm_session_create(s->draft_model, &so, &w->draft, err, errlen))
+            return -1;
+    }
+    dp.draft = w->draft;
+    if (llm_drafter_create(&dp, &w->drafter, err, errlen))
         return -1;
     llm_spec_params sp = {.version = LLM_SPEC_PARAMS_VERSION, .size = sizeof(llm_spec_params)};
     sp.k = s->cfg.draft_k ? s->cfg.draft_k : 4;
+    sp.drafter = w->drafter;
     return llm_spec_create(w->session, w->draft, &sp, &w->spec, err, errlen) ? -1 : 0;
 }
 
@@ -283,7 +302,7 @@ static int worker_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
     so.placement = s->cfg.placement;
     if (llm_session_create(s->model, &so, &w->session, err, errlen))
         return -1;
-    return s->draft_model ? spec_init(s, w, err, errlen) : 0;
+    return s->draft_model || s->cfg.drafter ? spec_init(s, w, err, errlen) : 0;
 }
 
 int pms_workers_start(pms_server *s, char *err, size_t errlen)
@@ -357,6 +376,7 @@ void pms_workers_free(pms_server *s)
     for (int i = 0; i < s->n_workers; i++) {
         pms_worker *w = &s->workers[i];
         llm_spec_free(w->spec);
+        llm_drafter_free(w->drafter);
         llm_session_free(w->draft);
         llm_session_free(w->session);
         pms_buf_free(&w->piece);

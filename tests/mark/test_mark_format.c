@@ -46,14 +46,14 @@ static void prefix(void)
     CHECK_INT_EQ(pm__set_prefix("", 0), -1);
     CHECK_INT_EQ(pm__set_prefix("a234567890123456789012345678901", 31), 0);
     CHECK_INT_EQ(pm__set_prefix("a2345678901234567890123456789012", 32), -1);
-    fmt(PM__KIND_DRAFT, (pm__values){.req = 1, .tokens = 2});
+    fmt(PM__KIND_DRAFT, (pm__values){.req = 1, .tokens = 2, .omit = 1u << PM__KEY_DRAFTER});
     CHECK_STR_EQ(buf, "a234567890123456789012345678901.draft req=1 tokens=2");
     /* A 12-byte buffer: prefix and kind cut at the byte. */
     CHECK_INT_EQ(pm__set_prefix("ds4", 3), 0);
     CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 8, (pm__values){.req = 3}), 7);
     CHECK_STR_EQ(buf, "ds4.pre");
     CHECK_INT_EQ(pm__set_prefix("pm", 2), 0);
-    fmt(PM__KIND_DRAFT, (pm__values){.req = 1, .tokens = 2});
+    fmt(PM__KIND_DRAFT, (pm__values){.req = 1, .tokens = 2, .omit = 1u << PM__KEY_DRAFTER});
     CHECK_STR_EQ(buf, "pm.draft req=1 tokens=2");
 }
 
@@ -107,8 +107,10 @@ static void kinds(void)
     /* A phase kind's mode is its phase, whatever v.mode holds. */
     fmt(PM__KIND_DECODE, (pm__values){.mode = PM_PHASE_VERIFY, .req = 3, .pos = 11});
     CHECK_STR_EQ(buf, "pm.decode mode=decode req=3 pos=11");
-    fmt(PM__KIND_DRAFT, (pm__values){.req = 3, .tokens = 4});
+    fmt(PM__KIND_DRAFT, (pm__values){.req = 3, .tokens = 4, .omit = 1u << PM__KEY_DRAFTER});
     CHECK_STR_EQ(buf, "pm.draft req=3 tokens=4");
+    fmt(PM__KIND_DRAFT, (pm__values){.req = 3, .tokens = 4, .drafter = "ngram"});
+    CHECK_STR_EQ(buf, "pm.draft req=3 tokens=4 drafter=ngram");
     fmt(PM__KIND_LAYER_RANGE, layer(PM_PHASE_VERIFY, 12, 23, 1, PM_WHERE_REMOTE, "cuda:0", 3, 5));
     CHECK_STR_EQ(buf, "pm.layer_range mode=verify layers=12-23 shard=1 where=remote backend=cuda:0 req=3 tokens=5");
     fmt(PM__KIND_LAYER_RANGE, layer(PM_PHASE_NONE, 12, 23, 1, PM_WHERE_LOCAL, NULL, 3, 5));

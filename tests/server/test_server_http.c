@@ -554,6 +554,63 @@ static void greedy_text(const char *const *extra, const char *body, char *text, 
     }
 }
 
+/* --drafter ngram (no draft model) and hybrid (the model as its own
+ * draft): greedy text as without; timings name the drafter and split the
+ * counts per round kind, as /metrics does. The tiny model's 40 greedy
+ * tokens after this prompt repeat the bigram 231 160 (tokens 12 and 24),
+ * so the n-gram lookup finds a match. */
+static int run_server(const char *const *args, pm_child_result *res);
+
+static int case_drafters(void)
+{
+    const char *body = "{\"prompt\":[1,100,200,300],\"max_tokens\":40,\"temperature\":0}";
+    char plain[4096];
+    long long d0, a0;
+    int port = 0;
+    greedy_text(NULL, body, plain, sizeof plain, &d0, &a0, &port, NULL);
+    const char *ngram[] = {"--drafter", "ngram", "--draft-k", "3", NULL};
+    const char *hybrid[] = {"--drafter", "hybrid", "--draft", tiny, NULL};
+    const char *const *extras[] = {ngram, hybrid};
+    for (int i = 0; i < 2; i++) {
+        srv_proc p;
+        start(&p, tiny, extras[i]);
+        hc_resp r;
+        REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+        CHECK_INT_EQ(r.status, 200);
+        json_t *j = body_json(&r);
+        CHECK_STR_EQ(jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "(none)", plain);
+        json_t *t = json_object_get(j, "timings");
+        CHECK_STR_EQ(jstr(t, "drafter") ? jstr(t, "drafter") : "(none)", i ? "hybrid" : "ngram");
+        json_t *by = json_object_get(t, "drafters");
+        long long d = jint(t, "draft_n"), a = jint(t, "draft_n_accepted");
+        long long dn = jint(json_object_get(by, "ngram"), "draft_n");
+        long long an = jint(json_object_get(by, "ngram"), "draft_n_accepted");
+        long long dm = json_object_get(by, "model") ? jint(json_object_get(by, "model"), "draft_n") : 0;
+        long long am = json_object_get(by, "model") ? jint(json_object_get(by, "model"), "draft_n_accepted") : 0;
+        CHECK(dn > 0);
+        CHECK_INT_EQ(dn + dm, d);
+        CHECK_INT_EQ(an + am, a);
+        if (i == 0)
+            CHECK_INT_EQ(dm, 0);
+        CHECK(srv_metric(p.port, "phasemark_drafter_tokens_total{drafter=\"ngram\"}") == (double)dn);
+        CHECK(srv_metric(p.port, "phasemark_drafter_accepted_tokens_total{drafter=\"ngram\"}") == (double)an);
+        CHECK(srv_metric(p.port, "phasemark_drafter_tokens_total{drafter=\"model\"}") == (double)dm);
+        CHECK(srv_metric(p.port, "phasemark_drafter_tokens_total{drafter=\"block\"}") == 0.0);
+        CHECK(srv_metric(p.port, "phasemark_draft_tokens_total") == (double)d);
+        json_decref(j);
+        hc_free(&r);
+        stop_ok(&p);
+    }
+    static pm_child_result res;
+    const char *bad[] = {"-m", tiny, "--port", "0", "--drafter", "block", NULL};
+    CHECK_INT_EQ(run_server(bad, &res), 1);
+    CHECK(strstr(res.err, "--drafter must be model, ngram or hybrid (got 'block')") != NULL);
+    const char *nodraft[] = {"-m", tiny, "--port", "0", "--drafter", "model", NULL};
+    CHECK_INT_EQ(run_server(nodraft, &res), 1);
+    CHECK(strstr(res.err, "--drafter model needs --draft") != NULL);
+    return pm_check_result();
+}
+
 /* --draft: speculative decoding with the model as its own draft. Greedy
  * output must be the target's own; every proposal is accepted (the draft
  * is the target); the counts reach timings and metrics. */
@@ -1544,8 +1601,12 @@ int main(int argc, char **argv)
         return case_markers(argv[0]);
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
-        {"chat", case_chat},             {"chat_template", case_chat_template}, {"stop", case_stop}, {"speculative", case_speculative},
-        {"placement", case_placement},   {"shard_stall_spawn", case_shard_stall_spawn}, {"api_key", case_api_key}, {"no_mmap", case_no_mmap}, {"shard_stall_unix", case_shard_stall_unix},   {"keepalive", case_keepalive},             {"errors", case_errors},
+        {"chat", case_chat},             {"chat_template", case_chat_template},
+        {"stop", case_stop},             {"speculative", case_speculative},
+        {"drafters", case_drafters},     {"placement", case_placement},
+        {"shard_stall_spawn", case_shard_stall_spawn}, {"api_key", case_api_key},
+        {"no_mmap", case_no_mmap},       {"shard_stall_unix", case_shard_stall_unix},
+        {"keepalive", case_keepalive},   {"errors", case_errors},
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},

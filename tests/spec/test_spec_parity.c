@@ -3,9 +3,13 @@
  * reason and the same final target position, on 20 prompts, in every
  * placement of the target.
  *
- *   test_spec_parity synth TYPE K [adaptive]   synthetic target (4 blocks)
+ *   test_spec_parity synth TYPE K [OPT...]     synthetic target (4 blocks)
  *                                              with its 1-block truncation
- *   test_spec_parity kjv K [adaptive]          the shipped trained pair
+ *   test_spec_parity kjv K [OPT...]            the shipped trained pair
+ *
+ * OPT: "adaptive" (acceptance-driven k), "cost" (cost-aware k),
+ * "drafter=model|ngram|hybrid" (an llm_drafter of that kind proposes;
+ * default: the draft session given to llm_spec_create).
  *   test_spec_parity self synth TYPE K | self kjv K   the target drafts for itself:
  *                                              acceptance exactly 1.0
  *
@@ -94,6 +98,7 @@ typedef struct setup {
     int max_tokens, stop_at_eos, n_ctx;
     int self;
     int light; /* 6 prompts: self-drafting, and the KJV adaptive case */
+    int drafter; /* LLM_DRAFTER_*, or -1: the draft session itself */
 } setup;
 
 /* 20 prompts of 1..17 ids over the synthetic vocabulary of 160. */
@@ -195,8 +200,20 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
     llm_session *d = sc_session(su->draft, su->n_ctx, 64, 3);
     llm_sampler *sp = sc_sampler(su->target, 0.0f, 0, 1.0f, 1);
     llm_spec *sd;
+    llm_drafter *dr = NULL;
     char err[256];
-    int rc = llm_spec_create(t, d, sprm, &sd, err, sizeof err);
+    llm_spec_params sp2 = *sprm;
+    if (su->drafter >= 0) {
+        llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
+        dp.kind = su->drafter;
+        dp.draft = d;
+        if (llm_drafter_create(&dp, &dr, err, sizeof err) != 0) {
+            fprintf(stderr, "llm_drafter_create: %s\n", err);
+            exit(1);
+        }
+        sp2.drafter = dr;
+    }
+    int rc = llm_spec_create(t, d, &sp2, &sd, err, sizeof err);
     if (rc) {
         fprintf(stderr, "llm_spec_create: %s\n", err);
         exit(1);
@@ -227,6 +244,17 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
             (unsigned long long)st.steps);
     CHECK(st.rounds > 0);
     CHECK_U64_EQ(st.committed, st.accepted + st.rounds);
+    uint64_t by_rounds = 0, by_drafted = 0, by_accepted = 0;
+    for (int i = 0; i < LLM_DRAFTER_COUNT; i++) {
+        by_rounds += st.by[i].rounds;
+        by_drafted += st.by[i].drafted;
+        by_accepted += st.by[i].accepted;
+    }
+    CHECK_U64_EQ(by_rounds, st.rounds);
+    CHECK_U64_EQ(by_drafted, st.drafted);
+    CHECK_U64_EQ(by_accepted, st.accepted);
+    if (su->drafter == LLM_DRAFTER_NGRAM)
+        CHECK_U64_EQ(st.by[LLM_DRAFTER_MODEL].rounds, 0);
     if (su->self) {
         CHECK_U64_EQ(st.accepted, st.drafted);
         CHECK(st.acceptance == 1.0);
@@ -234,6 +262,7 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
     if (golden)
         check_golden(sd, t, sp, su);
     llm_spec_free(sd);
+    llm_drafter_free(dr);
     llm_sampler_free(sp);
     llm_session_free(d);
     llm_session_free(t);
@@ -242,9 +271,27 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: test_spec_parity synth TYPE K [adaptive] | kjv K [adaptive] | "
-                    "self synth TYPE K | self kjv K\n");
+    fprintf(stderr, "usage: test_spec_parity synth TYPE K [OPT...] | kjv K [OPT...] | "
+                    "self synth TYPE K | self kjv K\n"
+                    "  OPT: adaptive | cost | drafter=model|ngram|hybrid\n");
     return 2;
+}
+
+/* The options after K into *adaptive and su->drafter; -1 on an unknown one. */
+static int parse_opts(int argc, char **argv, int *adaptive, setup *su)
+{
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "adaptive") == 0)
+            *adaptive = LLM_SPEC_ADAPT_ACCEPT;
+        else if (strcmp(argv[i], "cost") == 0)
+            *adaptive = LLM_SPEC_ADAPT_COST;
+        else if (strncmp(argv[i], "drafter=", 8) == 0 &&
+                 (su->drafter = llm_drafter_kind_parse(argv[i] + 8)) >= 0)
+            ;
+        else
+            return -1;
+    }
+    return 0;
 }
 
 static int parse_k(const char *s)
@@ -260,6 +307,7 @@ int main(int argc, char **argv)
         return usage();
     setup su;
     memset(&su, 0, sizeof su);
+    su.drafter = -1;
     char tp[512], dp[512];
     int synth = 0, k, golden = 0, adaptive = 0;
     const char *kind = argv[1];
@@ -274,7 +322,8 @@ int main(int argc, char **argv)
     if (strcmp(kind, "synth") == 0) {
         if (argc < 4 || (k = parse_k(argv[3])) < 0)
             return usage();
-        adaptive = argc > 4 && strcmp(argv[4], "adaptive") == 0;
+        if (parse_opts(argc - 4, argv + 4, &adaptive, &su))
+            return usage();
         sc_path(tp, sizeof tp, "parity_target");
         sc_path(dp, sizeof dp, "parity_draft");
         sc_write_synth_pair(su.self ? "f32" : argv[2], 4, 1, tp, dp);
@@ -285,8 +334,9 @@ int main(int argc, char **argv)
     } else if (strcmp(kind, "kjv") == 0) {
         if ((k = parse_k(argv[2])) < 0)
             return usage();
-        adaptive = argc > 3 && strcmp(argv[3], "adaptive") == 0;
-        su.light = su.self || adaptive;
+        if (parse_opts(argc - 3, argv + 3, &adaptive, &su))
+            return usage();
+        su.light = su.self || adaptive == LLM_SPEC_ADAPT_ACCEPT;
         if (sc_kjv_paths(tp, dp, sizeof tp) != 0)
             PM_SKIP("the shipped KJV models are not in models/");
         su.max_tokens = 16;

@@ -11,6 +11,11 @@
  *              proposes a known number of correct tokens per round
  *              (3, 0, 2, 1), then wrong ones; the sequence is derived by
  *              hand below from the rules in docs/spec.md.
+ *   ngram      the n-gram drafter (drafter=ngram leaves with no forward
+ *              inside; plain steps where nothing matches) and
+ *   hybrid     the hybrid with the target drafting for itself: the exact
+ *              sequence derived from the target's output (expect_ranges),
+ *              with pinned counts.
  *   selfdraft  the target's own model drafts (acceptance 1): rounds of 3,
  *              3 and 2 drafts; the draft's forwards (its prompt prefill
  *              included) emit nothing inside the pm.draft leaves.
@@ -24,12 +29,21 @@
 #include "phasemark/mark.h"
 #include "pm_check.h"
 #include "pm_roctx_log.h"
+#include "drafter.h"
 #include "spec_common.h"
 
 
 #define N_PROMPT 11
 #define K 3
 #define MAX_TOKENS 12
+/* Pinned counts of the ngram and hybrid cases (see expect_ranges): the
+ * n-gram drafter finds one match in this output (one round, nine plain
+ * steps); the hybrid runs four rounds, one of them n-gram (accepted 3, 0,
+ * 3, 1). */
+#define NGRAM_ROUNDS 1
+#define NGRAM_STEPS 9
+#define HYBRID_ROUNDS 4
+#define HYBRID_NGRAM 1
 
 /* The scripted drafter: per round, `good[round]` correct tokens taken from
  * the target's greedy continuation, then wrong ones. */
@@ -84,10 +98,10 @@ static int run_scripted(llm_model *m, const int32_t *prompt, const sc_run *ref)
      * at position 21 = 11 + 4 + 1 + 3 + 2. */
     static const char *const want[] = {
         PREFILL_RANGES,
-        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
-        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
-        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
-        "pm.spec_decode mode=batched req=7 draft=2", "pm.draft req=7 tokens=2", VERIFY(3),
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3 drafter=custom", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3 drafter=custom", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3 drafter=custom", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=2", "pm.draft req=7 tokens=2 drafter=custom", VERIFY(3),
         "pm.decode mode=decode req=7 pos=21",
         "pm.layer_range mode=decode layers=0-1 shard=0 where=local backend=cpu req=7 tokens=1",
     };
@@ -132,9 +146,9 @@ static int run_selfdraft(llm_model *m, const int32_t *prompt, const sc_run *ref)
     /* Acceptance 1: rounds commit 4, 4, then 12 - 9 - 1 = 2 drafts and 3. */
     static const char *const want[] = {
         PREFILL_RANGES,
-        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
-        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3", VERIFY(4),
-        "pm.spec_decode mode=batched req=7 draft=2", "pm.draft req=7 tokens=2", VERIFY(3),
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3 drafter=model", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=3", "pm.draft req=7 tokens=3 drafter=model", VERIFY(4),
+        "pm.spec_decode mode=batched req=7 draft=2", "pm.draft req=7 tokens=2 drafter=model", VERIFY(3),
     };
     static const int want_depth[] = {0, 1, 0, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1};
     llm_session *t = sc_session(m, 64, 16, 7);
@@ -172,6 +186,137 @@ static int run_selfdraft(llm_model *m, const int32_t *prompt, const sc_run *ref)
     return 0;
 }
 
+/* ---- ngram and hybrid ------------------------------------------------ */
+
+/* The ranges one request must produce, derived from the target's greedy
+ * output by docs/spec.md's rules and the n-gram rule (drafter.c; its
+ * proposals are checked on hand-worked histories in test_spec_drafter):
+ * each round may draft K = min(k, max_tokens - generated - 1); the n-gram
+ * lookup runs over prompt + output so far (suffixes of 4 down to 2
+ * tokens); no proposal makes a plain step; a hybrid takes a match of 3 or
+ * more, else its model, which here is the target itself and so has every
+ * proposal accepted. A round's acceptance is the proposal's agreeing
+ * prefix with the output. */
+typedef struct expect {
+    char texts[64][160];
+    int depth[64];
+    int n;
+    int rounds, steps, ngram_rounds;
+    int accepted[16]; /* per round */
+} expect;
+
+static void put(expect *e, int depth, const char *text)
+{
+    REQUIRE(e->n < 64);
+    snprintf(e->texts[e->n], sizeof e->texts[0], "%s", text);
+    e->depth[e->n++] = depth;
+}
+
+static void expect_ranges(int kind, const int32_t *prompt, const sc_run *ref, expect *e)
+{
+    static const char *const prefill[] = {PREFILL_RANGES};
+    int32_t hist[N_PROMPT + MAX_TOKENS];
+    memcpy(hist, prompt, sizeof(int32_t) * N_PROMPT);
+    memcpy(hist + N_PROMPT, ref->ids, sizeof(int32_t) * MAX_TOKENS);
+    memset(e, 0, sizeof *e);
+    for (int i = 0; i < 6; i++)
+        put(e, i % 2, prefill[i]);
+    size_t g = 1;
+    unsigned pos = N_PROMPT;
+    char t[160];
+    while (g < MAX_TOKENS) {
+        int32_t k = K < (int32_t)(MAX_TOKENS - g - 1) ? K : (int32_t)(MAX_TOKENS - g - 1);
+        size_t start = 0;
+        int32_t n = 0, m = 0;
+        int ngram = 0;
+        if (k > 0) {
+            m = pm__ngram_lookup(hist, N_PROMPT + g, 2, 4, k, &start, &n);
+            ngram = kind == LLM_DRAFTER_NGRAM || (m >= 3 && n > 0);
+            if (!ngram)
+                n = k;
+        }
+        if (n == 0) {
+            snprintf(t, sizeof t, "pm.decode mode=decode req=7 pos=%u", pos);
+            put(e, 0, t);
+            put(e, 1, "pm.layer_range mode=decode layers=0-1 shard=0 where=local backend=cpu req=7 "
+                      "tokens=1");
+            pos++, g++, e->steps++;
+            continue;
+        }
+        int32_t a = 0;
+        while (ngram && a < n && hist[start + (size_t)a] == ref->ids[g + (size_t)a])
+            a++;
+        if (!ngram)
+            a = n;
+        snprintf(t, sizeof t, "pm.spec_decode mode=batched req=7 draft=%d", (int)n);
+        put(e, 0, t);
+        snprintf(t, sizeof t, "pm.draft req=7 tokens=%d drafter=%s", (int)n, ngram ? "ngram" : "model");
+        put(e, 1, t);
+        snprintf(t, sizeof t,
+                 "pm.layer_range mode=verify layers=0-1 shard=0 where=local backend=cpu req=7 "
+                 "tokens=%d", (int)n + 1);
+        put(e, 1, t);
+        e->accepted[e->rounds++] = a;
+        e->ngram_rounds += ngram;
+        g += (size_t)a + 1;
+        pos += (unsigned)a + 1;
+    }
+}
+
+/* A request through an llm_drafter of `kind` (hybrid: the target drafts
+ * for itself), held to expect_ranges and to pinned counts. */
+static int run_drafter(llm_model *m, int kind, const int32_t *prompt, const sc_run *ref,
+                       int want_rounds, int want_steps, int want_ngram)
+{
+    expect e;
+    expect_ranges(kind, prompt, ref, &e);
+    fprintf(stderr, "%s: %d rounds (%d ngram), %d steps; accepted", llm_drafter_kind_name(kind),
+            e.rounds, e.ngram_rounds, e.steps);
+    for (int i = 0; i < e.rounds; i++)
+        fprintf(stderr, " %d", e.accepted[i]);
+    fprintf(stderr, "\n");
+    CHECK_INT_EQ(e.rounds, want_rounds);
+    CHECK_INT_EQ(e.steps, want_steps);
+    CHECK_INT_EQ(e.ngram_rounds, want_ngram);
+    llm_session *t = sc_session(m, 64, 16, 7);
+    llm_session *d = kind == LLM_DRAFTER_HYBRID ? sc_session(m, 64, 16, 99) : NULL;
+    llm_sampler *sp = sc_sampler(m, 0.0f, 0, 1.0f, 1);
+    llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
+    dp.kind = kind;
+    dp.draft = d;
+    llm_drafter *dr;
+    char err[256];
+    REQUIRE(llm_drafter_create(&dp, &dr, err, sizeof err) == 0);
+    llm_spec_params p = LLM_SPEC_PARAMS_INIT;
+    p.k = K;
+    p.drafter = dr;
+    llm_spec *sd;
+    REQUIRE(llm_spec_create(t, NULL, &p, &sd, err, sizeof err) == 0);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = MAX_TOKENS;
+    gp.chunk = 4;
+    sc_run r;
+    pm_roctx_log_clear();
+    CHECK_INT_EQ(sc_run_spec(sd, t, sp, prompt, N_PROMPT, &gp, &r), 0);
+    const char *want[64];
+    for (int i = 0; i < e.n; i++)
+        want[i] = e.texts[i];
+    check_sequence(want, e.depth, e.n);
+    CHECK(sc_same(ref, &r, llm_drafter_kind_name(kind)));
+    llm_spec_stats st;
+    llm_spec_get_stats(sd, &st);
+    CHECK_U64_EQ(st.rounds, (uint64_t)e.rounds);
+    CHECK_U64_EQ(st.steps, (uint64_t)e.steps);
+    CHECK_U64_EQ(st.by[LLM_DRAFTER_NGRAM].rounds, (uint64_t)e.ngram_rounds);
+    CHECK_U64_EQ(st.by[LLM_DRAFTER_NGRAM].forwards, 0);
+    llm_spec_free(sd);
+    llm_drafter_free(dr);
+    llm_sampler_free(sp);
+    llm_session_free(d);
+    llm_session_free(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -201,6 +346,10 @@ int main(int argc, char **argv)
     REQUIRE(ref.n == MAX_TOKENS);
     if (strcmp(argv[1], "scripted") == 0)
         run_scripted(m, prompt, &ref);
+    else if (strcmp(argv[1], "ngram") == 0)
+        run_drafter(m, LLM_DRAFTER_NGRAM, prompt, &ref, NGRAM_ROUNDS, NGRAM_STEPS, NGRAM_ROUNDS);
+    else if (strcmp(argv[1], "hybrid") == 0)
+        run_drafter(m, LLM_DRAFTER_HYBRID, prompt, &ref, HYBRID_ROUNDS, 0, HYBRID_NGRAM);
     else if (strcmp(argv[1], "selfdraft") == 0)
         run_selfdraft(m, prompt, &ref);
     else

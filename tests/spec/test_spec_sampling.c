@@ -11,6 +11,13 @@
  *                                   must match the target's, computed here
  *                                   from its logits, by a chi-square bound
  *
+ *   test_spec_sampling joint T K P DRAFTER   the same through an
+ *                                   llm_drafter (model, ngram, hybrid);
+ *                                   ngram and hybrid start from a prompt
+ *                                   that repeats 1 5 2, so n-gram rounds
+ *                                   (deterministic proposals, q one-hot)
+ *                                   happen whenever the draws continue it
+ *
  * Fixed seeds make every run identical; the bound is about five standard
  * deviations over the chi-square mean, and the same counts are checked to
  * be far outside it against the draft's own law, so the test can tell the
@@ -201,30 +208,42 @@ static double chi_square(const long *count, const double *prob, long n, int *dof
     return chi;
 }
 
-static int case_joint(const law *lw)
+static int case_joint(const law *lw, int kind)
 {
     char tp[512], dp[512];
     sc_path(tp, sizeof tp, "sampling_target");
     sc_path(dp, sizeof dp, "sampling_draft");
     llm_model *tm = tiny_model(tp, 1234), *dm = tiny_model(dp, 999);
-    static const int32_t prompt[3] = {1, 5, 2};
+    static const int32_t plain_prompt[3] = {1, 5, 2};
+    static const int32_t rep_prompt[8] = {1, 5, 2, 1, 5, 2, 1, 5};
+    int lookup = kind == LLM_DRAFTER_NGRAM || kind == LLM_DRAFTER_HYBRID;
+    const int32_t *prompt = lookup ? rep_prompt : plain_prompt;
+    size_t np = lookup ? 8 : 3;
     static double want[CELLS], draft_law[CELLS];
     static long count[CELLS];
-    model_joint(tm, lw, prompt, 3, want);
-    model_joint(dm, lw, prompt, 3, draft_law);
+    model_joint(tm, lw, prompt, np, want);
+    model_joint(dm, lw, prompt, np, draft_law);
 
     llm_session *t = sc_session(tm, 32, 16, 1), *d = sc_session(dm, 32, 16, 2);
     llm_sampler *sp = sc_sampler(tm, lw->temp, lw->top_k, lw->top_p, 42);
     llm_spec_params p = LLM_SPEC_PARAMS_INIT;
     p.k = 2;
     llm_spec *sd;
+    llm_drafter *dr = NULL;
     char err[256];
+    if (kind >= 0) {
+        llm_drafter_params dp2 = LLM_DRAFTER_PARAMS_INIT;
+        dp2.kind = kind;
+        dp2.draft = kind == LLM_DRAFTER_NGRAM ? NULL : d;
+        REQUIRE(llm_drafter_create(&dp2, &dr, err, sizeof err) == 0);
+        p.drafter = dr;
+    }
     REQUIRE(llm_spec_create(t, d, &p, &sd, err, sizeof err) == 0);
     llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
     gp.max_tokens = 4;
     for (long i = 0; i < N_SAMPLES; i++) {
         sc_run r;
-        REQUIRE(sc_run_spec(sd, t, sp, prompt, 3, &gp, &r) == 0);
+        REQUIRE(sc_run_spec(sd, t, sp, prompt, np, &gp, &r) == 0);
         REQUIRE(r.n == 4);
         count[(r.ids[0] * V + r.ids[1]) * V + r.ids[2]]++;
     }
@@ -241,7 +260,19 @@ static int case_joint(const law *lw)
     CHECK(chi_d > dof_d + 5.0 * sqrt(2.0 * dof_d));
     /* Both paths ran: some proposals accepted, some rejected. */
     CHECK(st.accepted > 0 && st.accepted < st.drafted);
+    if (lookup) {
+        fprintf(stderr, "ngram rounds %llu (drafted %llu, accepted %llu), model rounds %llu\n",
+                (unsigned long long)st.by[LLM_DRAFTER_NGRAM].rounds,
+                (unsigned long long)st.by[LLM_DRAFTER_NGRAM].drafted,
+                (unsigned long long)st.by[LLM_DRAFTER_NGRAM].accepted,
+                (unsigned long long)st.by[LLM_DRAFTER_MODEL].rounds);
+        CHECK(st.by[LLM_DRAFTER_NGRAM].accepted > 0);
+        CHECK(st.by[LLM_DRAFTER_NGRAM].accepted < st.by[LLM_DRAFTER_NGRAM].drafted);
+    }
+    if (kind == LLM_DRAFTER_HYBRID)
+        CHECK(st.by[LLM_DRAFTER_MODEL].rounds > 0);
     llm_spec_free(sd);
+    llm_drafter_free(dr);
     llm_sampler_free(sp);
     llm_session_free(d);
     llm_session_free(t);
@@ -269,12 +300,13 @@ int main(int argc, char **argv)
         return pm_check_result();
     }
     double t, k, p;
-    if (argc != 5 || strcmp(argv[1], "joint") != 0 || parse_f(argv[2], 0.01, 10, &t) ||
-        parse_f(argv[3], 0, V, &k) || parse_f(argv[4], 0, 1, &p)) {
-        fprintf(stderr, "usage: test_spec_sampling probs | joint T TOP_K TOP_P\n");
+    int kind = argc == 6 ? llm_drafter_kind_parse(argv[5]) : -1;
+    if (argc < 5 || argc > 6 || strcmp(argv[1], "joint") != 0 || parse_f(argv[2], 0.01, 10, &t) ||
+        parse_f(argv[3], 0, V, &k) || parse_f(argv[4], 0, 1, &p) || (argc == 6 && kind < 0)) {
+        fprintf(stderr, "usage: test_spec_sampling probs | joint T TOP_K TOP_P [DRAFTER]\n");
         return 2;
     }
     law lw = {(float)t, (int)k, (float)p};
-    case_joint(&lw);
+    case_joint(&lw, kind);
     return pm_check_result();
 }

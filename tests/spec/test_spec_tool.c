@@ -28,10 +28,42 @@ static int has(const char *s, const char *part)
     return 0;
 }
 
+/* --drafter ngram | hybrid print the plain run's ids and name themselves;
+ * bad and incomplete --drafter options are usage errors. */
+static int drafters(char *tool, char *tp, char *dp)
+{
+    static pm_child_result plain, r;
+    char *prompt = "And the LORD spake unto Moses, saying,";
+    char *a_plain[] = {tool, "-m", tp, "-p", prompt, "-n", "40", "--ids", "--threads", "2", NULL};
+    char *a_ngram[] = {tool, "-m", tp, "--drafter", "ngram", "-p", prompt, "-n", "40", "--ids",
+                       "--threads", "2", NULL};
+    char *a_hybrid[] = {tool, "-m", tp, "--drafter", "hybrid", "--draft", dp, "--draft-k", "3",
+                        "-p", prompt, "-n", "40", "--ids", "--threads", "2", NULL};
+    run_tool(a_plain, &plain);
+    CHECK(pm_child_ok(&plain));
+    run_tool(a_ngram, &r);
+    CHECK(pm_child_ok(&r));
+    CHECK_STR_EQ(r.out, plain.out);
+    CHECK(has(r.err, "pm-generate: speculative: drafter ngram; ngram "));
+    run_tool(a_hybrid, &r);
+    CHECK(pm_child_ok(&r));
+    CHECK_STR_EQ(r.out, plain.out);
+    CHECK(has(r.err, "pm-generate: speculative: drafter hybrid; "));
+    char *a_bad[] = {tool, "-m", tp, "--drafter", "block", "-p", "And", NULL};
+    run_tool(a_bad, &r);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(has(r.err, "pm-generate: bad value 'block' for --drafter"));
+    char *a_nodraft[] = {tool, "-m", tp, "--drafter", "hybrid", "-p", "And", NULL};
+    run_tool(a_nodraft, &r);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(has(r.err, "pm-generate: --drafter hybrid needs --draft MODEL"));
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s pm-generate\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s pm-generate [drafters]\n", argv[0]);
         return 2;
     }
     char tp[512], dp[512], other[512];
@@ -39,6 +71,8 @@ int main(int argc, char **argv)
         PM_SKIP("the shipped KJV models are not in models/");
     char *tool = argv[1];
     static pm_child_result plain, spec, r;
+    if (argc > 2 && strcmp(argv[2], "drafters") == 0)
+        return drafters(tool, tp, dp);
     char *a_plain[] = {tool, "-m", tp, "-p", "And the LORD spake unto Moses, saying,", "-n", "40",
                        "--ids", "--threads", "2", NULL};
     char *a_spec[] = {tool, "-m", tp, "--draft", dp, "--draft-k", "3", "-p",

@@ -48,7 +48,7 @@ typedef struct row {
 static pm_range push_prefill(void) { return pm_prefill_push(7, 128, 11); }
 static pm_range push_decode(void) { return pm_decode_push(8, 139); }
 static pm_range push_spec_decode(void) { return pm_spec_decode_push(9, 4); }
-static pm_range push_draft(void) { return pm_draft_push(10, 3); }
+static pm_range push_draft(void) { return pm_draft_by_push(10, 3, "ngram"); }
 
 static pm_range push_layer_range(void)
 {
@@ -89,9 +89,9 @@ static const row rows[] = {
       {PM__KEY_REQ, "9", 9, 0},
       {PM__KEY_DRAFT, "4", 4, 0}},
      3, {0}, 0},
-    {"draft", push_draft, "pm.draft req=10 tokens=3", 1, PM_PHASE_NONE, "",
-     {{PM__KEY_REQ, "10", 10, 0}, {PM__KEY_TOKENS, "3", 3, 0}},
-     2, {0}, 0},
+    {"draft", push_draft, "pm.draft req=10 tokens=3 drafter=ngram", 1, PM_PHASE_NONE, "",
+     {{PM__KEY_REQ, "10", 10, 0}, {PM__KEY_TOKENS, "3", 3, 0}, {PM__KEY_DRAFTER, "ngram", 0, 0}},
+     3, {PM__KEY_REQ, PM__KEY_TOKENS, PM__KEY_DRAFTER | PM__KEY_OPT}, 3},
     {"layer_range", push_layer_range,
      "pm.layer_range mode=verify layers=12-23 shard=1 where=remote backend=cuda:0 req=11 tokens=5",
      1, PM_PHASE_NONE, "exact decode verify",

@@ -5,15 +5,19 @@
  *               [--chunk C] [--ctx N] [--tokenizer tokenizer.bin]
  *               [--backend cpu|cuda|cuda:N] [--ids] [--no-bos]
  *               [--placement SPEC]
- *               [--draft MODEL [--draft-k K] [--adaptive-k]]
+ *               [--drafter model|ngram|hybrid] [--draft MODEL] [--draft-k K]
+ *               [--adaptive-k | --cost-k]
  *
  * The continuation goes to stdout as text (or as ids with --ids, one line,
  * space-separated) while it is generated; timings with tokens per second go
  * to stderr. Exit status: 0 ok, 1 failure, 2 usage error.
  *
- * With --draft, generation is speculative (phasemark/spec.h): the draft
- * model proposes K tokens per round, the target verifies them in one
- * batched forward; the round statistics go to stderr.
+ * With --draft or --drafter, generation is speculative (phasemark/spec.h):
+ * the drafter (default model: the --draft model; ngram: prompt and history
+ * lookup, no draft model; hybrid: the n-gram proposal when a long enough
+ * match exists, else the draft model's) proposes up to K tokens per round,
+ * the target verifies them in one batched forward; the round statistics,
+ * per drafter, go to stderr.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
@@ -39,8 +43,9 @@ typedef struct args {
     int ids, no_bos;
     const char *draft; /* speculative decoding with this draft model */
     long draft_k;
-    int adaptive_k;
-    int no_mmap; /* --no-mmap: read the weights into memory */
+    int adaptive_k;   /* LLM_SPEC_ADAPT_* */
+    int drafter;      /* LLM_DRAFTER_*, or -1: none named */
+    int no_mmap;      /* --no-mmap: read the weights into memory */
 } args;
 
 typedef struct out_state {
@@ -74,9 +79,14 @@ static void usage(FILE *f)
             "  --no-mmap      read a GGUF model into memory instead of mapping it\n"
             "  --placement S  split the target's layers over shards, e.g.\n"
             "                 0-3@local,4-7@spawn?transport=shared (docs/split.md)\n"
-            "  --draft MODEL  speculative decoding with this draft model (same vocabulary)\n"
+            "  --drafter D    speculative decoding: model (the --draft model, the default\n"
+            "                 with --draft), ngram (prompt lookup, no draft model) or\n"
+            "                 hybrid (n-gram when a match is long enough, else the model)\n"
+            "  --draft MODEL  the draft model (same vocabulary)\n"
             "  --draft-k K    tokens drafted per round (default 4)\n"
-            "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n");
+            "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n"
+            "  --cost-k       choose K (and hybrid's drafter, or plain decoding) each round\n"
+            "                 from measured verify and draft costs (1..K)\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -124,6 +134,7 @@ static int option_value(args *a, const char *opt, const char *v)
     else if (!strcmp(opt, "--backend")) a->backend = v;
     else if (!strcmp(opt, "--placement")) a->placement = v;
     else if (!strcmp(opt, "--draft")) a->draft = v;
+    else if (!strcmp(opt, "--drafter")) return (a->drafter = llm_drafter_kind_parse(v)) < 0 ? -1 : 0;
     else if (!strcmp(opt, "--draft-k")) return parse_long(v, 1, 4096, &a->draft_k);
     else if (!strcmp(opt, "-n")) return parse_long(v, 1, INT32_MAX, &a->n_predict);
     else if (!strcmp(opt, "--threads")) return parse_long(v, 1, 256, &a->threads);
@@ -145,6 +156,7 @@ static int parse_args(int argc, char **argv, args *a)
     a->top_p = 1.0;
     a->seed = 1;
     a->draft_k = 4;
+    a->drafter = -1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -153,7 +165,8 @@ static int parse_args(int argc, char **argv, args *a)
         }
         if (!strcmp(o, "--ids")) { a->ids = 1; continue; }
         if (!strcmp(o, "--no-bos")) { a->no_bos = 1; continue; }
-        if (!strcmp(o, "--adaptive-k")) { a->adaptive_k = 1; continue; }
+        if (!strcmp(o, "--adaptive-k")) { a->adaptive_k = LLM_SPEC_ADAPT_ACCEPT; continue; }
+        if (!strcmp(o, "--cost-k")) { a->adaptive_k = LLM_SPEC_ADAPT_COST; continue; }
         if (!strcmp(o, "--no-mmap")) { a->no_mmap = 1; continue; }
         if (i + 1 >= argc) {
             fprintf(stderr, PROG ": option %s needs a value (or is unknown)\n", o);
@@ -171,6 +184,13 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (!a->model || (!a->prompt == !a->tokens)) {
         fprintf(stderr, PROG ": need -m MODEL and exactly one of -p or --tokens\n");
+        return 2;
+    }
+    if (a->draft && a->drafter < 0)
+        a->drafter = LLM_DRAFTER_MODEL;
+    if (a->drafter >= 0 && a->drafter != LLM_DRAFTER_NGRAM && !a->draft) {
+        fprintf(stderr, PROG ": --drafter %s needs --draft MODEL\n",
+                llm_drafter_kind_name(a->drafter));
         return 2;
     }
     return 0;
@@ -268,6 +288,13 @@ static void report_spec(const llm_spec *sd, uint64_t wall_ns)
             (int)st.k, (double)st.draft_ns / 1e6, (double)st.verify_ns / 1e6,
             (double)st.accept_ns / 1e6, st.generated, (double)wall_ns / 1e6,
             per_second(st.generated, wall_ns));
+    fprintf(stderr, PROG ": speculative: drafter %s", llm_drafter_kind_name(st.drafter));
+    for (int i = 0; i < LLM_DRAFTER_COUNT; i++)
+        if (st.by[i].rounds)
+            fprintf(stderr, "; %s %" PRIu64 " rounds, %" PRIu64 " drafted, %" PRIu64 " accepted",
+                    llm_drafter_kind_name(i), st.by[i].rounds, st.by[i].drafted,
+                    st.by[i].accepted);
+    fprintf(stderr, "\n");
 }
 
 static uint64_t now_ns(void)
@@ -305,13 +332,24 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
     so.request = 1;
     llm_model *dm = NULL;
     llm_session *ds = NULL;
+    llm_drafter *dr = NULL;
     llm_spec *sd = NULL;
-    int rc = open_draft(a, &so, &dm, &ds);
+    char err[512];
+    int rc = a->drafter != LLM_DRAFTER_NGRAM ? open_draft(a, &so, &dm, &ds) : 0;
+    if (rc == 0) {
+        llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
+        dp.kind = a->drafter;
+        dp.draft = ds;
+        if (llm_drafter_create(&dp, &dr, err, sizeof err) != 0) {
+            fprintf(stderr, PROG ": %s\n", err);
+            rc = 1;
+        }
+    }
     if (rc == 0) {
         llm_spec_params sp = LLM_SPEC_PARAMS_INIT;
         sp.k = (int32_t)a->draft_k;
         sp.adaptive = a->adaptive_k;
-        char err[512];
+        sp.drafter = dr;
         if (llm_spec_create(s, ds, &sp, &sd, err, sizeof err) != 0) {
             fprintf(stderr, PROG ": %s\n", err);
             rc = 1;
@@ -328,6 +366,7 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
         rc = rc ? 1 : 0;
     }
     llm_spec_free(sd);
+    llm_drafter_free(dr);
     llm_session_free(ds);
     llm_model_free(dm);
     return rc;
@@ -363,7 +402,7 @@ static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
     gp.max_tokens = (int32_t)a->n_predict;
     gp.chunk = (int32_t)(a->chunk > INT32_MAX ? INT32_MAX : a->chunk);
     out_state o = {m, a->ids, n ? ids[n - 1] : -1, 0};
-    if (a->draft) {
+    if (a->drafter >= 0) {
         rc = generate_spec(a, s, smp, ids, n, &gp, &o);
         printf("\n");
         if (rc == 0)

@@ -33,19 +33,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drafter.h"
 #include "model.h"
 #include "phasemark/mark.h"
 #include "phasemark/spec.h"
 #include "session.h"
+#include "spec_cost.h"
 #include "tokenizer.h"
 
 #define SPEC_ERR_MAX 256
 /* Decay of the adaptive acceptance counts per round: about the last ten
  * rounds matter, so k follows a change of text within a few rounds. */
 #define SPEC_DECAY 0.9
+/* Cost-aware k: after this many plain steps chosen in a row, one round
+ * drafts anyway, so acceptance and verify costs stay measured (a round of
+ * the cheapest shape: at most ~1/32 of a decode lost per probe). */
+#define SPEC_PROBE_EVERY 32
 
 struct llm_spec {
-    llm_session *target, *draft;
+    llm_session *target, *draft; /* draft: the drafter's session, or NULL */
+    llm_drafter *dr;     /* who proposes */
+    int own_dr;          /* dr was made from the params: freed with sd */
     llm_spec_params p;
     int32_t n_vocab;
     int32_t k_cap;       /* largest k: target n_batch - 1 (and k_max) */
@@ -61,10 +69,13 @@ struct llm_spec {
     int32_t *vgreedy;    /* [k_cap + 1] the target's greedy token per verify
                             row (greedy sampling) */
     int32_t *commit;     /* [k_cap + 1] tokens a round commits */
+    int has_q;           /* the round's proposals have q rows (sampled model) */
     float *q;            /* [k_cap][n_vocab] draft distributions */
     float *pr;           /* [n_vocab] target distribution */
     float *res;          /* [n_vocab] residual max(0, p - q) */
     llm_spec_stats st;
+    pm__cost ct;         /* cost-aware k: measured costs, acceptance */
+    int32_t plain_run;   /* cost-aware k: plain steps chosen in a row */
     char err[SPEC_ERR_MAX];
 };
 
@@ -149,14 +160,14 @@ int llm_spec_check_vocab(const llm_model *target, const llm_model *draft, char *
 
 static int check_params(const llm_spec_params *p, int32_t k_cap, char *err, size_t errlen)
 {
-    if (p->version != LLM_SPEC_PARAMS_VERSION || p->size < sizeof(llm_spec_params)) {
-        llm_errf(err, errlen, "spec: params version %u size %u not understood",
-                 (unsigned)p->version, (unsigned)p->size);
-        return LLM_EINVAL;
-    }
     if (p->k < 1 || p->k > k_cap) {
         llm_errf(err, errlen, "spec: k = %d is outside 1..%d (the target's batch less one)",
                  (int)p->k, (int)k_cap);
+        return LLM_EINVAL;
+    }
+    if (p->adaptive < LLM_SPEC_ADAPT_OFF || p->adaptive > LLM_SPEC_ADAPT_COST) {
+        llm_errf(err, errlen, "spec: adaptive = %d is not an LLM_SPEC_ADAPT_* mode",
+                 (int)p->adaptive);
         return LLM_EINVAL;
     }
     if (p->adaptive && p->k_min > 0 && p->k_max > 0 && p->k_min > p->k_max) {
@@ -177,6 +188,16 @@ static void resolve_k(llm_spec *sd, const llm_model *tm, const llm_model *dm)
     llm_spec_params *p = &sd->p;
     if (!p->adaptive) {
         p->k_min = p->k_max = p->k;
+    } else if (p->adaptive == LLM_SPEC_ADAPT_COST) {
+        /* k is the most any round drafts; the table picks below it. */
+        if (p->k_min <= 0)
+            p->k_min = 1;
+        if (p->k_max <= 0)
+            p->k_max = p->k;
+        if (p->k_max > sd->k_cap)
+            p->k_max = sd->k_cap;
+        if (p->k_min > p->k_max)
+            p->k_min = p->k_max;
     } else {
         if (p->k_min <= 0)
             p->k_min = 1;
@@ -200,6 +221,7 @@ static void resolve_k(llm_spec *sd, const llm_model *tm, const llm_model *dm)
         sd->cost = (double)dm->weight_bytes / (double)tm->weight_bytes;
     else
         sd->cost = 0.0; /* an external proposer: taken as free */
+    pm__cost_init(&sd->ct, sd->cost);
 }
 
 static int alloc_buffers(llm_spec *sd)
@@ -216,23 +238,67 @@ static int alloc_buffers(llm_spec *sd)
                ? 0 : LLM_ENOMEM;
 }
 
+/* The params as version 2: a version 1 caller's struct ends before
+ * drafter, which is then NULL. */
+static int read_params(const llm_spec_params *p, llm_spec_params *q, char *err, size_t errlen)
+{
+    llm_spec_params defaults = LLM_SPEC_PARAMS_INIT;
+    if (!p) {
+        *q = defaults;
+        return 0;
+    }
+    if (p->version == 1 && p->size >= LLM_SPEC_PARAMS_V1_SIZE) {
+        memcpy(q, p, LLM_SPEC_PARAMS_V1_SIZE);
+        q->version = LLM_SPEC_PARAMS_VERSION;
+        q->size = (uint16_t)sizeof *q;
+        q->drafter = NULL;
+        return 0;
+    }
+    if (p->version != LLM_SPEC_PARAMS_VERSION || p->size < sizeof(llm_spec_params)) {
+        llm_errf(err, errlen, "spec: params version %u size %u not understood",
+                 (unsigned)p->version, (unsigned)p->size);
+        return LLM_EINVAL;
+    }
+    *q = *p;
+    return 0;
+}
+
+/* The drafter the params name, or one made from the draft session or the
+ * proposer (owned by the generator). */
+static int make_drafter(llm_spec *sd, llm_session *draft, char *err, size_t errlen)
+{
+    if (sd->p.drafter) {
+        sd->dr = sd->p.drafter;
+        return 0;
+    }
+    llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
+    dp.kind = sd->p.propose ? LLM_DRAFTER_CUSTOM : LLM_DRAFTER_MODEL;
+    dp.draft = sd->p.propose ? NULL : draft;
+    dp.propose = sd->p.propose;
+    dp.propose_user = sd->p.propose_user;
+    sd->own_dr = 1;
+    return llm_drafter_create(&dp, &sd->dr, err, errlen);
+}
+
 int llm_spec_create(llm_session *target, llm_session *draft, const llm_spec_params *p,
                     llm_spec **out, char *err, size_t errlen)
 {
-    llm_spec_params defaults = LLM_SPEC_PARAMS_INIT;
+    llm_spec_params q;
     if (out)
         *out = NULL;
-    if (!target || !out || (!draft && !(p && p->propose)) || draft == target) {
-        llm_errf(err, errlen, "spec: a target, a distinct draft session (or a proposer) "
+    int rc = read_params(p, &q, err, errlen);
+    if (rc)
+        return rc;
+    llm_session *ds = q.drafter ? pm__drafter_session(q.drafter) : q.propose ? NULL : draft;
+    if (!target || !out || (!ds && !q.propose && !q.drafter) || ds == target) {
+        llm_errf(err, errlen, "spec: a target, a distinct draft session (or a drafter) "
                               "and out are required");
         return LLM_EINVAL;
     }
-    if (!p)
-        p = &defaults;
     const llm_model *tm = llm_session_model(target);
-    const llm_model *dm = draft ? llm_session_model(draft) : NULL;
+    const llm_model *dm = ds ? llm_session_model(ds) : NULL;
     int32_t k_cap = (int32_t)llm_session_n_batch(target) - 1;
-    int rc = check_params(p, k_cap, err, errlen);
+    rc = check_params(&q, k_cap, err, errlen);
     if (rc == 0 && dm)
         rc = llm_spec_check_vocab(tm, dm, err, errlen);
     if (rc)
@@ -243,22 +309,23 @@ int llm_spec_create(llm_session *target, llm_session *draft, const llm_spec_para
         return LLM_ENOMEM;
     }
     sd->target = target;
-    sd->draft = p->propose ? NULL : draft;
-    sd->p = *p;
+    sd->draft = ds;
+    sd->p = q;
     sd->n_vocab = tm->hp.n_vocab;
     sd->n_ctx = llm_session_n_ctx(target);
     sd->k_cap = k_cap;
-    resolve_k(sd, tm, sd->draft ? dm : NULL);
-    if (alloc_buffers(sd) != 0) {
-        llm_spec_free(sd);
+    resolve_k(sd, tm, dm);
+    rc = make_drafter(sd, ds, err, errlen);
+    if (rc == 0 && alloc_buffers(sd) != 0) {
         llm_errf(err, errlen, "spec: out of memory");
-        return LLM_ENOMEM;
+        rc = LLM_ENOMEM;
+    }
+    if (rc) {
+        llm_spec_free(sd);
+        return rc;
     }
     sd->hlen = llm_session_pos(target);
-    if (sd->draft) {
-        llm_session_set_quiet(sd->draft, 1);
-        llm_session_truncate(sd->draft, 0); /* its history is unknown */
-    }
+    pm__drafter_restart(sd->dr); /* its history is unknown */
     llm_spec_reset_stats(sd);
     *out = sd;
     return 0;
@@ -268,8 +335,8 @@ void llm_spec_free(llm_spec *sd)
 {
     if (!sd)
         return;
-    if (sd->draft)
-        llm_session_set_quiet(sd->draft, 0);
+    if (sd->own_dr)
+        llm_drafter_free(sd->dr); /* gives the draft session its ranges back */
     free(sd->hist);
     free(sd->vtok);
     free(sd->vgreedy);
@@ -291,6 +358,7 @@ void llm_spec_get_stats(const llm_spec *sd, llm_spec_stats *st)
     st->acceptance = st->drafted ? (double)st->accepted / (double)st->drafted : 0.0;
     st->tokens_per_round = st->rounds ? (double)st->committed / (double)st->rounds : 0.0;
     st->k = sd->k;
+    st->drafter = llm_drafter_get_kind(sd->dr);
 }
 
 void llm_spec_reset_stats(llm_spec *sd)
@@ -314,7 +382,7 @@ static void adapt_k(llm_spec *sd, int32_t k, int32_t accepted)
 {
     sd->acc_w = sd->acc_w * SPEC_DECAY + accepted;
     sd->rej_w = sd->rej_w * SPEC_DECAY + (accepted < k ? 1.0 : 0.0);
-    if (!sd->p.adaptive)
+    if (sd->p.adaptive != LLM_SPEC_ADAPT_ACCEPT)
         return;
     /* One pseudo-observation each way keeps a short all-accept streak from
      * reading as certainty. */
@@ -374,15 +442,6 @@ static int32_t sample_from(gen_run *g, const float *logits)
     return tok;
 }
 
-/* One sampled proposal from draft logits: a draw from q, kept in sd->q
- * row i for the acceptance test (greedy proposals come as ids). */
-static int32_t draft_pick(gen_run *g, const float *logits, int32_t i)
-{
-    float *q = g->sd->q + (size_t)i * (size_t)g->sd->n_vocab;
-    int rc = llm_sampler_probs(g->sp, logits, q);
-    return rc ? rc : llm_sampler_draw(g->sp, q);
-}
-
 /* ---- forwards ---------------------------------------------------------- */
 
 /* One forward of session s for this generation: its phase, the
@@ -409,73 +468,27 @@ static int forward_next(const gen_run *g, llm_session *s, pm_phase phase, const 
     return forward(g, s, phase, toks, n, chunk, 1, logits, tok);
 }
 
-/* ---- the draft --------------------------------------------------------- */
+/* ---- the drafter ----------------------------------------------------- */
 
-static int draft_fail(llm_spec *sd, int rc)
+static void round_ctx(const gen_run *g, pm__draft_round *r)
 {
-    return fail(sd, rc, "draft: %s", llm_session_error(sd->draft));
+    const llm_spec *sd = g->sd;
+    *r = (pm__draft_round){sd->hist, (size_t)sd->hlen + 1, g->greedy, g->req, g->sp, sd->q,
+                           sd->pfx_start, sd->pfx_end, sd->pfx_chunk};
 }
 
-/* Feeds the draft what it has not seen of hist[0..hlen] (the prompt in
- * the first round, then one token or two) and returns its next logits, or
- * under greedy sampling its next token. The prompt goes in the same chunks
- * the target's prefill used and the tokens after it in one short forward,
- * so a draft that is the target's own model computes every position
- * exactly as the target did (a wide forward may take a different matrix
- * path than a short one); nothing is asked of the prompt's forwards. */
-static int draft_catch_up(gen_run *g, const float **logits, int32_t *tok)
+/* Proposes plan->n tokens into sd->vtok[1..n], checking their ids. */
+static int propose(gen_run *g, const pm__draft_plan *plan)
 {
     llm_spec *sd = g->sd;
-    uint32_t dpos = llm_session_pos(sd->draft);
-    int rc = 0;
-    if (dpos > sd->hlen) { /* cannot happen: rounds cut the draft back */
-        rc = llm_session_truncate(sd->draft, sd->hlen);
-        dpos = sd->hlen;
-    }
-    if (rc == 0 && dpos >= sd->pfx_start && dpos < sd->pfx_end) {
-        size_t np = (size_t)(sd->pfx_end - dpos);
-        rc = forward(g, sd->draft, PM_PHASE_EXACT, sd->hist + dpos, np, sd->pfx_chunk, 0, NULL,
-                     NULL);
-        dpos = sd->pfx_end;
-    }
-    size_t n = (size_t)(sd->hlen + 1 - dpos);
-    if (rc == 0)
-        rc = forward_next(g, sd->draft, n == 1 ? PM_PHASE_DECODE : PM_PHASE_EXACT,
-                          sd->hist + dpos, n, 0, logits, tok);
-    return rc ? draft_fail(sd, rc) : 0;
-}
-
-/* Proposes k tokens into sd->vtok[1..k] with the draft model: k forwards
- * (the catch-up, then d1..d(k-1)); dk is left for the next round. */
-static int draft_model_propose(gen_run *g, int32_t k)
-{
-    llm_spec *sd = g->sd;
-    const float *lg = NULL;
-    int32_t next = 0; /* the draft's greedy token */
-    int rc = draft_catch_up(g, &lg, &next);
-    for (int32_t i = 0; rc == 0 && i < k; i++) {
-        int32_t d = g->greedy ? next : draft_pick(g, lg, i);
-        if (d < 0)
-            return fail(sd, d, "draft: sampling failed");
-        sd->vtok[1 + i] = d;
-        if (i + 1 < k) {
-            rc = forward_next(g, sd->draft, PM_PHASE_DECODE, &sd->vtok[1 + i], 1, 0, &lg, &next);
-            if (rc)
-                return draft_fail(sd, rc);
-        }
-    }
-    return rc;
-}
-
-static int propose(gen_run *g, int32_t k)
-{
-    llm_spec *sd = g->sd;
-    if (sd->draft)
-        return draft_model_propose(g, k);
-    int rc = sd->p.propose(sd->p.propose_user, sd->hist, (size_t)sd->hlen + 1, k, sd->vtok + 1);
+    pm__draft_round r;
+    round_ctx(g, &r);
+    uint32_t fw = 0;
+    int rc = pm__drafter_propose(sd->dr, &r, plan, sd->vtok + 1, &sd->has_q, &fw);
+    sd->st.by[plan->kind].forwards += fw;
     if (rc)
-        return fail(sd, rc < 0 ? rc : LLM_EINVAL, "proposer failed (%d)", rc);
-    for (int32_t i = 1; i <= k; i++)
+        return fail(sd, rc, "%s", llm_drafter_error(sd->dr));
+    for (int32_t i = 1; i <= plan->n; i++)
         if (sd->vtok[i] < 0 || sd->vtok[i] >= sd->n_vocab)
             return fail(sd, LLM_ETOKEN, "proposer gave token %d outside the vocabulary",
                         (int)sd->vtok[i]);
@@ -524,7 +537,7 @@ static int32_t accept_sampled(gen_run *g, const float *rows, int32_t k, int32_t 
         if (rc)
             return rc;
         int32_t d = sd->vtok[1 + i];
-        const float *q = sd->draft ? sd->q + (size_t)i * nv : NULL;
+        const float *q = sd->has_q ? sd->q + (size_t)i * nv : NULL;
         double qd = q ? q[d] : 1.0;
         if (llm_sampler_uniform(g->sp) * qd < sd->pr[d])
             continue;
@@ -561,25 +574,32 @@ static int commit_round(gen_run *g, int32_t n)
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     sd->hlen = keep;
-    if (sd->draft && llm_session_pos(sd->draft) > keep) {
-        rc = llm_session_truncate(sd->draft, keep);
-        if (rc)
-            return draft_fail(sd, rc);
-    }
-    return 0;
+    rc = llm_drafter_observe(sd->dr, n - 1, keep);
+    return rc ? fail(sd, rc, "%s", llm_drafter_error(sd->dr)) : 0;
 }
 
-/* Drafts k tokens, verifies them in one target forward and decides. Fills
- * sd->commit[0..*n) (the accepted drafts, then the target's token). */
-static int draft_and_verify(gen_run *g, int32_t k, int32_t *n)
+/* Drafts the plan's k tokens, verifies them in one target forward and
+ * decides. Fills sd->commit[0..*n) (the accepted drafts, then the target's
+ * token). */
+static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
 {
     llm_spec *sd = g->sd;
+    int32_t k = plan->n;
+    llm_drafter_counts *by = &sd->st.by[plan->kind];
+    uint64_t fw0 = by->forwards;
     uint64_t t0 = llm_now_ns();
-    pm_range dr = pm_draft_push(g->req, (uint32_t)k);
-    int rc = propose(g, k);
+    pm_range dr = pm_draft_by_push(g->req, (uint32_t)k, llm_drafter_kind_name(plan->kind));
+    int rc = propose(g, plan);
     pm_range_pop(&dr);
     uint64_t t1 = llm_now_ns();
     sd->st.draft_ns += t1 - t0;
+    by->ns += t1 - t0;
+    /* A draft step's cost is learned from steady rounds only: a catch-up
+     * over the prompt or over plain steps is no step's price. */
+    int steady = plan->kind != LLM_DRAFTER_MODEL || pm__drafter_fed(sd->dr) <= 2;
+    if (rc == 0 && steady)
+        pm__cost_draft(&sd->ct, plan->kind,
+                       plan->kind == LLM_DRAFTER_MODEL ? (uint32_t)(by->forwards - fw0) : 1u, t1 - t0);
     if (rc)
         return rc;
     const float *rows = NULL;
@@ -591,7 +611,12 @@ static int draft_and_verify(gen_run *g, int32_t k, int32_t *n)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     int32_t last = -1;
     int32_t a = g->greedy ? accept_greedy(g, k, &last) : accept_sampled(g, rows, k, &last);
-    sd->st.accept_ns += llm_now_ns() - t2;
+    uint64_t t3 = llm_now_ns();
+    sd->st.accept_ns += t3 - t2;
+    /* A width's price is the target's whole side of the round: the verify
+     * and deciding on it (under sampling, k + 1 rows' distributions), as a
+     * plain step's is its forward and its draw. */
+    pm__cost_verify(&sd->ct, k + 1, t3 - t1);
     if (a < 0)
         return fail(sd, a, "sampling failed");
     memcpy(sd->commit, sd->vtok + 1, (size_t)a * sizeof *sd->commit);
@@ -601,20 +626,23 @@ static int draft_and_verify(gen_run *g, int32_t k, int32_t *n)
     sd->st.drafted += (uint64_t)k;
     sd->st.accepted += (uint64_t)a;
     sd->st.committed += (uint64_t)a + 1;
+    by->rounds++;
+    by->drafted += (uint64_t)k;
+    by->accepted += (uint64_t)a;
+    pm__cost_accept(&sd->ct, plan->kind, k, a);
     adapt_k(sd, k, a);
     return 0;
 }
 
-/* One round after `last`; *next is the round's final token (the next
- * round's `last` unless the request stopped). */
-static int round_run(gen_run *g, int32_t last, int32_t k, int32_t *next)
+/* One round after `last` as planned; *next is the round's final token
+ * (the next round's `last` unless the request stopped). */
+static int round_run(gen_run *g, int32_t last, const pm__draft_plan *plan, int32_t *next)
 {
     llm_spec *sd = g->sd;
-    sd->hist[sd->hlen] = last;
     sd->vtok[0] = last;
-    pm_range rr = pm_spec_decode_push(g->req, (uint32_t)k);
+    pm_range rr = pm_spec_decode_push(g->req, (uint32_t)plan->n);
     int32_t n = 0;
-    int rc = draft_and_verify(g, k, &n);
+    int rc = draft_and_verify(g, plan, &n);
     if (rc == 0) {
         *next = sd->commit[n - 1];
         rc = commit_round(g, n);
@@ -630,12 +658,16 @@ static int32_t plain_step(gen_run *g, int32_t last)
     llm_spec *sd = g->sd;
     const float *lg = NULL;
     int32_t tok = 0;
+    uint64_t t0 = llm_now_ns();
     int rc = forward_next(g, sd->target, PM_PHASE_DECODE, &last, 1, 0, &lg, &tok);
     if (rc)
         return fail(sd, rc, "target: %s", llm_session_error(sd->target));
     sd->hist[sd->hlen++] = last;
     sd->st.steps++;
-    return g->greedy ? tok : sample_from(g, lg);
+    if (!g->greedy)
+        tok = sample_from(g, lg);
+    pm__cost_verify(&sd->ct, 1, llm_now_ns() - t0);
+    return tok;
 }
 
 /* The draft length this round may use: the chosen k, cut so the round can
@@ -650,12 +682,6 @@ static int32_t room_for_k(const gen_run *g)
     int64_t room = (int64_t)sd->n_ctx - (int64_t)sd->hlen - 1; /* after `last` */
     if (k > room)
         k = room;
-    if (sd->draft) {
-        /* The draft holds hist[0..hlen] and d1..d(k-1): hlen + k positions. */
-        int64_t droom = (int64_t)llm_session_n_ctx(sd->draft) - (int64_t)sd->hlen;
-        if (k > droom)
-            k = droom;
-    }
     return k > 0 ? (int32_t)k : 0;
 }
 
@@ -681,8 +707,7 @@ static int sync_history(llm_spec *sd)
     uint32_t tpos = llm_session_pos(sd->target);
     if (tpos == 0) {
         sd->hlen = 0;
-        if (sd->draft)
-            llm_session_truncate(sd->draft, 0);
+        pm__drafter_restart(sd->dr);
         return 0;
     }
     if (tpos != sd->hlen)
@@ -716,12 +741,74 @@ static int prefill_prompt(gen_run *g, const int32_t *prompt, size_t n, int32_t c
     return 0;
 }
 
+/* The round kinds a drafter can plan: bits 1 << LLM_DRAFTER_*. */
+static unsigned drafter_kinds(const llm_drafter *d)
+{
+    int kind = llm_drafter_get_kind(d);
+    if (kind == LLM_DRAFTER_HYBRID)
+        return 1u << LLM_DRAFTER_MODEL | 1u << LLM_DRAFTER_NGRAM;
+    return 1u << kind;
+}
+
+/* Cost-aware k: the table's choice of kind and k for this round, or a
+ * plain step (plan->n = 0), drafting anyway after SPEC_PROBE_EVERY plain
+ * steps in a row. `avail` is the drafter's own plan, which tells whether
+ * an n-gram proposal exists and how long it is. */
+static void choose_by_cost(llm_spec *sd, const pm__draft_round *r, int32_t k,
+                           const pm__draft_plan *avail, pm__draft_plan *plan)
+{
+    unsigned kinds = drafter_kinds(sd->dr);
+    if (avail->ngram_n == 0)
+        kinds &= ~(1u << LLM_DRAFTER_NGRAM);
+    int32_t kmax = sd->p.k_max < k ? sd->p.k_max : k;
+    int32_t kmin = sd->p.k_min < kmax ? sd->p.k_min : kmax;
+    pm__cost_choice ch;
+    pm__cost_choose(&sd->ct, kinds, kmin, kmax, avail->ngram_n, &ch);
+    if (ch.kind < 0 && kinds && sd->ct.verify_seen[1] && ++sd->plain_run >= SPEC_PROBE_EVERY) {
+        /* A probe: the n-gram proposal when there is one (no forward),
+         * else the shortest model round. */
+        ch.kind = kinds & (1u << LLM_DRAFTER_NGRAM) ? LLM_DRAFTER_NGRAM
+                  : kinds & (1u << LLM_DRAFTER_MODEL) ? LLM_DRAFTER_MODEL
+                                                      : LLM_DRAFTER_CUSTOM;
+        ch.k = ch.kind == LLM_DRAFTER_NGRAM ? avail->ngram_n : kmin;
+    }
+    if (ch.kind < 0) {
+        *plan = *avail;
+        plan->n = 0;
+        return;
+    }
+    sd->plain_run = 0;
+    pm__drafter_plan(sd->dr, r, ch.k, ch.kind, plan);
+}
+
+/* Plans the round after `last` with at most k drafts: the drafter's own
+ * rule, or cost-aware k's choice; plan->n = 0 asks for a plain step. */
+static void plan_round(gen_run *g, int32_t k, pm__draft_plan *plan)
+{
+    llm_spec *sd = g->sd;
+    pm__draft_round r;
+    round_ctx(g, &r);
+    pm__drafter_plan(sd->dr, &r, k, -1, plan);
+    if (sd->p.adaptive == LLM_SPEC_ADAPT_COST) {
+        pm__draft_plan avail = *plan;
+        choose_by_cost(sd, &r, k, &avail, plan);
+    }
+    int32_t room = pm__drafter_room(sd->dr, r.n_hist);
+    if (plan->kind == LLM_DRAFTER_MODEL && plan->n > room)
+        plan->n = room;
+}
+
 /* Rounds (or plain steps) after the first token until a stop. */
 static int generate_loop(gen_run *g, int32_t last)
 {
+    llm_spec *sd = g->sd;
     while (g->reason < 0) {
         int32_t k = room_for_k(g);
-        if (k == 0) {
+        pm__draft_plan plan = {0, 0, 0, 0};
+        sd->hist[sd->hlen] = last;
+        if (k > 0)
+            plan_round(g, k, &plan);
+        if (plan.n == 0) {
             int32_t tok = plain_step(g, last);
             if (tok < 0)
                 return tok;
@@ -729,7 +816,7 @@ static int generate_loop(gen_run *g, int32_t last)
             last = tok;
             continue;
         }
-        int rc = round_run(g, last, k, &last);
+        int rc = round_run(g, last, &plan, &last);
         if (rc)
             return rc;
     }

@@ -1,0 +1,388 @@
+/* drafter.c — the drafters behind phasemark/spec.h: a draft model, an
+ * n-gram lookup over prompt and history, the hybrid of the two, and a
+ * caller's callback.
+ *
+ * The model drafter keeps its session a prefix of the generator's history:
+ * each proposal first feeds it what it has not seen (the prompt in the
+ * first round, in the target's prefill chunks, so a draft that is the
+ * target's own model computes every position exactly as the target did;
+ * then one token, or two after a round that accepted everything), then runs
+ * k - 1 more forwards; observe cuts it back to what the target kept, so it
+ * never holds a rejected token.
+ *
+ * The n-gram drafter runs no forward: the longest suffix of the history,
+ * ngram_max tokens down to ngram_min, that occurred earlier, its most
+ * recent occurrence first, proposes the tokens that followed that
+ * occurrence. O(n_hist * ngram_max) per round; it allocates nothing.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drafter.h"
+#include "errtext.h"
+#include "phasemark/mark.h"
+#include "session.h"
+
+#define DRAFTER_ERR_MAX 256
+#define NGRAM_MAX_DEFAULT 4
+#define NGRAM_MIN_DEFAULT 2
+#define HYBRID_MIN_DEFAULT 3
+#define HIST_MAX_DEFAULT 4096
+
+struct llm_drafter {
+    llm_drafter_params p;
+    llm_session *draft; /* model, hybrid */
+    pm__draft_plan last; /* the last plan (propose follows it) */
+    size_t ngram_start;  /* the last plan's continuation in hist */
+    uint32_t fed;        /* tokens the last model proposal caught up on */
+    char err[DRAFTER_ERR_MAX];
+};
+
+static const char *const kind_names[LLM_DRAFTER_COUNT] = {"model", "ngram", "hybrid", "block",
+                                                          "custom"};
+
+const char *llm_drafter_kind_name(int kind)
+{
+    return kind >= 0 && kind < LLM_DRAFTER_COUNT ? kind_names[kind] : "unknown";
+}
+
+int llm_drafter_kind_parse(const char *s)
+{
+    if (!s)
+        return LLM_EINVAL;
+    for (int k = 0; k < LLM_DRAFTER_COUNT; k++)
+        if (k != LLM_DRAFTER_BLOCK && k != LLM_DRAFTER_CUSTOM && !strcmp(s, kind_names[k]))
+            return k;
+    return LLM_EINVAL;
+}
+
+/* ---- creation ---------------------------------------------------------- */
+
+static int check_params(const llm_drafter_params *p, char *err, size_t errlen)
+{
+    if (!p || p->version != LLM_DRAFTER_PARAMS_VERSION || p->size < sizeof *p) {
+        llm_errf(err, errlen, "drafter: params missing or of an unknown version");
+        return LLM_EINVAL;
+    }
+    int model = p->kind == LLM_DRAFTER_MODEL || p->kind == LLM_DRAFTER_HYBRID;
+    if (p->kind == LLM_DRAFTER_BLOCK) {
+        llm_errf(err, errlen, "drafter: the block drafter does not exist yet");
+        return LLM_EINVAL;
+    }
+    if (p->kind < 0 || p->kind >= LLM_DRAFTER_COUNT) {
+        llm_errf(err, errlen, "drafter: unknown kind %d", (int)p->kind);
+        return LLM_EINVAL;
+    }
+    if (model && !p->draft) {
+        llm_errf(err, errlen, "drafter: %s needs a draft session", kind_names[p->kind]);
+        return LLM_EINVAL;
+    }
+    if (p->kind == LLM_DRAFTER_CUSTOM && !p->propose) {
+        llm_errf(err, errlen, "drafter: custom needs a propose callback");
+        return LLM_EINVAL;
+    }
+    return 0;
+}
+
+/* Fills the defaults and checks the n-gram bounds. */
+static int resolve(llm_drafter_params *p, char *err, size_t errlen)
+{
+    if (p->ngram_max <= 0)
+        p->ngram_max = NGRAM_MAX_DEFAULT;
+    if (p->ngram_min <= 0)
+        p->ngram_min = p->ngram_max < NGRAM_MIN_DEFAULT ? p->ngram_max : NGRAM_MIN_DEFAULT;
+    if (p->hybrid_min <= 0)
+        p->hybrid_min = HYBRID_MIN_DEFAULT;
+    if (p->hybrid_min > p->ngram_max)
+        p->hybrid_min = p->ngram_max;
+    if (p->ngram_min > p->ngram_max || p->hybrid_min < p->ngram_min) {
+        llm_errf(err, errlen, "drafter: n-gram bounds %d..%d (hybrid %d) out of order",
+                 (int)p->ngram_min, (int)p->ngram_max, (int)p->hybrid_min);
+        return LLM_EINVAL;
+    }
+    if (p->n_hist_max == 0)
+        p->n_hist_max = p->draft ? llm_session_n_ctx(p->draft) + 1 : HIST_MAX_DEFAULT;
+    return 0;
+}
+
+int llm_drafter_create(const llm_drafter_params *p, llm_drafter **out, char *err,
+                       size_t errlen)
+{
+    if (out)
+        *out = NULL;
+    if (!out) {
+        llm_errf(err, errlen, "drafter: out is required");
+        return LLM_EINVAL;
+    }
+    int rc = check_params(p, err, errlen);
+    if (rc)
+        return rc;
+    llm_drafter_params q = *p;
+    if (q.kind != LLM_DRAFTER_MODEL && q.kind != LLM_DRAFTER_HYBRID)
+        q.draft = NULL;
+    rc = resolve(&q, err, errlen);
+    if (rc)
+        return rc;
+    llm_drafter *d = calloc(1, sizeof *d);
+    if (!d) {
+        llm_errf(err, errlen, "drafter: out of memory");
+        return LLM_ENOMEM;
+    }
+    d->p = q;
+    d->draft = q.draft;
+    if (d->draft) {
+        /* Its forwards run inside the round's pm.draft leaf. */
+        llm_session_set_quiet(d->draft, 1);
+        llm_session_truncate(d->draft, 0); /* its history is unknown */
+    }
+    *out = d;
+    return 0;
+}
+
+void llm_drafter_free(llm_drafter *d)
+{
+    if (!d)
+        return;
+    if (d->draft)
+        llm_session_set_quiet(d->draft, 0);
+    free(d);
+}
+
+int llm_drafter_get_kind(const llm_drafter *d)
+{
+    return d ? d->p.kind : LLM_EINVAL;
+}
+
+const char *llm_drafter_error(const llm_drafter *d)
+{
+    return d ? d->err : "no drafter";
+}
+
+llm_session *pm__drafter_session(const llm_drafter *d)
+{
+    return d->draft;
+}
+
+void pm__drafter_restart(llm_drafter *d)
+{
+    if (d->draft)
+        llm_session_truncate(d->draft, 0);
+}
+
+uint32_t pm__drafter_fed(const llm_drafter *d)
+{
+    return d->fed;
+}
+
+int32_t pm__drafter_room(const llm_drafter *d, size_t n_hist)
+{
+    if (!d->draft)
+        return INT32_MAX;
+    /* The draft holds hist[0..n_hist) and d1..d(k-1): n_hist - 1 + k. */
+    int64_t room = (int64_t)llm_session_n_ctx(d->draft) - ((int64_t)n_hist - 1);
+    return room < 0 ? 0 : room > INT32_MAX ? INT32_MAX : (int32_t)room;
+}
+
+/* ---- n-gram lookup ----------------------------------------------------- */
+
+/* 1 when hist[a..a+m) equals hist[b..b+m). */
+static int same_run(const int32_t *hist, size_t a, size_t b, int32_t m)
+{
+    return memcmp(hist + a, hist + b, (size_t)m * sizeof *hist) == 0;
+}
+
+int32_t pm__ngram_lookup(const int32_t *hist, size_t n_hist, int32_t ngram_min,
+                         int32_t ngram_max, int32_t k, size_t *start, int32_t *n)
+{
+    *start = 0;
+    *n = 0;
+    for (int32_t m = ngram_max; m >= ngram_min && m >= 1; m--) {
+        if ((size_t)m >= n_hist)
+            continue; /* an earlier occurrence needs room before the suffix */
+        size_t suf = n_hist - (size_t)m;
+        /* Most recent first: j + m <= n_hist - 1, so the continuation
+         * starts inside the history. */
+        for (size_t j = suf; j-- > 0;) {
+            if (!same_run(hist, j, suf, m))
+                continue;
+            size_t c = j + (size_t)m;
+            size_t avail = n_hist - c;
+            *start = c;
+            *n = (int32_t)(avail < (size_t)k ? avail : (size_t)k);
+            return m;
+        }
+    }
+    return 0;
+}
+
+/* ---- plan -------------------------------------------------------------- */
+
+void pm__drafter_plan(llm_drafter *d, const pm__draft_round *r, int32_t k, int prefer,
+                      pm__draft_plan *plan)
+{
+    const llm_drafter_params *p = &d->p;
+    memset(plan, 0, sizeof *plan);
+    plan->kind = p->kind == LLM_DRAFTER_HYBRID ? LLM_DRAFTER_MODEL : p->kind;
+    plan->n = k;
+    if (p->kind == LLM_DRAFTER_NGRAM || p->kind == LLM_DRAFTER_HYBRID) {
+        plan->match = pm__ngram_lookup(r->hist, r->n_hist, p->ngram_min, p->ngram_max, k,
+                                       &d->ngram_start, &plan->ngram_n);
+        int take = p->kind == LLM_DRAFTER_NGRAM ||
+                   (prefer == LLM_DRAFTER_NGRAM && plan->ngram_n > 0) ||
+                   (prefer < 0 && plan->match >= p->hybrid_min && plan->ngram_n > 0);
+        if (take) {
+            plan->kind = LLM_DRAFTER_NGRAM;
+            plan->n = plan->ngram_n;
+        }
+    }
+    d->last = *plan;
+}
+
+/* ---- the draft model --------------------------------------------------- */
+
+/* One draft forward for this round: its phase, the round's request id, and
+ * its next token's id (greedy) or logits; rows 0 asks for nothing. */
+static int draft_forward(llm_drafter *d, const pm__draft_round *r, pm_phase phase,
+                         const int32_t *toks, size_t n, int32_t chunk, int32_t rows,
+                         const float **logits, int32_t *id)
+{
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = phase;
+    fp.request = r->req;
+    fp.chunk = chunk;
+    fp.output = rows == 0 ? LLM_OUTPUT_NONE : r->greedy ? LLM_OUTPUT_ARGMAX : LLM_OUTPUT_LOGITS;
+    fp.rows = rows;
+    int rc = llm_forward(d->draft, &fp, toks, n, logits, id);
+    if (rc)
+        llm_errf(d->err, sizeof d->err, "draft: %s", llm_session_error(d->draft));
+    return rc;
+}
+
+/* Feeds the draft what it has not seen of hist and returns its next
+ * logits (or greedy id); *fw counts the forwards. */
+static int catch_up(llm_drafter *d, const pm__draft_round *r, const float **lg, int32_t *id,
+                    uint32_t *fw)
+{
+    uint32_t hlen = (uint32_t)(r->n_hist - 1);
+    uint32_t dpos = llm_session_pos(d->draft);
+    int rc = 0;
+    if (dpos > hlen) { /* only after a caller moved the history back */
+        rc = llm_session_truncate(d->draft, hlen);
+        dpos = hlen;
+    }
+    if (rc == 0 && dpos >= r->pfx_start && dpos < r->pfx_end) {
+        rc = draft_forward(d, r, PM_PHASE_EXACT, r->hist + dpos, (size_t)(r->pfx_end - dpos),
+                           r->pfx_chunk, 0, NULL, NULL);
+        dpos = r->pfx_end;
+        (*fw)++;
+    }
+    size_t n = (size_t)(hlen + 1 - dpos);
+    d->fed = hlen + 1 - llm_session_pos(d->draft);
+    if (rc == 0) {
+        rc = draft_forward(d, r, n == 1 ? PM_PHASE_DECODE : PM_PHASE_EXACT, r->hist + dpos, n, 0,
+                           1, lg, id);
+        (*fw)++;
+    }
+    return rc;
+}
+
+static int model_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, int32_t *out,
+                         uint32_t *fw)
+{
+    const float *lg = NULL;
+    int32_t next = 0;
+    int rc = catch_up(d, r, &lg, &next, fw);
+    size_t nv = r->greedy ? 0 : (size_t)llm_sampler_n_vocab(r->sp);
+    for (int32_t i = 0; rc == 0 && i < k; i++) {
+        int32_t t = next;
+        if (!r->greedy) {
+            float *q = r->q + (size_t)i * nv;
+            rc = llm_sampler_probs(r->sp, lg, q);
+            t = rc ? rc : llm_sampler_draw(r->sp, q);
+            if (t < 0) {
+                llm_errf(d->err, sizeof d->err, "draft: sampling failed");
+                return t;
+            }
+        }
+        out[i] = t;
+        if (i + 1 < k) {
+            rc = draft_forward(d, r, PM_PHASE_DECODE, &out[i], 1, 0, 1, &lg, &next);
+            (*fw)++;
+        }
+    }
+    return rc;
+}
+
+int pm__drafter_propose(llm_drafter *d, const pm__draft_round *r, const pm__draft_plan *plan,
+                        int32_t *out, int *has_q, uint32_t *forwards)
+{
+    *has_q = 0;
+    *forwards = 0;
+    if (plan->n <= 0)
+        return 0;
+    switch (plan->kind) {
+    case LLM_DRAFTER_MODEL:
+        *has_q = !r->greedy;
+        return model_propose(d, r, plan->n, out, forwards);
+    case LLM_DRAFTER_NGRAM:
+        memcpy(out, r->hist + d->ngram_start, (size_t)plan->n * sizeof *out);
+        return 0;
+    case LLM_DRAFTER_CUSTOM: {
+        int rc = d->p.propose(d->p.propose_user, r->hist, r->n_hist, plan->n, out);
+        if (rc) {
+            llm_errf(d->err, sizeof d->err, "proposer failed (%d)", rc);
+            return rc < 0 ? rc : LLM_EINVAL;
+        }
+        return 0;
+    }
+    default:
+        llm_errf(d->err, sizeof d->err, "drafter: kind %d cannot propose", (int)plan->kind);
+        return LLM_EINVAL;
+    }
+}
+
+/* ---- public proposing -------------------------------------------------- */
+
+int llm_drafter_propose(llm_drafter *d, const int32_t *hist, size_t n_hist, int32_t k,
+                        int32_t *out, int32_t *n_out, int32_t *kind_out)
+{
+    if (n_out)
+        *n_out = 0;
+    if (!d)
+        return LLM_EINVAL;
+    d->err[0] = '\0';
+    if (!hist || !out || !n_out || k < 1 || n_hist == 0 || n_hist > d->p.n_hist_max) {
+        llm_errf(d->err, sizeof d->err, "drafter: bad arguments to llm_drafter_propose");
+        return LLM_EINVAL;
+    }
+    pm__draft_round r = {hist, n_hist, 1, 0, NULL, NULL, 0, 0, 0};
+    pm__draft_plan plan;
+    pm__drafter_plan(d, &r, k, -1, &plan);
+    if (plan.kind == LLM_DRAFTER_MODEL && pm__drafter_room(d, n_hist) < plan.n)
+        plan.n = pm__drafter_room(d, n_hist);
+    int has_q = 0;
+    uint32_t fw = 0;
+    int rc = pm__drafter_propose(d, &r, &plan, out, &has_q, &fw);
+    if (rc)
+        return rc;
+    *n_out = plan.n;
+    if (kind_out)
+        *kind_out = plan.kind;
+    return 0;
+}
+
+int llm_drafter_observe(llm_drafter *d, int32_t accepted, uint32_t keep)
+{
+    (void)accepted; /* no drafter learns from it yet; the generator counts */
+    if (!d)
+        return LLM_EINVAL;
+    if (d->draft && llm_session_pos(d->draft) > keep) {
+        int rc = llm_session_truncate(d->draft, keep);
+        if (rc) {
+            llm_errf(d->err, sizeof d->err, "draft: %s", llm_session_error(d->draft));
+            return rc;
+        }
+    }
+    return 0;
+}

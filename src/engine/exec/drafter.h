@@ -1,0 +1,78 @@
+/* drafter.h — what the speculative generator (spec.c) asks of a drafter
+ * beyond the public calls of phasemark/spec.h: a round's context (sampler,
+ * request id, the prompt's chunks) and a two-step proposal, so the round's
+ * ranges can name the drafter and the count before the drafter works.
+ *
+ *   pm__drafter_plan     decides which kind drafts this round and how many
+ *                        tokens (an n-gram lookup happens here; it is
+ *                        cheap and allocation-free). 0 tokens: nothing to
+ *                        propose, the generator takes a plain step.
+ *   pm__drafter_propose  produces the planned tokens (model: the forwards),
+ *                        inside the round's pm.draft leaf.
+ *   pm__drafter_observe  the verdict, and the history length to keep.
+ *
+ * Invariant: the model drafter's session holds a prefix of the history the
+ * generator passes (its position never exceeds the target's).
+ */
+#ifndef LLM_DRAFTER_H
+#define LLM_DRAFTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phasemark/spec.h"
+
+/* One round as the generator sees it. */
+typedef struct pm__draft_round {
+    const int32_t *hist; /* hist[0..n_hist): the target's history, then last */
+    size_t n_hist;
+    int greedy;          /* proposals are argmax ids; else draws into q */
+    uint64_t req;        /* request id of every draft forward */
+    llm_sampler *sp;     /* sampled proposals (greedy: unused) */
+    float *q;            /* [k][n_vocab]: q of sampled model proposals */
+    uint32_t pfx_start, pfx_end; /* the prompt the target prefilled last, */
+    int32_t pfx_chunk;           /* and its chunk (the draft repeats them) */
+} pm__draft_round;
+
+/* A round's plan. */
+typedef struct pm__draft_plan {
+    int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM or _CUSTOM */
+    int32_t n;         /* tokens to propose, 0..k */
+    int32_t match;     /* ngram / hybrid: the match length found (0: none) */
+    int32_t ngram_n;   /* tokens the n-gram match could propose (<= k) */
+} pm__draft_plan;
+
+/* Plans a round of at most k tokens. prefer: -1 for the drafter's own
+ * rule, or LLM_DRAFTER_MODEL / _NGRAM to force a hybrid's choice (cost-
+ * aware k; ignored by other kinds). Never fails. */
+void pm__drafter_plan(llm_drafter *d, const pm__draft_round *r, int32_t k, int prefer,
+                      pm__draft_plan *plan);
+
+/* Proposes plan->n tokens into out[0..n). *has_q: 1 when q rows 0..n-1
+ * hold the proposals' distributions (sampled model proposals), 0 when
+ * they are deterministic. *forwards: draft forwards run. 0 or negative. */
+int pm__drafter_propose(llm_drafter *d, const pm__draft_round *r, const pm__draft_plan *plan,
+                        int32_t *out, int *has_q, uint32_t *forwards);
+
+/* The most tokens the drafter's session can hold past n_hist - 1 history
+ * tokens (a model drafter's context room); INT32_MAX without a session. */
+int32_t pm__drafter_room(const llm_drafter *d, size_t n_hist);
+
+/* Tokens the last model proposal fed its session before drafting (1 in
+ * a steady round, 2 after one that accepted everything; the prompt, or
+ * the tokens of plain steps, otherwise). */
+uint32_t pm__drafter_fed(const llm_drafter *d);
+
+/* The history restarted (target at position 0): empties the session. */
+void pm__drafter_restart(llm_drafter *d);
+
+/* The draft session, or NULL. */
+llm_session *pm__drafter_session(const llm_drafter *d);
+
+/* The longest-suffix n-gram lookup on its own (the ngram drafter's rule):
+ * the match length (0: none) and the continuation's start in hist, at most
+ * k tokens of which (*n) are proposed. Pure; for tests. */
+int32_t pm__ngram_lookup(const int32_t *hist, size_t n_hist, int32_t ngram_min,
+                         int32_t ngram_max, int32_t k, size_t *start, int32_t *n);
+
+#endif
