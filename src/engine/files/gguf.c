@@ -556,29 +556,43 @@ int llm_gguf_open_memory(const void *buf, size_t len, llm_gguf **out, char *err,
     return llm_gguf_open_memory_types(buf, len, NULL, out, err, errlen);
 }
 
+/* Opens path as a regular file of at least a header's 24 bytes: 0 with
+ * *fd and *size, or the status (the descriptor closed, c's err set). Both
+ * the mapping and the reading open go through it. */
+static int open_regular(cursor *c, const char *path, int *fd, size_t *size)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return fail(c, LLM_EIO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SIZE_MAX) {
+        close(*fd);
+        return fail(c, LLM_EIO, "'%s' is not a readable regular file", path);
+    }
+    if ((uint64_t)st.st_size < 24) {
+        close(*fd);
+        return fail(c, LLM_EFORMAT, "truncated header (%lld bytes)", (long long)st.st_size);
+    }
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
 int llm_gguf_open_types(const char *path, const llm_type_set *types, llm_gguf **out, char *err,
                         size_t errlen)
 {
     cursor c = {NULL, 0, 0, err, errlen, types};
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(&c, LLM_EIO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(&c, LLM_EIO, "'%s' is not a readable regular file", path);
-    }
-    if ((uint64_t)st.st_size < 24) {
-        close(fd);
-        return fail(&c, LLM_EFORMAT, "truncated header (%lld bytes)", (long long)st.st_size);
-    }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int fd;
+    size_t len;
+    int rc = open_regular(&c, path, &fd, &len);
+    if (rc)
+        return rc;
+    void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     int saved = errno;
     close(fd);
     if (m == MAP_FAILED)
         return fail(&c, LLM_EIO, "cannot map '%s': %s", path, strerror(saved));
-    return open_buffer(m, (size_t)st.st_size, 1, types, out, err, errlen);
+    return open_buffer(m, len, 1, types, out, err, errlen);
 }
 
 int llm_gguf_read_types(const char *path, const llm_type_set *types, llm_gguf **out, char *err,
@@ -586,16 +600,11 @@ int llm_gguf_read_types(const char *path, const llm_type_set *types, llm_gguf **
 {
     cursor c = {NULL, 0, 0, err, errlen, types};
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(&c, LLM_EIO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < 24 ||
-        (uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return fail(&c, LLM_EIO, "'%s' is not a readable regular file of at least 24 bytes", path);
-    }
-    size_t len = (size_t)st.st_size, got = 0;
+    int fd;
+    size_t len, got = 0;
+    int rc = open_regular(&c, path, &fd, &len);
+    if (rc)
+        return rc;
     void *buf = NULL;
     if (posix_memalign(&buf, 4096, len) != 0) {
         close(fd);
