@@ -161,7 +161,10 @@ static void seam_failf(cuda_be *c, int rc, const char *what, int32_t layer)
     if (c->failed)
         return;
     c->failed = rc;
-    snprintf(c->msg, sizeof c->msg, "%s (layer %d)", what, (int)layer);
+    if (layer >= 0)
+        snprintf(c->msg, sizeof c->msg, "%s (layer %d)", what, (int)layer);
+    else
+        snprintf(c->msg, sizeof c->msg, "%s", what);
 }
 
 static int seam_ok(cuda_be *c, int rc)
