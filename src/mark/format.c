@@ -128,9 +128,32 @@ static inline void text_attr_span(pm__text *t, const char *prefix, size_t plen, 
 /* " key=" as a literal and its length, for the helpers above. */
 #define KEY(k) " " k "=", sizeof(" " k "=") - 1
 
-pm__prefix_text pm__prefix = {PHASEMARK_DEFAULT_PREFIX ".", sizeof PHASEMARK_DEFAULT_PREFIX};
+/* The default prefix's heads are constants, so a process that never calls
+ * pm_configure formats from read-only data and pm__set_prefix runs only
+ * for an embedder's own prefix. */
+#define HEAD_TEXT(ID, name, ...) [PM__KIND_##ID] = PHASEMARK_DEFAULT_PREFIX "." #name,
+#define HEAD_LEN(ID, name, ...) [PM__KIND_##ID] = sizeof(PHASEMARK_DEFAULT_PREFIX "." #name) - 1,
+pm__prefix_text pm__prefix = {
+    .text = PHASEMARK_DEFAULT_PREFIX ".",
+    .len = sizeof PHASEMARK_DEFAULT_PREFIX,
+    .head = {PM__KINDS(HEAD_TEXT)},
+    .head_len = {PM__KINDS(HEAD_LEN)},
+};
+#undef HEAD_LEN
+#undef HEAD_TEXT
 _Static_assert(sizeof PHASEMARK_DEFAULT_PREFIX - 1 <= PM__PREFIX_MAX,
                "PHASEMARK_DEFAULT_PREFIX is longer than PM__PREFIX_MAX");
+#define HEAD_ROOM(ID, name, ...)                                            \
+    _Static_assert(PM__PREFIX_MAX + 1 + sizeof(#name) <= PM__HEAD_CAP,      \
+                   "the longest prefix and kind " #name " fit PM__HEAD_CAP");
+PM__KINDS(HEAD_ROOM)
+#undef HEAD_ROOM
+
+static const char *const kind_name[PM__KIND_COUNT] = {
+#define KIND_NAME(ID, name, ...) [PM__KIND_##ID] = #name,
+    PM__KINDS(KIND_NAME)
+#undef KIND_NAME
+};
 
 int pm__set_prefix(const char *s, size_t len)
 {
@@ -140,34 +163,39 @@ int pm__set_prefix(const char *s, size_t len)
     pm__prefix.text[len] = PM__NAME_SEP;
     pm__prefix.text[len + 1] = '\0';
     pm__prefix.len = len + 1;
+    for (int k = 0; k < PM__KIND_COUNT; k++) {
+        char *h = pm__prefix.head[k];
+        size_t klen = strlen(kind_name[k]);
+        memset(h, 0, PM__HEAD_CAP);
+        memcpy(h, pm__prefix.text, len + 1);
+        memcpy(h + len + 1, kind_name[k], klen);
+        pm__prefix.head_len[k] = (unsigned char)(len + 1 + klen);
+    }
     return 0;
 }
 
-/* Starts a text with the prefix in force and a literal kind; every kind
- * fits any buffer of PM_RANGE_TEXT_MAX bytes (a prefix is at most
+/* Starts a text with the head of `kind` under the prefix in force; every
+ * kind fits any buffer of PM_RANGE_TEXT_MAX bytes (a prefix is at most
  * PM__PREFIX_MAX), and smaller buffers are cut at the byte. */
-static inline void start(pm__text *t, char *buf, size_t cap, const char *kind, size_t klen)
+static inline void start(pm__text *t, char *buf, size_t cap, pm__kind kind)
 {
     t->buf = buf;
     t->cap = cap;
     t->cut = 0;
     t->len = 0;
-    if (!cap)
-        return;
-    size_t plen = pm__prefix.len;
-    if (__builtin_expect(plen + klen < cap, 1)) {
-        memcpy(buf, pm__prefix.text, plen);
-        memcpy(buf + plen, kind, klen); /* klen is a literal's size */
-        t->len = plen + klen;
-        buf[t->len] = '\0';
+    if (__builtin_expect(cap >= PM__HEAD_CAP, 1)) {
+        /* The whole padded head, NUL included: bytes past its length are
+         * zeros inside the caller's buffer, overwritten by what follows. */
+        memcpy(buf, pm__prefix.head[kind], PM__HEAD_CAP);
+        t->len = pm__prefix.head_len[kind];
         return;
     }
-    pm__text_raw(t, pm__prefix.text);
-    pm__text_raw(t, kind);
+    if (cap)
+        buf[0] = '\0';
+    pm__text_raw(t, pm__prefix.head[kind]);
 }
-#define START(t, buf, cap, kind) start((t), (buf), (cap), kind, sizeof(kind) - 1)
 
-_Static_assert(PM__PREFIX_MAX + 2 + 16 < PM_RANGE_TEXT_MAX, "a prefix and a kind fit a range text");
+_Static_assert(PM__HEAD_CAP <= PM_RANGE_TEXT_MAX, "a head fits a range text");
 
 /* " key=R:T,R:T,..." for a batch's requests, whole or not at all. */
 static void text_attr_reqs(pm__text *t, const char *prefix, size_t plen, const pm_batch_req *r,
@@ -241,7 +269,7 @@ PM__KEYS(DEFINE_PUT)
     {                                                                          \
         const pm_phase mode = (phase) != PM_PHASE_NONE ? (phase) : v->mode;    \
         pm__text t;                                                            \
-        START(&t, buf, cap, #name);                                            \
+        start(&t, buf, cap, PM__KIND_##ID);                                    \
         keys                                                                   \
         return t.len;                                                          \
     }

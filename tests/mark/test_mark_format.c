@@ -48,10 +48,23 @@ static void prefix(void)
     CHECK_INT_EQ(pm__set_prefix("a2345678901234567890123456789012", 32), -1);
     fmt(PM__KIND_DRAFT, (pm__values){.req = 1, .tokens = 2, .omit = 1u << PM__KEY_DRAFTER});
     CHECK_STR_EQ(buf, "a234567890123456789012345678901.draft req=1 tokens=2");
+    /* The longest prefix with the longest kind: the head's whole room. */
+    fmt(PM__KIND_LAYER_RANGE, layer(PM_PHASE_DECODE, 0, 1, 0, PM_WHERE_LOCAL, "cpu", 1, 1));
+    CHECK_STR_EQ(buf, "a234567890123456789012345678901.layer_range mode=decode layers=0-1 shard=0 "
+                      "where=local backend=cpu req=1 tokens=1");
     /* A 12-byte buffer: prefix and kind cut at the byte. */
     CHECK_INT_EQ(pm__set_prefix("ds4", 3), 0);
     CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 8, (pm__values){.req = 3}), 7);
     CHECK_STR_EQ(buf, "ds4.pre");
+    /* Either side of the fixed-size head copy (PM__HEAD_CAP bytes): the
+     * same text, ending where the attributes stop fitting. */
+    const pm__values p = {.req = 3, .pos = 0, .tokens = 11};
+    CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, PM__HEAD_CAP, p), 44);
+    CHECK_STR_EQ(buf, "ds4.prefill mode=exact req=3 pos=0 tokens=11");
+    CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, PM__HEAD_CAP - 1, p), 44);
+    CHECK_STR_EQ(buf, "ds4.prefill mode=exact req=3 pos=0 tokens=11");
+    CHECK_INT_EQ(fmt_cap(PM__KIND_PREFILL, 44, p), 34);
+    CHECK_STR_EQ(buf, "ds4.prefill mode=exact req=3 pos=0");
     CHECK_INT_EQ(pm__set_prefix("pm", 2), 0);
     fmt(PM__KIND_DRAFT, (pm__values){.req = 1, .tokens = 2, .omit = 1u << PM__KEY_DRAFTER});
     CHECK_STR_EQ(buf, "pm.draft req=1 tokens=2");
