@@ -20,7 +20,10 @@ llama-quantize re-quantizes):
      near tie, counted and listed); any other difference fails;
   5. context: each side's quantized logits against its own source file
      (how far quantization moves the model), so the implementation
-     difference can be read against the quantization error.
+     difference can be read against the quantization error;
+  6. for the synthetic source, pm-modelwriter's own q4_K_M / q5_K_M mixes
+     of the same shape are checked tensor by tensor against the types
+     llama-quantize chose.
 Results go to --out-json (one object per file) and a markdown table on
 stdout (bench/results/kquant_peer.md is written from it).
 
@@ -185,6 +188,24 @@ def theirs_rows_as_logprobs(base):
 
 # ---- driver -----------------------------------------------------------------
 
+def tensor_map(a, path):
+    out, _ = run([a.modelwriter, "info", path])
+    return {l.split()[1]: l.split()[2] for l in out.splitlines() if l.startswith("tensor ")}
+
+
+def mix_check(a, mix, theirs_path):
+    """pm-modelwriter's mix of the synthetic shape against llama-quantize's."""
+    ours_path = os.path.join(a.work, f"synth_mw_{mix}.gguf")
+    d, l, h, kv, ff, v = a.synth_shape.split(",")
+    run([a.modelwriter, "synth", "-o", ours_path, "--dim", d, "--layers", l, "--heads", h,
+         "--kv-heads", kv, "--ffn", ff, "--vocab", v, "--ctx", str(max(a.ctx, 512)),
+         "--type", mix.lower().replace("_k_m", "_K_M"), "--seed", "7"])
+    mine, theirs_map = tensor_map(a, ours_path), tensor_map(a, theirs_path)
+    os.unlink(ours_path)
+    diff = sorted(n for n in set(mine) | set(theirs_map) if mine.get(n) != theirs_map.get(n))
+    return {"tensors": len(theirs_map), "differ": diff}
+
+
 def tensor_types(a, path):
     out, _ = run([a.modelwriter, "info", path])
     counts = {}
@@ -236,6 +257,12 @@ def check_source(a, name, src, desc, qflags, text):
         dst = os.path.join(a.work, f"{name}_{q}.gguf")
         run([a.quantize] + qflags + [src, dst, q, str(a.threads)])
         files.append((q, dst))
+    mixes = {}
+    if name == "synth":
+        for q in ("Q4_K_M", "Q5_K_M"):
+            mixes[q] = mix_check(a, q, os.path.join(a.work, f"{name}_{q}.gguf"))
+            print(f"{PROG}: pm-modelwriter {q} vs llama-quantize: {mixes[q]['tensors']} tensors, "
+                  f"{len(mixes[q]['differ'])} differ", file=sys.stderr)
     for q, path in files:
         e = {"source": name, "source_file": desc, "quant": q,
              "tensor_types": tensor_types(a, path)}
@@ -253,6 +280,8 @@ def check_source(a, name, src, desc, qflags, text):
             entries.append(e)
             continue
         e.update(compare(base, rows, a.margin))
+        if q in mixes:
+            e["modelwriter_mix"] = mixes[q]
         if q != "source":
             e["ours_vs_own_source"] = dict(zip(("max_abs_logprob_diff", "top1_agree"),
                                                self_shift(rows, src_ours)))
@@ -261,7 +290,8 @@ def check_source(a, name, src, desc, qflags, text):
                                                             theirs_rows_as_logprobs(src_base))))
         tol = a.tol_float if q == "source" and name == "synth" else a.tol_quant
         e["tolerance"] = tol
-        e["pass"] = e["max_abs_logprob_diff"] <= tol and not e["mismatches"]
+        e["pass"] = (e["max_abs_logprob_diff"] <= tol and not e["mismatches"]
+                     and not e.get("modelwriter_mix", {}).get("differ"))
         entries.append(e)
         print(f"{PROG}: {name} {q}: max {e['max_abs_logprob_diff']}, top1 {e['top1_agree']}/"
               f"{e['rows']}, near ties {len(e['near_ties'])}, mismatches {len(e['mismatches'])}",
@@ -271,16 +301,24 @@ def check_source(a, name, src, desc, qflags, text):
     return entries
 
 
+def mix_cell(m):
+    if not m:
+        return ""
+    if not m["differ"]:
+        return f"same types ({m['tensors']} tensors)"
+    return f"{len(m['differ'])} of {m['tensors']} differ: " + ", ".join(m["differ"][:4])
+
+
 def markdown(doc):
     lines = ["| model | file | tensor types | rows | max abs dlogp | mean abs dlogp | top-1 same |"
              " near ties | mismatches | tol | ok | ours vs own src (max, top-1) |"
-             " theirs vs own src (max, top-1) |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+             " theirs vs own src (max, top-1) | pm-modelwriter mix |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"]
     for e in doc["results"]:
         tt = ", ".join(f"{k} {v}" for k, v in sorted(e["tensor_types"].items()))
         if "error" in e:
             lines.append(f"| {e['source']} | {e['quant']} | {tt} | | | | | | | | refused: "
-                         f"{e['error']} | | |")
+                         f"{e['error']} | | | |")
             continue
         ov = e.get("ours_vs_own_source", {})
         tv = e.get("theirs_vs_own_source", {})
@@ -289,7 +327,8 @@ def markdown(doc):
             f" {e['mean_abs_logprob_diff']} | {e['top1_agree']} | {len(e['near_ties'])} |"
             f" {len(e['mismatches'])} | {e['tolerance']} | {'yes' if e['pass'] else 'NO'} |"
             f" {ov.get('max_abs_logprob_diff', '')}, {ov.get('top1_agree', '')} |"
-            f" {tv.get('max_abs_logprob_diff', '')}, {tv.get('top1_agree', '')} |")
+            f" {tv.get('max_abs_logprob_diff', '')}, {tv.get('top1_agree', '')} |"
+            f" {mix_cell(e.get('modelwriter_mix'))} |")
     return "\n".join(lines) + "\n"
 
 
