@@ -6,6 +6,8 @@
  *
  *   bench_engine [--threads 1,2] [--reps R] [--models 15m,110m,1b]
  *                [--types f32,q8_0] [--dir /tmp] [--keep]
+ *   bench_engine --file MODEL.gguf [--label L] [--threads 1,2] [--reps R]
+ *                [--prompt 512] [--gen 128] [--no-probe]
  *
  * One JSON object per line on stdout:
  *   {"bench":"membw", ...}  read bandwidth per thread count: the threads
@@ -19,6 +21,15 @@
  * Each model is measured at every thread count in turn, so the ratios
  * between counts and types come from one run.
  * Models are written to DIR as GGUF on first use (removed unless --keep).
+ *
+ * With --file the model is a given GGUF file (for instance one written by
+ * pm-modelwriter, shared with another engine's benchmark) and the two
+ * phases are measured the way llama-bench measures pp and tg, so the
+ * numbers can stand side by side: prefill is one forward of --prompt
+ * pseudo-random tokens on an empty context; decode is --gen single-token
+ * forwards from position 0 of an empty context (greedy, the argmax fed
+ * back). After one warm-up of each, R repetitions; the line
+ *   {"bench":"engine_file", ...} carries the median and the best of each.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -57,6 +68,8 @@ typedef struct opts {
     int threads[MAX_COUNTS], n_threads, reps, keep;
     char models[128], types[128];
     const char *dir;
+    const char *file, *label; /* --file mode */
+    int prompt, gen, probe;
 } opts;
 
 static double now_s(void)
@@ -270,6 +283,118 @@ static int bench_one(const shape *sh, const char *type, const opts *o, const dou
     return rc;
 }
 
+/* ---- --file mode: one given model, llama-bench's pp and tg shapes --------- */
+
+#define FILE_MAX_REPS 100
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of n values (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Tokens per second of one prefill of n tokens on an empty context. */
+static int time_prefill(llm_session *s, const int32_t *prompt, int n, double *tps)
+{
+    llm_session_reset(s);
+    double t0 = now_s();
+    if (llm_prefill(s, prompt, (size_t)n, 0, NULL) != 0)
+        return -1;
+    *tps = n / (now_s() - t0);
+    return 0;
+}
+
+/* Tokens per second of n greedy decode steps from position 0. */
+static int time_decode(llm_session *s, int n, int vocab, double *tps)
+{
+    llm_session_reset(s);
+    const float *lg;
+    int32_t tok = 1 % vocab;
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        if (llm_decode(s, tok, &lg) != 0)
+            return -1;
+        tok = argmax(lg, vocab);
+    }
+    *tps = n / (now_s() - t0);
+    return 0;
+}
+
+static int bench_file_threads(const opts *o, int threads, double bw)
+{
+    char err[256];
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.n_threads = threads;
+    llm_model *m;
+    if (llm_model_open(o->file, &mo, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: %s: %s\n", o->file, err);
+        return -1;
+    }
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = (o->prompt > o->gen ? o->prompt : o->gen) + 8;
+    so.n_batch = o->prompt > 0 ? o->prompt : 1;
+    llm_session *s = NULL;
+    int32_t *prompt = malloc((size_t)(o->prompt > 0 ? o->prompt : 1) * sizeof *prompt);
+    if (!prompt || llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: %s\n", prompt ? err : "out of memory");
+        free(prompt);
+        llm_model_free(m);
+        return -1;
+    }
+    for (int i = 0; i < o->prompt; i++)
+        prompt[i] = (int32_t)(((int64_t)i * 7919 + 13) % info.n_vocab);
+    double pp[FILE_MAX_REPS + 1], tg[FILE_MAX_REPS + 1];
+    int rc = 0;
+    for (int r = 0; r <= o->reps && rc == 0; r++) { /* r == 0 warms up */
+        pp[r] = tg[r] = 0;
+        if (o->prompt > 0)
+            rc = time_prefill(s, prompt, o->prompt, &pp[r]);
+        if (rc == 0 && o->gen > 0)
+            rc = time_decode(s, o->gen, info.n_vocab, &tg[r]);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "bench_engine: %s: %s\n", o->file, llm_session_error(s));
+    } else {
+        double pmax = 0, tmax = 0;
+        for (int r = 1; r <= o->reps; r++) {
+            pmax = pp[r] > pmax ? pp[r] : pmax;
+            tmax = tg[r] > tmax ? tg[r] : tmax;
+        }
+        double pmed = median(pp + 1, o->reps), tmed = median(tg + 1, o->reps);
+        double wbps = (double)info.weight_bytes * tmed;
+        printf("{\"bench\":\"engine_file\",\"model\":\"%s\",\"file\":\"%s\",\"type\":\"%s\","
+               "\"params\":%llu,\"weight_bytes\":%llu,\"threads\":%d,\"reps\":%d,"
+               "\"prompt_tokens\":%d,\"prefill_tok_s\":%.3f,\"prefill_tok_s_best\":%.3f,"
+               "\"gen_tokens\":%d,\"decode_tok_s\":%.3f,\"decode_tok_s_best\":%.3f,"
+               "\"decode_weight_GBps\":%.3f,\"membw_GBps\":%.3f}\n",
+               o->label, o->file, info.weight_type, (unsigned long long)info.n_params,
+               (unsigned long long)info.weight_bytes, (int)info.n_threads, o->reps, o->prompt, pmed,
+               pmax, o->gen, tmed, tmax, wbps / 1e9, bw / 1e9);
+        fflush(stdout);
+    }
+    llm_session_free(s);
+    llm_model_free(m);
+    free(prompt);
+    return rc;
+}
+
+static int bench_file(const opts *o)
+{
+    int rc = 0;
+    for (int i = 0; i < o->n_threads && rc == 0; i++)
+        rc = bench_file_threads(o, o->threads[i], o->probe ? membw(o->threads[i], o->reps) : 0.0);
+    return rc ? 1 : 0;
+}
+
 /* 1 when `name` is an element of the comma-separated list. */
 static int listed(const char *list, const char *name)
 {
@@ -322,11 +447,17 @@ static int parse_opts(int argc, char **argv, opts *o)
     o->reps = 3;
     o->keep = 0;
     o->dir = "/tmp";
+    o->file = NULL;
+    o->label = "file";
+    o->prompt = 512;
+    o->gen = 128;
+    o->probe = 1;
     snprintf(o->models, sizeof o->models, "15m,110m,1b");
     snprintf(o->types, sizeof o->types, "f32,q8_0");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--keep")) { o->keep = 1; continue; }
+        if (!strcmp(a, "--no-probe")) { o->probe = 0; continue; }
         if (!v) return -1;
         i++;
         if (!strcmp(a, "--threads")) { if (parse_counts(v, o)) return -1; }
@@ -334,9 +465,13 @@ static int parse_opts(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--models")) snprintf(o->models, sizeof o->models, "%s", v);
         else if (!strcmp(a, "--types")) snprintf(o->types, sizeof o->types, "%s", v);
         else if (!strcmp(a, "--dir")) o->dir = v;
+        else if (!strcmp(a, "--file")) o->file = v;
+        else if (!strcmp(a, "--label")) o->label = v;
+        else if (!strcmp(a, "--prompt")) { if (parse_int(v, 0, 32768, &o->prompt)) return -1; }
+        else if (!strcmp(a, "--gen")) { if (parse_int(v, 0, 32768, &o->gen)) return -1; }
         else return -1;
     }
-    return 0;
+    return o->file && o->prompt + o->gen == 0 ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -344,9 +479,13 @@ int main(int argc, char **argv)
     opts o;
     if (parse_opts(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_engine [--threads 1,2] [--reps R] [--models 15m,110m,1b] "
-                        "[--types f32,q8_0] [--dir DIR] [--keep]\n");
+                        "[--types f32,q8_0] [--dir DIR] [--keep]\n"
+                        "       bench_engine --file MODEL.gguf [--label L] [--threads 1,2] [--reps R] "
+                        "[--prompt 512] [--gen 128] [--no-probe]\n");
         return 2;
     }
+    if (o.file)
+        return bench_file(&o);
     static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
     double bw[MAX_COUNTS];
     for (int i = 0; i < o.n_threads; i++)

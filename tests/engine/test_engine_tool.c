@@ -1,7 +1,9 @@
 /* test_engine_tool — pm-generate end to end, in a bounded child process:
  * greedy --ids output equals the library's greedy continuation computed
  * here; timings go to stderr; usage errors exit 2 and failures exit 1,
- * each with a message prefixed by the tool's name.
+ * each with a message prefixed by the tool's name; --dump-logits writes
+ * exactly n_prompt x n_vocab little-endian floats, row i equal to the
+ * library's last-row logits after a prefill of the first i + 1 tokens.
  * Usage: test_engine_tool PATH-TO-pm-generate
  */
 #include <stdio.h>
@@ -33,6 +35,44 @@ static void greedy(const char *path, const int32_t *prompt, size_t n, int count,
     llm_sampler_free(sp);
     llm_session_free(s);
     llm_model_free(m);
+}
+
+/* Row i of the dump against a fresh prefill of prompt[0..i]. The dump is
+ * one forward of all rows and the reference a forward ending at row i, so
+ * they agree to f32 rounding, not bit for bit. */
+static void check_dump(const char *model, const char *dump, const int32_t *prompt, size_t n)
+{
+    enum { V = 160 };
+    FILE *f = fopen(dump, "rb");
+    REQUIRE(f != NULL);
+    unsigned char *raw = malloc(n * V * 4 + 1);
+    REQUIRE(raw != NULL);
+    size_t got = fread(raw, 1, n * V * 4 + 1, f);
+    fclose(f);
+    CHECK_INT_EQ((long long)got, (long long)(n * V * 4));
+    llm_model *m = synth_open(model, 1);
+    llm_session *s = synth_session(m, 64, 16, 1);
+    for (size_t i = 0; i < n && got == n * V * 4; i++) {
+        const float *lg;
+        llm_session_reset(s);
+        REQUIRE(llm_prefill(s, prompt, i + 1, 0, &lg) == 0);
+        double worst = 0;
+        for (int v = 0; v < V; v++) {
+            const unsigned char *b = raw + (i * V + (size_t)v) * 4;
+            uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                         (uint32_t)b[3] << 24;
+            float x;
+            memcpy(&x, &u, sizeof x);
+            double d = x > lg[v] ? (double)x - lg[v] : (double)lg[v] - x;
+            worst = d > worst ? d : worst;
+        }
+        CHECK(worst < 2e-4);
+        if (worst >= 2e-4)
+            fprintf(stderr, "row %zu differs by %g\n", i, worst);
+    }
+    llm_session_free(s);
+    llm_model_free(m);
+    free(raw);
 }
 
 static void expect_exit(char **argv, int code, const char *msg)
@@ -68,6 +108,26 @@ int main(int argc, char **argv)
     CHECK(pm_child_ok(&r));
     CHECK_STR_EQ(r.out, want);
     CHECK(strstr(r.err, "decode") && strstr(r.err, "tokens/s"));
+
+    char dump[600];
+    snprintf(dump, sizeof dump, "%s.logits", path);
+    char *run_dump[] = {tool, "-m", path, "--tokens", "9,8,7,6,5", "-n", "7", "--ids",
+                        "--threads", "2", "--dump-logits", dump, NULL};
+    REQUIRE(pm_child_exec(run_dump, NULL, 60000, &r) == 0);
+    CHECK(pm_child_ok(&r));
+    CHECK_STR_EQ(r.out, want); /* generation after the dump is unchanged */
+    check_dump(path, dump, prompt, 5);
+    unlink(dump);
+    char *dump_only[] = {tool, "-m", path, "--tokens", "9,8,7", "-n", "0", "--dump-logits", dump, NULL};
+    REQUIRE(pm_child_exec(dump_only, NULL, 60000, &r) == 0);
+    CHECK(pm_child_ok(&r));
+    CHECK_STR_EQ(r.out, "");
+    check_dump(path, dump, prompt, 3);
+    unlink(dump);
+    char *n0[] = {tool, "-m", path, "--tokens", "1", "-n", "0", NULL};
+    expect_exit(n0, 2, "-n 0 generates nothing");
+    char *bad_dump[] = {tool, "-m", path, "--tokens", "1", "--dump-logits", "/nonexistent/x.bin", NULL};
+    expect_exit(bad_dump, 1, "pm-generate: cannot create /nonexistent/x.bin");
 
     char *help[] = {tool, "-h", NULL};
     REQUIRE(pm_child_exec(help, NULL, 60000, &r) == 0);

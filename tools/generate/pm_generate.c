@@ -6,11 +6,17 @@
  *               [--backend cpu|cuda|cuda:N] [--ids] [--no-bos]
  *               [--placement SPEC]
  *               [--drafter model|ngram|hybrid] [--draft MODEL] [--draft-k K]
- *               [--adaptive-k | --cost-k]
+ *               [--adaptive-k | --cost-k] [--dump-logits FILE]
  *
  * The continuation goes to stdout as text (or as ids with --ids, one line,
  * space-separated) while it is generated; timings with tokens per second go
  * to stderr. Exit status: 0 ok, 1 failure, 2 usage error.
+ *
+ * --dump-logits FILE runs the prompt first as one forward that hands back
+ * every row, and writes those rows to FILE: n_prompt rows of n_vocab
+ * little-endian f32, row i the logits after prompt token i (what another
+ * implementation's teacher-forced logits are compared with). The session
+ * is then emptied and generation runs as usual; -n 0 stops after the dump.
  *
  * With --draft or --drafter, generation is speculative (phasemark/spec.h):
  * the drafter (default model: the --draft model; ngram: prompt and history
@@ -46,6 +52,7 @@ typedef struct args {
     int adaptive_k;   /* LLM_SPEC_ADAPT_* */
     int drafter;      /* LLM_DRAFTER_*, or -1: none named */
     int no_mmap;      /* --no-mmap: read the weights into memory */
+    const char *dump_logits; /* every prompt row's logits go here */
 } args;
 
 typedef struct out_state {
@@ -77,6 +84,8 @@ static void usage(FILE *f)
             "  --ids          print token ids instead of text\n"
             "  --no-bos       do not prepend BOS to a text prompt\n"
             "  --no-mmap      read a GGUF model into memory instead of mapping it\n"
+            "  --dump-logits F  write every prompt position's logits to F (n_prompt x\n"
+            "                 n_vocab little-endian f32) before generating; -n 0: only that\n"
             "  --placement S  split the target's layers over shards, e.g.\n"
             "                 0-3@local,4-7@spawn?transport=shared (docs/split.md)\n"
             "  --drafter D    speculative decoding: model (the --draft model, the default\n"
@@ -136,7 +145,8 @@ static int option_value(args *a, const char *opt, const char *v)
     else if (!strcmp(opt, "--draft")) a->draft = v;
     else if (!strcmp(opt, "--drafter")) return (a->drafter = llm_drafter_kind_parse(v)) < 0 ? -1 : 0;
     else if (!strcmp(opt, "--draft-k")) return parse_long(v, 1, 4096, &a->draft_k);
-    else if (!strcmp(opt, "-n")) return parse_long(v, 1, INT32_MAX, &a->n_predict);
+    else if (!strcmp(opt, "-n")) return parse_long(v, 0, INT32_MAX, &a->n_predict);
+    else if (!strcmp(opt, "--dump-logits")) a->dump_logits = v;
     else if (!strcmp(opt, "--threads")) return parse_long(v, 1, 256, &a->threads);
     else if (!strcmp(opt, "--chunk")) return parse_long(v, 1, INT32_MAX, &a->chunk);
     else if (!strcmp(opt, "--ctx")) return parse_long(v, 1, INT32_MAX, &a->ctx);
@@ -184,6 +194,10 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (!a->model || (!a->prompt == !a->tokens)) {
         fprintf(stderr, PROG ": need -m MODEL and exactly one of -p or --tokens\n");
+        return 2;
+    }
+    if (a->n_predict == 0 && !a->dump_logits) {
+        fprintf(stderr, PROG ": -n 0 generates nothing; it needs --dump-logits FILE\n");
         return 2;
     }
     if (a->draft && a->drafter < 0)
@@ -372,6 +386,54 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
     return rc;
 }
 
+/* Writes rows x n_vocab floats to path as little-endian f32. 0, or 1 with
+ * a message printed (a partial file is removed). */
+static int write_rows(const char *path, const float *lg, size_t count)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, PROG ": cannot create %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    unsigned char buf[4096];
+    size_t fill = 0;
+    int bad = 0;
+    for (size_t i = 0; i < count && !bad; i++) {
+        uint32_t u;
+        memcpy(&u, &lg[i], sizeof u);
+        for (int b = 0; b < 4; b++)
+            buf[fill++] = (unsigned char)(u >> (8 * b));
+        if (fill == sizeof buf || i + 1 == count) {
+            bad = fwrite(buf, 1, fill, f) != fill;
+            fill = 0;
+        }
+    }
+    if (fclose(f) != 0 || bad) {
+        fprintf(stderr, PROG ": cannot write %s\n", path);
+        remove(path);
+        return 1;
+    }
+    return 0;
+}
+
+/* --dump-logits: the prompt in one forward, every row handed back and
+ * written; then the session is emptied for generation. */
+static int dump_logits(const args *a, llm_session *s, const int32_t *ids, size_t n, int32_t n_vocab)
+{
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.chunk = (int32_t)n;
+    fp.rows = (int32_t)n;
+    const float *lg = NULL;
+    int rc = llm_forward(s, &fp, ids, n, &lg, NULL);
+    if (rc) {
+        fprintf(stderr, PROG ": --dump-logits: %s: %s\n", llm_strerror(rc), llm_session_error(s));
+        return 1;
+    }
+    rc = write_rows(a->dump_logits, lg, n * (size_t)n_vocab);
+    llm_session_reset(s);
+    return rc;
+}
+
 static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
 {
     llm_model_info info;
@@ -380,6 +442,8 @@ static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
     so.n_ctx = a->ctx > INT32_MAX ? INT32_MAX : (int32_t)a->ctx;
     so.request = 1;
     so.placement = a->placement;
+    if (a->dump_logits) /* the whole prompt in one forward */
+        so.n_batch = n > INT32_MAX ? INT32_MAX : (int32_t)n;
     llm_sampler_params sp = LLM_SAMPLER_PARAMS_INIT;
     sp.temperature = (float)a->temp;
     sp.top_k = (int32_t)a->top_k;
@@ -397,6 +461,12 @@ static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
         fprintf(stderr, PROG ": sampler: %s\n", llm_strerror(rc));
         llm_session_free(s);
         return 1;
+    }
+    rc = a->dump_logits ? dump_logits(a, s, ids, n, info.n_vocab) : 0;
+    if (rc || a->n_predict == 0) {
+        llm_sampler_free(smp);
+        llm_session_free(s);
+        return rc;
     }
     llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
     gp.max_tokens = (int32_t)a->n_predict;

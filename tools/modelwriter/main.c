@@ -28,7 +28,9 @@ static void usage(FILE *f)
             "                      [--rope-base B] [--rope-scale F] [--eps E]\n"
             "       " MW_NAME " convert-llama2c -o OUT --model X.bin --tokenizer TOKENIZER.bin [--type T]\n"
             "       " MW_NAME " info MODEL.gguf\n"
-            "types: f32 f16 bf16 q8_0 q4_0 (weight matrices; norms stay f32)\n");
+            "types: f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K (weight matrices; norms stay f32);\n"
+            "       synth also takes the mixes q4_K_M and q5_K_M (q6_K for the head and some\n"
+            "       attn_v/ffn_down, as llama.cpp's quantizer lays them out)\n");
 }
 
 int mw_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)

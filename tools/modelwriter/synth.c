@@ -15,6 +15,15 @@
  * follows), norms 1 + 0.1u. The output head thus yields logits of about
  * unit standard deviation: neither flat nor one-hot.
  *
+ * Mixes. --type q4_K_M or q5_K_M lays the weights out the way llama.cpp's
+ * quantizer does for a llama model of those names: the base type (q4_K or
+ * q5_K) everywhere except the output head (the embedding when the head is
+ * tied) and, on the layers that get more bits, attn_v and ffn_down, which
+ * take q6_K. "More bits" (llama.cpp's rule, in our words): layer i of n is
+ * in the first eighth, the last eighth, or every third layer counted from
+ * the end of the first eighth (i - n/8 = 2, 5, 8, ...). A matrix whose rows
+ * do not fit 256-element super-blocks falls back to f32 as in any type.
+ *
  * Vocabulary (tokenizer.ggml.model "llama"): <unk>, <s>, </s>, the 256
  * <0xXX> byte tokens, then normal pieces: level 1 "▁", a-z, A-Z, 0-9 and
  * punctuation; level 2 "▁" and a-z each extended by one letter (▁a.. ▁z,
@@ -207,10 +216,13 @@ static int build_vocab(synth_vocab *v, uint32_t n)
 
 /* ---- options ---------------------------------------------------------- */
 
+enum { MIX_NONE, MIX_Q4_K_M, MIX_Q5_K_M };
+
 typedef struct synth_opts {
     const char *out;
     mw_hparams hp;
-    uint32_t type;
+    uint32_t type; /* the base type of a mix */
+    int mix;       /* MIX_* */
     uint64_t seed;
     int tied;
     unsigned have; /* bit per required option */
@@ -242,6 +254,17 @@ static int parse_one(synth_opts *o, const char *opt, const char *val)
     }
     if (strcmp(opt, "--type") == 0) {
         o->have |= H_TYPE;
+        o->mix = MIX_NONE;
+        if (val && (strcmp(val, "q4_K_M") == 0 || strcmp(val, "Q4_K_M") == 0)) {
+            o->mix = MIX_Q4_K_M;
+            o->type = LLM_TYPE_Q4_K;
+            return 0;
+        }
+        if (val && (strcmp(val, "q5_K_M") == 0 || strcmp(val, "Q5_K_M") == 0)) {
+            o->mix = MIX_Q5_K_M;
+            o->type = LLM_TYPE_Q5_K;
+            return 0;
+        }
         return mw_parse_type(val, &o->type);
     }
     if (strcmp(opt, "--seed") == 0) {
@@ -295,8 +318,28 @@ typedef struct synth_ctx {
     uint32_t n_gens;
     uint64_t seed;
     uint32_t type;
+    int mix, tied;
+    uint32_t layer, n_layers; /* the layer being written, of n_layers */
     unsigned fallbacks;
 } synth_ctx;
+
+static int more_bits(uint32_t i, uint32_t n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The type a mix gives tensor `name` (the base type outside a mix). */
+static uint32_t mix_type(const synth_ctx *c, const char *name)
+{
+    if (c->mix == MIX_NONE)
+        return c->type;
+    if (strcmp(name, "output.weight") == 0 || (c->tied && strcmp(name, "token_embd.weight") == 0))
+        return LLM_TYPE_Q6_K;
+    if ((strstr(name, ".attn_v.weight") || strstr(name, ".ffn_down.weight")) &&
+        more_bits(c->layer, c->n_layers))
+        return LLM_TYPE_Q6_K;
+    return c->type;
+}
 
 static int add(synth_ctx *c, const char *name, uint64_t ne0, uint64_t ne1, float scale, float offset)
 {
@@ -307,7 +350,7 @@ static int add(synth_ctx *c, const char *name, uint64_t ne0, uint64_t ne1, float
     g->offset = offset;
     uint64_t ne[2] = {ne0, ne1};
     uint32_t dims = ne1 > 1 ? 2 : 1;
-    uint32_t type = mw_weight_type(c->type, dims, ne0, &c->fallbacks);
+    uint32_t type = mw_weight_type(mix_type(c, name), dims, ne0, &c->fallbacks);
     return llm_gguf_writer_add_tensor_gen(c->w, name, type, dims, ne, gen_row, g);
 }
 
@@ -322,6 +365,7 @@ static int add_tensors(synth_ctx *c, const mw_hparams *hp, int tied)
     int rc = add(c, "token_embd.weight", d, hp->vocab, sqrtf(3.0f), 0.0f);
     for (uint32_t l = 0; l < hp->layers && !rc; l++) {
         char n[64];
+        c->layer = l;
 #define LAYER(suffix, ne0, ne1, scale, offset) \
     (snprintf(n, sizeof n, "blk.%u." suffix, l), add(c, n, ne0, ne1, scale, offset))
         rc = LAYER("attn_norm.weight", d, 1, 0.1f, 1.0f) || LAYER("attn_q.weight", d, d, fan_in(d), 0.0f) ||
@@ -346,6 +390,9 @@ int mw_synth(int argc, char **argv)
     synth_ctx c = {0};
     c.seed = o.seed;
     c.type = o.type;
+    c.mix = o.mix;
+    c.tied = o.tied;
+    c.n_layers = o.hp.layers;
     c.gens = calloc(3 + 9 * (size_t)o.hp.layers, sizeof *c.gens);
     int rc = 1;
     char err[512] = "out of memory";

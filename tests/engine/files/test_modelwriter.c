@@ -249,6 +249,51 @@ static void case_synth_types(void)
     remove(path);
 }
 
+/* The q4_K_M and q5_K_M mixes over 8 layers: llama.cpp gives attn_v and
+ * ffn_down q6_K on layers 0 and 7 (first and last eighth) and 3 and 6
+ * (i - 1 = 2, 5), the head q6_K (the embedding instead when tied), all
+ * else the base type; file types 15 and 17 as llama.cpp numbers them. */
+static void case_synth_mix(void)
+{
+    char path[512];
+    tmp_path(path, sizeof path, "mix.gguf");
+    static const int more[8] = {1, 0, 0, 1, 0, 0, 1, 1};
+    for (int tied = 0; tied < 2; tied++) {
+        const char *mix = tied ? "q5_K_M" : "q4_K_M";
+        uint32_t base = tied ? LLM_TYPE_Q5_K : LLM_TYPE_Q4_K;
+        CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "256", "--layers", "8", "--heads", "4",
+                          "--kv-heads", "2", "--ffn", "512", "--vocab", "300", "--ctx", "16", "--type",
+                          mix, "--seed", "1", tied ? "--tied" : NULL, NULL),
+                     0);
+        llm_gguf *g = open_ok(path);
+        for (int l = 0; l < 8; l++) {
+            char n[64];
+            static const char *const same[] = {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"};
+            for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+                snprintf(n, sizeof n, "blk.%d.%s.weight", l, same[k]);
+                CHECK_INT_EQ(llm_gguf_find_tensor(g, n)->type, base);
+            }
+            snprintf(n, sizeof n, "blk.%d.attn_v.weight", l);
+            CHECK_INT_EQ(llm_gguf_find_tensor(g, n)->type, more[l] ? LLM_TYPE_Q6_K : base);
+            snprintf(n, sizeof n, "blk.%d.ffn_down.weight", l);
+            CHECK_INT_EQ(llm_gguf_find_tensor(g, n)->type, more[l] ? LLM_TYPE_Q6_K : base);
+            snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
+            CHECK_INT_EQ(llm_gguf_find_tensor(g, n)->type, LLM_TYPE_F32);
+        }
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, "token_embd.weight")->type, tied ? LLM_TYPE_Q6_K : base);
+        if (!tied)
+            CHECK_INT_EQ(llm_gguf_find_tensor(g, "output.weight")->type, LLM_TYPE_Q6_K);
+        CHECK_INT_EQ(meta_u32(g, "general.file_type"), tied ? 17 : 15);
+        llm_gguf_close(g);
+    }
+    CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "256", "--layers", "1", "--heads", "4", "--kv-heads",
+                      "2", "--ffn", "512", "--vocab", "300", "--ctx", "16", "--type", "q3_K_M", "--seed",
+                      "1", NULL),
+                 2);
+    CHECK(strstr(g_res.err, "--type must be") != NULL);
+    remove(path);
+}
+
 /* The generated vocabulary with V = 700 (levels: "▁" = normal piece 0 =
  * id 259; 73 single characters; "▁a".."▁z" = normal 74..99; "xy" = normal
  * 100 + 26x + y for letters x, y). "hello" -> ▁ h e l l o. Scores are
@@ -493,7 +538,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } cases[] = {
         {"synth_f32", case_synth_f32},           {"synth_seed", case_synth_seed},
-        {"synth_types", case_synth_types},       {"synth_vocab", case_synth_vocab},
+        {"synth_types", case_synth_types},       {"synth_mix", case_synth_mix},       {"synth_vocab", case_synth_vocab},
         {"convert_stories", case_convert_stories}, {"convert_synthetic", case_convert_synthetic},
         {"usage", case_usage},                   {"info", case_info},
     };
