@@ -16,6 +16,7 @@ set(LLM_FILES_SOURCES
     ${LLM_FILES_DIR}/llama2c.c
     ${LLM_FILES_DIR}/tokenizer.c
     ${LLM_FILES_DIR}/tokenizer_encode.c
+    ${LLM_FILES_DIR}/tokenizer_special.c
     ${LLM_FILES_DIR}/tokenizer_unicode.c
 )
 # quant.c uses libm (fabsf, roundf); link these with the sources.
