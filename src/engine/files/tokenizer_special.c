@@ -53,12 +53,25 @@ static int by_length(const void *a, const void *b)
 
 /* The special tokens whose text occurs somewhere in the text (others
  * cannot split anything), sorted longest first. NULL with *n 0 when none;
- * *oom set when allocation failed. */
+ * *oom set when allocation failed. A vocabulary may hold thousands of
+ * special tokens (reserved and unused ones), so a token is searched for
+ * only when the text holds its first two bytes as a pair: one bitmap of
+ * the text's byte pairs, built once. */
 static special *collect(const llm_tokenizer *t, const char *text, size_t len, size_t *n, int *oom)
 {
     special *v = NULL;
     size_t cnt = 0, cap = 0;
     *n = 0;
+    uint8_t *pairs = calloc(65536 / 8, 1);
+    if (!pairs) {
+        *oom = 1;
+        return NULL;
+    }
+    const unsigned char *u = (const unsigned char *)text;
+    for (size_t i = 0; i + 1 < len; i++) {
+        unsigned k = (unsigned)u[i] << 8 | u[i + 1];
+        pairs[k >> 3] |= (uint8_t)(1u << (k & 7));
+    }
     uint32_t nv = llm_tokenizer_vocab_size(t);
     for (uint32_t i = 0; i < nv; i++) {
         const char *p;
@@ -66,6 +79,11 @@ static special *collect(const llm_tokenizer *t, const char *text, size_t len, si
         if (!is_special_type(llm_tokenizer_token_type(t, (int32_t)i)) || llm_tokenizer_piece(t, (int32_t)i, &p, &pl) ||
             pl == 0 || pl > len)
             continue;
+        if (pl >= 2) {
+            unsigned k = (unsigned)(unsigned char)p[0] << 8 | (unsigned char)p[1];
+            if (!(pairs[k >> 3] & (1u << (k & 7))))
+                continue;
+        }
         int found = 0;
         for (const char *q = text; !found && (q = memchr(q, p[0], len - (size_t)(q - text))) != NULL; q++)
             found = (size_t)(text + len - q) >= pl && memcmp(q, p, pl) == 0;
@@ -76,6 +94,7 @@ static special *collect(const llm_tokenizer *t, const char *text, size_t len, si
             special *nvp = realloc(v, nc * sizeof *v);
             if (!nvp) {
                 free(v);
+                free(pairs);
                 *oom = 1;
                 return NULL;
             }
@@ -84,6 +103,7 @@ static special *collect(const llm_tokenizer *t, const char *text, size_t len, si
         }
         v[cnt++] = (special){(int32_t)i, p, pl};
     }
+    free(pairs);
     if (cnt > 1)
         qsort(v, cnt, sizeof *v, by_length);
     *n = cnt;
