@@ -346,6 +346,20 @@ static int case_variants(void)
     memmove(at, at + 7, strlen(at + 7) + 1);
     CHECK_INT_EQ(pms_chat_detect(v, strlen(v), &fam), PMS_CHAT_UNKNOWN);
     CHECK_STR_EQ(fam, "Llama 3");
+    /* ChatML with a default system message (Qwen 2's shape): not the
+     * plain ChatML format, whose prompt would lack that message. */
+    const char *qwen2 = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+                        "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+                        "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+                        "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+    CHECK_INT_EQ(pms_chat_detect(qwen2, strlen(qwen2), &fam), PMS_CHAT_UNKNOWN);
+    CHECK_STR_EQ(fam, "ChatML");
+    /* Llama 3 with a system message of its own put in front. */
+    char sys3[1400];
+    snprintf(sys3, sizeof sys3, "{%% if messages[0]['role'] != 'system' %%}{{ bos_token + "
+             "'<|start_header_id|>system<|end_header_id|>\n\nBe nice.<|eot_id|>' }}{%% endif %%}%s", llama3);
+    CHECK_INT_EQ(pms_chat_detect(sys3, strlen(sys3), &fam), PMS_CHAT_UNKNOWN);
+    CHECK_STR_EQ(fam, "Llama 3");
     /* The length is honoured, and a NUL inside is refused. */
     CHECK_INT_EQ(pms_chat_detect(llama3, 40, &fam), PMS_CHAT_UNKNOWN);
     char nul[1100];
