@@ -562,6 +562,38 @@ static int render_gemma(rd *r, int bos, const pms_chat_msg *msgs, size_t n)
     return 0;
 }
 
+static int ascii_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+int pms_chat_tokenizer_text(pms_chat_format f, const char *text, size_t len, pms_buf *out)
+{
+    static const char *const rstrip[] = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "</s>"};
+    if (f != PMS_CHAT_PHI3 && f != PMS_CHAT_PHI35 && f != PMS_CHAT_PHI3_V0)
+        return 0;
+    size_t i = 0, from = 0;
+    while (i < len) {
+        size_t hit = 0;
+        for (size_t k = 0; !hit && k < sizeof rstrip / sizeof rstrip[0]; k++) {
+            size_t n = strlen(rstrip[k]);
+            if (n <= len - i && memcmp(text + i, rstrip[k], n) == 0)
+                hit = n;
+        }
+        if (!hit) {
+            i++;
+            continue;
+        }
+        i += hit;
+        if (pms_buf_append(out, text + from, i - from))
+            return -1;
+        while (i < len && ascii_space(text[i]))
+            i++;
+        from = i;
+    }
+    return pms_buf_append(out, text + from, len - from) ? -1 : 1;
+}
+
 int pms_chat_render(pms_chat_format f, const char *date, const pms_chat_msg *msgs, size_t n, pms_buf *out,
                     char *err, size_t errlen)
 {

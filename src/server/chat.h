@@ -85,6 +85,15 @@ const char *pms_chat_stop_text(pms_chat_format f);
 /* Whether f writes today's date (pms_chat_render's date). */
 int pms_chat_needs_date(pms_chat_format f);
 
+/* The text to tokenize for a prompt rendered in format f, when it is not
+ * the prompt itself: Phi-3's vocabulary marks its role and end tokens
+ * rstrip (Hugging Face's tokenizer, and llama.cpp for Phi-3 models, drop
+ * the whitespace after them), so for the Phi-3 formats the ASCII
+ * whitespace after <|system|>, <|user|>, <|assistant|>, <|end|> and </s>
+ * is left out. Returns 1 with the text appended to out, 0 when the prompt
+ * is used as it is (out untouched), -1 when out's limit is reached. */
+int pms_chat_tokenizer_text(pms_chat_format f, const char *text, size_t len, pms_buf *out);
+
 /* Renders n messages followed by the opening of the assistant's turn into
  * out (appended). date is "DD Mon YYYY" for formats that need one (NULL:
  * the templates' own fallback, "26 Jul 2024"). Returns 0; -1 when out's

@@ -242,12 +242,22 @@ static enum MHD_Result get_endpoint(pms_server *s, struct MHD_Connection *c, con
 /* ---- generation -------------------------------------------------------- */
 
 /* A rendered chat prompt spells its special tokens, BOS included when
- * the template writes one. Those are parsed as tokens; BOS is added when
- * the vocabulary asks for it, but never twice. */
+ * the template writes one. Those are parsed as tokens (after the
+ * format's rstrip, pms_chat_tokenizer_text); BOS is added when the
+ * vocabulary asks for it, but never twice. */
 static int tokenize_chat(const pms_server *s, const pms_req *q, int32_t *ids, size_t cap, size_t *n)
 {
     int add = llm_model_add_bos(s->model);
-    int rc = llm_model_tokenize_special(s->model, q->text, q->text_len, add, ids, cap, n);
+    pms_buf t;
+    pms_buf_init(&t, 0);
+    int own = pms_chat_tokenizer_text(s->chat, q->text, q->text_len, &t);
+    if (own < 0) {
+        pms_buf_free(&t);
+        return LLM_ENOMEM;
+    }
+    int rc = own ? llm_model_tokenize_special(s->model, t.p ? t.p : "", t.n, add, ids, cap, n)
+                 : llm_model_tokenize_special(s->model, q->text, q->text_len, add, ids, cap, n);
+    pms_buf_free(&t);
     if (rc == 0 && add && *n >= 2 && ids[0] == s->info.bos && ids[1] == s->info.bos) {
         memmove(ids, ids + 1, (*n - 1) * sizeof *ids);
         (*n)--;

@@ -209,6 +209,33 @@ static int case_refused(void)
     return pm_check_result();
 }
 
+/* Phi-3's role and end tokens are rstrip: the text handed to the
+ * tokenizer drops the ASCII whitespace after them (not after <s>, and
+ * other formats hand the prompt over as it is). */
+static int case_rstrip(void)
+{
+    const char *in = "<s> x<|system|>\nBe  brief. <|end|>\n<|user|>\n Hi\n\n<|end|>\n<|assistant|>\n";
+    pms_buf b;
+    pms_buf_init(&b, 0);
+    CHECK_INT_EQ(pms_chat_tokenizer_text(PMS_CHAT_PHI3, in, strlen(in), &b), 1);
+    CHECK_STR_EQ(b.p, "<s> x<|system|>Be  brief. <|end|><|user|>Hi\n\n<|end|><|assistant|>");
+    pms_buf_free(&b);
+    pms_buf_init(&b, 0);
+    CHECK_INT_EQ(pms_chat_tokenizer_text(PMS_CHAT_PHI3_V0, "a</s> \t\vb</s>", 13, &b), 1);
+    CHECK_STR_EQ(b.p, "a</s>b</s>");
+    pms_buf_free(&b);
+    pms_buf_init(&b, 0);
+    CHECK_INT_EQ(pms_chat_tokenizer_text(PMS_CHAT_PHI35, "", 0, &b), 1);
+    CHECK_INT_EQ(b.n, 0);
+    CHECK_INT_EQ(pms_chat_tokenizer_text(PMS_CHAT_LLAMA3, in, strlen(in), &b), 0);
+    CHECK_INT_EQ(b.n, 0);
+    pms_buf_free(&b);
+    pms_buf_init(&b, 8);
+    CHECK_INT_EQ(pms_chat_tokenizer_text(PMS_CHAT_PHI3, in, strlen(in), &b), -1);
+    pms_buf_free(&b);
+    return pm_check_result();
+}
+
 /* A full output buffer is -1, not a refusal. */
 static int case_limit(void)
 {
@@ -383,7 +410,7 @@ int main(int argc, char **argv)
         {"llama3", case_llama3}, {"llama31", case_llama31}, {"chatml", case_chatml},   {"mistral", case_mistral},
         {"phi3", case_phi3},     {"gemma", case_gemma},     {"plain", case_plain},     {"trim", case_trim},
         {"refused", case_refused}, {"limit", case_limit},   {"names", case_names},     {"detect", case_detect},
-        {"variants", case_variants},
+        {"variants", case_variants}, {"rstrip", case_rstrip},
     };
     if (argc == 3)
         fixtures = argv[2];

@@ -149,6 +149,20 @@ static int case_llamacpp_spm(void)
     return pm_check_result();
 }
 
+/* Phi-3's vocabulary. llama.cpp (like Hugging Face) strips the
+ * whitespace after Phi-3's role and end tokens; the server does that on
+ * the text first (pms_chat_tokenizer_text), so the stripped text must
+ * give the ids llama-tokenize gives for the unstripped
+ * "<|system|>\nBe  brief. <|end|>\n<|user|>\n Hi\n\n<|end|>\n<|assistant|>\n". */
+static int case_llamacpp_phi3(void)
+{
+    llm_tokenizer *t = llamacpp_vocab("ggml-vocab-phi-3.gguf");
+    expect_ids(t, "<|system|>Be  brief. <|end|><|user|>Hi\n\n<|end|><|assistant|>", 0,
+               IDS(32006, 1522, 29871, 11473, 29889, 29871, 32007, 32010, 6324, 13, 13, 32007, 32001));
+    llm_tokenizer_free(t);
+    return pm_check_result();
+}
+
 /* GPT-2's byte-level vocabulary: <|endoftext|> is 50256. */
 static int case_llamacpp_bpe(void)
 {
@@ -169,6 +183,7 @@ int main(int argc, char **argv)
         {"find", case_find},
         {"llamacpp_spm", case_llamacpp_spm},
         {"llamacpp_bpe", case_llamacpp_bpe},
+        {"llamacpp_phi3", case_llamacpp_phi3},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: test_tokenizer_special CASE\n");
