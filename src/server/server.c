@@ -56,7 +56,6 @@ static int chat_format_of(pms_server *s, char *err, size_t errlen)
  * generation. */
 static int chat_tokens(pms_server *s, char *err, size_t errlen)
 {
-    s->chat_bos = -1;
     s->n_stop_ids = 0;
     const char *bos = pms_chat_bos_text(s->chat), *eot = pms_chat_end_of_turn(s->chat);
     if (*bos) {
@@ -66,7 +65,6 @@ static int chat_tokens(pms_server *s, char *err, size_t errlen)
                      "choose another with --chat-template NAME", pms_chat_format_name(s->chat), bos);
             return -1;
         }
-        s->chat_bos = id;
     }
     int32_t id;
     if (*eot && llm_model_special_token(s->model, eot, strlen(eot), &id) == 0 && id != s->info.eos)
