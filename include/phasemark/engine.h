@@ -163,6 +163,29 @@ LLM_API int llm_model_tokenize(const llm_model *model, const char *text, size_t 
                                int add_bos, int32_t *out, size_t cap,
                                size_t *n_out);
 
+/* As llm_model_tokenize, but text spelling a special token (one of type
+ * control, user-defined or unknown, e.g. "<|eot_id|>", "<start_of_turn>",
+ * "<s>") becomes that token, as a rendered chat prompt needs; only the
+ * text between such spellings is tokenized (llama.cpp's parse_special:
+ * longest special token first; under SentencePiece each stretch of plain
+ * text gets its own prefix space). Same results and errors as
+ * llm_model_tokenize. Thread-safe. */
+LLM_API int llm_model_tokenize_special(const llm_model *model, const char *text, size_t len,
+                                       int add_bos, int32_t *out, size_t cap,
+                                       size_t *n_out);
+
+/* The id of the special token (control, user-defined or unknown type)
+ * whose text is exactly len bytes at s, in *id. LLM_EINVAL when the
+ * vocabulary has none, LLM_ESTATE when the model has no tokenizer. Scans
+ * the vocabulary: for start-up, not per token. Thread-safe. */
+LLM_API int llm_model_special_token(const llm_model *model, const char *s, size_t len,
+                                    int32_t *id);
+
+/* Whether the model's tokenizer asks for BOS before a text
+ * (tokenizer.ggml.add_bos_token; SentencePiece vocabularies default to
+ * yes): 1 or 0; 0 without a tokenizer or BOS. Thread-safe. */
+LLM_API int llm_model_add_bos(const llm_model *model);
+
 /* The bytes one token decodes to (byte-fallback tokens give their byte; the
  * SentencePiece word marker becomes a space). Writes at most cap bytes (no
  * NUL) and the full length to *n_out; LLM_ESPACE when cap was too small.

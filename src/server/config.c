@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "phasemark/spec.h"
+#include "chat.h"
 #include "server.h"
 
 void pms_config_defaults(pms_config *c)
@@ -57,6 +58,10 @@ const char *pms_config_usage(void)
            "  --no-mmap               read the model into memory instead of mapping it\n"
            "  --drafter D             model (default with --draft), ngram (prompt lookup,\n"
            "                          no draft model) or hybrid (n-gram, else the draft)\n"
+           "  --chat-template NAME    render chat in this format instead of the model's\n"
+           "                          template: plain, chatml, qwen2.5, llama3, llama3.1,\n"
+           "                          llama3.2, mistral-v0, mistral-v1, mistral-v3, phi3,\n"
+           "                          phi3.5, phi3-v0, gemma, gemma2\n"
            "  --quiet                 no access log line per request on stderr\n";
 }
 
@@ -109,7 +114,7 @@ static int set_option(pms_config *c, const char *opt, const char *val, char *err
         {"-m", &c->model_path},   {"--model", &c->model_path}, {"--model-id", &c->model_id},
         {"--tokenizer", &c->tokenizer}, {"--host", &c->host}, {"--backend", &c->backend},
         {"--draft", &c->draft},   {"--placement", &c->placement}, {"--api-key", &c->api_key},
-        {"--drafter", &c->drafter},
+        {"--drafter", &c->drafter}, {"--chat-template", &c->chat_template},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (strcmp(opt, strs[i].name) == 0) {
@@ -174,6 +179,11 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
     }
     if (c->api_key && strlen(c->api_key) < 16) {
         snprintf(err, errlen, "--api-key must have at least 16 characters");
+        return -1;
+    }
+    if (c->chat_template && pms_chat_format_parse(c->chat_template) == PMS_CHAT_UNKNOWN) {
+        snprintf(err, errlen, "--chat-template must be one of %s (got '%s')", pms_chat_format_names(),
+                 c->chat_template);
         return -1;
     }
     int loopback = strncmp(c->host, "127.", 4) == 0 || strcmp(c->host, "::1") == 0;

@@ -241,13 +241,42 @@ static enum MHD_Result get_endpoint(pms_server *s, struct MHD_Connection *c, con
 
 /* ---- generation -------------------------------------------------------- */
 
-/* Tokenizes a text prompt (with BOS). 0, or -1 with *e. */
+/* A rendered chat prompt spells its special tokens, BOS included when
+ * the template writes one. Those are parsed as tokens (after the
+ * format's rstrip, pms_chat_tokenizer_text); BOS is added when the
+ * vocabulary asks for it, but never twice. */
+static int tokenize_chat(const pms_server *s, const pms_req *q, int32_t *ids, size_t cap, size_t *n)
+{
+    int add = llm_model_add_bos(s->model);
+    pms_buf t;
+    pms_buf_init(&t, 0);
+    int own = pms_chat_tokenizer_text(s->chat, q->text, q->text_len, &t);
+    if (own < 0) {
+        pms_buf_free(&t);
+        return LLM_ENOMEM;
+    }
+    int rc = own ? llm_model_tokenize_special(s->model, t.p ? t.p : "", t.n, add, ids, cap, n)
+                 : llm_model_tokenize_special(s->model, q->text, q->text_len, add, ids, cap, n);
+    pms_buf_free(&t);
+    if (rc == 0 && add && *n >= 2 && ids[0] == s->info.bos && ids[1] == s->info.bos) {
+        memmove(ids, ids + 1, (*n - 1) * sizeof *ids);
+        (*n)--;
+    }
+    return rc;
+}
+
+/* Tokenizes a text prompt (with BOS; a chat prompt as above). 0, or -1
+ * with *e. */
 static int tokenize(const pms_server *s, const pms_req *q, int32_t **ids, size_t *n, pms_err *e)
 {
     size_t cap = (size_t)s->parse.max_prompt_ids + 1;
     if (!(*ids = malloc(cap * sizeof **ids)))
         return pms_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    int rc = llm_model_tokenize(s->model, q->text, q->text_len, 1, *ids, cap, n);
+    int rc;
+    if (q->ep == PMS_EP_CHAT && s->chat != PMS_CHAT_PLAIN)
+        rc = tokenize_chat(s, q, *ids, cap, n);
+    else
+        rc = llm_model_tokenize(s->model, q->text, q->text_len, 1, *ids, cap, n);
     if (rc == 0 && *n > (size_t)s->parse.max_prompt_ids)
         rc = LLM_ESPACE;
     if (rc == 0 && *n == 0)
@@ -280,7 +309,7 @@ static pms_job *make_job(pms_server *s, conn_req *r, pms_err *e)
     }
     if (q.max_tokens == 0)
         q.max_tokens = ep == PMS_EP_CHAT ? s->cfg.max_tokens : (s->cfg.max_tokens < 16 ? s->cfg.max_tokens : 16);
-    if (ep == PMS_EP_CHAT && pms_req_add_stop(&q, pms_chat_end_of_turn(s->chat)))
+    if (ep == PMS_EP_CHAT && pms_req_add_stop(&q, pms_chat_stop_text(s->chat)))
         pms_err_set(e, 500, "server_error", NULL, NULL, "out of memory");
     pms_job *j = e->status ? NULL : pms_job_new(r->id, &q, ids, n);
     if (!j) {

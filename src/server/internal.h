@@ -120,7 +120,9 @@ struct pms_server {
     llm_model *model;
     llm_model *draft_model;  /* NULL without --draft */
     llm_model_info info;
-    pms_chat_format chat;
+    pms_chat_format chat;    /* detected, or --chat-template */
+    int32_t stop_ids[1];     /* the format's end-of-turn token */
+    size_t n_stop_ids;
     pms_parse_ctx parse;
     pms_metrics metrics;
     pms_queue queue;

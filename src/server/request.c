@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define BAD "invalid_request_error"
 
@@ -212,6 +213,16 @@ static int message_role(json_t *m, pms_chat_role *role, pms_err *e)
     return 0;
 }
 
+/* Today's date as the Llama 3.2 template writes it (strftime_now("%d %b
+ * %Y") in the local time zone, as Hugging Face's renderer calls it). */
+static void today(char *buf, size_t cap)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || strftime(buf, cap, "%d %b %Y", &tm) == 0)
+        buf[0] = '\0';
+}
+
 /* Renders the messages into r->text with the server's chat format. Each
  * message's text is gathered in one buffer first; msgs[] points into it by
  * offset, fixed up once the buffer stops moving. */
@@ -241,7 +252,15 @@ static int parse_messages(pms_req *r, json_t *o, const pms_parse_ctx *ctx, pms_e
     }
     for (size_t i = 0; rc == 0 && i < n; i++)
         msgs[i].content = all.p ? all.p + off[i] : "";
-    if (rc == 0 && pms_chat_render(ctx->chat, msgs, n, &out))
+    char why[200];
+    char date[32] = "";
+    if (rc == 0 && pms_chat_needs_date(ctx->chat))
+        today(date, sizeof date);
+    int rr = rc == 0 ? pms_chat_render(ctx->chat, date[0] ? date : NULL, msgs, n, &out, why, sizeof why) : 0;
+    if (rr == -2)
+        rc = pms_err_set(e, 400, BAD, NULL, "messages", "the model's chat template (%s) refuses this conversation: %s",
+                         pms_chat_format_name(ctx->chat), why);
+    else if (rr)
         rc = oom(e);
     if (rc == 0) {
         r->text = out.p ? out.p : dup_bytes("", 0);

@@ -28,15 +28,48 @@ static void default_model_id(const char *path, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)n, base);
 }
 
-/* The chat format from the model's tokenizer.chat_template; a model with
- * none (or a llama2.c checkpoint) gets the documented default. */
-static pms_chat_format chat_format_of(const llm_model *model)
+/* The chat format: --chat-template, else the one the model's
+ * tokenizer.chat_template is recognized as (none: the plain default). A
+ * template we do not recognize is refused rather than guessed at. */
+static int chat_format_of(pms_server *s, char *err, size_t errlen)
 {
-    const char *t = NULL;
+    if (s->cfg.chat_template) {
+        s->chat = pms_chat_format_parse(s->cfg.chat_template);
+        return 0; /* a bad name is a usage error, caught by pms_config_parse */
+    }
+    const char *t = NULL, *family = NULL;
     size_t len = 0;
-    if (llm_model_meta_str(model, "tokenizer.chat_template", &t, &len) != 0)
-        return PMS_CHAT_PLAIN;
-    return pms_chat_detect(t, len);
+    if (llm_model_meta_str(s->model, "tokenizer.chat_template", &t, &len) != 0)
+        t = NULL;
+    s->chat = pms_chat_detect(t, len, &family);
+    if (s->chat != PMS_CHAT_UNKNOWN)
+        return 0;
+    snprintf(err, errlen, "the model's tokenizer.chat_template is not one this server renders exactly%s%s%s; "
+             "choose a format with --chat-template NAME (%s)", family ? " (it resembles " : "",
+             family ? family : "", family ? "'s, but differs)" : "", pms_chat_format_names());
+    return -1;
+}
+
+/* The special tokens the format writes as text must be the vocabulary's,
+ * or the prompt would spell them in ordinary pieces: its BOS must be the
+ * model's BOS. Its end-of-turn token, when the vocabulary has it, ends a
+ * generation. */
+static int chat_tokens(pms_server *s, char *err, size_t errlen)
+{
+    s->n_stop_ids = 0;
+    const char *bos = pms_chat_bos_text(s->chat), *eot = pms_chat_end_of_turn(s->chat);
+    if (*bos) {
+        int32_t id;
+        if (llm_model_special_token(s->model, bos, strlen(bos), &id) != 0 || id != s->info.bos) {
+            snprintf(err, errlen, "chat format %s writes the BOS token %s, which is not this model's BOS; "
+                     "choose another with --chat-template NAME", pms_chat_format_name(s->chat), bos);
+            return -1;
+        }
+    }
+    int32_t id;
+    if (*eot && llm_model_special_token(s->model, eot, strlen(eot), &id) == 0 && id != s->info.eos)
+        s->stop_ids[s->n_stop_ids++] = id;
+    return 0;
 }
 
 /* The draft model for speculative decoding, opened like the target and
@@ -74,8 +107,7 @@ static int open_model(pms_server *s, char *err, size_t errlen)
         snprintf(s->model_id, sizeof s->model_id, "%s", s->cfg.model_id);
     else
         default_model_id(s->cfg.model_path, s->model_id, sizeof s->model_id);
-    s->chat = chat_format_of(s->model);
-    return 0;
+    return chat_format_of(s, err, errlen) || chat_tokens(s, err, errlen) ? -1 : 0;
 }
 
 /* What request parsing needs, known once the sessions exist. */

@@ -87,6 +87,10 @@ typedef struct pms_config {
     int no_auth;
     int no_mmap;             /* --no-mmap: read the GGUF weights into
                                 memory (llm_model_options.no_mmap) */
+    const char *chat_template; /* --chat-template NAME: render chat in
+                                  that format whatever the model's
+                                  template; NULL: recognize the model's
+                                  (an unrecognized one is refused) */
 } pms_config;
 
 /* Fills *c with the documented defaults (docs/server.md). */

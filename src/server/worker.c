@@ -119,6 +119,8 @@ static int run_generation(pms_worker *w, pms_job *j, llm_sampler *smp, gen_ctx *
     llm_generate_params gp = {.version = LLM_GENERATE_PARAMS_VERSION, .size = sizeof(llm_generate_params)};
     gp.max_tokens = j->req.max_tokens;
     gp.stop_at_eos = 1;
+    gp.stop_tokens = w->srv->stop_ids; /* the chat format's end of turn */
+    gp.n_stop_tokens = w->srv->n_stop_ids;
     gp.has_request = 1; /* every range of the job carries its id */
     gp.request = j->id;
     size_t n_gen = 0;

@@ -2,8 +2,10 @@
  *
  * pm-modelwriter writes no chat template, so the chat-template test makes
  * its own model: every metadata entry and every f32 tensor of a synthetic
- * model, plus tokenizer.chat_template. Uses the engine's GGUF reader and
- * writer (src/engine/gguf.h).
+ * model, plus tokenizer.chat_template, and optionally one vocabulary
+ * entry renamed into a control token (the synthetic vocabulary has no
+ * end-of-turn token of its own). Uses the engine's GGUF reader and writer
+ * (src/engine/gguf.h).
  */
 #include "gguf_copy.h"
 
@@ -15,7 +17,13 @@
 
 /* Copies a numeric array entry; its raw little-endian bytes are the host
  * layout on the little-endian machines we run on, but unaligned. */
-static int copy_num_array(const llm_gguf *g, llm_gguf_writer *w, const char *key)
+/* One token to rewrite: id -1 for none. */
+typedef struct tok_edit {
+    int32_t id;
+    const char *piece;
+} tok_edit;
+
+static int copy_num_array(const llm_gguf *g, llm_gguf_writer *w, const char *key, const tok_edit *ed)
 {
     uint32_t et;
     uint64_t n;
@@ -29,18 +37,26 @@ static int copy_num_array(const llm_gguf *g, llm_gguf_writer *w, const char *key
     if (!copy)
         return -1;
     memcpy(copy, data, n * size[et]);
+    if (ed->id >= 0 && (uint64_t)ed->id < n && et == LLM_GGUF_I32 && !strcmp(key, "tokenizer.ggml.token_type")) {
+        int32_t control = 3;
+        memcpy((char *)copy + (size_t)ed->id * 4, &control, 4);
+    }
     int rc = llm_gguf_writer_set_arr(w, key, et, copy, n);
     free(copy);
     return rc;
 }
 
-static int copy_str_array(const llm_gguf *g, llm_gguf_writer *w, const char *key, uint64_t n)
+static int copy_str_array(const llm_gguf *g, llm_gguf_writer *w, const char *key, uint64_t n, const tok_edit *ed)
 {
     const char **s = calloc(n + 1, sizeof *s);
     size_t *l = calloc(n + 1, sizeof *l);
     int rc = s && l ? 0 : -1;
     for (uint64_t i = 0; rc == 0 && i < n; i++)
         rc = llm_gguf_arr_str(g, key, i, &s[i], &l[i]);
+    if (rc == 0 && ed->id >= 0 && (uint64_t)ed->id < n && !strcmp(key, "tokenizer.ggml.tokens")) {
+        s[ed->id] = ed->piece;
+        l[ed->id] = strlen(ed->piece);
+    }
     if (rc == 0)
         rc = llm_gguf_writer_set_arr_str(w, key, s, l, n);
     free(s);
@@ -48,7 +64,7 @@ static int copy_str_array(const llm_gguf *g, llm_gguf_writer *w, const char *key
     return rc;
 }
 
-static int copy_kv(const llm_gguf *g, llm_gguf_writer *w, const char *key, uint32_t type)
+static int copy_kv(const llm_gguf *g, llm_gguf_writer *w, const char *key, uint32_t type, const tok_edit *ed)
 {
     uint32_t u32;
     int64_t i64;
@@ -75,13 +91,13 @@ static int copy_kv(const llm_gguf *g, llm_gguf_writer *w, const char *key, uint3
     case LLM_GGUF_ARRAY:
         if (llm_gguf_get_arr(g, key, &et, &n, &data))
             return -1;
-        return et == LLM_GGUF_STRING ? copy_str_array(g, w, key, n) : copy_num_array(g, w, key);
+        return et == LLM_GGUF_STRING ? copy_str_array(g, w, key, n, ed) : copy_num_array(g, w, key, ed);
     default:
         return -1; /* not written by pm-modelwriter */
     }
 }
 
-int gguf_copy_with_template(const char *src, const char *dst, const char *tmpl)
+static int copy_model(const char *src, const char *dst, const char *tmpl, const tok_edit *ed)
 {
     llm_gguf *g = NULL;
     llm_gguf_writer *w = NULL;
@@ -95,7 +111,7 @@ int gguf_copy_with_template(const char *src, const char *dst, const char *tmpl)
         rc = llm_gguf_kv_at(g, i, &key, &klen, &type);
         if (rc == 0 && klen < sizeof kbuf) {
             snprintf(kbuf, sizeof kbuf, "%.*s", (int)klen, key);
-            rc = copy_kv(g, w, kbuf, type);
+            rc = copy_kv(g, w, kbuf, type, ed);
         }
     }
     if (rc == 0)
@@ -108,8 +124,20 @@ int gguf_copy_with_template(const char *src, const char *dst, const char *tmpl)
     if (rc == 0)
         rc = llm_gguf_writer_write(w, dst, err, sizeof err);
     if (rc)
-        fprintf(stderr, "gguf_copy_with_template: %s failed (%s)\n", src, err);
+        fprintf(stderr, "gguf_copy: %s failed (%s)\n", src, err);
     llm_gguf_writer_free(w);
     llm_gguf_close(g);
     return rc ? -1 : 0;
+}
+
+int gguf_copy_with_template(const char *src, const char *dst, const char *tmpl)
+{
+    tok_edit none = {-1, NULL};
+    return copy_model(src, dst, tmpl, &none);
+}
+
+int gguf_copy_with_control(const char *src, const char *dst, const char *tmpl, int32_t id, const char *piece)
+{
+    tok_edit ed = {id, piece};
+    return copy_model(src, dst, tmpl, &ed);
 }

@@ -529,6 +529,172 @@ static int case_chat_template(void)
     return pm_check_result();
 }
 
+#ifndef PM_CHAT_FIXTURES
+#define PM_CHAT_FIXTURES "tests/server/chat"
+#endif
+
+/* A template text from tests/server/chat, NUL-terminated; caller frees. */
+static char *fixture(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", PM_CHAT_FIXTURES, name);
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f != NULL);
+    char *buf = calloc(1, 65536);
+    REQUIRE(buf != NULL);
+    size_t n = fread(buf, 1, 65535, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* usage.prompt_tokens and the text of a greedy completion. */
+static long long complete(int port, const char *body, char *text, size_t cap, const char **finish_out)
+{
+    hc_resp r;
+    REQUIRE(hc_request(port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    if (text)
+        snprintf(text, cap, "%s", jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "(none)");
+    long long n = jint(json_object_get(j, "usage"), "prompt_tokens");
+    if (finish_out)
+        *finish_out = jstr(choice0(j), "finish_reason") && !strcmp(jstr(choice0(j), "finish_reason"), "stop")
+                          ? "stop" : "other";
+    json_decref(j);
+    hc_free(&r);
+    return n;
+}
+
+/* Mistral v0.3's real template on the tiny model, whose vocabulary has
+ * <s> as BOS: the chat prompt is the rendered text with its written <s>
+ * parsed as BOS and no second BOS, so it must equal the completion of
+ * the same text without <s> (to which the tokenizer adds BOS), prompt
+ * length and greedy text alike. A conversation the template refuses is a
+ * 400 in the template's words. */
+static int case_chat_mistral(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/pm_server_mistral_%ld.gguf", (long)getpid());
+    char *tmpl = fixture("mistral-v3.jinja");
+    REQUIRE(gguf_copy_with_template(tiny, path, tmpl) == 0);
+    free(tmpl);
+    srv_proc p;
+    start(&p, path, NULL);
+    char want[4096];
+    long long want_n = complete(p.port, "{\"prompt\":\"[INST] Be brief.\\n\\nHi[/INST]\",\"max_tokens\":10,"
+                                        "\"temperature\":0}", want, sizeof want, NULL);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/chat/completions",
+                       "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
+                       "\"content\":\"Hi\"}],\"max_tokens\":10,\"temperature\":0}",
+                       &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(choice0(j), "message"), "content"), want);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "prompt_tokens"), want_n);
+    json_decref(j);
+    hc_free(&r);
+    REQUIRE(hc_request(p.port, "POST", "/v1/chat/completions",
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]}",
+                       &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 400);
+    j = body_json(&r);
+    json_t *err = json_object_get(j, "error");
+    CHECK_STR_EQ(jstr(err, "message"), "the model's chat template (mistral-v3) refuses this conversation: After "
+                                       "the optional system message, conversation roles must alternate "
+                                       "user/assistant/user/assistant/...");
+    CHECK_STR_EQ(jstr(err, "param"), "messages");
+    json_decref(j);
+    hc_free(&r);
+    stop_ok(&p);
+    unlink(path);
+    return pm_check_result();
+}
+
+/* The greedy ids pm-generate gives for ids_csv (at most cap). */
+static int greedy_ids(const char *model, const char *ids_csv, int n, int32_t *out, int cap)
+{
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", n);
+    char *argv[] = {(char *)generate_bin, "-m", (char *)model, "--tokens", (char *)ids_csv, "-n", nbuf,
+                    "--threads", "1", "--ids", NULL};
+    pm_child_result res;
+    REQUIRE(pm_child_exec(argv, NULL, TIMEOUT, &res) == 0 && pm_child_ok(&res));
+    int k = 0;
+    for (char *t = res.out, *end; k < cap; t = end) {
+        long v = strtol(t, &end, 10);
+        if (end == t)
+            break;
+        out[k++] = (int32_t)v;
+    }
+    return k;
+}
+
+/* The format's end-of-turn token ends a generation. The synthetic
+ * vocabulary has none, so one greedy token of the tiny model is renamed
+ * <|im_end|> (a control token) in a copy carrying a ChatML template: the
+ * server must stop right before its first occurrence (finish "stop",
+ * nothing of it emitted) with the text the unchanged model gives for the
+ * tokens before it. In a chat prompt the <|im_end|> text is that one
+ * token: the prompt is the two plain stretches around it (each with
+ * SentencePiece's prefix space, as the completions endpoint tokenizes
+ * them) plus one. */
+static int case_chat_stop_token(void)
+{
+    const char *prompt = "1,100,200,300";
+    int32_t g[12];
+    int ng = greedy_ids(tiny, prompt, 12, g, 12);
+    int k = -1;
+    for (int i = 1; i < ng && k < 0; i++) {
+        int seen = g[i] == 1 || g[i] == 2 || g[i] == 100 || g[i] == 200 || g[i] == 300;
+        for (int j = 0; j < i; j++)
+            seen |= g[j] == g[i];
+        if (!seen)
+            k = i;
+    }
+    REQUIRE(k > 0);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/pm_server_eot_%ld.gguf", (long)getpid());
+    const char *tmpl = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                       "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+                       "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+    REQUIRE(gguf_copy_with_control(tiny, path, tmpl, g[k], "<|im_end|>") == 0);
+
+    char body[256], want[4096], got[4096];
+    srv_proc p;
+    start(&p, tiny, NULL);
+    snprintf(body, sizeof body, "{\"prompt\":[%s],\"max_tokens\":%d,\"temperature\":0}", prompt, k);
+    complete(p.port, body, want, sizeof want, NULL);
+    stop_ok(&p);
+
+    start(&p, path, NULL);
+    snprintf(body, sizeof body, "{\"prompt\":[%s],\"max_tokens\":12,\"temperature\":0}", prompt);
+    const char *finish;
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    json_t *j = body_json(&r);
+    snprintf(got, sizeof got, "%s", jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "(none)");
+    CHECK_STR_EQ(got, want);
+    CHECK_STR_EQ(jstr(choice0(j), "finish_reason"), "stop");
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), k);
+    json_decref(j);
+    hc_free(&r);
+
+    long long a = complete(p.port, "{\"prompt\":\"<|im_start|>user\\nHi\",\"max_tokens\":1}", NULL, 0, &finish);
+    long long b = complete(p.port, "{\"prompt\":\"\\n<|im_start|>assistant\\n\",\"max_tokens\":1}", NULL, 0, &finish);
+    REQUIRE(hc_request(p.port, "POST", "/v1/chat/completions",
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1}", &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    j = body_json(&r);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "prompt_tokens"), a + 1 + (b - 1));
+    json_decref(j);
+    hc_free(&r);
+    stop_ok(&p);
+    unlink(path);
+    return pm_check_result();
+}
+
 /* The greedy text of one completion request on a server started with
  * extra arguments, and its timings' draft counts. */
 static void greedy_text(const char *const *extra, const char *body, char *text, size_t cap, long long *drafted,
@@ -1491,6 +1657,55 @@ static int case_startup(void)
     return pm_check_result();
 }
 
+/* A template the server does not render exactly is refused at start with
+ * one line, unless --chat-template names a format; a format whose BOS
+ * text is not the model's BOS is refused too; a bad name is a usage
+ * error. */
+static int case_chat_refuse(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/pm_server_nemo_%ld.gguf", (long)getpid());
+    char *tmpl = fixture("unknown-mistral-nemo.jinja");
+    REQUIRE(gguf_copy_with_template(tiny, path, tmpl) == 0);
+    free(tmpl);
+    pm_child_result res;
+    const char *plain[] = {"-m", path, "--port", "0", NULL};
+    CHECK_INT_EQ(run_server(plain, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: the model's tokenizer.chat_template is not one this server renders exactly "
+                          "(it resembles Mistral / Llama 2's, but differs); choose a format with --chat-template "
+                          "NAME (plain, chatml, qwen2.5, llama3, llama3.1, llama3.2, mistral-v0, mistral-v1, "
+                          "mistral-v3, phi3, phi3.5, phi3-v0, gemma, gemma2)\n");
+    const char *badname[] = {"-m", path, "--port", "0", "--chat-template", "llama2", NULL};
+    CHECK_INT_EQ(run_server(badname, &res), 2);
+    CHECK(strstr(res.err, "pm-server: --chat-template must be one of plain, chatml, ") != NULL);
+    CHECK(strstr(res.err, "(got 'llama2')") != NULL);
+    const char *gemma[] = {"-m", path, "--port", "0", "--chat-template", "gemma2", NULL};
+    CHECK_INT_EQ(run_server(gemma, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: chat format gemma2 writes the BOS token <bos>, which is not this model's "
+                          "BOS; choose another with --chat-template NAME\n");
+
+    /* Forced, it serves: mistral-v1 renders " [INST] Hi [/INST]" after <s>. */
+    const char *forced[] = {"--chat-template", "mistral-v1", NULL};
+    srv_proc p;
+    start(&p, path, forced);
+    char want[4096];
+    long long want_n = complete(p.port, "{\"prompt\":\" [INST] Hi [/INST]\",\"max_tokens\":8,\"temperature\":0}",
+                                want, sizeof want, NULL);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/chat/completions",
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":8,\"temperature\":0}",
+                       &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(choice0(j), "message"), "content"), want);
+    CHECK_INT_EQ(jint(json_object_get(j, "usage"), "prompt_tokens"), want_n);
+    json_decref(j);
+    hc_free(&r);
+    stop_ok(&p);
+    unlink(path);
+    return pm_check_result();
+}
+
 /* ---- markers: X-Request-Id is the markers' req= -------------------------- */
 
 /* Runs under `phasemark capture`: starts the server (which inherits the
@@ -1610,6 +1825,9 @@ int main(int argc, char **argv)
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},
+        {"chat_mistral", case_chat_mistral},
+        {"chat_stop_token", case_chat_stop_token},
+        {"chat_refuse", case_chat_refuse},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(c, cases[i].name))

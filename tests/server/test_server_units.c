@@ -1,10 +1,10 @@
 /* test_server_units.c — the server library's pure parts, case by case:
- * UTF-8 completion and repair, stop strings, chat templates, request
+ * UTF-8 completion and repair, stop strings, request
  * validation, the command line and the metrics exposition.
  *
  * Expected values are written out by hand from the specifications (RFC
  * 3629 and Unicode's "maximal subpart" replacement practice for UTF-8,
- * OpenAI's parameter ranges, the chat formats' published layouts,
+ * OpenAI's parameter ranges,
  * Prometheus' text format), never taken from the code under test.
  *
  *   test_server_units CASE
@@ -121,67 +121,6 @@ static int case_stop(void)
     CHECK_INT_EQ(pms_stop_holdback("abc", 3, stops, lens, 3), 0);
     CHECK_INT_EQ(pms_stop_holdback("", 0, stops, lens, 3), 0);
     CHECK_INT_EQ(pms_stop_holdback("abc EN", 6, stops, lens, 0), 0);
-    return pm_check_result();
-}
-
-/* ---- chat ---------------------------------------------------------------- */
-
-static const pms_chat_msg conv[] = {
-    {PMS_ROLE_SYSTEM, "Be brief.", 9},
-    {PMS_ROLE_USER, "Hi", 2},
-    {PMS_ROLE_ASSISTANT, "Hello!", 6},
-    {PMS_ROLE_USER, "Why?", 4},
-};
-
-static void check_render(pms_chat_format f, const char *want)
-{
-    pms_buf b;
-    pms_buf_init(&b, 0);
-    CHECK_INT_EQ(pms_chat_render(f, conv, 4, &b), 0);
-    CHECK_STR_EQ(b.p, want);
-    pms_buf_free(&b);
-}
-
-static int case_chat(void)
-{
-    const char *chatml = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + "
-                         "'<|im_end|>' + '\\n'}}{% endfor %}";
-    const char *llama2 = "{{ bos_token }}{% for message in messages %}{{ '[INST] ' + message['content'] + "
-                         "' [/INST]' }}{% endfor %}";
-    const char *llama3 = "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' %}";
-    const char *zephyr = "{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + eos_token }}";
-    CHECK_INT_EQ(pms_chat_detect(chatml, strlen(chatml)), PMS_CHAT_CHATML);
-    CHECK_INT_EQ(pms_chat_detect(llama2, strlen(llama2)), PMS_CHAT_LLAMA2);
-    CHECK_INT_EQ(pms_chat_detect(llama3, strlen(llama3)), PMS_CHAT_LLAMA3);
-    CHECK_INT_EQ(pms_chat_detect(zephyr, strlen(zephyr)), PMS_CHAT_ZEPHYR);
-    CHECK_INT_EQ(pms_chat_detect("{{ messages | custom }}", 23), PMS_CHAT_PLAIN);
-    CHECK_INT_EQ(pms_chat_detect(NULL, 0), PMS_CHAT_PLAIN);
-    CHECK_INT_EQ(pms_chat_detect(chatml, 5), PMS_CHAT_PLAIN); /* length is honoured */
-    CHECK_STR_EQ(pms_chat_format_name(PMS_CHAT_LLAMA3), "llama3");
-
-    check_render(PMS_CHAT_PLAIN, "Be brief.\n\nUser: Hi\nAssistant: Hello!\nUser: Why?\nAssistant:");
-    check_render(PMS_CHAT_CHATML,
-                 "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-                 "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nWhy?<|im_end|>\n"
-                 "<|im_start|>assistant\n");
-    check_render(PMS_CHAT_LLAMA3,
-                 "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-                 "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-                 "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
-                 "<|start_header_id|>user<|end_header_id|>\n\nWhy?<|eot_id|>"
-                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    check_render(PMS_CHAT_ZEPHYR,
-                 "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\nWhy?</s>\n"
-                 "<|assistant|>\n");
-    check_render(PMS_CHAT_LLAMA2, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! [INST] Why? [/INST]");
-    CHECK_STR_EQ(pms_chat_end_of_turn(PMS_CHAT_PLAIN), "\nUser:");
-    CHECK_STR_EQ(pms_chat_end_of_turn(PMS_CHAT_CHATML), "<|im_end|>");
-    CHECK_STR_EQ(pms_chat_end_of_turn(PMS_CHAT_LLAMA3), "<|eot_id|>");
-
-    pms_buf small;
-    pms_buf_init(&small, 10);
-    CHECK_INT_EQ(pms_chat_render(PMS_CHAT_CHATML, conv, 4, &small), -1);
-    pms_buf_free(&small);
     return pm_check_result();
 }
 
@@ -562,7 +501,7 @@ int main(int argc, char **argv)
 {
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"utf8_complete", case_utf8_complete}, {"utf8_repair", case_utf8_repair},
-        {"stop", case_stop},                   {"chat", case_chat},
+        {"stop", case_stop},
         {"json_quote", case_json_quote},
         {"request_valid", case_request_valid}, {"request_errors", case_request_errors},
         {"config", case_config},               {"metrics", case_metrics},

@@ -16,6 +16,7 @@ set(LLM_FILES_SOURCES
     ${LLM_FILES_DIR}/llama2c.c
     ${LLM_FILES_DIR}/tokenizer.c
     ${LLM_FILES_DIR}/tokenizer_encode.c
+    ${LLM_FILES_DIR}/tokenizer_special.c
     ${LLM_FILES_DIR}/tokenizer_unicode.c
 )
 # quant.c uses libm (fabsf, roundf); link these with the sources.
@@ -31,4 +32,16 @@ if(PHASEMARK_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang" AND NOT TARGET fuzz_gg
   target_link_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_gguf PRIVATE ${LLM_FILES_LIBS})
   pm_strict(fuzz_gguf)
+endif()
+
+# The same for special-token parsing over arbitrary text.
+if(PHASEMARK_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang" AND NOT TARGET fuzz_tokenizer_special)
+  add_executable(fuzz_tokenizer_special ${LLM_FILES_DIR}/../../../tests/engine/files/fuzz_tokenizer_special.c
+                 ${LLM_FILES_SOURCES})
+  target_include_directories(fuzz_tokenizer_special PRIVATE ${LLM_FILES_INCLUDES})
+  target_compile_definitions(fuzz_tokenizer_special PRIVATE _POSIX_C_SOURCE=200809L)
+  target_compile_options(fuzz_tokenizer_special PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+  target_link_options(fuzz_tokenizer_special PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_tokenizer_special PRIVATE ${LLM_FILES_LIBS})
+  pm_strict(fuzz_tokenizer_special)
 endif()

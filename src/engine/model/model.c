@@ -16,6 +16,7 @@
 #include "model.h"
 #include "quant.h"
 #include "tokenizer.h"
+#include "tokenizer_special.h"
 
 
 /* Bounds generous enough for any llama-family model in use, tight enough
@@ -419,6 +420,34 @@ int llm_model_tokenize(const llm_model *m, const char *text, size_t len,
     if (!m->tok)
         return LLM_ESTATE;
     return llm_tokenize(m->tok, text ? text : "", len, add_bos, out, cap, n_out);
+}
+
+int llm_model_tokenize_special(const llm_model *m, const char *text, size_t len,
+                               int add_bos, int32_t *out, size_t cap, size_t *n_out)
+{
+    if (!m || (!text && len) || !n_out || (!out && cap))
+        return LLM_EINVAL;
+    if (!m->tok)
+        return LLM_ESTATE;
+    return llm_tokenize_special(m->tok, text ? text : "", len, add_bos, out, cap, n_out);
+}
+
+int llm_model_special_token(const llm_model *m, const char *s, size_t len, int32_t *id)
+{
+    if (!m || !s || !id)
+        return LLM_EINVAL;
+    if (!m->tok)
+        return LLM_ESTATE;
+    int32_t v = llm_tokenizer_find_special(m->tok, s, len);
+    if (v < 0)
+        return LLM_EINVAL;
+    *id = v;
+    return 0;
+}
+
+int llm_model_add_bos(const llm_model *m)
+{
+    return m && m->tok && llm_tokenizer_bos(m->tok) >= 0 && llm_tokenizer_add_bos(m->tok);
 }
 
 int llm_model_token_text(const llm_model *m, int32_t prev, int32_t token,
