@@ -474,6 +474,17 @@ int llm_cuda_backend_create(int device, struct llm_backend **out, char *err,
  * backend or a negative layer. */
 int llm_cuda_backend_set_fuse_from(struct llm_backend *be, int32_t layer);
 
+/* Whether prepare runs the warm-up (1, the default; 0 skips it): after the
+ * upload, a few quiet forwards of every path a request takes (prefills of
+ * LLM_CUDA_PREFILL_TF32_MIN and 16 rows, a 4-row verify, two decode steps,
+ * the argmax) on a small cache and workspace of its own, so that the
+ * first request does not pay for loading kernels, cuBLAS's first kernel
+ * choices and the first graph instantiation. Nothing of it is kept (the
+ * counters stay as before except warmups and warmup_us). The environment
+ * variable PHASEMARK_CUDA_WARMUP=0 sets 0 at creation. Before prepare.
+ * LLM_EINVAL for a non-CUDA backend or another value. */
+int llm_cuda_backend_set_warmup(struct llm_backend *be, int on);
+
 /* The seam's supports_type (backend.h): 1 when weights of ggml type `type`
  * upload to a device layout the kernels take (F32, F16, BF16, Q8_0, Q4_0;
  * the table in cuda_matmul.cu), else 0. Thread-safe. */
@@ -538,6 +549,9 @@ typedef struct llm_cuda_decode_stats {
     uint64_t argmaxes;     /* rows (tokens) the seam's argmax op took */
     uint64_t prefills;     /* multi-row forwards run on the fused prefill
                               path (LLM_CUDA_PREFILL_FUSED) */
+    uint64_t warmups;      /* warm-ups run at prepare (none of their
+                              forwards is counted above) */
+    uint64_t warmup_us;    /* their wall time, microseconds */
 } llm_cuda_decode_stats;
 int llm_cuda_backend_decode_stats(struct llm_backend *be, llm_cuda_decode_stats *out);
 
