@@ -16,7 +16,8 @@
  *   f16, bf16: 0.08 (prefills of more than LLM_CUDA_MATVEC_MAX tokens
  *        multiply bf16-rounded activations on the tensor cores);
  *   q8_0, q4_0: 0.15 (the CPU quantizes activations to 8 bits per block of
- *        32, as ggml does; the GPU multiplies fp32 activations).
+ *        32, as ggml does; the GPU does the same in one-row products and
+ *        multiplies fp32 activations in verifies, bf16 ones in prefills).
  * Greedy tokens are compared with the CPU's token fed to both (teacher
  * forcing), and a differing argmax passes only as a near tie: the CPU's
  * logit gap between its token and the GPU's token must be within the

@@ -12,9 +12,13 @@
  * kernel that produces its activations, and lets the next kernel be
  * scheduled once its own weights are all requested.
  *
- * Wider products (prefill) go through cuBLAS with bf16 operands and fp32
- * accumulation; weights that are not bf16 are dequantized a bounded chunk of
- * rows at a time into reserved scratch. FP32 weights use an fp32 GEMM.
+ * One-row products over Q8 layout weights take their own kernel on int8
+ * activations (matvec_q8i_kernel, below), unless the tuning says otherwise.
+ *
+ * Wider products (prefill) go through cuBLAS with fp32 accumulation: bf16
+ * weights with bf16 activations, F16 weights as they are with fp16
+ * activations, Q8 weights dequantized to bf16 a bounded chunk of rows at a
+ * time into reserved scratch. FP32 weights use an fp32 GEMM.
  *
  * Q8_0 lives on the device as two arrays, int8 quants [rows][cols] and fp16
  * scales [rows][cols/32], instead of ggml's interleaved 34-byte blocks, so
