@@ -1217,6 +1217,35 @@ __global__ void dequant_bf16_kernel(__nv_bfloat16 *dst, const void *w,
     }
 }
 
+/* Rows [r0, r0+nr) of a Q8 layout weight as bf16 into dst [nr][cols]: a
+ * thread per 16-byte vector of quants (half a block, one scale), 32 bytes
+ * of bf16 out; the values of dequant_bf16_kernel, without its per-element
+ * division and type switch. nvec = nr * vpr vectors, vpr = cols / 16. */
+__global__ void dequant_q8_bf16_kernel(__nv_bfloat16 *dst, const int8_t *__restrict__ q,
+                                       const uint16_t *__restrict__ scales, int64_t r0,
+                                       uint32_t nvec, uint32_t vpr)
+{
+    for (uint32_t v = blockIdx.x * blockDim.x + threadIdx.x; v < nvec;
+         v += gridDim.x * blockDim.x) {
+        uint32_t r = v / vpr, j = v - r * vpr;
+        int64_t row = r0 + (int64_t)r;
+        uint4 w = ld_stream(reinterpret_cast<const uint4 *>(q + row * (int64_t)vpr * 16) + j);
+        float d = __half2float(__ushort_as_half(__ldg(scales + row * (int64_t)(vpr / 2) + j / 2)));
+        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+        uint32_t o[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            float a = (float)(int8_t)(u[i >> 1] >> (16 * (i & 1)));
+            float b = (float)(int8_t)(u[i >> 1] >> (16 * (i & 1) + 8));
+            __nv_bfloat162 h = __floats2bfloat162_rn(a * d, b * d);
+            o[i] = *reinterpret_cast<uint32_t *>(&h);
+        }
+        uint4 *out = reinterpret_cast<uint4 *>(dst + (size_t)v * 16);
+        out[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        out[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    }
+}
+
 /* C (m x n, column-major, ldc) = op(A)^T B (+ C when acc) with A [k][m]
  * (lda = k) and B [k][n] (ldb = k) of `ab` type, fp32 accumulation and
  * output. */
@@ -1256,11 +1285,19 @@ static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
         int64_t nr = w->rows - r0 < chunk ? w->rows - r0 : chunk;
         size_t cnt = (size_t)nr * (size_t)k;
-        unsigned blocks = llm__cuda_blocks(cnt, 256);
         unsigned cap = (unsigned)c->sm_count * 8u;
-        dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
-            c->w_bf16, w->data, w->scales, (int)w->type, r0, nr, k);
-        LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
+        if (w->type == LLM_TYPE_Q8_0) { /* cnt / 16 < 2^32: cnt <= LLM_CUDA_DEQ_ELEMS */
+            unsigned blocks = llm__cuda_blocks(cnt / 16, 256);
+            dequant_q8_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
+                c->w_bf16, (const int8_t *)w->data, w->scales, r0, (uint32_t)(cnt / 16),
+                (uint32_t)(k / 16));
+            LLM_CU_LAUNCHED(c, "dequant_q8_bf16_kernel");
+        } else {
+            unsigned blocks = llm__cuda_blocks(cnt, 256);
+            dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
+                c->w_bf16, w->data, w->scales, (int)w->type, r0, nr, k);
+            LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
+        }
         rc = gemm_tn(c, (int)nr, n, k, c->w_bf16, CUDA_R_16BF, c->x_bf16, y + r0, m, acc);
         if (rc)
             return rc;
