@@ -5,7 +5,9 @@
 #
 #   - decode tokens/s and the fraction of the copy bandwidth, the int8 Q8
 #     kernel (default) against the fp32-activation one
-#     (PHASEMARK_CUDA_Q8=f32), each in its own process, alternating;
+#     (PHASEMARK_CUDA_Q8=f32) and against its variant with half the loads
+#     in flight a warp and more warps (PHASEMARK_CUDA_Q8=int8u1), each in
+#     its own process, alternating;
 #   - prefill of 512 and 2048 tokens, F16 on its weights as they are
 #     (default) against the old bf16 dequantization
 #     (PHASEMARK_CUDA_F16_GEMM=bf16), and Q8_0;
@@ -90,8 +92,10 @@ F1=$B/synth-1b-q8_0.gguf
 for _ in $(seq 1 "$rounds"); do
   bench "q8-int8" 150 -- "$F8" llama-8b "$tokens" "$reps" 512,2048 graph
   bench "q8-f32" 120 PHASEMARK_CUDA_Q8=f32 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
+  bench "q8-int8u1" 120 PHASEMARK_CUDA_Q8=int8u1 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
   bench "q8-int8" 90 -- "$F1" llama-1b "$tokens" "$reps" 512,2048 graph
   bench "q8-f32" 90 PHASEMARK_CUDA_Q8=f32 -- "$F1" llama-1b "$tokens" "$reps" 0 graph
+  bench "q8-int8u1" 90 PHASEMARK_CUDA_Q8=int8u1 -- "$F1" llama-1b "$tokens" "$reps" 0 graph
   bench "f16-direct" 120 -- "$H8" llama-8b 32 "$reps" 512,2048 graph
   bench "f16-bf16" 120 PHASEMARK_CUDA_F16_GEMM=bf16 -- "$H8" llama-8b 32 "$reps" 512,2048 graph
 done
@@ -120,11 +124,13 @@ for k in sorted(dec):
     f = med([r['fraction_of_copy_bw'] for r in dec[k]])
     print(f"  {k[0]:9s} {k[1]:5s} {k[2]:10s} {t:9.1f} tok/s  {f:.3f} of copy")
 for m in sorted({k[0] for k in dec}):
-    a = dec.get((m, 'Q8_0', 'q8-int8')); b = dec.get((m, 'Q8_0', 'q8-f32'))
-    if a and b:
-        ta = med([r['tokens_per_s'] for r in a]); tb = med([r['tokens_per_s'] for r in b])
-        ia = [r['last_token'] for r in a]; ib = [r['last_token'] for r in b]
-        print(f"  {m} Q8_0 int8/f32 = {ta / tb:.2f}x (last greedy token int8 {ia}, f32 {ib})")
+    b = dec.get((m, 'Q8_0', 'q8-f32'))
+    for v in ('q8-int8', 'q8-int8u1'):
+        a = dec.get((m, 'Q8_0', v))
+        if a and b:
+            ta = med([r['tokens_per_s'] for r in a]); tb = med([r['tokens_per_s'] for r in b])
+            ia = [r['last_token'] for r in a]; ib = [r['last_token'] for r in b]
+            print(f"  {m} Q8_0 {v}/f32 = {ta / tb:.2f}x (last greedy token {ia}, f32 {ib})")
 print("prefill (fused): tokens/s")
 for k in sorted(pre):
     print(f"  {k[0]:9s} {k[1]:5s} {k[2]:5d} {k[3]:10s} {med(pre[k]):9.0f} tok/s")

@@ -124,9 +124,11 @@ int llm_cuda_bind(llm_cuda *c);
  *     Q4_0 and the k-quants as uploaded) quantizes its activations to int8
  *     per 32 values with an fp32 scale, as the CPU backend does (the rule
  *     of its quantize_row: d = amax / 127, q = nearest-even of x / d), and
- *     multiplies with dp4a; 0 the fp32-activation kernel. Rows wider than
- *     LLM_CUDA_Q8_INT8_MAX_COLS and products of 2..8 activation rows keep
- *     the fp32 kernel. PHASEMARK_CUDA_Q8=f32 at creation sets 0.
+ *     multiplies with dp4a; 2 the same kernel with half the loads in
+ *     flight a warp and more warps (for measurement); 0 the fp32-activation
+ *     kernel. Rows wider than LLM_CUDA_Q8_INT8_MAX_COLS and products of
+ *     2..8 activation rows keep the fp32 kernel. PHASEMARK_CUDA_Q8=f32 at
+ *     creation sets 0, =int8u1 sets 2.
  *   f16_direct: 1 (default) a wide product over F16 weights runs on them
  *     as they are, with fp16 activations (clamped to +-65504) and fp32
  *     accumulation; 0 dequantizes the weights to bf16 per call and

@@ -888,7 +888,7 @@ static const fused_launch_fn k_fused_launch[WT_COUNT] = {
  * weight vector with four dp4a against 16 bytes of shared memory: one
  * conversion per half block instead of sixteen.
  *
- * Each block holds Q8I_BLOCKS_PER_SM x multiprocessors at most; a warp
+ * The grid holds q8i_shape<U>::blocks x multiprocessors blocks at most; a warp
  * takes row pairs (2g, 2g+1) strided over every warp of the grid, so the
  * quantization is paid once per block, not per row. A warp has two
  * batches of weights in flight: the one it multiplies and the next one
@@ -898,22 +898,29 @@ static const fused_launch_fn k_fused_launch[WT_COUNT] = {
  * gathered by the block from the x it reads anyway (every block sums in
  * the same order, so every block gets the same inv). */
 #define Q8I_WARPS 8
-#define Q8I_BLOCKS_PER_SM 3
-#define Q8I_U 2
+
+/* Vectors a lane loads per row and batch (U), and the blocks per
+ * multiprocessor that leaves registers for: U = 2 (the default, tuning
+ * q8_int8 = 1) keeps 2 KB a warp in flight with 24 warps an SM; U = 1
+ * (q8_int8 = 2) 1 KB a warp with 32. Both are kept for measurement. */
+template <int U> struct q8i_shape;
+template <> struct q8i_shape<2> { static constexpr int blocks = 3; };
+template <> struct q8i_shape<1> { static constexpr int blocks = 4; };
 
 static_assert(LLM_CUDA_Q8_INT8_MAX_COLS + LLM_CUDA_Q8_INT8_MAX_COLS / LLM_QK8_0 * 4 <=
                   48 * 1024,
               "the quantized activation fits the default shared memory");
 
-/* One batch of a row pair: Q8I_U 16-byte vectors and their scales a row. */
-typedef struct q8i_batch {
-    uint4 w[Q8I_U][2];
-    uint16_t d[Q8I_U][2];
-} q8i_batch;
+/* One batch of a row pair: U 16-byte vectors and their scales a row. */
+template <int U> struct q8i_batch {
+    uint4 w[U][2];
+    uint16_t d[U][2];
+};
 
-/* Loads the batch of row pair gi at vector base + lane + 32u (u < Q8I_U);
+/* Loads the batch of row pair gi at vector base + lane + 32u (u < U);
  * vectors past the row are not loaded (q8i_dot skips them). */
-__device__ __forceinline__ void q8i_load(q8i_batch &b, const int8_t *__restrict__ w,
+template <int U>
+__device__ __forceinline__ void q8i_load(q8i_batch<U> &b, const int8_t *__restrict__ w,
                                          const uint16_t *__restrict__ scales, int64_t rows,
                                          int64_t cols, int64_t nch, int64_t gi, int64_t base,
                                          int lane)
@@ -923,7 +930,7 @@ __device__ __forceinline__ void q8i_load(q8i_batch &b, const int8_t *__restrict_
     const uint4 *w1 = reinterpret_cast<const uint4 *>(w + r1 * cols);
     const uint16_t *s0 = scales + r0 * (cols / LLM_QK8_0), *s1 = scales + r1 * (cols / LLM_QK8_0);
 #pragma unroll
-    for (int u = 0; u < Q8I_U; u++) {
+    for (int u = 0; u < U; u++) {
         int64_t j = base + lane + 32 * u;
         if (j < nch) {
             b.w[u][0] = ld_stream(w0 + j);
@@ -935,11 +942,12 @@ __device__ __forceinline__ void q8i_load(q8i_batch &b, const int8_t *__restrict_
 }
 
 /* acc[r] += the batch's half-block dot products with the quantized x. */
-__device__ __forceinline__ void q8i_dot(const q8i_batch &b, const int8_t *xq, const float *xd,
+template <int U>
+__device__ __forceinline__ void q8i_dot(const q8i_batch<U> &b, const int8_t *xq, const float *xd,
                                         int64_t nch, int64_t base, int lane, float *acc)
 {
 #pragma unroll
-    for (int u = 0; u < Q8I_U; u++) {
+    for (int u = 0; u < U; u++) {
         int64_t j = base + lane + 32 * u;
         if (j < nch) {
             uint4 xv = *reinterpret_cast<const uint4 *>(xq + 16 * j);
@@ -1023,8 +1031,8 @@ __device__ __forceinline__ float q8i_quantize(const float *__restrict__ x,
     return inv;
 }
 
-template <int FLAGS>
-__global__ void __launch_bounds__(Q8I_WARPS * 32, Q8I_BLOCKS_PER_SM)
+template <int FLAGS, int U>
+__global__ void __launch_bounds__(Q8I_WARPS * 32, q8i_shape<U>::blocks)
 matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ scales,
                   const float *__restrict__ x, const float *__restrict__ g, float eps,
                   float *__restrict__ y, int64_t rows, int64_t cols, llm_cuda_rope_store rp)
@@ -1037,7 +1045,7 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
     int64_t pairs = (rows + 1) / 2, nch = cols / 16;
     int64_t stride = (int64_t)gridDim.x * Q8I_WARPS;
     int64_t gi = (int64_t)blockIdx.x * Q8I_WARPS + warp;
-    q8i_batch cur;
+    q8i_batch<U> cur;
     if (gi < pairs) /* weights never depend on an earlier kernel */
         q8i_load(cur, w, scales, rows, cols, nch, gi, 0, lane);
     llm__pdl_wait();
@@ -1049,10 +1057,10 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
     for (;;) {
         float acc[2] = {0.0f, 0.0f};
         int64_t next = gi + stride;
-        for (int64_t base = 0; base < nch; base += 32 * Q8I_U) {
-            int64_t nbase = base + 32 * Q8I_U;
+        for (int64_t base = 0; base < nch; base += 32 * U) {
+            int64_t nbase = base + 32 * U;
             bool more = nbase < nch, load = more || next < pairs;
-            q8i_batch nb;
+            q8i_batch<U> nb;
             if (load)
                 q8i_load(nb, w, scales, rows, cols, nch, more ? gi : next, more ? nbase : 0,
                          lane);
@@ -1086,23 +1094,31 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
     }
 }
 
-template <int FLAGS>
-static cudaError_t launch_q8i(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
-                              const llm_cuda_mv_fuse *f, float *y)
+template <int FLAGS, int U>
+static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                const llm_cuda_mv_fuse *f, float *y)
 {
     int64_t pairs = (w->rows + 1) / 2;
     int64_t blocks = (pairs + Q8I_WARPS - 1) / Q8I_WARPS;
-    int64_t cap = (int64_t)c->sm_count * Q8I_BLOCKS_PER_SM;
+    int64_t cap = (int64_t)c->sm_count * q8i_shape<U>::blocks;
     blocks = blocks < cap ? blocks : cap;
     size_t smem = (size_t)w->cols + (size_t)(w->cols / LLM_QK8_0) * sizeof(float);
     llm_cuda_rope_store rp;
     memset(&rp, 0, sizeof rp);
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
-    return llm__launch(c, matvec_q8i_kernel<FLAGS>, dim3((unsigned)blocks),
+    return llm__launch(c, matvec_q8i_kernel<FLAGS, U>, dim3((unsigned)blocks),
                        dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
                        (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
                        (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, rp);
+}
+
+template <int FLAGS>
+static cudaError_t launch_q8i(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                              const llm_cuda_mv_fuse *f, float *y)
+{
+    return c->tune.q8_int8 == 2 ? launch_q8i_u<FLAGS, 1>(c, w, x, f, y)
+                                : launch_q8i_u<FLAGS, 2>(c, w, x, f, y);
 }
 
 /* Whether the int8-activation kernel runs a one-row product over w: Q8
