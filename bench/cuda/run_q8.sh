@@ -1,6 +1,6 @@
 #!/bin/bash
 # run_q8.sh — one device call for issue #18's CUDA parts: builds for
-# sm_90a, runs every CUDA test, then measures on synthetic models written
+# sm_90a, runs every CUDA test and test_split's cuda case, then measures on synthetic models written
 # here (8B-shaped Q8_0 and F16, 1B-shaped Q8_0):
 #
 #   - decode tokens/s and the fraction of the copy bandwidth, the int8 Q8
@@ -58,7 +58,7 @@ for spec in "8b-q8_0 q8_0 $M8" "8b-f16 f16 $M8" "1b-q8_0 q8_0 $M1"; do
 done
 stamp "build"
 targets=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api test_cuda_seam
-         test_cuda_engine test_cuda_greedy bench_cuda_engine)
+         test_cuda_engine test_cuda_greedy bench_cuda_engine test_split pm-shardd)
 cmake --build "$B" -j"$jobs" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -40; exit 1; }
 stamp "built"
@@ -69,6 +69,8 @@ stamp "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log")"
 grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)" "$out/tests.log" | tee -a "$log"
 grep -hE "rel err|max logit|near tie|warm-up|FAIL|check failed|differ" \
   "$B/Testing/Temporary/LastTest.log" >> "$out/tests.log" 2>/dev/null
+timeout 120 "$B/tests/split/test_split" cuda >> "$out/tests.log" 2>&1
+stamp "test_split cuda: rc=$?"
 
 for p in "${synth_pids[@]}"; do wait "$p"; done
 stamp "synth done: $(ls -la "$B"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
