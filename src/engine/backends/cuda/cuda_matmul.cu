@@ -974,45 +974,68 @@ __device__ __forceinline__ uint32_t q8i_round(float v, float id)
     return (uint32_t)(__float_as_int(t) - 0x4B400000) & 0xffu;
 }
 
+/* One float4 of x (times g with MV_NORM) quantized: the block of 32 is
+ * held by 8 consecutive lanes (all 32 lanes call this together). */
+__device__ __forceinline__ void q8i_quant4(float4 v, bool ok, int64_t f, int lane, int8_t *xq,
+                                           float *xd)
+{
+    float m = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+    float d = __fdiv_rn(m, 127.0f);
+    float id = d > 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    if (ok) {
+        uint32_t p = q8i_round(v.x, id) | q8i_round(v.y, id) << 8 | q8i_round(v.z, id) << 16 |
+                     q8i_round(v.w, id) << 24;
+        reinterpret_cast<uint32_t *>(xq)[f] = p;
+        if ((lane & 7) == 0)
+            xd[f >> 3] = d;
+    }
+}
+
 /* The block quantizes x (times g with MV_NORM) into xq [cols] and xd
  * [cols / 32]; returns the RMSNorm scale (1 without MV_NORM). Every thread
  * of the block must call it: it ends with a barrier. cols is a multiple of
- * 32, so 8 consecutive lanes hold one block of 32 values. */
+ * 32, so 8 consecutive lanes hold one block of 32 values. A thread issues
+ * G float4 loads (and G of g) before it uses the first: the prologue is a
+ * few round trips to L2, not one per float4 (G x 8 warps x 32 lanes x 4
+ * values: 4096 columns with the norm, 8192 without, in one round). */
 template <int FLAGS>
 __device__ __forceinline__ float q8i_quantize(const float *__restrict__ x,
                                               const float *__restrict__ g, float eps,
                                               int64_t cols, int8_t *xq, float *xd,
                                               float *red, int lane, int warp)
 {
+    constexpr int G = (FLAGS & MV_NORM) ? 4 : 8, STEP = Q8I_WARPS * 32;
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
     const float4 *g4 = reinterpret_cast<const float4 *>(g);
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     int64_t nf = cols / 4;
     float ss = 0.0f;
-    for (int64_t b = (int64_t)warp * 32; b < nf; b += Q8I_WARPS * 32) {
-        int64_t f = b + lane;
-        bool ok = f < nf; /* whole groups of 8 lanes: nf is a multiple of 8 */
-        float4 v = ok ? __ldg(x4 + f) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int64_t b = (int64_t)warp * 32 + lane; b - lane < nf; b += (int64_t)G * STEP) {
+        float4 v[G];
+#pragma unroll
+        for (int i = 0; i < G; i++) /* whole groups of 8 lanes: nf is a multiple of 8 */
+            v[i] = b + i * STEP < nf ? __ldg(x4 + b + i * STEP) : zero;
         if (FLAGS & MV_NORM) {
-            ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
-            float4 gv = ok ? __ldg(g4 + f) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            v.x = __fmul_rn(v.x, gv.x);
-            v.y = __fmul_rn(v.y, gv.y);
-            v.z = __fmul_rn(v.z, gv.z);
-            v.w = __fmul_rn(v.w, gv.w);
+            float4 gv[G];
+#pragma unroll
+            for (int i = 0; i < G; i++)
+                gv[i] = b + i * STEP < nf ? __ldg(g4 + b + i * STEP) : zero;
+#pragma unroll
+            for (int i = 0; i < G; i++) {
+                ss = fmaf(v[i].x, v[i].x,
+                          fmaf(v[i].y, v[i].y, fmaf(v[i].z, v[i].z, fmaf(v[i].w, v[i].w, ss))));
+                v[i].x = __fmul_rn(v[i].x, gv[i].x);
+                v[i].y = __fmul_rn(v[i].y, gv[i].y);
+                v[i].z = __fmul_rn(v[i].z, gv[i].z);
+                v[i].w = __fmul_rn(v[i].w, gv[i].w);
+            }
         }
-        float m = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-        float d = __fdiv_rn(m, 127.0f);
-        float id = d > 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-        if (ok) {
-            uint32_t p = q8i_round(v.x, id) | q8i_round(v.y, id) << 8 |
-                         q8i_round(v.z, id) << 16 | q8i_round(v.w, id) << 24;
-            reinterpret_cast<uint32_t *>(xq)[f] = p;
-            if ((lane & 7) == 0)
-                xd[f >> 3] = d;
-        }
+#pragma unroll
+        for (int i = 0; i < G; i++)
+            q8i_quant4(v[i], b + i * STEP < nf, b + i * STEP, lane, xq, xd);
     }
     if (FLAGS & MV_NORM) {
         ss = llm__warp_sum(ss);
