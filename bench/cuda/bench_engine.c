@@ -56,7 +56,28 @@
  *                                 fused one's) and whether the two paths'
  *                                 last-row argmax agrees.
  *
- * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps] [prefill_tokens]
+ *   {"bench":"first_request",...} (the `first` form, run as the only
+ *                                 thing in a fresh process): the model's
+ *                                 open (with the backend's warm-up at
+ *                                 prepare unless PHASEMARK_CUDA_WARMUP=0),
+ *                                 then the first llm_prefill of
+ *                                 `prompt_tokens` (default 11) and first
+ *                                 llm_decode of the process, against the
+ *                                 median of 5 later ones (first_over_warm:
+ *                                 the ratio of the prefills).
+ *
+ * Every engine line carries the tuning it ran with: q8_int8 (1: one-row
+ * Q8 products on int8 activations, 0: PHASEMARK_CUDA_Q8=f32, the
+ * fp32-activation kernel) and f16_direct (1: F16 wide products on the
+ * weights as they are, 0: PHASEMARK_CUDA_F16_GEMM=bf16, dequantized to
+ * bf16 per call), so that runs of one build under both settings can be
+ * set side by side.
+ *
+ * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps] [prefill_tokens[,more]]
+ *                     [all|graph]
+ *        bench_engine MODEL.gguf LABEL first [prompt_tokens]
+ * `graph` times only the default paths (graph decode, fused prefill) and
+ * llm_generate with the device argmax; `all` (default) every mode.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -92,6 +113,15 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The tuning fields that select kernels, as JSON members. */
+static void tuning_json(llm_model *m, char *buf, size_t cap)
+{
+    llm_cuda_tuning t;
+    memset(&t, 0, sizeof t);
+    llm_cuda_get_tuning(llm_cuda_backend_context(m->be), &t);
+    snprintf(buf, cap, "\"q8_int8\":%d,\"f16_direct\":%d", t.q8_int8, t.f16_direct);
 }
 
 /* Device copy of 2 GiB on its own context (released before the model is
@@ -247,7 +277,7 @@ static int generate_once(llm_session *s, llm_sampler *sp, int32_t vocab, int ste
 
 /* The engine_generate lines: device argmax, then host argmax. */
 static int bench_generate(llm_model *m, llm_session *s, const char *label, int steps,
-                          int reps, int32_t *ids, int32_t *ref)
+                          int reps, int32_t *ids, int32_t *ref, int all)
 {
     llm_model_info info;
     llm_model_get_info(m, &info);
@@ -258,7 +288,7 @@ static int bench_generate(llm_model *m, llm_session *s, const char *label, int s
         return 1;
     }
     int rc = 0;
-    for (int dev = 1; rc == 0 && dev >= 0; dev--) {
+    for (int dev = 1; rc == 0 && dev >= (all ? 0 : 1); dev--) {
         llm_session_set_device_argmax(s, dev);
         double wall[MAX_REPS], dec[MAX_REPS], w0, d0;
         rc = generate_once(s, sp, info.n_vocab, steps, ids, &w0, &d0); /* warm-up */
@@ -272,11 +302,13 @@ static int bench_generate(llm_model *m, llm_session *s, const char *label, int s
             memcpy(ref, ids, (size_t)steps * sizeof *ids);
         int same = memcmp(ref, ids, (size_t)steps * sizeof *ids) == 0;
         double mw = median(wall, reps), md = median(dec, reps);
-        printf("{\"bench\":\"engine_generate\",\"model\":\"%s\",\"dtype\":\"%s\","
+        char tj[64];
+        tuning_json(m, tj, sizeof tj);
+        printf("{\"bench\":\"engine_generate\",\"model\":\"%s\",\"dtype\":\"%s\",%s,"
                "\"argmax\":\"%s\",\"device_path\":%s,\"tokens\":%d,\"reps\":%d,"
                "\"prompt\":%d,\"median_generate_ms\":%.3f,\"tokens_per_s\":%.2f,"
                "\"decode_tokens_per_s\":%.2f,\"ids_equal_device\":%s,\"last_token\":%d}\n",
-               label, info.weight_type, dev ? "device" : "host",
+               label, info.weight_type, tj, dev ? "device" : "host",
                llm_session_device_argmax(s) ? "true" : "false", steps, reps, PROMPT, mw * 1e3,
                steps / mw, (steps - 1) / md, same ? "true" : "false", ids[steps - 1]);
         fflush(stdout);
@@ -351,19 +383,21 @@ static int bench_prefill(llm_model *m, const llm_model_info *info, const char *l
         double flops = info->n_layers * (2.0 * n * layer_params + attn) +
                        2.0 * (double)info->dim * info->n_vocab;
         double md = median(t, reps);
+        char tj[64];
+        tuning_json(m, tj, sizeof tj);
         if (mode == LLM_CUDA_PREFILL_FUSED) {
             ref->median_s = md;
             ref->argmax = top;
-            printf("{\"bench\":\"engine_prefill\",\"model\":\"%s\",\"dtype\":\"%s\","
+            printf("{\"bench\":\"engine_prefill\",\"model\":\"%s\",\"dtype\":\"%s\",%s,"
                    "\"tokens\":%d,\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.0f,"
                    "\"TFLOPs\":%.1f,\"fraction_of_gemm_peak\":%.3f}\n", label,
-                   info->weight_type, n, reps, md * 1e3, n / md, flops / md / 1e12,
+                   info->weight_type, tj, n, reps, md * 1e3, n / md, flops / md / 1e12,
                    peak > 0 ? flops / md / peak : 0.0);
         } else {
-            printf("{\"bench\":\"engine_prefill_ops\",\"model\":\"%s\",\"dtype\":\"%s\","
+            printf("{\"bench\":\"engine_prefill_ops\",\"model\":\"%s\",\"dtype\":\"%s\",%s,"
                    "\"tokens\":%d,\"reps\":%d,\"median_ms\":%.3f,\"tokens_per_s\":%.0f,"
                    "\"TFLOPs\":%.1f,\"fused_speedup\":%.2f,\"argmax_equal_fused\":%s}\n",
-                   label, info->weight_type, n, reps, md * 1e3, n / md, flops / md / 1e12,
+                   label, info->weight_type, tj, n, reps, md * 1e3, n / md, flops / md / 1e12,
                    ref->median_s > 0 ? md / ref->median_s : 0.0,
                    top == ref->argmax ? "true" : "false");
         }
@@ -372,6 +406,76 @@ static int bench_prefill(llm_model *m, const llm_model_info *info, const char *l
     free(toks);
     llm_session_free(s);
     return rc;
+}
+
+/* The first_request line: the model's open, then the process's first
+ * prefill of n tokens and first decode step, against the median of 5
+ * later ones on the same session. Run alone in a fresh process. */
+static int first_request(const char *path, const char *label, int n)
+{
+    enum { WARM = 5 };
+    llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
+    mo.backend = "cuda:0";
+    llm_model *m = NULL;
+    char err[256];
+    double t0 = now_s();
+    if (llm_model_open(path, &mo, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: %s: %s\n", path, err);
+        return 1;
+    }
+    double open_s = now_s() - t0;
+    llm_model_info info;
+    llm_model_get_info(m, &info);
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = (uint32_t)n + 2;
+    so.n_batch = (uint32_t)n;
+    llm_session *s = NULL;
+    t0 = now_s();
+    if (llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_engine: session: %s\n", err);
+        llm_model_free(m);
+        return 1;
+    }
+    double session_s = now_s() - t0;
+    int32_t toks[64];
+    for (int i = 0; i < n; i++)
+        toks[i] = (int32_t)((7919u * (unsigned)i + 13u) % (unsigned)info.n_vocab);
+    double pre[WARM + 1], dec[WARM + 1];
+    int rc = 0;
+    for (int r = 0; rc == 0 && r <= WARM; r++) { /* r = 0: the first request */
+        const float *logits = NULL;
+        llm_session_reset(s);
+        double a = now_s();
+        rc = llm_prefill(s, toks, (size_t)n, 0, &logits);
+        pre[r] = now_s() - a;
+        if (rc == 0) {
+            a = now_s();
+            rc = llm_decode(s, argmax_of(logits, info.n_vocab), &logits);
+            dec[r] = now_s() - a;
+        }
+    }
+    if (rc) {
+        fprintf(stderr, "bench_engine: first request: %s\n", llm_session_error(s));
+    } else {
+        llm_cuda_decode_stats st;
+        memset(&st, 0, sizeof st);
+        llm_cuda_backend_decode_stats(m->be, &st);
+        char tj[64];
+        tuning_json(m, tj, sizeof tj);
+        double wp = median(pre + 1, WARM), wd = median(dec + 1, WARM);
+        printf("{\"bench\":\"first_request\",\"model\":\"%s\",\"dtype\":\"%s\",%s,"
+               "\"warmup\":%s,\"warmup_ms\":%.1f,\"open_s\":%.2f,\"session_ms\":%.2f,"
+               "\"prompt\":%d,\"first_prefill_ms\":%.3f,\"warm_prefill_ms\":%.3f,"
+               "\"first_over_warm\":%.2f,\"first_decode_ms\":%.3f,\"warm_decode_ms\":%.3f,"
+               "\"first_decode_over_warm\":%.2f}\n",
+               label, info.weight_type, tj, st.warmups ? "true" : "false",
+               (double)st.warmup_us * 1e-3, open_s, session_s * 1e3, n, pre[0] * 1e3,
+               wp * 1e3, pre[0] / wp, dec[0] * 1e3, wd * 1e3, dec[0] / wd);
+        fflush(stdout);
+    }
+    llm_session_free(s);
+    llm_model_free(m);
+    return rc ? 1 : 0;
 }
 
 static long arg_long(const char *s, long lo, long hi, const char *what)
@@ -386,16 +490,34 @@ static long arg_long(const char *s, long lo, long hi, const char *what)
     return v;
 }
 
+#define MAX_PREFILLS 4
+
+/* "512,2048": up to MAX_PREFILLS lengths (0 alone: none); their count. */
+static int arg_prefills(const char *s, int *out)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_PREFILLS) {
+            fprintf(stderr, "bench_engine: at most %d prefill lengths\n", MAX_PREFILLS);
+            exit(2);
+        }
+        out[n] = (int)arg_long(tok, 0, 32768, "prefill_tokens");
+        n += out[n] > 0;
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 6 || strcmp(argv[1], "-h") == 0) {
+    if (argc < 3 || argc > 7 || strcmp(argv[1], "-h") == 0) {
         fprintf(stderr, "usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps] "
-                        "[prefill_tokens]\n");
+                        "[prefill_tokens[,more]] [all|graph]\n"
+                        "       bench_engine MODEL.gguf LABEL first [prompt_tokens]\n");
         return argc == 2 && strcmp(argv[1], "-h") == 0 ? 0 : 2;
     }
-    int steps = argc > 3 ? (int)arg_long(argv[3], 1, MAX_TOKENS, "decode_tokens") : 128;
-    int reps = argc > 4 ? (int)arg_long(argv[4], 1, MAX_REPS, "reps") : 5;
-    int prefill_n = argc > 5 ? (int)arg_long(argv[5], 0, 32768, "prefill_tokens") : 0;
     int ndev = 0;
     char err[256];
     llm_cuda_device_count(&ndev, err, sizeof err);
@@ -403,8 +525,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_engine: no CUDA device (%s)\n", err);
         return 1;
     }
+    if (argc > 3 && strcmp(argv[3], "first") == 0) {
+        if (argc > 5) {
+            fprintf(stderr, "bench_engine: first takes one prompt length\n");
+            return 2;
+        }
+        return first_request(argv[1], argv[2],
+                             argc > 4 ? (int)arg_long(argv[4], 1, 64, "prompt_tokens") : 11);
+    }
+    int steps = argc > 3 ? (int)arg_long(argv[3], 1, MAX_TOKENS, "decode_tokens") : 128;
+    int reps = argc > 4 ? (int)arg_long(argv[4], 1, MAX_REPS, "reps") : 5;
+    int prefills[MAX_PREFILLS];
+    int n_prefills = argc > 5 ? arg_prefills(argv[5], prefills) : 0;
+    int all = 1;
+    if (argc > 6 && strcmp(argv[6], "graph") == 0)
+        all = 0;
+    else if (argc > 6 && strcmp(argv[6], "all") != 0) {
+        fprintf(stderr, "bench_engine: modes must be all or graph (got '%s')\n", argv[6]);
+        return 2;
+    }
     double bw = copy_bandwidth(2 * reps);
-    double peak = prefill_n > 0 ? gemm_peak(reps) : 0.0;
+    double peak = n_prefills > 0 ? gemm_peak(reps) : 0.0;
     llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
     mo.backend = "cuda:0";
     llm_model *m = NULL;
@@ -431,7 +572,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    for (size_t k = 0; rc == 0 && k < sizeof modes / sizeof modes[0]; k++) {
+    size_t n_modes = all ? sizeof modes / sizeof modes[0] : 1;
+    for (size_t k = 0; rc == 0 && k < n_modes; k++) {
         if (llm_cuda_backend_set_decode(m->be, modes[k].mode) != 0) {
             rc = 1;
             break;
@@ -451,30 +593,35 @@ int main(int argc, char **argv)
         double tps = steps / md, wbw = (double)info.weight_bytes * tps;
         llm_cuda_decode_stats st;
         llm_cuda_backend_decode_stats(m->be, &st);
-        printf("{\"bench\":\"engine_decode\",\"model\":\"%s\",\"dtype\":\"%s\",\"mode\":\"%s\","
-               "\"layers\":%d,\"dim\":%d,\"tokens\":%d,\"reps\":%d,\"context_start\":%d,"
+        char tj[64];
+        tuning_json(m, tj, sizeof tj);
+        printf("{\"bench\":\"engine_decode\",\"model\":\"%s\",\"dtype\":\"%s\",%s,"
+               "\"mode\":\"%s\",\"layers\":%d,\"dim\":%d,\"tokens\":%d,\"reps\":%d,\"context_start\":%d,"
                "\"median_decode_ms\":%.3f,\"tokens_per_s\":%.2f,\"wall_tokens_per_s\":%.2f,"
                "\"weight_bytes_per_token\":%llu,\"weight_GBps\":%.1f,"
                "\"fraction_of_copy_bw\":%.3f,\"ids_equal_graph\":%s,\"last_token\":%d,"
-               "\"fused_layers\":%u,\"captures\":%llu,\"open_s\":%.1f}\n",
-               argv[2], info.weight_type, modes[k].name, info.n_layers, info.dim, steps, reps,
+               "\"fused_layers\":%u,\"captures\":%llu,\"open_s\":%.1f,"
+               "\"warmup_ms\":%.1f}\n",
+               argv[2], info.weight_type, tj, modes[k].name, info.n_layers, info.dim, steps, reps,
                PROMPT, md * 1e3, tps, steps / mw, (unsigned long long)info.weight_bytes,
                wbw / 1e9, bw > 0 ? wbw / bw : 0.0, same ? "true" : "false", ids[steps - 1],
-               (unsigned)st.fused_layers, (unsigned long long)st.captures, t_open);
+               (unsigned)st.fused_layers, (unsigned long long)st.captures, t_open,
+               (double)st.warmup_us * 1e-3);
         fflush(stdout);
     }
     if (rc == 0)
-        rc = bench_generate(m, s, argv[2], steps, reps, ids, ref);
+        rc = bench_generate(m, s, argv[2], steps, reps, ids, ref, all);
     free(ids);
     free(ref);
     llm_session_free(s);
-    prefill_ref pref = {0.0, -1};
-    if (rc == 0 && prefill_n > 0)
-        rc = bench_prefill(m, &info, argv[2], prefill_n, reps, LLM_CUDA_PREFILL_FUSED, peak,
+    for (int i = 0; rc == 0 && i < n_prefills; i++) {
+        prefill_ref pref = {0.0, -1};
+        rc = bench_prefill(m, &info, argv[2], prefills[i], reps, LLM_CUDA_PREFILL_FUSED, peak,
                            &pref);
-    if (rc == 0 && prefill_n > 0)
-        rc = bench_prefill(m, &info, argv[2], prefill_n, reps, LLM_CUDA_PREFILL_OPS, peak,
-                           &pref);
+        if (rc == 0 && all)
+            rc = bench_prefill(m, &info, argv[2], prefills[i], reps, LLM_CUDA_PREFILL_OPS,
+                               peak, &pref);
+    }
     llm_model_free(m);
     return rc ? 1 : 0;
 }

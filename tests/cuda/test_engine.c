@@ -16,7 +16,8 @@
  *   f16, bf16: 0.08 (prefills of more than LLM_CUDA_MATVEC_MAX tokens
  *        multiply bf16-rounded activations on the tensor cores);
  *   q8_0, q4_0: 0.15 (the CPU quantizes activations to 8 bits per block of
- *        32, as ggml does; the GPU multiplies fp32 activations).
+ *        32, as ggml does; the GPU does the same in one-row products and
+ *        multiplies fp32 activations in verifies, bf16 ones in prefills).
  * Greedy tokens are compared with the CPU's token fed to both (teacher
  * forcing), and a differing argmax passes only as a near tie: the CPU's
  * logit gap between its token and the GPU's token must be within the
@@ -429,6 +430,73 @@ static void engine_graph_cache(void)
     runner_free(&grown);
     runner_free(&same);
     close_pair(&p);
+}
+
+/* The warm-up at prepare leaves nothing behind: a model prepared with it
+ * and one prepared without (the same file, each on its own backend) give
+ * the same bits for an 11-token prefill and three greedy steps, and the
+ * counters show the warm-up alone (none of its forwards, none of its
+ * graphs: the first real decode step captures). */
+static void engine_warmup(void)
+{
+    enum { N = 11, STEPS = 3 };
+    ct_require_device();
+    synth_spec s = synth_default();
+    s.hp.dim = 128;
+    s.hp.n_heads = 4;
+    s.hp.n_kv_heads = 2;
+    s.hp.ffn = 256;
+    s.hp.vocab = 384;
+    s.hp.ctx = 128;
+    s.hp.n_layers = 3;
+    s.type = s.embd_type = LLM_TYPE_Q8_0;
+    char path[512];
+    synth_path(path, sizeof path, "q8_0");
+    REQUIRE(synth_write(path, &s) == 0);
+    const int32_t toks[N] = {7, 99, 3, 250, 41, 0, 383, 17, 17, 200, 5};
+    size_t row = (size_t)s.hp.vocab * sizeof(float);
+    float *lg[2];
+    for (int w = 0; w < 2; w++) {
+        llm_model *m = synth_open(path, 2);
+        char err[256];
+        m->be->ops->destroy(m->be);
+        m->be = NULL;
+        if (llm_cuda_backend_create(0, &m->be, err, sizeof err) != 0 ||
+            llm_cuda_backend_set_warmup(m->be, w) != 0 ||
+            m->be->ops->prepare(m->be, m, err, sizeof err) != 0) {
+            fprintf(stderr, "cuda backend: %s\n", err);
+            exit(1);
+        }
+        llm_cuda_decode_stats st;
+        REQUIRE(llm_cuda_backend_decode_stats(m->be, &st) == 0);
+        CHECK_INT_EQ((int)st.warmups, w);
+        CHECK_INT_EQ((int)(st.captures + st.replays + st.direct + st.declined), 0);
+        CHECK_INT_EQ((int)(st.prefills + st.argmaxes), 0);
+        CHECK(w ? st.warmup_us > 0 : st.warmup_us == 0);
+        printf("warm-up %s: %.3f ms at prepare\n", w ? "on" : "off", st.warmup_us * 1e-3);
+        lg[w] = malloc((STEPS + 1) * row);
+        REQUIRE(lg[w]);
+        runner r;
+        runner_init(&r, m, 128);
+        const float *l = run(&r, toks, N, PM_PHASE_EXACT, ROWS_LAST);
+        memcpy(lg[w], l, row);
+        for (int i = 0; i < STEPS; i++) {
+            int32_t t = argmax_of(l, s.hp.vocab);
+            l = run(&r, &t, 1, PM_PHASE_DECODE, ROWS_LAST);
+            memcpy((char *)lg[w] + (size_t)(i + 1) * row, l, row);
+        }
+        REQUIRE(llm_cuda_backend_decode_stats(m->be, &st) == 0);
+        CHECK_INT_EQ((int)st.prefills, 1);
+        CHECK_INT_EQ((int)st.captures, 1);
+        CHECK_INT_EQ((int)st.replays, STEPS);
+        CHECK_INT_EQ((int)st.warmups, w);
+        runner_free(&r);
+        llm_model_free(m);
+    }
+    unlink(path);
+    CHECK(memcmp(lg[0], lg[1], (STEPS + 1) * row) == 0);
+    free(lg[0]);
+    free(lg[1]);
 }
 
 static void engine_f32(void) { synth_case("f32", 20); }
@@ -910,6 +978,7 @@ static const ct_case cases[] = {
     {"engine_hetero_f16", engine_hetero_f16}, {"engine_hetero_q8_0", engine_hetero_q8_0},
     {"engine_f32", engine_f32}, {"engine_f16", engine_f16},
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
+    {"engine_warmup", engine_warmup},
     {"engine_q4_0", engine_q4_0}, {"engine_q4_k_m", engine_q4_k_m}, {"engine_stories", engine_stories},
     {"engine_graph_cache", engine_graph_cache},
     {"engine_prefill_f32", engine_prefill_f32}, {"engine_prefill_f16", engine_prefill_f16},

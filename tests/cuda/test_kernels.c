@@ -3,13 +3,19 @@
  *
  * Tolerances (relative L2 error, ||out - ref|| / ||ref||):
  *   matrix-vector, all weight types: 2e-5 against the exact weights and
- *     fp32 activations (only fp32 accumulation order differs);
+ *     fp32 activations (only fp32 accumulation order differs); one-row
+ *     products over Q8 layout weights (Q8_0, Q4_0) with the int8 kernel
+ *     on (the default): 2e-5 against the exact weights and the activation
+ *     quantized per 32 values by the CPU backend's rule (q8_acts), which
+ *     is what the kernel multiplies exactly in int32;
  *   cuBLAS products (more than LLM_CUDA_MATVEC_MAX rows): 1e-4 against a
- *     reference with bf16-rounded operands (what the device multiplies),
+ *     reference with bf16-rounded operands (what the device multiplies;
+ *     F16 weights: the exact weights and fp16-rounded activations),
  *     and 1e-2 against the unrounded operands (bf16 operand rounding, the
  *     documented cost of the tensor-core path); fp32 weights: 2e-5;
  *   norms, RoPE, SwiGLU, add, embedding: 1e-6 (element-wise fp32).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +27,38 @@
 static double bf16_round(double v)
 {
     return llm_bf16_to_f32(llm_f32_to_bf16((float)v));
+}
+
+static double fp16_round(double v)
+{
+    return llm_fp16_to_f32(llm_f32_to_fp16((float)v));
+}
+
+/* x quantized per 32 values as the CPU backend quantizes activations (d =
+ * amax / 127 in float, q = nearest-even of x * (1 / d)) and dequantized:
+ * exactly the activation the int8 kernel multiplies. n is a multiple of
+ * 32. */
+static void q8_acts(const float *x, int64_t n, double *out)
+{
+    for (int64_t b = 0; b < n; b += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[b + j]));
+        float d = amax / 127.0f;
+        float id = d > 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < 32; j++)
+            out[b + j] = (double)nearbyintf(x[b + j] * id) * (double)d;
+    }
+}
+
+/* Whether a one-row product over `type` runs on the int8 kernel (types
+ * uploaded into the Q8 layout, the tuning on, rows it takes, aligned x). */
+static int int8_path(llm_cuda *c, uint32_t type, int64_t cols, int32_t n, int x_off)
+{
+    llm_cuda_tuning t;
+    CT_OK(c, llm_cuda_get_tuning(c, &t));
+    return t.q8_int8 && n == 1 && x_off == 0 && cols <= LLM_CUDA_Q8_INT8_MAX_COLS &&
+           (type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0);
 }
 
 /* One y = W x check (y += W x when acc, over random y): `n` activation
@@ -42,6 +80,14 @@ static void matmul_case_acc(uint32_t type, int64_t rows, int64_t cols, int32_t n
     ct_fill(&r, w, nw, 1.0f);
     ct_fill(&r, x, nx, 1.0f);
     ct_encode(type, w, rows, cols, enc, deq);
+    double *xr = malloc(nx * sizeof *xr); /* the activation multiplied */
+    REQUIRE(xr);
+    int q8i = int8_path(c, type, cols, n, x_off);
+    if (q8i)
+        q8_acts(x, cols, xr);
+    else
+        for (size_t i = 0; i < nx; i++)
+            xr[i] = x[i];
 
     llm_cuda_weight dw;
     CT_OK(c, llm_cuda_weight_upload(c, type, enc, cols, rows, rb, &dw));
@@ -57,13 +103,16 @@ static void matmul_case_acc(uint32_t type, int64_t rows, int64_t cols, int32_t n
         CT_OK(c, llm_cuda_matmul(c, &dw, dx + x_off, n, dy));
     }
 
+    llm_cuda_tuning tu;
+    CT_OK(c, llm_cuda_get_tuning(c, &tu));
+    int f16 = type == LLM_TYPE_F16 && tu.f16_direct; /* fp16 activations */
     for (int32_t t = 0; t < n; t++)
         for (int64_t o = 0; o < rows; o++) {
             double s = acc ? y[(size_t)t * rows + o] : 0.0, sb = s;
             for (int64_t k = 0; k < cols; k++) {
-                double wv = deq[o * cols + k], xv = x[(size_t)t * cols + k];
+                double wv = deq[o * cols + k], xv = xr[(size_t)t * cols + k];
                 s += wv * xv;
-                sb += bf16_round(wv) * bf16_round(xv);
+                sb += f16 ? wv * fp16_round(xv) : bf16_round(wv) * bf16_round(xv);
             }
             ref[(size_t)t * rows + o] = s;
             ref_b[(size_t)t * rows + o] = sb;
@@ -71,8 +120,9 @@ static void matmul_case_acc(uint32_t type, int64_t rows, int64_t cols, int32_t n
     ct_get(c, y, dy, ny * sizeof *y);
     double e = ct_rel_err(y, ref, ny);
     int wide = n > LLM_CUDA_MATVEC_MAX && type != LLM_TYPE_F32;
-    printf("type %u rows %lld cols %lld n %d%s: rel err %.3g", type,
-           (long long)rows, (long long)cols, n, acc ? " (accumulate)" : "", e);
+    printf("type %u rows %lld cols %lld n %d%s%s: rel err %.3g", type,
+           (long long)rows, (long long)cols, n, acc ? " (accumulate)" : "",
+           q8i ? " (int8 activations)" : "", e);
     if (wide) {
         double eb = ct_rel_err(y, ref_b, ny);
         printf(" (vs bf16 operands %.3g)", eb);
@@ -87,7 +137,7 @@ static void matmul_case_acc(uint32_t type, int64_t rows, int64_t cols, int32_t n
     llm_cuda_mfree(c, dy);
     CHECK_INT_EQ(llm_cuda_status(c), 0);
     llm_cuda_free(c);
-    free(w), free(x), free(y), free(deq), free(ref), free(ref_b), free(enc);
+    free(w), free(x), free(y), free(deq), free(ref), free(ref_b), free(enc), free(xr);
 }
 
 static void matmul_case(uint32_t type, int64_t rows, int64_t cols, int32_t n,
@@ -114,6 +164,26 @@ static void matvec_f16(void) { matmul_case(LLM_TYPE_F16, 257, 2048, 1, 0, 64); }
 static void matvec_f32(void) { matmul_case(LLM_TYPE_F32, 130, 1024, 1, 0, 64); }
 static void matvec_q8_0(void) { matmul_case(LLM_TYPE_Q8_0, 299, 4096, 1, 0, 64); }
 static void matvec_q4_0(void) { matmul_case(LLM_TYPE_Q4_0, 97, 1024, 1, 0, 64); }
+
+/* The int8 kernel over more row pairs than its grid has warps (each warp
+ * takes several pairs, the last one alone), rows whose vectors do not
+ * fill whole batches (416 columns: 26 vectors), accumulate; then the same
+ * products with the tuning off, on the fp32-activation kernel, against the
+ * exact activations. */
+static void matvec_q8_0_int8(void)
+{
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    int64_t rows = (int64_t)llm_cuda_sm_count(c) * 3 * 8 * 2 * 2 + 3;
+    llm_cuda_free(c);
+    matmul_case_acc(LLM_TYPE_Q8_0, rows, 416, 1, 0, 64, 0);
+    matmul_case_acc(LLM_TYPE_Q8_0, rows, 416, 1, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_Q4_0, 77, 4096 + 32, 1, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_Q8_0, 33, 32, 1, 0, 64, 0); /* one block a row */
+    REQUIRE(setenv("PHASEMARK_CUDA_Q8", "f32", 1) == 0); /* read at creation */
+    matmul_case_acc(LLM_TYPE_Q8_0, rows, 416, 1, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_Q4_0, 77, 4096 + 32, 1, 0, 64, 0);
+    REQUIRE(unsetenv("PHASEMARK_CUDA_Q8") == 0);
+}
 
 static void matvec_batch(void)
 {
@@ -297,6 +367,28 @@ static void embed(void)
     llm_cuda_free(c);
 }
 
+/* The activation a fused product multiplies: x (times inv and g with
+ * MV_NORM) in double; on the int8 kernel, x * g in float quantized as
+ * q8_acts does, times inv (the kernel scales the finished dot products). */
+static void q8_fused_acts(llm_cuda *c, uint32_t type, unsigned flags, const float *x,
+                          const float *g, double inv, int cols, double *xn)
+{
+    int norm = (flags & LLM_CUDA_MV_NORM) != 0;
+    if (!int8_path(c, type, cols, 1, 0)) {
+        for (int i = 0; i < cols; i++)
+            xn[i] = norm ? x[i] * inv * g[i] : x[i];
+        return;
+    }
+    float *xg = malloc((size_t)cols * sizeof *xg);
+    REQUIRE(xg);
+    for (int i = 0; i < cols; i++)
+        xg[i] = norm ? x[i] * g[i] : x[i];
+    q8_acts(xg, cols, xn);
+    for (int i = 0; i < cols; i++)
+        xn[i] *= norm ? inv : 1.0;
+    free(xg);
+}
+
 /* The decode fusions against the unfused definition in double. */
 static void fused_rows_case(uint32_t type, unsigned flags, int ROWS)
 {
@@ -319,8 +411,7 @@ static void fused_rows_case(uint32_t type, unsigned flags, int ROWS)
     for (int i = 0; i < COLS; i++)
         ss += (double)x[i] * x[i];
     double inv = 1.0 / sqrt(ss / COLS + 1e-5);
-    for (int i = 0; i < COLS; i++)
-        xn[i] = (flags & LLM_CUDA_MV_NORM) ? x[i] * inv * g[i] : x[i];
+    q8_fused_acts(c, type, flags, x, g, inv, COLS, xn);
     int pairs = (flags & LLM_CUDA_MV_SWIGLU_PAIRS) != 0, nout = pairs ? ROWS / 2 : ROWS;
     for (int o = 0; o < nout; o++) {
         double d[2] = {0.0, 0.0};
@@ -461,8 +552,7 @@ static void rope_store_case(uint32_t type, unsigned flags)
     for (int i = 0; i < COLS; i++)
         ss += (double)x[i] * x[i];
     double inv = 1.0 / sqrt(ss / COLS + 1e-5);
-    for (int i = 0; i < COLS; i++)
-        xn[i] = (flags & LLM_CUDA_MV_NORM) ? x[i] * inv * g[i] : x[i];
+    q8_fused_acts(c, type, flags, x, g, inv, COLS, xn);
     for (int o = 0; o < ROWS; o++) {
         ref[o] = 0.0;
         for (int i = 0; i < COLS; i++)
@@ -538,7 +628,8 @@ static const ct_case cases[] = {
     {"matvec_fused", matvec_fused}, {"rope_qkv_store", rope_qkv_store},
     {"matvec_bf16", matvec_bf16}, {"matvec_f16", matvec_f16},
     {"matvec_f32", matvec_f32}, {"matvec_q8_0", matvec_q8_0},
-    {"matvec_q4_0", matvec_q4_0}, {"matvec_batch", matvec_batch},
+    {"matvec_q4_0", matvec_q4_0}, {"matvec_q8_0_int8", matvec_q8_0_int8},
+    {"matvec_batch", matvec_batch},
     {"matvec_unaligned", matvec_unaligned}, {"gemm_bf16", gemm_bf16},
     {"gemm_f16", gemm_f16}, {"gemm_q8_0", gemm_q8_0}, {"gemm_f32", gemm_f32},
     {"gemm_slices", gemm_slices}, {"rmsnorm", rmsnorm}, {"rope", rope},

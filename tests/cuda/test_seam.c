@@ -116,9 +116,65 @@ static void seam_prefill_mode(void)
     REQUIRE(unsetenv("PHASEMARK_CUDA_PREFILL") == 0);
 }
 
+/* The context's kernel choices with PHASEMARK_CUDA_Q8 (for the decode's
+ * Q8 products) and PHASEMARK_CUDA_F16_GEMM (for F16 prefill) set to
+ * q8 and f16 at creation (NULL: unset). */
+static void tuning_with(const char *q8, const char *f16, llm_cuda_tuning *t)
+{
+    REQUIRE(q8 ? setenv("PHASEMARK_CUDA_Q8", q8, 1) == 0 : unsetenv("PHASEMARK_CUDA_Q8") == 0);
+    REQUIRE(f16 ? setenv("PHASEMARK_CUDA_F16_GEMM", f16, 1) == 0
+                : unsetenv("PHASEMARK_CUDA_F16_GEMM") == 0);
+    char err[256];
+    llm_backend *be = NULL;
+    REQUIRE(llm_backend_create("cuda:0", 1, &be, err, sizeof err) == 0);
+    REQUIRE(llm_cuda_get_tuning(llm_cuda_backend_context(be), t) == 0);
+    be->ops->destroy(be);
+    REQUIRE(unsetenv("PHASEMARK_CUDA_Q8") == 0 && unsetenv("PHASEMARK_CUDA_F16_GEMM") == 0);
+}
+
+/* The switches of issue 18: the Q8 decode kernel and the F16 prefill from
+ * the environment (anything unknown keeps the default), the tuning's
+ * range, and the warm-up switch's arguments. */
+static void seam_kernel_switches(void)
+{
+    CHECK_INT_EQ(llm_cuda_backend_set_warmup(NULL, 0), LLM_EINVAL);
+    ct_require_device();
+    llm_cuda_tuning t;
+    tuning_with(NULL, NULL, &t);
+    CHECK_INT_EQ(t.q8_int8, 1);
+    CHECK_INT_EQ(t.f16_direct, 1);
+    tuning_with("f32", "bf16", &t);
+    CHECK_INT_EQ(t.q8_int8, 0);
+    CHECK_INT_EQ(t.f16_direct, 0);
+    tuning_with("int8u1", "f16", &t);
+    CHECK_INT_EQ(t.q8_int8, 2);
+    CHECK_INT_EQ(t.f16_direct, 1);
+    tuning_with("F32", "", &t);
+    CHECK_INT_EQ(t.q8_int8, 1);
+    CHECK_INT_EQ(t.f16_direct, 1);
+    char err[256];
+    llm_backend *be = NULL;
+    REQUIRE(llm_backend_create("cuda:0", 1, &be, err, sizeof err) == 0);
+    llm_cuda *cu = llm_cuda_backend_context(be);
+    REQUIRE(llm_cuda_get_tuning(cu, &t) == 0);
+    t.q8_int8 = 3;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.q8_int8 = 2;
+    t.f16_direct = 2;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.f16_direct = 0;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), 0);
+    CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, 2), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, -1), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, 0), 0);
+    CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, 1), 0);
+    CHECK_INT_EQ(llm_cuda_status(cu), 0);
+    be->ops->destroy(be);
+}
+
 static const ct_case cases[] = {
     {"seam_name", seam_name}, {"seam_status", seam_status},
-    {"seam_prefill_mode", seam_prefill_mode},
+    {"seam_prefill_mode", seam_prefill_mode}, {"seam_kernel_switches", seam_kernel_switches},
 };
 
 CT_MAIN(cases)

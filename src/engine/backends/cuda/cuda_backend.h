@@ -120,6 +120,20 @@ int llm_cuda_bind(llm_cuda *c);
  *     room (fewer rows keep the exact-fp32 tiled kernel); 0 (default):
  *     every such call. Changes the arithmetic (TF32 vs fp32), so the
  *     engine's seam raises it to keep short prompts exact.
+ *   q8_int8: 1 (default) a one-row product over Q8 layout weights (Q8_0,
+ *     Q4_0 and the k-quants as uploaded) quantizes its activations to int8
+ *     per 32 values with an fp32 scale, as the CPU backend does (the rule
+ *     of its quantize_row: d = amax / 127, q = nearest-even of x / d), and
+ *     multiplies with dp4a; 2 the same kernel with half the loads in
+ *     flight a warp and more warps (for measurement); 0 the fp32-activation
+ *     kernel. Rows wider than LLM_CUDA_Q8_INT8_MAX_COLS and products of
+ *     2..8 activation rows keep the fp32 kernel. PHASEMARK_CUDA_Q8=f32 at
+ *     creation sets 0, =int8u1 sets 2.
+ *   f16_direct: 1 (default) a wide product over F16 weights runs on them
+ *     as they are, with fp16 activations (clamped to +-65504) and fp32
+ *     accumulation; 0 dequantizes the weights to bf16 per call and
+ *     multiplies bf16 activations, as before. PHASEMARK_CUDA_F16_GEMM=bf16
+ *     at creation sets 0.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -129,7 +143,14 @@ typedef struct llm_cuda_tuning {
     int32_t attn_pieces;
     int attn_decode;
     int32_t attn_gemm_min;
+    int q8_int8;
+    int f16_direct;
 } llm_cuda_tuning;
+
+/* The widest Q8 row the int8-activation kernel takes (its quantized
+ * activation, cols bytes and cols / 32 scales, lives in 48 KB of shared
+ * memory). */
+#define LLM_CUDA_Q8_INT8_MAX_COLS 43008
 
 int llm_cuda_get_tuning(const llm_cuda *c, llm_cuda_tuning *t);
 int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t);
@@ -455,6 +476,17 @@ int llm_cuda_backend_create(int device, struct llm_backend **out, char *err,
  * backend or a negative layer. */
 int llm_cuda_backend_set_fuse_from(struct llm_backend *be, int32_t layer);
 
+/* Whether prepare runs the warm-up (1, the default; 0 skips it): after the
+ * upload, a few quiet forwards of every path a request takes (prefills of
+ * LLM_CUDA_PREFILL_TF32_MIN and 16 rows, a 4-row verify, two decode steps,
+ * the argmax) on a small cache and workspace of its own, so that the
+ * first request does not pay for loading kernels, cuBLAS's first kernel
+ * choices and the first graph instantiation. Nothing of it is kept (the
+ * counters stay as before except warmups and warmup_us). The environment
+ * variable PHASEMARK_CUDA_WARMUP=0 sets 0 at creation. Before prepare.
+ * LLM_EINVAL for a non-CUDA backend or another value. */
+int llm_cuda_backend_set_warmup(struct llm_backend *be, int on);
+
 /* The seam's supports_type (backend.h): 1 when weights of ggml type `type`
  * upload to a device layout the kernels take (F32, F16, BF16, Q8_0, Q4_0;
  * the table in cuda_matmul.cu), else 0. Thread-safe. */
@@ -519,6 +551,9 @@ typedef struct llm_cuda_decode_stats {
     uint64_t argmaxes;     /* rows (tokens) the seam's argmax op took */
     uint64_t prefills;     /* multi-row forwards run on the fused prefill
                               path (LLM_CUDA_PREFILL_FUSED) */
+    uint64_t warmups;      /* warm-ups run at prepare (none of their
+                              forwards is counted above) */
+    uint64_t warmup_us;    /* their wall time, microseconds */
 } llm_cuda_decode_stats;
 int llm_cuda_backend_decode_stats(struct llm_backend *be, llm_cuda_decode_stats *out);
 

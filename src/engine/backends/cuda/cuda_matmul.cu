@@ -12,9 +12,13 @@
  * kernel that produces its activations, and lets the next kernel be
  * scheduled once its own weights are all requested.
  *
- * Wider products (prefill) go through cuBLAS with bf16 operands and fp32
- * accumulation; weights that are not bf16 are dequantized a bounded chunk of
- * rows at a time into reserved scratch. FP32 weights use an fp32 GEMM.
+ * One-row products over Q8 layout weights take their own kernel on int8
+ * activations (matvec_q8i_kernel, below), unless the tuning says otherwise.
+ *
+ * Wider products (prefill) go through cuBLAS with fp32 accumulation: bf16
+ * weights with bf16 activations, F16 weights as they are with fp16
+ * activations, Q8 weights dequantized to bf16 a bounded chunk of rows at a
+ * time into reserved scratch. FP32 weights use an fp32 GEMM.
  *
  * Q8_0 lives on the device as two arrays, int8 quants [rows][cols] and fp16
  * scales [rows][cols/32], instead of ggml's interleaved 34-byte blocks, so
@@ -45,9 +49,10 @@ template <> struct wt_info<WT_BF16> { static constexpr int chunk = 8, bytes = 2;
 template <> struct wt_info<WT_Q8> { static constexpr int chunk = 16, bytes = 1; };
 
 /* How a wide product takes a layout: fp32 GEMM on the weights as they are
- * (exact), bf16 GEMM on them as they are, or bf16 GEMM on a dequantized
- * chunk of rows. */
-enum { GEMM_F32, GEMM_BF16, GEMM_DEQUANT };
+ * (exact), bf16 GEMM on them as they are, fp16 GEMM on them as they are
+ * (fp16 activations; bf16 on dequantized chunks when the tuning's
+ * f16_direct is off), or bf16 GEMM on a dequantized chunk of rows. */
+enum { GEMM_F32, GEMM_BF16, GEMM_F16, GEMM_DEQUANT };
 
 /* One device layout (llm_cuda_weight.type). */
 typedef struct layout_info {
@@ -61,7 +66,7 @@ typedef struct layout_info {
 
 static const layout_info k_layouts[] = {
     {LLM_TYPE_F32, WT_F32, wt_info<WT_F32>::bytes, wt_info<WT_F32>::chunk, 0, GEMM_F32},
-    {LLM_TYPE_F16, WT_F16, wt_info<WT_F16>::bytes, wt_info<WT_F16>::chunk, 0, GEMM_DEQUANT},
+    {LLM_TYPE_F16, WT_F16, wt_info<WT_F16>::bytes, wt_info<WT_F16>::chunk, 0, GEMM_F16},
     {LLM_TYPE_BF16, WT_BF16, wt_info<WT_BF16>::bytes, wt_info<WT_BF16>::chunk, 0, GEMM_BF16},
     {LLM_TYPE_Q8_0, WT_Q8, wt_info<WT_Q8>::bytes, wt_info<WT_Q8>::chunk, 1, GEMM_DEQUANT},
 };
@@ -872,6 +877,299 @@ static const fused_launch_fn k_fused_launch[WT_COUNT] = {
     launch_fused_type<WT_F32>, launch_fused_type<WT_F16>, launch_fused_type<WT_BF16>,
     launch_fused_type<WT_Q8>};
 
+/* ---- Q8 decode on int8 activations -------------------------------------- */
+
+/* The fp32-activation kernels above spend, per 16-byte vector of Q8 weights,
+ * 16 int-to-float conversions (a quarter-rate instruction) and 64 bytes of
+ * activation reads, and reach about 0.4 of the copy bandwidth on an 8B
+ * model. This kernel reads the activation once per block, quantizes it into
+ * shared memory as the CPU backend does (32 values per fp32 scale, d =
+ * amax / 127, q = nearest-even of x / d), and multiplies each 16-byte
+ * weight vector with four dp4a against 16 bytes of shared memory: one
+ * conversion per half block instead of sixteen.
+ *
+ * The grid holds q8i_shape<U>::blocks x multiprocessors blocks at most; a warp
+ * takes row pairs (2g, 2g+1) strided over every warp of the grid, so the
+ * quantization is paid once per block, not per row. A warp has two
+ * batches of weights in flight: the one it multiplies and the next one
+ * (the next pair's first batch at a pair's end). The first batch is loaded
+ * before the dependent-launch wait. RMSNorm is applied as in the fused
+ * kernels: W (x * g * inv) = inv * W (x * g), with the sum of squares of x
+ * gathered by the block from the x it reads anyway (every block sums in
+ * the same order, so every block gets the same inv). */
+#define Q8I_WARPS 8
+
+/* Vectors a lane loads per row and batch (U), and the blocks per
+ * multiprocessor that leaves registers for: U = 2 (the default, tuning
+ * q8_int8 = 1) keeps 2 KB a warp in flight with 24 warps an SM; U = 1
+ * (q8_int8 = 2) 1 KB a warp with 32. Both are kept for measurement. */
+template <int U> struct q8i_shape;
+template <> struct q8i_shape<2> { static constexpr int blocks = 3; };
+template <> struct q8i_shape<1> { static constexpr int blocks = 4; };
+
+static_assert(LLM_CUDA_Q8_INT8_MAX_COLS + LLM_CUDA_Q8_INT8_MAX_COLS / LLM_QK8_0 * 4 <=
+                  48 * 1024,
+              "the quantized activation fits the default shared memory");
+
+/* One batch of a row pair: U 16-byte vectors and their scales a row. */
+template <int U> struct q8i_batch {
+    uint4 w[U][2];
+    uint16_t d[U][2];
+};
+
+/* Loads the batch of row pair gi at vector base + lane + 32u (u < U);
+ * vectors past the row are not loaded (q8i_dot skips them). */
+template <int U>
+__device__ __forceinline__ void q8i_load(q8i_batch<U> &b, const int8_t *__restrict__ w,
+                                         const uint16_t *__restrict__ scales, int64_t rows,
+                                         int64_t cols, int64_t nch, int64_t gi, int64_t base,
+                                         int lane)
+{
+    int64_t r0 = 2 * gi, r1 = r0 + 1 < rows ? r0 + 1 : r0;
+    const uint4 *w0 = reinterpret_cast<const uint4 *>(w + r0 * cols);
+    const uint4 *w1 = reinterpret_cast<const uint4 *>(w + r1 * cols);
+    const uint16_t *s0 = scales + r0 * (cols / LLM_QK8_0), *s1 = scales + r1 * (cols / LLM_QK8_0);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int64_t j = base + lane + 32 * u;
+        if (j < nch) {
+            b.w[u][0] = ld_stream(w0 + j);
+            b.w[u][1] = ld_stream(w1 + j);
+            b.d[u][0] = __ldg(s0 + (j >> 1));
+            b.d[u][1] = __ldg(s1 + (j >> 1));
+        }
+    }
+}
+
+/* acc[r] += the batch's half-block dot products with the quantized x. */
+template <int U>
+__device__ __forceinline__ void q8i_dot(const q8i_batch<U> &b, const int8_t *xq, const float *xd,
+                                        int64_t nch, int64_t base, int lane, float *acc)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int64_t j = base + lane + 32 * u;
+        if (j < nch) {
+            uint4 xv = *reinterpret_cast<const uint4 *>(xq + 16 * j);
+            float dx = xd[j >> 1];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                int s = __dp4a((int)b.w[u][r].x, (int)xv.x, 0);
+                s = __dp4a((int)b.w[u][r].y, (int)xv.y, s);
+                s = __dp4a((int)b.w[u][r].z, (int)xv.z, s);
+                s = __dp4a((int)b.w[u][r].w, (int)xv.w, s);
+                float dw = __half2float(__ushort_as_half(b.d[u][r]));
+                acc[r] = fmaf((float)s, dw * dx, acc[r]);
+            }
+        }
+    }
+}
+
+/* nearest-even of v * id as an int8 byte: |v * id| <= 127, and adding
+ * 1.5 * 2^23 leaves an integer in the low mantissa bits (the same rounding
+ * as the CPU's nearbyintf of the rounded product). */
+__device__ __forceinline__ uint32_t q8i_round(float v, float id)
+{
+    float t = __fadd_rn(__fmul_rn(v, id), 12582912.0f);
+    return (uint32_t)(__float_as_int(t) - 0x4B400000) & 0xffu;
+}
+
+/* One float4 of x (times g with MV_NORM) quantized: the block of 32 is
+ * held by 8 consecutive lanes (all 32 lanes call this together). */
+__device__ __forceinline__ void q8i_quant4(float4 v, bool ok, int64_t f, int lane, int8_t *xq,
+                                           float *xd)
+{
+    float m = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+    float d = __fdiv_rn(m, 127.0f);
+    float id = d > 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+    if (ok) {
+        uint32_t p = q8i_round(v.x, id) | q8i_round(v.y, id) << 8 | q8i_round(v.z, id) << 16 |
+                     q8i_round(v.w, id) << 24;
+        reinterpret_cast<uint32_t *>(xq)[f] = p;
+        if ((lane & 7) == 0)
+            xd[f >> 3] = d;
+    }
+}
+
+/* The block quantizes x (times g with MV_NORM) into xq [cols] and xd
+ * [cols / 32]; returns the RMSNorm scale (1 without MV_NORM). Every thread
+ * of the block must call it: it ends with a barrier. cols is a multiple of
+ * 32, so 8 consecutive lanes hold one block of 32 values. A thread issues
+ * G float4 loads (and G of g) before it uses the first: the prologue is a
+ * few round trips to L2, not one per float4 (G x 8 warps x 32 lanes x 4
+ * values: 4096 columns with the norm, 8192 without, in one round). */
+template <int FLAGS>
+__device__ __forceinline__ float q8i_quantize(const float *__restrict__ x,
+                                              const float *__restrict__ g, float eps,
+                                              int64_t cols, int8_t *xq, float *xd,
+                                              float *red, int lane, int warp)
+{
+    constexpr int G = (FLAGS & MV_NORM) ? 4 : 8, STEP = Q8I_WARPS * 32;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    const float4 *g4 = reinterpret_cast<const float4 *>(g);
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    int64_t nf = cols / 4;
+    float ss = 0.0f;
+    for (int64_t b = (int64_t)warp * 32 + lane; b - lane < nf; b += (int64_t)G * STEP) {
+        float4 v[G];
+#pragma unroll
+        for (int i = 0; i < G; i++) /* whole groups of 8 lanes: nf is a multiple of 8 */
+            v[i] = b + i * STEP < nf ? __ldg(x4 + b + i * STEP) : zero;
+        if (FLAGS & MV_NORM) {
+            float4 gv[G];
+#pragma unroll
+            for (int i = 0; i < G; i++)
+                gv[i] = b + i * STEP < nf ? __ldg(g4 + b + i * STEP) : zero;
+#pragma unroll
+            for (int i = 0; i < G; i++) {
+                ss = fmaf(v[i].x, v[i].x,
+                          fmaf(v[i].y, v[i].y, fmaf(v[i].z, v[i].z, fmaf(v[i].w, v[i].w, ss))));
+                v[i].x = __fmul_rn(v[i].x, gv[i].x);
+                v[i].y = __fmul_rn(v[i].y, gv[i].y);
+                v[i].z = __fmul_rn(v[i].z, gv[i].z);
+                v[i].w = __fmul_rn(v[i].w, gv[i].w);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < G; i++)
+            q8i_quant4(v[i], b + i * STEP < nf, b + i * STEP, lane, xq, xd);
+    }
+    if (FLAGS & MV_NORM) {
+        ss = llm__warp_sum(ss);
+        if (lane == 0)
+            red[warp] = ss;
+    }
+    __syncthreads();
+    float inv = 1.0f;
+    if (FLAGS & MV_NORM) {
+        float t = 0.0f;
+#pragma unroll
+        for (int i = 0; i < Q8I_WARPS; i++)
+            t += red[i];
+        inv = 1.0f / sqrtf(t / (float)cols + eps);
+    }
+    return inv;
+}
+
+template <int FLAGS, int U>
+__global__ void __launch_bounds__(Q8I_WARPS * 32, q8i_shape<U>::blocks)
+matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ scales,
+                  const float *__restrict__ x, const float *__restrict__ g, float eps,
+                  float *__restrict__ y, int64_t rows, int64_t cols, llm_cuda_rope_store rp)
+{
+    extern __shared__ uint4 q8i_smem[]; /* xq [cols] int8, then xd [cols / 32] */
+    __shared__ float red[Q8I_WARPS];
+    int8_t *xq = reinterpret_cast<int8_t *>(q8i_smem);
+    float *xd = reinterpret_cast<float *>(xq + cols);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t pairs = (rows + 1) / 2, nch = cols / 16;
+    int64_t stride = (int64_t)gridDim.x * Q8I_WARPS;
+    int64_t gi = (int64_t)blockIdx.x * Q8I_WARPS + warp;
+    q8i_batch<U> cur;
+    if (gi < pairs) /* weights never depend on an earlier kernel */
+        q8i_load(cur, w, scales, rows, cols, nch, gi, 0, lane);
+    llm__pdl_wait();
+    float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
+    if (gi >= pairs) {
+        llm__pdl_trigger();
+        return; /* after the barrier: the block's other warps have their x */
+    }
+    for (;;) {
+        float acc[2] = {0.0f, 0.0f};
+        int64_t next = gi + stride;
+        for (int64_t base = 0; base < nch; base += 32 * U) {
+            int64_t nbase = base + 32 * U;
+            bool more = nbase < nch, load = more || next < pairs;
+            q8i_batch<U> nb;
+            if (load)
+                q8i_load(nb, w, scales, rows, cols, nch, more ? gi : next, more ? nbase : 0,
+                         lane);
+            else
+                llm__pdl_trigger(); /* every weight load of this warp is issued */
+            q8i_dot(cur, xq, xd, nch, base, lane, acc);
+            if (load)
+                cur = nb;
+        }
+        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
+        if (FLAGS & MV_NORM) {
+            a0 *= inv;
+            a1 *= inv;
+        }
+        int64_t row0 = 2 * gi;
+        if (lane == 0) {
+            if (FLAGS & MV_ROPE) {
+                rope_store_pair(rp, row0, a0, a1, y);
+            } else if (FLAGS & MV_PAIRS) {
+                float h = a0 / (1.0f + expf(-a0)) * a1;
+                y[gi] = (FLAGS & MV_ACC) ? y[gi] + h : h;
+            } else {
+                y[row0] = (FLAGS & MV_ACC) ? y[row0] + a0 : a0;
+                if (row0 + 1 < rows)
+                    y[row0 + 1] = (FLAGS & MV_ACC) ? y[row0 + 1] + a1 : a1;
+            }
+        }
+        if (next >= pairs)
+            return;
+        gi = next;
+    }
+}
+
+template <int FLAGS, int U>
+static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                const llm_cuda_mv_fuse *f, float *y)
+{
+    int64_t pairs = (w->rows + 1) / 2;
+    int64_t blocks = (pairs + Q8I_WARPS - 1) / Q8I_WARPS;
+    int64_t cap = (int64_t)c->sm_count * q8i_shape<U>::blocks;
+    blocks = blocks < cap ? blocks : cap;
+    size_t smem = (size_t)w->cols + (size_t)(w->cols / LLM_QK8_0) * sizeof(float);
+    llm_cuda_rope_store rp;
+    memset(&rp, 0, sizeof rp);
+    if (FLAGS & MV_ROPE)
+        rp = *f->rope;
+    return llm__launch(c, matvec_q8i_kernel<FLAGS, U>, dim3((unsigned)blocks),
+                       dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
+                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, rp);
+}
+
+template <int FLAGS>
+static cudaError_t launch_q8i(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                              const llm_cuda_mv_fuse *f, float *y)
+{
+    return c->tune.q8_int8 == 2 ? launch_q8i_u<FLAGS, 1>(c, w, x, f, y)
+                                : launch_q8i_u<FLAGS, 2>(c, w, x, f, y);
+}
+
+/* Whether the int8-activation kernel runs a one-row product over w: Q8
+ * layout, the tuning on, a row whose quantized activation fits (the
+ * callers have checked 16-byte alignment of x and the weight). */
+static int q8i_takes(const llm_cuda *c, const llm_cuda_weight *w)
+{
+    return w->type == LLM_TYPE_Q8_0 && c->tune.q8_int8 && w->cols <= LLM_CUDA_Q8_INT8_MAX_COLS;
+}
+
+static cudaError_t launch_q8i_flags(const llm_cuda *c, const llm_cuda_weight *w,
+                                    const float *x, const llm_cuda_mv_fuse *f, float *y)
+{
+    switch (f->flags) {
+    case 0: return launch_q8i<0>(c, w, x, f, y);
+    case MV_NORM: return launch_q8i<MV_NORM>(c, w, x, f, y);
+    case MV_ACC: return launch_q8i<MV_ACC>(c, w, x, f, y);
+    case MV_NORM | MV_ACC: return launch_q8i<MV_NORM | MV_ACC>(c, w, x, f, y);
+    case MV_PAIRS: return launch_q8i<MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_PAIRS: return launch_q8i<MV_NORM | MV_PAIRS>(c, w, x, f, y);
+    case MV_ACC | MV_PAIRS: return launch_q8i<MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_ACC | MV_PAIRS: return launch_q8i<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_ROPE: return launch_q8i<MV_ROPE>(c, w, x, f, y);
+    case MV_NORM | MV_ROPE: return launch_q8i<MV_NORM | MV_ROPE>(c, w, x, f, y);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
 /* The rope-store arguments: a whole stacked q/k/v matrix of even heads. */
 static int rope_store_ok(const llm_cuda_weight *w, const llm_cuda_mv_fuse *f)
 {
@@ -897,6 +1195,11 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     const layout_info *l = find_layout(w->type);
     LLM_CU_ARG(c, w->cols % l->chunk == 0 && ((uintptr_t)x & 15) == 0 &&
                       ((uintptr_t)w->data & 15) == 0);
+    if (q8i_takes(c, w)) {
+        LLM_CU_TRY(c, launch_q8i_flags(c, w, x, f, y));
+        LLM_CU_LAUNCHED(c, "matvec_q8i_kernel");
+        return 0;
+    }
     LLM_CU_TRY(c, k_fused_launch[l->wt](c, w, x, f, y));
     LLM_CU_LAUNCHED(c, "matvec_fused_kernel");
     return 0;
@@ -921,6 +1224,25 @@ int llm__cuda_to_bf16(llm_cuda *c, __nv_bfloat16 *dst, const float *src,
     return 0;
 }
 
+/* fp16 activations for a product over F16 weights; values past the fp16
+ * range are clamped to +-65504 (the largest finite fp16) rather than
+ * becoming infinities. */
+__global__ void to_f16_kernel(__half *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2half_rn(fminf(fmaxf(src[i], -65504.0f), 65504.0f));
+}
+
+static int to_f16(llm_cuda *c, __half *dst, const float *src, size_t count)
+{
+    unsigned blocks = llm__cuda_blocks(count, 256);
+    unsigned cap = (unsigned)c->sm_count * 8u;
+    to_f16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(dst, src, count);
+    LLM_CU_LAUNCHED(c, "to_f16_kernel");
+    return 0;
+}
+
 /* Rows [r0, r0+nr) of w as bf16 into dst [nr][cols]. */
 __global__ void dequant_bf16_kernel(__nv_bfloat16 *dst, const void *w,
                                     const uint16_t *scales, int type, int64_t r0,
@@ -931,6 +1253,35 @@ __global__ void dequant_bf16_kernel(__nv_bfloat16 *dst, const void *w,
          i += (size_t)gridDim.x * blockDim.x) {
         int64_t r = (int64_t)(i / (size_t)cols), k = (int64_t)(i % (size_t)cols);
         dst[i] = __float2bfloat16_rn(weight_at(w, scales, type, r0 + r, cols, k));
+    }
+}
+
+/* Rows [r0, r0+nr) of a Q8 layout weight as bf16 into dst [nr][cols]: a
+ * thread per 16-byte vector of quants (half a block, one scale), 32 bytes
+ * of bf16 out; the values of dequant_bf16_kernel, without its per-element
+ * division and type switch. nvec = nr * vpr vectors, vpr = cols / 16. */
+__global__ void dequant_q8_bf16_kernel(__nv_bfloat16 *dst, const int8_t *__restrict__ q,
+                                       const uint16_t *__restrict__ scales, int64_t r0,
+                                       uint32_t nvec, uint32_t vpr)
+{
+    for (uint32_t v = blockIdx.x * blockDim.x + threadIdx.x; v < nvec;
+         v += gridDim.x * blockDim.x) {
+        uint32_t r = v / vpr, j = v - r * vpr;
+        int64_t row = r0 + (int64_t)r;
+        uint4 w = ld_stream(reinterpret_cast<const uint4 *>(q + row * (int64_t)vpr * 16) + j);
+        float d = __half2float(__ushort_as_half(__ldg(scales + row * (int64_t)(vpr / 2) + j / 2)));
+        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+        uint32_t o[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            float a = (float)(int8_t)(u[i >> 1] >> (16 * (i & 1)));
+            float b = (float)(int8_t)(u[i >> 1] >> (16 * (i & 1) + 8));
+            __nv_bfloat162 h = __floats2bfloat162_rn(a * d, b * d);
+            o[i] = *reinterpret_cast<uint32_t *>(&h);
+        }
+        uint4 *out = reinterpret_cast<uint4 *>(dst + (size_t)v * 16);
+        out[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        out[1] = make_uint4(o[4], o[5], o[6], o[7]);
     }
 }
 
@@ -955,6 +1306,14 @@ static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     int how = find_layout(w->type)->gemm; /* matmul: weight_ok */
     if (how == GEMM_F32) /* exact fp32 path: no tensor-core rounding */
         return gemm_tn(c, m, n, k, w->data, CUDA_R_32F, x, y, m, acc);
+    if (how == GEMM_F16 && c->tune.f16_direct) {
+        /* The bf16 staging buffer holds the fp16 activations (same size). */
+        __half *xh = reinterpret_cast<__half *>(c->x_bf16);
+        int rc = to_f16(c, xh, x, (size_t)n * (size_t)k);
+        return rc ? rc : gemm_tn(c, m, n, k, w->data, CUDA_R_16F, xh, y, m, acc);
+    }
+    if (how == GEMM_F16)
+        how = GEMM_DEQUANT;
     int rc = llm__cuda_to_bf16(c, c->x_bf16, x, (size_t)n * (size_t)k);
     if (rc)
         return rc;
@@ -965,11 +1324,19 @@ static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
         int64_t nr = w->rows - r0 < chunk ? w->rows - r0 : chunk;
         size_t cnt = (size_t)nr * (size_t)k;
-        unsigned blocks = llm__cuda_blocks(cnt, 256);
         unsigned cap = (unsigned)c->sm_count * 8u;
-        dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
-            c->w_bf16, w->data, w->scales, (int)w->type, r0, nr, k);
-        LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
+        if (w->type == LLM_TYPE_Q8_0) { /* cnt / 16 < 2^32: cnt <= LLM_CUDA_DEQ_ELEMS */
+            unsigned blocks = llm__cuda_blocks(cnt / 16, 256);
+            dequant_q8_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
+                c->w_bf16, (const int8_t *)w->data, w->scales, r0, (uint32_t)(cnt / 16),
+                (uint32_t)(k / 16));
+            LLM_CU_LAUNCHED(c, "dequant_q8_bf16_kernel");
+        } else {
+            unsigned blocks = llm__cuda_blocks(cnt, 256);
+            dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
+                c->w_bf16, w->data, w->scales, (int)w->type, r0, nr, k);
+            LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
+        }
         rc = gemm_tn(c, (int)nr, n, k, c->w_bf16, CUDA_R_16BF, c->x_bf16, y + r0, m, acc);
         if (rc)
             return rc;
@@ -998,6 +1365,13 @@ static int matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x, int32_t
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, w && w->data && x && y && n > 0);
     LLM_CU_ARG(c, weight_ok(w));
+    if (n == 1 && q8i_takes(c, w) && ((uintptr_t)x & 15) == 0 &&
+        ((uintptr_t)w->data & 15) == 0) {
+        llm_cuda_mv_fuse f = {acc ? (unsigned)MV_ACC : 0u, NULL, 0.0f, NULL};
+        LLM_CU_TRY(c, launch_q8i_flags(c, w, x, &f, y));
+        LLM_CU_LAUNCHED(c, "matvec_q8i_kernel");
+        return 0;
+    }
     if (n <= LLM_CUDA_MATVEC_MAX)
         return matvec(c, w, x, n, y, acc);
     return gemm_wide(c, w, x, n, y, acc);

@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "cuda_backend.h"
@@ -71,6 +72,12 @@
 #define SEAM_ATTN_ROOM ((size_t)64 << 20)
 /* Captured decode steps kept (one per span and buffers in use). */
 #define SEAM_GRAPHS 8
+/* The warm-up's forwards at prepare: a prompt long enough for the
+ * tensor-core attention, a short one (tiled attention, small products), a
+ * verify-sized forward and a decode step. */
+#define SEAM_WARM_LONG LLM_CUDA_PREFILL_TF32_MIN
+#define SEAM_WARM_SHORT 16
+#define SEAM_WARM_VERIFY 4
 
 /* A layer's device copy (llm_layer.dev). */
 typedef struct cuda_layer {
@@ -137,6 +144,7 @@ typedef struct cuda_be {
     unsigned next_graph; /* round-robin eviction */
     const void **key;    /* [key_cap] the key of the step being run */
     size_t key_cap;
+    int warmup;          /* 1: prepare runs the warm-up forwards */
     llm_cuda_decode_stats stats;
 } cuda_be;
 
@@ -520,6 +528,96 @@ static int prepare_head(cuda_be *c, llm_model *m)
     return seam_ok(c, llm_cuda_upload(c->cu, f, m->inv_freq, fbytes)) ? 0 : -1;
 }
 
+/* ---- warm-up ---------------------------------------------------------- */
+
+static double seam_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One quiet forward of n rows at pos0 over the warm-up's span: token ids
+ * when the span starts the model, zero activations otherwise; the head
+ * runs for the last row when the span ends the model. */
+static void warm_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
+                         const int32_t *ids, const float *zeros, int32_t n, uint32_t pos0)
+{
+    llm_forward_in in;
+    memset(&in, 0, sizeof in);
+    in.phase = n == 1 ? PM_PHASE_DECODE : PM_PHASE_EXACT;
+    in.pos0 = pos0;
+    in.n = n;
+    in.tokens = ids;
+    in.act = zeros;
+    in.out.want = LLM_OUT_LOGITS;
+    in.out.rows = 1;
+    llm_span_forward(m, span, ws, &in);
+}
+
+/* The first forward of a process pays for loading kernels (the runtime
+ * loads a module's kernels at their first launch), cuBLAS's first choice
+ * of kernels for each shape and the first graph instantiation: tens of
+ * milliseconds for an 11-token prompt. prepare runs the paths a request
+ * takes once, on a small cache and workspace of its own: a prefill of
+ * SEAM_WARM_LONG rows (tensor-core attention), one of SEAM_WARM_SHORT
+ * (tiled attention), a verify of SEAM_WARM_VERIFY rows, a decode step in
+ * the backend's decode mode and the argmax. Nothing of it is kept: the
+ * graphs it captured are dropped and the counters are as before, so the
+ * first request captures its own step. Out of memory skips the warm-up
+ * (the model works without it); a device failure fails prepare. */
+static int seam_warmup(cuda_be *c, llm_model *m)
+{
+    const llm_hparams *hp = &m->hp;
+    int first = m->span_first == 0, last = m->span_last == hp->n_layers - 1;
+    uint32_t n_ctx = SEAM_WARM_LONG + SEAM_WARM_VERIFY + 2;
+    double t0 = seam_now_s();
+    llm_cuda_decode_stats keep = c->stats;
+    unsigned slot0 = c->next_graph;
+    int32_t ids[SEAM_WARM_LONG];
+    for (int32_t i = 0; i < SEAM_WARM_LONG; i++)
+        ids[i] = (int32_t)((7919u * (unsigned)i + 13u) % (unsigned)hp->n_vocab);
+    float *zeros = first ? NULL : calloc((size_t)SEAM_WARM_LONG * (size_t)hp->dim, sizeof *zeros);
+    llm_span span;
+    llm_workspace ws;
+    char err[160];
+    int have_span = 0, have_ws = 0;
+    if ((first || zeros) &&
+        llm_span_init(&span, m, m->span_first, m->span_last, n_ctx, err, sizeof err) == 0) {
+        have_span = 1;
+        span.quiet = 1; /* no markers: no request runs */
+        have_ws = llm_workspace_init(&ws, m, SEAM_WARM_LONG, n_ctx, err, sizeof err) == 0;
+    }
+    if (have_ws && !c->failed) {
+        warm_forward(m, &span, &ws, ids, zeros, SEAM_WARM_LONG, 0);
+        warm_forward(m, &span, &ws, ids, zeros, SEAM_WARM_SHORT, 0);
+        warm_forward(m, &span, &ws, ids, zeros, SEAM_WARM_VERIFY, SEAM_WARM_SHORT);
+        warm_forward(m, &span, &ws, ids, zeros, 1, SEAM_WARM_SHORT + SEAM_WARM_VERIFY);
+        warm_forward(m, &span, &ws, ids, zeros, 1, SEAM_WARM_SHORT + SEAM_WARM_VERIFY + 1);
+        int32_t tok;
+        if (last && !c->failed)
+            (void)c->base.ops->argmax(&c->base, ws.logits, 1, hp->n_vocab, &tok);
+        if (!c->failed)
+            seam_fail(c, llm_cuda_sync(c->cu));
+    }
+    /* The captures of this step went into the slots from slot0 on. */
+    for (unsigned i = slot0; i != c->next_graph && i - slot0 < SEAM_GRAPHS; i++) {
+        span_graph *g = &c->graphs[i % SEAM_GRAPHS];
+        llm_cuda_graph_free(g->g);
+        g->g = NULL;
+    }
+    if (have_ws)
+        llm_workspace_release(&ws, m);
+    if (have_span)
+        llm_span_release(&span, m);
+    free(zeros);
+    c->stats = keep;
+    c->stats.warmup_us += (uint64_t)((seam_now_s() - t0) * 1e6);
+    if (!c->failed)
+        c->stats.warmups += have_ws;
+    return c->failed;
+}
+
 static int seam_prepare(llm_backend *be, llm_model *m, char *err, size_t errlen)
 {
     cuda_be *c = cb(be);
@@ -552,6 +650,10 @@ static int seam_prepare(llm_backend *be, llm_model *m, char *err, size_t errlen)
         seam_fail(c, rc);
         snprintf(err, errlen, "%s: uploading weights: %s", c->name, c->msg);
         return c->failed == LLM_ENOMEM ? LLM_ENOMEM : LLM_EBACKEND;
+    }
+    if (c->warmup && seam_warmup(c, m) != 0) {
+        snprintf(err, errlen, "%s: warm-up: %s", c->name, c->msg);
+        return LLM_EBACKEND;
     }
     return 0;
 }
@@ -1028,6 +1130,14 @@ static int decode_mode_env(void)
     return LLM_CUDA_DECODE_GRAPH;
 }
 
+/* PHASEMARK_CUDA_WARMUP=0 skips the warm-up at prepare; anything else
+ * (or nothing) keeps it. */
+static int warmup_env(void)
+{
+    const char *e = getenv("PHASEMARK_CUDA_WARMUP");
+    return !(e && strcmp(e, "0") == 0);
+}
+
 /* PHASEMARK_CUDA_PREFILL=ops|fused; anything else is the default. */
 static int prefill_mode_env(void)
 {
@@ -1065,6 +1175,7 @@ int llm_cuda_backend_create(int device, llm_backend **out, char *err, size_t err
     }
     c->ids_dev = ids;
     c->decode = decode_mode_env();
+    c->warmup = warmup_env();
     snprintf(c->name, sizeof c->name, "cuda:%d", device);
     c->ops = cuda_ops_template;
     c->ops.name = c->name; /* markers say backend=cuda:N */
@@ -1085,6 +1196,14 @@ int llm_cuda_backend_set_fuse_from(llm_backend *be, int32_t layer)
     if (!is_cuda(be) || layer < 0)
         return LLM_EINVAL;
     cb(be)->fuse_from = layer;
+    return 0;
+}
+
+int llm_cuda_backend_set_warmup(llm_backend *be, int on)
+{
+    if (!is_cuda(be) || (on != 0 && on != 1))
+        return LLM_EINVAL;
+    cb(be)->warmup = on;
     return 0;
 }
 

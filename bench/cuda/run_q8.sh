@@ -1,0 +1,156 @@
+#!/bin/bash
+# run_q8.sh — one device call for issue #18's CUDA parts: builds for
+# sm_90a, runs every CUDA test and test_split's cuda case, then measures on synthetic models written
+# here (8B-shaped Q8_0 and F16, 1B-shaped Q8_0):
+#
+#   - decode tokens/s and the fraction of the copy bandwidth, the int8 Q8
+#     kernel (default) against the fp32-activation one
+#     (PHASEMARK_CUDA_Q8=f32) and against its variant with half the loads
+#     in flight a warp and more warps (PHASEMARK_CUDA_Q8=int8u1), each in
+#     its own process, alternating;
+#   - prefill of 512 and 2048 tokens, F16 on its weights as they are
+#     (default) against the old bf16 dequantization
+#     (PHASEMARK_CUDA_F16_GEMM=bf16), and Q8_0;
+#   - the first request of a fresh process (11-token prefill, one decode)
+#     against warm ones, with the warm-up at model open (default) and
+#     without it (PHASEMARK_CUDA_WARMUP=0).
+#
+# At most five files go to $OUT: misc.log, build.log, tests.log,
+# bench.jsonl (each line tagged with "run"), summary.txt.
+#
+# Usage: bench/cuda/run_q8.sh [decode_tokens] [reps] [rounds]
+#        (defaults 128 3 1; the whole call takes about 6-8 minutes)
+set -u
+tokens=${1:-128}
+reps=${2:-3}
+rounds=${3:-1}
+out=${OUT:-$PWD/out-q8}
+mkdir -p "$out"
+jobs=$(nproc)
+t0=$(date +%s)
+log=$out/misc.log
+: > "$log"
+stamp() { echo "[$(($(date +%s) - t0))s] $*" | tee -a "$log"; }
+# shellcheck source=bench/cuda/device_configure.sh
+. bench/cuda/device_configure.sh
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >> "$log" 2>&1
+
+B=build-h200
+: > "$out/build.log"
+stamp "configure"
+pm_device_configure "$B" "$out/build.log" -DPHASEMARK_BENCH=ON || { tail -40 "$out/build.log"; exit 1; }
+cmake --build "$B" -j"$jobs" --target pm-modelwriter >> "$out/build.log" 2>&1 ||
+  { grep -E "error" "$out/build.log" | head -40; exit 1; }
+MW=$B/tools/modelwriter/pm-modelwriter
+M8="--dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --ctx 4096 --rope-base 500000"
+M1="--dim 2048 --layers 16 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --ctx 4096 --rope-base 500000 --tied"
+# The three files are written side by side while the rest builds and the
+# tests run (the writer is single-threaded).
+synth_pids=()
+for spec in "8b-q8_0 q8_0 $M8" "8b-f16 f16 $M8" "1b-q8_0 q8_0 $M1"; do
+  # shellcheck disable=SC2086
+  set -- $spec
+  name=$1 type=$2
+  shift 2
+  ( "$MW" synth -o "$B/synth-$name.gguf" "$@" --type "$type" --seed 3 >> "$log" 2>&1
+    echo "synth $name rc=$? at $(($(date +%s) - t0))s" >> "$log" ) &
+  synth_pids+=($!)
+done
+stamp "build"
+targets=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api test_cuda_seam
+         test_cuda_engine test_cuda_greedy bench_cuda_engine test_split pm-shardd)
+cmake --build "$B" -j"$jobs" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
+  { grep -E "error" "$out/build.log" | head -40; exit 1; }
+stamp "built"
+
+export PHASEMARK_REPO_MODELS=$PWD/models
+(cd "$B" && timeout 240 ctest -R '^cuda\.' --output-on-failure --timeout 200 -j4) > "$out/tests.log" 2>&1
+stamp "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log")"
+grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)" "$out/tests.log" | tee -a "$log"
+grep -hE "rel err|max logit|near tie|warm-up|FAIL|check failed|differ" \
+  "$B/Testing/Temporary/LastTest.log" >> "$out/tests.log" 2>/dev/null
+timeout 120 "$B/tests/split/test_split" cuda >> "$out/tests.log" 2>&1
+stamp "test_split cuda: rc=$?"
+
+for p in "${synth_pids[@]}"; do wait "$p"; done
+stamp "synth done: $(ls -la "$B"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
+
+exe=$B/bench/cuda/bench_cuda_engine
+: > "$out/bench.jsonl"
+# bench RUN_TAG SECONDS ENV... -- ARGS...: one bench process, lines tagged.
+bench() {
+  local tag=$1 lim=$2
+  shift 2
+  local envs=("PM_BENCH_RUN=$tag")
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" timeout "$lim" "$exe" "$@" 2>> "$log" |
+    sed "s/^{/{\"run\":\"$tag\",/" >> "$out/bench.jsonl"
+  stamp "$tag $* rc=${PIPESTATUS[0]}"
+}
+F8=$B/synth-8b-q8_0.gguf
+H8=$B/synth-8b-f16.gguf
+F1=$B/synth-1b-q8_0.gguf
+for _ in $(seq 1 "$rounds"); do
+  bench "q8-int8" 150 -- "$F8" llama-8b "$tokens" "$reps" 512,2048 graph
+  bench "q8-f32" 120 PHASEMARK_CUDA_Q8=f32 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
+  bench "q8-int8u1" 120 PHASEMARK_CUDA_Q8=int8u1 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
+  bench "q8-int8" 90 -- "$F1" llama-1b "$tokens" "$reps" 512,2048 graph
+  bench "q8-f32" 90 PHASEMARK_CUDA_Q8=f32 -- "$F1" llama-1b "$tokens" "$reps" 0 graph
+  bench "q8-int8u1" 90 PHASEMARK_CUDA_Q8=int8u1 -- "$F1" llama-1b "$tokens" "$reps" 0 graph
+  bench "f16-direct" 120 -- "$H8" llama-8b 32 "$reps" 512,2048 graph
+  bench "f16-bf16" 120 PHASEMARK_CUDA_F16_GEMM=bf16 -- "$H8" llama-8b 32 "$reps" 512,2048 graph
+done
+bench "warm" 90 -- "$F8" llama-8b first 11
+bench "cold" 90 PHASEMARK_CUDA_WARMUP=0 -- "$F8" llama-8b first 11
+bench "warm" 60 -- "$F1" llama-1b first 11
+bench "cold" 60 PHASEMARK_CUDA_WARMUP=0 -- "$F1" llama-1b first 11
+bench "warm" 90 -- "$H8" llama-8b first 11
+
+python3 - "$out/bench.jsonl" > "$out/summary.txt" 2>> "$log" <<'PY'
+import json, sys, collections
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+def med(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
+dec = collections.defaultdict(list)
+pre = collections.defaultdict(list)
+for r in rows:
+    if r['bench'] == 'engine_decode':
+        dec[(r['model'], r['dtype'], r['run'])].append(r)
+    elif r['bench'] == 'engine_prefill':
+        pre[(r['model'], r['dtype'], r['tokens'], r['run'])].append(r['tokens_per_s'])
+print("decode (graph mode): tokens/s, fraction of copy bandwidth")
+for k in sorted(dec):
+    t = med([r['tokens_per_s'] for r in dec[k]])
+    f = med([r['fraction_of_copy_bw'] for r in dec[k]])
+    print(f"  {k[0]:9s} {k[1]:5s} {k[2]:10s} {t:9.1f} tok/s  {f:.3f} of copy")
+for m in sorted({k[0] for k in dec}):
+    b = dec.get((m, 'Q8_0', 'q8-f32'))
+    for v in ('q8-int8', 'q8-int8u1'):
+        a = dec.get((m, 'Q8_0', v))
+        if a and b:
+            ta = med([r['tokens_per_s'] for r in a]); tb = med([r['tokens_per_s'] for r in b])
+            ia = [r['last_token'] for r in a]; ib = [r['last_token'] for r in b]
+            print(f"  {m} Q8_0 {v}/f32 = {ta / tb:.2f}x (last greedy token {ia}, f32 {ib})")
+print("prefill (fused): tokens/s")
+for k in sorted(pre):
+    print(f"  {k[0]:9s} {k[1]:5s} {k[2]:5d} {k[3]:10s} {med(pre[k]):9.0f} tok/s")
+for m, d, n in sorted({k[:3] for k in pre}):
+    a = pre.get((m, d, n, 'f16-direct')); b = pre.get((m, d, n, 'f16-bf16'))
+    if a and b:
+        print(f"  {m} F16 {n}: direct/bf16 = {med(a) / med(b):.2f}x")
+print("first request (11-token prefill, one decode) in a fresh process")
+for r in rows:
+    if r['bench'] == 'first_request':
+        print(f"  {r['model']:9s} {r['dtype']:5s} warm-up {str(r['warmup']):5s} "
+              f"({r['warmup_ms']:.1f} ms, open {r['open_s']:.1f} s): prefill first "
+              f"{r['first_prefill_ms']:.2f} ms / warm {r['warm_prefill_ms']:.2f} ms = "
+              f"{r['first_over_warm']:.2f}x; decode first {r['first_decode_ms']:.2f} ms / "
+              f"warm {r['warm_decode_ms']:.2f} ms")
+bw = [r['bandwidth_GBps'] for r in rows if r['bench'] == 'copy']
+if bw:
+    print(f"copy bandwidth (read + write): median {med(bw):.0f} GB/s over {len(bw)} processes")
+PY
+cat "$out/summary.txt"
+stamp "done"
