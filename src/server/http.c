@@ -305,6 +305,33 @@ static int client_fd(struct MHD_Connection *c)
     return ci ? (int)ci->connect_fd : -1;
 }
 
+/* The guard's slot of a connection (its socket context). */
+static pms_guard_slot *slot_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* A connection that has been refused yields the CPU to generation
+ * (--http-nice) for the rest of its life: under a flood of requests
+ * answered 503, the threads answering them would otherwise outnumber the
+ * engine's threads and take the CPU from the work already accepted.
+ * Connections never refused keep the process's priority, so on a host
+ * busy with other work the server's own answers are not delayed. Once
+ * per connection, on its own thread (thread per connection). */
+static void lower_priority(const pms_server *s, pms_guard_slot *g)
+{
+#ifdef __linux__
+    if (g && !g->niced && s->cfg.http_nice > 0) {
+        g->niced = 1;
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), s->cfg.http_nice);
+    }
+#else
+    (void)s;
+    (void)g;
+#endif
+}
+
 static enum MHD_Result wait_and_answer(pms_server *s, struct MHD_Connection *c, conn_req *r, pms_job *j)
 {
     /* The job may outlast the idle timeout (a stalled shard): no idle
@@ -320,6 +347,8 @@ static enum MHD_Result wait_and_answer(pms_server *s, struct MHD_Connection *c, 
     if (j->cancelled)
         return fail(s, c, r, 503, "server_error", "shutting_down", "the server shut down during generation");
     if (j->fail.status) {
+        if (j->fail.status == 503)
+            lower_priority(s, slot_of(c)); /* shed: a refused connection */
         char ra[16];
         snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
         return reply_err(s, c, r, &j->fail, j->fail.status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
@@ -462,6 +491,7 @@ static enum MHD_Result start_stream(pms_server *s, struct MHD_Connection *c, con
 /* 503 overloaded with Retry-After. */
 static enum MHD_Result overloaded(pms_server *s, struct MHD_Connection *c, conn_req *r)
 {
+    lower_priority(s, slot_of(c));
     pms_err e;
     char ra[16];
     snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
@@ -550,30 +580,6 @@ static int authorized(const pms_server *s, struct MHD_Connection *c)
     return diff == 0;
 }
 
-/* The guard's slot of a connection (its socket context). */
-static pms_guard_slot *slot_of(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return ci ? ci->socket_context : NULL;
-}
-
-/* Connection threads yield the CPU to generation (--http-nice): under a
- * flood of requests that are answered 503, the threads answering them
- * would otherwise outnumber the engine's threads and take the CPU from
- * the work already accepted. Once per connection, on its own thread. */
-static void lower_priority(const pms_server *s, pms_guard_slot *g)
-{
-#ifdef __linux__
-    if (g && !g->niced && s->cfg.http_nice > 0) {
-        g->niced = 1;
-        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), s->cfg.http_nice);
-    }
-#else
-    (void)s;
-    (void)g;
-#endif
-}
-
 static uint64_t client_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -627,7 +633,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pms_guard_slot *g = slot_of(c);
         if (g)
             pms_guard_headers_in(&s->guard, g);
-        lower_priority(s, g);
         r->client = client_of(c);
         r->keep = keeps_alive(c, version);
         if (s->cfg.api_key && strcmp(url, "/health") != 0 && !authorized(s, c)) {

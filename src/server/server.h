@@ -68,7 +68,8 @@ typedef struct pms_config {
     int reserve;             /* connections kept for requests whose headers
                                 are in: at most max_connections - reserve
                                 may wait for headers; -1: a quarter */
-    int http_nice;           /* nice value of connection threads (0: none) */
+    int http_nice;           /* nice value a refused connection's thread
+                                takes (0: none) */
     /* Engine set-up, handed to the engine unchanged: backend to
      * llm_model_open, placement (a layer split, docs/split.md) to every
      * session, draft (a model sharing the target's vocabulary) turns on

@@ -1314,6 +1314,37 @@ static int still_open(int fd)
     return poll(&pf, 1, 0) == 0;
 }
 
+/* Threads of process pid whose nice value is nice (Linux /proc). */
+static int threads_at_nice(pid_t pid, int nice)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+    DIR *d = opendir(path);
+    REQUIRE(d != NULL);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sp[128], buf[1024];
+        snprintf(sp, sizeof sp, "%s/%.32s/stat", path, e->d_name);
+        FILE *f = fopen(sp, "r");
+        if (!f)
+            continue; /* the thread just ended */
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        const char *q = strrchr(buf, ')'); /* after the name: field 3 on */
+        int field = 2;
+        long v = 0;
+        for (; q && *q && field < 19; q++)
+            if (*q == ' ' && ++field == 19)
+                v = strtol(q + 1, NULL, 10);
+        n += field == 19 && v == nice;
+    }
+    closedir(d);
+    return n;
+}
+
 #define CUT_RESERVE "phasemark_connections_cut_total{reason=\"reserve\"}"
 #define CUT_TIMEOUT "phasemark_connections_cut_total{reason=\"header_timeout\"}"
 enum { SLOW_N = 14 };
@@ -1407,10 +1438,18 @@ static int case_admission(void)
     REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 2, TIMEOUT) == 0);
 
     /* Full, all of it 127.0.0.1's: refused before parsing (this body is
-     * not JSON, yet the answer is 503, not 400). */
+     * not JSON, yet the answer is 503, not 400), on a connection that
+     * stays open and whose thread now yields to generation (--http-nice
+     * 19; no thread was lowered before). */
     hc_resp r;
     char v[32];
-    read_response(send_from(p.port, "127.0.0.1", "not json"), &r);
+    CHECK_INT_EQ(threads_at_nice(p.pid, 19), 0);
+    int k = connect_from(p.port, "127.0.0.1");
+    const char *raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\nnot json";
+    REQUIRE(hc_send_all(k, raw, strlen(raw), TIMEOUT) == 0);
+    REQUIRE(hc_read_one(k, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(threads_at_nice(p.pid, 19), 1);
+    close(k);
     check_error(&r, 503, "queue full, same client");
     CHECK_STR_EQ(hc_header(&r, "Retry-After", v, sizeof v), "7");
     json_t *j = body_json(&r);
