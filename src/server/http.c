@@ -24,7 +24,14 @@
  * (": keep-alive") every third of --timeout while nothing else is due,
  * and a non-streamed request lifts the idle timeout while its job runs
  * (restored for the answer). The error event and [DONE] therefore always
- * follow a shard failure. */
+ * follow a shard failure.
+ *
+ * Connections are tracked by the guard (guard.h) from libmicrohttpd's
+ * connection notices: headers have a deadline and the slots a reserve.
+ * Admission is decided before a body is parsed (a full queue is a 503
+ * that costs a lock and a short answer), the queue sheds fairly between
+ * client addresses (internal.h), and a refused connection's thread drops
+ * to --http-nice so that answering a flood cannot starve generation. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>

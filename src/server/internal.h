@@ -13,8 +13,9 @@
  * Invariants: text[0..ready) is what may be sent to the client (it ends on
  * a character boundary and cannot be the start of a stop string) and only
  * grows; state moves QUEUED -> RUNNING -> DONE (or QUEUED -> DONE when the
- * queue is drained at shutdown); after DONE the worker no longer touches
- * the job except to release it.
+ * queue sheds it or is drained at shutdown; `ran` tells the two paths
+ * apart); after DONE the worker no longer touches the job except to
+ * release it.
  */
 #ifndef PM_SERVER_INTERNAL_H
 #define PM_SERVER_INTERNAL_H

@@ -408,6 +408,27 @@ static int case_config(void)
     CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), -1);
     const char *bad_k[] = {"-m", "x", "--draft", "d", "--draft-k", "0", NULL};
     CHECK_INT_EQ(parse(&c, bad_k, err, sizeof err), -1);
+
+    /* Slow headers and admission: defaults, values, limits. */
+    const char *plain[] = {"-m", "x", NULL};
+    REQUIRE(parse(&c, plain, err, sizeof err) == 0);
+    CHECK_INT_EQ(c.header_timeout_s, 5);
+    CHECK_INT_EQ(c.reserve, -1); /* a quarter of --max-connections */
+    CHECK_INT_EQ(c.http_nice, 19);
+    const char *guard[] = {"-m", "x", "--header-timeout", "2", "--reserve", "3", "--http-nice", "0",
+                           "--max-connections", "4", NULL};
+    REQUIRE(parse(&c, guard, err, sizeof err) == 0);
+    CHECK_INT_EQ(c.header_timeout_s, 2);
+    CHECK_INT_EQ(c.reserve, 3);
+    CHECK_INT_EQ(c.http_nice, 0);
+    const char *all_reserved[] = {"-m", "x", "--reserve", "4", "--max-connections", "4", NULL};
+    CHECK_INT_EQ(parse(&c, all_reserved, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "--reserve 4 must be below --max-connections 4");
+    const char *nice20[] = {"-m", "x", "--http-nice", "20", NULL};
+    CHECK_INT_EQ(parse(&c, nice20, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "--http-nice needs an integer in 0..19 (got '20')");
+    const char *ht0[] = {"-m", "x", "--header-timeout", "0", NULL};
+    CHECK_INT_EQ(parse(&c, ht0, err, sizeof err), -1);
     return pm_check_result();
 }
 
