@@ -2,8 +2,8 @@
  *
  * The table has one slot per connection libmicrohttpd may hold, so a slot
  * is always free for an accepted connection. Waiting slots are found by a
- * scan (at most --max-connections entries, on accept and four times a
- * second), cheap beside the accept itself.
+ * scan (at most --max-connections entries, on accept and at every reaper
+ * check), cheap beside the accept itself.
  */
 #include <errno.h>
 #include <stdlib.h>

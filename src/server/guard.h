@@ -25,8 +25,9 @@
  * closes the descriptor, so a cut never reaches a reused descriptor.
  *
  * Threads: every call may come from any thread; one mutex guards the
- * table. A reaper thread enforces the deadline (checked every tenth of
- * it, at most every 250 ms, so a cut lands within 10 % of the deadline).
+ * table. A reaper thread enforces the deadline, checking every 250 ms
+ * (or every tenth of the deadline when that is shorter), so a cut lands
+ * at most that long after it.
  */
 #ifndef PM_SERVER_GUARD_H
 #define PM_SERVER_GUARD_H
