@@ -5,7 +5,6 @@
  * scan (at most --max-connections entries, on accept and at every reaper
  * check), cheap beside the accept itself.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
