@@ -20,13 +20,34 @@
  *       the wall time per request, then on the server's CPU time per
  *       request; prints each JSON result as one line.
  *
+ *   bench_server overload SERVER MODEL [--connections 8,64,256] [--seconds 10]
+ *                [--max-tokens 16] [-- SERVER-ARGS...]
+ *       For each connection count, one fresh server with its defaults (and
+ *       SERVER-ARGS after "--") and that many keep-alive connections, each
+ *       sending greedy completions back to back for --seconds, retrying a
+ *       503 at once (a client that ignores Retry-After: the worst case for
+ *       admission). A connection the server drops (libmicrohttpd closes
+ *       what it accepts beyond --max-connections) is reopened after 10 ms,
+ *       as a client library would, rather than in a busy loop. One JSON
+ *       line per count: answers by class, requests/s (all answers) and
+ *       goodput (200s/s), p50/p99 latency of the 200s, and how many
+ *       connections got at least one 200.
+ *
  * Numbers are wall-clock on a shared 2-core machine: run several times.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -186,6 +207,230 @@ static int cmd_load(int argc, char **argv)
     return 0;
 }
 
+/* ---- overload ---------------------------------------------------------------- */
+
+typedef struct over_arg {
+    int port, index;
+    long long end_ms; /* run deadline, hc_now_ms clock */
+    long max_tokens;
+    double *lat_ms;   /* latencies of 200s, up to cap */
+    size_t n_lat, cap;
+    long ok, rejected, other, dropped;
+} over_arg;
+
+/* The first case-insensitive occurrence of needle in [p, end), or NULL. */
+static const char *find_ci(const char *p, const char *end, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; p + n <= end; p++)
+        if (strncasecmp(p, needle, n) == 0)
+            return p;
+    return NULL;
+}
+
+/* Reads one response with a Content-Length from a kept-alive connection
+ * (the client never pipelines, so nothing follows it). Returns the status,
+ * 0 when the server closed or the deadline passed; *close_after when the
+ * server said "Connection: close". */
+static int read_answer(int fd, long long deadline, int *close_after)
+{
+    char buf[16384];
+    size_t n = 0, want = 0;
+    for (;;) {
+        long long left = deadline - hc_now_ms();
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+            return 0;
+        ssize_t got = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+        if (got <= 0)
+            return 0;
+        n += (size_t)got;
+        buf[n] = 0;
+        const char *sep = strstr(buf, "\r\n\r\n");
+        if (sep && !want) {
+            const char *cl = find_ci(buf, sep, "\r\nContent-Length:");
+            if (!cl)
+                return 0;
+            want = (size_t)(sep + 4 - buf) + strtoul(cl + 17, NULL, 10);
+            *close_after = find_ci(buf, sep, "\r\nConnection: close") != NULL;
+        }
+        if (want && n >= want)
+            return n == want && n > 12 ? (int)strtol(buf + 9, NULL, 10) : 0;
+        if (n + 1 >= sizeof buf)
+            return 0;
+    }
+}
+
+/* Connects to 127.0.0.1:port by the deadline: a connection beyond the
+ * server's limit waits in its listen backlog, and when that is full the
+ * kernel retries the handshake for minutes. -1 on failure. */
+static int connect_by(int port, long long deadline)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+    if (rc != 0 && errno == EINPROGRESS) {
+        struct pollfd pf = {fd, POLLOUT, 0};
+        long long left = deadline - hc_now_ms();
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (left > 0 && poll(&pf, 1, (int)left) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 &&
+            err == 0)
+            rc = 0;
+    }
+    if (rc != 0) {
+        close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static void *over_client(void *p)
+{
+    over_arg *a = p;
+    int fd = -1;
+    char req[768];
+    for (long k = 0; hc_now_ms() < a->end_ms; k++) {
+        if (fd < 0 && (fd = connect_by(a->port, a->end_ms)) < 0) {
+            if (hc_now_ms() < a->end_ms)
+                a->dropped++;
+            hc_sleep_ms(10);
+            continue;
+        }
+        char body[512];
+        int bn = snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":%ld,\"temperature\":0}",
+                          prompts[(k + a->index) % 4], a->max_tokens);
+        int n = snprintf(req, sizeof req,
+                         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %d\r\n\r\n%s", bn, body);
+        long long t0 = hc_now_ms();
+        struct timespec ts0, ts1;
+        clock_gettime(CLOCK_MONOTONIC, &ts0);
+        int close_after = 0, status = 0;
+        if (hc_send_all(fd, req, (size_t)n, (int)(a->end_ms - t0 > 0 ? a->end_ms - t0 : 1)) == 0)
+            status = read_answer(fd, a->end_ms, &close_after);
+        clock_gettime(CLOCK_MONOTONIC, &ts1);
+        if (status == 200) {
+            a->ok++;
+            if (a->n_lat < a->cap)
+                a->lat_ms[a->n_lat++] =
+                    (double)(ts1.tv_sec - ts0.tv_sec) * 1e3 + (double)(ts1.tv_nsec - ts0.tv_nsec) / 1e6;
+        } else if (status == 503) {
+            a->rejected++;
+        } else if (status) {
+            a->other++;
+        } else if (hc_now_ms() < a->end_ms) {
+            a->dropped++; /* closed or reset by the server before the end */
+        }
+        if (!status || close_after) {
+            close(fd);
+            fd = -1;
+        }
+        if (!status)
+            hc_sleep_ms(10); /* as a client library's reconnect would, not a busy loop */
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static void run_overload(const char *server, const char *model, long conns, long seconds, long max_tokens,
+                         const char *const *srv_args)
+{
+    srv_proc p;
+    const char *extra[48] = {"--quiet"};
+    size_t ne = 1;
+    for (size_t i = 0; srv_args && srv_args[i] && ne < 47; i++)
+        extra[ne++] = srv_args[i];
+    extra[ne] = NULL;
+    if (srv_start(&p, server, model, extra) != 0)
+        exit(1);
+    complete(p.port, 0, max_tokens, NULL); /* warm-up: page in the weights */
+    over_arg *args = calloc((size_t)conns, sizeof *args);
+    pthread_t *th = calloc((size_t)conns, sizeof *th);
+    size_t cap = 1 << 14;
+    if (!args || !th)
+        exit(1);
+    long long t0 = hc_now_ms();
+    for (long i = 0; i < conns; i++) {
+        args[i] = (over_arg){.port = p.port, .index = (int)i, .end_ms = t0 + seconds * 1000, .max_tokens = max_tokens,
+                             .lat_ms = calloc(cap, sizeof(double)), .cap = cap};
+        if (!args[i].lat_ms || pthread_create(&th[i], NULL, over_client, &args[i]) != 0)
+            exit(1);
+    }
+    long ok = 0, rejected = 0, other = 0, dropped = 0, served = 0;
+    size_t n_lat = 0;
+    for (long i = 0; i < conns; i++) {
+        pthread_join(th[i], NULL);
+        ok += args[i].ok;
+        rejected += args[i].rejected;
+        other += args[i].other;
+        dropped += args[i].dropped;
+        served += args[i].ok > 0;
+        n_lat += args[i].n_lat;
+    }
+    double wall = (double)(hc_now_ms() - t0) / 1e3;
+    /* What the server saw: connections its guard cut, 503s it sent. */
+    double cut_slow = srv_metric(p.port, "phasemark_connections_cut_total{reason=\"header_timeout\"}");
+    double cut_reserve = srv_metric(p.port, "phasemark_connections_cut_total{reason=\"reserve\"}");
+    srv_stop(&p, SIGTERM, TIMEOUT);
+    free(p.log);
+    double *lat = calloc(n_lat ? n_lat : 1, sizeof *lat);
+    if (!lat)
+        exit(1);
+    size_t k = 0;
+    for (long i = 0; i < conns; i++) {
+        memcpy(lat + k, args[i].lat_ms, args[i].n_lat * sizeof *lat);
+        k += args[i].n_lat;
+        free(args[i].lat_ms);
+    }
+    qsort(lat, n_lat, sizeof *lat, cmp_double);
+    printf("{\"bench\":\"server_overload\",\"connections\":%ld,\"seconds\":%.3f,\"max_tokens\":%ld,"
+           "\"ok_200\":%ld,\"rejected_503\":%ld,\"other\":%ld,\"dropped\":%ld,\"requests_per_s\":%.1f,"
+           "\"goodput_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"connections_served\":%ld,"
+           "\"server_cut_header_timeout\":%.0f,\"server_cut_reserve\":%.0f}\n",
+           conns, wall, max_tokens, ok, rejected, other, dropped, (double)(ok + rejected + other) / wall,
+           (double)ok / wall, n_lat ? pct(lat, n_lat, 50) : 0.0, n_lat ? pct(lat, n_lat, 99) : 0.0, served,
+           cut_slow, cut_reserve);
+    fflush(stdout);
+    free(lat);
+    free(args);
+    free(th);
+}
+
+static int cmd_overload(int argc, char **argv)
+{
+    int dash = argc;
+    for (int i = 4; i < argc; i++)
+        if (!strcmp(argv[i], "--")) {
+            dash = i;
+            break;
+        }
+    long seconds = opt_long(dash, argv, "--seconds", 10), max_tokens = opt_long(dash, argv, "--max-tokens", 16);
+    const char *list = opt_str(dash, argv, "--connections");
+    char counts[128];
+    snprintf(counts, sizeof counts, "%s", list ? list : "8,64,256");
+    for (char *c = counts; *c;) {
+        char *end;
+        long n = strtol(c, &end, 10);
+        if (end == c || n <= 0 || n > 4096 || (*end && *end != ',')) {
+            fprintf(stderr, "bench_server: --connections needs a list of counts like 8,64,256\n");
+            return 2;
+        }
+        run_overload(argv[2], argv[3], n, seconds, max_tokens, dash < argc ? (const char *const *)argv + dash + 1 : NULL);
+        c = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* ---- once (under perturb) -------------------------------------------------- */
 
 static int cmd_once(int argc, char **argv)
@@ -260,10 +505,14 @@ int main(int argc, char **argv)
         return cmd_load(argc, argv);
     if (argc >= 4 && !strcmp(argv[1], "once"))
         return cmd_once(argc, argv);
+    if (argc >= 4 && !strcmp(argv[1], "overload"))
+        return cmd_overload(argc, argv);
     if (argc >= 5 && !strcmp(argv[1], "perturb"))
         return cmd_perturb(argc, argv, argv[0]);
     fprintf(stderr, "usage: bench_server load SERVER MODEL [--clients N] [--requests N] [--max-tokens N]\n"
                     "       bench_server once SERVER MODEL --out FILE [--requests N] [--max-tokens N]\n"
-                    "       bench_server perturb SERVER MODEL PHASEMARK [--pairs N]\n");
+                    "       bench_server perturb SERVER MODEL PHASEMARK [--pairs N]\n"
+                    "       bench_server overload SERVER MODEL [--connections 8,64,256] [--seconds N]\n"
+                    "                    [--max-tokens N] [-- SERVER-ARGS...]\n");
     return 2;
 }

@@ -26,6 +26,9 @@ void pms_config_defaults(pms_config *c)
     c->drain_s = 30;
     c->retry_after_s = 1;
     c->max_connections = 64;
+    c->header_timeout_s = 5;
+    c->reserve = -1;
+    c->http_nice = 19;
 }
 
 const char *pms_config_usage(void)
@@ -48,6 +51,11 @@ const char *pms_config_usage(void)
            "  --drain S               on SIGTERM, in-flight requests get S seconds (default 30)\n"
            "  --retry-after S         Retry-After of a 503 when the queue is full (default 1)\n"
            "  --max-connections N     concurrent connections (default 64)\n"
+           "  --header-timeout S      a request's headers must arrive within S (default 5)\n"
+           "  --reserve N             connections kept for clients whose headers are in\n"
+           "                          (default: a quarter of --max-connections)\n"
+           "  --http-nice N           nice value, 0..19, of a connection refused with 503\n"
+           "                          (default 19: generation first)\n"
            "  --backend NAME          engine backend (cpu, cuda when built)\n"
            "  --placement SPEC        layer split over local and remote shards, e.g.\n"
            "                          0-3@local,4-7@spawn (docs/split.md)\n"
@@ -91,7 +99,8 @@ static int set_int(pms_config *c, const char *opt, const char *val, int *matched
         {"--max-tokens", 1, 1 << 24, &c->max_tokens}, {"--timeout", 1, 86400, &c->timeout_s},
         {"--body-timeout", 1, 86400, &c->body_timeout_s}, {"--drain", 0, 86400, &c->drain_s},
         {"--retry-after", 0, 86400, &c->retry_after_s}, {"--max-connections", 1, 65536, &c->max_connections},
-        {"--draft-k", 1, 4096, &c->draft_k},
+        {"--draft-k", 1, 4096, &c->draft_k},     {"--header-timeout", 1, 86400, &c->header_timeout_s},
+        {"--reserve", 0, 65535, &c->reserve},    {"--http-nice", 0, 19, &c->http_nice},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(opt, table[i].name) != 0)
@@ -171,6 +180,10 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
     }
     if (!c->model_path || !*c->model_path) {
         snprintf(err, errlen, "a model is required (-m MODEL)");
+        return -1;
+    }
+    if (c->reserve >= c->max_connections) {
+        snprintf(err, errlen, "--reserve %d must be below --max-connections %d", c->reserve, c->max_connections);
         return -1;
     }
     if (c->model_id && !*c->model_id) {

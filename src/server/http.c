@@ -24,7 +24,14 @@
  * (": keep-alive") every third of --timeout while nothing else is due,
  * and a non-streamed request lifts the idle timeout while its job runs
  * (restored for the answer). The error event and [DONE] therefore always
- * follow a shard failure. */
+ * follow a shard failure.
+ *
+ * Connections are tracked by the guard (guard.h) from libmicrohttpd's
+ * connection notices: headers have a deadline and the slots a reserve.
+ * Admission is decided before a body is parsed (a full queue is a 503
+ * that costs a lock and a short answer), the queue sheds fairly between
+ * client addresses (internal.h), and a refused connection's thread drops
+ * to --http-nice so that answering a flood cannot starve generation. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -33,8 +40,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 #include "internal.h"
 
@@ -50,6 +62,8 @@ typedef struct conn_req {
     int too_large; /* the body outgrew --max-body: being dropped */
     int answered;  /* a response is queued: ignore later calls */
     uint64_t t0;
+    uint64_t client; /* fairness key of the client's address */
+    int keep;        /* the connection may carry another request */
     pms_job *job; /* one reference, released when the request completes */
 } conn_req;
 
@@ -327,6 +341,33 @@ static int client_fd(struct MHD_Connection *c)
     return ci ? (int)ci->connect_fd : -1;
 }
 
+/* The guard's slot of a connection (its socket context). */
+static pms_guard_slot *slot_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* A connection that has been refused yields the CPU to generation
+ * (--http-nice) for the rest of its life: under a flood of requests
+ * answered 503, the threads answering them would otherwise outnumber the
+ * engine's threads and take the CPU from the work already accepted.
+ * Connections never refused keep the process's priority, so on a host
+ * busy with other work the server's own answers are not delayed. Once
+ * per connection, on its own thread (thread per connection). */
+static void lower_priority(const pms_server *s, pms_guard_slot *g)
+{
+#ifdef __linux__
+    if (g && !g->niced && s->cfg.http_nice > 0) {
+        g->niced = 1;
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), s->cfg.http_nice);
+    }
+#else
+    (void)s;
+    (void)g;
+#endif
+}
+
 static enum MHD_Result wait_and_answer(pms_server *s, struct MHD_Connection *c, conn_req *r, pms_job *j)
 {
     /* The job may outlast the idle timeout (a stalled shard): no idle
@@ -342,6 +383,8 @@ static enum MHD_Result wait_and_answer(pms_server *s, struct MHD_Connection *c, 
     if (j->cancelled)
         return fail(s, c, r, 503, "server_error", "shutting_down", "the server shut down during generation");
     if (j->fail.status) {
+        if (j->fail.status == 503)
+            lower_priority(s, slot_of(c)); /* shed: a refused connection */
         char ra[16];
         snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
         return reply_err(s, c, r, &j->fail, j->fail.status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
@@ -481,31 +524,79 @@ static enum MHD_Result start_stream(pms_server *s, struct MHD_Connection *c, con
     return rc;
 }
 
+/* 503 overloaded with Retry-After. */
+static enum MHD_Result overloaded(pms_server *s, struct MHD_Connection *c, conn_req *r)
+{
+    lower_priority(s, slot_of(c));
+    pms_err e;
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
+    atomic_fetch_add(&s->metrics.rejected_full, 1);
+    pms_err_set(&e, 503, "server_error", "overloaded", NULL, "%s", "the request queue is full; retry later");
+    return reply_err(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+}
+
+/* Ends a job the queue shed to make room for another client's. */
+static void end_shed(pms_server *s, pms_job *j)
+{
+    atomic_fetch_sub(&s->metrics.queued, 1);
+    atomic_fetch_add(&s->metrics.rejected_full, 1);
+    pms_job_fail_unstarted(j, 503, "overloaded", "the request queue is full; retry later");
+    pms_job_release(j); /* the queue's reference */
+}
+
+/* A stream's 200 goes out only once its job runs, so a job that never
+ * runs (shed, or drained at shutdown) is answered with a real 503. As
+ * for a whole answer, the idle timeout is lifted while it waits. 1 when
+ * the job ended without running. */
+static int wait_started(pms_server *s, struct MHD_Connection *c, pms_job *j)
+{
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)0);
+    pthread_mutex_lock(&j->mu);
+    while (j->state == PMS_JOB_QUEUED)
+        pthread_cond_wait(&j->cv, &j->mu);
+    int unstarted = !j->ran;
+    pthread_mutex_unlock(&j->mu);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)s->cfg.timeout_s);
+    return unstarted;
+}
+
 static enum MHD_Result generate(pms_server *s, struct MHD_Connection *c, conn_req *r)
 {
     pms_err e = {0};
     if (atomic_load(&s->stopping))
         return fail(s, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
+    /* Refuse before any parsing: a rejected request must cost next to
+     * nothing, or rejecting a flood starves the work already accepted. */
+    if (!pms_queue_admits(&s->queue, r->client))
+        return overloaded(s, c, r);
     pms_job *j = make_job(s, r, &e);
     if (!j)
         return reply_err(s, c, r, &e, NULL, NULL);
     j->fd = client_fd(c);
+    j->client = r->client;
     j->t_enqueue_ns = pms_now_ns();
     r->job = j;
     atomic_fetch_add(&s->metrics.queued, 1);
-    int q = pms_queue_push(&s->queue, j);
+    pms_job *shed = NULL;
+    int q = pms_queue_push(&s->queue, j, &shed);
+    if (shed)
+        end_shed(s, shed);
     if (q != 0) {
         atomic_fetch_sub(&s->metrics.queued, 1);
         pms_job_release(j); /* the queue's reference */
+        if (q == -1)
+            return overloaded(s, c, r);
         char ra[16];
         snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
-        if (q == -1)
-            atomic_fetch_add(&s->metrics.rejected_full, 1);
-        pms_err_set(&e, 503, "server_error", q == -1 ? "overloaded" : "shutting_down", NULL, "%s",
-                    q == -1 ? "the request queue is full; retry later" : "the server is shutting down");
+        pms_err_set(&e, 503, "server_error", "shutting_down", NULL, "%s", "the server is shutting down");
         return reply_err(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
-    return j->req.stream ? start_stream(s, c, r, j) : wait_and_answer(s, c, r, j);
+    if (!j->req.stream)
+        return wait_and_answer(s, c, r, j);
+    if (wait_started(s, c, j))
+        return wait_and_answer(s, c, r, j); /* ended unstarted: its error, as a whole answer */
+    return start_stream(s, c, r, j);
 }
 
 /* ---- libmicrohttpd callbacks ------------------------------------------- */
@@ -525,10 +616,44 @@ static int authorized(const pms_server *s, struct MHD_Connection *c)
     return diff == 0;
 }
 
+static uint64_t client_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return pms_client_key(ci ? ci->client_addr : NULL);
+}
+
+/* Whether the comma-separated header value h has token tok (any case). */
+static int has_token(const char *h, const char *tok)
+{
+    size_t n = strlen(tok);
+    while (*h) {
+        while (*h == ' ' || *h == '\t' || *h == ',')
+            h++;
+        size_t len = strcspn(h, ",");
+        size_t end = len;
+        while (end && (h[end - 1] == ' ' || h[end - 1] == '\t'))
+            end--;
+        if (end == n && strncasecmp(h, tok, n) == 0)
+            return 1;
+        h += len;
+    }
+    return 0;
+}
+
+/* Whether the connection stays open after this request (HTTP/1.1 without
+ * "Connection: close"; HTTP/1.0 only with keep-alive), so that the guard
+ * counts it as waiting again only when it does. */
+static int keeps_alive(struct MHD_Connection *c, const char *version)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION);
+    if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
+        return !h || !has_token(h, "close");
+    return h && has_token(h, "keep-alive");
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *n, void **con_cls)
 {
-    (void)version;
     pms_server *s = cls;
     conn_req *r = *con_cls;
     if (!r) {
@@ -541,6 +666,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pms_buf_init(&r->body, s->cfg.max_body);
         *con_cls = r;
         atomic_fetch_add(&s->http_active, 1);
+        pms_guard_slot *g = slot_of(c);
+        if (g)
+            pms_guard_headers_in(&s->guard, g);
+        r->client = client_of(c);
+        r->keep = keeps_alive(c, version);
         if (s->cfg.api_key && strcmp(url, "/health") != 0 && !authorized(s, c)) {
             pms_err e;
             pms_err_set(&e, 401, "invalid_request_error", "invalid_api_key", NULL, "%s",
@@ -584,14 +714,16 @@ static void log_access(pms_server *s, const conn_req *r)
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)c;
-    (void)toe;
     pms_server *s = cls;
     conn_req *r = *con_cls;
     if (!r)
         return;
     if (s->cfg.access_log)
         log_access(s, r);
+    pms_guard_slot *g = slot_of(c);
+    int closing = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || r->status == 413 || r->status == 408;
+    if (g && r->keep && !closing)
+        pms_guard_request_done(&s->guard, g); /* kept alive: waits for the next headers */
     atomic_fetch_sub(&s->http_active, 1);
     if (r->job) {
         pms_job_cancel(r->job); /* harmless when done; stops a stream whose client left */
@@ -600,6 +732,22 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     pms_buf_free(&r->body);
     free(r);
     *con_cls = NULL;
+}
+
+/* Connections enter and leave the guard (guard.h). STARTED runs on the
+ * listening thread before the connection's own thread exists; CLOSED
+ * before libmicrohttpd closes the descriptor. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    pms_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        int fd = client_fd(c);
+        *socket_context = fd >= 0 ? pms_guard_open(&s->guard, fd) : NULL;
+    } else {
+        pms_guard_close(&s->guard, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 /* ---- daemon ------------------------------------------------------------ */
@@ -631,6 +779,7 @@ int pms_http_start(pms_server *s, char *err, size_t errlen)
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned int)s->cfg.max_connections,
                               MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)128,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                               MHD_OPTION_END);
     if (!s->mhd) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not allowed)", s->cfg.host, s->cfg.port);

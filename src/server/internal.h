@@ -13,8 +13,9 @@
  * Invariants: text[0..ready) is what may be sent to the client (it ends on
  * a character boundary and cannot be the start of a stop string) and only
  * grows; state moves QUEUED -> RUNNING -> DONE (or QUEUED -> DONE when the
- * queue is drained at shutdown); after DONE the worker no longer touches
- * the job except to release it.
+ * queue sheds it or is drained at shutdown; `ran` tells the two paths
+ * apart); after DONE the worker no longer touches the job except to
+ * release it.
  */
 #ifndef PM_SERVER_INTERNAL_H
 #define PM_SERVER_INTERNAL_H
@@ -23,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "guard.h"
 #include "metrics.h"
 #include "phasemark/engine.h"
 #include "phasemark/spec.h"
@@ -52,6 +54,7 @@ typedef struct pms_job {
     int refs;              /* under mu; the last release frees the job */
     uint64_t id;           /* X-Request-Id and the markers' req= */
     int64_t created;       /* Unix seconds, the response's "created" */
+    uint64_t client;       /* the client's address key (pms_client_key), for fair shedding */
     uint64_t t_enqueue_ns; /* monotonic */
     pms_req req;
     int32_t *prompt;       /* owned; tokenized prompt */
@@ -61,6 +64,7 @@ typedef struct pms_job {
     size_t ready;          /* text[0..ready) may be sent */
     size_t n_generated;
     int state;
+    int ran;               /* a worker took it (state went RUNNING) */
     const char *finish;    /* "length" or "stop" once DONE without failure */
     int cancelled;         /* DONE because cancel was honoured */
     int client_gone;       /* the worker saw the client hang up */
@@ -81,25 +85,57 @@ void pms_job_fail_unstarted(pms_job *j, int status, const char *code, const char
 /* Asks a job to stop and forget its socket (the client went away). */
 void pms_job_cancel(pms_job *j);
 
-/* A bounded FIFO of jobs. */
+/* A bounded FIFO of jobs that is fair across clients.
+ *
+ * Jobs wait in arrival order. When the queue is full, a job whose client
+ * holds at least two fewer waiting jobs than the client holding the most
+ * still gets in: that client's newest waiting job is taken out for it
+ * ("shed", answered 503 with Retry-After by its own connection). One
+ * client alone may use the whole queue; beside others, a flood keeps no
+ * more than its share (max-min fair, within one job). The two-job margin
+ * stops two equal clients from shedding each other's jobs in turn.
+ *
+ * Per-client counts live in a small open-addressing table (2..4 times
+ * the capacity) and the largest count is kept up to date through a count
+ * of clients per count, so a push and the admission check cost O(1); only
+ * shedding scans the ring. */
+typedef struct pms_queue_count {
+    uint64_t client;
+    int n;                 /* 0: empty entry */
+} pms_queue_count;
+
 typedef struct pms_queue {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pms_job **ring;
     int cap, head, count;
     int closed;
+    pms_queue_count *counts; /* per client; mask + 1 entries */
+    size_t mask;
+    int *with;               /* with[n]: clients holding exactly n jobs (n in 1..cap) */
+    int max_n;               /* the most jobs one client holds */
 } pms_queue;
 
 int pms_queue_init(pms_queue *q, int cap);
 void pms_queue_destroy(pms_queue *q);
-/* 0 queued, -1 full, -2 closed. */
-int pms_queue_push(pms_queue *q, pms_job *j);
+/* 0 queued, -1 full, -2 closed. When the job got in by shedding another
+ * client's job, *shed is that job (the queue's reference passes to the
+ * caller, who ends it and releases it); NULL otherwise. */
+int pms_queue_push(pms_queue *q, pms_job *j, pms_job **shed);
+/* 1 when a push for client would get in now (a hint: the push decides). */
+int pms_queue_admits(pms_queue *q, uint64_t client);
 /* Blocks for the next job; NULL once closed and empty. */
 pms_job *pms_queue_pop(pms_queue *q);
 /* Closes the queue (pushes fail, pops drain what is left, then NULL). */
 void pms_queue_close(pms_queue *q);
 /* Removes and returns the oldest waiting job, or NULL. */
 pms_job *pms_queue_take(pms_queue *q);
+
+/* The fairness key of a client address: an IPv4 address, or the /64
+ * prefix of an IPv6 one (a host usually owns a whole /64); IPv4-mapped
+ * IPv6 counts as IPv4. 0 for anything else. */
+struct sockaddr;
+uint64_t pms_client_key(const struct sockaddr *sa);
 
 typedef struct pms_worker {
     struct pms_server *srv;
@@ -132,6 +168,8 @@ struct pms_server {
     pthread_mutex_t live_mu; /* guards live; live_cv announces a worker's exit */
     pthread_cond_t live_cv;
     int live;
+    pms_guard guard;         /* connections waiting for headers (guard.h) */
+    int guard_ready;
     struct MHD_Daemon *mhd;
     int port;
     atomic_uint_fast64_t next_id;

@@ -20,6 +20,8 @@ void pms_metrics_init(pms_metrics *m)
     atomic_init(&m->cancelled, 0);
     atomic_init(&m->rejected_full, 0);
     atomic_init(&m->timeouts, 0);
+    atomic_init(&m->cut_header_timeout, 0);
+    atomic_init(&m->cut_reserve, 0);
     atomic_init(&m->prompt_tokens, 0);
     atomic_init(&m->generated_tokens, 0);
     atomic_init(&m->drafted_tokens, 0);
@@ -78,6 +80,15 @@ static int render_status(pms_metrics *m, pms_buf *o)
         if (pms_buf_printf(o, "%s{code=\"%d\"} %" PRIu64 "\n", name, status_codes[i], get(&m->status[i])))
             return -1;
     return pms_buf_printf(o, "%s{code=\"other\"} %" PRIu64 "\n", name, get(&m->status[PMS_N_STATUS]));
+}
+
+/* Connections the guard cut, by reason (guard.h). */
+static int render_cuts(pms_metrics *m, pms_buf *o)
+{
+    const char *name = "phasemark_connections_cut_total";
+    return head(o, name, "counter", "Connections closed while waiting for request headers, by reason.") ||
+           pms_buf_printf(o, "%s{reason=\"header_timeout\"} %" PRIu64 "\n", name, get(&m->cut_header_timeout)) ||
+           pms_buf_printf(o, "%s{reason=\"reserve\"} %" PRIu64 "\n", name, get(&m->cut_reserve));
 }
 
 /* Per-phase tokens and seconds, labelled with the phase names the markers
@@ -159,10 +170,11 @@ int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
     if (render_status(m, o) ||
         counter(o, "phasemark_requests_cancelled_total", "Generations cancelled because the client went away.",
                 get(&m->cancelled)) ||
-        counter(o, "phasemark_requests_rejected_total", "Requests refused with 503 because the queue was full.",
+        counter(o, "phasemark_requests_rejected_total", "Requests refused with 503 because the queue was full (or shed from it).",
                 get(&m->rejected_full)) ||
         counter(o, "phasemark_request_timeouts_total", "Requests whose body did not arrive within the deadline.",
                 get(&m->timeouts)) ||
+        render_cuts(m, o) ||
         counter(o, "phasemark_generations_total", "Generations that ran to a stop condition.", get(&m->completed)) ||
         counter(o, "phasemark_prompt_tokens_total", "Prompt tokens prefilled.", get(&m->prompt_tokens)) ||
         counter(o, "phasemark_generated_tokens_total", "Tokens generated and returned.", get(&m->generated_tokens)) ||

@@ -159,6 +159,13 @@ int pms_server_create(const pms_config *c, pms_server **out, char *err, size_t e
     if (pms_workers_start(s, err, errlen))
         goto fail;
     set_parse_ctx(s);
+    int reserve = c->reserve >= 0 ? c->reserve : c->max_connections / 4;
+    if (pms_guard_init(&s->guard, c->max_connections, c->max_connections - reserve, c->header_timeout_s,
+                       &s->metrics)) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    s->guard_ready = 1;
     if (pms_http_start(s, err, errlen))
         goto fail;
     *out = s;
@@ -213,6 +220,8 @@ void pms_server_free(pms_server *s)
     if (!s)
         return;
     pms_server_shutdown(s);
+    if (s->guard_ready)
+        pms_guard_destroy(&s->guard); /* the listener is stopped: no connection is left */
     pms_workers_free(s);
     if (s->queue_ready)
         pms_queue_destroy(&s->queue);

@@ -63,6 +63,13 @@ typedef struct pms_config {
     int drain_s;             /* on shutdown, in-flight requests get this long */
     int retry_after_s;       /* Retry-After of a 503 when the queue is full */
     int max_connections;     /* concurrent connections accepted */
+    int header_timeout_s;    /* a waiting connection must send a request's
+                                headers within this (slowloris) */
+    int reserve;             /* connections kept for requests whose headers
+                                are in: at most max_connections - reserve
+                                may wait for headers; -1: a quarter */
+    int http_nice;           /* nice value a refused connection's thread
+                                takes (0: none) */
     /* Engine set-up, handed to the engine unchanged: backend to
      * llm_model_open, placement (a layer split, docs/split.md) to every
      * session, draft (a model sharing the target's vocabulary) turns on

@@ -218,6 +218,8 @@ static void run_job(pms_worker *w, pms_job *j)
     pthread_mutex_lock(&j->mu);
     pms_buf_reserve(&j->text, guess < ((size_t)1 << 20) ? guess : ((size_t)1 << 20));
     j->state = PMS_JOB_RUNNING;
+    j->ran = 1;
+    pthread_cond_broadcast(&j->cv); /* a waiting stream sends its 200 now */
     j->stats.queue_ns = pms_now_ns() - j->t_enqueue_ns;
     if (!j->cancel && j->fd >= 0 && peer_closed(j->fd))
         j->cancel = j->client_gone = 1; /* left while queued: do not start */

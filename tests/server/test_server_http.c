@@ -10,8 +10,11 @@
  * markers case only) is the phasemark command. Each case starts its own
  * server on an ephemeral port.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1426,6 +1429,236 @@ static int case_queue_full(void)
     return pm_check_result();
 }
 
+/* ---- slow headers and admission ------------------------------------------ */
+
+/* Connects to 127.0.0.1:port from the loopback address src (all of
+ * 127/8 is local), so that one test can be several clients. */
+static int connect_from(int port, const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    REQUIRE(inet_pton(AF_INET, src, &a.sin_addr) == 1);
+    REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    a.sin_port = htons((uint16_t)port);
+    REQUIRE(inet_pton(AF_INET, "127.0.0.1", &a.sin_addr) == 1);
+    REQUIRE(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    return fd;
+}
+
+/* Sends a completion request from src on a new connection; returns the
+ * socket without reading the answer. */
+static int send_from(int port, const char *src, const char *body)
+{
+    int fd = connect_from(port, src);
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
+                     strlen(body));
+    REQUIRE(hc_send_all(fd, head, (size_t)n, TIMEOUT) == 0 && hc_send_all(fd, body, strlen(body), TIMEOUT) == 0);
+    return fd;
+}
+
+/* 1 when the server closes fd (end-of-file or reset, nothing sent)
+ * within timeout_ms. */
+static int closed_within(int fd, int timeout_ms)
+{
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (poll(&pf, 1, timeout_ms) != 1)
+        return 0;
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+/* 1 when fd has neither data nor end-of-file waiting. */
+static int still_open(int fd)
+{
+    struct pollfd pf = {fd, POLLIN, 0};
+    return poll(&pf, 1, 0) == 0;
+}
+
+/* Threads of process pid whose nice value is nice (Linux /proc). */
+static int threads_at_nice(pid_t pid, int nice)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+    DIR *d = opendir(path);
+    REQUIRE(d != NULL);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sp[128], buf[1024];
+        snprintf(sp, sizeof sp, "%s/%.32s/stat", path, e->d_name);
+        FILE *f = fopen(sp, "r");
+        if (!f)
+            continue; /* the thread just ended */
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        const char *q = strrchr(buf, ')'); /* after the name: field 3 on */
+        int field = 2;
+        long v = 0;
+        for (; q && *q && field < 19; q++)
+            if (*q == ' ' && ++field == 19)
+                v = strtol(q + 1, NULL, 10);
+        n += field == 19 && v == nice;
+    }
+    closedir(d);
+    return n;
+}
+
+#define CUT_RESERVE "phasemark_connections_cut_total{reason=\"reserve\"}"
+#define CUT_TIMEOUT "phasemark_connections_cut_total{reason=\"header_timeout\"}"
+enum { SLOW_N = 14 };
+
+static void completion_ok(int port)
+{
+    hc_resp r;
+    REQUIRE(hc_request(port, "POST", "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":2}", &r, 10000) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+}
+
+static int case_slowloris(void)
+{
+    srv_proc p;
+    /* 16 slots, 4 in reserve: at most 12 connections may wait for
+     * headers, for 3 s each; the idle timeout is far away, so only the
+     * guard cuts anything here. */
+    const char *extra[] = {"--max-connections", "16", "--reserve", "4", "--header-timeout", "3",
+                           "--timeout", "60", NULL};
+    start(&p, tiny, extra);
+    int fd[SLOW_N];
+    for (int i = 0; i < SLOW_N; i++) { /* a request line, then nothing yet */
+        fd[i] = hc_connect(p.port);
+        REQUIRE(fd[i] >= 0);
+        REQUIRE(hc_send_all(fd[i], "POST /v1/completions HTTP/1.1\r\n", 31, TIMEOUT) == 0);
+    }
+    /* The 13th and 14th cut the two that waited longest, and only them. */
+    CHECK(closed_within(fd[0], TIMEOUT));
+    CHECK(closed_within(fd[1], TIMEOUT));
+    for (int i = 2; i < SLOW_N; i++)
+        CHECK(still_open(fd[i]));
+    /* A prompt client still gets in (cutting the next slow one) and is
+     * answered; once it is gone, 11 wait, and the scrape cuts nobody. */
+    completion_ok(p.port);
+    CHECK(closed_within(fd[2], TIMEOUT));
+    for (int i = 3; i < SLOW_N; i++)
+        CHECK(still_open(fd[i]));
+    CHECK(srv_metric(p.port, CUT_RESERVE) == 3);
+    CHECK(srv_metric(p.port, CUT_TIMEOUT) == 0);
+    /* The rest trickle a header line every 250 ms, never idle, never
+     * done: each is cut at the header deadline. Prompt clients are served
+     * meanwhile. */
+    int open_n = SLOW_N - 3, rounds = 0;
+    long long t0 = hc_now_ms();
+    while (open_n > 0 && hc_now_ms() - t0 < 20000) {
+        hc_sleep_ms(250);
+        if (++rounds % 4 == 0)
+            completion_ok(p.port);
+        for (int i = 3; i < SLOW_N; i++) {
+            if (fd[i] < 0)
+                continue;
+            if (closed_within(fd[i], 0)) {
+                close(fd[i]);
+                fd[i] = -1;
+                open_n--;
+                continue;
+            }
+            (void)!hc_send_all(fd[i], "X-Slow: 1\r\n", 11, 1000);
+        }
+    }
+    CHECK_INT_EQ(open_n, 0);
+    CHECK(srv_metric(p.port, CUT_TIMEOUT) == SLOW_N - 3);
+    CHECK(srv_metric(p.port, CUT_RESERVE) == 3);
+    for (int i = 0; i < 3; i++)
+        close(fd[i]);
+    completion_ok(p.port);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* A full queue sheds fairly and cheaply: the client holding it all is
+ * refused before its body is parsed; another client's request gets in by
+ * shedding the first client's newest (a stream, answered with a real
+ * 503); everything admitted is answered 200. */
+static int case_admission(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--workers", "1", "--queue", "2", "--ctx", "4096", "--max-tokens", "4000",
+                           "--retry-after", "7", NULL};
+    start(&p, slow, extra);
+    const char *brief = "{\"prompt\":[1,2],\"max_tokens\":2,\"temperature\":0}";
+    const char *brief_stream = "{\"prompt\":[1,2],\"max_tokens\":2,\"temperature\":0,\"stream\":true}";
+    char body[256];
+    snprintf(body, sizeof body, LONG_BODY, ",\"stream\":true");
+    int a = send_from(p.port, "127.0.0.1", body); /* occupies the worker */
+    REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
+    int b1 = send_from(p.port, "127.0.0.1", brief);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 1, TIMEOUT) == 0);
+    int b2 = send_from(p.port, "127.0.0.1", brief_stream);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 2, TIMEOUT) == 0);
+
+    /* Full, all of it 127.0.0.1's: refused before parsing (this body is
+     * not JSON, yet the answer is 503, not 400), on a connection that
+     * stays open and whose thread now yields to generation (--http-nice
+     * 19; no thread was lowered before). */
+    hc_resp r;
+    char v[32];
+    CHECK_INT_EQ(threads_at_nice(p.pid, 19), 0);
+    int k = connect_from(p.port, "127.0.0.1");
+    const char *raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\nnot json";
+    REQUIRE(hc_send_all(k, raw, strlen(raw), TIMEOUT) == 0);
+    REQUIRE(hc_read_one(k, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(threads_at_nice(p.pid, 19), 1);
+    close(k);
+    check_error(&r, 503, "queue full, same client");
+    CHECK_STR_EQ(hc_header(&r, "Retry-After", v, sizeof v), "7");
+    json_t *j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "overloaded");
+    json_decref(j);
+    hc_free(&r);
+
+    /* 127.0.0.2 holds none: 127.0.0.1's newest, the queued stream, makes
+     * room and gets a whole 503 (its 200 would only go out once it ran). */
+    int c = send_from(p.port, "127.0.0.2", brief);
+    read_response(b2, &r);
+    check_error(&r, 503, "shed stream");
+    CHECK_INT_EQ(r.chunked, 0);
+    CHECK_STR_EQ(hc_header(&r, "Retry-After", v, sizeof v), "7");
+    j = body_json(&r);
+    CHECK_STR_EQ(jstr(json_object_get(j, "error"), "code"), "overloaded");
+    json_decref(j);
+    hc_free(&r);
+    /* One each now: equals do not shed each other. */
+    read_response(send_from(p.port, "127.0.0.2", brief), &r);
+    check_error(&r, 503, "queue full, one each");
+    hc_free(&r);
+    CHECK(srv_metric(p.port, "phasemark_requests_rejected_total") == 3);
+    CHECK(srv_metric(p.port, "phasemark_queue_depth") == 2);
+
+    /* The long stream leaves; both admitted requests complete, in order. */
+    close(a);
+    int admitted[] = {b1, c};
+    for (int i = 0; i < 2; i++) {
+        read_response(admitted[i], &r);
+        CHECK_INT_EQ(r.status, 200);
+        j = body_json(&r);
+        CHECK(jint(json_object_get(j, "usage"), "completion_tokens") == 2);
+        json_decref(j);
+        hc_free(&r);
+    }
+    CHECK(srv_metric(p.port, "phasemark_requests_cancelled_total") == 1);
+    CHECK(srv_metric(p.port, "phasemark_generations_total") == 2);
+    CHECK(srv_metric(p.port, "phasemark_http_requests_total{code=\"503\"}") == 3);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
 static int case_disconnect(void)
 {
     srv_proc p;
@@ -1822,7 +2055,8 @@ int main(int argc, char **argv)
         {"shard_stall_spawn", case_shard_stall_spawn}, {"api_key", case_api_key},
         {"no_mmap", case_no_mmap},       {"shard_stall_unix", case_shard_stall_unix},
         {"keepalive", case_keepalive},   {"errors", case_errors},
-        {"slow_client", case_slow_client}, {"queue_full", case_queue_full}, {"disconnect", case_disconnect},
+        {"slow_client", case_slow_client}, {"queue_full", case_queue_full},
+        {"slowloris", case_slowloris},   {"admission", case_admission}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},
         {"chat_mistral", case_chat_mistral},

@@ -9,8 +9,11 @@
  *
  *   test_server_units CASE
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "chat.h"
 #include "internal.h"
@@ -344,6 +347,27 @@ static int case_config(void)
     CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), -1);
     const char *bad_k[] = {"-m", "x", "--draft", "d", "--draft-k", "0", NULL};
     CHECK_INT_EQ(parse(&c, bad_k, err, sizeof err), -1);
+
+    /* Slow headers and admission: defaults, values, limits. */
+    const char *plain[] = {"-m", "x", NULL};
+    REQUIRE(parse(&c, plain, err, sizeof err) == 0);
+    CHECK_INT_EQ(c.header_timeout_s, 5);
+    CHECK_INT_EQ(c.reserve, -1); /* a quarter of --max-connections */
+    CHECK_INT_EQ(c.http_nice, 19);
+    const char *guard[] = {"-m", "x", "--header-timeout", "2", "--reserve", "3", "--http-nice", "0",
+                           "--max-connections", "4", NULL};
+    REQUIRE(parse(&c, guard, err, sizeof err) == 0);
+    CHECK_INT_EQ(c.header_timeout_s, 2);
+    CHECK_INT_EQ(c.reserve, 3);
+    CHECK_INT_EQ(c.http_nice, 0);
+    const char *all_reserved[] = {"-m", "x", "--reserve", "4", "--max-connections", "4", NULL};
+    CHECK_INT_EQ(parse(&c, all_reserved, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "--reserve 4 must be below --max-connections 4");
+    const char *nice20[] = {"-m", "x", "--http-nice", "20", NULL};
+    CHECK_INT_EQ(parse(&c, nice20, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "--http-nice needs an integer in 0..19 (got '20')");
+    const char *ht0[] = {"-m", "x", "--header-timeout", "0", NULL};
+    CHECK_INT_EQ(parse(&c, ht0, err, sizeof err), -1);
     return pm_check_result();
 }
 
@@ -462,15 +486,18 @@ static int case_queue(void)
 {
     pms_queue q;
     REQUIRE(pms_queue_init(&q, 2) == 0);
-    pms_job *a = job(1), *b = job(2), *c = job(3);
-    CHECK_INT_EQ(pms_queue_push(&q, a), 0);
-    CHECK_INT_EQ(pms_queue_push(&q, b), 0);
-    CHECK_INT_EQ(pms_queue_push(&q, c), -1); /* full: refused at once */
+    pms_job *a = job(1), *b = job(2), *c = job(3), *shed = NULL;
+    CHECK_INT_EQ(pms_queue_push(&q, a, &shed), 0);
+    CHECK_INT_EQ(pms_queue_push(&q, b, &shed), 0);
+    CHECK_INT_EQ(pms_queue_admits(&q, 0), 0);
+    CHECK_INT_EQ(pms_queue_push(&q, c, &shed), -1); /* full, one client: refused at once */
+    CHECK(shed == NULL);
     CHECK(pms_queue_pop(&q) == a);           /* first in, first out */
-    CHECK_INT_EQ(pms_queue_push(&q, c), 0);  /* room again, across the ring's end */
+    CHECK_INT_EQ(pms_queue_push(&q, c, &shed), 0);  /* room again, across the ring's end */
     CHECK(pms_queue_take(&q) == b);
     pms_queue_close(&q);
-    CHECK_INT_EQ(pms_queue_push(&q, a), -2); /* closed */
+    CHECK_INT_EQ(pms_queue_admits(&q, 0), 0);
+    CHECK_INT_EQ(pms_queue_push(&q, a, &shed), -2); /* closed */
     CHECK(pms_queue_pop(&q) == c);           /* closed queues drain first */
     CHECK(pms_queue_pop(&q) == NULL);
     CHECK(pms_queue_take(&q) == NULL);
@@ -497,6 +524,88 @@ static int case_queue(void)
     return pm_check_result();
 }
 
+/* Pushes a job of client; returns the push's status, *shed_id the id of
+ * the job it shed (0: none; the shed job is released). */
+static int push_as(pms_queue *q, uint64_t id, uint64_t client, uint64_t *shed_id)
+{
+    pms_job *j = job(id), *shed = NULL;
+    j->client = client;
+    int rc = pms_queue_push(q, j, &shed);
+    *shed_id = shed ? shed->id : 0;
+    if (shed) {
+        pms_job_release(shed);
+        pms_job_release(shed);
+    }
+    if (rc) {
+        pms_job_release(j);
+        pms_job_release(j);
+    }
+    return rc;
+}
+
+static int case_queue_fair(void)
+{
+    enum { A = 11, B = 22, C = 33 };
+    pms_queue q;
+    uint64_t shed;
+    REQUIRE(pms_queue_init(&q, 4) == 0);
+    for (uint64_t id = 1; id <= 4; id++)
+        CHECK_INT_EQ(push_as(&q, id, A, &shed), 0);
+    /* A alone filled the queue; B holds none: A's newest makes room. */
+    CHECK_INT_EQ(pms_queue_admits(&q, A), 0);
+    CHECK_INT_EQ(pms_queue_admits(&q, B), 1);
+    CHECK_INT_EQ(push_as(&q, 5, B, &shed), 0);
+    CHECK(shed == 4);
+    CHECK_INT_EQ(push_as(&q, 6, A, &shed), -1); /* A: 3, the most: refused */
+    CHECK(shed == 0);
+    CHECK_INT_EQ(push_as(&q, 7, B, &shed), 0);  /* B: 1 + 2 <= 3 */
+    CHECK(shed == 3);
+    CHECK_INT_EQ(push_as(&q, 8, B, &shed), -1); /* 2 and 2: no shedding between equals */
+    CHECK_INT_EQ(pms_queue_admits(&q, B), 0);
+    CHECK_INT_EQ(push_as(&q, 9, C, &shed), 0);  /* the newest of a client holding 2: B's */
+    CHECK(shed == 7);
+    uint64_t order[] = {1, 2, 5, 9};
+    for (int i = 0; i < 4; i++) {
+        pms_job *j = pms_queue_take(&q);
+        REQUIRE(j != NULL);
+        CHECK(j->id == order[i]);
+        pms_job_release(j);
+        pms_job_release(j);
+    }
+    CHECK(pms_queue_take(&q) == NULL);
+    /* Emptied, the counts are back to zero: one client may fill it again. */
+    for (uint64_t id = 10; id <= 13; id++)
+        CHECK_INT_EQ(push_as(&q, id, B, &shed), 0);
+    CHECK_INT_EQ(push_as(&q, 14, B, &shed), -1);
+    for (pms_job *j; (j = pms_queue_take(&q)) != NULL;) {
+        pms_job_release(j);
+        pms_job_release(j);
+    }
+    pms_queue_destroy(&q);
+    return pm_check_result();
+}
+
+static int case_client_key(void)
+{
+    struct sockaddr_in v4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET, "127.0.0.2", &v4.sin_addr);
+    CHECK(pms_client_key((struct sockaddr *)&v4) == 0x17f000002ull);
+    inet_pton(AF_INET6, "::ffff:127.0.0.2", &v6.sin6_addr);
+    CHECK(pms_client_key((struct sockaddr *)&v6) == 0x17f000002ull); /* mapped: the IPv4 key */
+    inet_pton(AF_INET6, "2001:db8::1", &v6.sin6_addr);
+    uint64_t k1 = pms_client_key((struct sockaddr *)&v6);
+    CHECK(k1 == 0xa0010db800000000ull);
+    inet_pton(AF_INET6, "2001:db8::ffff:2", &v6.sin6_addr);
+    CHECK(pms_client_key((struct sockaddr *)&v6) == k1); /* the same /64 */
+    inet_pton(AF_INET6, "2001:db8:0:1::1", &v6.sin6_addr);
+    CHECK(pms_client_key((struct sockaddr *)&v6) == 0xa0010db800000001ull);
+    struct sockaddr un = {.sa_family = AF_UNIX};
+    CHECK(pms_client_key(&un) == 0);
+    CHECK(pms_client_key(NULL) == 0);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct { const char *name; int (*fn)(void); } cases[] = {
@@ -505,7 +614,8 @@ int main(int argc, char **argv)
         {"json_quote", case_json_quote},
         {"request_valid", case_request_valid}, {"request_errors", case_request_errors},
         {"config", case_config},               {"metrics", case_metrics},
-        {"queue", case_queue},
+        {"queue", case_queue},                 {"queue_fair", case_queue_fair},
+        {"client_key", case_client_key},
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
