@@ -416,10 +416,11 @@ static int head_width(const llm_gguf *g, llm_hparams *hp, char *err, size_t errl
 }
 
 /* Sliding-window attention (<arch>.attention.sliding_window) masks keys
- * older than the window; llama.cpp's converters write the key for neither
- * llama-architecture Mistral files nor qwen2 (both run with full causal
- * attention there, as here). A file that sets it asks for a mask this
- * engine does not apply, so it is refused rather than computed unmasked. */
+ * older than the window. llama.cpp's converter writes no such key for
+ * Mistral 7B (a plain llama file) and llama.cpp reads it for neither
+ * llama nor qwen2: both run with full causal attention there, as here. A
+ * file that sets it asks for a mask this engine does not apply, so it is
+ * refused rather than computed unmasked. */
 static int check_no_window(const llm_gguf *g, const llm_hparams *hp, char *err, size_t errlen)
 {
     char key[64];
