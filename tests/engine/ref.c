@@ -11,11 +11,13 @@ typedef struct ref_layer {
     double *attn_norm, *ffn_norm;          /* [dim] */
     double *wq, *wk, *wv, *wo;             /* [out][in] */
     double *wg, *wu, *wd;
+    double *bq, *bk, *bv;                  /* qwen2: [q_dim], [kv_dim] x2 */
+    double *q_norm, *k_norm;               /* qwen3: [head_dim] */
 } ref_layer;
 
 struct ref_model {
     ref_hparams hp;
-    int head_dim, kv_dim, pos;
+    int head_dim, q_dim, kv_dim, pos;
     double *embd, *out_norm, *out;         /* [vocab][dim], [dim], [vocab][dim] */
     ref_layer *layers;
     double *kc, *vc;                       /* [layers][ctx][kv_dim] */
@@ -171,8 +173,31 @@ static double *load(ref_find_fn find, const void *h, const char *name, size_t n)
 static double *load_layer(ref_find_fn find, const void *h, int l, const char *what, size_t n)
 {
     char name[96];
-    snprintf(name, sizeof name, "blk.%d.%s.weight", l, what);
+    snprintf(name, sizeof name, "blk.%d.%s", l, what);
+    if (!strchr(what, '.'))
+        snprintf(name, sizeof name, "blk.%d.%s.weight", l, what);
     return load(find, h, name, n);
+}
+
+/* The architecture's extra vectors: 1 when all it needs loaded. qwen2
+ * has q/k/v biases, and a llama file may have them too. */
+static int load_extras(ref_layer *L, const ref_hparams *hp, ref_find_fn find, const void *h,
+                       int l, size_t Q, size_t KV, size_t hd)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.attn_q.bias", l);
+    if (hp->arch == REF_QWEN2 || (hp->arch == REF_LLAMA && find(h, name))) {
+        L->bq = load_layer(find, h, l, "attn_q.bias", Q);
+        L->bk = load_layer(find, h, l, "attn_k.bias", KV);
+        L->bv = load_layer(find, h, l, "attn_v.bias", KV);
+        return L->bq && L->bk && L->bv;
+    }
+    if (hp->arch == REF_QWEN3) {
+        L->q_norm = load_layer(find, h, l, "attn_q_norm", hd);
+        L->k_norm = load_layer(find, h, l, "attn_k_norm", hd);
+        return L->q_norm && L->k_norm;
+    }
+    return 1;
 }
 
 ref_model *ref_load(const ref_hparams *hp, ref_find_fn find, const void *h)
@@ -181,8 +206,10 @@ ref_model *ref_load(const ref_hparams *hp, ref_find_fn find, const void *h)
     if (!r)
         return NULL;
     r->hp = *hp;
-    size_t D = hp->dim, hd = hp->dim / hp->n_heads, KV = hd * hp->n_kv_heads, F = hp->ffn;
+    size_t D = hp->dim, hd = (size_t)ref_head_dim(hp), KV = hd * hp->n_kv_heads, F = hp->ffn;
+    size_t Q = hd * hp->n_heads;
     r->head_dim = (int)hd;
+    r->q_dim = (int)Q;
     r->kv_dim = (int)KV;
     int ok = 1;
     r->embd = load(find, h, "token_embd.weight", (size_t)hp->vocab * D);
@@ -195,21 +222,22 @@ ref_model *ref_load(const ref_hparams *hp, ref_find_fn find, const void *h)
         ref_layer *L = &r->layers[l];
         L->attn_norm = load_layer(find, h, l, "attn_norm", D);
         L->ffn_norm = load_layer(find, h, l, "ffn_norm", D);
-        L->wq = load_layer(find, h, l, "attn_q", D * D);
+        L->wq = load_layer(find, h, l, "attn_q", D * Q);
         L->wk = load_layer(find, h, l, "attn_k", D * KV);
         L->wv = load_layer(find, h, l, "attn_v", D * KV);
-        L->wo = load_layer(find, h, l, "attn_output", D * D);
+        L->wo = load_layer(find, h, l, "attn_output", Q * D);
         L->wg = load_layer(find, h, l, "ffn_gate", D * F);
         L->wu = load_layer(find, h, l, "ffn_up", D * F);
         L->wd = load_layer(find, h, l, "ffn_down", F * D);
         ok = L->attn_norm && L->ffn_norm && L->wq && L->wk && L->wv && L->wo && L->wg && L->wu && L->wd;
+        ok = ok && load_extras(L, hp, find, h, l, Q, KV, hd);
     }
     size_t cache = (size_t)hp->n_layers * hp->ctx * KV;
     r->kc = calloc(cache, sizeof(double));
     r->vc = calloc(cache, sizeof(double));
     double **bufs[] = {&r->x, &r->xb, &r->q, &r->k, &r->v, &r->att, &r->o, &r->g, &r->u, &r->sc};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        *bufs[i] = calloc(D + F + (size_t)hp->ctx, sizeof(double));
+        *bufs[i] = calloc(D + F + Q + (size_t)hp->ctx, sizeof(double));
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         ok = ok && *bufs[i];
     if (!ok || !r->kc || !r->vc) {
@@ -225,7 +253,8 @@ void ref_free(ref_model *r)
         return;
     for (int l = 0; r->layers && l < r->hp.n_layers; l++) {
         ref_layer *L = &r->layers[l];
-        double *p[] = {L->attn_norm, L->ffn_norm, L->wq, L->wk, L->wv, L->wo, L->wg, L->wu, L->wd};
+        double *p[] = {L->attn_norm, L->ffn_norm, L->wq, L->wk, L->wv, L->wo, L->wg, L->wu, L->wd,
+                       L->bq, L->bk, L->bv, L->q_norm, L->k_norm};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
             free(p[i]);
     }
@@ -263,19 +292,36 @@ static void rmsnorm(double *y, const double *x, const double *w, int n, double e
         y[i] = x[i] * s * w[i];
 }
 
-/* Rotates pair (2i, 2i+1) of every head by (pos / factor) * base^(-2i/hd). */
+/* Rotates pair i of every head by (pos / factor) * base^(-2i/hd): the
+ * pair is (2i, 2i+1) for llama (its GGUF rows are permuted that way) and
+ * (i, i + hd/2) for qwen2/qwen3 (Hugging Face's rotate_half, unpermuted). */
 static void rope(const ref_model *r, double *v, int heads)
 {
-    int hd = r->head_dim;
+    int hd = r->head_dim, split = r->hp.arch != REF_LLAMA;
     for (int h = 0; h < heads; h++)
         for (int i = 0; i < hd / 2; i++) {
             double a = r->pos / r->hp.rope_factor * pow(r->hp.rope_base, -2.0 * i / hd);
             if (r->hp.rope_freqs)
                 a /= ref_rope_freq(i);
-            double *p = v + h * hd + 2 * i, x0 = p[0], x1 = p[1];
-            p[0] = x0 * cos(a) - x1 * sin(a);
-            p[1] = x0 * sin(a) + x1 * cos(a);
+            double *p0 = v + h * hd + (split ? i : 2 * i);
+            double *p1 = split ? p0 + hd / 2 : p0 + 1;
+            double x0 = *p0, x1 = *p1;
+            *p0 = x0 * cos(a) - x1 * sin(a);
+            *p1 = x0 * sin(a) + x1 * cos(a);
         }
+}
+
+static void add_vec(double *y, const double *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += b[i];
+}
+
+/* qwen3: every head of v normalized over its own hd elements. */
+static void head_norm(const ref_model *r, double *v, int heads, const double *w)
+{
+    for (int h = 0; h < heads; h++)
+        rmsnorm(v + h * r->head_dim, v + h * r->head_dim, w, r->head_dim, r->hp.eps);
 }
 
 static void attention(ref_model *r, int l)
@@ -310,21 +356,30 @@ static void attention(ref_model *r, int l)
 void ref_step(ref_model *r, int token, double *logits)
 {
     const ref_hparams *hp = &r->hp;
-    int D = hp->dim, F = hp->ffn, KV = r->kv_dim;
+    int D = hp->dim, F = hp->ffn, KV = r->kv_dim, Q = r->q_dim;
     memcpy(r->x, r->embd + (size_t)token * D, (size_t)D * sizeof(double));
     for (int l = 0; l < hp->n_layers; l++) {
         const ref_layer *L = &r->layers[l];
         rmsnorm(r->xb, r->x, L->attn_norm, D, hp->eps);
-        matvec(L->wq, r->xb, r->q, D, D);
+        matvec(L->wq, r->xb, r->q, Q, D);
         matvec(L->wk, r->xb, r->k, KV, D);
         matvec(L->wv, r->xb, r->v, KV, D);
+        if (L->bq) {
+            add_vec(r->q, L->bq, Q);
+            add_vec(r->k, L->bk, KV);
+            add_vec(r->v, L->bv, KV);
+        }
+        if (L->q_norm) {
+            head_norm(r, r->q, hp->n_heads, L->q_norm);
+            head_norm(r, r->k, hp->n_kv_heads, L->k_norm);
+        }
         rope(r, r->q, hp->n_heads);
         rope(r, r->k, hp->n_kv_heads);
         size_t slot = ((size_t)l * hp->ctx + r->pos) * KV;
         memcpy(r->kc + slot, r->k, (size_t)KV * sizeof(double));
         memcpy(r->vc + slot, r->v, (size_t)KV * sizeof(double));
         attention(r, l);
-        matvec(L->wo, r->att, r->o, D, D);
+        matvec(L->wo, r->att, r->o, D, Q);
         for (int i = 0; i < D; i++)
             r->x[i] += r->o[i];
         rmsnorm(r->xb, r->x, L->ffn_norm, D, hp->eps);

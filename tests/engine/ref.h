@@ -1,5 +1,5 @@
-/* ref.h — an independent double-precision llama forward for the engine's
- * parity tests.
+/* ref.h — an independent double-precision llama-family forward (llama,
+ * qwen2, qwen3) for the engine's parity tests.
  *
  * Written apart from the engine on purpose: plain loops, doubles
  * throughout, one token at a time, its own decoding of the tensor bytes
@@ -20,7 +20,19 @@ typedef struct ref_hparams {
     int rope_freqs; /* 1: frequency i is divided by ref_rope_freq(i) (Llama
                        3.1's rope_freqs.weight, written by synth); 2: synth
                        writes a malformed one (factor 0 at 1) */
+    int arch;       /* REF_LLAMA, REF_QWEN2 (q/k/v biases, half-split RoPE)
+                       or REF_QWEN3 (per-head q/k RMSNorm before RoPE,
+                       half-split RoPE) */
+    int head_dim;   /* 0: dim / n_heads; else the file's key_length */
 } ref_hparams;
+
+enum { REF_LLAMA = 0, REF_QWEN2 = 1, REF_QWEN3 = 2 };
+
+/* The head width hp describes. */
+static inline int ref_head_dim(const ref_hparams *hp)
+{
+    return hp->head_dim ? hp->head_dim : hp->dim / hp->n_heads;
+}
 
 /* The test models' rope_freqs.weight values: 1, 3.5, 6, 8.5, 1, ... (the
  * spread of Llama 3.1's factors, 1..8). */

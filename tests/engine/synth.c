@@ -99,22 +99,65 @@ static int add(writer_ctx *c, const char *name, uint32_t type, uint64_t ne0,
     return llm_gguf_writer_add_tensor_gen(c->w, name, type, ne1 > 1 ? 2 : 1, ne, gen_row, g);
 }
 
+static const char *arch_of(const synth_spec *s)
+{
+    if (s->arch)
+        return s->arch;
+    return s->hp.arch == REF_QWEN2 ? "qwen2" : s->hp.arch == REF_QWEN3 ? "qwen3" : "llama";
+}
+
 static int add_meta(llm_gguf_writer *w, const synth_spec *s)
 {
     const ref_hparams *hp = &s->hp;
-    const char *arch = s->arch ? s->arch : "llama";
+    const char *arch = arch_of(s);
+    char key[96];
     int rc = llm_gguf_writer_set_str(w, "general.architecture", arch, strlen(arch));
-    rc |= llm_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)hp->dim);
-    rc |= llm_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)hp->n_layers);
-    rc |= llm_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)hp->ffn);
-    rc |= llm_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)hp->n_heads);
-    rc |= llm_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)hp->n_kv_heads);
-    rc |= llm_gguf_writer_set_u32(w, "llama.context_length", (uint32_t)hp->ctx);
-    rc |= llm_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", (float)hp->eps);
-    rc |= llm_gguf_writer_set_f32(w, "llama.rope.freq_base", (float)hp->rope_base);
+#define KEY(k) (snprintf(key, sizeof key, "%s.%s", arch, k), key)
+    rc |= llm_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)hp->dim);
+    rc |= llm_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)hp->n_layers);
+    rc |= llm_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)hp->ffn);
+    rc |= llm_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)hp->n_heads);
+    rc |= llm_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)hp->n_kv_heads);
+    rc |= llm_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)hp->ctx);
+    rc |= llm_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)hp->eps);
+    rc |= llm_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)hp->rope_base);
+    if (hp->head_dim) {
+        uint32_t vl = (uint32_t)hp->head_dim - ((s->quirks & SYNTH_VALUE_LENGTH) ? 1u : 0u);
+        rc |= llm_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hp->head_dim);
+        rc |= llm_gguf_writer_set_u32(w, KEY("attention.value_length"), vl);
+    }
+    if (s->quirks & SYNTH_WINDOW)
+        rc |= llm_gguf_writer_set_u32(w, KEY("attention.sliding_window"), 16);
     if (hp->rope_factor != 1.0) {
-        rc |= llm_gguf_writer_set_str(w, "llama.rope.scaling.type", "linear", 6);
-        rc |= llm_gguf_writer_set_f32(w, "llama.rope.scaling.factor", (float)hp->rope_factor);
+        rc |= llm_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear", 6);
+        rc |= llm_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), (float)hp->rope_factor);
+    }
+#undef KEY
+    return rc;
+}
+
+/* The architecture's per-layer vectors (and the quirks' malformed ones):
+ * biases uniform in +-0.5, per-head norm weights 1 +- 0.2. */
+static int add_extras(writer_ctx *c, const synth_spec *s, int l, uint64_t Q, uint64_t KV,
+                      uint64_t hd)
+{
+    char name[96];
+    int rc = 0;
+    if (s->hp.arch == REF_QWEN2 || (s->quirks & (SYNTH_BIAS | SYNTH_SHORT_BIAS))) {
+        const char *what[3] = {"attn_q", "attn_k", "attn_v"};
+        uint64_t n[3] = {Q, KV, KV};
+        if (s->quirks & SYNTH_SHORT_BIAS)
+            n[1]--;
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "blk.%d.%s.bias", l, what[i]);
+            rc |= add(c, name, 0, n[i], 1, 0.5, 0.0);
+        }
+    }
+    if (s->hp.arch == REF_QWEN3) {
+        snprintf(name, sizeof name, "blk.%d.attn_q_norm.weight", l);
+        rc |= add(c, name, 0, hd, 1, 0.2, 1.0);
+        snprintf(name, sizeof name, "blk.%d.attn_k_norm.weight", l);
+        rc |= add(c, name, 0, hd, 1, 0.2, 1.0);
     }
     return rc;
 }
@@ -122,8 +165,9 @@ static int add_meta(llm_gguf_writer *w, const synth_spec *s)
 int synth_write(const char *path, const synth_spec *s)
 {
     const ref_hparams *hp = &s->hp;
-    uint64_t D = (uint64_t)hp->dim, KV = D / hp->n_heads * hp->n_kv_heads, F = (uint64_t)hp->ffn;
-    writer_ctx c = {NULL, calloc((size_t)(12 * hp->n_layers + 8), sizeof(gen)), 0, s->seed, s->omit,
+    uint64_t D = (uint64_t)hp->dim, hd = (uint64_t)ref_head_dim(hp), F = (uint64_t)hp->ffn;
+    uint64_t KV = hd * (uint64_t)hp->n_kv_heads, Q = hd * (uint64_t)hp->n_heads;
+    writer_ctx c = {NULL, calloc((size_t)(16 * hp->n_layers + 8), sizeof(gen)), 0, s->seed, s->omit,
                     s->through};
     if (!c.gens || llm_gguf_writer_new(&c.w) != 0) {
         free(c.gens);
@@ -138,10 +182,10 @@ int synth_write(const char *path, const synth_spec *s)
     for (int l = 0; l < hp->n_layers; l++) {
         struct { const char *what; uint64_t ne0, ne1; double scale, offset; uint32_t type; } t[] = {
             {"attn_norm", D, 1, 0.2, 1.0, 0},
-            {"attn_q", D, D, sqrt(3.0 / D), 0, s->type},
+            {"attn_q", D, Q, sqrt(3.0 / D), 0, s->type},
             {"attn_k", D, KV, sqrt(3.0 / D), 0, s->type},
             {"attn_v", D, KV, sqrt(3.0 / D), 0, hi},
-            {"attn_output", D, D, sqrt(3.0 / D), 0, s->type},
+            {"attn_output", Q, D, sqrt(3.0 / Q), 0, s->type},
             {"ffn_norm", D, 1, 0.2, 1.0, 0},
             {"ffn_gate", D, F, sqrt(3.0 / D), 0, s->type},
             {"ffn_up", D, F, sqrt(3.0 / D), 0, s->type},
@@ -151,10 +195,11 @@ int synth_write(const char *path, const synth_spec *s)
             snprintf(name, sizeof name, "blk.%d.%s.weight", l, t[i].what);
             rc |= add(&c, name, t[i].type, t[i].ne0, t[i].ne1, t[i].scale, t[i].offset);
         }
+        rc |= add_extras(&c, s, l, Q, KV, hd);
     }
     rc |= add(&c, "output_norm.weight", 0, D, 1, 0.2, 1.0);
     float freqs[512];
-    uint64_t half = D / (uint64_t)hp->n_heads / 2;
+    uint64_t half = hd / 2;
     if (hp->rope_freqs && half <= 512) {
         for (uint64_t i = 0; i < half; i++)
             freqs[i] = ref_rope_freq((int)i);

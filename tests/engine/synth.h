@@ -22,7 +22,9 @@ typedef struct synth_spec {
                            this type instead (a Q4_K_M-like mix) */
     int tied;           /* 1: no output.weight */
     uint64_t seed;
-    const char *arch;   /* general.architecture; NULL: "llama" */
+    const char *arch;   /* general.architecture (and the metadata prefix);
+                           NULL: the name of hp.arch */
+    unsigned quirks;    /* SYNTH_* below: malformed files for error tests */
     const char *omit;   /* a tensor name left out (error tests); NULL */
     const llm_type_set *types; /* types beyond the built-in ones that type
                                   and embd_type may name; NULL: none */
@@ -32,6 +34,14 @@ typedef struct synth_spec {
                                   written as type / embd_type: a float model
                                   with exactly another type's weights */
 } synth_spec;
+
+/* Quirks: attn_k.bias one element short; q/k/v biases in a file whatever
+ * its architecture; an <arch>.attention.sliding_window key of 16; a
+ * value_length one less than key_length. */
+#define SYNTH_SHORT_BIAS 1u
+#define SYNTH_BIAS 2u
+#define SYNTH_WINDOW 4u
+#define SYNTH_VALUE_LENGTH 8u
 
 /* A default spec: dim 64, 2 layers, 4 heads over 2 kv heads, ffn 96,
  * vocab 160, context 64, eps 1e-5, base 10000, untied, f32. */

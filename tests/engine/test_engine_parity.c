@@ -10,6 +10,10 @@
  *   VARIANT  plain (default) | tied (output = embedding) | rope (base
  *            500000, linear scaling x4) | rope_freqs (a rope_freqs.weight
  *            tensor, Llama 3.1) | mha (n_kv_heads = n_heads) |
+ *            qwen2 (q/k/v biases, half-split RoPE, base 1e6) | qwen2_tied |
+ *            qwen3 (per-head q/k RMSNorm) | qwen3_hd (head_dim 48 with
+ *            dim 64 and 4 heads: q is wider than the residual) |
+ *            llama_bias (a llama file with q/k/v biases) |
  *            scalar (the portable kernels instead of AVX2) | gemm_own /
  *            gemm_blas (the batched product forced to the built-in kernel
  *            or to OpenBLAS)
@@ -67,6 +71,17 @@ static void apply_variant(synth_spec *s, const char *v)
         s->hp.rope_freqs = 2;
     else if (strcmp(v, "mha") == 0)
         s->hp.n_kv_heads = s->hp.n_heads;
+    else if (strcmp(v, "qwen2") == 0 || strcmp(v, "qwen2_tied") == 0) {
+        s->hp.arch = REF_QWEN2;
+        s->hp.rope_base = 1000000.0;
+        s->tied = v[5] != '\0';
+    } else if (strcmp(v, "qwen3") == 0)
+        s->hp.arch = REF_QWEN3;
+    else if (strcmp(v, "qwen3_hd") == 0) { /* head_dim 48 != dim / n_heads */
+        s->hp.arch = REF_QWEN3;
+        s->hp.head_dim = 48;
+    } else if (strcmp(v, "llama_bias") == 0) /* llama takes q/k/v biases too */
+        s->quirks = SYNTH_BIAS;
     else if (strcmp(v, "plain") != 0) {
         fprintf(stderr, "unknown variant %s\n", v);
         exit(2);
@@ -126,7 +141,16 @@ int main(int argc, char **argv)
         s.hp.dim = 256;
         s.hp.ffn = 512;
     }
-    apply_variant(&s, argc == 3 ? argv[2] : "plain");
+    /* VARIANT_scalar: the variant on the portable kernels. */
+    char variant[64];
+    snprintf(variant, sizeof variant, "%s", argc == 3 ? argv[2] : "plain");
+    size_t vl = strlen(variant);
+    int scalar = strcmp(variant, "scalar") == 0;
+    if (vl > 7 && strcmp(variant + vl - 7, "_scalar") == 0) {
+        variant[vl - 7] = '\0';
+        scalar = 1;
+    }
+    apply_variant(&s, variant);
     char path[512];
     synth_path(path, sizeof path, argv[1]);
     REQUIRE(synth_write(path, &s) == 0);
@@ -146,7 +170,7 @@ int main(int argc, char **argv)
     ref_model *r = ref_load(&s.hp, synth_find_gguf, g);
     REQUIRE(r);
     llm_model *m = synth_open(path, 2);
-    if (argc == 3 && strcmp(argv[2], "scalar") == 0) {
+    if (scalar) {
         /* Swap in a CPU backend restricted to the scalar kernels (an
          * internal hook: engine.h offers no such switch). */
         llm_backend *be;

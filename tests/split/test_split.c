@@ -58,6 +58,14 @@ static void make_model(const char *which)
     synth_spec sp = synth_default();
     sp.hp.n_layers = 4;
     sp.hp.ctx = 128;
+    /* The other architectures: a shard binds biases (qwen2) or per-head
+     * norms and a head width of its own (qwen3) for its layers only. */
+    if (strcmp(which, "qwen2") == 0)
+        sp.hp.arch = REF_QWEN2;
+    if (strcmp(which, "qwen3") == 0) {
+        sp.hp.arch = REF_QWEN3;
+        sp.hp.head_dim = 48;
+    }
     synth_path(g_model, sizeof g_model, "split");
     REQUIRE(synth_write(g_model, &sp) == 0);
 }

@@ -26,6 +26,7 @@ static void usage(FILE *f)
             "usage: " MW_NAME " synth -o OUT --dim D --layers L --heads H --kv-heads K --ffn F\n"
             "                      --vocab V --ctx C --type T --seed S [--tied]\n"
             "                      [--rope-base B] [--rope-scale F] [--eps E]\n"
+            "                      [--arch llama|qwen2|qwen3] [--head-dim N]\n"
             "       " MW_NAME " convert-llama2c -o OUT --model X.bin --tokenizer TOKENIZER.bin [--type T]\n"
             "       " MW_NAME " info MODEL.gguf\n"
             "types: f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K (weight matrices; norms stay f32);\n"
@@ -101,23 +102,31 @@ static uint32_t file_type(uint32_t type)
 int mw_write_llama_meta(llm_gguf_writer *w, const mw_hparams *hp, uint32_t type, const char *name,
                         const mw_vocab *v)
 {
-    llm_gguf_writer_set_str(w, "general.architecture", "llama", 5);
+    const char *arch = mw_arch(hp);
+    char key[96];
+#define KEY(k) (snprintf(key, sizeof key, "%s.%s", arch, k), key)
+    llm_gguf_writer_set_str(w, "general.architecture", arch, strlen(arch));
     llm_gguf_writer_set_str(w, "general.name", name, strlen(name));
     llm_gguf_writer_set_u32(w, "general.file_type", file_type(type));
-    llm_gguf_writer_set_u32(w, "llama.context_length", hp->ctx);
-    llm_gguf_writer_set_u32(w, "llama.embedding_length", hp->dim);
-    llm_gguf_writer_set_u32(w, "llama.block_count", hp->layers);
-    llm_gguf_writer_set_u32(w, "llama.feed_forward_length", hp->ffn);
-    llm_gguf_writer_set_u32(w, "llama.attention.head_count", hp->heads);
-    llm_gguf_writer_set_u32(w, "llama.attention.head_count_kv", hp->kv_heads);
-    llm_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", hp->eps);
-    llm_gguf_writer_set_f32(w, "llama.rope.freq_base", hp->rope_base);
-    llm_gguf_writer_set_u32(w, "llama.rope.dimension_count", hp->dim / hp->heads);
-    if (hp->rope_scale != 1.0f) {
-        llm_gguf_writer_set_str(w, "llama.rope.scaling.type", "linear", 6);
-        llm_gguf_writer_set_f32(w, "llama.rope.scaling.factor", hp->rope_scale);
+    llm_gguf_writer_set_u32(w, KEY("context_length"), hp->ctx);
+    llm_gguf_writer_set_u32(w, KEY("embedding_length"), hp->dim);
+    llm_gguf_writer_set_u32(w, KEY("block_count"), hp->layers);
+    llm_gguf_writer_set_u32(w, KEY("feed_forward_length"), hp->ffn);
+    llm_gguf_writer_set_u32(w, KEY("attention.head_count"), hp->heads);
+    llm_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), hp->kv_heads);
+    llm_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), hp->eps);
+    llm_gguf_writer_set_f32(w, KEY("rope.freq_base"), hp->rope_base);
+    llm_gguf_writer_set_u32(w, KEY("rope.dimension_count"), mw_head_dim(hp));
+    if (hp->head_dim) {
+        llm_gguf_writer_set_u32(w, KEY("attention.key_length"), hp->head_dim);
+        llm_gguf_writer_set_u32(w, KEY("attention.value_length"), hp->head_dim);
     }
-    llm_gguf_writer_set_u32(w, "llama.vocab_size", hp->vocab);
+    if (hp->rope_scale != 1.0f) {
+        llm_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear", 6);
+        llm_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), hp->rope_scale);
+    }
+    llm_gguf_writer_set_u32(w, KEY("vocab_size"), hp->vocab);
+#undef KEY
     llm_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama", 5);
     llm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->pieces, v->lens, v->n);
     llm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LLM_GGUF_F32, v->scores, v->n);

@@ -11,13 +11,28 @@
 
 #define MW_NAME "pm-modelwriter"
 
-/* Hyper-parameters of a llama-architecture model. */
+/* Hyper-parameters of a llama-family model. */
 typedef struct mw_hparams {
     uint32_t dim, layers, heads, kv_heads, ffn, vocab, ctx;
-    float rope_base;  /* llama.rope.freq_base */
+    float rope_base;  /* <arch>.rope.freq_base */
     float rope_scale; /* linear RoPE scaling factor; 1 = none */
     float eps;        /* RMSNorm epsilon */
+    const char *arch; /* "llama" (NULL), "qwen2" (q/k/v biases) or "qwen3"
+                         (per-head q/k norms) */
+    uint32_t head_dim; /* 0: dim / heads; else written as key_length and
+                          value_length */
 } mw_hparams;
+
+/* hp's head width and architecture name. */
+static inline uint32_t mw_head_dim(const mw_hparams *hp)
+{
+    return hp->head_dim ? hp->head_dim : hp->dim / hp->heads;
+}
+
+static inline const char *mw_arch(const mw_hparams *hp)
+{
+    return hp->arch ? hp->arch : "llama";
+}
 
 /* A vocabulary to store as tokenizer.ggml.* ("llama" model). Borrowed
  * arrays of n entries. */
@@ -29,7 +44,7 @@ typedef struct mw_vocab {
     uint32_t n;
 } mw_vocab;
 
-/* Writes general.* and llama.* metadata for hp and `file_type` (the
+/* Writes general.* and <arch>.* metadata for hp and `file_type` (the
  * weights' main type), and the tokenizer metadata for v. Returns the first
  * writer status (0 when all succeeded). */
 int mw_write_llama_meta(llm_gguf_writer *w, const mw_hparams *hp, uint32_t type, const char *name,

@@ -1,10 +1,13 @@
-/* synth.c — `pm-modelwriter synth`: a llama-architecture GGUF model of any
- * shape with deterministic random weights and a byte-fallback vocabulary.
+/* synth.c — `pm-modelwriter synth`: a llama-family GGUF model (llama,
+ * qwen2 or qwen3) of any shape with deterministic random weights and a
+ * byte-fallback vocabulary.
  *
  * Weights. Element i (row-major, ne[0] contiguous) of tensor number t (in
  * the order written: token_embd, then per layer attn_norm, attn_q, attn_k,
- * attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, then
- * output_norm, output) is
+ * attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, then for
+ * qwen2 attn_q.bias, attn_k.bias, attn_v.bias (scale 0.5) or for qwen3
+ * attn_q_norm, attn_k_norm (1 + 0.1u, [head_dim]); then output_norm,
+ * output) is
  *     u = uniform(-1, 1) from splitmix64(seed, t, i)   (24-bit mantissa)
  *     w = offset + scale * u
  * computed by a counter-based hash, so every value depends only on
@@ -277,6 +280,18 @@ static int parse_one(synth_opts *o, const char *opt, const char *val)
         return mw_parse_f32(opt, val, 1e-3f, 1e3f, &hp->rope_scale);
     if (strcmp(opt, "--eps") == 0)
         return mw_parse_f32(opt, val, 1e-12f, 1.0f, &hp->eps);
+    if (strcmp(opt, "--head-dim") == 0)
+        return mw_parse_u32(opt, val, 2, 1u << 14, &hp->head_dim);
+    if (strcmp(opt, "--arch") == 0) {
+        static const char *const archs[] = {"llama", "qwen2", "qwen3"};
+        for (size_t i = 0; val && i < sizeof archs / sizeof archs[0]; i++)
+            if (strcmp(val, archs[i]) == 0) {
+                hp->arch = archs[i];
+                return 0;
+            }
+        fprintf(stderr, MW_NAME ": --arch must be llama, qwen2 or qwen3 (got '%s')\n", val ? val : "");
+        return -1;
+    }
     fprintf(stderr, MW_NAME ": synth: unknown option '%s'\n", opt);
     return -1;
 }
@@ -302,7 +317,11 @@ static int parse_synth(int argc, char **argv, synth_opts *o)
         return -1;
     }
     const mw_hparams *hp = &o->hp;
-    if (hp->dim % hp->heads || (hp->dim / hp->heads) % 2 || hp->heads % hp->kv_heads) {
+    if (hp->head_dim && (hp->head_dim % 2 || hp->heads % hp->kv_heads)) {
+        fprintf(stderr, MW_NAME ": --head-dim must be even, and --kv-heads must divide --heads\n");
+        return -1;
+    }
+    if (!hp->head_dim && (hp->dim % hp->heads || (hp->dim / hp->heads) % 2 || hp->heads % hp->kv_heads)) {
         fprintf(stderr, MW_NAME ": --dim must be --heads times an even head size, and --kv-heads must divide"
                         " --heads\n");
         return -1;
@@ -361,18 +380,26 @@ static float fan_in(uint64_t n)
 
 static int add_tensors(synth_ctx *c, const mw_hparams *hp, int tied)
 {
-    uint64_t d = hp->dim, f = hp->ffn, kv = (uint64_t)hp->dim / hp->heads * hp->kv_heads;
+    uint64_t d = hp->dim, f = hp->ffn, hd = mw_head_dim(hp);
+    uint64_t q = hd * hp->heads, kv = hd * hp->kv_heads;
+    int qwen2 = strcmp(mw_arch(hp), "qwen2") == 0, qwen3 = strcmp(mw_arch(hp), "qwen3") == 0;
     int rc = add(c, "token_embd.weight", d, hp->vocab, sqrtf(3.0f), 0.0f);
     for (uint32_t l = 0; l < hp->layers && !rc; l++) {
         char n[64];
         c->layer = l;
 #define LAYER(suffix, ne0, ne1, scale, offset) \
     (snprintf(n, sizeof n, "blk.%u." suffix, l), add(c, n, ne0, ne1, scale, offset))
-        rc = LAYER("attn_norm.weight", d, 1, 0.1f, 1.0f) || LAYER("attn_q.weight", d, d, fan_in(d), 0.0f) ||
+        rc = LAYER("attn_norm.weight", d, 1, 0.1f, 1.0f) || LAYER("attn_q.weight", d, q, fan_in(d), 0.0f) ||
              LAYER("attn_k.weight", d, kv, fan_in(d), 0.0f) || LAYER("attn_v.weight", d, kv, fan_in(d), 0.0f) ||
-             LAYER("attn_output.weight", d, d, fan_in(d), 0.0f) || LAYER("ffn_norm.weight", d, 1, 0.1f, 1.0f) ||
+             LAYER("attn_output.weight", q, d, fan_in(q), 0.0f) || LAYER("ffn_norm.weight", d, 1, 0.1f, 1.0f) ||
              LAYER("ffn_gate.weight", d, f, fan_in(d), 0.0f) || LAYER("ffn_up.weight", d, f, fan_in(d), 0.0f) ||
              LAYER("ffn_down.weight", f, d, fan_in(f), 0.0f);
+        if (qwen2)
+            rc = rc || LAYER("attn_q.bias", q, 1, 0.5f, 0.0f) || LAYER("attn_k.bias", kv, 1, 0.5f, 0.0f) ||
+                 LAYER("attn_v.bias", kv, 1, 0.5f, 0.0f);
+        if (qwen3)
+            rc = rc || LAYER("attn_q_norm.weight", hd, 1, 0.1f, 1.0f) ||
+                 LAYER("attn_k_norm.weight", hd, 1, 0.1f, 1.0f);
 #undef LAYER
     }
     rc = rc || add(c, "output_norm.weight", d, 1, 0.1f, 1.0f);
@@ -393,7 +420,7 @@ int mw_synth(int argc, char **argv)
     c.mix = o.mix;
     c.tied = o.tied;
     c.n_layers = o.hp.layers;
-    c.gens = calloc(3 + 9 * (size_t)o.hp.layers, sizeof *c.gens);
+    c.gens = calloc(3 + 12 * (size_t)o.hp.layers, sizeof *c.gens);
     int rc = 1;
     char err[512] = "out of memory";
     if (build_vocab(&v, o.hp.vocab) == 0 && c.gens && llm_gguf_writer_new(&c.w) == 0) {

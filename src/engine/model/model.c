@@ -42,10 +42,14 @@ int llm_hparams_validate(const llm_hparams *hp, char *err, size_t errlen)
         return bad(err, errlen, "block_count", hp->n_layers);
     if (hp->ffn_dim < 1 || hp->ffn_dim > MAX_WIDTH)
         return bad(err, errlen, "feed_forward_length", hp->ffn_dim);
-    if (hp->n_heads < 1 || hp->dim % hp->n_heads != 0)
-        return bad(err, errlen, "head_count (must divide embedding_length)", hp->n_heads);
-    if (hp->head_dim % 2 != 0)
+    /* head_dim is dim / n_heads unless the file gave it (the loaders check
+     * the division where it is one). */
+    if (hp->n_heads < 1 || hp->n_heads > MAX_WIDTH)
+        return bad(err, errlen, "head_count", hp->n_heads);
+    if (hp->head_dim < 2 || hp->head_dim % 2 != 0)
         return bad(err, errlen, "head size (must be even)", hp->head_dim);
+    if ((int64_t)hp->n_heads * hp->head_dim > MAX_WIDTH)
+        return bad(err, errlen, "head_count times head size", (long long)hp->n_heads * hp->head_dim);
     if (hp->n_kv_heads < 1 || hp->n_heads % hp->n_kv_heads != 0)
         return bad(err, errlen, "head_count_kv (must divide head_count)", hp->n_kv_heads);
     if (hp->n_ctx_train < 1 || hp->n_ctx_train > MAX_CTX)
@@ -243,6 +247,10 @@ static void count_weights(llm_model *m)
             params += (uint64_t)ts[i]->ne0 * (uint64_t)ts[i]->ne1;
             bytes += (uint64_t)ts[i]->row_bytes * (uint64_t)ts[i]->ne1;
         }
+        /* Biases and per-head norms: qwen2's and qwen3's extra vectors. */
+        uint64_t q = (uint64_t)hp->n_heads * hp->head_dim, kv = (uint64_t)hp->n_kv_heads * hp->head_dim;
+        params += (L->bq ? q : 0) + (L->bk ? kv : 0) + (L->bv ? kv : 0);
+        params += (uint64_t)((L->q_norm != NULL) + (L->k_norm != NULL)) * (uint64_t)hp->head_dim;
     }
     if (last && (!first || m->output.data != m->tok_embd.data))
         params += (uint64_t)hp->n_vocab * hp->dim;

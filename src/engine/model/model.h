@@ -38,24 +38,49 @@ typedef struct llm_tensor {
                           backend; NULL: the backend reads data */
 } llm_tensor;
 
+/* The architectures the engine runs (general.architecture). They share
+ * one forward; what differs is named in llm_hparams and llm_layer:
+ *   llama  adjacent-pair RoPE; q/k/v biases when the file has them
+ *   qwen2  half-split ("neox") RoPE; q/k/v biases required
+ *   qwen3  half-split RoPE; per-head RMSNorm of q and k before RoPE
+ *          (attn_q_norm / attn_k_norm) required; head_dim from key_length */
+typedef enum llm_arch {
+    LLM_ARCH_LLAMA = 0,
+    LLM_ARCH_QWEN2 = 1,
+    LLM_ARCH_QWEN3 = 2,
+} llm_arch;
+
 typedef struct llm_hparams {
+    int32_t arch;        /* llm_arch */
     int32_t n_vocab;
     int32_t dim;         /* embedding width */
     int32_t n_layers;
     int32_t n_heads;
     int32_t n_kv_heads;  /* divides n_heads (grouped-query attention) */
-    int32_t head_dim;    /* dim / n_heads, even */
+    int32_t head_dim;    /* even; dim / n_heads unless the file says
+                            otherwise (qwen3's attention.key_length) */
     int32_t ffn_dim;     /* SwiGLU hidden width */
     int32_t n_ctx_train;
     float norm_eps;      /* RMSNorm epsilon */
     float rope_base;     /* theta_i = base^(-2i/head_dim) */
     float rope_scale;    /* positions are multiplied by this (1/factor) */
+    int32_t rope_neox;   /* 0: RoPE rotates pairs (2i, 2i+1) of a head (the
+                            llama GGUF layout); 1: pairs (i, i + head_dim/2)
+                            (qwen2, qwen3: their q/k rows are not permuted
+                            by the converter) */
 } llm_hparams;
 
-/* One transformer block. Norm weights are f32 [dim] in the model's buffer. */
+/* One transformer block. Norm weights and biases are f32 in the model's
+ * buffer; an optional vector the layer lacks is NULL. */
 typedef struct llm_layer {
     const float *attn_norm; /* [dim] */
     const float *ffn_norm;  /* [dim] */
+    const float *bq;        /* [n_heads*head_dim] added to q, or NULL */
+    const float *bk;        /* [n_kv_heads*head_dim] added to k, or NULL */
+    const float *bv;        /* [n_kv_heads*head_dim] added to v, or NULL */
+    const float *q_norm;    /* [head_dim] RMSNorm weight of every q head
+                               (before RoPE), or NULL */
+    const float *k_norm;    /* [head_dim] the same for every k head */
     llm_tensor wq;          /* ne0=dim, ne1=n_heads*head_dim */
     llm_tensor wk;          /* ne0=dim, ne1=n_kv_heads*head_dim */
     llm_tensor wv;          /* ne0=dim, ne1=n_kv_heads*head_dim */
@@ -74,7 +99,7 @@ struct llm_model {
     llm_tensor output;       /* ne0=dim, ne1=n_vocab (tok_embd when tied) */
     const float *out_norm;   /* [dim] */
     llm_layer *layers;       /* [n_layers], owned */
-    float *norms;            /* owned: every norm vector, f32 */
+    float *norms;            /* owned: every norm and bias vector, f32 */
     struct llm_tokenizer *tok; /* owned; NULL: ids only */
     void *file;              /* owned: the gguf or llama2c handle */
     void (*file_close)(void *file);

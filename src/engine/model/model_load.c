@@ -87,27 +87,93 @@ static int bind_matrix(const llm_model *m, llm_tensor *t, find_fn find, const vo
     return llm_tensor_check(t, name, ne0, ne1, err, errlen);
 }
 
-/* Converts a [dim] norm vector of any plain float type into dst. */
-static int bind_norm(const llm_model *m, float *dst, find_fn find, const void *h, const char *name,
-                     int64_t dim, char *err, size_t errlen)
+/* Converts a vector of n elements of any plain float type (a norm
+ * weight, a bias) into dst. A missing one is 1 when req == 0 (*dst is
+ * then untouched), else an error. */
+static int bind_vector(const llm_model *m, float *dst, find_fn find, const void *h,
+                       const char *name, int64_t n, int req, char *err, size_t errlen)
 {
     const llm_gguf_tensor *g = find(h, name);
+    if (!g && !req)
+        return 1;
     if (!g) {
         llm_errf(err, errlen, "model: tensor '%s' is missing", name);
         return LLM_EFORMAT;
     }
-    if (g->n_dims != 1 || (int64_t)g->ne[0] != dim) {
+    if (g->n_dims != 1 || (int64_t)g->ne[0] != n) {
         llm_errf(err, errlen, "model: tensor '%s' must be a vector of %lld",
-                 name, (long long)dim);
+                 name, (long long)n);
         return LLM_EFORMAT;
     }
     const llm_type_traits *tt = llm_type_find(&m->types, g->type);
     if (!tt || !tt->is_float || !tt->to_f32) {
-        llm_errf(err, errlen, "model: norm '%s' has type %s (f32, f16 or bf16 expected)",
+        llm_errf(err, errlen, "model: vector '%s' has type %s (f32, f16 or bf16 expected)",
                  name, tt ? tt->name : "unknown");
         return LLM_EUNSUP;
     }
-    tt->to_f32(g->data, dst, (size_t)dim);
+    tt->to_f32(g->data, dst, (size_t)n);
+    return 0;
+}
+
+static int bind_norm(const llm_model *m, float *dst, find_fn find, const void *h, const char *name,
+                     int64_t dim, char *err, size_t errlen)
+{
+    return bind_vector(m, dst, find, h, name, dim, 1, err, errlen);
+}
+
+static const char *arch_name(int32_t arch)
+{
+    return arch == LLM_ARCH_QWEN2 ? "qwen2" : arch == LLM_ARCH_QWEN3 ? "qwen3" : "llama";
+}
+
+/* Floats of the norms buffer one layer takes: its two norms, room for the
+ * q/k/v biases, and for qwen3 the two per-head norms. */
+static size_t layer_floats(const llm_hparams *hp)
+{
+    size_t q = (size_t)hp->n_heads * hp->head_dim, kv = (size_t)hp->n_kv_heads * hp->head_dim;
+    return 2 * (size_t)hp->dim + q + 2 * kv + 2 * (size_t)hp->head_dim;
+}
+
+/* The layer's optional vectors, by architecture (see llm_arch): q/k/v
+ * biases (required by qwen2, taken when present by llama, refused by
+ * qwen3 as llama.cpp refuses them) and the per-head q/k norms (required
+ * by qwen3, refused elsewhere). A tensor the architecture has no place for
+ * is refused by name rather than ignored: skipping it would compute some
+ * other model. */
+static int bind_layer_extras(llm_model *m, int32_t l, float *p, find_fn find, const void *h,
+                             char *err, size_t errlen)
+{
+    const llm_hparams *hp = &m->hp;
+    llm_layer *L = &m->layers[l];
+    int64_t q = (int64_t)hp->n_heads * hp->head_dim, kv = (int64_t)hp->n_kv_heads * hp->head_dim;
+    struct { const float **dst; const char *suffix; int64_t n; int req, allowed; } v[] = {
+        {&L->bq, "attn_q.bias", q, hp->arch == LLM_ARCH_QWEN2, hp->arch != LLM_ARCH_QWEN3},
+        {&L->bk, "attn_k.bias", kv, hp->arch == LLM_ARCH_QWEN2, hp->arch != LLM_ARCH_QWEN3},
+        {&L->bv, "attn_v.bias", kv, hp->arch == LLM_ARCH_QWEN2, hp->arch != LLM_ARCH_QWEN3},
+        {&L->q_norm, "attn_q_norm.weight", hp->head_dim, hp->arch == LLM_ARCH_QWEN3,
+         hp->arch == LLM_ARCH_QWEN3},
+        {&L->k_norm, "attn_k_norm.weight", hp->head_dim, hp->arch == LLM_ARCH_QWEN3,
+         hp->arch == LLM_ARCH_QWEN3},
+        {NULL, "attn_output.bias", hp->dim, 0, 0},
+    };
+    char name[64];
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s", (int)l, v[i].suffix);
+        if (!v[i].allowed) {
+            if (find(h, name)) {
+                llm_errf(err, errlen, "model: tensor '%s' is not part of a %s model",
+                         name, arch_name(hp->arch));
+                return LLM_EUNSUP;
+            }
+            continue;
+        }
+        int rc = bind_vector(m, p, find, h, name, v[i].n, v[i].req, err, errlen);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            *v[i].dst = p;
+        p += v[i].n;
+    }
     return 0;
 }
 
@@ -118,7 +184,7 @@ static int bind_layer(llm_model *m, int32_t l, find_fn find, const void *h,
     llm_layer *L = &m->layers[l];
     int64_t d = hp->dim, q = (int64_t)hp->n_heads * hp->head_dim;
     int64_t kv = (int64_t)hp->n_kv_heads * hp->head_dim, f = hp->ffn_dim;
-    float *norms = m->norms + (size_t)2 * l * hp->dim;
+    float *norms = m->norms + (size_t)l * layer_floats(hp);
     struct { llm_tensor *t; const char *suffix; int64_t ne0, ne1; } mats[] = {
         {&L->wq, "attn_q", d, q},       {&L->wk, "attn_k", d, kv},
         {&L->wv, "attn_v", d, kv},      {&L->wo, "attn_output", q, d},
@@ -140,7 +206,7 @@ static int bind_layer(llm_model *m, int32_t l, find_fn find, const void *h,
     rc = bind_norm(m, norms + d, find, h, name, d, err, errlen);
     L->attn_norm = norms;
     L->ffn_norm = norms + d;
-    return rc;
+    return rc ? rc : bind_layer_extras(m, l, norms + 2 * d, find, h, err, errlen);
 }
 
 /* Settles the span to bind: span_last < 0 means through the last layer. */
@@ -161,7 +227,8 @@ static int bind_tensors(llm_model *m, find_fn find, const void *h, char *err,
                         size_t errlen)
 {
     const llm_hparams *hp = &m->hp;
-    int rc = llm_model_alloc_norms(m, (size_t)(2 * hp->n_layers + 1) * hp->dim, err, errlen);
+    int rc = llm_model_alloc_norms(m, (size_t)hp->n_layers * layer_floats(hp) + (size_t)hp->dim,
+                                   err, errlen);
     if (rc)
         return rc;
     m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
@@ -180,7 +247,7 @@ static int bind_tensors(llm_model *m, find_fn find, const void *h, char *err,
         rc = bind_layer(m, l, find, h, err, errlen);
     if (rc || !last)
         return rc;
-    float *out_norm = m->norms + (size_t)2 * hp->n_layers * hp->dim;
+    float *out_norm = m->norms + (size_t)hp->n_layers * layer_floats(hp);
     rc = bind_norm(m, out_norm, find, h, "output_norm.weight", hp->dim, err, errlen);
     m->out_norm = out_norm;
     if (rc)
@@ -194,13 +261,13 @@ static int bind_tensors(llm_model *m, find_fn find, const void *h, char *err,
 
 /* ---- GGUF ------------------------------------------------------------------ */
 
-/* Reads a required (req=1) or optional u32 "llama.<key>". */
-static int meta_u32(const llm_gguf *g, const char *key, int req, uint32_t def,
-                    int32_t *out, char *err, size_t errlen)
+/* Reads a required (req=1) or optional u32 "<arch>.<key>". */
+static int meta_u32(const llm_gguf *g, const llm_hparams *hp, const char *key, int req,
+                    uint32_t def, int32_t *out, char *err, size_t errlen)
 {
     char full[96];
     uint32_t v = def;
-    snprintf(full, sizeof full, "llama.%s", key);
+    snprintf(full, sizeof full, "%s.%s", arch_name(hp->arch), key);
     int rc = llm_gguf_get_u32(g, full, &v);
     if (rc == LLM_ENOKEY && !req)
         rc = 0;
@@ -215,11 +282,11 @@ static int meta_u32(const llm_gguf *g, const char *key, int req, uint32_t def,
     return 0;
 }
 
-static int meta_f32(const llm_gguf *g, const char *key, float def, float *out,
-                    char *err, size_t errlen)
+static int meta_f32(const llm_gguf *g, const llm_hparams *hp, const char *key, float def,
+                    float *out, char *err, size_t errlen)
 {
     char full[96];
-    snprintf(full, sizeof full, "llama.%s", key);
+    snprintf(full, sizeof full, "%s.%s", arch_name(hp->arch), key);
     *out = def;
     int rc = llm_gguf_get_f32(g, full, out);
     if (rc == LLM_ENOKEY)
@@ -231,7 +298,9 @@ static int meta_f32(const llm_gguf *g, const char *key, float def, float *out,
     return 0;
 }
 
-static int check_architecture(const llm_gguf *g, char *err, size_t errlen)
+/* general.architecture: llama, qwen2 or qwen3 (llm_arch); anything else is
+ * refused by name. RoPE's pair layout follows from it. */
+static int check_architecture(const llm_gguf *g, llm_hparams *hp, char *err, size_t errlen)
 {
     const char *arch;
     size_t len;
@@ -241,13 +310,19 @@ static int check_architecture(const llm_gguf *g, char *err, size_t errlen)
                  rc == LLM_ENOKEY ? "missing" : llm_strerror(rc));
         return LLM_EFORMAT;
     }
-    if (len != 5 || memcmp(arch, "llama", 5) != 0) {
-        char shown[68];
-        llm_errf(err, errlen, "model: architecture '%s' is not supported (llama only)",
-                 llm__show(arch, len, 64, shown));
-        return LLM_EUNSUP;
+    static const int32_t archs[] = {LLM_ARCH_LLAMA, LLM_ARCH_QWEN2, LLM_ARCH_QWEN3};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        const char *name = arch_name(archs[i]);
+        if (len == strlen(name) && memcmp(arch, name, len) == 0) {
+            hp->arch = archs[i];
+            hp->rope_neox = archs[i] != LLM_ARCH_LLAMA;
+            return 0;
+        }
     }
-    return 0;
+    char shown[68];
+    llm_errf(err, errlen, "model: architecture '%s' is not supported (llama, qwen2, qwen3)",
+             llm__show(arch, len, 64, shown));
+    return LLM_EUNSUP;
 }
 
 /* RoPE scaling: none, or linear with a factor (positions divided by it). */
@@ -255,13 +330,15 @@ static int rope_scaling(const llm_gguf *g, llm_hparams *hp, char *err, size_t er
 {
     const char *type = "none";
     size_t len = 4;
-    int rc = llm_gguf_get_str(g, "llama.rope.scaling.type", &type, &len);
+    char key[64];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch_name(hp->arch));
+    int rc = llm_gguf_get_str(g, key, &type, &len);
     if (rc && rc != LLM_ENOKEY) {
-        llm_errf(err, errlen, "model: metadata llama.rope.scaling.type: %s", llm_strerror(rc));
+        llm_errf(err, errlen, "model: metadata %s: %s", key, llm_strerror(rc));
         return LLM_EFORMAT;
     }
     float factor = 1.0f;
-    rc = meta_f32(g, "rope.scaling.factor", 1.0f, &factor, err, errlen);
+    rc = meta_f32(g, hp, "rope.scaling.factor", 1.0f, &factor, err, errlen);
     if (rc)
         return rc;
     int linear = len == 6 && memcmp(type, "linear", 6) == 0;
@@ -279,18 +356,100 @@ static int rope_scaling(const llm_gguf *g, llm_hparams *hp, char *err, size_t er
     return 0;
 }
 
+/* An optional u32 "<arch>.<key>": 1 with *out set, 0 when absent, or a
+ * negative status with err set. */
+static int meta_u32_opt(const llm_gguf *g, const llm_hparams *hp, const char *key, int32_t *out,
+                        char *err, size_t errlen)
+{
+    char full[96];
+    snprintf(full, sizeof full, "%s.%s", arch_name(hp->arch), key);
+    uint32_t v;
+    int rc = llm_gguf_get_u32(g, full, &v);
+    if (rc == LLM_ENOKEY)
+        return 0;
+    if (rc == 0 && v > INT32_MAX)
+        rc = LLM_ERANGE;
+    if (rc) {
+        llm_errf(err, errlen, "model: metadata %s: %s", full, llm_strerror(rc));
+        return LLM_EFORMAT;
+    }
+    *out = (int32_t)v;
+    return 1;
+}
+
+/* The head width: <arch>.attention.key_length when the file has it (qwen3
+ * sets it, and it need not be dim / n_heads), else dim / n_heads, which
+ * must then divide exactly. One width serves keys, values and RoPE. */
+static int head_width(const llm_gguf *g, llm_hparams *hp, char *err, size_t errlen)
+{
+    int32_t key = 0, val = 0, rot;
+    int has_key = meta_u32_opt(g, hp, "attention.key_length", &key, err, errlen);
+    int has_val = has_key < 0 ? 0 : meta_u32_opt(g, hp, "attention.value_length", &val, err, errlen);
+    if (has_key < 0 || has_val < 0)
+        return LLM_EFORMAT;
+    if (has_val && (!has_key || key != val)) {
+        llm_errf(err, errlen, "model: %s.attention.value_length %d differs from key_length %d (not supported)",
+                 arch_name(hp->arch), (int)val, has_key ? (int)key : -1);
+        return LLM_EUNSUP;
+    }
+    if (has_key && (key < 2 || key > (1 << 14))) {
+        llm_errf(err, errlen, "model: %s.attention.key_length (%d) is out of range",
+                 arch_name(hp->arch), (int)key);
+        return LLM_EFORMAT;
+    }
+    if (!has_key && (hp->n_heads < 1 || hp->dim % hp->n_heads != 0)) {
+        llm_errf(err, errlen, "model: head_count (must divide embedding_length) (%lld) is out of range",
+                 (long long)hp->n_heads);
+        return LLM_EFORMAT;
+    }
+    hp->head_dim = has_key ? key : hp->dim / hp->n_heads;
+    rot = hp->head_dim;
+    int rc = meta_u32(g, hp, "rope.dimension_count", 0, (uint32_t)hp->head_dim, &rot, err, errlen);
+    if (rc)
+        return rc;
+    if (rot != hp->head_dim) {
+        llm_errf(err, errlen, "model: partial rotary embedding (%d of %d) is not supported",
+                 (int)rot, (int)hp->head_dim);
+        return LLM_EUNSUP;
+    }
+    return 0;
+}
+
+/* Sliding-window attention (<arch>.attention.sliding_window) masks keys
+ * older than the window. llama.cpp's converter writes no such key for
+ * Mistral 7B (a plain llama file) and llama.cpp reads it for neither
+ * llama nor qwen2: both run with full causal attention there, as here. A
+ * file that sets it asks for a mask this engine does not apply, so it is
+ * refused rather than computed unmasked. */
+static int check_no_window(const llm_gguf *g, const llm_hparams *hp, char *err, size_t errlen)
+{
+    char key[64];
+    uint32_t w = 0;
+    snprintf(key, sizeof key, "%s.attention.sliding_window", arch_name(hp->arch));
+    int rc = llm_gguf_get_u32(g, key, &w);
+    if (rc == LLM_ENOKEY)
+        return 0;
+    if (rc)
+        llm_errf(err, errlen, "model: metadata %s: %s", key, llm_strerror(rc));
+    else
+        llm_errf(err, errlen, "model: sliding-window attention (%s = %u) is not supported", key,
+                 (unsigned)w);
+    return rc ? LLM_EFORMAT : LLM_EUNSUP;
+}
+
 static int gguf_hparams(const llm_gguf *g, llm_hparams *hp, char *err, size_t errlen)
 {
-    int rc = check_architecture(g, err, errlen);
-    if (!rc) rc = meta_u32(g, "embedding_length", 1, 0, &hp->dim, err, errlen);
-    if (!rc) rc = meta_u32(g, "block_count", 1, 0, &hp->n_layers, err, errlen);
-    if (!rc) rc = meta_u32(g, "feed_forward_length", 1, 0, &hp->ffn_dim, err, errlen);
-    if (!rc) rc = meta_u32(g, "attention.head_count", 1, 0, &hp->n_heads, err, errlen);
-    if (!rc) rc = meta_u32(g, "attention.head_count_kv", 0, (uint32_t)hp->n_heads, &hp->n_kv_heads, err, errlen);
-    if (!rc) rc = meta_u32(g, "context_length", 0, 2048, &hp->n_ctx_train, err, errlen);
-    if (!rc) rc = meta_f32(g, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps, err, errlen);
-    if (!rc) rc = meta_f32(g, "rope.freq_base", 10000.0f, &hp->rope_base, err, errlen);
+    int rc = check_architecture(g, hp, err, errlen);
+    if (!rc) rc = meta_u32(g, hp, "embedding_length", 1, 0, &hp->dim, err, errlen);
+    if (!rc) rc = meta_u32(g, hp, "block_count", 1, 0, &hp->n_layers, err, errlen);
+    if (!rc) rc = meta_u32(g, hp, "feed_forward_length", 1, 0, &hp->ffn_dim, err, errlen);
+    if (!rc) rc = meta_u32(g, hp, "attention.head_count", 1, 0, &hp->n_heads, err, errlen);
+    if (!rc) rc = meta_u32(g, hp, "attention.head_count_kv", 0, (uint32_t)hp->n_heads, &hp->n_kv_heads, err, errlen);
+    if (!rc) rc = meta_u32(g, hp, "context_length", 0, 2048, &hp->n_ctx_train, err, errlen);
+    if (!rc) rc = meta_f32(g, hp, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps, err, errlen);
+    if (!rc) rc = meta_f32(g, hp, "rope.freq_base", 10000.0f, &hp->rope_base, err, errlen);
     if (!rc) rc = rope_scaling(g, hp, err, errlen);
+    if (!rc) rc = check_no_window(g, hp, err, errlen);
     if (rc)
         return rc;
     const llm_gguf_tensor *embd = llm_gguf_find_tensor(g, "token_embd.weight");
@@ -299,15 +458,8 @@ static int gguf_hparams(const llm_gguf *g, llm_hparams *hp, char *err, size_t er
         return LLM_EFORMAT;
     }
     hp->n_vocab = embd->ne[1] > INT32_MAX ? -1 : (int32_t)embd->ne[1];
-    hp->head_dim = hp->n_heads > 0 ? hp->dim / hp->n_heads : 0;
-    int32_t rot = hp->head_dim;
-    if ((rc = meta_u32(g, "rope.dimension_count", 0, (uint32_t)hp->head_dim, &rot, err, errlen)))
+    if ((rc = head_width(g, hp, err, errlen)))
         return rc;
-    if (rot != hp->head_dim) {
-        llm_errf(err, errlen, "model: partial rotary embedding (%d of %d) is not supported",
-                 (int)rot, (int)hp->head_dim);
-        return LLM_EUNSUP;
-    }
     return llm_hparams_validate(hp, err, errlen);
 }
 

@@ -182,6 +182,69 @@ static int synth_small(const char *path, const char *seed, const char *type, con
                 "--vocab", "700", "--ctx", "16", "--type", type, "--seed", seed, extra, NULL);
 }
 
+/* --arch qwen2 / qwen3: the architecture's metadata prefix, its extra
+ * tensors in the documented order and shapes, a head width of its own. */
+static void case_synth_qwen(void)
+{
+    char path[512];
+    tmp_path(path, sizeof path, "qwen.gguf");
+    CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "64", "--layers", "1", "--heads", "4", "--kv-heads", "2",
+                      "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "q8_0", "--seed", "3",
+                      "--arch", "qwen2", "--tied", NULL),
+                 0);
+    llm_gguf *g = open_ok(path);
+    const char *s;
+    size_t len;
+    CHECK_INT_EQ(llm_gguf_get_str(g, "general.architecture", &s, &len), 0);
+    CHECK(len == 5 && memcmp(s, "qwen2", 5) == 0);
+    CHECK_INT_EQ(meta_u32(g, "qwen2.embedding_length"), 64);
+    CHECK_INT_EQ(meta_u32(g, "qwen2.rope.dimension_count"), 16);
+    uint32_t v;
+    CHECK_INT_EQ(llm_gguf_get_u32(g, "llama.embedding_length", &v), LLM_ENOKEY);
+    CHECK_INT_EQ(llm_gguf_get_u32(g, "qwen2.attention.key_length", &v), LLM_ENOKEY);
+    const llm_gguf_tensor *t = llm_gguf_find_tensor(g, "blk.0.attn_k.bias");
+    REQUIRE(t);
+    CHECK_INT_EQ(t->type, LLM_TYPE_F32);
+    CHECK_INT_EQ(t->n_dims, 1);
+    CHECK_INT_EQ((long long)t->ne[0], 32);
+    /* Tensor 11: token_embd, nine layer tensors, attn_q.bias, attn_k.bias. */
+    float f;
+    memcpy(&f, (const unsigned char *)t->data + 4, 4);
+    CHECK_NEAR(f, doc_weight(3, 11, 1, 0.5f, 0.0f), 0);
+    CHECK_INT_EQ((long long)llm_gguf_find_tensor(g, "blk.0.attn_q.bias")->ne[0], 64);
+    CHECK(llm_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") == NULL);
+    llm_gguf_close(g);
+
+    CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "64", "--layers", "1", "--heads", "4", "--kv-heads", "2",
+                      "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "f32", "--seed", "3",
+                      "--arch", "qwen3", "--head-dim", "24", NULL),
+                 0);
+    g = open_ok(path);
+    CHECK_INT_EQ(meta_u32(g, "qwen3.attention.key_length"), 24);
+    CHECK_INT_EQ(meta_u32(g, "qwen3.attention.value_length"), 24);
+    CHECK_INT_EQ(meta_u32(g, "qwen3.rope.dimension_count"), 24);
+    t = llm_gguf_find_tensor(g, "blk.0.attn_q.weight");
+    CHECK_INT_EQ((long long)t->ne[0], 64);
+    CHECK_INT_EQ((long long)t->ne[1], 96);
+    t = llm_gguf_find_tensor(g, "blk.0.attn_output.weight");
+    CHECK_INT_EQ((long long)t->ne[0], 96);
+    CHECK_INT_EQ((long long)t->ne[1], 64);
+    t = llm_gguf_find_tensor(g, "blk.0.attn_k_norm.weight");
+    REQUIRE(t);
+    CHECK_INT_EQ((long long)t->ne[0], 24);
+    memcpy(&f, t->data, 4);
+    CHECK_NEAR(f, doc_weight(3, 11, 0, 0.1f, 1.0f), 0);
+    CHECK(llm_gguf_find_tensor(g, "blk.0.attn_q.bias") == NULL);
+    llm_gguf_close(g);
+
+    CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "64", "--layers", "1", "--heads", "4", "--kv-heads", "2",
+                      "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "f32", "--seed", "3",
+                      "--arch", "gpt2", NULL),
+                 2);
+    CHECK_STR_EQ(g_res.err, "pm-modelwriter: --arch must be llama, qwen2 or qwen3 (got 'gpt2')\n");
+    remove(path);
+}
+
 static void case_synth_seed(void)
 {
     char a[512], b[512], c[512];
@@ -539,6 +602,7 @@ int main(int argc, char **argv)
     } cases[] = {
         {"synth_f32", case_synth_f32},           {"synth_seed", case_synth_seed},
         {"synth_types", case_synth_types},       {"synth_mix", case_synth_mix},       {"synth_vocab", case_synth_vocab},
+        {"synth_qwen", case_synth_qwen},
         {"convert_stories", case_convert_stories}, {"convert_synthetic", case_convert_synthetic},
         {"usage", case_usage},                   {"info", case_info},
     };

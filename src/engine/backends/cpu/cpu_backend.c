@@ -280,6 +280,18 @@ static void rope_table(cpu_backend *c, int32_t n, uint32_t pos0, const llm_rope 
     c->rope_half = half;
 }
 
+/* The two elements of pair i of a head: adjacent (the llama layout), or i
+ * and i + half (neox). */
+static inline size_t rope_lo(const llm_rope *r, int32_t i)
+{
+    return r->neox ? (size_t)i : 2 * (size_t)i;
+}
+
+static inline size_t rope_hi(const llm_rope *r, int32_t i)
+{
+    return r->neox ? (size_t)i + (size_t)(r->head_dim / 2) : 2 * (size_t)i + 1;
+}
+
 void llm_cpu_rope(llm_backend *be, float *x, int32_t n, int32_t n_heads,
                      int32_t stride, uint32_t pos0, const llm_rope *r)
 {
@@ -296,10 +308,10 @@ void llm_cpu_rope(llm_backend *be, float *x, int32_t n, int32_t n_heads,
                 double a = pos * r->inv_freq[i];
                 float co = (float)cos(a), si = (float)sin(a);
                 for (int32_t h = 0; h < n_heads; h++) {
-                    float *p = row + (size_t)h * r->head_dim + 2 * i;
-                    float x0 = p[0], x1 = p[1];
-                    p[0] = x0 * co - x1 * si;
-                    p[1] = x0 * si + x1 * co;
+                    float *p = row + (size_t)h * r->head_dim;
+                    float x0 = p[rope_lo(r, i)], x1 = p[rope_hi(r, i)];
+                    p[rope_lo(r, i)] = x0 * co - x1 * si;
+                    p[rope_hi(r, i)] = x0 * si + x1 * co;
                 }
             }
         }
@@ -311,6 +323,15 @@ void llm_cpu_rope(llm_backend *be, float *x, int32_t n, int32_t n_heads,
         const float *co = c->rope_cos + (size_t)t * half, *si = c->rope_sin + (size_t)t * half;
         for (int32_t h = 0; h < n_heads; h++) {
             float *p = row + (size_t)h * r->head_dim;
+            if (r->neox) {
+                float *p1 = p + half;
+                for (int32_t i = 0; i < half; i++) {
+                    float x0 = p[i], x1 = p1[i];
+                    p[i] = x0 * co[i] - x1 * si[i];
+                    p1[i] = x0 * si[i] + x1 * co[i];
+                }
+                continue;
+            }
             for (int32_t i = 0; i < half; i++) {
                 float x0 = p[2 * i], x1 = p[2 * i + 1];
                 p[2 * i] = x0 * co[i] - x1 * si[i];
@@ -366,6 +387,12 @@ void llm_cpu_add(llm_backend *be, float *y, const float *x, size_t len)
     (void)be;
     for (size_t i = 0; i < len; i++)
         y[i] += x[i];
+}
+
+void llm_cpu_add_bias(llm_backend *be, float *y, const float *bias, int32_t n, int32_t width)
+{
+    for (int32_t r = 0; r < n; r++)
+        llm_cpu_add(be, y + (size_t)r * width, bias, (size_t)width);
 }
 
 /* ---- attention ----------------------------------------------------------- */

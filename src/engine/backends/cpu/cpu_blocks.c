@@ -15,12 +15,25 @@ void llm_cpu_attention_block(llm_backend *be, const llm_block *b)
     int32_t n = b->n, q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     /* The new keys and values go straight into their cache rows. */
     float *kslot = b->k + (size_t)b->pos0 * kv_dim, *vslot = b->v + (size_t)b->pos0 * kv_dim;
-    llm_rope rope = {m->inv_freq, hp->rope_scale, hp->head_dim};
+    llm_rope rope = {m->inv_freq, hp->rope_scale, hp->head_dim, hp->rope_neox};
 
     llm_cpu_rmsnorm(be, ws->xb, ws->x, L->attn_norm, n, hp->dim, hp->norm_eps);
     const llm_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_out[3] = {ws->q, kslot, vslot};
     llm_cpu_matmul_many(be, qkv, 3, ws->xb, n, qkv_out);
+    /* qwen2's biases, then qwen3's per-head norms (rows of head_dim), both
+     * before RoPE as the models define them; a llama layer has neither. */
+    if (L->bq)
+        llm_cpu_add_bias(be, ws->q, L->bq, n, q_dim);
+    if (L->bk)
+        llm_cpu_add_bias(be, kslot, L->bk, n, kv_dim);
+    if (L->bv)
+        llm_cpu_add_bias(be, vslot, L->bv, n, kv_dim);
+    if (L->q_norm)
+        llm_cpu_rmsnorm(be, ws->q, ws->q, L->q_norm, n * hp->n_heads, hp->head_dim, hp->norm_eps);
+    if (L->k_norm)
+        llm_cpu_rmsnorm(be, kslot, kslot, L->k_norm, n * hp->n_kv_heads, hp->head_dim,
+                        hp->norm_eps);
     llm_cpu_rope(be, ws->q, n, hp->n_heads, q_dim, b->pos0, &rope);
     llm_cpu_rope(be, kslot, n, hp->n_kv_heads, kv_dim, b->pos0, &rope);
     llm_attn a = {ws->q, b->k, b->v, ws->att, n, b->pos0, hp->n_heads, hp->n_kv_heads,

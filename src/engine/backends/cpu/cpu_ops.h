@@ -15,13 +15,15 @@
 
 #include "backend.h"
 
-/* Rotary embedding of one forward: positions pos0..pos0+n-1, adjacent
- * pairs (x[2i], x[2i+1]) of each head rotated by angle
- * (pos * scale) * base^(-2i/head_dim). inv_freq[i] = base^(-2i/head_dim). */
+/* Rotary embedding of one forward: positions pos0..pos0+n-1, pair i of
+ * each head rotated by angle (pos * scale) * inv_freq[i], where pair i is
+ * (x[2i], x[2i+1]) or, when neox, (x[i], x[i + head_dim/2]).
+ * inv_freq[i] = base^(-2i/head_dim) (over a rope_freqs factor). */
 typedef struct llm_rope {
     const double *inv_freq; /* [head_dim/2]; double keeps large angles exact */
     float scale;            /* position multiplier (1/linear factor) */
     int32_t head_dim;
+    int32_t neox;           /* llm_hparams.rope_neox */
 } llm_rope;
 
 /* Causal attention of one layer for n query rows at positions
@@ -56,6 +58,8 @@ void llm_cpu_attention(llm_backend *be, const llm_attn *a);
 void llm_cpu_swiglu(llm_backend *be, float *gate, const float *up, size_t len);
 /* y[i] += x[i] for i < len. */
 void llm_cpu_add(llm_backend *be, float *y, const float *x, size_t len);
+/* y[r][i] += bias[i] for r < n, i < width: y [n][width]. */
+void llm_cpu_add_bias(llm_backend *be, float *y, const float *bias, int32_t n, int32_t width);
 
 /* The blocks of backend.h over the operations above (cpu_blocks.c). */
 void llm_cpu_attention_block(llm_backend *be, const llm_block *b);

@@ -336,6 +336,15 @@ int llm_cuda_rope(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
                   int32_t stride, llm_cuda_positions pos,
                   const double *inv_freq, float scale, int32_t head_dim);
 
+/* llm_cuda_rope over half-split pairs (x[i], x[i + head_dim/2]) of each
+ * head, the layout qwen2/qwen3 files keep (llm_hparams.rope_neox). */
+int llm_cuda_rope_neox(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
+                       int32_t stride, llm_cuda_positions pos,
+                       const double *inv_freq, float scale, int32_t head_dim);
+
+/* y[r][i] += bias[i] for r < n, i < width: y [n][width] (q/k/v biases). */
+int llm_cuda_add_bias(llm_cuda *c, float *y, const float *bias, int32_t n, int32_t width);
+
 /* Stores n rows of keys and values (rows src_stride floats apart, kv_dim
  * used) into cache rows base..base+n-1 of k_cache and v_cache ([ctx][kv_dim]).
  * With positions from the register, a captured decode step writes each

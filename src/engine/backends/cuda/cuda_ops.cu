@@ -87,6 +87,48 @@ int llm_cuda_rope(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
     return 0;
 }
 
+/* rope_kernel's rotation over half-split pairs: one thread per
+ * (row, head, i), rotating x[i] with x[i + half]. */
+__global__ void rope_neox_kernel(float *x, int32_t n, int32_t n_heads, int32_t stride,
+                                 llm_cuda_positions pos, const double *inv_freq,
+                                 float scale, int32_t head_dim)
+{
+    llm__pdl_trigger();
+    llm__pdl_wait();
+    int32_t half = head_dim / 2;
+    size_t total = (size_t)n * (size_t)n_heads * (size_t)half;
+    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (t >= total)
+        return;
+    int32_t i = (int32_t)(t % (size_t)half);
+    size_t rh = t / (size_t)half;
+    int32_t h = (int32_t)(rh % (size_t)n_heads);
+    int32_t r = (int32_t)(rh / (size_t)n_heads);
+    uint32_t p = llm__base_pos(pos) + (uint32_t)r;
+    double angle = ((double)p * (double)scale) * inv_freq[i];
+    double sd, cd;
+    sincos(angle, &sd, &cd);
+    float s = (float)sd, co = (float)cd;
+    float *v = x + (size_t)r * stride + (size_t)h * head_dim + i;
+    float a = v[0], b = v[half];
+    v[0] = a * co - b * s;
+    v[half] = a * s + b * co;
+}
+
+int llm_cuda_rope_neox(llm_cuda *c, float *x, int32_t n, int32_t n_heads,
+                       int32_t stride, llm_cuda_positions pos, const double *inv_freq,
+                       float scale, int32_t head_dim)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, x && inv_freq && n > 0 && n_heads > 0 && head_dim > 0);
+    LLM_CU_ARG(c, head_dim % 2 == 0 && stride >= n_heads * head_dim);
+    size_t total = (size_t)n * (size_t)n_heads * (size_t)(head_dim / 2);
+    LLM_CU_TRY(c, llm__launch(c, rope_neox_kernel, dim3(llm__cuda_blocks(total, 256)), dim3(256),
+                              0, x, n, n_heads, stride, pos, inv_freq, scale, head_dim));
+    LLM_CU_LAUNCHED(c, "rope_neox_kernel");
+    return 0;
+}
+
 __global__ void kv_store_kernel(float *kc, float *vc, const float *k, const float *v,
                                 int32_t n, int32_t kv_dim, int32_t src_stride,
                                 llm_cuda_positions pos)
@@ -223,6 +265,26 @@ static unsigned grid_for(const llm_cuda *c, size_t len)
 {
     unsigned b = llm__cuda_blocks(len, 256), cap = (unsigned)c->sm_count * 16u;
     return b < cap ? b : cap;
+}
+
+__global__ void add_bias_kernel(float *y, const float *bias, size_t len, int32_t width)
+{
+    llm__pdl_trigger();
+    llm__pdl_wait();
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] += bias[i % (size_t)width];
+}
+
+int llm_cuda_add_bias(llm_cuda *c, float *y, const float *bias, int32_t n, int32_t width)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, y && bias && n > 0 && width > 0);
+    size_t len = (size_t)n * (size_t)width;
+    LLM_CU_TRY(c, llm__launch(c, add_bias_kernel, dim3(grid_for(c, len)), dim3(256), 0, y, bias,
+                              len, width));
+    LLM_CU_LAUNCHED(c, "add_bias_kernel");
+    return 0;
 }
 
 int llm_cuda_swiglu(llm_cuda *c, float *gate, const float *up, size_t len)

@@ -91,6 +91,11 @@ typedef struct cuda_layer {
     llm_cuda_weight gate, up; /* owned, unfused only */
     llm_cuda_weight wo, down; /* owned */
     float *attn_norm, *ffn_norm; /* [dim], owned */
+    /* qwen2's biases and qwen3's per-head norms (llm_layer), owned; NULL
+     * where the layer has none. Such a layer is never fused: only the
+     * op-by-op path applies them. */
+    float *bq, *bk, *bv;      /* [q_dim], [kv_dim], [kv_dim] */
+    float *q_norm, *k_norm;   /* [head_dim] */
     struct cuda_layer *next;  /* the seam's list of everything it owns */
 } cuda_layer;
 
@@ -211,6 +216,9 @@ static void release_layer(cuda_be *c, cuda_layer *cl)
     }
     llm_cuda_mfree(c->cu, cl->attn_norm);
     llm_cuda_mfree(c->cu, cl->ffn_norm);
+    float *extras[] = {cl->bq, cl->bk, cl->bv, cl->q_norm, cl->k_norm};
+    for (size_t i = 0; i < sizeof extras / sizeof extras[0]; i++)
+        llm_cuda_mfree(c->cu, extras[i]);
     free(cl);
 }
 
@@ -424,6 +432,10 @@ static int layer_fusable(const llm_backend *be, const llm_model *m, const llm_la
 {
     const llm_hparams *hp = &m->hp;
     uint32_t t = L->wq.type;
+    /* The fused epilogues rotate adjacent pairs and know no biases or
+     * per-head norms: qwen2/qwen3 layers take the op-by-op path. */
+    if (hp->rope_neox || L->bq || L->bk || L->bv || L->q_norm || L->k_norm)
+        return 0;
     /* Every device layout the uploads make is one the fused kernels read. */
     int type_ok = llm_cuda_backend_supports_type(be, t);
     int64_t qd = (int64_t)hp->n_heads * hp->head_dim, kd = (int64_t)hp->n_kv_heads * hp->head_dim;
@@ -458,6 +470,21 @@ static int fuse_layer(cuda_be *c, const llm_layer *L, cuda_layer *cl)
     return 0;
 }
 
+/* The layer's optional vectors (llm_layer bq..k_norm), each when present. */
+static int upload_extras(cuda_be *c, const llm_model *m, const llm_layer *L, cuda_layer *cl)
+{
+    const llm_hparams *hp = &m->hp;
+    int32_t q = hp->n_heads * hp->head_dim, kv = hp->n_kv_heads * hp->head_dim;
+    struct { const float *host; float **dev; int32_t len; } v[] = {
+        {L->bq, &cl->bq, q}, {L->bk, &cl->bk, kv}, {L->bv, &cl->bv, kv},
+        {L->q_norm, &cl->q_norm, hp->head_dim}, {L->k_norm, &cl->k_norm, hp->head_dim},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (v[i].host && !(*v[i].dev = upload_vector(c, v[i].host, v[i].len)))
+            return -1;
+    return 0;
+}
+
 static int upload_layer(cuda_be *c, const llm_model *m, int32_t l, cuda_layer *cl)
 {
     const llm_layer *L = &m->layers[l];
@@ -474,6 +501,8 @@ static int upload_layer(cuda_be *c, const llm_model *m, int32_t l, cuda_layer *c
     cl->attn_norm = upload_vector(c, L->attn_norm, m->hp.dim);
     cl->ffn_norm = upload_vector(c, L->ffn_norm, m->hp.dim);
     if (!cl->attn_norm || !cl->ffn_norm)
+        return -1;
+    if (upload_extras(c, m, L, cl) != 0)
         return -1;
     cl->step_ok = cl->fused && mv_fusable(&cl->qkv) && mv_fusable(&cl->gu) &&
                   mv_fusable(&cl->wo) && mv_fusable(&cl->down);
@@ -923,8 +952,28 @@ static void prefill_attention(cuda_be *c, const llm_block *b, const cuda_layer *
     seam_fail(c, llm_cuda_matmul_acc(c->cu, &cl->wo, ws->att, n, ws->x));
 }
 
+/* Between the q/k/v products and RoPE: the layer's biases, then its
+ * per-head norms (rows of head_dim), as the CPU block orders them. */
+static int ops_qk_extras(cuda_be *c, const llm_block *b, const cuda_layer *cl, float *kslot,
+                         float *vslot)
+{
+    const llm_hparams *hp = &b->m->hp;
+    llm_cuda *cu = c->cu;
+    int32_t n = b->n, q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
+    float *q = b->ws->q;
+    return (!cl->bq || seam_ok(c, llm_cuda_add_bias(cu, q, cl->bq, n, q_dim))) &&
+           (!cl->bk || seam_ok(c, llm_cuda_add_bias(cu, kslot, cl->bk, n, kv_dim))) &&
+           (!cl->bv || seam_ok(c, llm_cuda_add_bias(cu, vslot, cl->bv, n, kv_dim))) &&
+           (!cl->q_norm || seam_ok(c, llm_cuda_rmsnorm(cu, q, q, cl->q_norm, n * hp->n_heads,
+                                                       hp->head_dim, hp->norm_eps))) &&
+           (!cl->k_norm || seam_ok(c, llm_cuda_rmsnorm(cu, kslot, kslot, cl->k_norm,
+                                                       n * hp->n_kv_heads, hp->head_dim,
+                                                       hp->norm_eps)));
+}
+
 /* Op by op: the q, k and v products (the new keys and values straight
- * into their cache rows), RoPE, attention, the output product, the add. */
+ * into their cache rows), biases and per-head norms when the layer has
+ * them, RoPE, attention, the output product, the add. */
 static void ops_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
                           const double *freq)
 {
@@ -936,15 +985,19 @@ static void ops_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
     llm_cuda_positions pos = {b->pos0, NULL};
     llm_cuda_attn a = {ws->q, b->k, b->v, ws->att, n, pos, hp->n_heads, hp->n_kv_heads,
                        hp->head_dim, 0};
+    int (*rope)(llm_cuda *, float *, int32_t, int32_t, int32_t, llm_cuda_positions,
+                const double *, float, int32_t) = hp->rope_neox ? llm_cuda_rope_neox
+                                                                : llm_cuda_rope;
     if (seam_ok(c, llm_cuda_rmsnorm(cu, ws->xb, ws->x, cl->attn_norm, n, hp->dim,
                                     hp->norm_eps)) &&
         seam_ok(c, llm_cuda_matmul(cu, &cl->q, ws->xb, n, ws->q)) &&
         seam_ok(c, llm_cuda_matmul(cu, &cl->k, ws->xb, n, kslot)) &&
         seam_ok(c, llm_cuda_matmul(cu, &cl->v, ws->xb, n, vslot)) &&
-        seam_ok(c, llm_cuda_rope(cu, ws->q, n, hp->n_heads, q_dim, pos, freq,
-                                 hp->rope_scale, hp->head_dim)) &&
-        seam_ok(c, llm_cuda_rope(cu, kslot, n, hp->n_kv_heads, kv_dim, pos, freq,
-                                 hp->rope_scale, hp->head_dim)) &&
+        ops_qk_extras(c, b, cl, kslot, vslot) &&
+        seam_ok(c, rope(cu, ws->q, n, hp->n_heads, q_dim, pos, freq, hp->rope_scale,
+                        hp->head_dim)) &&
+        seam_ok(c, rope(cu, kslot, n, hp->n_kv_heads, kv_dim, pos, freq, hp->rope_scale,
+                        hp->head_dim)) &&
         seam_ok(c, llm_cuda_attention(cu, &a)) &&
         seam_ok(c, llm_cuda_matmul(cu, &cl->wo, ws->att, n, ws->xb2)))
         seam_fail(c, llm_cuda_add(cu, ws->x, ws->xb2, (size_t)n * hp->dim));
