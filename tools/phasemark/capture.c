@@ -230,6 +230,13 @@ static int write_outputs(const pmt_trace *t, const pmt_gpu *g, const char *dir)
     rc = f ? pmt_trace_write_json_gpu(t, g, f) : -1;
     if (f && fclose(f) != 0)
         rc = -1;
+    /* Each process's boot and any offset applied, so that report and
+     * check, given this DIR with another host's, can say what was done. */
+    snprintf(path, sizeof path, "%s/clock.csv", dir);
+    f = rc == 0 ? fopen(path, "w") : NULL;
+    rc = f ? pmt_clock_write_csv(t, f) : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
     return rc;
 }
 
@@ -360,6 +367,7 @@ static int capture(const cap_opts *o, const char *rec, const char *cupti, const 
     } else {
         fprintf(stderr, CAP "%zu ranges from %zu processes -> %s/marker_api_trace.csv, %s/trace.json\n",
                 t.n, count_processes(&t), o->out, o->out);
+        pmt_clock_print(&t, stderr, CAP "clock: ");
     }
     pmt_gpu_free(&g);
     pmt_trace_free(&t);

@@ -35,6 +35,7 @@ void pmt_trace_free(pmt_trace *t)
     free(t->r);
     free(t->labels);
     free(t->sources);
+    free(t->clocks);
     pmt_trace_init(t);
 }
 

@@ -54,14 +54,29 @@
  * set on every byte but the last; at most 10 bytes. Correlation ids are
  * assigned when the files are merged. A truncated tail (a crash mid-write)
  * is possible; the reader keeps every whole chunk and reports the rest.
+ *
+ * Clock records. A chunk header with magic PMR_CLOCK_MAGIC is followed by
+ * one pmr_clock_rec (`bytes` is its size) instead of events: the offset
+ * from this process's clock to a driver's, measured over the shard wire by
+ * the program (pm-shardd) and handed to the recorder through
+ * phasemark_recorder_clock_offset. driver ns = our ns + offset_ns, within
+ * +- bound_ns, as measured at our time at_ns. The reader moves the
+ * process's times onto the driver's clock: with one record by its offset,
+ * with several by the offset interpolated between the records around each
+ * time (the nearest one's before the first and after the last).
+ *
+ * Version 04 added the boot id and clock records; version 03 files read as
+ * before (boot id unknown).
  */
 #ifndef PM_RAW_H
 #define PM_RAW_H
 
 #include <stdint.h>
 
-#define PMR_FILE_MAGIC "PMRAW03"   /* 8 bytes with the NUL */
+#define PMR_FILE_MAGIC "PMRAW04"   /* 8 bytes with the NUL */
+#define PMR_FILE_MAGIC_03 "PMRAW03" /* read too: no boot id, no clock records */
 #define PMR_CHUNK_MAGIC 0x4b484350u /* "PCHK" little-endian */
+#define PMR_CLOCK_MAGIC 0x4b4c4350u /* "PCLK": a clock record, see below */
 #define PMR_NAME_MAX 4095           /* longer names are cut */
 #define PMR_CHUNK_MAX (1u << 24)    /* reader's bound on one chunk */
 #define PMR_VARINT_MAX 10           /* bytes of the longest varint */
@@ -84,8 +99,18 @@ typedef struct pmr_file_hdr {
     uint64_t start_ns; /* CLOCK_BOOTTIME when the image started recording */
     char comm[16];     /* process name, NUL-padded */
     uint32_t clock;    /* enum pmr_clock */
-    uint8_t reserved[20];
+    uint8_t boot_id[16]; /* /proc/sys/kernel/random/boot_id; zero: unknown.
+                            Times of one boot share one CLOCK_BOOTTIME. */
+    uint8_t reserved[4];
 } pmr_file_hdr;
+
+typedef struct pmr_clock_rec {
+    int64_t offset_ns;  /* driver minus this process's clock */
+    uint64_t bound_ns;  /* the offset is within +- this */
+    uint64_t at_ns;     /* this process's clock when it was recorded */
+    uint32_t rounds;    /* probe rounds it came from */
+    uint32_t reserved;
+} pmr_clock_rec;
 
 typedef struct pmr_chunk_hdr {
     uint32_t magic;
@@ -117,6 +142,7 @@ enum { PMR_DOMAIN_ROCTX = 0, PMR_DOMAIN_NVTX = 1, PMR_DOMAIN_FIRST_USER = 2 };
 
 _Static_assert(sizeof(pmr_file_hdr) == 64, "file header is 64 bytes");
 _Static_assert(sizeof(pmr_chunk_hdr) == 48, "chunk header is 48 bytes");
+_Static_assert(sizeof(pmr_clock_rec) == 32, "clock record is 32 bytes");
 
 /* A calibration point: TSC count and CLOCK_BOOTTIME ns of one instant. */
 typedef struct pmr_cal {
