@@ -237,12 +237,12 @@ size_t pmt_clock_print(const pmt_trace *t, FILE *f, const char *lead)
         if (!c->shifted)
             continue;
         const char *name = pmt_trace_label_of(t, c->pid, 0);
-        fprintf(f, "%spid %u%s%s%s: on the driver's clock, shifted by %+lld ns", lead,
+        fprintf(f, "%spid %u%s%s%s: on the driver's clock, shifted by %+lld", lead,
                 (unsigned)c->pid, name ? " (" : "", name ? name : "", name ? ")" : "",
                 (long long)c->offset_min);
         if (c->offset_max != c->offset_min)
-            fprintf(f, "..%+lld ns", (long long)c->offset_max);
-        fprintf(f, " +- %llu ns (%u record%s)\n", (unsigned long long)c->bound_ns,
+            fprintf(f, "..%+lld", (long long)c->offset_max);
+        fprintf(f, " ns +- %llu ns (%u record%s)\n", (unsigned long long)c->bound_ns,
                 (unsigned)c->records, c->records == 1 ? "" : "s");
         n++;
     }
