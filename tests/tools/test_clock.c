@@ -357,6 +357,64 @@ static int case_lines(void)
     return pm_check_result();
 }
 
+static char *shift_text(const pmt_trace *t, const char *csv, int header, int *rc)
+{
+    char *text = NULL, err[300] = "";
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    REQUIRE(f != NULL);
+    *rc = pmt_clock_shift_csv(t, "k.csv", csv, strlen(csv), header, f, err, sizeof err);
+    fclose(f);
+    if (*rc)
+        fprintf(stderr, "shift: %s\n", err);
+    return text;
+}
+
+/* GPU rows of a moved process move with its ranges: pid 200 has -400 at
+ * 1000 and -600 at 2000, so 1500 -> 1000 and 2500 -> 1900; pid 100's stay
+ * (quoted now), and with nothing moved the text is copied as it was. */
+static int case_gpu_csv(void)
+{
+    static const char csv[] =
+        "\"Kernel_Name\",\"Correlation_Id\",\"Start_Timestamp\",\"End_Timestamp\",\"Process_Id\"\n"
+        "\"k, a\",7,1500,2500,200\n"
+        "k2,8,1500,2500,100\n";
+    pmt_trace t;
+    pmt_trace_init(&t);
+    int rc;
+    char *out = shift_text(&t, csv, 1, &rc);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_STR_EQ(out, csv);
+    free(out);
+    out = shift_text(&t, csv, 0, &rc);
+    CHECK_STR_EQ(out, "\"k, a\",7,1500,2500,200\nk2,8,1500,2500,100\n");
+    free(out);
+    pmt_clock_point pts[] = {{2000, -600, 5}, {1000, -400, 5}};
+    pmt_clock c;
+    memset(&c, 0, sizeof c);
+    c.pid = 200;
+    c.shifted = 1;
+    c.points = pts;
+    c.npoints = 2;
+    REQUIRE(pmt_clock_note(&t, &c) == 0);
+    out = shift_text(&t, csv, 1, &rc);
+    CHECK_INT_EQ(rc, 0);
+    CHECK_STR_EQ(out,
+                 "\"Kernel_Name\",\"Correlation_Id\",\"Start_Timestamp\",\"End_Timestamp\",\"Process_Id\"\n"
+                 "\"k, a\",\"7\",\"1000\",\"1900\",\"200\"\n"
+                 "\"k2\",\"8\",\"1500\",\"2500\",\"100\"\n");
+    free(out);
+    out = shift_text(&t, csv, 0, &rc);
+    CHECK_STR_EQ(out, "\"k, a\",\"7\",\"1000\",\"1900\",\"200\"\n\"k2\",\"8\",\"1500\",\"2500\",\"100\"\n");
+    free(out);
+    /* A malformed record is refused. */
+    out = shift_text(&t, "\"Start_Timestamp\",\"Process_Id\"\n\"1,200\n", 1, &rc);
+    CHECK_INT_EQ(rc, -1);
+    free(out);
+    pmt_trace_free(&t);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -366,7 +424,8 @@ int main(int argc, char **argv)
                  {"raw_records", case_raw_records},
                  {"raw_bad_records", case_raw_bad_records},
                  {"csv_roundtrip", case_csv_roundtrip},
-                 {"lines", case_lines}};
+                 {"lines", case_lines},
+                 {"gpu_csv", case_gpu_csv}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();

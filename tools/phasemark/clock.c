@@ -118,6 +118,21 @@ static int boot_id_parse(const char *s, uint8_t id[16])
     return nib == 32 && strlen(s) == 36 ? 0 : -1;
 }
 
+/* Appends n points to e's, kept sorted. 0 or -1. */
+static int add_points(pmt_clock *e, const pmt_clock_point *p, size_t n)
+{
+    if (!n)
+        return 0;
+    pmt_clock_point *np = realloc(e->points, (e->npoints + n) * sizeof *np);
+    if (!np)
+        return -1;
+    memcpy(np + e->npoints, p, n * sizeof *p);
+    e->points = np;
+    e->npoints += n;
+    pmt_clock_sort(e->points, e->npoints);
+    return 0;
+}
+
 int pmt_clock_note(pmt_trace *t, const pmt_clock *c)
 {
     for (size_t i = 0; i < t->nclocks; i++) {
@@ -126,6 +141,8 @@ int pmt_clock_note(pmt_trace *t, const pmt_clock *c)
             continue;
         if (zero_id(e->boot_id))
             memcpy(e->boot_id, c->boot_id, 16);
+        if (add_points(e, c->points, c->npoints) < 0)
+            return -1;
         if (c->shifted) {
             e->offset_min = e->shifted && e->offset_min < c->offset_min ? e->offset_min : c->offset_min;
             e->offset_max = e->shifted && e->offset_max > c->offset_max ? e->offset_max : c->offset_max;
@@ -139,8 +156,81 @@ int pmt_clock_note(pmt_trace *t, const pmt_clock *c)
     if (!n)
         return -1;
     t->clocks = n;
-    n[t->nclocks++] = *c;
+    pmt_clock *e = &n[t->nclocks++];
+    *e = *c;
+    e->points = NULL;
+    e->npoints = 0;
+    if (add_points(e, c->points, c->npoints) < 0) {
+        t->nclocks--;
+        return -1;
+    }
     return 0;
+}
+
+static const pmt_clock *shifted_pid(const pmt_trace *t, const char *text)
+{
+    uint64_t pid;
+    if (pmt_parse_u64(text, strlen(text), &pid) < 0)
+        return NULL;
+    for (size_t i = 0; i < t->nclocks; i++)
+        if (t->clocks[i].pid == pid && t->clocks[i].npoints)
+            return &t->clocks[i];
+    return NULL;
+}
+
+/* A time field moved by c's map; text that is not a time stays. */
+static void put_time(FILE *out, const pmt_clock *c, const char *text)
+{
+    uint64_t ns;
+    if (!c || pmt_parse_u64(text, strlen(text), &ns) < 0) {
+        pmt_csv_put(out, text);
+        return;
+    }
+    fprintf(out, "\"%llu\"", (unsigned long long)pmt_clock_map(c->points, c->npoints, ns));
+}
+
+int pmt_clock_shift_csv(const pmt_trace *t, const char *name, const char *text, size_t len,
+                        int header, FILE *out, char *err, size_t errlen)
+{
+    int any = 0;
+    for (size_t i = 0; i < t->nclocks; i++)
+        any |= t->clocks[i].npoints != 0;
+    pmt_csv c;
+    if (!any || pmt_csv_open_text(&c, name, text, len, err, errlen) < 0) {
+        if (any)
+            return -1;
+        const char *body = text;
+        if (!header) {
+            const char *nl = memchr(text, '\n', len);
+            body = nl ? nl + 1 : text + len;
+        }
+        fwrite(body, 1, len - (size_t)(body - text), out);
+        return 0;
+    }
+    int pid = pmt_csv_col(&c, "Process_Id"), st = pmt_csv_col(&c, "Start_Timestamp"),
+        en = pmt_csv_col(&c, "End_Timestamp");
+    for (size_t i = 0; header && i < c.nheader; i++) {
+        fputs(i ? "," : "", out);
+        pmt_csv_put(out, c.header[i]);
+    }
+    if (header)
+        fputc('\n', out);
+    char *f[PMT_CSV_MAX_FIELDS];
+    size_t nf;
+    int rc;
+    while ((rc = pmt_csv_next(&c, f, &nf, err, errlen)) == 1) {
+        const pmt_clock *pc = pid >= 0 && (size_t)pid < nf ? shifted_pid(t, f[pid]) : NULL;
+        for (size_t i = 0; i < nf; i++) {
+            fputs(i ? "," : "", out);
+            if ((int)i == st || (int)i == en)
+                put_time(out, pc, f[i]);
+            else
+                pmt_csv_put(out, f[i]);
+        }
+        fputc('\n', out);
+    }
+    pmt_csv_close(&c);
+    return rc < 0 ? -1 : 0;
 }
 
 int pmt_clock_write_csv(const pmt_trace *t, FILE *f)

@@ -205,6 +205,9 @@ typedef struct pmt_clock {
     int64_t offset_min, offset_max; /* ns added (several records: the range) */
     uint64_t bound_ns;    /* +- ns, the largest of its records */
     uint32_t records;     /* clock records applied */
+    struct pmt_clock_point *points; /* those records, sorted (owned by the
+                                       trace; none when read from clock.csv) */
+    size_t npoints;
 } pmt_clock;
 
 typedef struct pmt_trace {
@@ -293,11 +296,20 @@ void pmt_clock_sort(pmt_clock_point *p, size_t n);
  * and UINT64_MAX. p sorted, n >= 1. Pure. */
 uint64_t pmt_clock_map(const pmt_clock_point *p, size_t n, uint64_t ns);
 /* Adds what c says of its pid to t's table: a new entry, or merged into
- * the pid's entry (a process that exec'd has two files). 0 or -1. */
+ * the pid's entry (a process that exec'd has two files). c->points are
+ * copied. 0 or -1. */
 int pmt_clock_note(pmt_trace *t, const pmt_clock *c);
 /* The boot id as a UUID ("8-4-4-4-12" lowercase hex), or "-" when unknown;
  * out has room for 37 bytes. */
 const char *pmt_boot_id_text(const uint8_t id[16], char out[37]);
+/* Copies a CSV of GPU records (the CUPTI recorder's kernels, copies or
+ * API calls: columns Process_Id, Start_Timestamp, End_Timestamp) to out,
+ * the header only when `header`, with the times of processes t moved onto
+ * the driver's clock mapped as their ranges were. A text with no such
+ * process is copied byte for byte; otherwise every field is written
+ * quoted. 0, or -1 with err set (a malformed record). */
+int pmt_clock_shift_csv(const pmt_trace *t, const char *name, const char *text, size_t len,
+                        int header, FILE *out, char *err, size_t errlen);
 /* DIR/clock.csv (written by capture, read with a capture DIR). */
 int pmt_clock_write_csv(const pmt_trace *t, FILE *f);
 int pmt_clock_load_csv(pmt_trace *t, const char *path, char *err, size_t errlen);

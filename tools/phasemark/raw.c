@@ -512,6 +512,8 @@ static int apply_clock(raw_ctx *c)
         }
         pc.bound_ns = c->bound;
         pc.records = (uint32_t)c->npoints;
+        pc.points = c->points;
+        pc.npoints = c->npoints;
     }
     return pmt_clock_note(c->t, &pc);
 }
