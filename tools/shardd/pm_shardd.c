@@ -155,7 +155,8 @@ static void usage(FILE *f)
             "                    for a non-loopback TCP address\n"
             "  --ready-fd N      write \"ready ADDRESS\\n\" there once listening\n"
             "  --max-conns N     connections served at once (default 8)\n"
-            "  --hello-timeout MS deadline of each handshake message (default 2000)\n");
+            "  --hello-timeout MS deadline of each handshake message (default 2000)\n"
+            "  PHASEMARK_TEST_CLOCK_OFFSET_NS (tests only) reports a clock that many ns ahead\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
