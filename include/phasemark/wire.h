@@ -144,7 +144,8 @@ typedef enum pmw_tag {
     PMW_TAG_CLOCK_RECV = 24, /* u64: server's clock when the probe came */
     PMW_TAG_CLOCK_SEND = 25, /* u64: server's clock when it answered */
     PMW_TAG_CLOCK_OFFSET = 26, /* i64: client clock minus server clock */
-    PMW_TAG_CLOCK_BOUND = 27   /* u64: the offset's uncertainty, +- ns */
+    PMW_TAG_CLOCK_BOUND = 27,  /* u64: the offset's uncertainty, +- ns */
+    PMW_TAG_BOOT_ID = 28       /* 16 bytes: the sender's boot (its clock's identity) */
 } pmw_tag;
 
 /* The name of a tag ("phase"), or "unknown"; static. */
@@ -249,6 +250,8 @@ typedef struct pmw_clock_set {
     int64_t offset_ns;       /* client minus server; |offset| < 2^62 */
     uint64_t bound_ns;       /* < 2^62 */
     uint32_t rounds;         /* 1..PMW_CLOCK_ROUNDS_MAX (tag round) */
+    uint8_t boot_id[16];     /* the client's boot id; all zero: not sent
+                                (a received tag is never all zero) */
 } pmw_clock_set;
 
 typedef struct pmw_shm_ref {
@@ -526,7 +529,9 @@ PMW_API int pmw_clock_estimate_rounds(const pmw_clock_round *r, size_t n,
 
 /* Client: runs `rounds` probes (1..PMW_CLOCK_ROUNDS_MAX) over c on
  * CLOCK_BOOTTIME, works out the offset, and sends it to the server in a
- * CLOCK_SET, which the server acknowledges. Returns 0 with *out filled; a
+ * CLOCK_SET with this host's boot id (/proc/sys/kernel/random/boot_id,
+ * when readable: a server of the same boot shares the clock, whatever the
+ * estimate says), which the server acknowledges. Returns 0 with *out filled; a
  * drainable code when the server refused a probe (a daemon that predates
  * clock alignment answers PMW_E_KIND) and the connection is intact; any
  * other negative status when the connection failed. Not thread-safe with

@@ -14,6 +14,7 @@
  * it does not cover the clocks' drift afterwards.
  */
 #define _GNU_SOURCE /* CLOCK_BOOTTIME */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -76,6 +77,32 @@ int pmw_clock_estimate_rounds(const pmw_clock_round *r, size_t n, pmw_clock_esti
     return 0;
 }
 
+/* This boot's id (a UUID in text) as 16 bytes; zero when unreadable. */
+static void boot_id(uint8_t out[16])
+{
+    char text[64];
+    memset(out, 0, 16);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f)
+        return;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    uint8_t id[16];
+    int nib = 0;
+    for (size_t i = 0; i < n && nib < 32; i++) {
+        char c = text[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (c == '-')
+            continue;
+        if (v < 0)
+            return;
+        id[nib / 2] = (uint8_t)(nib % 2 ? id[nib / 2] | v : v << 4);
+        nib++;
+    }
+    if (nib == 32)
+        memcpy(out, id, 16);
+}
+
 static uint64_t boottime_ns(void)
 {
     struct timespec ts;
@@ -122,7 +149,8 @@ int pmw_conn_clock_sync(pmw_conn *c, unsigned rounds, pmw_clock_estimate *out)
         return rc;
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_CLOCK_SET;
-    m.clock_set = (pmw_clock_set){out->offset_ns, out->bound_ns, out->rounds};
+    m.clock_set = (pmw_clock_set){out->offset_ns, out->bound_ns, out->rounds, {0}};
+    boot_id(m.clock_set.boot_id);
     if ((rc = pmw_conn_send(c, &m)) || (rc = pmw_conn_recv(c, &a)))
         return rc;
     return answer(&a, PMW_MSG_ACK);

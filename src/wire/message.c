@@ -17,7 +17,7 @@
  * sends without a body (an error reply with its longest text). */
 #define PMW_MIN_META 512u
 #define PMW_MIN_ENTRIES 8u
-#define PMW_TAG_LAST PMW_TAG_CLOCK_BOUND
+#define PMW_TAG_LAST PMW_TAG_BOOT_ID
 
 typedef struct tagspec {
     uint16_t tag;
@@ -50,7 +50,8 @@ static const tagspec clock_tags[] = {{PMW_TAG_ROUND, 4, 1}};
 static const tagspec clock_reply_tags[] = {
     {PMW_TAG_ROUND, 4, 1}, {PMW_TAG_CLOCK_RECV, 8, 1}, {PMW_TAG_CLOCK_SEND, 8, 1}};
 static const tagspec clock_set_tags[] = {
-    {PMW_TAG_CLOCK_OFFSET, 8, 1}, {PMW_TAG_CLOCK_BOUND, 8, 1}, {PMW_TAG_ROUND, 4, 1}};
+    {PMW_TAG_CLOCK_OFFSET, 8, 1}, {PMW_TAG_CLOCK_BOUND, 8, 1}, {PMW_TAG_ROUND, 4, 1},
+    {PMW_TAG_BOOT_ID, 16, 0}};
 
 #define KS(a) {a, sizeof a / sizeof a[0]}
 static const kindspec kinds[] = {
@@ -75,8 +76,17 @@ const char *pmw_tag_name(unsigned tag)
         "want",        "outputs",  "width",    "position", "shm_ref",  "err_code",
         "err_tag",     "err_text", "transport", "max_meta", "max_body", "max_entries",
         "shm_size",    "nonce",    "auth",     "mac",      "rows",     "round",
-        "clock_recv",  "clock_send", "clock_offset", "clock_bound"};
+        "clock_recv",  "clock_send", "clock_offset", "clock_bound", "boot_id"};
     return tag >= 1 && tag <= PMW_TAG_LAST ? names[tag] : "unknown";
+}
+
+/* An all-zero boot id is how the typed field says "absent". */
+static int zero16(const uint8_t *b)
+{
+    for (int i = 0; i < 16; i++)
+        if (b[i])
+            return 0;
+    return 1;
 }
 
 /* ---- body sizes --------------------------------------------------------- */
@@ -427,6 +437,8 @@ static void fill_fields(pmw_msg *m, const entries *e)
         m->clock_set.offset_ns = (int64_t)pmw__get64(e->val[PMW_TAG_CLOCK_OFFSET]);
         m->clock_set.bound_ns = pmw__get64(e->val[PMW_TAG_CLOCK_BOUND]);
         m->clock_set.rounds = pmw__get32(e->val[PMW_TAG_ROUND]);
+        if (e->val[PMW_TAG_BOOT_ID])
+            memcpy(m->clock_set.boot_id, e->val[PMW_TAG_BOOT_ID], 16);
         break;
     default:
         break;
@@ -454,6 +466,10 @@ static int check_raw(const pmw_msg *m, const entries *e, pmw_diag *d)
         pmw__diag(d, PMW_E_VALUE, PMW_TAG_ROWS,
                   "forward: tag 22 (rows) value 0 is not in 1..n_tokens (%u)",
                   m->forward.n_tokens);
+        return PMW_E_VALUE;
+    }
+    if (m->kind == PMW_MSG_CLOCK_SET && e->val[PMW_TAG_BOOT_ID] && zero16(m->clock_set.boot_id)) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_BOOT_ID, "clock_set: tag 28 (boot_id) is all zero");
         return PMW_E_VALUE;
     }
     if (m->kind == PMW_MSG_ERROR && memchr(e->val[PMW_TAG_ERR_TEXT], 0, e->len[PMW_TAG_ERR_TEXT])) {
@@ -643,6 +659,8 @@ int pmw__meta_encode(const pmw_msg *m, const pmw_shm_ref *ref, pmw_meta *w)
         pmw_meta_u64(w, PMW_TAG_CLOCK_OFFSET, (uint64_t)m->clock_set.offset_ns);
         pmw_meta_u64(w, PMW_TAG_CLOCK_BOUND, m->clock_set.bound_ns);
         pmw_meta_u32(w, PMW_TAG_ROUND, m->clock_set.rounds);
+        if (!zero16(m->clock_set.boot_id))
+            pmw_meta_put(w, PMW_TAG_BOOT_ID, m->clock_set.boot_id, 16);
         break;
     default:
         break;

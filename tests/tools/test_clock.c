@@ -136,7 +136,7 @@ static int case_raw_records(void)
     CHECK(memcmp(t.clocks[0].boot_id, k_boot, 16) == 0);
     pmt_trace_free(&t);
     /* One record: offset -400 everywhere. */
-    pmr_clock_rec r1 = {-400, 7, 1200, 8, 0};
+    pmr_clock_rec r1 = {-400, 7, 1200, 8, 0, {0}};
     pmt_trace_init(&t);
     REQUIRE(load_bytes(buf, make_file(buf, PMR_FILE_MAGIC, &r1, 1), &t, err, sizeof err) == 0);
     REQUIRE(t.n == 1 && t.nclocks == 1);
@@ -150,7 +150,7 @@ static int case_raw_records(void)
     /* Two, written out of order: -300 at 2000, -100 at 1000. The push
      * (1000) moves by -100, the pop (1500) by -200. The bound is the
      * larger. */
-    pmr_clock_rec r2[] = {{-300, 9, 2000, 8, 0}, {-100, 3, 1000, 8, 0}};
+    pmr_clock_rec r2[] = {{-300, 9, 2000, 8, 0, {0}}, {-100, 3, 1000, 8, 0, {1}}};
     pmt_trace_init(&t);
     REQUIRE(load_bytes(buf, make_file(buf, PMR_FILE_MAGIC, r2, 2), &t, err, sizeof err) == 0);
     REQUIRE(t.n == 1 && t.nclocks == 1);
@@ -159,6 +159,31 @@ static int case_raw_records(void)
     CHECK(t.clocks[0].offset_min == -300 && t.clocks[0].offset_max == -100);
     CHECK_U64_EQ(t.clocks[0].bound_ns, 9);
     CHECK_INT_EQ(t.clocks[0].records, 2);
+    pmt_trace_free(&t);
+    /* A record from a driver of our own boot moves nothing (its offset is
+     * the measurement's error); one of another boot still applies. */
+    pmr_clock_rec r3[] = {{-300, 9, 2000, 8, 0, {0}}, {-100, 3, 1000, 8, 0, {0}}};
+    memcpy(r3[0].driver_boot, k_boot, 16);
+    memcpy(r3[1].driver_boot, k_boot, 16);
+    pmt_trace_init(&t);
+    REQUIRE(load_bytes(buf, make_file(buf, PMR_FILE_MAGIC, r3, 2), &t, err, sizeof err) == 0);
+    REQUIRE(t.n == 1 && t.nclocks == 1);
+    CHECK_U64_EQ(t.r[0].start, 1000);
+    CHECK_U64_EQ(t.r[0].end, 1500);
+    CHECK_INT_EQ(t.clocks[0].shifted, 0);
+    pmt_trace_free(&t);
+    r3[1].driver_boot[0] ^= 1;
+    pmt_trace_init(&t);
+    REQUIRE(load_bytes(buf, make_file(buf, PMR_FILE_MAGIC, r3, 2), &t, err, sizeof err) == 0);
+    REQUIRE(t.n == 1 && t.nclocks == 1);
+    CHECK_U64_EQ(t.r[0].start, 900);
+    CHECK_U64_EQ(t.r[0].end, 1400);
+    CHECK_INT_EQ(t.clocks[0].records, 1);
+    pmt_trace_free(&t);
+    /* A file of nothing (a fork child that exec'd at once) notes no clock. */
+    pmt_trace_init(&t);
+    REQUIRE(load_bytes(buf, sizeof(pmr_file_hdr), &t, err, sizeof err) == 0);
+    CHECK_INT_EQ(t.nclocks, 0);
     pmt_trace_free(&t);
     /* Version 03 (before clock records): read as before, boot unknown. */
     pmt_trace_init(&t);
@@ -176,7 +201,7 @@ static int case_raw_records(void)
 static int case_raw_bad_records(void)
 {
     unsigned char buf[1024];
-    pmr_clock_rec r = {-400, 7, 1200, 8, 0};
+    pmr_clock_rec r = {-400, 7, 1200, 8, 0, {0}};
     size_t n = make_file(buf, PMR_FILE_MAGIC, &r, 1);
     size_t at = n - sizeof r - sizeof(pmr_chunk_hdr);
     CHECK_INT_EQ(at, 159);

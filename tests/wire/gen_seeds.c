@@ -69,7 +69,8 @@ int main(int argc, char **argv)
     m[10].kind = PMW_MSG_CLOCK_REPLY;
     m[10].clock = (pmw_clock){2, 5000000500u, 5000000600u};
     m[11].kind = PMW_MSG_CLOCK_SET;
-    m[11].clock_set = (pmw_clock_set){-4999999400, 100, 8};
+    m[11].clock_set = (pmw_clock_set){-4999999400, 100, 8, {0}};
+    memset(m[11].clock_set.boot_id, 0x5c, sizeof m[11].clock_set.boot_id);
     const char *names[12] = {"hello", "auth",     "forward_tokens", "forward_acts",
                              "reply", "reset",    "truncate",       "error",
                              "shutdown", "clock", "clock_reply",    "clock_set"};

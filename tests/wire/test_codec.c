@@ -655,6 +655,17 @@ static const uint8_t golden_clock_set[] = {
     27, 0, 8, 0, 100, 0, 0, 0, 0, 0, 0, 0,
     23, 0, 4, 0, 8, 0, 0, 0};
 
+/* golden_clock_set with the client's boot id 00 01 .. 0f (tag 28, 16
+ * bytes): meta_len 52, then 4 bytes of padding. */
+static const uint8_t golden_clock_set_boot[] = {
+    'P', 'M', 'W', 'F', 1, 0, 12, 0, 52, 0, 0, 0, 0, 0, 0, 0,
+    11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    26, 0, 8, 0, 88, 16, 250, 213, 254, 255, 255, 255,
+    27, 0, 8, 0, 100, 0, 0, 0, 0, 0, 0, 0,
+    23, 0, 4, 0, 8, 0, 0, 0,
+    28, 0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    0, 0, 0, 0};
+
 static void expect_bytes(const pmw_msg *m, uint64_t seq, const uint8_t *want, size_t n)
 {
     uint8_t buf[128];
@@ -686,12 +697,20 @@ static int case_clock_golden(void)
 
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_CLOCK_SET;
-    m.clock_set = (pmw_clock_set){-4999999400, 100, 8};
+    m.clock_set = (pmw_clock_set){-4999999400, 100, 8, {0}};
     expect_bytes(&m, 11, golden_clock_set, sizeof golden_clock_set);
     REQUIRE(parse_bytes(golden_clock_set, sizeof golden_clock_set, &got, &diag) == 0);
     CHECK(got.clock_set.offset_ns == -4999999400);
     CHECK_U64_EQ(got.clock_set.bound_ns, 100);
     CHECK_INT_EQ(got.clock_set.rounds, 8);
+    for (int i = 0; i < 16; i++)
+        CHECK_INT_EQ(got.clock_set.boot_id[i], 0);
+    for (int i = 0; i < 16; i++)
+        m.clock_set.boot_id[i] = (uint8_t)i;
+    expect_bytes(&m, 11, golden_clock_set_boot, sizeof golden_clock_set_boot);
+    REQUIRE(parse_bytes(golden_clock_set_boot, sizeof golden_clock_set_boot, &got, &diag) == 0);
+    CHECK(memcmp(got.clock_set.boot_id, m.clock_set.boot_id, 16) == 0);
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_BOOT_ID), "boot_id");
     CHECK_STR_EQ(pmw_tag_name(PMW_TAG_ROUND), "round");
     CHECK_STR_EQ(pmw_tag_name(PMW_TAG_CLOCK_BOUND), "clock_bound");
     return pm_check_result();
@@ -767,6 +786,32 @@ static int case_clock_bad(void)
                  "clock_set: required tag 27 (clock_bound) missing");
     expect_clock(PMW_MSG_CLOCK_SET, E3(26, 7, 1, 27, 8, 1, 23, 4, 8), PMW_E_LENGTH, 26,
                  "clock_set: tag 26 (clock_offset) has length 7 (want 8)");
+    /* The boot id: 16 bytes, never all zero, only on a clock_set. */
+    {
+        uint8_t meta[128], id[16] = {0};
+        pmw_meta w;
+        pmw_diag d;
+        for (int k = 0; k < 3; k++) {
+            pmw_meta_init(&w, meta, sizeof meta);
+            pmw_meta_u64(&w, PMW_TAG_CLOCK_OFFSET, 1);
+            pmw_meta_u64(&w, PMW_TAG_CLOCK_BOUND, 1);
+            pmw_meta_u32(&w, PMW_TAG_ROUND, 8);
+            id[3] = k == 2;
+            pmw_meta_put(&w, PMW_TAG_BOOT_ID, id, k == 1 ? 15 : 16);
+            memset(&d, 0, sizeof d);
+            int rc = raw_meta(meta, (uint32_t)w.len, PMW_MSG_CLOCK_SET, &d);
+            CHECK_INT_EQ(rc, k == 0 ? PMW_E_VALUE : k == 1 ? PMW_E_LENGTH : 0);
+            CHECK_INT_EQ(d.tag, k == 2 ? 0 : PMW_TAG_BOOT_ID);
+            CHECK(strstr(d.text, k == 0 ? "clock_set: tag 28 (boot_id) is all zero"
+                                 : k == 1 ? "clock_set: tag 28 (boot_id) has length 15 (want 16)"
+                                          : "") != NULL);
+        }
+        pmw_meta_init(&w, meta, sizeof meta);
+        pmw_meta_u32(&w, PMW_TAG_ROUND, 1);
+        pmw_meta_put(&w, PMW_TAG_BOOT_ID, id, 16);
+        CHECK_INT_EQ(raw_meta(meta, (uint32_t)w.len, PMW_MSG_CLOCK, &d), PMW_E_UNKNOWN_TAG);
+        CHECK(strstr(d.text, "clock: tag 28 (boot_id) unknown for this kind") != NULL);
+    }
     /* The sender's checks. */
     pmw_msg m;
     pmw_diag d;
@@ -784,10 +829,10 @@ static int case_clock_bad(void)
     CHECK_INT_EQ(d.tag, PMW_TAG_ROUND);
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_CLOCK_SET;
-    m.clock_set = (pmw_clock_set){INT64_MIN, 0, 1};
+    m.clock_set = (pmw_clock_set){INT64_MIN, 0, 1, {0}};
     CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
     CHECK_INT_EQ(d.tag, PMW_TAG_CLOCK_OFFSET);
-    m.clock_set = (pmw_clock_set){0, 0, 1};
+    m.clock_set = (pmw_clock_set){0, 0, 1, {0}};
     CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), 0);
     CHECK_INT_EQ(n, 0);
     return pm_check_result();

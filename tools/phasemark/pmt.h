@@ -270,7 +270,9 @@ const char *pmt_lane_name_of(const pmt_label *names, size_t n, uint32_t pid, uin
 
 /* ---- raw recorder files (raw.c) ---- */
 
-/* Merges one raw file into t. Returns 0, 1 when the file was cut short
+/* Merges one raw file into t, its ranges moved onto a driver's clock when
+ * it holds clock records, and notes its process's clock (pmt_clock) when
+ * it holds ranges or records. Returns 0, 1 when the file was cut short
  * (whole chunks kept, note in err), -1 when unreadable (err set). */
 int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen);
 /* The same over bytes in memory; name labels messages. */

@@ -441,6 +441,9 @@ static int clock_chunk(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *
         return -1;
     if (pass != 1)
         return 0;
+    static const uint8_t zero[16];
+    if (memcmp(r.driver_boot, zero, 16) != 0 && memcmp(r.driver_boot, c->boot_id, 16) == 0)
+        return 0; /* the driver shares our clock: nothing to move */
     pmt_clock_point *np = realloc(c->points, (c->npoints + 1) * sizeof *np);
     if (!np)
         return -1;
@@ -489,6 +492,10 @@ static int walk(raw_ctx *c, const char *buf, size_t len, const char *path, int p
  * records, and notes the process's clock facts in the trace. */
 static int apply_clock(raw_ctx *c)
 {
+    /* A file of nothing (a fork child that exec'd at once) says nothing
+     * about the process's clock: the image after the exec does. */
+    if (c->first == c->t->n && !c->npoints)
+        return 0;
     pmt_clock pc;
     memset(&pc, 0, sizeof pc);
     pc.pid = c->pid;

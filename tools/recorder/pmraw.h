@@ -63,7 +63,9 @@
  * +- bound_ns, as measured at our time at_ns. The reader moves the
  * process's times onto the driver's clock: with one record by its offset,
  * with several by the offset interpolated between the records around each
- * time (the nearest one's before the first and after the last).
+ * time (the nearest one's before the first and after the last). A record
+ * whose driver_boot is the file's own boot id came from a driver on the
+ * same clock and moves nothing: its offset is the measurement's error.
  *
  * Version 04 added the boot id and clock records; version 03 files read as
  * before (boot id unknown).
@@ -110,6 +112,7 @@ typedef struct pmr_clock_rec {
     uint64_t at_ns;     /* this process's clock when it was recorded */
     uint32_t rounds;    /* probe rounds it came from */
     uint32_t reserved;
+    uint8_t driver_boot[16]; /* the driver's boot id; zero: unknown */
 } pmr_clock_rec;
 
 typedef struct pmr_chunk_hdr {
@@ -142,7 +145,7 @@ enum { PMR_DOMAIN_ROCTX = 0, PMR_DOMAIN_NVTX = 1, PMR_DOMAIN_FIRST_USER = 2 };
 
 _Static_assert(sizeof(pmr_file_hdr) == 64, "file header is 64 bytes");
 _Static_assert(sizeof(pmr_chunk_hdr) == 48, "chunk header is 48 bytes");
-_Static_assert(sizeof(pmr_clock_rec) == 32, "clock record is 32 bytes");
+_Static_assert(sizeof(pmr_clock_rec) == 48, "clock record is 48 bytes");
 
 /* A calibration point: TSC count and CLOCK_BOOTTIME ns of one instant. */
 typedef struct pmr_cal {

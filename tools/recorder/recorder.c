@@ -573,10 +573,11 @@ static void read_boot_id(uint8_t out[16])
  * program that measured one (pm-shardd, over the shard wire): one chunk of
  * its own, written at once. Returns 0, or -1 when not under capture. Safe
  * from any thread; not async-signal-safe. */
-__attribute__((visibility("default"))) int phasemark_recorder_clock_offset(int64_t offset_ns,
-                                                                           uint64_t bound_ns,
-                                                                           uint32_t rounds);
-int phasemark_recorder_clock_offset(int64_t offset_ns, uint64_t bound_ns, uint32_t rounds)
+__attribute__((visibility("default"))) int
+phasemark_recorder_clock_offset(int64_t offset_ns, uint64_t bound_ns, uint32_t rounds,
+                                const uint8_t driver_boot[16]);
+int phasemark_recorder_clock_offset(int64_t offset_ns, uint64_t bound_ns, uint32_t rounds,
+                                    const uint8_t driver_boot[16])
 {
     pthread_once(&g_once, init_once);
     int fd = output_fd();
@@ -593,6 +594,8 @@ int phasemark_recorder_clock_offset(int64_t offset_ns, uint64_t bound_ns, uint32
     r.bound_ns = bound_ns;
     r.at_ns = pm__boottime_ns();
     r.rounds = rounds;
+    if (driver_boot)
+        memcpy(r.driver_boot, driver_boot, sizeof r.driver_boot);
     struct iovec iov[2] = {{&h, sizeof h}, {&r, sizeof r}};
     ssize_t n;
     do
@@ -618,6 +621,9 @@ static void init_once(void)
         return; /* not under capture: keep depths, record nothing */
     memcpy(g_dir, dir, strlen(dir) + 1);
     read_boot_id(g_boot_id);
+    /* A host whose clock is elsewhere (the test shift) is another host. */
+    if (pm__clock_shift)
+        g_boot_id[15] ^= 0xff;
     atomic_store(&g_fd, open_file());
     pthread_atfork(NULL, NULL, after_fork_child);
     install_signal_handlers();

@@ -122,7 +122,8 @@ typedef struct server {
     int stop;             /* a shutdown request (atomic) */
     int64_t clock_shift;  /* ns added to the clock it reports (tests) */
     /* The recorder's entry point for a measured offset, when preloaded. */
-    int (*record_offset)(int64_t offset_ns, uint64_t bound_ns, uint32_t rounds);
+    int (*record_offset)(int64_t offset_ns, uint64_t bound_ns, uint32_t rounds,
+                         const uint8_t driver_boot[16]);
 } server;
 
 static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT: the one
@@ -585,7 +586,7 @@ static int clock_reply(server *s, peer *p, const pmw_msg *m, uint64_t t1)
 static int clock_set(server *s, peer *p, const pmw_clock_set *c)
 {
     if (s->record_offset)
-        s->record_offset(c->offset_ns, c->bound_ns, c->rounds);
+        s->record_offset(c->offset_ns, c->bound_ns, c->rounds, c->boot_id);
     return ack(p, 0);
 }
 
