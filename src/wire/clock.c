@@ -16,6 +16,7 @@
 #define _GNU_SOURCE /* CLOCK_BOOTTIME */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "internal.h"
@@ -77,7 +78,21 @@ int pmw_clock_estimate_rounds(const pmw_clock_round *r, size_t n, pmw_clock_esti
     return 0;
 }
 
-/* This boot's id (a UUID in text) as 16 bytes; zero when unreadable. */
+/* The identity of this process's CLOCK_BOOTTIME: the boot's id (a UUID in
+ * text) as 16 bytes, zero when unreadable; in a time namespace other than
+ * the initial one (whose clocks have offsets of their own) its inode is
+ * folded into the last 8 bytes. The recorder computes the same. */
+#define PMW_TIME_NS_INIT 4026531834u /* the kernel's PROC_TIME_INIT_INO */
+
+static void fold_time_ns(uint8_t id[16])
+{
+    struct stat st;
+    if (stat("/proc/self/ns/time", &st) != 0 || st.st_ino == PMW_TIME_NS_INIT)
+        return;
+    for (int i = 0; i < 8; i++)
+        id[8 + i] ^= (uint8_t)((uint64_t)st.st_ino >> (8 * i));
+}
+
 static void boot_id(uint8_t out[16])
 {
     char text[64];
@@ -99,8 +114,10 @@ static void boot_id(uint8_t out[16])
         id[nib / 2] = (uint8_t)(nib % 2 ? id[nib / 2] | v : v << 4);
         nib++;
     }
-    if (nib == 32)
+    if (nib == 32) {
+        fold_time_ns(id);
         memcpy(out, id, 16);
+    }
 }
 
 static uint64_t boottime_ns(void)

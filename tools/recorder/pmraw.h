@@ -101,8 +101,10 @@ typedef struct pmr_file_hdr {
     uint64_t start_ns; /* CLOCK_BOOTTIME when the image started recording */
     char comm[16];     /* process name, NUL-padded */
     uint32_t clock;    /* enum pmr_clock */
-    uint8_t boot_id[16]; /* /proc/sys/kernel/random/boot_id; zero: unknown.
-                            Times of one boot share one CLOCK_BOOTTIME. */
+    uint8_t boot_id[16]; /* /proc/sys/kernel/random/boot_id (the time
+                            namespace's inode XORed into bytes 8-15 when it
+                            is not the initial one); zero: unknown. Times of
+                            one id share one CLOCK_BOOTTIME. */
     uint8_t reserved[4];
 } pmr_file_hdr;
 

@@ -97,6 +97,7 @@ static struct sigaction g_old_action[NSIG];
 static char g_domain_names[256][PMR_DOMAIN_NAME_MAX];
 /* This boot's id (all zero when unreadable); read once at init. */
 static uint8_t g_boot_id[16];
+static void read_boot_id(uint8_t out[16]);
 
 static __thread pmr_tbuf *t_buf __attribute__((tls_model("initial-exec")));
 
@@ -521,6 +522,9 @@ static void after_fork_child(void)
         if (t != t_buf)
             atomic_store(&t->in_use, 0);
     }
+    read_boot_id(g_boot_id);
+    if (pm__clock_shift)
+        g_boot_id[15] ^= 0xff;
     atomic_store(&g_fd, open_file());
     if (t_buf) {
         t_buf->tid = (uint32_t)gettid();
@@ -544,7 +548,9 @@ static int hex_digit(char c)
 }
 
 /* The kernel's boot id, a UUID in text, as 16 bytes; zero when it cannot
- * be read. Two files with one boot id were timed on one CLOCK_BOOTTIME. */
+ * be read. Two files with one boot id were timed on one CLOCK_BOOTTIME.
+ * Async-signal-safe (the fork child reads it again: it may be in another
+ * time namespace than its parent). */
 static void read_boot_id(uint8_t out[16])
 {
     char text[64];
@@ -565,8 +571,16 @@ static void read_boot_id(uint8_t out[16])
         id[nib / 2] = (uint8_t)(nib % 2 ? id[nib / 2] | v : v << 4);
         nib++;
     }
-    if (nib == 32)
-        memcpy(out, id, 16);
+    if (nib != 32)
+        return;
+    /* A time namespace other than the initial one has clocks of its own:
+     * its inode folded in makes it another clock's id (as the shard wire's
+     * client computes it, src/wire/clock.c). */
+    struct stat st;
+    if (stat("/proc/self/ns/time", &st) == 0 && st.st_ino != 4026531834u)
+        for (int i = 0; i < 8; i++)
+            id[8 + i] ^= (uint8_t)((uint64_t)st.st_ino >> (8 * i));
+    memcpy(out, id, 16);
 }
 
 /* Records an offset to a driver's clock (pmraw.h, "Clock records"), for a
