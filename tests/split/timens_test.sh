@@ -11,6 +11,7 @@
 # cross-process phase rules), which fails without the move.
 set -u
 pm=$1 shardd=$2 gen=$3 model=$4
+command -v pgrep >/dev/null || { echo "timens_test: no pgrep (procps); skipped"; exit 77; }
 unshare -T --boottime 5 --fork true 2>/dev/null || {
     echo "timens_test: no time namespace here (unshare -T needs CAP_SYS_ADMIN); skipped"
     exit 77
