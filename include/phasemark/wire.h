@@ -109,7 +109,10 @@ typedef enum pmw_kind {
     PMW_MSG_TRUNCATE = 6,  /* truncate a request's KV to a position */
     PMW_MSG_ACK = 7,       /* success reply to reset/truncate/shutdown */
     PMW_MSG_ERROR = 8,     /* error reply, server -> client */
-    PMW_MSG_SHUTDOWN = 9   /* ask the daemon to exit, client -> server */
+    PMW_MSG_SHUTDOWN = 9,  /* ask the daemon to exit, client -> server */
+    PMW_MSG_CLOCK = 10,    /* clock probe, client -> server */
+    PMW_MSG_CLOCK_REPLY = 11, /* the server's receive and send times */
+    PMW_MSG_CLOCK_SET = 12 /* the offset the probes gave, client -> server */
 } pmw_kind;
 
 /* Metadata tags (tag-length-value entries). Which kind allows which tag,
@@ -136,7 +139,13 @@ typedef enum pmw_tag {
     PMW_TAG_NONCE = 19,      /* 32 bytes */
     PMW_TAG_AUTH = 20,       /* u8, 1: the server requires authentication */
     PMW_TAG_MAC = 21,        /* 32 bytes, HMAC-SHA256 */
-    PMW_TAG_ROWS = 22        /* u32: rows a forward's reply carries */
+    PMW_TAG_ROWS = 22,       /* u32: rows a forward's reply carries */
+    PMW_TAG_ROUND = 23,      /* u32: clock probe number, or rounds used */
+    PMW_TAG_CLOCK_RECV = 24, /* u64: server's clock when the probe came */
+    PMW_TAG_CLOCK_SEND = 25, /* u64: server's clock when it answered */
+    PMW_TAG_CLOCK_OFFSET = 26, /* i64: client clock minus server clock */
+    PMW_TAG_CLOCK_BOUND = 27,  /* u64: the offset's uncertainty, +- ns */
+    PMW_TAG_BOOT_ID = 28       /* 16 bytes: the sender's boot (its clock's identity) */
 } pmw_tag;
 
 /* The name of a tag ("phase"), or "unknown"; static. */
@@ -223,6 +232,28 @@ typedef struct pmw_error {
     char text[PMW_TEXT_MAX + 1]; /* one line, NUL-terminated */
 } pmw_error;
 
+/* Clock alignment (docs/wire.md, "Clock alignment"). Times are ns on
+ * each side's CLOCK_BOOTTIME. A probe carries its round number; the reply
+ * echoes it with the server's receive and send times (send >= recv). The
+ * set message tells the server what the client worked out: client clock =
+ * server clock + offset, within +- bound, from `round` rounds. */
+#define PMW_CLOCK_ROUNDS_MAX 64u
+#define PMW_CLOCK_LIMIT (INT64_C(1) << 62) /* |offset| and bound stay below */
+
+typedef struct pmw_clock {
+    uint32_t round;          /* 1..PMW_CLOCK_ROUNDS_MAX */
+    uint64_t recv_ns;        /* reply only */
+    uint64_t send_ns;        /* reply only */
+} pmw_clock;
+
+typedef struct pmw_clock_set {
+    int64_t offset_ns;       /* client minus server; |offset| < 2^62 */
+    uint64_t bound_ns;       /* < 2^62 */
+    uint32_t rounds;         /* 1..PMW_CLOCK_ROUNDS_MAX (tag round) */
+    uint8_t boot_id[16];     /* the client's boot id; all zero: not sent
+                                (a received tag is never all zero) */
+} pmw_clock_set;
+
 typedef struct pmw_shm_ref {
     uint64_t offset;         /* into the sender's area, 8-byte aligned */
     uint64_t length;         /* bytes */
@@ -241,6 +272,8 @@ typedef struct pmw_msg {
         struct { uint64_t req_id; uint32_t position; } truncate;
         struct { uint64_t req_id; } ack;
         pmw_error error;
+        pmw_clock clock;         /* CLOCK and CLOCK_REPLY */
+        pmw_clock_set clock_set;
     };
     /* Received on the shared transport: where the body lives. Set by
      * pmw_msg_parse, resolved by the connection; ignored when sending. */
@@ -466,6 +499,44 @@ PMW_API const char *pmw_conn_error(const pmw_conn *c);
 PMW_API const pmw_diag *pmw_conn_diag(const pmw_conn *c);
 /* 1 while the connection can still carry frames. */
 PMW_API int pmw_conn_usable(const pmw_conn *c);
+
+/* ---- clock alignment ---------------------------------------------------
+ * One round of a probe, all four times in ns: t0 the client sent it, t1 the
+ * server received it, t2 the server answered, t3 the client received the
+ * answer (t0, t3 on the client's clock; t1, t2 on the server's). */
+typedef struct pmw_clock_round {
+    uint64_t t0, t1, t2, t3;
+} pmw_clock_round;
+
+/* What rounds of probes give: client clock = server clock + offset_ns, the
+ * true offset lying within +- bound_ns (half the best round's round trip
+ * less the server's time, plus the rounding), from the round with the
+ * smallest round trip (`best`, 0-based; the earliest on a tie). */
+typedef struct pmw_clock_estimate {
+    int64_t offset_ns;
+    uint64_t bound_ns;
+    uint64_t rtt_ns;         /* of the best round: (t3 - t0) - (t2 - t1) */
+    uint32_t rounds;         /* rounds that were usable */
+    uint32_t best;
+} pmw_clock_estimate;
+
+/* Works out the offset from n rounds. A round is unusable when t3 < t0,
+ * t2 < t1, the server's time exceeds the round trip, or a time difference
+ * reaches 2^62. Returns 0, or PMW_E_VALUE when no round is usable
+ * (PMW_E_ARG for NULL or n == 0). Pure; thread-safe. */
+PMW_API int pmw_clock_estimate_rounds(const pmw_clock_round *r, size_t n,
+                                      pmw_clock_estimate *out);
+
+/* Client: runs `rounds` probes (1..PMW_CLOCK_ROUNDS_MAX) over c on
+ * CLOCK_BOOTTIME, works out the offset, and sends it to the server in a
+ * CLOCK_SET with this host's boot id (/proc/sys/kernel/random/boot_id,
+ * when readable: a server of the same boot shares the clock, whatever the
+ * estimate says), which the server acknowledges. Returns 0 with *out filled; a
+ * drainable code when the server refused a probe (a daemon that predates
+ * clock alignment answers PMW_E_KIND) and the connection is intact; any
+ * other negative status when the connection failed. Not thread-safe with
+ * other calls on c. */
+PMW_API int pmw_conn_clock_sync(pmw_conn *c, unsigned rounds, pmw_clock_estimate *out);
 
 /* Closes the socket, unmaps the shared region, frees everything. NULL is
  * a no-op. */

@@ -17,7 +17,7 @@
  * sends without a body (an error reply with its longest text). */
 #define PMW_MIN_META 512u
 #define PMW_MIN_ENTRIES 8u
-#define PMW_TAG_LAST PMW_TAG_ROWS
+#define PMW_TAG_LAST PMW_TAG_BOOT_ID
 
 typedef struct tagspec {
     uint16_t tag;
@@ -46,17 +46,26 @@ static const tagspec reqid_tags[] = {{PMW_TAG_REQ_ID, 8, 1}};
 static const tagspec truncate_tags[] = {{PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_POSITION, 4, 1}};
 static const tagspec error_tags[] = {
     {PMW_TAG_ERR_CODE, 4, 1}, {PMW_TAG_ERR_TEXT, 0, 1}, {PMW_TAG_ERR_TAG, 2, 0}};
+static const tagspec clock_tags[] = {{PMW_TAG_ROUND, 4, 1}};
+static const tagspec clock_reply_tags[] = {
+    {PMW_TAG_ROUND, 4, 1}, {PMW_TAG_CLOCK_RECV, 8, 1}, {PMW_TAG_CLOCK_SEND, 8, 1}};
+static const tagspec clock_set_tags[] = {
+    {PMW_TAG_CLOCK_OFFSET, 8, 1}, {PMW_TAG_CLOCK_BOUND, 8, 1}, {PMW_TAG_ROUND, 4, 1},
+    {PMW_TAG_BOOT_ID, 16, 0}};
 
 #define KS(a) {a, sizeof a / sizeof a[0]}
 static const kindspec kinds[] = {
     {NULL, 0},          KS(hello_tags), KS(auth_tags), KS(forward_tags), KS(reply_tags),
-    KS(reqid_tags),     KS(truncate_tags), KS(reqid_tags), KS(error_tags), {NULL, 0}};
-#define KIND_LAST PMW_MSG_SHUTDOWN
+    KS(reqid_tags),     KS(truncate_tags), KS(reqid_tags), KS(error_tags), {NULL, 0},
+    KS(clock_tags),     KS(clock_reply_tags), KS(clock_set_tags)};
+#define KIND_LAST PMW_MSG_CLOCK_SET
+_Static_assert(sizeof kinds / sizeof kinds[0] == KIND_LAST + 1, "one kindspec per kind");
 
 const char *pmw__kind_name(unsigned kind)
 {
     static const char *const names[] = {"?",     "hello", "auth",     "forward", "reply",
-                                        "reset", "truncate", "ack", "error", "shutdown"};
+                                        "reset", "truncate", "ack", "error", "shutdown",
+                                        "clock", "clock_reply", "clock_set"};
     return kind <= KIND_LAST ? names[kind] : "unknown-kind";
 }
 
@@ -66,8 +75,18 @@ const char *pmw_tag_name(unsigned tag)
         "?",           "phase",    "req_id",   "base_pos", "n_tokens", "dim",
         "want",        "outputs",  "width",    "position", "shm_ref",  "err_code",
         "err_tag",     "err_text", "transport", "max_meta", "max_body", "max_entries",
-        "shm_size",    "nonce",    "auth",     "mac",      "rows"};
+        "shm_size",    "nonce",    "auth",     "mac",      "rows",     "round",
+        "clock_recv",  "clock_send", "clock_offset", "clock_bound", "boot_id"};
     return tag >= 1 && tag <= PMW_TAG_LAST ? names[tag] : "unknown";
+}
+
+/* An all-zero boot id is how the typed field says "absent". */
+static int zero16(const uint8_t *b)
+{
+    for (int i = 0; i < 16; i++)
+        if (b[i])
+            return 0;
+    return 1;
 }
 
 /* ---- body sizes --------------------------------------------------------- */
@@ -221,6 +240,46 @@ static int check_error(const pmw_error *e, pmw_diag *d)
     return 0;
 }
 
+static int check_round(const char *kname, uint32_t round, pmw_diag *d)
+{
+    if (round == 0 || round > PMW_CLOCK_ROUNDS_MAX) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_ROUND, "%s: tag 23 (round) value %u is not in 1..%u",
+                  kname, round, PMW_CLOCK_ROUNDS_MAX);
+        return PMW_E_VALUE;
+    }
+    return 0;
+}
+
+/* A reply whose send time precedes its receive time would make a round
+ * trip shorter than nothing; the estimate would trust it most. */
+static int check_clock(const pmw_msg *m, pmw_diag *d)
+{
+    int rc = check_round(pmw__kind_name(m->kind), m->clock.round, d);
+    if (rc || m->kind != PMW_MSG_CLOCK_REPLY || m->clock.send_ns >= m->clock.recv_ns)
+        return rc;
+    pmw__diag(d, PMW_E_VALUE, PMW_TAG_CLOCK_SEND,
+              "clock_reply: tag 25 (clock_send) %llu is before tag 24 (clock_recv) %llu",
+              (unsigned long long)m->clock.send_ns, (unsigned long long)m->clock.recv_ns);
+    return PMW_E_VALUE;
+}
+
+static int check_clock_set(const pmw_clock_set *c, pmw_diag *d)
+{
+    if (c->offset_ns <= -PMW_CLOCK_LIMIT || c->offset_ns >= PMW_CLOCK_LIMIT) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_CLOCK_OFFSET,
+                  "clock_set: tag 26 (clock_offset) %lld is not within +-2^62",
+                  (long long)c->offset_ns);
+        return PMW_E_VALUE;
+    }
+    if (c->bound_ns >= (uint64_t)PMW_CLOCK_LIMIT) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_CLOCK_BOUND,
+                  "clock_set: tag 27 (clock_bound) %llu is not below 2^62",
+                  (unsigned long long)c->bound_ns);
+        return PMW_E_VALUE;
+    }
+    return check_round("clock_set", c->rounds, d);
+}
+
 static int validate_fields(const pmw_msg *m, pmw_diag *d)
 {
     switch (m->kind) {
@@ -228,6 +287,9 @@ static int validate_fields(const pmw_msg *m, pmw_diag *d)
     case PMW_MSG_FORWARD: return check_forward(&m->forward, d);
     case PMW_MSG_REPLY: return check_reply(&m->reply, d);
     case PMW_MSG_ERROR: return check_error(&m->error, d);
+    case PMW_MSG_CLOCK:
+    case PMW_MSG_CLOCK_REPLY: return check_clock(m, d);
+    case PMW_MSG_CLOCK_SET: return check_clock_set(&m->clock_set, d);
     default: return 0;
     }
 }
@@ -363,6 +425,21 @@ static void fill_fields(pmw_msg *m, const entries *e)
         memcpy(m->error.text, e->val[PMW_TAG_ERR_TEXT], e->len[PMW_TAG_ERR_TEXT]);
         m->error.text[e->len[PMW_TAG_ERR_TEXT]] = '\0';
         break;
+    case PMW_MSG_CLOCK:
+        m->clock.round = pmw__get32(e->val[PMW_TAG_ROUND]);
+        break;
+    case PMW_MSG_CLOCK_REPLY:
+        m->clock.round = pmw__get32(e->val[PMW_TAG_ROUND]);
+        m->clock.recv_ns = pmw__get64(e->val[PMW_TAG_CLOCK_RECV]);
+        m->clock.send_ns = pmw__get64(e->val[PMW_TAG_CLOCK_SEND]);
+        break;
+    case PMW_MSG_CLOCK_SET:
+        m->clock_set.offset_ns = (int64_t)pmw__get64(e->val[PMW_TAG_CLOCK_OFFSET]);
+        m->clock_set.bound_ns = pmw__get64(e->val[PMW_TAG_CLOCK_BOUND]);
+        m->clock_set.rounds = pmw__get32(e->val[PMW_TAG_ROUND]);
+        if (e->val[PMW_TAG_BOOT_ID])
+            memcpy(m->clock_set.boot_id, e->val[PMW_TAG_BOOT_ID], 16);
+        break;
     default:
         break;
     }
@@ -389,6 +466,10 @@ static int check_raw(const pmw_msg *m, const entries *e, pmw_diag *d)
         pmw__diag(d, PMW_E_VALUE, PMW_TAG_ROWS,
                   "forward: tag 22 (rows) value 0 is not in 1..n_tokens (%u)",
                   m->forward.n_tokens);
+        return PMW_E_VALUE;
+    }
+    if (m->kind == PMW_MSG_CLOCK_SET && e->val[PMW_TAG_BOOT_ID] && zero16(m->clock_set.boot_id)) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_BOOT_ID, "clock_set: tag 28 (boot_id) is all zero");
         return PMW_E_VALUE;
     }
     if (m->kind == PMW_MSG_ERROR && memchr(e->val[PMW_TAG_ERR_TEXT], 0, e->len[PMW_TAG_ERR_TEXT])) {
@@ -565,6 +646,21 @@ int pmw__meta_encode(const pmw_msg *m, const pmw_shm_ref *ref, pmw_meta *w)
                      (uint16_t)strnlen(m->error.text, PMW_TEXT_MAX));
         if (m->error.tag)
             pmw_meta_u16(w, PMW_TAG_ERR_TAG, m->error.tag);
+        break;
+    case PMW_MSG_CLOCK:
+        pmw_meta_u32(w, PMW_TAG_ROUND, m->clock.round);
+        break;
+    case PMW_MSG_CLOCK_REPLY:
+        pmw_meta_u32(w, PMW_TAG_ROUND, m->clock.round);
+        pmw_meta_u64(w, PMW_TAG_CLOCK_RECV, m->clock.recv_ns);
+        pmw_meta_u64(w, PMW_TAG_CLOCK_SEND, m->clock.send_ns);
+        break;
+    case PMW_MSG_CLOCK_SET:
+        pmw_meta_u64(w, PMW_TAG_CLOCK_OFFSET, (uint64_t)m->clock_set.offset_ns);
+        pmw_meta_u64(w, PMW_TAG_CLOCK_BOUND, m->clock_set.bound_ns);
+        pmw_meta_u32(w, PMW_TAG_ROUND, m->clock_set.rounds);
+        if (!zero16(m->clock_set.boot_id))
+            pmw_meta_put(w, PMW_TAG_BOOT_ID, m->clock_set.boot_id, 16);
         break;
     default:
         break;

@@ -151,6 +151,16 @@ static int make_placement(fixture *f, const char *name, int L)
             return -1;
         snprintf(f->spec, sizeof f->spec, "0-%d@local,%d-%d@%s%s", h - 1, h, L - 1,
                  f->d[0].address, name[5] == 's' && name[6] == 'h' ? "?transport=shared" : "");
+    } else if (strcmp(name, "tcp_ahead") == 0) {
+        /* A daemon playing a host whose clock is 5 s ahead: its recorder
+         * and the clock it reports in probes both read 5 s late (the
+         * test-only variable, docs/tools.md), and the driver's do not. */
+        setenv("PHASEMARK_TEST_CLOCK_OFFSET_NS", "5000000000", 1);
+        int rc = su_daemon_start(&f->d[f->n_d++], g_model, h, L - 1, 1, "tcp::0");
+        unsetenv("PHASEMARK_TEST_CLOCK_OFFSET_NS");
+        if (rc)
+            return -1;
+        snprintf(f->spec, sizeof f->spec, "0-%d@local,%d-%d@%s", h - 1, h, L - 1, f->d[0].address);
     } else if (strcmp(name, "tcp3") == 0) {
         if (su_daemon_start(&f->d[f->n_d++], g_model, b, L - 1, 2, "tcp::0"))
             return -1;
@@ -1252,6 +1262,76 @@ static void check_processes(const row *rows, int n, int n_local_shards, int n_re
     }
 }
 
+/* The capture of tcp_ahead: check --expect above already found every
+ * remote leaf inside the driver's phase range of its request, which holds
+ * only once the daemon's times were moved back by its 5 s. Here: capture
+ * stated the shift and its bound (the shift within the bound of -5 s, the
+ * bound under a second on a busy loopback), clock.csv says the same, and
+ * report and check print it. */
+static void check_clock_shift(const char *cli, const char *dir, const char *cap_err)
+{
+    const char *line = strstr(cap_err, "phasemark capture: clock: pid ");
+    if (!line)
+        fprintf(stderr, "capture said:\n%s\n", cap_err);
+    REQUIRE(line != NULL);
+    long pid;
+    long long off;
+    unsigned long long bound;
+    int n = sscanf(line, "phasemark capture: clock: pid %ld (pm-shardd): on the driver's clock, "
+                         "shifted by %lld ns +- %llu ns (1 record)", &pid, &off, &bound);
+    if (n != 3)
+        fprintf(stderr, "unexpected clock line: %.200s\n", line);
+    REQUIRE(n == 3);
+    CHECK(off + 5000000000LL >= -(long long)bound && off + 5000000000LL <= (long long)bound);
+    CHECK(bound < 1000000000ull);
+    CHECK(strstr(line, "(1 record)\n") != NULL);
+    /* Exactly one shifted process: the daemon. */
+    if (strstr(line + 30, "clock: pid "))
+        fprintf(stderr, "capture said:\n%s\n", cap_err);
+    CHECK(strstr(line + 30, "clock: pid ") == NULL);
+    char path[600], want[160];
+    snprintf(path, sizeof path, "%s/clock.csv", dir);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    char text[4096];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = 0;
+    static const char head[] = "\"Process_Id\",\"Boot_Id\",\"Offset_Ns\",\"Offset_Max_Ns\","
+                               "\"Uncertainty_Ns\",\"Records\"\n";
+    CHECK(strncmp(text, head, sizeof head - 1) == 0);
+    snprintf(want, sizeof want, "\"%ld\",", pid);
+    const char *mine = strstr(text, want);
+    REQUIRE(mine != NULL);
+    snprintf(want, sizeof want, "\"%lld\",\"%lld\",\"%llu\",\"1\"\n", off, off, bound);
+    CHECK(strstr(mine, want) != NULL);
+    /* Two boots: the daemon at +5 s plays another host. */
+    const char *id1 = strstr(text, "\n\"") ? strchr(strstr(text, "\n\"") + 2, ',') : NULL;
+    const char *id2 = id1 ? strstr(id1, "\n\"") : NULL;
+    id2 = id2 ? strchr(id2 + 2, ',') : NULL;
+    REQUIRE(id1 && id2);
+    if (strncmp(id1, ",\"-\"", 4) == 0 || strncmp(id1, id2, 39) == 0)
+        fprintf(stderr, "clock.csv:\n%s", text);
+    CHECK(strncmp(id1, ",\"-\"", 4) != 0 && strncmp(id1, id2, 39) != 0);
+    /* The driver's row (and only it) states no offset. */
+    const char *none = strstr(text, "\"\",\"\",\"\",\"0\"\n");
+    CHECK(none != NULL && strstr(none + 1, "\"\",\"\",\"\",\"0\"\n") == NULL);
+    pm_child_result res;
+    char *rep[] = {(char *)cli, "report", (char *)dir, NULL};
+    REQUIRE(pm_child_exec(rep, NULL, 30000, &res) == 0);
+    CHECK(pm_child_ok(&res));
+    snprintf(want, sizeof want, "phasemark report: clock: pid %ld: on the driver's "
+                                "clock, shifted by %+lld ns +- %llu ns (1 record)\n", pid, off, bound);
+    if (!strstr(res.err, want))
+        fprintf(stderr, "report said:\n%s\n", res.err);
+    CHECK(strstr(res.err, want) != NULL);
+    char *chk[] = {(char *)cli, "check", (char *)dir, NULL};
+    REQUIRE(pm_child_exec(chk, NULL, 30000, &res) == 0);
+    CHECK(pm_child_ok(&res));
+    CHECK(strstr(res.out, want + strlen("phasemark report: ")) != NULL);
+    CHECK(strstr(res.out, "warning: clock") == NULL);
+}
+
 static int case_ranges(const char *cli, const char *name)
 {
     make_model("synth");
@@ -1267,11 +1347,13 @@ static int case_ranges(const char *cli, const char *name)
     if (!pm_child_ok(&res))
         fprintf(stderr, "capture: %s\n%s\n", pm_child_describe(&res, how, sizeof how), res.err);
     CHECK(pm_child_ok(&res));
+    static char cap_err[sizeof res.err];
+    memcpy(cap_err, res.err, sizeof cap_err);
     /* Shards per placement of the 4-layer model: local, remote. */
     static const struct { const char *name; int local, remote; } k[] = {
         {"mono", 1, 0}, {"local2", 2, 0}, {"local_each", 4, 0}, {"spawn_stream", 1, 1},
         {"spawn_shared", 1, 1}, {"unix_shared", 1, 1}, {"tcp3", 1, 2}, {"remote_first", 1, 1},
-        {"all_remote", 0, 3},
+        {"all_remote", 0, 3}, {"tcp_ahead", 1, 1},
     };
     int lo = -1, re = -1;
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
@@ -1299,11 +1381,17 @@ static int case_ranges(const char *cli, const char *name)
     check_processes(rows, n, lo, re);
     fprintf(stderr, "%s: %d ranges from %d shard(s) (%d remote), check --expect %s\n", name, n,
             shards, re, expect);
-    char json[600];
+    if (strcmp(name, "tcp_ahead") == 0)
+        check_clock_shift(cli, dir, cap_err);
+    else /* daemons of this host share its clock: nothing is moved */
+        CHECK(strstr(cap_err, "clock:") == NULL);
+    char json[600], clk[600];
     snprintf(json, sizeof json, "%s/trace.json", dir);
+    snprintf(clk, sizeof clk, "%s/clock.csv", dir);
     unlink(csv);
     unlink(json);
-    rmdir(dir);
+    unlink(clk);
+    CHECK_INT_EQ(rmdir(dir), 0);
     drop_model();
     CHECK_INT_EQ(su_count_children(), 0);
     return pm_check_result();

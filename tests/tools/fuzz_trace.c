@@ -25,6 +25,9 @@ static void consume(const pmt_trace *t, const pmt_gpu *g)
     pmt_html(t, g, null);
     pmt_trace_write_csv(t, null);
     pmt_trace_write_json(t, null);
+    pmt_clock_write_csv(t, null);
+    pmt_clock_print(t, null, "");
+    pmt_clock_warn(t, null, "");
     fclose(null);
 }
 

@@ -37,7 +37,7 @@ int main(int argc, char **argv)
     const char *dir = argv[1];
     static const int32_t toks[4] = {1, 22, 333, -4};
     static const float acts[8] = {0.5f, -1, 2, 3.25f, 4, 5, 6, 7};
-    pmw_msg m[9];
+    pmw_msg m[12];
     memset(m, 0, sizeof m);
     m[0].kind = PMW_MSG_HELLO;
     m[0].hello.transport = PMW_TRANSPORT_SHARED;
@@ -64,10 +64,18 @@ int main(int argc, char **argv)
     static const char text[] = "forward: tag 1 (phase) value 9 out of range";
     memcpy(m[7].error.text, text, sizeof text);
     m[8].kind = PMW_MSG_SHUTDOWN;
-    const char *names[9] = {"hello", "auth", "forward_tokens", "forward_acts", "reply",
-                            "reset", "truncate", "error", "shutdown"};
+    m[9].kind = PMW_MSG_CLOCK;
+    m[9].clock.round = 2;
+    m[10].kind = PMW_MSG_CLOCK_REPLY;
+    m[10].clock = (pmw_clock){2, 5000000500u, 5000000600u};
+    m[11].kind = PMW_MSG_CLOCK_SET;
+    m[11].clock_set = (pmw_clock_set){-4999999400, 100, 8, {0}};
+    memset(m[11].clock_set.boot_id, 0x5c, sizeof m[11].clock_set.boot_id);
+    const char *names[12] = {"hello", "auth",     "forward_tokens", "forward_acts",
+                             "reply", "reset",    "truncate",       "error",
+                             "shutdown", "clock", "clock_reply",    "clock_set"};
     int rc = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 12; i++) {
         rc |= seed_msg(dir, names[i], &m[i], 0x3f);  /* whole-chunk feeds */
         char alt[64];
         snprintf(alt, sizeof alt, "%s_bytewise", names[i]);

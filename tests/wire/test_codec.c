@@ -411,8 +411,8 @@ static int case_bad_entries(void)
     CHECK_INT_EQ(raw_meta(many, 9 * 5, PMW_MSG_SHUTDOWN, &diag), PMW_E_ENTRIES);
     /* Unknown kinds. */
     CHECK_INT_EQ(raw_meta(NULL, 0, 0, &diag), PMW_E_KIND);
-    CHECK_INT_EQ(raw_meta(NULL, 0, 10, &diag), PMW_E_KIND);
-    CHECK(strstr(diag.text, "unknown message kind 10") != NULL);
+    CHECK_INT_EQ(raw_meta(NULL, 0, 13, &diag), PMW_E_KIND);
+    CHECK(strstr(diag.text, "unknown message kind 13") != NULL);
     /* Nonzero padding after the metadata. */
     uint8_t buf[64];
     const uint8_t reset[] = {2, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0}; /* 12 bytes: pad 4 */
@@ -632,6 +632,275 @@ static int case_rows_bad(void)
     return pm_check_result();
 }
 
+/* ---- clock alignment ---------------------------------------------------------- */
+
+/* Written from docs/wire.md's tables: a probe of round 3 (seq 2), its
+ * reply (round 3, received at 5000000500, sent at 5000000600; seq 2) and
+ * the set message (offset -4999999400, bound 100, 8 rounds; seq 11).
+ * Metadata of 8 and 32 bytes needs no padding. */
+static const uint8_t golden_clock[] = {
+    'P', 'M', 'W', 'F', 1, 0, 10, 0, 8, 0, 0, 0, 0, 0, 0, 0,
+    2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    23, 0, 4, 0, 3, 0, 0, 0};
+static const uint8_t golden_clock_reply[] = {
+    'P', 'M', 'W', 'F', 1, 0, 11, 0, 32, 0, 0, 0, 0, 0, 0, 0,
+    2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    23, 0, 4, 0, 3, 0, 0, 0,
+    24, 0, 8, 0, 244, 243, 5, 42, 1, 0, 0, 0,
+    25, 0, 8, 0, 88, 244, 5, 42, 1, 0, 0, 0};
+static const uint8_t golden_clock_set[] = {
+    'P', 'M', 'W', 'F', 1, 0, 12, 0, 32, 0, 0, 0, 0, 0, 0, 0,
+    11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    26, 0, 8, 0, 88, 16, 250, 213, 254, 255, 255, 255,
+    27, 0, 8, 0, 100, 0, 0, 0, 0, 0, 0, 0,
+    23, 0, 4, 0, 8, 0, 0, 0};
+
+/* golden_clock_set with the client's boot id 00 01 .. 0f (tag 28, 16
+ * bytes): meta_len 52, then 4 bytes of padding. */
+static const uint8_t golden_clock_set_boot[] = {
+    'P', 'M', 'W', 'F', 1, 0, 12, 0, 52, 0, 0, 0, 0, 0, 0, 0,
+    11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    26, 0, 8, 0, 88, 16, 250, 213, 254, 255, 255, 255,
+    27, 0, 8, 0, 100, 0, 0, 0, 0, 0, 0, 0,
+    23, 0, 4, 0, 8, 0, 0, 0,
+    28, 0, 16, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    0, 0, 0, 0};
+
+static void expect_bytes(const pmw_msg *m, uint64_t seq, const uint8_t *want, size_t n)
+{
+    uint8_t buf[128];
+    long long got = pmw_msg_encode(m, seq, buf, sizeof buf);
+    CHECK_INT_EQ(got, (long long)n);
+    CHECK(got == (long long)n && memcmp(buf, want, n) == 0);
+}
+
+static int case_clock_golden(void)
+{
+    pmw_msg m, got;
+    pmw_diag diag;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_CLOCK;
+    m.clock.round = 3;
+    expect_bytes(&m, 2, golden_clock, sizeof golden_clock);
+    REQUIRE(parse_bytes(golden_clock, sizeof golden_clock, &got, &diag) == 0);
+    CHECK_INT_EQ(got.kind, PMW_MSG_CLOCK);
+    CHECK_INT_EQ(got.clock.round, 3);
+
+    m.kind = PMW_MSG_CLOCK_REPLY;
+    m.clock.recv_ns = 5000000500u;
+    m.clock.send_ns = 5000000600u;
+    expect_bytes(&m, 2, golden_clock_reply, sizeof golden_clock_reply);
+    REQUIRE(parse_bytes(golden_clock_reply, sizeof golden_clock_reply, &got, &diag) == 0);
+    CHECK_INT_EQ(got.clock.round, 3);
+    CHECK_U64_EQ(got.clock.recv_ns, 5000000500u);
+    CHECK_U64_EQ(got.clock.send_ns, 5000000600u);
+
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_CLOCK_SET;
+    m.clock_set = (pmw_clock_set){-4999999400, 100, 8, {0}};
+    expect_bytes(&m, 11, golden_clock_set, sizeof golden_clock_set);
+    REQUIRE(parse_bytes(golden_clock_set, sizeof golden_clock_set, &got, &diag) == 0);
+    CHECK(got.clock_set.offset_ns == -4999999400);
+    CHECK_U64_EQ(got.clock_set.bound_ns, 100);
+    CHECK_INT_EQ(got.clock_set.rounds, 8);
+    for (int i = 0; i < 16; i++)
+        CHECK_INT_EQ(got.clock_set.boot_id[i], 0);
+    for (int i = 0; i < 16; i++)
+        m.clock_set.boot_id[i] = (uint8_t)i;
+    expect_bytes(&m, 11, golden_clock_set_boot, sizeof golden_clock_set_boot);
+    REQUIRE(parse_bytes(golden_clock_set_boot, sizeof golden_clock_set_boot, &got, &diag) == 0);
+    CHECK(memcmp(got.clock_set.boot_id, m.clock_set.boot_id, 16) == 0);
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_BOOT_ID), "boot_id");
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_ROUND), "round");
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_CLOCK_BOUND), "clock_bound");
+    return pm_check_result();
+}
+
+/* A clock frame of `kind` from entries (tag, width, value) given as
+ * triples; the value is written in `width` little-endian bytes. */
+static int clock_frame(uint16_t kind, const uint64_t *e, size_t n, pmw_diag *diag)
+{
+    uint8_t meta[256];
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v[8];
+        pmw__put64(v, e[3 * i + 2]);
+        pmw_meta_put(&w, (uint16_t)e[3 * i], v, (uint16_t)e[3 * i + 1]);
+    }
+    REQUIRE(!w.overflow);
+    return raw_meta(meta, (uint32_t)w.len, kind, diag);
+}
+
+static void expect_clock(uint16_t kind, const uint64_t *e, size_t n, int code, unsigned tag,
+                         const char *text)
+{
+    pmw_diag diag;
+    memset(&diag, 0, sizeof diag);
+    CHECK_INT_EQ(clock_frame(kind, e, n, &diag), code);
+    CHECK_INT_EQ(diag.tag, tag);
+    if (!strstr(diag.text, text))
+        fprintf(stderr, "diag text \"%s\" lacks \"%s\"\n", diag.text, text);
+    CHECK(strstr(diag.text, text) != NULL);
+}
+
+#define E3(...) ((const uint64_t[]){__VA_ARGS__}), (sizeof((const uint64_t[]){__VA_ARGS__}) / 24)
+
+/* Every malformed clock entry is refused naming its tag, and the sender
+ * refuses the same values before writing anything. */
+static int case_clock_bad(void)
+{
+    const uint64_t L62 = UINT64_C(1) << 62;
+    expect_clock(PMW_MSG_CLOCK, E3(23, 4, 1), 0, 0, "");
+    expect_clock(PMW_MSG_CLOCK, E3(23, 4, 64), 0, 0, "");
+    expect_clock(PMW_MSG_CLOCK, E3(23, 4, 0), PMW_E_VALUE, 23, "clock: tag 23 (round) value 0 is not in 1..64");
+    expect_clock(PMW_MSG_CLOCK, E3(23, 4, 65), PMW_E_VALUE, 23, "value 65 is not in 1..64");
+    expect_clock(PMW_MSG_CLOCK, E3(23, 2, 1), PMW_E_LENGTH, 23, "clock: tag 23 (round) has length 2 (want 4)");
+    expect_clock(PMW_MSG_CLOCK, E3(23, 8, 1), PMW_E_LENGTH, 23, "has length 8 (want 4)");
+    expect_clock(PMW_MSG_CLOCK, E3(23, 4, 1, 23, 4, 2), PMW_E_REPEATED, 23, "clock: tag 23 (round) repeated");
+    expect_clock(PMW_MSG_CLOCK, NULL, 0, PMW_E_MISSING, 23, "clock: required tag 23 (round) missing");
+    expect_clock(PMW_MSG_CLOCK, E3(23, 4, 1, 24, 8, 5), PMW_E_UNKNOWN_TAG, 24,
+                 "clock: tag 24 (clock_recv) unknown for this kind");
+    /* Replies: send may equal recv, never precede it. */
+    expect_clock(PMW_MSG_CLOCK_REPLY, E3(23, 4, 1, 24, 8, 7, 25, 8, 7), 0, 0, "");
+    expect_clock(PMW_MSG_CLOCK_REPLY, E3(23, 4, 1, 24, 8, 7, 25, 8, 6), PMW_E_VALUE, 25,
+                 "clock_reply: tag 25 (clock_send) 6 is before tag 24 (clock_recv) 7");
+    expect_clock(PMW_MSG_CLOCK_REPLY, E3(23, 4, 1, 24, 8, 7), PMW_E_MISSING, 25,
+                 "clock_reply: required tag 25 (clock_send) missing");
+    expect_clock(PMW_MSG_CLOCK_REPLY, E3(23, 4, 1, 24, 4, 7, 25, 8, 7), PMW_E_LENGTH, 24,
+                 "clock_reply: tag 24 (clock_recv) has length 4 (want 8)");
+    expect_clock(PMW_MSG_CLOCK_REPLY, E3(23, 4, 0, 24, 8, 7, 25, 8, 7), PMW_E_VALUE, 23,
+                 "clock_reply: tag 23 (round) value 0");
+    /* Set: offset within +-2^62 (exclusive), bound below 2^62, rounds 1..64. */
+    expect_clock(PMW_MSG_CLOCK_SET, E3(26, 8, (uint64_t)-5, 27, 8, 9, 23, 4, 8), 0, 0, "");
+    expect_clock(PMW_MSG_CLOCK_SET, E3(26, 8, L62 - 1, 27, 8, L62 - 1, 23, 4, 64), 0, 0, "");
+    expect_clock(PMW_MSG_CLOCK_SET, E3(26, 8, L62, 27, 8, 9, 23, 4, 8), PMW_E_VALUE, 26,
+                 "clock_set: tag 26 (clock_offset) 4611686018427387904 is not within +-2^62");
+    expect_clock(PMW_MSG_CLOCK_SET, E3(26, 8, (uint64_t)0 - L62, 27, 8, 9, 23, 4, 8), PMW_E_VALUE,
+                 26, "(clock_offset) -4611686018427387904 is not within");
+    expect_clock(PMW_MSG_CLOCK_SET, E3(26, 8, 1, 27, 8, L62, 23, 4, 8), PMW_E_VALUE, 27,
+                 "clock_set: tag 27 (clock_bound) 4611686018427387904 is not below 2^62");
+    expect_clock(PMW_MSG_CLOCK_SET, E3(26, 8, 1, 27, 8, 1, 23, 4, 0), PMW_E_VALUE, 23,
+                 "clock_set: tag 23 (round) value 0");
+    expect_clock(PMW_MSG_CLOCK_SET, E3(26, 8, 1, 23, 4, 8), PMW_E_MISSING, 27,
+                 "clock_set: required tag 27 (clock_bound) missing");
+    expect_clock(PMW_MSG_CLOCK_SET, E3(26, 7, 1, 27, 8, 1, 23, 4, 8), PMW_E_LENGTH, 26,
+                 "clock_set: tag 26 (clock_offset) has length 7 (want 8)");
+    /* The boot id: 16 bytes, never all zero, only on a clock_set. */
+    {
+        uint8_t meta[128], id[16] = {0};
+        pmw_meta w;
+        pmw_diag d;
+        for (int k = 0; k < 3; k++) {
+            pmw_meta_init(&w, meta, sizeof meta);
+            pmw_meta_u64(&w, PMW_TAG_CLOCK_OFFSET, 1);
+            pmw_meta_u64(&w, PMW_TAG_CLOCK_BOUND, 1);
+            pmw_meta_u32(&w, PMW_TAG_ROUND, 8);
+            id[3] = k == 2;
+            pmw_meta_put(&w, PMW_TAG_BOOT_ID, id, k == 1 ? 15 : 16);
+            memset(&d, 0, sizeof d);
+            int rc = raw_meta(meta, (uint32_t)w.len, PMW_MSG_CLOCK_SET, &d);
+            CHECK_INT_EQ(rc, k == 0 ? PMW_E_VALUE : k == 1 ? PMW_E_LENGTH : 0);
+            CHECK_INT_EQ(d.tag, k == 2 ? 0 : PMW_TAG_BOOT_ID);
+            CHECK(strstr(d.text, k == 0 ? "clock_set: tag 28 (boot_id) is all zero"
+                                 : k == 1 ? "clock_set: tag 28 (boot_id) has length 15 (want 16)"
+                                          : "") != NULL);
+        }
+        pmw_meta_init(&w, meta, sizeof meta);
+        pmw_meta_u32(&w, PMW_TAG_ROUND, 1);
+        pmw_meta_put(&w, PMW_TAG_BOOT_ID, id, 16);
+        CHECK_INT_EQ(raw_meta(meta, (uint32_t)w.len, PMW_MSG_CLOCK, &d), PMW_E_UNKNOWN_TAG);
+        CHECK(strstr(d.text, "clock: tag 28 (boot_id) unknown for this kind") != NULL);
+    }
+    /* The sender's checks. */
+    pmw_msg m;
+    pmw_diag d;
+    size_t n;
+    uint8_t buf[128];
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_CLOCK_REPLY;
+    m.clock = (pmw_clock){1, 10, 9};
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
+    CHECK_INT_EQ(d.tag, PMW_TAG_CLOCK_SEND);
+    CHECK_INT_EQ(pmw_msg_encode(&m, 1, buf, sizeof buf), PMW_E_VALUE);
+    m.kind = PMW_MSG_CLOCK;
+    m.clock.round = 65;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
+    CHECK_INT_EQ(d.tag, PMW_TAG_ROUND);
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_CLOCK_SET;
+    m.clock_set = (pmw_clock_set){INT64_MIN, 0, 1, {0}};
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
+    CHECK_INT_EQ(d.tag, PMW_TAG_CLOCK_OFFSET);
+    m.clock_set = (pmw_clock_set){0, 0, 1, {0}};
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), 0);
+    CHECK_INT_EQ(n, 0);
+    return pm_check_result();
+}
+
+static void expect_estimate(const pmw_clock_round *r, size_t n, int64_t offset, uint64_t bound,
+                            uint64_t rtt, uint32_t rounds, uint32_t best)
+{
+    pmw_clock_estimate e;
+    CHECK_INT_EQ(pmw_clock_estimate_rounds(r, n, &e), 0);
+    if (e.offset_ns != offset)
+        fprintf(stderr, "offset %lld, want %lld\n", (long long)e.offset_ns, (long long)offset);
+    CHECK(e.offset_ns == offset);
+    CHECK_U64_EQ(e.bound_ns, bound);
+    CHECK_U64_EQ(e.rtt_ns, rtt);
+    CHECK_INT_EQ(e.rounds, rounds);
+    CHECK_INT_EQ(e.best, best);
+}
+
+/* The arithmetic with numbers worked by hand. Client minus server lies in
+ * [t0 - t1, t3 - t2]; the estimate is its midpoint rounded down, the bound
+ * the distance to its far end. */
+static int case_clock_estimate(void)
+{
+    /* Server 5 s ahead: [1000 - 5000000500, 1300 - 5000000600] =
+     * [-4999999500, -4999999300]; rtt 300 - 100 = 200. */
+    pmw_clock_round one = {1000, 5000000500u, 5000000600u, 1300};
+    expect_estimate(&one, 1, -4999999400, 100, 200, 1, 0);
+    /* rtt 201: midpoint -4999999399.5 rounds down to -4999999400; the far
+     * end -4999999299 is 101 away. */
+    one.t3 = 1301;
+    expect_estimate(&one, 1, -4999999400, 101, 201, 1, 0);
+    /* Server behind: [5e9 - 100, 5000000060 - 120] = [4999999900,
+     * 4999999940]; rtt 60 - 20 = 40. */
+    pmw_clock_round behind = {5000000000u, 100, 120, 5000000060u};
+    expect_estimate(&behind, 1, 4999999920, 20, 40, 1, 0);
+    /* [-3, 0]: -1.5 rounds down to -2, 2 from 0 and 1 from -3. */
+    pmw_clock_round odd = {0, 3, 3, 3};
+    expect_estimate(&odd, 1, -2, 2, 3, 1, 0);
+    /* The smallest round trip wins: rtt 350, 90, unusable (the server took
+     * 100 of a 50 ns round trip), 95. Round 1: [-100, -10] -> -55 +- 45. */
+    pmw_clock_round many[] = {{0, 100, 150, 400},
+                              {1000, 1100, 1110, 1100},
+                              {2000, 2100, 2200, 2050},
+                              {3000, 3105, 3110, 3100}};
+    expect_estimate(many, 4, -55, 45, 90, 3, 1);
+    /* A tie keeps the earliest: [-10, 10] -> 0, not [-5, 15] -> 5. */
+    pmw_clock_round tie[] = {{0, 10, 10, 20}, {100, 105, 105, 120}};
+    expect_estimate(tie, 2, 0, 10, 20, 2, 0);
+    /* Unusable rounds: time running backwards on either side, a server
+     * time over the round trip, a difference of 2^62 or more. */
+    pmw_clock_round bad[] = {{100, 0, 0, 99},
+                             {0, 10, 9, 20},
+                             {0, 10, 31, 20},
+                             {0, UINT64_C(1) << 62, UINT64_C(1) << 62, 10}};
+    pmw_clock_estimate e;
+    for (size_t i = 0; i < 4; i++)
+        CHECK_INT_EQ(pmw_clock_estimate_rounds(&bad[i], 1, &e), PMW_E_VALUE);
+    CHECK_INT_EQ(pmw_clock_estimate_rounds(bad, 4, &e), PMW_E_VALUE);
+    CHECK_INT_EQ(e.rounds, 0);
+    CHECK_INT_EQ(pmw_clock_estimate_rounds(bad, 0, &e), PMW_E_ARG);
+    CHECK_INT_EQ(pmw_clock_estimate_rounds(NULL, 1, &e), PMW_E_ARG);
+    /* Just under the limit still counts: t0 - t1 = -(2^62 - 1). */
+    pmw_clock_round edge = {0, (UINT64_C(1) << 62) - 1, (UINT64_C(1) << 62) - 1, 0};
+    expect_estimate(&edge, 1, -((INT64_C(1) << 62) - 1), 0, 0, 1, 0);
+    return pm_check_result();
+}
+
 /* ---- addresses ---------------------------------------------------------------- */
 
 /* The one address parser: what it accepts, how it splits it, what it
@@ -796,7 +1065,9 @@ int main(int argc, char **argv)
         {"ref_check", case_ref_check},         {"send_check", case_send_check},
         {"hashes", case_hashes},               {"strerror", case_strerror},
         {"decoder_bound", case_decoder_bound}, {"rows_golden", case_rows_golden},
-        {"rows_bad", case_rows_bad},           {"address_parse", case_address_parse}};
+        {"rows_bad", case_rows_bad},           {"address_parse", case_address_parse},
+        {"clock_golden", case_clock_golden},   {"clock_bad", case_clock_bad},
+        {"clock_estimate", case_clock_estimate}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].fn();

@@ -21,12 +21,16 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pm_check.h"
 #include "phasemark/wire.h"
 
 static const char *g_transport = "stream";
+/* Set before the server thread starts: answer clock probes as a daemon
+ * that predates them. */
+static int g_refuse_clock;
 static char g_dir[64];
 
 /* ---- the echo shard ------------------------------------------------------ */
@@ -56,8 +60,35 @@ typedef struct server_ctx {
     int ncodes;
     char last_err[256];
     uint32_t truncate_pos;
+    uint32_t probes;     /* clock probes answered */
+    pmw_clock_set clock_set; /* the last CLOCK_SET received */
     pthread_t thread;
 } server_ctx;
+
+/* The echo shard's clock runs this far ahead of the client's. */
+#define SERVER_CLOCK_AHEAD_NS INT64_C(5000000000)
+
+static uint64_t boottime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int reply_clock(server_ctx *s, pmw_conn *c, const pmw_msg *m)
+{
+    uint64_t t1 = boottime_ns() + SERVER_CLOCK_AHEAD_NS;
+    if (g_refuse_clock)
+        return pmw_conn_send_error(c, PMW_E_KIND, 0, "message kind not served by a shard");
+    pmw_msg r;
+    memset(&r, 0, sizeof r);
+    r.kind = PMW_MSG_CLOCK_REPLY;
+    r.clock.round = m->clock.round;
+    r.clock.recv_ns = t1;
+    r.clock.send_ns = boottime_ns() + SERVER_CLOCK_AHEAD_NS;
+    s->probes++;
+    return pmw_conn_send(c, &r);
+}
 
 static int reply_forward(pmw_conn *c, const pmw_forward *f)
 {
@@ -112,6 +143,11 @@ static int handle(server_ctx *s, pmw_conn *c, const pmw_msg *m)
     case PMW_MSG_SHUTDOWN:
         pmw_conn_send(c, &a);
         return 1;
+    case PMW_MSG_CLOCK:
+        return reply_clock(s, c, m) ? -1 : 0;
+    case PMW_MSG_CLOCK_SET:
+        s->clock_set = m->clock_set;
+        break;
     default:
         return -1;
     }
@@ -361,6 +397,72 @@ static int case_roundtrip(void)
     CHECK_INT_EQ(s.truncate_pos, 4000000000u);
     for (int i = 0; i < s.ncodes; i++)
         CHECK_INT_EQ(s.codes[i], 0);
+    return pm_check_result();
+}
+
+/* Clock probes against a server 5 s ahead: 8 rounds, an offset within
+ * its stated bound of -5 s, and the server told exactly what the client
+ * worked out. The bound is a round trip on a busy loopback: under 1 s. */
+static int case_clock_sync(void)
+{
+    server_ctx s;
+    start_server(&s, NULL);
+    pmw_conn *c = connect_client(&s, NULL);
+    pmw_clock_estimate est;
+    CHECK_INT_EQ(pmw_conn_clock_sync(c, 8, &est), 0);
+    CHECK_INT_EQ(est.rounds, 8);
+    CHECK(est.best < 8);
+    CHECK(est.bound_ns < 1000000000u);
+    CHECK_U64_EQ(est.bound_ns, est.rtt_ns / 2 + (est.rtt_ns & 1));
+    int64_t miss = est.offset_ns + SERVER_CLOCK_AHEAD_NS;
+    if (!(miss >= -(int64_t)est.bound_ns && miss <= (int64_t)est.bound_ns))
+        fprintf(stderr, "offset %lld, bound %llu\n", (long long)est.offset_ns,
+                (unsigned long long)est.bound_ns);
+    CHECK(miss >= -(int64_t)est.bound_ns && miss <= (int64_t)est.bound_ns);
+    valid_forward(c); /* the connection goes on as before */
+    CHECK_INT_EQ(pmw_conn_clock_sync(c, 0, &est), PMW_E_ARG);
+    CHECK_INT_EQ(pmw_conn_clock_sync(c, PMW_CLOCK_ROUNDS_MAX + 1, &est), PMW_E_ARG);
+    pmw_conn_close(c);
+    stop_server(&s);
+    CHECK_INT_EQ(s.probes, 8);
+    CHECK(s.clock_set.offset_ns == est.offset_ns);
+    CHECK_U64_EQ(s.clock_set.bound_ns, est.bound_ns);
+    CHECK_INT_EQ(s.clock_set.rounds, 8);
+    /* The client's boot id came along: this host's, as /proc says. */
+    FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "r");
+    char text[64] = "", mine[40] = "";
+    if (bf) {
+        if (!fgets(text, sizeof text, bf))
+            text[0] = 0;
+        fclose(bf);
+        for (int i = 0, n = 0; i < 16; i++)
+            n += snprintf(mine + n, sizeof mine - (size_t)n, "%s%02x",
+                          i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", s.clock_set.boot_id[i]);
+        CHECK(strncmp(text, mine, 36) == 0);
+    }
+    /* 8 probes, the set, the forward, then the client's close. */
+    CHECK_INT_EQ(s.ncodes, 11);
+    for (int i = 0; i + 1 < s.ncodes; i++)
+        CHECK_INT_EQ(s.codes[i], 0);
+    CHECK_INT_EQ(s.codes[s.ncodes - 1], PMW_E_CLOSED);
+    return pm_check_result();
+}
+
+/* A server that predates clock alignment refuses the first probe; the
+ * client gets the refusal's code and the connection still serves. */
+static int case_clock_refused(void)
+{
+    server_ctx s;
+    g_refuse_clock = 1;
+    start_server(&s, NULL);
+    pmw_conn *c = connect_client(&s, NULL);
+    pmw_clock_estimate est;
+    CHECK_INT_EQ(pmw_conn_clock_sync(c, 8, &est), PMW_E_KIND);
+    CHECK_INT_EQ(pmw_conn_usable(c), 1);
+    valid_forward(c);
+    pmw_conn_close(c);
+    stop_server(&s);
+    CHECK_INT_EQ(s.probes, 0);
     return pm_check_result();
 }
 
@@ -1055,6 +1157,8 @@ int main(int argc, char **argv)
     } cases[] = {
         {"roundtrip", case_roundtrip},
         {"roundtrip_auth", case_roundtrip_auth},
+        {"clock_sync", case_clock_sync},
+        {"clock_refused", case_clock_refused},
         {"socketpair", case_socketpair},
         {"missing_phase", case_missing_phase},
         {"dup_phase", case_dup_phase},

@@ -16,7 +16,7 @@
 /* What capture writes into DIR (and what report reads from a DIR). */
 static const char *const outputs[] = {"marker_api_trace.csv", "trace.json", "kernel_trace.csv",
                                       "memory_copy_trace.csv", "cuda_api_trace.csv",
-                                      "hip_api_trace.csv"};
+                                      "hip_api_trace.csv", "clock.csv"};
 
 static int is_output(const char *name)
 {

@@ -189,8 +189,10 @@ static int merge_raw(pmt_trace *t, const char *rawdir)
 }
 
 /* Concatenates the CUPTI recorder's per-process CSVs of one kind, keeping
- * the first header only. Returns the number of files merged, -1 on error. */
-static int merge_csv(const char *rawdir, const char *suffix, const char *out)
+ * the first header only, with the times of processes whose ranges moved
+ * onto the driver's clock moved the same way. Returns the number of files
+ * merged, -1 on error. */
+static int merge_csv(const pmt_trace *t, const char *rawdir, const char *suffix, const char *out)
 {
     size_t n;
     char **names = list_dir(rawdir, suffix, &n);
@@ -203,12 +205,11 @@ static int merge_csv(const char *rawdir, const char *suffix, const char *out)
             continue;
         if (pmt_read_file(path, (size_t)1 << 34, &text, &len, NULL, 0) < 0)
             continue;
-        const char *body = text;
-        if (i) {
-            const char *nl = strchr(text, '\n');
-            body = nl ? nl + 1 : text + len;
+        char err[512];
+        if (pmt_clock_shift_csv(t, path, text, len, i == 0, o, err, sizeof err) < 0) {
+            fprintf(stderr, CAP "%s\n", err);
+            rc = -1;
         }
-        fwrite(body, 1, len - (size_t)(body - text), o);
         free(text);
     }
     if (o && fclose(o) != 0)
@@ -228,6 +229,13 @@ static int write_outputs(const pmt_trace *t, const pmt_gpu *g, const char *dir)
     snprintf(path, sizeof path, "%s/trace.json", dir);
     f = rc == 0 ? fopen(path, "w") : NULL;
     rc = f ? pmt_trace_write_json_gpu(t, g, f) : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    /* Each process's boot and any offset applied, so that report and
+     * check, given this DIR with another host's, can say what was done. */
+    snprintf(path, sizeof path, "%s/clock.csv", dir);
+    f = rc == 0 ? fopen(path, "w") : NULL;
+    rc = f ? pmt_clock_write_csv(t, f) : -1;
     if (f && fclose(f) != 0)
         rc = -1;
     return rc;
@@ -306,7 +314,7 @@ static int parse(int argc, char **argv, cap_opts *o)
 
 /* Merges the CUPTI recorder's files into DIR and loads the activities (for
  * trace.json). Returns 0 or -1. */
-static int merge_kernels(const cap_opts *o, const char *rawdir, pmt_gpu *g)
+static int merge_kernels(const cap_opts *o, const pmt_trace *t, const char *rawdir, pmt_gpu *g)
 {
     static const struct {
         const char *suffix, *merged;
@@ -318,7 +326,7 @@ static int merge_kernels(const cap_opts *o, const char *rawdir, pmt_gpu *g)
     int rc = 0;
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
         snprintf(out, sizeof out, "%s/%s", o->out, files[k].merged);
-        int n = merge_csv(rawdir, files[k].suffix, out);
+        int n = merge_csv(t, rawdir, files[k].suffix, out);
         if (n < 0)
             rc = -1;
         else if (n == 0 && k == 0)
@@ -345,7 +353,7 @@ static int capture(const cap_opts *o, const char *rec, const char *cupti, const 
     pmt_gpu g;
     pmt_trace_init(&t);
     pmt_gpu_init(&g);
-    if (merge_raw(&t, rawdir) < 0 || (o->kernels && merge_kernels(o, rawdir, &g) < 0))
+    if (merge_raw(&t, rawdir) < 0 || (o->kernels && merge_kernels(o, &t, rawdir, &g) < 0))
         rc = 1;
     pmt_trace_sort(&t);
     for (size_t i = 0; i < t.n; i++)
@@ -360,6 +368,7 @@ static int capture(const cap_opts *o, const char *rec, const char *cupti, const 
     } else {
         fprintf(stderr, CAP "%zu ranges from %zu processes -> %s/marker_api_trace.csv, %s/trace.json\n",
                 t.n, count_processes(&t), o->out, o->out);
+        pmt_clock_print(&t, stderr, CAP "clock: ");
     }
     pmt_gpu_free(&g);
     pmt_trace_free(&t);

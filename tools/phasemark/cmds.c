@@ -142,6 +142,9 @@ int pmt_cmd_check(int argc, char **argv)
         return prc;
     }
     size_t nv = pmt_check(&t, ex, nex, stdout, stdout);
+    /* Not violations: what was done to the clocks, and what could not be. */
+    pmt_clock_print(&t, stdout, "clock: ");
+    pmt_clock_warn(&t, stdout, "warning: clock: ");
     if (nv)
         fprintf(stderr, "phasemark check: %zu violation(s) in %zu ranges\n", nv, t.n);
     else
@@ -319,6 +322,8 @@ int pmt_cmd_report(int argc, char **argv)
         goto done;
     }
     ra.o.violations = pmt_check(&t, NULL, 0, NULL, NULL);
+    pmt_clock_print(&t, stderr, "phasemark report: clock: ");
+    pmt_clock_warn(&t, stderr, "phasemark report: warning: clock: ");
     if (ra.o.violations)
         fprintf(stderr, "phasemark report: warning: %zu check violation(s) in this trace "
                         "(run `phasemark check` for them); unclosed and overlapping ranges "

@@ -30,6 +30,9 @@ static int load_dir(pmt_trace *t, pmt_gpu *g, int *has_gpu, const char *dir, cha
     }
     if (pmt_trace_load(t, path, err, errlen) < 0)
         return -1;
+    snprintf(path, sizeof path, "%s/clock.csv", dir);
+    if (access(path, R_OK) == 0 && pmt_clock_load_csv(t, path, err, errlen) < 0)
+        return -1;
     for (size_t i = 0; g && i < sizeof gpu_files / sizeof gpu_files[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, gpu_files[i]);
         if (access(path, R_OK) != 0)

@@ -194,6 +194,22 @@ typedef struct pmt_label {
     char *name;
 } pmt_label;
 
+/* What a trace knows of one process's clock (clock.c): the boot it was
+ * timed on, and whether its times were moved onto a driver's clock by an
+ * offset the shard wire measured (tools/recorder/pmraw.h, "Clock
+ * records"). */
+typedef struct pmt_clock {
+    uint32_t pid;
+    uint8_t boot_id[16];  /* all zero: unknown (an older file, or no /proc) */
+    int shifted;          /* 1: moved onto the driver's clock */
+    int64_t offset_min, offset_max; /* ns added (several records: the range) */
+    uint64_t bound_ns;    /* +- ns, the largest of its records */
+    uint32_t records;     /* clock records applied */
+    struct pmt_clock_point *points; /* those records, sorted (owned by the
+                                       trace; none when read from clock.csv) */
+    size_t npoints;
+} pmt_clock;
+
 typedef struct pmt_trace {
     pmt_range *r;
     size_t n, cap;
@@ -201,6 +217,8 @@ typedef struct pmt_trace {
     size_t nlabels, labels_cap;
     char **sources;
     size_t nsources;
+    pmt_clock *clocks;    /* one per process with clock facts, by pid */
+    size_t nclocks;
 } pmt_trace;
 
 void pmt_trace_init(pmt_trace *t);
@@ -252,12 +270,59 @@ const char *pmt_lane_name_of(const pmt_label *names, size_t n, uint32_t pid, uin
 
 /* ---- raw recorder files (raw.c) ---- */
 
-/* Merges one raw file into t. Returns 0, 1 when the file was cut short
+/* Merges one raw file into t, its ranges moved onto a driver's clock when
+ * it holds clock records, and notes its process's clock (pmt_clock) when
+ * it holds ranges or records. Returns 0, 1 when the file was cut short
  * (whole chunks kept, note in err), -1 when unreadable (err set). */
 int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen);
 /* The same over bytes in memory; name labels messages. */
 int pmt_raw_load_mem(pmt_trace *t, const char *name, const char *buf, size_t len, char *err,
                      size_t errlen);
+
+/* ---- process clocks (clock.c) ---- */
+
+/* One clock record of a process: at its own time at_ns, driver time =
+ * its time + offset_ns, within +- bound_ns. */
+typedef struct pmt_clock_point {
+    uint64_t at_ns;
+    int64_t offset_ns;
+    uint64_t bound_ns;
+} pmt_clock_point;
+
+/* Sorts p[0..n) by at_ns (stable for equal times, the later record then
+ * wins in pmt_clock_map). */
+void pmt_clock_sort(pmt_clock_point *p, size_t n);
+/* ns on the driver's clock: ns + the offset at ns, the offset being p[0]'s
+ * before p[0], p[n-1]'s after p[n-1], and in between on the line through
+ * the two records around ns, rounded toward minus infinity. Saturates at 0
+ * and UINT64_MAX. p sorted, n >= 1. Pure. */
+uint64_t pmt_clock_map(const pmt_clock_point *p, size_t n, uint64_t ns);
+/* Adds what c says of its pid to t's table: a new entry, or merged into
+ * the pid's entry (a process that exec'd has two files). c->points are
+ * copied. 0 or -1. */
+int pmt_clock_note(pmt_trace *t, const pmt_clock *c);
+/* The boot id as a UUID ("8-4-4-4-12" lowercase hex), or "-" when unknown;
+ * out has room for 37 bytes. */
+const char *pmt_boot_id_text(const uint8_t id[16], char out[37]);
+/* Copies a CSV of GPU records (the CUPTI recorder's kernels, copies or
+ * API calls: columns Process_Id, Start_Timestamp, End_Timestamp) to out,
+ * the header only when `header`, with the times of processes t moved onto
+ * the driver's clock mapped as their ranges were. A text with no such
+ * process is copied byte for byte; otherwise every field is written
+ * quoted. 0, or -1 with err set (a malformed record). */
+int pmt_clock_shift_csv(const pmt_trace *t, const char *name, const char *text, size_t len,
+                        int header, FILE *out, char *err, size_t errlen);
+/* DIR/clock.csv (written by capture, read with a capture DIR). */
+int pmt_clock_write_csv(const pmt_trace *t, FILE *f);
+int pmt_clock_load_csv(pmt_trace *t, const char *path, char *err, size_t errlen);
+/* One line per process moved onto the driver's clock, each starting with
+ * lead: "pid 200 (pm-shardd): on the driver's clock, shifted by
+ * -5000000123 ns +- 41 ns (1 record)". Returns the lines printed. */
+size_t pmt_clock_print(const pmt_trace *t, FILE *f, const char *lead);
+/* Warns (lines starting with lead) when processes without a recorded
+ * offset were timed on different boots (hosts), whose clocks do not
+ * compare. Returns the number of warnings. */
+size_t pmt_clock_warn(const pmt_trace *t, FILE *f, const char *lead);
 
 /* ---- check (check.c) ---- */
 

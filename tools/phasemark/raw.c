@@ -12,6 +12,10 @@
  * tick becomes CLOCK_BOOTTIME ns on the line through the calibration
  * points before and after it (pmraw.h); for the point after, a chunk is
  * scanned once for its points before its events are read.
+ *
+ * Clock records (pmraw.h) are collected in the last pass and applied once
+ * the file is read: this file's ranges move onto the driver's clock
+ * (pmt_clock_map), and the trace notes the process's boot and offset.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -48,6 +52,11 @@ typedef struct raw_ctx {
     size_t nstarted, started_cap;
     pmr_cal *cals;   /* the current chunk's calibration points, in order */
     size_t ncals, cals_cap;
+    size_t first;    /* the trace's first range from this file */
+    uint8_t boot_id[16];
+    pmt_clock_point *points; /* clock records */
+    size_t npoints;
+    uint64_t bound;  /* the largest bound of the records */
 } raw_ctx;
 
 /* One decoded event. For a name, text is the suffix after `prefix` bytes
@@ -394,12 +403,14 @@ static void ctx_free(raw_ctx *c)
     free(c->threads);
     free(c->started);
     free(c->cals);
+    free(c->points);
 }
 
 static int header(raw_ctx *c, const char *buf, size_t len, const char *path, char *err, size_t errlen)
 {
     pmr_file_hdr fh;
-    if (len < sizeof fh || (memcpy(&fh, buf, sizeof fh), memcmp(fh.magic, PMR_FILE_MAGIC, 8) != 0)) {
+    if (len < sizeof fh || (memcpy(&fh, buf, sizeof fh), memcmp(fh.magic, PMR_FILE_MAGIC, 8) != 0 &&
+                                                         memcmp(fh.magic, PMR_FILE_MAGIC_03, 8) != 0)) {
         pmt_errf(err, errlen, "%s: not a phasemark raw file", path);
         return -1;
     }
@@ -409,10 +420,38 @@ static int header(raw_ctx *c, const char *buf, size_t len, const char *path, cha
     }
     c->pid = fh.pid;
     c->clock = fh.clock;
+    if (memcmp(fh.magic, PMR_FILE_MAGIC, 8) == 0)
+        memcpy(c->boot_id, fh.boot_id, 16);
     char comm[17];
     memcpy(comm, fh.comm, 16);
     comm[16] = 0;
     return pmt_trace_label(c->t, fh.pid, 0, comm);
+}
+
+/* A clock record: kept in the last pass. Offsets and bounds past 2^62 are
+ * not something the wire can carry, so a file holding one is damaged. */
+static int clock_chunk(raw_ctx *c, const pmr_chunk_hdr *h, const unsigned char *p, int pass)
+{
+    pmr_clock_rec r;
+    if (h->bytes != sizeof r)
+        return -1;
+    memcpy(&r, p, sizeof r);
+    if (r.offset_ns <= -(INT64_C(1) << 62) || r.offset_ns >= (INT64_C(1) << 62) ||
+        r.bound_ns >= (UINT64_C(1) << 62))
+        return -1;
+    if (pass != 1)
+        return 0;
+    static const uint8_t zero[16];
+    if (memcmp(r.driver_boot, zero, 16) != 0 && memcmp(r.driver_boot, c->boot_id, 16) == 0)
+        return 0; /* the driver shares our clock: nothing to move */
+    pmt_clock_point *np = realloc(c->points, (c->npoints + 1) * sizeof *np);
+    if (!np)
+        return -1;
+    c->points = np;
+    np[c->npoints++] = (pmt_clock_point){r.at_ns, r.offset_ns, r.bound_ns};
+    if (r.bound_ns > c->bound)
+        c->bound = r.bound_ns;
+    return 0;
 }
 
 /* One pass over the chunks; 1 when the file is cut short after whole
@@ -424,7 +463,8 @@ static int walk(raw_ctx *c, const char *buf, size_t len, const char *path, int p
     int rc = 0;
     while (off < len) {
         pmr_chunk_hdr h;
-        if (len - off < sizeof h || (memcpy(&h, buf + off, sizeof h), h.magic != PMR_CHUNK_MAGIC) ||
+        if (len - off < sizeof h ||
+            (memcpy(&h, buf + off, sizeof h), h.magic != PMR_CHUNK_MAGIC && h.magic != PMR_CLOCK_MAGIC) ||
             h.bytes > PMR_CHUNK_MAX || len - off - sizeof h < h.bytes) {
             if (pass)
                 pmt_errf(err, errlen, "%s: cut short or damaged at byte %zu of %zu; whole chunks kept",
@@ -432,7 +472,13 @@ static int walk(raw_ctx *c, const char *buf, size_t len, const char *path, int p
             rc = 1;
             break;
         }
-        if (chunk(c, &h, (const unsigned char *)buf + off + sizeof h, pass) < 0) {
+        if (h.magic == PMR_CLOCK_MAGIC) {
+            if (clock_chunk(c, &h, (const unsigned char *)buf + off + sizeof h, pass) < 0) {
+                pmt_errf(err, errlen, "%s: malformed clock record at byte %zu", path, off);
+                rc = -1;
+                break;
+            }
+        } else if (chunk(c, &h, (const unsigned char *)buf + off + sizeof h, pass) < 0) {
             pmt_errf(err, errlen, "%s: malformed events in the chunk at byte %zu", path, off);
             rc = -1;
             break;
@@ -440,6 +486,43 @@ static int walk(raw_ctx *c, const char *buf, size_t len, const char *path, int p
         off += sizeof h + h.bytes;
     }
     return rc;
+}
+
+/* Moves this file's ranges onto the driver's clock when it holds clock
+ * records, and notes the process's clock facts in the trace. */
+static int apply_clock(raw_ctx *c)
+{
+    /* A file of nothing (a fork child that exec'd at once) says nothing
+     * about the process's clock: the image after the exec does. */
+    if (c->first == c->t->n && !c->npoints)
+        return 0;
+    pmt_clock pc;
+    memset(&pc, 0, sizeof pc);
+    pc.pid = c->pid;
+    memcpy(pc.boot_id, c->boot_id, 16);
+    if (c->npoints) {
+        pmt_clock_sort(c->points, c->npoints);
+        for (size_t i = c->first; i < c->t->n; i++) {
+            pmt_range *r = &c->t->r[i];
+            if (!(r->flags & PMT_F_ORPHAN))
+                r->start = pmt_clock_map(c->points, c->npoints, r->start);
+            if (!(r->flags & PMT_F_OPEN))
+                r->end = pmt_clock_map(c->points, c->npoints, r->end);
+        }
+        pc.shifted = 1;
+        pc.offset_min = pc.offset_max = c->points[0].offset_ns;
+        for (size_t i = 1; i < c->npoints; i++) {
+            if (c->points[i].offset_ns < pc.offset_min)
+                pc.offset_min = c->points[i].offset_ns;
+            if (c->points[i].offset_ns > pc.offset_max)
+                pc.offset_max = c->points[i].offset_ns;
+        }
+        pc.bound_ns = c->bound;
+        pc.records = (uint32_t)c->npoints;
+        pc.points = c->points;
+        pc.npoints = c->npoints;
+    }
+    return pmt_clock_note(c->t, &pc);
 }
 
 int pmt_raw_load(pmt_trace *t, const char *path, char *err, size_t errlen)
@@ -460,9 +543,14 @@ int pmt_raw_load_mem(pmt_trace *t, const char *path, const char *buf, size_t len
     memset(&c, 0, sizeof c);
     c.t = t;
     c.src = pmt_trace_source(t, path);
+    c.first = t->n;
     int rc = header(&c, buf, len, path, err, errlen);
     for (int pass = 0; pass < 2 && rc >= 0; pass++)
         rc = walk(&c, buf, len, path, pass, err, errlen);
+    if (rc >= 0 && apply_clock(&c) < 0) {
+        pmt_errf(err, errlen, "%s: out of memory", path);
+        rc = -1;
+    }
     ctx_free(&c);
     return rc;
 }

@@ -35,6 +35,9 @@ void pmt_trace_free(pmt_trace *t)
     free(t->r);
     free(t->labels);
     free(t->sources);
+    for (size_t i = 0; i < t->nclocks; i++)
+        free(t->clocks[i].points);
+    free(t->clocks);
     pmt_trace_init(t);
 }
 

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "clock.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,21 @@
 #endif
 
 int pm__clock_tsc;
+int64_t pm__clock_shift;
+
+/* The test shift: a signed decimal within a day, else none. */
+static int64_t test_shift(void)
+{
+    const char *v = getenv(PM_REC_TEST_SHIFT_ENV);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || x < -86400000000000LL || x > 86400000000000LL)
+        return 0;
+    return x;
+}
 
 /* Brackets per calibration point. A bracket the scheduler or an interrupt
  * split is microseconds wide; four tries make it very unlikely that all
@@ -58,6 +74,7 @@ int pm__clock_init(void)
 {
     const char *want = getenv(PM_REC_CLOCK_ENV);
     pm__clock_tsc = 0;
+    pm__clock_shift = test_shift();
 #if PMR_HAVE_TSC
     if (!(want && strcmp(want, "boottime") == 0))
         pm__clock_tsc = tsc_invariant() && kernel_uses_tsc();

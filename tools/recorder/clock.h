@@ -61,16 +61,24 @@
  * first event; read-only afterwards (so a forked child inherits it). */
 extern int pm__clock_tsc;
 
+/* Tests only: PHASEMARK_TEST_CLOCK_OFFSET_NS (signed ns, within a day)
+ * makes every CLOCK_BOOTTIME reading of the recorder that much later, as
+ * on a host whose clock is ahead (pm-shardd shifts the clock it reports
+ * in clock probes the same way). Written once by pm__clock_init. */
+#define PM_REC_TEST_SHIFT_ENV "PHASEMARK_TEST_CLOCK_OFFSET_NS"
+extern int64_t pm__clock_shift;
+
 /* Chooses the clock (enum pmr_clock, also returned). Call once, before
  * any tick is read; not thread-safe (the recorder's init_once calls it). */
 int pm__clock_init(void);
 
-/* CLOCK_BOOTTIME in ns. Async-signal-safe. */
+/* CLOCK_BOOTTIME in ns (plus the test shift, 0 outside tests).
+ * Async-signal-safe. */
 static inline uint64_t pm__boottime_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (uint64_t)pm__clock_shift;
 }
 
 /* The timestamp of an event, in ticks (see the ordering note above). */

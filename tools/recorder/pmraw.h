@@ -54,14 +54,31 @@
  * set on every byte but the last; at most 10 bytes. Correlation ids are
  * assigned when the files are merged. A truncated tail (a crash mid-write)
  * is possible; the reader keeps every whole chunk and reports the rest.
+ *
+ * Clock records. A chunk header with magic PMR_CLOCK_MAGIC is followed by
+ * one pmr_clock_rec (`bytes` is its size) instead of events: the offset
+ * from this process's clock to a driver's, measured over the shard wire by
+ * the program (pm-shardd) and handed to the recorder through
+ * phasemark_recorder_clock_offset. driver ns = our ns + offset_ns, within
+ * +- bound_ns, as measured at our time at_ns. The reader moves the
+ * process's times onto the driver's clock: with one record by its offset,
+ * with several by the offset interpolated between the records around each
+ * time (the nearest one's before the first and after the last). A record
+ * whose driver_boot is the file's own boot id came from a driver on the
+ * same clock and moves nothing: its offset is the measurement's error.
+ *
+ * Version 04 added the boot id and clock records; version 03 files read as
+ * before (boot id unknown).
  */
 #ifndef PM_RAW_H
 #define PM_RAW_H
 
 #include <stdint.h>
 
-#define PMR_FILE_MAGIC "PMRAW03"   /* 8 bytes with the NUL */
+#define PMR_FILE_MAGIC "PMRAW04"   /* 8 bytes with the NUL */
+#define PMR_FILE_MAGIC_03 "PMRAW03" /* read too: no boot id, no clock records */
 #define PMR_CHUNK_MAGIC 0x4b484350u /* "PCHK" little-endian */
+#define PMR_CLOCK_MAGIC 0x4b4c4350u /* "PCLK": a clock record, see below */
 #define PMR_NAME_MAX 4095           /* longer names are cut */
 #define PMR_CHUNK_MAX (1u << 24)    /* reader's bound on one chunk */
 #define PMR_VARINT_MAX 10           /* bytes of the longest varint */
@@ -84,8 +101,21 @@ typedef struct pmr_file_hdr {
     uint64_t start_ns; /* CLOCK_BOOTTIME when the image started recording */
     char comm[16];     /* process name, NUL-padded */
     uint32_t clock;    /* enum pmr_clock */
-    uint8_t reserved[20];
+    uint8_t boot_id[16]; /* /proc/sys/kernel/random/boot_id (the time
+                            namespace's inode XORed into bytes 8-15 when it
+                            is not the initial one); zero: unknown. Times of
+                            one id share one CLOCK_BOOTTIME. */
+    uint8_t reserved[4];
 } pmr_file_hdr;
+
+typedef struct pmr_clock_rec {
+    int64_t offset_ns;  /* driver minus this process's clock */
+    uint64_t bound_ns;  /* the offset is within +- this */
+    uint64_t at_ns;     /* this process's clock when it was recorded */
+    uint32_t rounds;    /* probe rounds it came from */
+    uint32_t reserved;
+    uint8_t driver_boot[16]; /* the driver's boot id; zero: unknown */
+} pmr_clock_rec;
 
 typedef struct pmr_chunk_hdr {
     uint32_t magic;
@@ -117,6 +147,7 @@ enum { PMR_DOMAIN_ROCTX = 0, PMR_DOMAIN_NVTX = 1, PMR_DOMAIN_FIRST_USER = 2 };
 
 _Static_assert(sizeof(pmr_file_hdr) == 64, "file header is 64 bytes");
 _Static_assert(sizeof(pmr_chunk_hdr) == 48, "chunk header is 48 bytes");
+_Static_assert(sizeof(pmr_clock_rec) == 48, "clock record is 48 bytes");
 
 /* A calibration point: TSC count and CLOCK_BOOTTIME ns of one instant. */
 typedef struct pmr_cal {

@@ -95,6 +95,9 @@ static struct sigaction g_old_action[NSIG];
 /* NVTX domain names by id, kept so a forked child's file names them too. */
 #define PMR_DOMAIN_NAME_MAX 64
 static char g_domain_names[256][PMR_DOMAIN_NAME_MAX];
+/* This boot's id (all zero when unreadable); read once at init. */
+static uint8_t g_boot_id[16];
+static void read_boot_id(uint8_t out[16]);
 
 static __thread pmr_tbuf *t_buf __attribute__((tls_model("initial-exec")));
 
@@ -185,6 +188,7 @@ static int open_file(void)
         h.ppid = (uint32_t)getppid();
         h.start_ns = start;
         h.clock = g_clock;
+        memcpy(h.boot_id, g_boot_id, sizeof h.boot_id);
         prctl(PR_GET_NAME, h.comm, 0, 0, 0);
         write_all(fd, &h, sizeof h);
         return fd;
@@ -518,6 +522,9 @@ static void after_fork_child(void)
         if (t != t_buf)
             atomic_store(&t->in_use, 0);
     }
+    read_boot_id(g_boot_id);
+    if (pm__clock_shift)
+        g_boot_id[15] ^= 0xff;
     atomic_store(&g_fd, open_file());
     if (t_buf) {
         t_buf->tid = (uint32_t)gettid();
@@ -527,6 +534,88 @@ static void after_fork_child(void)
     for (unsigned d = PMR_DOMAIN_FIRST_USER; d < 256; d++)
         if (g_domain_names[d][0])
             pm__rec_domain_name(d, g_domain_names[d]);
+}
+
+static void init_once(void);
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* The kernel's boot id, a UUID in text, as 16 bytes; zero when it cannot
+ * be read. Two files with one boot id were timed on one CLOCK_BOOTTIME.
+ * Async-signal-safe (the fork child reads it again: it may be in another
+ * time namespace than its parent). */
+static void read_boot_id(uint8_t out[16])
+{
+    char text[64];
+    memset(out, 0, 16);
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    uint8_t id[16];
+    int nib = 0;
+    for (ssize_t i = 0; i < n && nib < 32; i++) {
+        if (text[i] == '-')
+            continue;
+        int v = hex_digit(text[i]);
+        if (v < 0)
+            return;
+        id[nib / 2] = (uint8_t)(nib % 2 ? id[nib / 2] | v : v << 4);
+        nib++;
+    }
+    if (nib != 32)
+        return;
+    /* A time namespace other than the initial one has clocks of its own:
+     * its inode folded in makes it another clock's id (as the shard wire's
+     * client computes it, src/wire/clock.c). */
+    struct stat st;
+    if (stat("/proc/self/ns/time", &st) == 0 && st.st_ino != 4026531834u)
+        for (int i = 0; i < 8; i++)
+            id[8 + i] ^= (uint8_t)((uint64_t)st.st_ino >> (8 * i));
+    memcpy(out, id, 16);
+}
+
+/* Records an offset to a driver's clock (pmraw.h, "Clock records"), for a
+ * program that measured one (pm-shardd, over the shard wire): one chunk of
+ * its own, written at once. Returns 0, or -1 when not under capture. Safe
+ * from any thread; not async-signal-safe. */
+__attribute__((visibility("default"))) int
+phasemark_recorder_clock_offset(int64_t offset_ns, uint64_t bound_ns, uint32_t rounds,
+                                const uint8_t driver_boot[16]);
+int phasemark_recorder_clock_offset(int64_t offset_ns, uint64_t bound_ns, uint32_t rounds,
+                                    const uint8_t driver_boot[16])
+{
+    pthread_once(&g_once, init_once);
+    int fd = output_fd();
+    if (fd < 0)
+        return -1;
+    pmr_chunk_hdr h;
+    pmr_clock_rec r;
+    memset(&h, 0, sizeof h);
+    memset(&r, 0, sizeof r);
+    h.magic = PMR_CLOCK_MAGIC;
+    h.tid = (uint32_t)gettid();
+    h.bytes = sizeof r;
+    r.offset_ns = offset_ns;
+    r.bound_ns = bound_ns;
+    r.at_ns = pm__boottime_ns();
+    r.rounds = rounds;
+    if (driver_boot)
+        memcpy(r.driver_boot, driver_boot, sizeof r.driver_boot);
+    struct iovec iov[2] = {{&h, sizeof h}, {&r, sizeof r}};
+    ssize_t n;
+    do
+        n = writev(fd, iov, 2);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)(sizeof h + sizeof r) ? 0 : -1;
 }
 
 static void at_exit_flush(void)
@@ -545,6 +634,10 @@ static void init_once(void)
     if (!dir || !*dir || strlen(dir) >= sizeof g_dir)
         return; /* not under capture: keep depths, record nothing */
     memcpy(g_dir, dir, strlen(dir) + 1);
+    read_boot_id(g_boot_id);
+    /* A host whose clock is elsewhere (the test shift) is another host. */
+    if (pm__clock_shift)
+        g_boot_id[15] ^= 0xff;
     atomic_store(&g_fd, open_file());
     pthread_atfork(NULL, NULL, after_fork_child);
     install_signal_handlers();

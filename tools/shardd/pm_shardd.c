@@ -27,8 +27,17 @@
  * already on descriptor N (an engine that spawned this daemon) and exits
  * when it closes. Exit status: 0 on a clean stop (connection closed,
  * shutdown, SIGTERM/SIGINT), 1 on failure, 2 on a usage error.
+ *
+ * Clock alignment (docs/wire.md): the daemon answers clock probes with its
+ * CLOCK_BOOTTIME, and hands the offset a client worked out to the
+ * phasemark recorder when one is preloaded (phasemark capture), which
+ * writes it into this process's raw file; `phasemark capture` then puts
+ * this process's ranges on the driver's clock. PHASEMARK_TEST_CLOCK_OFFSET_NS
+ * (tests only) shifts the clock it reports, as the recorder shifts its own
+ * under the same variable, to play a host whose clock is that far ahead.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* RTLD_DEFAULT, CLOCK_BOOTTIME */
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -111,6 +120,10 @@ typedef struct server {
     int n_served;         /* peers past their handshake */
     uint64_t n_accepted;  /* clients accepted so far (guarded by lock) */
     int stop;             /* a shutdown request (atomic) */
+    int64_t clock_shift;  /* ns added to the clock it reports (tests) */
+    /* The recorder's entry point for a measured offset, when preloaded. */
+    int (*record_offset)(int64_t offset_ns, uint64_t bound_ns, uint32_t rounds,
+                         const uint8_t driver_boot[16]);
 } server;
 
 static volatile sig_atomic_t g_stop; /* set by SIGTERM/SIGINT: the one
@@ -143,7 +156,8 @@ static void usage(FILE *f)
             "                    for a non-loopback TCP address\n"
             "  --ready-fd N      write \"ready ADDRESS\\n\" there once listening\n"
             "  --max-conns N     connections served at once (default 8)\n"
-            "  --hello-timeout MS deadline of each handshake message (default 2000)\n");
+            "  --hello-timeout MS deadline of each handshake message (default 2000)\n"
+            "  PHASEMARK_TEST_CLOCK_OFFSET_NS (tests only) reports a clock that many ns ahead\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -546,12 +560,43 @@ static int ack(peer *p, uint64_t req)
     return pmw_conn_send(p->c, &a);
 }
 
+static uint64_t clock_now(const server *s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (uint64_t)s->clock_shift;
+}
+
+/* A probe: the time it came (taken first) and the time of the answer
+ * (taken last), so that the server's own time is excluded from the round
+ * trip the client measures. */
+static int clock_reply(server *s, peer *p, const pmw_msg *m, uint64_t t1)
+{
+    pmw_msg r;
+    memset(&r, 0, sizeof r);
+    r.kind = PMW_MSG_CLOCK_REPLY;
+    r.clock.round = m->clock.round;
+    r.clock.recv_ns = t1;
+    r.clock.send_ns = clock_now(s);
+    return pmw_conn_send(p->c, &r);
+}
+
+/* The offset a client measured goes into this process's capture, when a
+ * recorder is there to take it; it is acknowledged either way. */
+static int clock_set(server *s, peer *p, const pmw_clock_set *c)
+{
+    if (s->record_offset)
+        s->record_offset(c->offset_ns, c->bound_ns, c->rounds, c->boot_id);
+    return ack(p, 0);
+}
+
 /* Serves one message from p. Returns 0 to keep the peer, 1 to drop it,
  * 2 to stop the daemon (shutdown). */
 static int serve_one(server *s, peer *p)
 {
     pmw_msg m;
     int rc = pmw_conn_recv(p->c, &m);
+    uint64_t t_recv = clock_now(s);
     if ((rc == PMW_E_TIMEOUT && pmw_conn_usable(p->c)) || pmw_status_is_drainable(rc))
         return 0; /* idle, or refused and already answered */
     if (rc) {
@@ -583,6 +628,12 @@ static int serve_one(server *s, peer *p)
     case PMW_MSG_SHUTDOWN:
         ack(p, 0);
         return 2;
+    case PMW_MSG_CLOCK:
+        rc = clock_reply(s, p, &m, t_recv);
+        break;
+    case PMW_MSG_CLOCK_SET:
+        rc = clock_set(s, p, &m.clock_set);
+        break;
     default:
         rc = pmw_conn_send_error(p->c, PMW_E_KIND, 0, "message kind not served by a shard");
         break;
@@ -867,6 +918,25 @@ static int serve_listen(server *s)
     return 0;
 }
 
+/* PHASEMARK_TEST_CLOCK_OFFSET_NS: a signed decimal within a day. 0 or -1. */
+static int test_clock_shift(int64_t *out)
+{
+    const char *v = getenv("PHASEMARK_TEST_CLOCK_OFFSET_NS");
+    *out = 0;
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || x < -86400000000000LL || x > 86400000000000LL) {
+        fprintf(stderr, PROG ": PHASEMARK_TEST_CLOCK_OFFSET_NS '%s' is not a number of ns "
+                        "within +-86400 s\n", v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     server *s = calloc(1, sizeof *s);
@@ -880,6 +950,12 @@ int main(int argc, char **argv)
         free(s);
         return rc;
     }
+    if (test_clock_shift(&s->clock_shift) != 0) {
+        free(s);
+        return 2;
+    }
+    /* Found only when the recorder is preloaded (phasemark capture). */
+    *(void **)&s->record_offset = dlsym(RTLD_DEFAULT, "phasemark_recorder_clock_offset");
     for (int i = 0; i < SLOTS; i++)
         s->peers[i].fd = -1;
     pthread_mutex_init(&s->run_lock, NULL);
