@@ -30,7 +30,13 @@
  * whose logits go on). FUSED and GRAPH must agree bit for bit; OPS and
  * GRAPH within FUSED_TOL (2e-3 max |logit difference|, rounding only: the
  * fused kernels apply RMSNorm as a scale after the product), their greedy
- * ids margin-aware as above. The graph must be captured once per runner
+ * ids margin-aware as above. On weights of Q8 layout (Q8_0, Q4_0 and the
+ * re-quantized k-quants) both paths quantize their activations to int8,
+ * but not the same vector: the fused kernel quantizes x * norm before the
+ * 1/rms scale, the op path rmsnorm(x) * norm. The two differ by a float
+ * rounding, which moves a value on a rounding boundary by one quantum; the
+ * H200 measured up to 0.048 over the synthetic and KJV models, so there
+ * OPS and GRAPH share the type's tolerance (QUANT_MODE_TOL). The graph must be captured once per runner
  * and replayed at every later position (the seam's counters).
  *
  * Fused prefill (engine_prefill_*). A prompt of LONG_N (300) tokens, and
@@ -160,12 +166,14 @@ typedef struct pair {
     double worst;     /* largest logit difference seen */
     int steps, ties;  /* greedy steps compared, near ties among them */
     float *ops, *fused; /* host [vocab]: the other decode modes' logits */
+    double mode_tol;    /* ops vs graph: FUSED_TOL, QUANT_MODE_TOL on Q8 layout */
     double mode_worst;  /* largest ops-vs-graph logit difference */
     int mode_steps, mode_ties;
     uint32_t pos_lo, pos_hi; /* positions the graph ran at */
 } pair;
 
 #define FUSED_TOL 2e-3
+#define QUANT_MODE_TOL 0.15
 
 static void compare_rows(pair *p, const float *a, const float *b, int rows,
                          const char *what)
@@ -218,16 +226,16 @@ static const float *run_gpu(pair *p, const int32_t *toks, int32_t n, pm_phase ph
         double e = isnan(lg[i]) ? INFINITY : fabs((double)p->ops[i] - lg[i]);
         d = e > d ? e : d;
     }
-    if (d > FUSED_TOL)
+    if (d > p->mode_tol)
         fprintf(stderr, "position %u: ops vs graph max logit difference %.4g\n", (unsigned)pos, d);
-    CHECK(d <= FUSED_TOL);
+    CHECK(d <= p->mode_tol);
     p->mode_worst = d > p->mode_worst ? d : p->mode_worst;
     int32_t to = argmax_of(p->ops, p->vocab), tg = argmax_of(lg, p->vocab);
     if (to != tg) {
         double gap = (double)p->ops[to] - p->ops[tg];
         printf("  near tie (ops vs graph, position %u): %d vs %d, gap %.3g\n", (unsigned)pos,
                to, tg, gap);
-        CHECK(gap <= FUSED_TOL);
+        CHECK(gap <= p->mode_tol);
         p->mode_ties++;
     }
     p->mode_steps++;
@@ -272,6 +280,9 @@ static void open_pair_with(pair *p, llm_model *cpu, llm_model *gpu, uint32_t n_c
     runner_init_batch(&p->c, cpu, n_ctx, batch);
     runner_init_batch(&p->g, gpu, n_ctx, batch);
     p->tol = tol;
+    uint32_t wt = gpu->layers[gpu->span_first].wq.type;
+    int float_acts = wt == LLM_TYPE_F32 || wt == LLM_TYPE_F16 || wt == LLM_TYPE_BF16;
+    p->mode_tol = float_acts ? FUSED_TOL : QUANT_MODE_TOL;
     p->ops = malloc((size_t)p->vocab * sizeof(float));
     p->fused = malloc((size_t)p->vocab * sizeof(float));
     REQUIRE(p->ops && p->fused);
