@@ -62,7 +62,7 @@ extern "C" {
  * buffer too small; the count needed is returned too), LLM_EIO
  * (tokenizer.bin could not be read). */
 
-enum llm_tok_kind { LLM_TOK_SPM = 1, LLM_TOK_BPE = 2 };
+enum llm_tok_kind { LLM_TOK_SPM = 1, LLM_TOK_BPE = 2, LLM_TOK_WPM = 3 };
 
 /* SentencePiece / GGUF token types (tokenizer.ggml.token_type). */
 enum llm_tok_type {
