@@ -363,25 +363,52 @@ static int gguf_kind(const llm_gguf *g, enum llm_tok_kind *kind, char *err, size
 
 /* tokenizer.ggml.pre names the split a gpt2 vocabulary was trained with
  * (llama.cpp's converter writes it); the names are llama.cpp's, grouped by
- * the split they mean (tokenizer.h). Absent and "default" mean GPT-2's
- * own. Any other name is refused rather than tokenized with a split the
- * model was not trained on: the ids would look plausible and be silently
- * wrong. ignore_merges is llama.cpp's flag of the Llama 3 names (not of
- * smaug-bpe or dbrx, which share only the regex). */
+ * the split llama.cpp gives them (tokenizer.h). Absent and "default" mean
+ * GPT-2's own (docs/model-files.md says why). Any other name is refused
+ * rather than tokenized with a split the model was not trained on: the ids
+ * would look plausible and be silently wrong. ignore_merges is llama.cpp's
+ * flag of the Llama 3 names (not of smaug-bpe or dbrx, which share only
+ * the regex). */
 static const struct tok_pre_name {
     const char *name;
     enum llm_tok_pre pre;
     int ignore_merges;
 } k_pre_names[] = {
-    {"default", LLM_TOK_PRE_GPT2, 0},        {"gpt2", LLM_TOK_PRE_GPT2, 0},
-    {"gpt-2", LLM_TOK_PRE_GPT2, 0},          {"mpt", LLM_TOK_PRE_GPT2, 0},
-    {"gpt-neox", LLM_TOK_PRE_GPT2, 0},       {"olmo", LLM_TOK_PRE_GPT2, 0},
-    {"phi-2", LLM_TOK_PRE_GPT2, 0},          {"llama-bpe", LLM_TOK_PRE_LLAMA3, 1},
-    {"llama3", LLM_TOK_PRE_LLAMA3, 1},       {"llama-v3", LLM_TOK_PRE_LLAMA3, 1},
-    {"smaug-bpe", LLM_TOK_PRE_LLAMA3, 0},    {"dbrx", LLM_TOK_PRE_LLAMA3, 0},
-    {"qwen2", LLM_TOK_PRE_QWEN2, 0},         {"stablelm2", LLM_TOK_PRE_QWEN2, 0},
-    {"starcoder", LLM_TOK_PRE_STARCODER, 0}, {"refact", LLM_TOK_PRE_STARCODER, 0},
-    {"falcon", LLM_TOK_PRE_FALCON, 0},       {"deepseek-llm", LLM_TOK_PRE_DEEPSEEK_LLM, 0},
+    {"default", LLM_TOK_PRE_GPT2, 0},
+    {"gpt2", LLM_TOK_PRE_GPT2, 0},
+    {"gpt-2", LLM_TOK_PRE_GPT2, 0},
+    {"mpt", LLM_TOK_PRE_GPT2, 0},
+    {"gpt-neox", LLM_TOK_PRE_GPT2, 0},
+    {"olmo", LLM_TOK_PRE_GPT2, 0},
+    {"phi-2", LLM_TOK_PRE_GPT2, 0},
+    {"jais", LLM_TOK_PRE_GPT2, 0},
+    {"roberta-bpe", LLM_TOK_PRE_GPT2, 0},
+    {"gigachat", LLM_TOK_PRE_GPT2, 0},
+    {"jina-es", LLM_TOK_PRE_GPT2, 0},
+    {"jina-de", LLM_TOK_PRE_GPT2, 0},
+    {"jina-v1-en", LLM_TOK_PRE_GPT2, 0},
+    {"jina-v2-es", LLM_TOK_PRE_GPT2, 0},
+    {"jina-v2-de", LLM_TOK_PRE_GPT2, 0},
+    {"jina-v2-code", LLM_TOK_PRE_GPT2, 0},
+    {"llama-bpe", LLM_TOK_PRE_LLAMA3, 1},
+    {"llama3", LLM_TOK_PRE_LLAMA3, 1},
+    {"llama-v3", LLM_TOK_PRE_LLAMA3, 1},
+    {"falcon3", LLM_TOK_PRE_LLAMA3, 1},
+    {"smaug-bpe", LLM_TOK_PRE_LLAMA3, 0},
+    {"dbrx", LLM_TOK_PRE_LLAMA3, 0},
+    {"qwen2", LLM_TOK_PRE_QWEN2, 0},
+    {"stablelm2", LLM_TOK_PRE_QWEN2, 0},
+    {"deepseek-r1-qwen", LLM_TOK_PRE_QWEN2, 0},
+    {"megrez", LLM_TOK_PRE_QWEN2, 0},
+    {"starcoder", LLM_TOK_PRE_STARCODER, 0},
+    {"refact", LLM_TOK_PRE_STARCODER, 0},
+    {"command-r", LLM_TOK_PRE_STARCODER, 0},
+    {"smollm", LLM_TOK_PRE_STARCODER, 0},
+    {"codeshell", LLM_TOK_PRE_STARCODER, 0},
+    {"exaone", LLM_TOK_PRE_STARCODER, 0},
+    {"minerva-7b", LLM_TOK_PRE_STARCODER, 0},
+    {"falcon", LLM_TOK_PRE_FALCON, 0},
+    {"deepseek-llm", LLM_TOK_PRE_DEEPSEEK_LLM, 0},
     {"deepseek-coder", LLM_TOK_PRE_DEEPSEEK_CODER, 0},
 };
 

@@ -16,10 +16,10 @@
  * into pre-tokens before the merges (see tokenizer.h for each). Zero is
  * GPT-2's own, so a calloc'ed tokenizer starts with it. */
 enum llm_tok_pre {
-    LLM_TOK_PRE_GPT2 = 0,      /* absent, "default", "gpt2", "gpt-2", "mpt", "gpt-neox", "olmo", "phi-2" */
-    LLM_TOK_PRE_LLAMA3 = 1,    /* "llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx" */
-    LLM_TOK_PRE_QWEN2 = 2,     /* "qwen2", "stablelm2": Llama 3's with single digits */
-    LLM_TOK_PRE_STARCODER = 3, /* "starcoder", "refact": digits alone, then GPT-2's */
+    LLM_TOK_PRE_GPT2 = 0,      /* absent, "default", "gpt2", "gpt-2", "mpt", "gpt-neox", "olmo", "phi-2", ... */
+    LLM_TOK_PRE_LLAMA3 = 1,    /* "llama-bpe", "llama3", "llama-v3", "falcon3", "smaug-bpe", "dbrx" */
+    LLM_TOK_PRE_QWEN2 = 2,     /* "qwen2", "stablelm2", ...: Llama 3's with single digits */
+    LLM_TOK_PRE_STARCODER = 3, /* "starcoder", "refact", "command-r", ...: digits alone, then GPT-2's */
     LLM_TOK_PRE_FALCON = 4,    /* "falcon": punctuation runs, GPT-2's, three digits */
     LLM_TOK_PRE_DEEPSEEK_LLM = 5,   /* "deepseek-llm" */
     LLM_TOK_PRE_DEEPSEEK_CODER = 6  /* "deepseek-coder" */

@@ -797,6 +797,24 @@ static void case_bpe_pre_more(void)
         {"phi-2", {PRE_GPT2_IDS}, 15},
         {"llama-v3", {PRE_LLAMA3_IDS}, 12},
         {"dbrx", {PRE_LLAMA3_IDS}, 12},
+        /* llama.cpp's other names for the same splits. */
+        {"falcon3", {PRE_LLAMA3_IDS}, 12},
+        {"deepseek-r1-qwen", {68, 79, 78, 266, 32, 49, 50, 51, 52, 53, 265, 116, 257, 268}, 14},
+        {"megrez", {68, 79, 78, 266, 32, 49, 50, 51, 52, 53, 265, 116, 257, 268}, 14},
+        {"command-r", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"smollm", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"codeshell", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"exaone", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"minerva-7b", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"jais", {PRE_GPT2_IDS}, 15},
+        {"roberta-bpe", {PRE_GPT2_IDS}, 15},
+        {"gigachat", {PRE_GPT2_IDS}, 15},
+        {"jina-es", {PRE_GPT2_IDS}, 15},
+        {"jina-de", {PRE_GPT2_IDS}, 15},
+        {"jina-v1-en", {PRE_GPT2_IDS}, 15},
+        {"jina-v2-es", {PRE_GPT2_IDS}, 15},
+        {"jina-v2-de", {PRE_GPT2_IDS}, 15},
+        {"jina-v2-code", {PRE_GPT2_IDS}, 15},
     };
     char err[256];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -810,16 +828,16 @@ static void case_bpe_pre_more(void)
     }
 }
 
-/* ignore_merges (llama-bpe, llama3, llama-v3): the pre-token "xyz" is
+/* ignore_merges (llama-bpe, llama3, llama-v3, falcon3): the pre-token "xyz" is
  * piece 269 though no merge builds it; under smaug-bpe and dbrx (the same
  * regex, without the flag) it stays x y z (120 121 122). A pre-token that
  * is no piece still merges: " the" -> Ġthe (258) either way. */
 static void case_bpe_ignore_merges(void)
 {
-    static const char *const on[] = {"llama-bpe", "llama3", "llama-v3"};
-    static const char *const off[] = {"smaug-bpe", "dbrx", "qwen2"};
+    static const char *const on[] = {"llama-bpe", "llama3", "llama-v3", "falcon3"};
+    static const char *const off[] = {"smaug-bpe", "dbrx", "qwen2", "deepseek-r1-qwen"};
     char err[256];
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         llm_tokenizer *t = pre_load(on[i], err, sizeof err);
         REQUIRE(t != NULL);
         EXPECT(t, "xyz the", 0, 269, 258);
