@@ -208,6 +208,7 @@ void llm_tokenizer_free(llm_tokenizer *t)
     free(t->types);
     free(t->piece_hash);
     free(t->user_ids);
+    free(t->user_hash);
     free(t->merges);
     free(t->merge_hash);
     free(t);
@@ -323,7 +324,33 @@ static int build_user_list(llm_tokenizer *t)
         t->user_ids[k] = tmp[k].id;
     t->n_user = n;
     free(tmp);
+    t->user_mask = pow2_at_least(2 * (uint64_t)n) - 1;
+    t->user_hash = calloc((size_t)t->user_mask + 1, sizeof *t->user_hash);
+    if (!t->user_hash)
+        return -1;
+    for (k = 0; k < n; k++) {
+        int32_t id = t->user_ids[k];
+        if (pm__tok_user_rank(t, piece(t, (uint32_t)id), t->len[id]) >= 0)
+            continue;
+        uint64_t h = fnv(piece(t, (uint32_t)id), t->len[id]) & t->user_mask;
+        while (t->user_hash[h])
+            h = (h + 1) & t->user_mask;
+        t->user_hash[h] = k + 1;
+        t->user_first[(unsigned char)piece(t, (uint32_t)id)[0]] = 1;
+    }
     return 0;
+}
+
+int32_t pm__tok_user_rank(const llm_tokenizer *t, const char *s, size_t len)
+{
+    for (uint64_t h = fnv(s, len) & t->user_mask;; h = (h + 1) & t->user_mask) {
+        uint32_t slot = t->user_hash[h];
+        if (slot == 0)
+            return -1;
+        int32_t id = t->user_ids[slot - 1];
+        if (t->len[id] == len && memcmp(piece(t, (uint32_t)id), s, len) == 0)
+            return (int32_t)(slot - 1);
+    }
 }
 
 static int finish(llm_tokenizer *t, int have_types, char *err, size_t errlen)

@@ -505,49 +505,91 @@ static int encode_stretch(const llm_tokenizer *t, const char *text, size_t len, 
 
 /* User-defined pieces are found in the raw text before anything else
  * (llama.cpp's order, after Hugging Face's added tokens): longest piece
- * first, each at every leftmost non-overlapping place in the text that no
- * longer piece took; the stretches between are encoded on their own.
- * mark[i] is the id of the piece starting at byte i, MARK_TEXT for text,
- * MARK_INSIDE for a byte inside a piece. */
+ * first (equal lengths: lower id first), each at its leftmost
+ * non-overlapping places in the text that no earlier piece took; the
+ * stretches between are encoded on their own. mark[i] is the id of the
+ * piece starting at byte i, MARK_TEXT for text, MARK_INSIDE for a byte
+ * inside a piece.
+ *
+ * Rather than searching the text once per piece (MPT has 178 of them,
+ * DeepSeek LLM 2398), each run of pieces of one length L is done in one
+ * pass: every window of L bytes that is still text is looked up in the
+ * pieces' hash, and the hits are taken piece by piece (a counting sort by
+ * rank keeps each piece's hits left to right). Every piece taken so far is
+ * at least L long, so a window is still all text exactly when its first
+ * and last bytes are. */
 #define MARK_TEXT (-1)
 #define MARK_INSIDE (-2)
 
-static void mark_piece(const llm_tokenizer *t, int32_t id, const char *text, size_t len, int32_t *mark)
+typedef struct cut_work {
+    uint32_t *pos, *rank, *sorted; /* [len] hits of one length */
+    uint32_t *count;               /* [n_user + 1] */
+} cut_work;
+
+static int window_free(const int32_t *mark, size_t i, size_t l)
 {
-    const char *p = t->text + t->off[id];
-    size_t pl = t->len[id];
-    for (size_t a = 0; a < len;) {
-        if (mark[a] != MARK_TEXT) {
-            a++;
+    return mark[i] == MARK_TEXT && mark[i + l - 1] == MARK_TEXT;
+}
+
+/* Pieces of ranks [r0, r1), all l bytes long. */
+static void mark_group(const llm_tokenizer *t, uint32_t r0, uint32_t r1, const char *text, size_t len,
+                       int32_t *mark, cut_work *cw)
+{
+    size_t l = t->len[t->user_ids[r0]], n = 0;
+    for (size_t i = 0; i + l <= len; i++) {
+        if (!t->user_first[(unsigned char)text[i]] || !window_free(mark, i, l))
             continue;
-        }
-        size_t b = a;
-        while (b < len && mark[b] == MARK_TEXT)
-            b++;
-        for (size_t i = a; pl <= b - i;) {
-            if (memcmp(text + i, p, pl) != 0) {
-                i++;
+        int32_t r = pm__tok_user_rank(t, text + i, l);
+        if (r < 0)
+            continue;
+        cw->pos[n] = (uint32_t)i;
+        cw->rank[n++] = (uint32_t)r - r0; /* same bytes, so same length: inside the group */
+    }
+    uint32_t groups = r1 - r0;
+    memset(cw->count, 0, (groups + 1) * sizeof *cw->count);
+    for (size_t k = 0; k < n; k++)
+        cw->count[cw->rank[k] + 1]++;
+    for (uint32_t g = 0; g < groups; g++)
+        cw->count[g + 1] += cw->count[g];
+    for (size_t k = 0; k < n; k++) /* stable: positions stay ascending per rank */
+        cw->sorted[cw->count[cw->rank[k]]++] = cw->pos[k];
+    size_t k = 0;
+    for (uint32_t g = 0; g < groups; g++) {
+        int32_t id = t->user_ids[r0 + g];
+        size_t end = 0; /* where this piece's last take ends */
+        for (; k < cw->count[g]; k++) {
+            size_t i = cw->sorted[k];
+            if (i < end || !window_free(mark, i, l))
                 continue;
-            }
             mark[i] = id;
-            for (size_t j = 1; j < pl; j++)
+            for (size_t j = 1; j < l; j++)
                 mark[i + j] = MARK_INSIDE;
-            i += pl;
+            end = i + l;
         }
-        a = b;
     }
 }
 
 static int encode_parts(const llm_tokenizer *t, const char *text, size_t len, sink *k)
 {
+    if (len > UINT32_MAX)
+        return LLM_EINVAL;
     int32_t *mark = malloc(len * sizeof *mark);
-    if (!mark)
-        return LLM_ENOMEM;
+    cut_work cw = {malloc(len * sizeof *cw.pos), malloc(len * sizeof *cw.rank), malloc(len * sizeof *cw.sorted),
+                   malloc((t->n_user + 1) * sizeof *cw.count)};
+    int r = 0, prefix = 1;
+    if (!mark || !cw.pos || !cw.rank || !cw.sorted || !cw.count) {
+        r = LLM_ENOMEM;
+        goto out;
+    }
     for (size_t i = 0; i < len; i++)
         mark[i] = MARK_TEXT;
-    for (uint32_t u = 0; u < t->n_user; u++)
-        mark_piece(t, t->user_ids[u], text, len, mark);
-    int r = 0, prefix = 1;
+    for (uint32_t r0 = 0; r0 < t->n_user;) {
+        uint32_t r1 = r0 + 1;
+        while (r1 < t->n_user && t->len[t->user_ids[r1]] == t->len[t->user_ids[r0]])
+            r1++;
+        mark_group(t, r0, r1, text, len, mark, &cw);
+        r0 = r1;
+    }
     for (size_t i = 0; i < len && !r;) {
         if (mark[i] >= 0) {
             emit(k, mark[i]);
@@ -562,7 +604,12 @@ static int encode_parts(const llm_tokenizer *t, const char *text, size_t len, si
         prefix = 0;
         i = j;
     }
+out:
     free(mark);
+    free(cw.pos);
+    free(cw.rank);
+    free(cw.sorted);
+    free(cw.count);
     return r;
 }
 

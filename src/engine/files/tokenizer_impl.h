@@ -49,8 +49,11 @@ struct llm_tokenizer {
     uint64_t piece_mask;
     int32_t sep;           /* wpm: appended after the text with add_bos; -1 absent */
     uint32_t max_piece;    /* wpm: the longest piece, in bytes */
-    int32_t *user_ids;     /* user-defined pieces, longest first: cut out of text before encoding */
+    int32_t *user_ids;     /* user-defined pieces, longest first (their rank): cut out of text first */
     uint32_t n_user;
+    uint32_t *user_hash;   /* piece bytes -> rank + 1, 0 = empty */
+    uint64_t user_mask;
+    unsigned char user_first[256]; /* 1 for a byte that begins a user-defined piece */
     llm_tok_merge *merges; /* gpt2: resolved merges */
     uint32_t n_merges;
     uint32_t *merge_hash;  /* slot -> merge index + 1 */
@@ -72,6 +75,10 @@ static inline void pm__tok_emit(pm__tok_sink *k, int32_t id)
 
 /* WordPiece over len bytes of text (tokenizer_wpm.c): 0 or LLM_ENOMEM. */
 int pm__wpm_encode(const llm_tokenizer *t, const char *text, size_t len, pm__tok_sink *k);
+
+/* Rank (index into user_ids) of the user-defined piece with these bytes,
+ * or -1; of two with the same bytes, the lower rank. */
+int32_t pm__tok_user_rank(const llm_tokenizer *t, const char *s, size_t len);
 
 /* Id of the matchable piece with these bytes, or -1. */
 int32_t pm__tok_lookup(const llm_tokenizer *t, const char *s, size_t len);
