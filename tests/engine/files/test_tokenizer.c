@@ -1046,8 +1046,8 @@ static void case_split_ids(void)
 
 /* ---- user-defined pieces ------------------------------------------------ */
 
-/* gpt2: user-defined 265 "<|x|>", 266 "|x", 267 "  " (raw text, as an
- * added token is stored). Longest first: "<|x|>" is cut out before "|x"
+/* gpt2: user-defined 265 "<|x|>", 266 "|x", 267 "  ", 268 "x|" (raw
+ * text, as an added token is stored). Longest first: "<|x|>" is cut out before "|x"
  * could match inside it; then "|x" and "  " in what is left. The
  * stretches "a" and "b" are encoded alone: 97, 265, 267, 98, 266. Without
  * the cut, "  b" would be GPT-2's " ", " b". */
@@ -1055,7 +1055,7 @@ static void user_extra(llm_gguf_writer *w)
 {
     vocab v;
     bpe_vocab(&v);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         add(&v, "x", 0, LLM_TOKTYPE_USER_DEFINED);
     llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
 }
@@ -1077,6 +1077,7 @@ static void case_user_pieces(void)
     add(&v, "<|x|>", 0, LLM_TOKTYPE_USER_DEFINED);
     add(&v, "|x", 0, LLM_TOKTYPE_USER_DEFINED);
     add(&v, "  ", 0, LLM_TOKTYPE_USER_DEFINED);
+    add(&v, "x|", 0, LLM_TOKTYPE_USER_DEFINED);
     llm_tokenizer *t = load(&v, "gpt2", k_merges, sizeof k_merges / sizeof k_merges[0], user_extra, err, sizeof err);
     if (!t)
         fprintf(stderr, "%s\n", err);
@@ -1087,6 +1088,11 @@ static void case_user_pieces(void)
      * punctuation chunk "|>" (124 62). */
     EXPECT(t, "    ", 0, 267, 267);
     EXPECT(t, "<|x|x|>", 0, 60, 266, 266, 124, 62);
+    /* Equal lengths: the lower id goes first over the whole text, so in
+     * "x|x" the "|x" at 1 (266) is taken before the "x|" at 0 (268)
+     * could be (llama.cpp leaves this order unspecified). */
+    EXPECT(t, "x|x", 0, 120, 266);
+    EXPECT(t, "x|a", 0, 268, 97);
     expect_roundtrip(t, "a<|x|>  b|x", 11);
     llm_tokenizer_free(t);
 
