@@ -61,12 +61,12 @@ static void wpm_word(const llm_tokenizer *t, const char *w, size_t n, pm__tok_si
 
 int pm__wpm_encode(const llm_tokenizer *t, const char *text, size_t len, pm__tok_sink *k)
 {
-    /* A character's lowercase form is at most one UTF-8 byte longer than
-     * the character (2 -> 3 bytes at most), so 2 bytes per input byte and
-     * the "▁" bound a word. */
-    if (len > (SIZE_MAX - 3) / 2)
+    /* Every character (at least one input byte) becomes one character of
+     * at most 4 bytes, so 4 bytes per input byte and the "▁" bound a word
+     * whatever the tables map. */
+    if (len > (SIZE_MAX - 3) / 4)
         return LLM_EINVAL;
-    char *w = malloc(2 * len + 3);
+    char *w = malloc(4 * len + 3);
     if (!w)
         return LLM_ENOMEM;
     const unsigned char *s = (const unsigned char *)text;
