@@ -50,7 +50,7 @@
 
 #include "internal.h"
 
-enum route { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS };
+enum route { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
 
 typedef struct conn_req {
     uint64_t id;
@@ -137,7 +137,8 @@ static enum route route_of(const char *url)
 {
     static const struct { const char *path; enum route r; } table[] = {
         {"/v1/completions", R_COMPLETIONS}, {"/v1/chat/completions", R_CHAT}, {"/v1/models", R_MODELS},
-        {"/health", R_HEALTH},              {"/metrics", R_METRICS},
+        {"/health", R_HEALTH},              {"/metrics", R_METRICS},           {"/tokenize", R_TOKENIZE},
+        {"/detokenize", R_DETOKENIZE},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(url, table[i].path) == 0)
@@ -147,7 +148,7 @@ static enum route route_of(const char *url)
 
 static int is_post(enum route r)
 {
-    return r == R_COMPLETIONS || r == R_CHAT;
+    return r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE;
 }
 
 static int method_ok(enum route r, const char *method)
@@ -599,6 +600,16 @@ static enum MHD_Result generate(pms_server *s, struct MHD_Connection *c, conn_re
     return start_stream(s, c, r, j);
 }
 
+/* /tokenize and /detokenize answer on this thread (tokenize.c). */
+static enum MHD_Result tokenizer_endpoint(pms_server *s, struct MHD_Connection *c, conn_req *r)
+{
+    pms_err e = {0};
+    const char *body = r->body.p ? r->body.p : "";
+    char *out = r->route == R_TOKENIZE ? pms_tokenize_answer(s, body, r->body.n, &e)
+                                       : pms_detokenize_answer(s, body, r->body.n, &e);
+    return out ? reply_json(s, c, r, 200, out) : reply_err(s, c, r, &e, NULL, NULL);
+}
+
 /* ---- libmicrohttpd callbacks ------------------------------------------- */
 
 /* 1 when the request carries "Authorization: Bearer <--api-key>". The
@@ -691,6 +702,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     enum MHD_Result rc;
     if (is_post(r->route) && body_rejected(s, c, r, &rc))
         return rc;
+    if (r->route == R_TOKENIZE || r->route == R_DETOKENIZE)
+        return tokenizer_endpoint(s, c, r);
     return is_post(r->route) ? generate(s, c, r) : get_endpoint(s, c, r, url);
 }
 

@@ -208,6 +208,12 @@ int pms_resp_chunk_frame(const struct pms_server *s, const pms_job *j, pms_buf *
 /* The model list (one: the model object alone). */
 char *pms_resp_models(const struct pms_server *s, int one);
 
+/* POST /tokenize and /detokenize (tokenize.c): the answer's JSON text
+ * (caller frees), or NULL with *e (400 for a bad body, 500 when out of
+ * memory). Thread-safe. */
+char *pms_tokenize_answer(const struct pms_server *s, const char *body, size_t len, pms_err *e);
+char *pms_detokenize_answer(const struct pms_server *s, const char *body, size_t len, pms_err *e);
+
 uint64_t pms_now_ns(void);
 
 #endif

@@ -1842,6 +1842,103 @@ static int case_sigterm_drain0(void)
     return pm_check_result();
 }
 
+/* ---- /tokenize and /detokenize -------------------------------------------- */
+
+/* One request whose whole answer body is known exactly. */
+static void expect_body(int port, const char *path, const char *body, int status, const char *want)
+{
+    hc_resp r;
+    REQUIRE(hc_request(port, "POST", path, body, &r, TIMEOUT) == 0);
+    if (r.status != status || !r.body || strcmp(r.body, want) != 0)
+        fprintf(stderr, "POST %s %s\n  status %d body %s\n  want   %d body %s\n", path, body, r.status,
+                r.body ? r.body : "(none)", status, want);
+    CHECK_INT_EQ(r.status, status);
+    CHECK_STR_EQ(r.body, want);
+    CHECK(request_id(&r) > 0);
+    hc_free(&r);
+}
+
+#define TOK_ERR(msg, param)                                                                       \
+    "{\"error\":{\"message\":\"" msg "\",\"type\":\"invalid_request_error\",\"param\":" param \
+    ",\"code\":null}}"
+
+/* llama.cpp's shapes on the shipped KJV model (4096-piece SentencePiece).
+ * Every id below is what llama.cpp's llama-tokenize prints for the text on
+ * this file (--no-parse-special where the text spells "<s>"): 1 is <s>,
+ * 4034 "▁", 198/191 the byte tokens <0xC3>/<0xBC> of "ü". */
+static int case_tokenize(void)
+{
+    struct stat st;
+    if (stat(PM_KJV_MODEL, &st) != 0)
+        PM_SKIP("the shipped model " PM_KJV_MODEL " is absent");
+    srv_proc p;
+    const char *extra[] = {"--threads", "1", "--max-body", "4096", NULL};
+    start(&p, PM_KJV_MODEL, extra);
+    const int port = p.port;
+    expect_body(port, "/tokenize", "{\"content\":\"In the beginning God created the heaven and the earth.\"}", 200,
+                "{\"tokens\":[1045,261,2082,392,3228,261,756,270,261,627,4057]}");
+    expect_body(port, "/tokenize",
+                "{\"content\":\"In the beginning God created the heaven and the earth.\",\"add_special\":true}", 200,
+                "{\"tokens\":[1,1045,261,2082,392,3228,261,756,270,261,627,4057]}");
+    expect_body(port, "/tokenize",
+                "{\"content\":\"And God said, Let there be light: and there was light. 42 \\u00fc\","
+                "\"add_special\":false}",
+                200, "{\"tokens\":[300,392,394,4049,955,387,299,1071,4061,270,387,372,1071,4057,4034,55,53,4034,198,191]}");
+    /* Special-token text is plain text here (llama.cpp's server would
+     * parse it): '<' 's' '>' as pieces. */
+    expect_body(port, "/tokenize", "{\"content\":\"<s> x\"}", 200, "{\"tokens\":[4034,63,4041,65,4034,4084]}");
+    expect_body(port, "/tokenize", "{\"content\":\"\"}", 200, "{\"tokens\":[]}");
+    expect_body(port, "/tokenize", "{\"content\":\"\",\"add_special\":true}", 200, "{\"tokens\":[1]}");
+    /* with_pieces: a piece is its text, or its bytes when they are not
+     * valid UTF-8 on their own; <s> decodes to nothing. */
+    expect_body(port, "/tokenize", "{\"content\":\"Let there be light \\u00fc\",\"with_pieces\":true}", 200,
+                "{\"tokens\":[{\"id\":955,\"piece\":\" Let\"},{\"id\":387,\"piece\":\" there\"},"
+                "{\"id\":299,\"piece\":\" be\"},{\"id\":1071,\"piece\":\" light\"},{\"id\":4034,\"piece\":\" \"},"
+                "{\"id\":198,\"piece\":[195]},{\"id\":191,\"piece\":[188]}]}");
+    expect_body(port, "/tokenize", "{\"content\":\"In\",\"with_pieces\":true,\"add_special\":true}", 200,
+                "{\"tokens\":[{\"id\":1,\"piece\":\"\"},{\"id\":1045,\"piece\":\" In\"}]}");
+    /* /detokenize: the pieces' bytes in order; the space SentencePiece
+     * prefixed is dropped after <s>, as in completions. */
+    expect_body(port, "/detokenize", "{\"tokens\":[1045,261,2082]}", 200, "{\"content\":\" In the beginning\"}");
+    expect_body(port, "/detokenize", "{\"tokens\":[1,1045,261,2082,392,3228,261,756,270,261,627,4057]}", 200,
+                "{\"content\":\"In the beginning God created the heaven and the earth.\"}");
+    expect_body(port, "/detokenize", "{\"tokens\":[4034,198,191]}", 200, "{\"content\":\" \xc3\xbc\"}");
+    /* Half a character: U+FFFD, as completions send it. */
+    expect_body(port, "/detokenize", "{\"tokens\":[198]}", 200, "{\"content\":\"\xef\xbf\xbd\"}");
+    expect_body(port, "/detokenize", "{\"tokens\":[]}", 200, "{\"content\":\"\"}");
+    /* Bad bodies: 400 and one line naming the field. */
+    static const struct { const char *path, *body, *want; } bad[] = {
+        {"/tokenize", "{\"content\":5}", TOK_ERR("'content' must be a string", "\"content\"")},
+        {"/tokenize", "{\"add_special\":true}", TOK_ERR("'content' is required", "\"content\"")},
+        {"/tokenize", "{\"content\":\"a\",\"add_special\":1}", TOK_ERR("'add_special' must be a boolean",
+                                                                        "\"add_special\"")},
+        {"/tokenize", "{\"content\":\"a\",\"with_pieces\":\"yes\"}", TOK_ERR("'with_pieces' must be a boolean",
+                                                                              "\"with_pieces\"")},
+        {"/tokenize", "[\"a\"]", TOK_ERR("the body must be a JSON object", "null")},
+        {"/tokenize", "", TOK_ERR("invalid JSON at line 1 column 0: '[' or '{' expected near end of file", "null")},
+        {"/detokenize", "{\"tokens\":[1,4096]}",
+         TOK_ERR("'tokens'[1] = 4096 is outside the vocabulary (0..4095)", "\"tokens\"")},
+        {"/detokenize", "{\"tokens\":[-1]}",
+         TOK_ERR("'tokens'[0] = -1 is outside the vocabulary (0..4095)", "\"tokens\"")},
+        {"/detokenize", "{\"tokens\":[1,2.5]}", TOK_ERR("'tokens'[1] is not an integer", "\"tokens\"")},
+        {"/detokenize", "{\"tokens\":\"1 2\"}", TOK_ERR("'tokens' must be an array of token ids", "\"tokens\"")},
+        {"/detokenize", "{}", TOK_ERR("'tokens' is required", "\"tokens\"")},
+        {"/detokenize", "{\"tokens\":[1],\"tokens\":[2]}",
+         TOK_ERR("invalid JSON at line 1 column 22: duplicate object key near '\\\"tokens\\\"'", "null")},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_body(port, bad[i].path, bad[i].body, 400, bad[i].want);
+    /* GET is 405 with Allow: POST. */
+    hc_resp r;
+    REQUIRE(hc_request(port, "GET", "/detokenize", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 405);
+    char allow[32];
+    CHECK_STR_EQ(hc_header(&r, "Allow", allow, sizeof allow), "POST");
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
 /* ---- start-up -------------------------------------------------------------- */
 
 static int run_server(const char *const *args, pm_child_result *res)
@@ -2062,6 +2159,7 @@ int main(int argc, char **argv)
         {"chat_mistral", case_chat_mistral},
         {"chat_stop_token", case_chat_stop_token},
         {"chat_refuse", case_chat_refuse},
+        {"tokenize", case_tokenize},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(c, cases[i].name))

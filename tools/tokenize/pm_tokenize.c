@@ -8,8 +8,10 @@
  * stdout on one line, separated by spaces (llama-tokenize --ids, without
  * the brackets). BOS is prepended when the vocabulary asks for it
  * (tokenizer.ggml.add_bos_token; SentencePiece's default is on), unless
- * --no-bos. Special-token text such as "<|begin_of_text|>" is tokenized as
- * plain text. Exit status: 0 ok, 1 failure, 2 usage error.
+ * --no-bos (WordPiece: [CLS] first and [SEP] last). Control-token text such
+ * as "<|begin_of_text|>" is tokenized as plain text; user-defined pieces
+ * are matched whole, as llama.cpp does. Exit status: 0 ok, 1 failure, 2
+ * usage error.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -18,6 +18,9 @@ set(LLM_FILES_SOURCES
     ${LLM_FILES_DIR}/tokenizer_encode.c
     ${LLM_FILES_DIR}/tokenizer_special.c
     ${LLM_FILES_DIR}/tokenizer_unicode.c
+    ${LLM_FILES_DIR}/tokenizer_pre.c
+    ${LLM_FILES_DIR}/tokenizer_ucd.c
+    ${LLM_FILES_DIR}/tokenizer_wpm.c
 )
 # quant.c uses libm (fabsf, roundf); link these with the sources.
 set(LLM_FILES_LIBS m)

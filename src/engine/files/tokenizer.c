@@ -207,6 +207,8 @@ void llm_tokenizer_free(llm_tokenizer *t)
     free(t->scores);
     free(t->types);
     free(t->piece_hash);
+    free(t->user_ids);
+    free(t->user_hash);
     free(t->merges);
     free(t->merge_hash);
     free(t);
@@ -224,7 +226,7 @@ static llm_tokenizer *tok_alloc(enum llm_tok_kind kind, uint32_t n, uint64_t tex
     t->len = calloc(n, sizeof *t->len);
     t->scores = calloc(n, sizeof *t->scores);
     t->types = calloc(n, sizeof *t->types);
-    t->bos = t->eos = t->unk = -1;
+    t->bos = t->eos = t->unk = t->sep = -1;
     if (!t->text || !t->off || !t->len || !t->scores || !t->types) {
         llm_tokenizer_free(t);
         return NULL;
@@ -253,7 +255,7 @@ static void derive_types(llm_tokenizer *t)
     for (uint32_t id = 0; id < t->n_vocab; id++) {
         if ((int32_t)id == t->unk)
             t->types[id] = LLM_TOKTYPE_UNKNOWN;
-        else if ((int32_t)id == t->bos || (int32_t)id == t->eos)
+        else if ((int32_t)id == t->bos || (int32_t)id == t->eos || (int32_t)id == t->sep)
             t->types[id] = LLM_TOKTYPE_CONTROL;
         else if (t->kind == LLM_TOK_SPM && byte_piece(piece(t, id), t->len[id]) >= 0)
             t->types[id] = LLM_TOKTYPE_BYTE;
@@ -285,13 +287,82 @@ static void build_byte_table(llm_tokenizer *t)
     }
 }
 
+/* The user-defined pieces, longest first (equal lengths: lower id
+ * first), for cutting them out of text before encoding. */
+typedef struct len_id {
+    uint32_t len;
+    int32_t id;
+} len_id;
+
+static int longer_first(const void *pa, const void *pb)
+{
+    const len_id *a = pa, *b = pb;
+    if (a->len != b->len)
+        return a->len > b->len ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static int build_user_list(llm_tokenizer *t)
+{
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        n += t->types[id] == LLM_TOKTYPE_USER_DEFINED && t->len[id] > 0;
+    if (n == 0)
+        return 0;
+    len_id *tmp = malloc(n * sizeof *tmp);
+    t->user_ids = malloc(n * sizeof *t->user_ids);
+    if (!tmp || !t->user_ids) {
+        free(tmp);
+        return -1;
+    }
+    uint32_t k = 0;
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (t->types[id] == LLM_TOKTYPE_USER_DEFINED && t->len[id] > 0)
+            tmp[k++] = (len_id){t->len[id], (int32_t)id};
+    qsort(tmp, n, sizeof *tmp, longer_first);
+    for (k = 0; k < n; k++)
+        t->user_ids[k] = tmp[k].id;
+    t->n_user = n;
+    free(tmp);
+    t->user_mask = pow2_at_least(2 * (uint64_t)n) - 1;
+    t->user_hash = calloc((size_t)t->user_mask + 1, sizeof *t->user_hash);
+    if (!t->user_hash)
+        return -1;
+    for (k = 0; k < n; k++) {
+        int32_t id = t->user_ids[k];
+        if (pm__tok_user_rank(t, piece(t, (uint32_t)id), t->len[id]) >= 0)
+            continue;
+        uint64_t h = fnv(piece(t, (uint32_t)id), t->len[id]) & t->user_mask;
+        while (t->user_hash[h])
+            h = (h + 1) & t->user_mask;
+        t->user_hash[h] = k + 1;
+        t->user_first[(unsigned char)piece(t, (uint32_t)id)[0]] = 1;
+    }
+    return 0;
+}
+
+int32_t pm__tok_user_rank(const llm_tokenizer *t, const char *s, size_t len)
+{
+    for (uint64_t h = fnv(s, len) & t->user_mask;; h = (h + 1) & t->user_mask) {
+        uint32_t slot = t->user_hash[h];
+        if (slot == 0)
+            return -1;
+        int32_t id = t->user_ids[slot - 1];
+        if (t->len[id] == len && memcmp(piece(t, (uint32_t)id), s, len) == 0)
+            return (int32_t)(slot - 1);
+    }
+}
+
 static int finish(llm_tokenizer *t, int have_types, char *err, size_t errlen)
 {
     if (!have_types)
         derive_types(t);
-    if (build_piece_hash(t))
+    if (build_piece_hash(t) || build_user_list(t))
         return tok_fail(err, errlen, LLM_ENOMEM, "out of memory");
     build_byte_table(t);
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (t->len[id] > t->max_piece)
+            t->max_piece = t->len[id];
     return 0;
 }
 
@@ -307,9 +378,11 @@ static int gguf_kind(const llm_gguf *g, enum llm_tok_kind *kind, char *err, size
         *kind = LLM_TOK_SPM;
     else if (n == 4 && memcmp(s, "gpt2", 4) == 0)
         *kind = LLM_TOK_BPE;
+    else if (n == 4 && memcmp(s, "bert", 4) == 0)
+        *kind = LLM_TOK_WPM;
     else {
         char shown[44];
-        return tok_fail(err, errlen, LLM_EFORMAT, "unsupported tokenizer model '%s' (need llama or gpt2)",
+        return tok_fail(err, errlen, LLM_EFORMAT, "unsupported tokenizer model '%s' (need llama, gpt2 or bert)",
                         llm__show(s, n, 40, shown));
     }
     return 0;
@@ -317,24 +390,53 @@ static int gguf_kind(const llm_gguf *g, enum llm_tok_kind *kind, char *err, size
 
 /* tokenizer.ggml.pre names the split a gpt2 vocabulary was trained with
  * (llama.cpp's converter writes it); the names are llama.cpp's, grouped by
- * the split they mean (tokenizer.h). Absent and "default" mean GPT-2's
- * own. Any other name is refused rather than tokenized with a split the
- * model was not trained on: the ids would look plausible and be silently
- * wrong. ignore_merges is llama.cpp's flag of the Llama 3 names (not of
- * smaug-bpe or dbrx, which share only the regex). */
+ * the split llama.cpp gives them (tokenizer.h). Absent and "default" mean
+ * GPT-2's own (docs/model-files.md says why). Any other name is refused
+ * rather than tokenized with a split the model was not trained on: the ids
+ * would look plausible and be silently wrong. ignore_merges is llama.cpp's
+ * flag of the Llama 3 names (not of smaug-bpe or dbrx, which share only
+ * the regex). */
 static const struct tok_pre_name {
     const char *name;
     enum llm_tok_pre pre;
     int ignore_merges;
 } k_pre_names[] = {
-    {"default", LLM_TOK_PRE_GPT2, 0},        {"gpt2", LLM_TOK_PRE_GPT2, 0},
-    {"gpt-2", LLM_TOK_PRE_GPT2, 0},          {"mpt", LLM_TOK_PRE_GPT2, 0},
-    {"gpt-neox", LLM_TOK_PRE_GPT2, 0},       {"olmo", LLM_TOK_PRE_GPT2, 0},
-    {"phi-2", LLM_TOK_PRE_GPT2, 0},          {"llama-bpe", LLM_TOK_PRE_LLAMA3, 1},
-    {"llama3", LLM_TOK_PRE_LLAMA3, 1},       {"llama-v3", LLM_TOK_PRE_LLAMA3, 1},
-    {"smaug-bpe", LLM_TOK_PRE_LLAMA3, 0},    {"dbrx", LLM_TOK_PRE_LLAMA3, 0},
-    {"qwen2", LLM_TOK_PRE_QWEN2, 0},         {"stablelm2", LLM_TOK_PRE_QWEN2, 0},
-    {"starcoder", LLM_TOK_PRE_STARCODER, 0}, {"refact", LLM_TOK_PRE_STARCODER, 0},
+    {"default", LLM_TOK_PRE_GPT2, 0},
+    {"gpt2", LLM_TOK_PRE_GPT2, 0},
+    {"gpt-2", LLM_TOK_PRE_GPT2, 0},
+    {"mpt", LLM_TOK_PRE_GPT2, 0},
+    {"gpt-neox", LLM_TOK_PRE_GPT2, 0},
+    {"olmo", LLM_TOK_PRE_GPT2, 0},
+    {"phi-2", LLM_TOK_PRE_GPT2, 0},
+    {"jais", LLM_TOK_PRE_GPT2, 0},
+    {"roberta-bpe", LLM_TOK_PRE_GPT2, 0},
+    {"gigachat", LLM_TOK_PRE_GPT2, 0},
+    {"jina-es", LLM_TOK_PRE_GPT2, 0},
+    {"jina-de", LLM_TOK_PRE_GPT2, 0},
+    {"jina-v1-en", LLM_TOK_PRE_GPT2, 0},
+    {"jina-v2-es", LLM_TOK_PRE_GPT2, 0},
+    {"jina-v2-de", LLM_TOK_PRE_GPT2, 0},
+    {"jina-v2-code", LLM_TOK_PRE_GPT2, 0},
+    {"llama-bpe", LLM_TOK_PRE_LLAMA3, 1},
+    {"llama3", LLM_TOK_PRE_LLAMA3, 1},
+    {"llama-v3", LLM_TOK_PRE_LLAMA3, 1},
+    {"falcon3", LLM_TOK_PRE_LLAMA3, 1},
+    {"smaug-bpe", LLM_TOK_PRE_LLAMA3, 0},
+    {"dbrx", LLM_TOK_PRE_LLAMA3, 0},
+    {"qwen2", LLM_TOK_PRE_QWEN2, 0},
+    {"stablelm2", LLM_TOK_PRE_QWEN2, 0},
+    {"deepseek-r1-qwen", LLM_TOK_PRE_QWEN2, 0},
+    {"megrez", LLM_TOK_PRE_QWEN2, 0},
+    {"starcoder", LLM_TOK_PRE_STARCODER, 0},
+    {"refact", LLM_TOK_PRE_STARCODER, 0},
+    {"command-r", LLM_TOK_PRE_STARCODER, 0},
+    {"smollm", LLM_TOK_PRE_STARCODER, 0},
+    {"codeshell", LLM_TOK_PRE_STARCODER, 0},
+    {"exaone", LLM_TOK_PRE_STARCODER, 0},
+    {"minerva-7b", LLM_TOK_PRE_STARCODER, 0},
+    {"falcon", LLM_TOK_PRE_FALCON, 0},
+    {"deepseek-llm", LLM_TOK_PRE_DEEPSEEK_LLM, 0},
+    {"deepseek-coder", LLM_TOK_PRE_DEEPSEEK_CODER, 0},
 };
 
 static int gguf_pre(const llm_gguf *g, llm_tokenizer *t, char *err, size_t errlen)
@@ -358,7 +460,7 @@ static int gguf_pre(const llm_gguf *g, llm_tokenizer *t, char *err, size_t errle
     char shown[44];
     return tok_fail(err, errlen, LLM_EFORMAT,
                     "unsupported tokenizer.ggml.pre '%s' (supported: default, gpt2, llama-bpe, qwen2, "
-                    "starcoder and their aliases; docs/model-files.md)",
+                    "starcoder, falcon, deepseek-llm, deepseek-coder and their aliases; docs/model-files.md)",
                     llm__show(s, n, 40, shown));
 }
 
@@ -504,24 +606,34 @@ int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, s
         r = gguf_pieces(g, kind, &t, err, errlen);
     if (!r)
         r = gguf_per_token(t, g, &have_types, err, errlen);
-    int spm = kind == LLM_TOK_SPM;
+    int spm = kind == LLM_TOK_SPM, wpm = kind == LLM_TOK_WPM;
+    /* Defaults where a key is absent: SentencePiece's <unk> 0, <s> 1,
+     * </s> 2; BERT's [UNK] 100, [CLS] 101, [SEP] 102 (llama.cpp's); gpt2
+     * has none. BERT's BOS is its [CLS] (tokenizer.ggml.cls_token_id). */
+    int32_t cls = -1;
+    if (!r && wpm)
+        r = gguf_special(g, "tokenizer.ggml.cls_token_id", 101, t->n_vocab, &cls, err, errlen);
     if (!r)
-        r = gguf_special(g, "tokenizer.ggml.bos_token_id", spm ? 1 : -1, t->n_vocab, &t->bos, err, errlen);
+        r = gguf_special(g, "tokenizer.ggml.bos_token_id", spm ? 1 : cls, t->n_vocab, &t->bos, err, errlen);
     if (!r)
         r = gguf_special(g, "tokenizer.ggml.eos_token_id", spm ? 2 : -1, t->n_vocab, &t->eos, err, errlen);
     if (!r)
-        r = gguf_special(g, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1, t->n_vocab, &t->unk, err, errlen);
-    /* SentencePiece splits no pre-tokens, so spm ignores the key (llama.cpp
-     * writes "default" there, or nothing). Checked before the pieces are
-     * indexed, so an unsupported split is what a refusal names. */
-    if (!r && !spm)
+        r = gguf_special(g, "tokenizer.ggml.unknown_token_id", spm ? 0 : wpm ? 100 : -1, t->n_vocab, &t->unk, err,
+                         errlen);
+    if (!r && wpm) /* llama.cpp's converter spells the key so */
+        r = gguf_special(g, "tokenizer.ggml.seperator_token_id", 102, t->n_vocab, &t->sep, err, errlen);
+    /* SentencePiece and WordPiece split no pre-tokens by regex, so they
+     * ignore the key (llama.cpp writes "default" there, or a model's
+     * name). Checked before the pieces are indexed, so an unsupported
+     * split is what a refusal names. */
+    if (!r && kind == LLM_TOK_BPE)
         r = gguf_pre(g, t, err, errlen);
     if (!r) {
-        t->add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", spm);
+        t->add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token", spm || wpm);
         t->add_space_prefix = spm && gguf_flag(g, "tokenizer.ggml.add_space_prefix", 1);
         r = finish(t, have_types, err, errlen);
     }
-    if (!r && !spm)
+    if (!r && kind == LLM_TOK_BPE)
         r = gguf_merges(t, g, err, errlen);
     if (r) {
         llm_tokenizer_free(t);
@@ -708,7 +820,7 @@ static size_t decode_piece(const llm_tokenizer *t, uint32_t id, char *buf, size_
         uint32_t cp;
         size_t k = pm__utf8_next(s + i, len - i, &cp);
         int b = -1;
-        if (t->kind == LLM_TOK_SPM && cp == 0x2581)
+        if (t->kind != LLM_TOK_BPE && cp == 0x2581)
             b = ' ';
         else if (t->kind == LLM_TOK_BPE && t->types[id] != LLM_TOKTYPE_USER_DEFINED && cp != 0xffffffffu)
             b = pm__gpt2_cp_to_byte(cp);

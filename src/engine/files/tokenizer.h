@@ -1,6 +1,6 @@
 /* tokenizer.h — text <-> token ids for llama-family models.
  *
- * Two models, chosen by the GGUF key tokenizer.ggml.model:
+ * Three models, chosen by the GGUF key tokenizer.ggml.model:
  *
  *  "llama" (SentencePiece BPE, also llama2.c's tokenizer.bin): pieces with
  *  scores; a space is the piece character U+2581 "▁"; with add_space_prefix
@@ -12,26 +12,45 @@
  *  merges — SentencePiece's BPE encoding.
  *
  *  "gpt2" (byte-level BPE): the text is pre-split by the rules that
- *  tokenizer.ggml.pre names (llm_tok_pre in tokenizer_impl.h has the
- *  accepted names of each) — GPT-2's regex
+ *  tokenizer.ggml.pre names (k_pre_names in tokenizer.c has every
+ *  accepted name; llama.cpp's names) — GPT-2's regex
  *    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *  (absent, "default", "gpt2", "gpt-2", "mpt", "gpt-neox", "olmo",
- *  "phi-2"); Llama 3's
+ *  "phi-2", ...); Llama 3's
  *    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *     ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
- *  ("llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx"); Qwen2's, the
- *  same with \p{N} in place of \p{N}{1,3} ("qwen2", "stablelm2"); and
- *  StarCoder's, every number character a pre-token of its own and GPT-2's
- *  regex over the text between them ("starcoder", "refact"). All are
- *  implemented by hand as a backtracking engine would match them (letters
- *  and numbers by Unicode 14 general category, whitespace by White_Space,
- *  an invalid UTF-8 byte as punctuation). Each chunk's bytes are mapped to
- *  GPT-2's printable byte alphabet and merges are applied by rank (lowest
- *  first; ties leftmost) until none applies — except that under
- *  "llama-bpe", "llama3" and "llama-v3" (llama.cpp's ignore_merges) a
- *  chunk that is itself a piece is emitted whole. A byte whose character
- *  the vocabulary lacks is dropped from the output, as llama.cpp does. Any
+ *  ("llama-bpe", "llama3", "llama-v3", "falcon3", "smaug-bpe", "dbrx");
+ *  Qwen2's, the same with \p{N} in place of \p{N}{1,3} ("qwen2",
+ *  "stablelm2", ...); StarCoder's, every number character a pre-token of
+ *  its own and GPT-2's regex over the text between them ("starcoder",
+ *  "refact", "command-r", ...); and three
+ *  that apply several regexes in turn, each to every fragment the earlier
+ *  ones left, matches and the text between them both becoming fragments
+ *  (tokenizer_pre.c holds them as tables): "falcon", "deepseek-llm",
+ *  "deepseek-coder". All are implemented by hand as a backtracking engine
+ *  would match them (letters, numbers and punctuation by Unicode 14
+ *  general category, whitespace by White_Space, an invalid UTF-8 byte as
+ *  a character of no class). Each chunk's bytes are mapped to GPT-2's
+ *  printable byte alphabet and merges are applied by rank (lowest first;
+ *  ties leftmost) until none applies — except that under "llama-bpe",
+ *  "llama3", "llama-v3" and "falcon3" (llama.cpp's ignore_merges) a chunk that is
+ *  itself a piece is emitted whole. A byte whose character the
+ *  vocabulary lacks is dropped from the output, as llama.cpp does. Any
  *  other tokenizer.ggml.pre is refused at creation.
+ *
+ *  "bert" (WordPiece, tokenizer_wpm.c): characters reduced to the first
+ *  character of their NFD form and lowercased, split into words at
+ *  whitespace and around punctuation, ASCII symbols and CJK ideographs;
+ *  each word matched greedily, longest piece first, as "▁" + word (a
+ *  GGUF WordPiece vocabulary marks word-initial pieces with "▁"); a word
+ *  with an unmatched position is [UNK]. add_bos puts [CLS] before and
+ *  [SEP] after.
+ *
+ * User-defined pieces (token type 4, e.g. MPT's runs of spaces) are cut
+ * out of the text before any of this, longest first, each at its leftmost
+ * non-overlapping places; the stretches between them are encoded on their
+ * own (a SentencePiece stretch after such a piece gets the space prefix
+ * again), as llama.cpp does.
  *
  * Only normal and user-defined pieces take part in matching and merging:
  * control, unknown, unused and byte tokens are never produced from text
@@ -62,7 +81,7 @@ extern "C" {
  * buffer too small; the count needed is returned too), LLM_EIO
  * (tokenizer.bin could not be read). */
 
-enum llm_tok_kind { LLM_TOK_SPM = 1, LLM_TOK_BPE = 2 };
+enum llm_tok_kind { LLM_TOK_SPM = 1, LLM_TOK_BPE = 2, LLM_TOK_WPM = 3 };
 
 /* SentencePiece / GGUF token types (tokenizer.ggml.token_type). */
 enum llm_tok_type {
@@ -77,10 +96,11 @@ enum llm_tok_type {
 typedef struct llm_tokenizer llm_tokenizer;
 
 /* Builds a tokenizer from the tokenizer.ggml.* metadata of an open GGUF:
- * model ("llama" or "gpt2"), tokens, scores (llama; optional, default 0),
- * token_type (optional; derived from the piece text when absent), merges
- * (gpt2), pre (gpt2; see above), bos/eos/unknown_token_id, add_bos_token,
- * add_space_prefix. 0 and *out, or negative, *out = NULL and one line
+ * model ("llama", "gpt2" or "bert"), tokens, scores (llama; optional,
+ * default 0), token_type (optional; derived from the piece text when
+ * absent), merges (gpt2), pre (gpt2; see above), bos/eos/unknown_token_id,
+ * cls_token_id and seperator_token_id (bert; llama.cpp's spelling),
+ * add_bos_token, add_space_prefix. 0 and *out, or negative, *out = NULL and one line
  * ("tokenizer: ...") in err; an unsupported tokenizer.ggml.pre is
  * LLM_EFORMAT. The GGUF handle may be closed afterwards. */
 int llm_tokenizer_from_gguf(const llm_gguf *g, llm_tokenizer **out, char *err, size_t errlen);

@@ -127,26 +127,16 @@ static void merge_all(work *w)
     }
 }
 
-/* Output accumulator: ids are written while they fit and always counted. */
-typedef struct sink {
-    int32_t *out;
-    size_t cap, n;
-} sink;
-
-static void emit(sink *k, int32_t id)
-{
-    if (k->n < k->cap)
-        k->out[k->n] = id;
-    k->n++;
-}
+typedef pm__tok_sink sink;
+#define emit pm__tok_emit
 
 /* ---- SentencePiece ("llama") ------------------------------------------ */
 
 /* The working string: optional leading "▁", every ' ' as "▁". */
-static size_t spm_normalize(const llm_tokenizer *t, const char *text, size_t len, char *dst)
+static size_t spm_normalize(int prefix, const char *text, size_t len, char *dst)
 {
     size_t n = 0;
-    if (t->add_space_prefix) {
+    if (prefix) {
         memcpy(dst, "\xe2\x96\x81", 3);
         n = 3;
     }
@@ -212,7 +202,7 @@ static size_t count_chars(const char *s, size_t n)
     return chars;
 }
 
-static int spm_encode(const llm_tokenizer *t, const char *text, size_t len, sink *k)
+static int spm_encode(const llm_tokenizer *t, const char *text, size_t len, int prefix, sink *k)
 {
     if (len == 0)
         return 0;
@@ -221,7 +211,7 @@ static int spm_encode(const llm_tokenizer *t, const char *text, size_t len, sink
     char *s = malloc(3 * len + 3); /* every byte a space, plus the prefix */
     if (!s)
         return LLM_ENOMEM;
-    size_t n = spm_normalize(t, text, len, s);
+    size_t n = spm_normalize(prefix, text, len, s);
     size_t chars = count_chars(s, n);
     /* The heap holds at most the first pairs (chars - 1) plus one net new
      * pair per merge (a merge pops one and pushes up to two). */
@@ -247,19 +237,11 @@ static int spm_encode(const llm_tokenizer *t, const char *text, size_t len, sink
 /* Character classes of GPT-2's pre-tokenizer regex. */
 enum { C_SPACE, C_LETTER, C_NUMBER, C_OTHER };
 
-/* Unicode White_Space. */
-static int is_space(uint32_t cp)
-{
-    return (cp >= 0x09 && cp <= 0x0d) || cp == 0x20 || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
-           (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f ||
-           cp == 0x3000;
-}
-
 static int char_class(uint32_t cp)
 {
     if (cp == 0xffffffffu)
         return C_OTHER; /* an invalid byte */
-    if (is_space(cp))
+    if (pm__unicode_is_space(cp))
         return C_SPACE;
     if (pm__unicode_is_letter(cp))
         return C_LETTER;
@@ -432,7 +414,7 @@ size_t pm__tok_pretoken(enum llm_tok_pre pre, const unsigned char *s, size_t n, 
         return llama3_chunk(s, n, i, 1);
     case LLM_TOK_PRE_STARCODER:
         return starcoder_chunk(s, n, i);
-    case LLM_TOK_PRE_GPT2:
+    default: /* GPT-2's; the multi-regex splits call it for their GPT-2 step */
         break;
     }
     return gpt2_chunk(s, n, i);
@@ -481,22 +463,153 @@ static int bpe_encode(const llm_tokenizer *t, const char *text, size_t len, sink
     char *mapped = malloc(2 * len);
     sym *syms = malloc(len * sizeof *syms);
     cand *heap = malloc(2 * len * sizeof *heap);
+    unsigned char *cut = malloc(len + 1);
     int r = 0;
-    if (!mapped || !syms || !heap) {
+    if (!mapped || !syms || !heap || !cut) {
         r = LLM_ENOMEM;
         goto out;
     }
     work w = {t, mapped, syms, 0, heap, 0, 2 * len};
     const unsigned char *s = (const unsigned char *)text;
+    pm__tok_split(t->pre, s, len, cut);
     for (size_t i = 0; i < len;) {
-        size_t c = pm__tok_pretoken(t->pre, s, len, i);
+        size_t c = 1;
+        while (!cut[i + c])
+            c++;
         bpe_word(t, s + i, c, &w, mapped, k);
         i += c;
     }
 out:
+    free(cut);
     free(mapped);
     free(syms);
     free(heap);
+    return r;
+}
+
+/* One stretch of text with no user-defined piece in it. prefix: the
+ * stretch starts the text or follows such a piece, where SentencePiece
+ * puts its space prefix (llama.cpp's rule). */
+static int encode_stretch(const llm_tokenizer *t, const char *text, size_t len, int prefix, sink *k)
+{
+    switch (t->kind) {
+    case LLM_TOK_SPM:
+        return spm_encode(t, text, len, prefix && t->add_space_prefix, k);
+    case LLM_TOK_WPM:
+        return pm__wpm_encode(t, text, len, k);
+    case LLM_TOK_BPE:
+        break;
+    }
+    return bpe_encode(t, text, len, k);
+}
+
+/* User-defined pieces are found in the raw text before anything else
+ * (llama.cpp's order, after Hugging Face's added tokens): longest piece
+ * first (equal lengths: lower id first), each at its leftmost
+ * non-overlapping places in the text that no earlier piece took; the
+ * stretches between are encoded on their own. mark[i] is the id of the
+ * piece starting at byte i, MARK_TEXT for text, MARK_INSIDE for a byte
+ * inside a piece.
+ *
+ * Rather than searching the text once per piece (MPT has 178 of them,
+ * DeepSeek LLM 2398), each run of pieces of one length L is done in one
+ * pass: every window of L bytes that is still text is looked up in the
+ * pieces' hash, and the hits are taken piece by piece (a counting sort by
+ * rank keeps each piece's hits left to right). Every piece taken so far is
+ * at least L long, so a window is still all text exactly when its first
+ * and last bytes are. */
+#define MARK_TEXT (-1)
+#define MARK_INSIDE (-2)
+
+typedef struct cut_work {
+    uint32_t *pos, *rank, *sorted; /* [len] hits of one length */
+    uint32_t *count;               /* [n_user + 1] */
+} cut_work;
+
+static int window_free(const int32_t *mark, size_t i, size_t l)
+{
+    return mark[i] == MARK_TEXT && mark[i + l - 1] == MARK_TEXT;
+}
+
+/* Pieces of ranks [r0, r1), all l bytes long. */
+static void mark_group(const llm_tokenizer *t, uint32_t r0, uint32_t r1, const char *text, size_t len,
+                       int32_t *mark, cut_work *cw)
+{
+    size_t l = t->len[t->user_ids[r0]], n = 0;
+    for (size_t i = 0; i + l <= len; i++) {
+        if (!t->user_first[(unsigned char)text[i]] || !window_free(mark, i, l))
+            continue;
+        int32_t r = pm__tok_user_rank(t, text + i, l);
+        if (r < 0)
+            continue;
+        cw->pos[n] = (uint32_t)i;
+        cw->rank[n++] = (uint32_t)r - r0; /* same bytes, so same length: inside the group */
+    }
+    uint32_t groups = r1 - r0;
+    memset(cw->count, 0, (groups + 1) * sizeof *cw->count);
+    for (size_t k = 0; k < n; k++)
+        cw->count[cw->rank[k] + 1]++;
+    for (uint32_t g = 0; g < groups; g++)
+        cw->count[g + 1] += cw->count[g];
+    for (size_t k = 0; k < n; k++) /* stable: positions stay ascending per rank */
+        cw->sorted[cw->count[cw->rank[k]]++] = cw->pos[k];
+    size_t k = 0;
+    for (uint32_t g = 0; g < groups; g++) {
+        int32_t id = t->user_ids[r0 + g];
+        size_t end = 0; /* where this piece's last take ends */
+        for (; k < cw->count[g]; k++) {
+            size_t i = cw->sorted[k];
+            if (i < end || !window_free(mark, i, l))
+                continue;
+            mark[i] = id;
+            for (size_t j = 1; j < l; j++)
+                mark[i + j] = MARK_INSIDE;
+            end = i + l;
+        }
+    }
+}
+
+static int encode_parts(const llm_tokenizer *t, const char *text, size_t len, sink *k)
+{
+    if (len > UINT32_MAX)
+        return LLM_EINVAL;
+    int32_t *mark = malloc(len * sizeof *mark);
+    cut_work cw = {malloc(len * sizeof *cw.pos), malloc(len * sizeof *cw.rank), malloc(len * sizeof *cw.sorted),
+                   malloc((t->n_user + 1) * sizeof *cw.count)};
+    int r = 0, prefix = 1;
+    if (!mark || !cw.pos || !cw.rank || !cw.sorted || !cw.count) {
+        r = LLM_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < len; i++)
+        mark[i] = MARK_TEXT;
+    for (uint32_t r0 = 0; r0 < t->n_user;) {
+        uint32_t r1 = r0 + 1;
+        while (r1 < t->n_user && t->len[t->user_ids[r1]] == t->len[t->user_ids[r0]])
+            r1++;
+        mark_group(t, r0, r1, text, len, mark, &cw);
+        r0 = r1;
+    }
+    for (size_t i = 0; i < len && !r;) {
+        if (mark[i] >= 0) {
+            emit(k, mark[i]);
+            i += t->len[mark[i]];
+            prefix = 1;
+            continue;
+        }
+        size_t j = i;
+        while (j < len && mark[j] == MARK_TEXT)
+            j++;
+        r = encode_stretch(t, text + i, j - i, prefix, k);
+        prefix = 0;
+        i = j;
+    }
+out:
+    free(mark);
+    free(cw.pos);
+    free(cw.rank);
+    free(cw.sorted);
+    free(cw.count);
     return r;
 }
 
@@ -508,7 +621,11 @@ int llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, int add_b
         return LLM_EINVAL;
     if (add_bos && t->bos >= 0)
         emit(&k, t->bos);
-    int r = t->kind == LLM_TOK_SPM ? spm_encode(t, text, len, &k) : bpe_encode(t, text, len, &k);
+    int r = 0;
+    if (len > 0)
+        r = t->n_user ? encode_parts(t, text, len, &k) : encode_stretch(t, text, len, 1, &k);
+    if (add_bos && t->kind == LLM_TOK_WPM && t->sep >= 0)
+        emit(&k, t->sep);
     *n_out = k.n;
     if (r)
         return r;

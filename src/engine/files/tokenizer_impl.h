@@ -16,10 +16,13 @@
  * into pre-tokens before the merges (see tokenizer.h for each). Zero is
  * GPT-2's own, so a calloc'ed tokenizer starts with it. */
 enum llm_tok_pre {
-    LLM_TOK_PRE_GPT2 = 0,      /* absent, "default", "gpt2", "gpt-2", "mpt", "gpt-neox", "olmo", "phi-2" */
-    LLM_TOK_PRE_LLAMA3 = 1,    /* "llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx" */
-    LLM_TOK_PRE_QWEN2 = 2,     /* "qwen2", "stablelm2": Llama 3's with single digits */
-    LLM_TOK_PRE_STARCODER = 3  /* "starcoder", "refact": digits alone, then GPT-2's */
+    LLM_TOK_PRE_GPT2 = 0,      /* absent, "default", "gpt2", "gpt-2", "mpt", "gpt-neox", "olmo", "phi-2", ... */
+    LLM_TOK_PRE_LLAMA3 = 1,    /* "llama-bpe", "llama3", "llama-v3", "falcon3", "smaug-bpe", "dbrx" */
+    LLM_TOK_PRE_QWEN2 = 2,     /* "qwen2", "stablelm2", ...: Llama 3's with single digits */
+    LLM_TOK_PRE_STARCODER = 3, /* "starcoder", "refact", "command-r", ...: digits alone, then GPT-2's */
+    LLM_TOK_PRE_FALCON = 4,    /* "falcon": punctuation runs, GPT-2's, three digits */
+    LLM_TOK_PRE_DEEPSEEK_LLM = 5,   /* "deepseek-llm" */
+    LLM_TOK_PRE_DEEPSEEK_CODER = 6  /* "deepseek-coder" */
 };
 
 typedef struct llm_tok_merge {
@@ -44,11 +47,38 @@ struct llm_tokenizer {
     int32_t byte_tok[256]; /* spm: id of <0xXX>; gpt2: id of byte b's mapped char; -1 absent */
     uint32_t *piece_hash;  /* slot -> id + 1, 0 = empty */
     uint64_t piece_mask;
+    int32_t sep;           /* wpm: appended after the text with add_bos; -1 absent */
+    uint32_t max_piece;    /* wpm: the longest piece, in bytes */
+    int32_t *user_ids;     /* user-defined pieces, longest first (their rank): cut out of text first */
+    uint32_t n_user;
+    uint32_t *user_hash;   /* piece bytes -> rank + 1, 0 = empty */
+    uint64_t user_mask;
+    unsigned char user_first[256]; /* 1 for a byte that begins a user-defined piece */
     llm_tok_merge *merges; /* gpt2: resolved merges */
     uint32_t n_merges;
     uint32_t *merge_hash;  /* slot -> merge index + 1 */
     uint64_t merge_mask;
 };
+
+/* Output accumulator: ids are written while they fit and always counted. */
+typedef struct pm__tok_sink {
+    int32_t *out;
+    size_t cap, n;
+} pm__tok_sink;
+
+static inline void pm__tok_emit(pm__tok_sink *k, int32_t id)
+{
+    if (k->n < k->cap)
+        k->out[k->n] = id;
+    k->n++;
+}
+
+/* WordPiece over len bytes of text (tokenizer_wpm.c): 0 or LLM_ENOMEM. */
+int pm__wpm_encode(const llm_tokenizer *t, const char *text, size_t len, pm__tok_sink *k);
+
+/* Rank (index into user_ids) of the user-defined piece with these bytes,
+ * or -1; of two with the same bytes, the lower rank. */
+int32_t pm__tok_user_rank(const llm_tokenizer *t, const char *s, size_t len);
 
 /* Id of the matchable piece with these bytes, or -1. */
 int32_t pm__tok_lookup(const llm_tokenizer *t, const char *s, size_t len);
@@ -61,6 +91,12 @@ const llm_tok_merge *pm__tok_merge(const llm_tokenizer *t, int32_t left, int32_t
  * splits the whole text. Exposed for the tests, which check chunk
  * boundaries directly. */
 size_t pm__tok_pretoken(enum llm_tok_pre pre, const unsigned char *s, size_t n, size_t i);
+
+/* Splits all n bytes of s under `pre` (tokenizer_pre.c): sets cut[i] = 1
+ * where a pre-token begins, and cut[n] = 1; cut has n + 1 bytes. The
+ * single-regex splits come from pm__tok_pretoken; falcon's and deepseek's
+ * apply their regexes in turn. */
+void pm__tok_split(enum llm_tok_pre pre, const unsigned char *s, size_t n, unsigned char *cut);
 
 /* GPT-2's byte <-> printable character mapping: the codepoint standing for
  * byte b, and the byte a codepoint stands for (-1 when none). */
@@ -75,6 +111,17 @@ size_t pm__utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 /* Unicode general category tests (tokenizer_unicode.c): \p{L}, \p{N}. */
 int pm__unicode_is_letter(uint32_t cp);
 int pm__unicode_is_number(uint32_t cp);
+
+/* tokenizer_ucd.c: \p{P}; \p{C} without unassigned codepoints (Cc Cf
+ * Co Cs); the simple lowercase mapping; the first character of a
+ * codepoint's NFD decomposition (itself when it has none). */
+int pm__unicode_is_punct(uint32_t cp);
+int pm__unicode_is_control(uint32_t cp);
+uint32_t pm__unicode_lower(uint32_t cp);
+uint32_t pm__unicode_nfd_first(uint32_t cp);
+
+/* Unicode White_Space (tokenizer_pre.c). */
+int pm__unicode_is_space(uint32_t cp);
 
 /* Encodes cp as UTF-8 into out (4 bytes room); returns the length. */
 size_t pm__utf8_put(uint32_t cp, unsigned char *out);

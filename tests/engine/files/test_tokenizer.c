@@ -439,12 +439,20 @@ static void case_unicode_classes(void)
 static void expect_chunks(enum llm_tok_pre pre, const char *text, size_t len, const char *const *want)
 {
     const unsigned char *u = (const unsigned char *)text;
+    unsigned char cut[256];
+    REQUIRE(len < sizeof cut);
+    memset(cut, 0xee, sizeof cut);
+    pm__tok_split(pre, u, len, cut);
+    CHECK_INT_EQ(cut[0], 1);
+    CHECK_INT_EQ(cut[len], 1);
     size_t i = 0, k = 0;
     for (; i < len; k++) {
-        size_t c = pm__tok_pretoken(pre, u, len, i);
-        if (c == 0 || c > len - i) {
-            fprintf(stderr, "text '%.*s': chunk %zu has length %zu\n", (int)len, text, k, c);
-            CHECK(c > 0 && c <= len - i);
+        size_t c = 1;
+        while (cut[i + c] == 0)
+            c++;
+        if (cut[i + c] != 1) {
+            fprintf(stderr, "text '%.*s': cut map holds %u\n", (int)len, text, cut[i + c]);
+            CHECK(!"cut map value");
             return;
         }
         if (!want[k] || strlen(want[k]) != c || memcmp(want[k], text + i, c) != 0) {
@@ -704,13 +712,15 @@ static void spm_pre_extra(llm_gguf_writer *w)
 
 /* A gpt2 vocabulary with a pre-tokenizer we do not implement is refused
  * (names are exact: case matters); SentencePiece ignores the key. */
-#define PRE_SUPPORTED "(supported: default, gpt2, llama-bpe, qwen2, starcoder and their aliases; docs/model-files.md)"
+#define PRE_SUPPORTED                                                                                   \
+    "(supported: default, gpt2, llama-bpe, qwen2, starcoder, falcon, deepseek-llm, deepseek-coder and " \
+    "their aliases; docs/model-files.md)"
 static void case_bpe_pre_refused(void)
 {
     char err[256];
-    CHECK(pre_load("deepseek-coder", err, sizeof err) == NULL);
+    CHECK(pre_load("deepseek-v3", err, sizeof err) == NULL);
     CHECK_INT_EQ(g_load_rc, LLM_EFORMAT);
-    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'deepseek-coder' " PRE_SUPPORTED);
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'deepseek-v3' " PRE_SUPPORTED);
     CHECK(pre_load("LLAMA-BPE", err, sizeof err) == NULL);
     CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer.ggml.pre 'LLAMA-BPE' " PRE_SUPPORTED);
     CHECK(pre_load("", err, sizeof err) == NULL);
@@ -787,6 +797,24 @@ static void case_bpe_pre_more(void)
         {"phi-2", {PRE_GPT2_IDS}, 15},
         {"llama-v3", {PRE_LLAMA3_IDS}, 12},
         {"dbrx", {PRE_LLAMA3_IDS}, 12},
+        /* llama.cpp's other names for the same splits. */
+        {"falcon3", {PRE_LLAMA3_IDS}, 12},
+        {"deepseek-r1-qwen", {68, 79, 78, 266, 32, 49, 50, 51, 52, 53, 265, 116, 257, 268}, 14},
+        {"megrez", {68, 79, 78, 266, 32, 49, 50, 51, 52, 53, 265, 116, 257, 268}, 14},
+        {"command-r", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"smollm", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"codeshell", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"exaone", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"minerva-7b", {68, 79, 78, 39, 84, 32, 49, 50, 51, 52, 53, 10, 10, 116, 257, 33, 10}, 17},
+        {"jais", {PRE_GPT2_IDS}, 15},
+        {"roberta-bpe", {PRE_GPT2_IDS}, 15},
+        {"gigachat", {PRE_GPT2_IDS}, 15},
+        {"jina-es", {PRE_GPT2_IDS}, 15},
+        {"jina-de", {PRE_GPT2_IDS}, 15},
+        {"jina-v1-en", {PRE_GPT2_IDS}, 15},
+        {"jina-v2-es", {PRE_GPT2_IDS}, 15},
+        {"jina-v2-de", {PRE_GPT2_IDS}, 15},
+        {"jina-v2-code", {PRE_GPT2_IDS}, 15},
     };
     char err[256];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -800,16 +828,16 @@ static void case_bpe_pre_more(void)
     }
 }
 
-/* ignore_merges (llama-bpe, llama3, llama-v3): the pre-token "xyz" is
+/* ignore_merges (llama-bpe, llama3, llama-v3, falcon3): the pre-token "xyz" is
  * piece 269 though no merge builds it; under smaug-bpe and dbrx (the same
  * regex, without the flag) it stays x y z (120 121 122). A pre-token that
  * is no piece still merges: " the" -> Ġthe (258) either way. */
 static void case_bpe_ignore_merges(void)
 {
-    static const char *const on[] = {"llama-bpe", "llama3", "llama-v3"};
-    static const char *const off[] = {"smaug-bpe", "dbrx", "qwen2"};
+    static const char *const on[] = {"llama-bpe", "llama3", "llama-v3", "falcon3"};
+    static const char *const off[] = {"smaug-bpe", "dbrx", "qwen2", "deepseek-r1-qwen"};
     char err[256];
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         llm_tokenizer *t = pre_load(on[i], err, sizeof err);
         REQUIRE(t != NULL);
         EXPECT(t, "xyz the", 0, 269, 258);
@@ -866,6 +894,296 @@ static void case_bpe_vocab_limits(void)
     g_long[4097] = '\0';
     CHECK(load(&v, "gpt2", NULL, 0, NULL, err, sizeof err) == NULL);
     CHECK_STR_EQ(err, "tokenizer: token 265 is 4097 bytes long (max 4096)");
+}
+
+/* ---- falcon, deepseek-llm, deepseek-coder: regexes in turn ------------- */
+
+#define FA LLM_TOK_PRE_FALCON
+#define DL LLM_TOK_PRE_DEEPSEEK_LLM
+#define DC LLM_TOK_PRE_DEEPSEEK_CODER
+
+/* Falcon: [\p{P}\$\+<=>\^~\|`]+ cuts punctuation runs out first, so no
+ * contraction survives ("'" alone); GPT-2's regex splits each stretch
+ * left (its end is a text end there); then [0-9][0-9][0-9] cuts
+ * three-digit groups out of every chunk, leftmost first. */
+static void case_falcon_chunks(void)
+{
+    CHUNKS(FA, "Hello, world!", "Hello", ",", " world", "!");
+    CHUNKS(FA, "don't", "don", "'", "t");
+    CHUNKS(FA, "x 12345 y", "x", " ", "123", "45", " y");
+    CHUNKS(FA, "1234567", "123", "456", "7");
+    CHUNKS(FA, "a+=b", "a", "+=", "b");
+    CHUNKS(FA, "$$5", "$$", "5");
+    CHUNKS(FA, "x`y~", "x", "`", "y", "~");
+    CHUNKS(FA, "a  b", "a", " ", " b");
+    CHUNKS(FA, "hi  ", "hi", "  ");
+    /* U+00AB/U+00BB are \p{P} (Pi, Pf); U+00BD ½ is a number (No) and
+     * takes GPT-2's ' ?\p{N}+'. */
+    CHUNKS(FA, "\xc2\xabx\xc2\xbb", "\xc2\xab", "x", "\xc2\xbb");
+    CHUNKS(FA, "4 \xc2\xbd", "4", " \xc2\xbd");
+    /* "-" is \p{P}, so the first step has cut " " and "- " apart. */
+    CHUNKS(FA, "a - b", "a", " ", "-", " b");
+}
+
+/* DeepSeek LLM: [\r\n]; \s?<cased letters>+; \s?[!-/:-~ and fullwidth
+ * and CJK punctuation]+; \s+$; CJK runs; \p{N}+. */
+static void case_deepseek_llm_chunks(void)
+{
+    CHUNKS(DL, "Hello, world!\n", "Hello", ",", " world", "!", "\n");
+    CHUNKS(DL, "a  1234 b", "a", "  ", "1234", " b");
+    CHUNKS(DL, "  \n\nx", "  ", "\n", "\n", "x");
+    CHUNKS(DL, "x123456", "x", "123456");
+    /* The letter class is cased letters only: Greek is in it; CJK and
+     * Hangul are not (their own step); U+05D0 HEBREW ALEF is in no class
+     * (below the CJK step's U+0800), so it is what the steps leave. */
+    CHUNKS(DL, "\xce\xb1\xce\xb2 \xce\xb4", "\xce\xb1\xce\xb2", " \xce\xb4");
+    CHUNKS(DL, "\xe6\x97\xa5\xe6\x9c\xac" "abc", "\xe6\x97\xa5\xe6\x9c\xac", "abc");
+    CHUNKS(DL, " \xe6\x97\xa5", " ", "\xe6\x97\xa5");
+    CHUNKS(DL, "\xed\x95\x9c\xea\xb5\xad!", "\xed\x95\x9c\xea\xb5\xad", "!"); /* Hangul */
+    CHUNKS(DL, "x\xd7\x90y", "x", "\xd7\x90", "y");
+    /* Fullwidth comma U+FF0C is in the punctuation class. */
+    CHUNKS(DL, "a\xef\xbc\x8c" "b", "a", "\xef\xbc\x8c", "b");
+    /* U+3000 is whitespace to the regex, so it is the \s? of " b" and in
+     * no literal range. */
+    CHUNKS(DL, "a\xe3\x80\x80" "b", "a", "\xe3\x80\x80" "b");
+    /* \s+$: the whitespace ending a fragment that no later step splits
+     * (U+00A9 is in no class). */
+    CHUNKS(DL, "\xc2\xa9  ", "\xc2\xa9", "  ");
+    CHUNKS(DL, "\xc2\xa9  x", "\xc2\xa9", " ", " x");
+    /* ':'..'~' covers the ASCII letters, but the letters are cut first. */
+    CHUNKS(DL, "x:y", "x", ":", "y");
+}
+
+/* DeepSeek Coder: [\r\n]; \s?\p{L}+; \s?\p{P}+ (not symbols such as
+ * '=' or '$'); CJK runs; each \p{N} alone. */
+static void case_deepseek_coder_chunks(void)
+{
+    CHUNKS(DC, "Hello, world!", "Hello", ",", " world", "!");
+    CHUNKS(DC, "x = 42;", "x", " = ", "4", "2", ";");
+    CHUNKS(DC, "a $b", "a", " $", "b");
+    CHUNKS(DC, "  ...x", " ", " ...", "x");
+    CHUNKS(DC, "\r\n", "\r", "\n");
+    CHUNKS(DC, "12ab", "1", "2", "ab");
+    /* CJK ideographs are \p{L}, so the letter step takes them first. */
+    CHUNKS(DC, "\xe6\x97\xa5\xe6\x9c\xac abc", "\xe6\x97\xa5\xe6\x9c\xac", " abc");
+    CHUNKS(DC, "x\xe2\x80\x94y", "x", "\xe2\x80\x94", "y"); /* U+2014 EM DASH, Pd */
+    CHUNKS(DC, "\xc2\xbd" "3", "\xc2\xbd", "3");
+}
+
+/* The gpt2 test vocabulary plus 265 't, 266 Ġ1, 267 123, 268 Ġa, 269 ab,
+ * 270 Ġab, 271 34, with the merges (rank order)
+ *   0 Ġ t, 1 h e, 2 Ġt he, 3 l l, 4 ll o, 5 he ll, 6 Ġ Ġ, 7 1 2, 8 3 4,
+ *   9 ' t, 10 Ġ 1, 11 12 3, 12 Ġ a, 13 a b, 14 Ġa b. */
+static const char *g_split_pre;
+
+static void split_extra(llm_gguf_writer *w)
+{
+    vocab v;
+    bpe_vocab(&v);
+    for (int i = 0; i < 7; i++)
+        add(&v, "x", 0, LLM_TOKTYPE_NORMAL);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+    llm_gguf_writer_set_str(w, "tokenizer.ggml.pre", g_split_pre, strlen(g_split_pre));
+}
+
+static llm_tokenizer *split_load(const char *pre)
+{
+    static const char *const merges[] = {
+        "\xc4\xa0 t", "h e", "\xc4\xa0t he", "l l", "ll o", "he ll", "\xc4\xa0 \xc4\xa0", "1 2",
+        "3 4", "' t", "\xc4\xa0 1", "12 3", "\xc4\xa0 a", "a b", "\xc4\xa0" "a b",
+    };
+    vocab v;
+    char err[256];
+    bpe_vocab(&v);
+    add(&v, "'t", 0, LLM_TOKTYPE_NORMAL);
+    add(&v, "\xc4\xa0" "1", 0, LLM_TOKTYPE_NORMAL);
+    add(&v, "123", 0, LLM_TOKTYPE_NORMAL);
+    add(&v, "\xc4\xa0" "a", 0, LLM_TOKTYPE_NORMAL);
+    add(&v, "ab", 0, LLM_TOKTYPE_NORMAL);
+    add(&v, "\xc4\xa0" "ab", 0, LLM_TOKTYPE_NORMAL);
+    add(&v, "34", 0, LLM_TOKTYPE_NORMAL);
+    g_split_pre = pre;
+    llm_tokenizer *t = load(&v, "gpt2", merges, sizeof merges / sizeof merges[0], split_extra, err, sizeof err);
+    if (!t)
+        fprintf(stderr, "%s: %s\n", pre, err);
+    REQUIRE(t != NULL);
+    return t;
+}
+
+/* "don't 1234 ab" end to end under each split.
+ * gpt2: "don" "'t" " 1234" " ab": d o n (100 111 110); ' t -> 't (265);
+ *   Ġ 1 2 3 4: "1 2" (7) first, then "3 4" (8) beats "12 3" (11): Ġ 12 34
+ *   (32 264 271); Ġ a b: "Ġ a" (12), "Ġa b" (14): 270.
+ * falcon: "don" "'" "t" " " "123" "4" " ab": 100 111 110, 39, 116, 32,
+ *   1 2 3 -> 12 -> 123 (267), 52, 270.
+ * deepseek-llm: "don" "'" "t" " " "1234" " ab": 100 111 110, 39, 116, 32,
+ *   12 34 (264 271), 270.
+ * deepseek-coder: "don" "'" "t" " " "1" "2" "3" "4" " ab": 100 111 110,
+ *   39, 116, 32, 49 50 51 52, 270. */
+static void case_split_ids(void)
+{
+    static const struct {
+        const char *pre;
+        int32_t ids[12];
+        size_t n;
+    } cases[] = {
+        {"gpt2", {100, 111, 110, 265, 32, 264, 271, 270}, 8},
+        {"falcon", {100, 111, 110, 39, 116, 32, 267, 52, 270}, 9},
+        {"deepseek-llm", {100, 111, 110, 39, 116, 32, 264, 271, 270}, 9},
+        {"deepseek-coder", {100, 111, 110, 39, 116, 32, 49, 50, 51, 52, 270}, 11},
+    };
+    static const char text[] = "don't 1234 ab";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        llm_tokenizer *t = split_load(cases[i].pre);
+        fprintf(stderr, "pre %s\n", cases[i].pre);
+        expect_ids(t, text, sizeof text - 1, 0, cases[i].ids, cases[i].n);
+        static const char *texts[] = {"a  \n\n  b\xc2\xa9  ", "x = 42;\xe6\x97\xa5 \xe3\x80\x80\xff!"};
+        for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+            expect_roundtrip(t, texts[k], strlen(texts[k]));
+        llm_tokenizer_free(t);
+    }
+}
+
+/* ---- user-defined pieces ------------------------------------------------ */
+
+/* gpt2: user-defined 265 "<|x|>", 266 "|x", 267 "  ", 268 "x|" (raw
+ * text, as an added token is stored). Longest first: "<|x|>" is cut out before "|x"
+ * could match inside it; then "|x" and "  " in what is left. The
+ * stretches "a" and "b" are encoded alone: 97, 265, 267, 98, 266. Without
+ * the cut, "  b" would be GPT-2's " ", " b". */
+static void user_extra(llm_gguf_writer *w)
+{
+    vocab v;
+    bpe_vocab(&v);
+    for (int i = 0; i < 4; i++)
+        add(&v, "x", 0, LLM_TOKTYPE_USER_DEFINED);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+}
+
+static void spm_user_extra(llm_gguf_writer *w)
+{
+    vocab v;
+    spm_vocab(&v, 1);
+    add(&v, "<u>", 0, LLM_TOKTYPE_USER_DEFINED);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LLM_GGUF_F32, v.scores, v.n);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+}
+
+static void case_user_pieces(void)
+{
+    vocab v;
+    char err[256];
+    bpe_vocab(&v);
+    add(&v, "<|x|>", 0, LLM_TOKTYPE_USER_DEFINED);
+    add(&v, "|x", 0, LLM_TOKTYPE_USER_DEFINED);
+    add(&v, "  ", 0, LLM_TOKTYPE_USER_DEFINED);
+    add(&v, "x|", 0, LLM_TOKTYPE_USER_DEFINED);
+    llm_tokenizer *t = load(&v, "gpt2", k_merges, sizeof k_merges / sizeof k_merges[0], user_extra, err, sizeof err);
+    if (!t)
+        fprintf(stderr, "%s\n", err);
+    REQUIRE(t != NULL);
+    EXPECT(t, "a<|x|>  b|x", 0, 97, 265, 267, 98, 266);
+    /* Two adjacent: "    " is "  " twice; "<|x|x|>": "<|x|>" is not
+     * there, "|x" is, twice, leftmost first: "<", 266, 266, then the
+     * punctuation chunk "|>" (124 62). */
+    EXPECT(t, "    ", 0, 267, 267);
+    EXPECT(t, "<|x|x|>", 0, 60, 266, 266, 124, 62);
+    /* Equal lengths: the lower id goes first over the whole text, so in
+     * "x|x" the "|x" at 1 (266) is taken before the "x|" at 0 (268)
+     * could be (llama.cpp leaves this order unspecified). */
+    EXPECT(t, "x|x", 0, 120, 266);
+    EXPECT(t, "x|a", 0, 268, 97);
+    expect_roundtrip(t, "a<|x|>  b|x", 11);
+    llm_tokenizer_free(t);
+
+    /* SentencePiece: the space prefix goes before the text and before each
+     * stretch that follows a user-defined piece (llama.cpp's rule):
+     * "▁hello" (259 271), "<u>" (282), "▁world" (276). */
+    spm_vocab(&v, 1);
+    add(&v, "<u>", 0, LLM_TOKTYPE_USER_DEFINED);
+    t = load(&v, "llama", NULL, 0, spm_user_extra, err, sizeof err);
+    REQUIRE(t != NULL);
+    EXPECT(t, "hello<u>world", 1, 1, 259, 271, 282, 276);
+    EXPECT(t, "<u>", 0, 282);
+    llm_tokenizer_free(t);
+}
+
+/* ---- WordPiece (bert) ---------------------------------------------------- */
+
+/* 0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP] (control; unknown for [UNK]), then
+ * 4 ▁hello, 5 ▁world, 6 ▁un, 7 aff, 8 able, 9 ▁!, 10 ▁",", 11 ▁fu, 12 hrer,
+ * 13 ▁日, 14 ▁a, 15 b, 16 ▁ab, 17 ▁$, 18 ▁e. */
+static void wpm_vocab(vocab *v)
+{
+    memset(v, 0, sizeof *v);
+    add(v, "[PAD]", 0, LLM_TOKTYPE_CONTROL);
+    add(v, "[UNK]", 0, LLM_TOKTYPE_UNKNOWN);
+    add(v, "[CLS]", 0, LLM_TOKTYPE_CONTROL);
+    add(v, "[SEP]", 0, LLM_TOKTYPE_CONTROL);
+    static const char *const rest[] = {SP "hello", SP "world", SP "un", "aff", "able", SP "!", SP ",", SP "fu", "hrer",
+                                       SP "\xe6\x97\xa5", SP "a", "b", SP "ab", SP "$", SP "e"};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+        add(v, rest[i], 0, LLM_TOKTYPE_NORMAL);
+}
+
+static void wpm_extra(llm_gguf_writer *w)
+{
+    vocab v;
+    wpm_vocab(&v);
+    llm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLM_GGUF_I32, v.types, v.n);
+    llm_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 1);
+    llm_gguf_writer_set_u32(w, "tokenizer.ggml.cls_token_id", 2);
+    llm_gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 3);
+    llm_gguf_writer_set_str(w, "tokenizer.ggml.pre", "jina-v2-en", 10); /* ignored */
+}
+
+static void case_wpm(void)
+{
+    vocab v;
+    char err[256];
+    wpm_vocab(&v);
+    llm_tokenizer *t = load(&v, "bert", NULL, 0, wpm_extra, err, sizeof err);
+    if (!t)
+        fprintf(stderr, "%s\n", err);
+    REQUIRE(t != NULL);
+    CHECK_INT_EQ(llm_tokenizer_kind(t), LLM_TOK_WPM);
+    CHECK_INT_EQ(llm_tokenizer_bos(t), 2);
+    CHECK_INT_EQ(llm_tokenizer_add_bos(t), 1);
+    size_t n;
+    /* Lowercased; punctuation is a word of its own. */
+    EXPECT(t, "Hello, WORLD!", 0, 4, 10, 5, 9);
+    /* add_bos: [CLS] before, [SEP] after. */
+    EXPECT(t, "hello", 1, 2, 4, 3);
+    /* Longest piece first from each position: ▁un, aff, able. */
+    EXPECT(t, "unaffable", 0, 6, 7, 8);
+    /* "ab" is ▁ab, not ▁a b; "abx" has no piece for "x": the whole word
+     * is [UNK]. */
+    EXPECT(t, "ab abx a", 0, 16, 1, 14);
+    /* NFD's first character drops the accent of a precomposed letter:
+     * "Führer" is "fuhrer" (▁fu hrer), "É" is "e"; a separate combining
+     * mark (U+0301) stays in the word, which then matches nothing. */
+    EXPECT(t, "F\xc3\xbchrer \xc3\x89", 0, 11, 12, 18);
+    EXPECT(t, "e\xcc\x81", 0, 1);
+    /* An ASCII symbol and a CJK ideograph are words of their own; 本 has
+     * no piece. Control characters (U+0001) and invalid bytes vanish;
+     * tabs and U+3000 are whitespace. */
+    EXPECT(t, "a$b", 0, 14, 17, 1);
+    EXPECT(t, "\xe6\x97\xa5\xe6\x9c\xac", 0, 13, 1);
+    EXPECT(t, "hel\x01lo\twor\xffld\xe3\x80\x80!", 0, 4, 5, 9);
+    /* Control pieces never match text: "[CLS]" is "[", "cls", "]". */
+    EXPECT(t, "[CLS]", 0, 1, 1, 1);
+    int32_t out[4];
+    CHECK_INT_EQ(llm_tokenize(t, "  \t", 3, 0, out, 4, &n), 0);
+    CHECK_INT_EQ(n, 0);
+    /* Decoding: "▁" is a space, a continuation piece is bare. */
+    char buf[16];
+    CHECK_INT_EQ(llm_token_to_bytes(t, 4, buf, sizeof buf, &n), 0);
+    CHECK(n == 6 && memcmp(buf, " hello", 6) == 0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 7, buf, sizeof buf, &n), 0);
+    CHECK(n == 3 && memcmp(buf, "aff", 3) == 0);
+    CHECK_INT_EQ(llm_token_to_bytes(t, 2, buf, sizeof buf, &n), 0);
+    CHECK_INT_EQ(n, 0);
+    llm_tokenizer_free(t);
 }
 
 /* ---- llama2.c tokenizer.bin -------------------------------------------- */
@@ -1018,8 +1336,8 @@ static void case_gguf_malformed(void)
     spm_vocab(&v, 1);
     CHECK(load(&v, NULL, NULL, 0, NULL, err, sizeof err) == NULL);
     CHECK_STR_EQ(err, "tokenizer: no string tokenizer.ggml.model in the metadata");
-    CHECK(load(&v, "bert", NULL, 0, NULL, err, sizeof err) == NULL);
-    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer model 'bert' (need llama or gpt2)");
+    CHECK(load(&v, "t5", NULL, 0, NULL, err, sizeof err) == NULL);
+    CHECK_STR_EQ(err, "tokenizer: unsupported tokenizer model 't5' (need llama, gpt2 or bert)");
     CHECK(load(&v, "llama", NULL, 0, bad_scores, err, sizeof err) == NULL);
     CHECK_STR_EQ(err, "tokenizer: tokenizer.ggml.scores must hold 282 floats");
     CHECK(load(&v, "llama", NULL, 0, bad_bos, err, sizeof err) == NULL);
@@ -1088,6 +1406,9 @@ int main(int argc, char **argv)
         {"bpe_pre_refused", case_bpe_pre_refused}, {"qwen2_chunks", case_qwen2_chunks},
         {"starcoder_chunks", case_starcoder_chunks}, {"bpe_pre_more", case_bpe_pre_more},
         {"bpe_ignore_merges", case_bpe_ignore_merges}, {"bpe_vocab_limits", case_bpe_vocab_limits},
+        {"falcon_chunks", case_falcon_chunks}, {"deepseek_llm_chunks", case_deepseek_llm_chunks},
+        {"deepseek_coder_chunks", case_deepseek_coder_chunks}, {"split_ids", case_split_ids},
+        {"user_pieces", case_user_pieces}, {"wpm", case_wpm},
         {"llama2c", case_llama2c},
         {"llama2c_malformed", case_llama2c_malformed}, {"gguf_malformed", case_gguf_malformed},
         {"equal", case_equal},
