@@ -198,6 +198,9 @@ static int seam_live(cuda_be *c)
 /* Whether the fused matrix-vector kernel takes w (its vector layout). */
 static int mv_fusable(const llm_cuda_weight *w)
 {
+    if (w->type == LLM_TYPE_Q4_K || w->type == LLM_TYPE_Q6_K) /* native k-quant layouts */
+        return w->cols % LLM_QK_K == 0 && w->cols <= LLM_CUDA_KQ_MAX_COLS &&
+               ((uintptr_t)w->data & 15) == 0;
     int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
     return w->cols % chunk == 0 && ((uintptr_t)w->data & 15) == 0;
 }
