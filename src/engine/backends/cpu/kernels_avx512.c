@@ -2,16 +2,17 @@
  *
  * Two kinds of kernel live here.
  *
- * The matrix–vector products (F32, F16, BF16, Q8_0) are the AVX2+VNNI
- * set's, widened: where the AVX2 kernel keeps a pair of 256-bit
- * accumulators (F16/BF16: elements i..i+7 and i+8..i+15 of each step of
- * 16; F32: s0/s1 and s2/s3 of each step of 32; Q8_0: even and odd blocks),
- * one 512-bit accumulator holds both halves side by side, so every lane
- * sees the very same multiplies and adds in the same order, and the pair is
- * added (low + high) before the same 8-lane horizontal sum. Results are
- * therefore bit for bit the AVX2+VNNI set's, and the locked logits of that
- * set hold for this one (tests: engine_matvec_avx512, engine_lock_*). The
- * win is half the instructions per byte of weights and 32 registers.
+ * The matrix–vector products of F32, F16 and BF16 are the AVX2 set's,
+ * widened: where the AVX2 kernel keeps a pair of 256-bit accumulators
+ * (F16/BF16: elements i..i+7 and i+8..i+15 of each step of 16; F32: s0/s1
+ * and s2/s3 of each step of 32), one 512-bit accumulator holds both halves
+ * side by side, so every lane sees the very same multiplies and adds in the
+ * same order, and the pair is added (low + high) before the same 8-lane
+ * horizontal sum. Results are therefore bit for bit the AVX2+VNNI set's,
+ * and the locked logits of that set hold for this one (tests:
+ * engine_matvec_avx512, engine_lock_*). The gain is half the instructions
+ * per weight and 32 registers, so a tile holds 8 accumulators for every
+ * activation count (AVX2: 4 rows at most per tile).
  *
  * The batched Q8_0 product (matmul_q8_0_batched) is new arithmetic. The
  * row loop's kernels give each (weight row, activation row) pair its own
@@ -72,23 +73,9 @@ AVX512_FN static inline float hsum_pair(__m512 z)
     return hsum8(_mm256_add_ps(lo256(z), hi256(z)));
 }
 
-AVX512_FN static inline __m512 pair_ps(__m256 lo, __m256 hi)
-{
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
-                                               _mm256_castps_pd(hi), 1));
-}
-
 AVX512_FN static inline __m256i load256(const void *p)
 {
     return _mm256_loadu_si256((const __m256i *)p);
-}
-
-/* 32 bytes at lo and 32 at hi as one vector (one load when adjacent). */
-AVX512_FN static ALWAYS_INLINE __m512i load_pair(const void *lo, const void *hi, int adjacent)
-{
-    if (adjacent)
-        return _mm512_loadu_si512(lo);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(lo)), load256(hi), 1);
 }
 
 AVX512_FN static inline float fp16_at(const unsigned char *p)
@@ -174,100 +161,6 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
 DEFINE_HALF_TILE(f16_tile, load_f16x16, llm_fp16_to_f32)
 DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32)
 
-/* ---- Q8_0 matrix–vector --------------------------------------------------- */
-
-/* Blocks b and b + 1 (b even) of R weight rows times activation rows
- * t0..t0+T-1: kernels_avx2.c's q8v_step for b into the low halves of acc
- * (its acc0) and for b + 1 into the high halves (its acc1). */
-AVX512_FN static ALWAYS_INLINE void q8z_step2(const unsigned char *w, size_t row_bytes,
-                                              const llm_acts *a, int32_t t0, int64_t b,
-                                              __m512 acc[TILE_R_MAX][TILE_T_MAX], const int R,
-                                              const int T)
-{
-    const int64_t n = a->n;
-    const int adjacent = n == 1; /* a decode: block b + 1 follows block b */
-    const float *d0 = a->dt + b * n + t0, *d1 = d0 + n;
-    const int8_t *x0 = a->qb + (b * n + t0) * LLM_ACTS_QK, *x1 = x0 + n * LLM_ACTS_QK;
-    const int32_t *z0 = a->xbias + (b * n + t0) * 8, *z1 = z0 + n * 8;
-    __m512 dx = _mm512_setzero_ps();
-    if (T > 1)
-        dx = pair_ps(_mm256_loadu_ps(d0), _mm256_loadu_ps(d1));
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * sizeof(llm_block_q8_0);
-        const unsigned char *blk1 = blk + sizeof(llm_block_q8_0);
-        PREFETCH(blk);
-        PREFETCH(blk + 64);
-        __m512i wu = _mm512_xor_si512(load_pair(blk + 2, blk1 + 2, 0), _mm512_set1_epi8((char)0x80));
-        float dw0 = fp16_at(blk), dw1 = fp16_at(blk1);
-        __m512 sv;
-        if (T == 1)
-            sv = pair_ps(_mm256_set1_ps(dw0 * d0[0]), _mm256_set1_ps(dw1 * d1[0]));
-        else
-            sv = _mm512_mul_ps(pair_ps(_mm256_set1_ps(dw0), _mm256_set1_ps(dw1)), dx);
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            __m512i p = load_pair(z0 + t * 8, z1 + t * 8, adjacent);
-            p = _mm512_dpbusd_epi32(p, wu, load_pair(x0 + t * LLM_ACTS_QK, x1 + t * LLM_ACTS_QK, adjacent));
-            __m512 sc = sv;
-            if (T > 1)
-                sc = _mm512_permutexvar_ps(_mm512_set_epi32(8 + t, 8 + t, 8 + t, 8 + t, 8 + t, 8 + t,
-                                                            8 + t, 8 + t, t, t, t, t, t, t, t, t),
-                                           sv);
-            acc[r][t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc[r][t]);
-        }
-    }
-}
-
-/* The last block of an odd count: q8v_step on 256-bit vectors, into the
- * low halves (acc0). */
-AVX512_FN static ALWAYS_INLINE void q8z_step1(const unsigned char *w, size_t row_bytes,
-                                              const llm_acts *a, int32_t t0, int64_t b,
-                                              __m512 acc[TILE_R_MAX][TILE_T_MAX], const int R,
-                                              const int T)
-{
-    const float *db = a->dt + b * a->n + t0;
-    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_ACTS_QK;
-    const int32_t *xbias = a->xbias + (b * a->n + t0) * 8;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * sizeof(llm_block_q8_0);
-        __m256i wu = _mm256_xor_si256(load256(blk + 2), _mm256_set1_epi8((char)0x80));
-        float dw = fp16_at(blk);
-        __m256 sv = T == 1 ? _mm256_set1_ps(dw * db[0])
-                           : _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(db));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            __m256i p = _mm256_dpbusd_epi32(load256(xbias + t * 8), wu, load256(xb + t * LLM_ACTS_QK));
-            __m256 sc = T == 1 ? sv : _mm256_permutexvar_ps(_mm256_set1_epi32(t), sv);
-            __m256 lo = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), lo256(acc[r][t]));
-            acc[r][t] = pair_ps(lo, hi256(acc[r][t]));
-        }
-    }
-}
-
-AVX512_FN static ALWAYS_INLINE void q8z_tile(const unsigned char *w, size_t row_bytes,
-                                             const llm_acts *a, int32_t t0, float *y,
-                                             int64_t ldy, const int R, const int T)
-{
-    __m512 acc[TILE_R_MAX][TILE_T_MAX];
-    int64_t nb = a->len / LLM_QK8_0, b = 0;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            acc[r][t] = _mm512_setzero_ps();
-    for (; b + 2 <= nb; b += 2)
-        q8z_step2(w, row_bytes, a, t0, b, acc, R, T);
-    if (b < nb)
-        q8z_step1(w, row_bytes, a, t0, b, acc, R, T);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            y[(t0 + t) * ldy + r] = hsum_pair(acc[r][t]);
-}
-
 typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
                         const llm_acts *a, int32_t t0, float *y, int64_t ldy);
 
@@ -301,7 +194,6 @@ typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
 
 TILES_BY_T(f16_tile)
 TILES_BY_T(bf16_tile)
-TILES_BY_T(q8z_tile)
 
 /* Activation rows in groups of up to 8, each group over every row. */
 static void tiles_by_groups(const tile_fn *by_t, const void *w, size_t row_bytes, int64_t rows,
@@ -324,12 +216,6 @@ static void matvec_bf16(const void *w, size_t row_bytes, int64_t rows, const llm
                         float *y, int64_t ldy)
 {
     tiles_by_groups(bf16_tile_by_t, w, row_bytes, rows, a, y, ldy);
-}
-
-static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
-                        float *y, int64_t ldy)
-{
-    tiles_by_groups(q8z_tile_by_t, w, row_bytes, rows, a, y, ldy);
 }
 
 /* ---- batched Q8_0 ---------------------------------------------------------- */
@@ -474,7 +360,8 @@ AVX512_FN static void dequant_bf16(const void *src, float *dst, size_t n)
         _mm512_storeu_ps(dst + i, load_bf16x16(p + 2 * i));
 }
 
-/* Replaces e's matvec (and dequant, batched when given) for `type`. */
+/* Replaces the matvec, dequant and batched product of `type`'s entry with
+ * those given (NULL: kept). */
 static void replace(llm_kernels *k, uint32_t type, llm_matvec_fn matvec, llm_dequant_fn dequant,
                     llm_matvec_fn batched)
 {
@@ -482,7 +369,8 @@ static void replace(llm_kernels *k, uint32_t type, llm_matvec_fn matvec, llm_deq
     if (!old)
         return;
     llm_type_kernels e = *old;
-    e.matvec = matvec;
+    if (matvec)
+        e.matvec = matvec;
     if (dequant)
         e.dequant = dequant;
     if (batched)
@@ -503,7 +391,11 @@ int llm_kernels_avx512(llm_kernels *k)
     replace(k, LLM_TYPE_F32, matvec_f32, NULL, NULL);
     replace(k, LLM_TYPE_F16, matvec_f16, dequant_f16, NULL);
     replace(k, LLM_TYPE_BF16, matvec_bf16, dequant_bf16, NULL);
-    replace(k, LLM_TYPE_Q8_0, matvec_q8_0, NULL, matmul_q8_0_batched);
+    /* The Q8_0 row loop keeps the avx2+vnni kernel: widened the same way,
+     * it ran 13% slower on one Zen 4 core with the matrix in cache (the
+     * two weight blocks of a vector need a shuffle to meet) and no faster
+     * from memory (bench_kernels). */
+    replace(k, LLM_TYPE_Q8_0, NULL, NULL, matmul_q8_0_batched);
     return 0;
 }
 
