@@ -116,7 +116,52 @@ AVX512_FN static float dot_f32(const void *w, const float *x, int64_t n)
     return s;
 }
 
-LLM_MATVEC_BY_ROWS_FLOAT(AVX512_FN, matvec_f32, dot_f32)
+/* dot_f32 for R weight rows times T activation rows: the weight loads are
+ * shared by the T rows, the activation loads by the R rows, and the
+ * stream is prefetched one tile ahead. */
+AVX512_FN static ALWAYS_INLINE void f32_tile(const unsigned char *w, size_t row_bytes,
+                                             const llm_acts *a, int32_t t0, float *y,
+                                             int64_t ldy, const int R, const int T)
+{
+    __m512 z01[TILE_R_MAX][TILE_T_MAX], z23[TILE_R_MAX][TILE_T_MAX];
+    int64_t n = a->len, i = 0;
+    const float *x = a->x + (int64_t)t0 * n;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            z01[r][t] = z23[r][t] = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const float *p = (const float *)(const void *)(w + (size_t)r * row_bytes) + i;
+            PREFETCH_TILE(p, R, row_bytes);
+            PREFETCH_TILE(p + 16, R, row_bytes);
+            __m512 w0 = _mm512_loadu_ps(p), w1 = _mm512_loadu_ps(p + 16);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                z01[r][t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + t * n + i), z01[r][t]);
+                z23[r][t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + t * n + i + 16), z23[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const float *p = (const float *)(const void *)(w + (size_t)r * row_bytes);
+            const float *xt = x + t * n;
+            __m256 s0 = lo256(z01[r][t]), s1 = hi256(z01[r][t]);
+            __m256 s2 = lo256(z23[r][t]), s3 = hi256(z23[r][t]);
+            int64_t j = i;
+            for (; j + 8 <= n; j += 8)
+                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(p + j), _mm256_loadu_ps(xt + j), s0);
+            float sum = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+            for (; j < n; j++)
+                sum += p[j] * xt[j];
+            y[(t0 + t) * ldy + r] = sum;
+        }
+}
 
 /* ---- F16 and BF16 --------------------------------------------------------- */
 
@@ -264,6 +309,7 @@ typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
 TILES_BY_T(f16_tile)
 TILES_BY_T(bf16_tile)
 TILES_BY_T(q8_tile)
+TILES_BY_T(f32_tile)
 
 /* Activation rows in groups of up to 8, each group over every row. */
 static void tiles_by_groups(const tile_fn *by_t, const void *w, size_t row_bytes, int64_t rows,
@@ -274,6 +320,12 @@ static void tiles_by_groups(const tile_fn *by_t, const void *w, size_t row_bytes
         by_t[t](w, row_bytes, rows, a, t0, y, ldy);
         t0 += t;
     }
+}
+
+static void matvec_f32(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                       float *y, int64_t ldy)
+{
+    tiles_by_groups(f32_tile_by_t, w, row_bytes, rows, a, y, ldy);
 }
 
 static void matvec_f16(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
