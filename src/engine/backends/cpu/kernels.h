@@ -1,9 +1,11 @@
 /* kernels.h — the CPU backend's inner loops: dot products of one weight row
  * with one activation row, per weight type, and the activation quantizer.
  *
- * Two implementations fill the same table: a portable scalar one (the
- * reference, built everywhere) and an AVX2/FMA/F16C one selected at run
- * time when the CPU has those features. Both take unaligned pointers.
+ * Kernel sets fill the same table, each built on the one before: the
+ * portable scalar one (the reference, built everywhere), AVX2/FMA/F16C,
+ * AVX2+VNNI and AVX-512, selected at run time by the CPU's features (the
+ * CPU backend takes the best, or the set PHASEMARK_ENGINE_KERNELS names).
+ * All take unaligned pointers.
  *
  * What the backend runs for a weight type is that type's entry in the set's
  * per-type table (llm_type_kernels: matrix–vector product, rows to f32,
@@ -175,13 +177,14 @@ int llm_kernels_avx2(llm_kernels *k);
 int llm_kernels_vnni(llm_kernels *k);
 
 /* On top of a filled AVX2+VNNI set (llm_kernels_vnni accepted it): the
- * F32, F16, BF16 and Q8_0 matrix–vector products on 512-bit vectors and a
- * batched Q8_0 product on 8-bit activations (kernels_avx512.c), when the
- * CPU has AVX512F/BW/VL and VNNI; 0 and the entries replaced (name
- * "avx512"), else -1 and *k untouched. The matrix–vector products stay
- * bit for bit the AVX2+VNNI set's: each 512-bit accumulator holds the
- * two 256-bit accumulators of the AVX2 kernel side by side, lane for lane
- * the same operations, summed in the same order at the end. */
+ * F32, F16 and BF16 matrix–vector products on 512-bit vectors, the Q8_0
+ * one with a better prefetch, and a batched Q8_0 product on 8-bit
+ * activations (kernels_avx512.c), when the CPU has AVX512F/BW/VL and VNNI;
+ * 0 and the entries replaced (name "avx512"), else -1 and *k untouched.
+ * The matrix–vector products stay bit for bit the AVX2+VNNI set's: each
+ * 512-bit accumulator holds two 256-bit accumulators of the AVX2 kernel
+ * side by side, lane for lane the same operations, summed in the same
+ * order at the end. */
 int llm_kernels_avx512(llm_kernels *k);
 
 /* The k-quants' entries (kernels_k.c), added to a filled set: the scalar
