@@ -415,42 +415,61 @@ AVX512_FN static inline __m512i bcast_i32(const int8_t *p)
     return _mm512_set1_epi32(v);
 }
 
-/* y[t * ldy + r] for r < rows (<= 16), t < a->n: per block, the exact sum
- * over the block of w * x (the 8 groups of four bytes, from a->xsum's
- * -128 * sum x), times d_w * d_x, into one FMA chain per result. The
- * results of a K chunk wait in y (masked to the panel's rows). */
+/* Activation rows t..t+TQ-1 over the chunk's nk repacked blocks (kb on):
+ * per block, the exact sum over the block of w * x (the 8 groups of four
+ * bytes, from a->xsum's -128 * sum x), times d_w * d_x, into one FMA chain
+ * per result. TQ rows share every weight load. Results of earlier chunks
+ * wait in y (masked to the panel's rows m). */
+AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i wq[QP_KB][8], const __m512 ws[QP_KB],
+                                            int nk, const llm_acts *a, int64_t kb, int32_t t,
+                                            float *y, int64_t ldy, __mmask16 m, const int TQ)
+{
+    const int64_t len = a->len, nb = len / LLM_QK8_0;
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < TQ; q++)
+        acc[q] = kb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + (t + q) * ldy);
+    for (int j = 0; j < nk; j++) {
+        __m512i p[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < TQ; q++)
+            p[q] = _mm512_set1_epi32(a->xsum[(t + q) * nb + kb + j]);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m512i wv = wq[j][g];
+#pragma GCC unroll 4
+            for (int q = 0; q < TQ; q++)
+                p[q] = _mm512_dpbusd_epi32(p[q], wv,
+                                           bcast_i32(a->q + (t + q) * len + (kb + j) * LLM_ACTS_QK + 4 * g));
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < TQ; q++) {
+            __m512 sc = _mm512_mul_ps(ws[j], _mm512_set1_ps(a->d[(t + q) * nb + kb + j]));
+            acc[q] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p[q]), acc[q]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < TQ; q++)
+        _mm512_mask_storeu_ps(y + (t + q) * ldy, m, acc[q]);
+}
+
+/* y[t * ldy + r] for r < rows (<= 16), t < a->n, a chunk of QP_KB blocks
+ * at a time, four activation rows at a time. */
 AVX512_FN static void qp_panel(const unsigned char *w, size_t row_bytes, int rows,
                                const llm_acts *a, float *y, int64_t ldy)
 {
     __m512i wq[QP_KB][8];
     __m512 ws[QP_KB];
-    const int64_t len = a->len, nb = len / LLM_QK8_0;
+    const int64_t nb = a->len / LLM_QK8_0;
     const __mmask16 m = (__mmask16)(rows >= QP_ROWS ? 0xffffu : (1u << rows) - 1u);
     for (int64_t kb = 0; kb < nb; kb += QP_KB) {
         int nk = nb - kb < QP_KB ? (int)(nb - kb) : QP_KB;
         qp_pack(w, row_bytes, rows, kb, nk, wq, ws);
-        for (int32_t t = 0; t < a->n; t++) {
-            const int8_t *xq = a->q + t * len + kb * LLM_ACTS_QK;
-            const float *xd = a->d + t * nb + kb;
-            const int32_t *xs = a->xsum + t * nb + kb;
-            float *yt = y + t * ldy;
-            __m512 acc = kb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, yt);
-            for (int j = 0; j < nk; j++) {
-                const int8_t *xb = xq + j * LLM_ACTS_QK;
-                __m512i p = _mm512_set1_epi32(xs[j]);
-                p = _mm512_dpbusd_epi32(p, wq[j][0], bcast_i32(xb));
-                p = _mm512_dpbusd_epi32(p, wq[j][1], bcast_i32(xb + 4));
-                p = _mm512_dpbusd_epi32(p, wq[j][2], bcast_i32(xb + 8));
-                p = _mm512_dpbusd_epi32(p, wq[j][3], bcast_i32(xb + 12));
-                p = _mm512_dpbusd_epi32(p, wq[j][4], bcast_i32(xb + 16));
-                p = _mm512_dpbusd_epi32(p, wq[j][5], bcast_i32(xb + 20));
-                p = _mm512_dpbusd_epi32(p, wq[j][6], bcast_i32(xb + 24));
-                p = _mm512_dpbusd_epi32(p, wq[j][7], bcast_i32(xb + 28));
-                __m512 sc = _mm512_mul_ps(ws[j], _mm512_set1_ps(xd[j]));
-                acc = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc);
-            }
-            _mm512_mask_storeu_ps(yt, m, acc);
-        }
+        int32_t t = 0;
+        for (; t + 4 <= a->n; t += 4)
+            qp_rows(wq, ws, nk, a, kb, t, y, ldy, m, 4);
+        for (; t < a->n; t++)
+            qp_rows(wq, ws, nk, a, kb, t, y, ldy, m, 1);
     }
 }
 
