@@ -1,6 +1,7 @@
 /* kernels_avx512.c — AVX-512 kernels on 512-bit vectors (see kernels.h).
  *
- * Two kinds of kernel live here.
+ * Three kinds of kernel live here, all with the prefetch described at
+ * PREFETCH_TILE (the main gain when weights stream from memory).
  *
  * The matrix–vector products of F32, F16 and BF16 are the AVX2 set's,
  * widened: where the AVX2 kernel keeps a pair of 256-bit accumulators
@@ -11,8 +12,11 @@
  * horizontal sum. Results are therefore bit for bit the AVX2+VNNI set's,
  * and the locked logits of that set hold for this one (tests:
  * engine_matvec_avx512, engine_lock_*). The gain is half the instructions
- * per weight and 32 registers, so a tile holds 8 accumulators for every
- * activation count (AVX2: 4 rows at most per tile).
+ * per weight and 32 registers, so a tile takes up to 8 activation rows
+ * (AVX2: 4), and F32 gets a register-blocked tile (AVX2: a row at a time).
+ *
+ * The Q8_0 matrix–vector product is the AVX2+VNNI kernel on 256-bit
+ * vectors, operation for operation (see q8_step for why not 512 bits).
  *
  * The batched Q8_0 product (matmul_q8_0_batched) is new arithmetic. The
  * row loop's kernels give each (weight row, activation row) pair its own
@@ -95,7 +99,8 @@ AVX512_FN static inline float fp16_at(const unsigned char *p)
 
 /* ---- F32 ------------------------------------------------------------------ */
 
-/* kernels_avx2.c's dot_f32 with s0|s1 in z01 and s2|s3 in z23. */
+/* kernels_avx2.c's dot_f32 with s0|s1 in z01 and s2|s3 in z23: this set's
+ * single-row F32 kernel (the row loop runs f32_tile, its blocked twin). */
 AVX512_FN static float dot_f32(const void *w, const float *x, int64_t n)
 {
     const float *a = w;
