@@ -124,7 +124,7 @@ static void weight_upload_types(void)
     /* Padded rows (row_bytes larger than the data) are accepted. */
     CT_OK(c, llm_cuda_weight_upload(c, LLM_TYPE_BF16, host, 60, 4, 128, &w));
     llm_cuda_weight_release(c, &w);
-    CHECK_INT_EQ(llm_cuda_weight_upload(c, 3 /* q4_1 */, host, 64, 1, 40, &w), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_weight_upload(c, 9 /* q8_1 */, host, 64, 1, 72, &w), LLM_EINVAL);
     CHECK(w.data == NULL);
     /* The k-quants re-quantize into the Q8 layout (8 blocks a super-block);
      * a row of 128 is half a super-block. */

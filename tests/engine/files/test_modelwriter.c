@@ -492,8 +492,8 @@ static void case_usage(void)
     CHECK(strstr(g_res.err, "pm-modelwriter: synth needs -o, --dim") != NULL);
     CHECK_INT_EQ(tool("synth", "--dim", "abc", NULL), 2);
     CHECK(strstr(g_res.err, "pm-modelwriter: --dim needs an integer in 2..1048576 (got 'abc')") != NULL);
-    CHECK_INT_EQ(tool("synth", "--type", "q5_1", NULL), 2);
-    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0, q4_0, q4_K, q5_K or q6_K (got 'q5_1')") != NULL);
+    CHECK_INT_EQ(tool("synth", "--type", "q8_1", NULL), 2);
+    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K (got 'q8_1')") != NULL);
     CHECK_INT_EQ(tool("synth", "-o", "/tmp/x.gguf", "--dim", "60", "--layers", "1", "--heads", "8", "--kv-heads",
                       "1", "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "f32", "--seed", "1", NULL),
                  2);
