@@ -9,9 +9,11 @@
  *   Q4_1/Q5_1: d_x[b] * (d * isum + m * xsum)
  * accumulated into one f32 in block order. The _1 types' offset term uses
  * the activation block's quantized sum (d_x * xsum), the same rounding the
- * q * x part sees. The AVX2 kernels vectorize only the integer sums (eight
- * blocks' sums reduced together) and then run the scalar statements in
- * the same order, so every result is bitwise the scalar kernel's (tests:
+ * q * x part sees. The AVX2 kernels compute the integer sums of eight
+ * blocks at a time, then those eight blocks' terms with the scalar
+ * statement's multiplications and additions lane by lane (F16C widens d
+ * and m exactly, as the scalar conversion does), and add the terms to the
+ * sum in block order, so every result is bitwise the scalar kernel's (tests:
  * engine_matvec_*; contraction is off: ISO C mode for GCC, the pragma
  * below for clang).
  *
@@ -170,11 +172,33 @@ AVX2_FN static float dot_legacy_avx2(int kind, const unsigned char *blk, const l
             vi[j] = dot_u8_i8(v, xv);
             vx[j] = dot_u8_i8(ones, xv);
         }
-        int32_t isum[8], xsum[8];
-        _mm256_storeu_si256((__m256i *)isum, hsum8x8(vi));
-        _mm256_storeu_si256((__m256i *)xsum, hsum8x8(vx));
-        for (int j = 0; j < cnt; j++, blk += L->bytes)
-            s += legacy_term(kind, blk, x->d[b0 + j], isum[j], xsum[j]);
+        /* The terms of legacy_term, lane j for block b0 + j: the same
+         * operations in the same order (no contraction), then added to s
+         * one by one in block order. Lanes past cnt hold zeros. */
+        uint16_t dh[8] = {0}, mh[8] = {0};
+        float dxs[8] = {0}, term[8];
+        for (int j = 0; j < cnt; j++) {
+            const unsigned char *p = blk + (size_t)j * L->bytes;
+            dh[j] = (uint16_t)(p[0] | (p[1] << 8));
+            if (L->has_m)
+                mh[j] = (uint16_t)(p[2] | (p[3] << 8));
+            dxs[j] = x->d[b0 + j];
+        }
+        __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+        __m256 dx = _mm256_loadu_ps(dxs);
+        __m256i is = hsum8x8(vi), xs = hsum8x8(vx);
+        __m256 t;
+        if (kind == KIND_Q5_0) {
+            t = _mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(_mm256_sub_epi32(is, _mm256_slli_epi32(xs, 4))));
+        } else {
+            __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
+            t = _mm256_mul_ps(dx, _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(is)),
+                                                _mm256_mul_ps(m, _mm256_cvtepi32_ps(xs))));
+        }
+        _mm256_storeu_ps(term, t);
+        for (int j = 0; j < cnt; j++)
+            s += term[j];
+        blk += (size_t)cnt * L->bytes;
     }
     return s;
 }
