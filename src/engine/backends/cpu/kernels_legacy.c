@@ -22,8 +22,6 @@
  */
 #include "kernels.h"
 
-#include <string.h>
-
 #include "quant.h"
 
 #ifdef __clang__
@@ -52,6 +50,11 @@ static float f16_at(const unsigned char *p)
     return llm_fp16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
 }
 
+static uint32_t u32_at(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
 /* One block's float term (shared by both sets, so they agree bitwise). */
 static inline float legacy_term(int kind, const unsigned char *blk, float dx, int32_t isum, int32_t xsum)
 {
@@ -69,10 +72,7 @@ static float dot_legacy(int kind, const unsigned char *blk, const llm_qrow *x, i
     float s = 0.0f;
     for (int64_t b = 0; b < n / LLM_QK_LEGACY; b++, blk += L->bytes) {
         const unsigned char *qs = blk + L->qs;
-        uint32_t qh = 0;
-        if (L->qh)
-            qh = (uint32_t)blk[L->qh] | ((uint32_t)blk[L->qh + 1] << 8) | ((uint32_t)blk[L->qh + 2] << 16) |
-                 ((uint32_t)blk[L->qh + 3] << 24);
+        uint32_t qh = L->qh ? u32_at(blk + L->qh) : 0;
         const int8_t *xq = x->q + b * LLM_QK_LEGACY;
         int32_t isum = 0, xsum = 0;
         for (int j = 0; j < LLM_QK_LEGACY; j++) {
@@ -164,9 +164,7 @@ AVX2_FN static float dot_legacy_avx2(int kind, const unsigned char *blk, const l
             }
             const unsigned char *p = blk + (size_t)j * L->bytes;
             _mm_prefetch((const char *)p + PF_AHEAD, _MM_HINT_T0);
-            uint32_t qh = 0;
-            if (L->qh)
-                memcpy(&qh, p + L->qh, 4); /* little-endian, as x86 */
+            uint32_t qh = L->qh ? u32_at(p + L->qh) : 0;
             __m256i v = legacy_values(p + L->qs, qh, L->qh != 0);
             __m256i xv = _mm256_loadu_si256((const __m256i *)(x->q + (b0 + j) * LLM_QK_LEGACY));
             vi[j] = dot_u8_i8(v, xv);
