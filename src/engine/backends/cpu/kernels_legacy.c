@@ -17,8 +17,11 @@
  * engine_matvec_*; contraction is off: ISO C mode for GCC, the pragma
  * below for clang).
  *
- * Rows to f32 (embedding rows, the batched product's panels) use the
- * reference conversions of quant_legacy.c.
+ * Rows to f32 (embedding rows, the batched product's panels): the scalar
+ * set uses the reference conversions of quant_legacy.c; the AVX2 set
+ * widens eight values at a time with the reference's operations
+ * ((float)q * d + m, d * (float)(q - 16)), bit for bit the same
+ * (engine_kernels).
  */
 #include "kernels.h"
 
@@ -216,6 +219,45 @@ AVX2_FN static float dot_q5_1_avx2(const void *w, const llm_qrow *x, int64_t n)
     return dot_legacy_avx2(KIND_Q5_1, w, x, n);
 }
 
+/* Rows to f32, block by block: the reference conversion's operations on
+ * eight lanes (no contraction), so the floats are bitwise its. */
+AVX2_FN static void dequant_legacy_avx2(int kind, const unsigned char *blk, float *dst, size_t n)
+{
+    const legacy_layout *L = &k_layout[kind];
+    for (size_t b = 0; b < n / LLM_QK_LEGACY; b++, blk += L->bytes, dst += LLM_QK_LEGACY) {
+        uint32_t qh = L->qh ? u32_at(blk + L->qh) : 0;
+        __m256i v = legacy_values(blk + L->qs, qh, L->qh != 0);
+        __m256 d = _mm256_set1_ps(f16_at(blk));
+        __m256 m = _mm256_set1_ps(L->has_m ? f16_at(blk + 2) : 0.0f);
+        __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+        __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        for (int g = 0; g < 4; g++) {
+            __m256i q = _mm256_cvtepu8_epi32(part[g]);
+            __m256 y;
+            if (kind == KIND_Q5_0)
+                y = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(16))));
+            else
+                y = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), d), m);
+            _mm256_storeu_ps(dst + 8 * g, y);
+        }
+    }
+}
+
+AVX2_FN static void dequant_q4_1_avx2(const void *src, float *dst, size_t n)
+{
+    dequant_legacy_avx2(KIND_Q4_1, src, dst, n);
+}
+
+AVX2_FN static void dequant_q5_0_avx2(const void *src, float *dst, size_t n)
+{
+    dequant_legacy_avx2(KIND_Q5_0, src, dst, n);
+}
+
+AVX2_FN static void dequant_q5_1_avx2(const void *src, float *dst, size_t n)
+{
+    dequant_legacy_avx2(KIND_Q5_1, src, dst, n);
+}
+
 LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q4_1_avx2, dot_q4_1_avx2)
 LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q5_0_avx2, dot_q5_0_avx2)
 LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q5_1_avx2, dot_q5_1_avx2)
@@ -223,9 +265,9 @@ LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q5_1_avx2, dot_q5_1_avx2)
 void llm_kernels_add_legacy_avx2(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_Q4_1, matvec_q4_1_avx2, llm_q4_1_to_f32, 1, 0},
-        {LLM_TYPE_Q5_0, matvec_q5_0_avx2, llm_q5_0_to_f32, 1, 0},
-        {LLM_TYPE_Q5_1, matvec_q5_1_avx2, llm_q5_1_to_f32, 1, 0},
+        {LLM_TYPE_Q4_1, matvec_q4_1_avx2, dequant_q4_1_avx2, 1, 0},
+        {LLM_TYPE_Q5_0, matvec_q5_0_avx2, dequant_q5_0_avx2, 1, 0},
+        {LLM_TYPE_Q5_1, matvec_q5_1_avx2, dequant_q5_1_avx2, 1, 0},
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]);
