@@ -9,11 +9,13 @@
  *   Q4_1/Q5_1: d_x[b] * (d * isum + m * xsum)
  * accumulated into one f32 in block order. The _1 types' offset term uses
  * the activation block's quantized sum (d_x * xsum), the same rounding the
- * q * x part sees. The AVX2 kernels compute the integer sums of eight
- * blocks at a time, then those eight blocks' terms with the scalar
- * statement's multiplications and additions lane by lane (F16C widens d
- * and m exactly, as the scalar conversion does), and add the terms to the
- * sum in block order, so every result is bitwise the scalar kernel's (tests:
+ * q * x part sees. The AVX2 product decodes each weight block once for
+ * all activation rows (a verify's k+1 tokens), computes the integer sums
+ * of eight blocks at a time, then those eight blocks' terms with the
+ * scalar statement's multiplications and additions lane by lane (F16C
+ * widens d and m exactly, as the scalar conversion does), and adds the
+ * terms to each sum in block order, so every result is bitwise the scalar
+ * kernel's (tests:
  * engine_matvec_*; contraction is off: ISO C mode for GCC, the pragma
  * below for clang).
  *
@@ -151,72 +153,69 @@ AVX2_FN static inline __m256i hsum8x8(const __m256i *v)
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-AVX2_FN static float dot_legacy_avx2(int kind, const unsigned char *blk, const llm_qrow *x, int64_t n)
+/* The products of every weight row with every activation row of a: per
+ * weight row, eight blocks are loaded and decoded once and applied to each
+ * activation row in turn. For each (row, activation) pair the operations
+ * are those of the scalar kernel, in its order: the integer sums of the
+ * eight blocks (exact), their terms as legacy_term computes them, lane by
+ * lane (F16C widens d and m exactly; no contraction), added to that pair's
+ * sum in block order. Lanes past the row's last block hold zeros. */
+AVX2_FN static void matvec_legacy_avx2(int kind, const void *w, size_t row_bytes, int64_t rows,
+                                       const llm_acts *a, float *y, int64_t ldy)
 {
     const legacy_layout *L = &k_layout[kind];
     const __m256i ones = _mm256_set1_epi8(1);
-    int64_t nb = n / LLM_QK_LEGACY;
-    float s = 0.0f;
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        int cnt = nb - b0 < 8 ? (int)(nb - b0) : 8;
-        __m256i vi[8], vx[8];
-        for (int j = 0; j < 8; j++) {
-            if (j >= cnt) {
-                vi[j] = vx[j] = _mm256_setzero_si256();
-                continue;
+    int64_t nb = a->len / LLM_QK_LEGACY;
+    float s[LLM_ACTS_MAX];
+    for (int64_t r = 0; r < rows; r++) {
+        const unsigned char *blk = (const unsigned char *)w + (size_t)r * row_bytes;
+        for (int32_t t = 0; t < a->n; t++)
+            s[t] = 0.0f;
+        for (int64_t b0 = 0; b0 < nb; b0 += 8, blk += 8 * L->bytes) {
+            int cnt = nb - b0 < 8 ? (int)(nb - b0) : 8;
+            __m256i v[8];
+            uint16_t dh[8] = {0}, mh[8] = {0};
+            for (int j = 0; j < cnt; j++) {
+                const unsigned char *p = blk + (size_t)j * L->bytes;
+                _mm_prefetch((const char *)p + PF_AHEAD, _MM_HINT_T0);
+                v[j] = legacy_values(p + L->qs, L->qh ? u32_at(p + L->qh) : 0, L->qh != 0);
+                dh[j] = (uint16_t)(p[0] | (p[1] << 8));
+                if (L->has_m)
+                    mh[j] = (uint16_t)(p[2] | (p[3] << 8));
             }
-            const unsigned char *p = blk + (size_t)j * L->bytes;
-            _mm_prefetch((const char *)p + PF_AHEAD, _MM_HINT_T0);
-            uint32_t qh = L->qh ? u32_at(p + L->qh) : 0;
-            __m256i v = legacy_values(p + L->qs, qh, L->qh != 0);
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(x->q + (b0 + j) * LLM_QK_LEGACY));
-            vi[j] = dot_u8_i8(v, xv);
-            vx[j] = dot_u8_i8(ones, xv);
-        }
-        /* The terms of legacy_term, lane j for block b0 + j: the same
-         * operations in the same order (no contraction), then added to s
-         * one by one in block order. Lanes past cnt hold zeros. */
-        uint16_t dh[8] = {0}, mh[8] = {0};
-        float dxs[8] = {0}, term[8];
-        for (int j = 0; j < cnt; j++) {
-            const unsigned char *p = blk + (size_t)j * L->bytes;
-            dh[j] = (uint16_t)(p[0] | (p[1] << 8));
-            if (L->has_m)
-                mh[j] = (uint16_t)(p[2] | (p[3] << 8));
-            dxs[j] = x->d[b0 + j];
-        }
-        __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
-        __m256 dx = _mm256_loadu_ps(dxs);
-        __m256i is = hsum8x8(vi), xs = hsum8x8(vx);
-        __m256 t;
-        if (kind == KIND_Q5_0) {
-            t = _mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(_mm256_sub_epi32(is, _mm256_slli_epi32(xs, 4))));
-        } else {
+            __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
             __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
-            t = _mm256_mul_ps(dx, _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(is)),
-                                                _mm256_mul_ps(m, _mm256_cvtepi32_ps(xs))));
+            for (int32_t t = 0; t < a->n; t++) {
+                const int8_t *xq = a->q + t * a->len + b0 * LLM_QK_LEGACY;
+                __m256i vi[8], vx[8];
+                float dxs[8] = {0}, term[8];
+                for (int j = 0; j < 8; j++) {
+                    if (j >= cnt) {
+                        vi[j] = vx[j] = _mm256_setzero_si256();
+                        continue;
+                    }
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + j * LLM_QK_LEGACY));
+                    vi[j] = dot_u8_i8(v[j], xv);
+                    vx[j] = dot_u8_i8(ones, xv);
+                    dxs[j] = a->d[t * nb + b0 + j];
+                }
+                __m256 dx = _mm256_loadu_ps(dxs);
+                __m256i is = hsum8x8(vi), xs = hsum8x8(vx);
+                __m256 e;
+                if (kind == KIND_Q5_0)
+                    e = _mm256_mul_ps(_mm256_mul_ps(d, dx),
+                                      _mm256_cvtepi32_ps(_mm256_sub_epi32(is, _mm256_slli_epi32(xs, 4))));
+                else
+                    e = _mm256_mul_ps(dx, _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(is)),
+                                                        _mm256_mul_ps(m, _mm256_cvtepi32_ps(xs))));
+                _mm256_storeu_ps(term, e);
+                for (int j = 0; j < cnt; j++)
+                    s[t] += term[j];
+            }
         }
-        _mm256_storeu_ps(term, t);
-        for (int j = 0; j < cnt; j++)
-            s += term[j];
-        blk += (size_t)cnt * L->bytes;
+        for (int32_t t = 0; t < a->n; t++)
+            y[t * ldy + r] = s[t];
     }
-    return s;
-}
-
-AVX2_FN static float dot_q4_1_avx2(const void *w, const llm_qrow *x, int64_t n)
-{
-    return dot_legacy_avx2(KIND_Q4_1, w, x, n);
-}
-
-AVX2_FN static float dot_q5_0_avx2(const void *w, const llm_qrow *x, int64_t n)
-{
-    return dot_legacy_avx2(KIND_Q5_0, w, x, n);
-}
-
-AVX2_FN static float dot_q5_1_avx2(const void *w, const llm_qrow *x, int64_t n)
-{
-    return dot_legacy_avx2(KIND_Q5_1, w, x, n);
 }
 
 /* Rows to f32, block by block: the reference conversion's operations on
@@ -258,9 +257,23 @@ AVX2_FN static void dequant_q5_1_avx2(const void *src, float *dst, size_t n)
     dequant_legacy_avx2(KIND_Q5_1, src, dst, n);
 }
 
-LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q4_1_avx2, dot_q4_1_avx2)
-LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q5_0_avx2, dot_q5_0_avx2)
-LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q5_1_avx2, dot_q5_1_avx2)
+AVX2_FN static void matvec_q4_1_avx2(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                                     float *y, int64_t ldy)
+{
+    matvec_legacy_avx2(KIND_Q4_1, w, row_bytes, rows, a, y, ldy);
+}
+
+AVX2_FN static void matvec_q5_0_avx2(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                                     float *y, int64_t ldy)
+{
+    matvec_legacy_avx2(KIND_Q5_0, w, row_bytes, rows, a, y, ldy);
+}
+
+AVX2_FN static void matvec_q5_1_avx2(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                                     float *y, int64_t ldy)
+{
+    matvec_legacy_avx2(KIND_Q5_1, w, row_bytes, rows, a, y, ldy);
+}
 
 void llm_kernels_add_legacy_avx2(llm_kernels *k)
 {
