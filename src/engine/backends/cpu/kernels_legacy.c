@@ -15,9 +15,8 @@
  * scalar statement's multiplications and additions lane by lane (F16C
  * widens d and m exactly, as the scalar conversion does), and adds the
  * terms to each sum in block order, so every result is bitwise the scalar
- * kernel's (tests:
- * engine_matvec_*; contraction is off: ISO C mode for GCC, the pragma
- * below for clang).
+ * kernel's (tests: engine_matvec_*; contraction is off: ISO C mode for
+ * GCC, the pragma below for clang).
  *
  * Rows to f32 (embedding rows, the batched product's panels): the scalar
  * set uses the reference conversions of quant_legacy.c; the AVX2 set
