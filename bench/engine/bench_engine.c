@@ -1,6 +1,6 @@
 /* bench_engine — prefill and decode throughput of the CPU engine on
  * synthetic llama models of about 15M, 110M and 1B parameters in F32 and
- * Q8_0 (optionally Q4_0/F16/BF16), side by side with a memory-bandwidth
+ * Q8_0 (optionally Q4_0/Q4_1/Q5_0/Q5_1/F16/BF16), side by side with a memory-bandwidth
  * probe taken in the same run, so decode can be stated as a fraction of
  * what the memory system delivered.
  *
@@ -557,7 +557,7 @@ int main(int argc, char **argv)
     }
     if (o.file)
         return bench_file(&o);
-    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"};
     double bw[MAX_COUNTS];
     for (int i = 0; i < o.n_threads; i++)
         bw[i] = membw(o.threads[i], o.reps);

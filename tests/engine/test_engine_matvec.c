@@ -12,8 +12,8 @@
  * float rows with SIMD tails, all-zero and extreme weight blocks, and an
  * output stride wider than the rows (columns outside stay untouched).
  * The attention kernel is held the same way to the loop it replaces: dot,
- * expf and axpy per cached position. The k-quants' products are held to
- * the scalar set's bit for bit (check_kquants).
+ * expf and axpy per cached position. The k-quants' and Q4_1/Q5_0/Q5_1's
+ * products are held to the scalar set's bit for bit (check_kquants).
  *
  * The avx512 set promises more: its matrix–vector products are bit for bit
  * the avx2+vnni set's (check_same_as), and its batched Q8_0 product is
@@ -204,7 +204,9 @@ static void check_attend(const llm_kernels *k)
     }
 }
 
-/* The k-quants (kernels_k.c): k's products bitwise the scalar set's, which
+/* The k-quants (kernels_k.c) and Q4_1, Q5_0, Q5_1 (kernels_legacy.c, rows
+ * of 1, 3, 9 and 24 blocks: the AVX2 kernel's groups of eight and their
+ * remainders): k's products bitwise the scalar set's, which
  * in turn agree with the reference dequantization (quant_k.c) dotted in
  * double with the dequantized activations (d * q): the integer
  * decomposition of each sub-block is exact, so only f32 rounding of the
@@ -213,13 +215,14 @@ static void check_kquants(const llm_kernels *k, case_buf *b)
 {
     llm_kernels ref;
     llm_kernels_scalar(&ref);
-    const uint32_t types[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
-    const int64_t lens[] = {256, 512, 768};
+    const uint32_t types[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K,
+                              LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1};
+    const int64_t k_lens[] = {256, 512, 768}, legacy_lens[] = {32, 96, 288, 768};
     float *wf = malloc(sizeof(float) * 768), *y2 = malloc(sizeof(float) * MAX_N * 64);
     REQUIRE(wf && y2);
-    for (size_t ti = 0; ti < 3; ti++)
-        for (size_t li = 0; li < 3; li++) {
-            int64_t len = lens[li], rows = 13, ldy = rows + 3;
+    for (size_t ti = 0; ti < 6; ti++)
+        for (size_t li = 0; li < (ti < 3 ? 3u : 4u); li++) {
+            int64_t len = ti < 3 ? k_lens[li] : legacy_lens[li], rows = 13, ldy = rows + 3;
             uint64_t rb;
             REQUIRE(llm_type_row_bytes(types[ti], (uint64_t)len, &rb) == 0);
             fill_weights(types[ti], b->w, (size_t)rb, rows, len);

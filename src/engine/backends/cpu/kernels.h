@@ -193,6 +193,10 @@ int llm_kernels_avx512(llm_kernels *k);
 void llm_kernels_add_k_scalar(llm_kernels *k);
 void llm_kernels_add_k_avx2(llm_kernels *k);
 
+/* The same for Q4_1, Q5_0, Q5_1 (kernels_legacy.c). */
+void llm_kernels_add_legacy_scalar(llm_kernels *k);
+void llm_kernels_add_legacy_avx2(llm_kernels *k);
+
 /* Defines NAME, an llm_matvec_fn that calls a single-row kernel DOT for
  * every weight row and activation row: the matrix–vector product of the
  * types a set has no blocked kernel for. ATTR: the function's attributes

@@ -759,6 +759,7 @@ int llm_kernels_avx2(llm_kernels *k)
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]); /* 5 <= LLM_KERNEL_TYPES_MAX */
     llm_kernels_add_k_avx2(k);
+    llm_kernels_add_legacy_avx2(k);
     return 0;
 }
 

@@ -217,6 +217,7 @@ static void set_types(llm_kernels *k)
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]); /* 5 <= LLM_KERNEL_TYPES_MAX */
     llm_kernels_add_k_scalar(k);
+    llm_kernels_add_legacy_scalar(k);
 }
 
 void llm_kernels_scalar(llm_kernels *k)
