@@ -1,11 +1,11 @@
 /* bench_engine — prefill and decode throughput of the CPU engine on
  * synthetic llama models of about 15M, 110M and 1B parameters in F32 and
- * Q8_0 (optionally Q4_0/F16/BF16), side by side with a memory-bandwidth
+ * Q8_0 (optionally Q4_0/Q4_1/Q5_0/Q5_1/F16/BF16), side by side with a memory-bandwidth
  * probe taken in the same run, so decode can be stated as a fraction of
  * what the memory system delivered.
  *
  *   bench_engine [--threads 1,2] [--reps R] [--models 15m,110m,1b]
- *                [--types f32,q8_0] [--dir /tmp] [--keep]
+ *                [--types f32,q8_0] [--kernels SET,SET] [--dir /tmp] [--keep]
  *   bench_engine --file MODEL.gguf [--label L] [--threads 1,2] [--reps R]
  *                [--prompt 512] [--gen 128] [--no-probe]
  *
@@ -20,6 +20,12 @@
  *                           taken with the same thread count
  * Each model is measured at every thread count in turn, so the ratios
  * between counts and types come from one run.
+ * --kernels lists CPU kernel sets (auto, scalar, avx2, avx2+vnni, avx512;
+ * default auto): each gets its own open of the model (through
+ * PHASEMARK_ENGINE_KERNELS), and every repetition measures them all in
+ * turn, in alternating order, so a busy host's drift falls on all sets
+ * alike; each set's line then carries "kernels" (the set that ran) and its
+ * prefill and decode rates relative to the first set's.
  * Models are written to DIR as GGUF on first use (removed unless --keep).
  *
  * With --file the model is a given GGUF file (for instance one written by
@@ -40,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
+#include "model.h"
 #include "pool.h"
 #include "phasemark/engine.h"
 #include "quant.h"
@@ -63,10 +71,13 @@ static const shape shapes[] = {
 };
 
 #define MAX_COUNTS 8
+#define MAX_SETS 4
 
 typedef struct opts {
     int threads[MAX_COUNTS], n_threads, reps, keep;
     char models[128], types[128];
+    char sets[MAX_SETS][16]; /* kernel sets to compare ("auto": the host's) */
+    int n_sets;
     const char *dir;
     const char *file, *label; /* --file mode */
     int prompt, gen, probe;
@@ -223,50 +234,86 @@ static int measure(llm_session *s, const shape *sh, int vocab, result *r)
     return 0;
 }
 
-static int bench_threads(const shape *sh, const char *type, const opts *o, const char *path,
-                         int threads, double bw)
+/* One open model and session per kernel set. */
+typedef struct run {
+    llm_model *m;
+    llm_session *s;
+    const char *kernels; /* the set that runs */
+    result best;
+} run;
+
+static int open_run(const char *path, const char *set, int threads, const shape *sh, run *r)
 {
     char err[256];
     llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
     mo.n_threads = threads;
-    llm_model *m;
-    if (llm_model_open(path, &mo, &m, err, sizeof err) != 0) {
+    if (strcmp(set, "auto") == 0)
+        unsetenv("PHASEMARK_ENGINE_KERNELS");
+    else
+        setenv("PHASEMARK_ENGINE_KERNELS", set, 1);
+    int rc = llm_model_open(path, &mo, &r->m, err, sizeof err);
+    unsetenv("PHASEMARK_ENGINE_KERNELS");
+    if (rc != 0) {
         fprintf(stderr, "bench_engine: %s\n", err);
         return -1;
     }
-    llm_model_info info;
-    llm_model_get_info(m, &info);
+    r->kernels = llm_cpu_backend_kernels(r->m->be);
     llm_session_options so = LLM_SESSION_OPTIONS_INIT;
     so.n_ctx = sh->prefill + sh->decode + 8;
     so.n_batch = sh->prefill;
-    llm_session *s;
-    if (llm_session_create(m, &so, &s, err, sizeof err) != 0) {
+    if (llm_session_create(r->m, &so, &r->s, err, sizeof err) != 0) {
         fprintf(stderr, "bench_engine: %s\n", err);
-        llm_model_free(m);
+        llm_model_free(r->m);
         return -1;
     }
-    result best = {0, 0}, r;
-    int rc = 0;
+    return 0;
+}
+
+static int bench_threads(const shape *sh, const char *type, const opts *o, const char *path,
+                         int threads, double bw)
+{
+    run runs[MAX_SETS];
+    memset(runs, 0, sizeof runs);
+    int n = 0, rc = 0;
+    for (; n < o->n_sets && rc == 0; n++)
+        rc = open_run(path, o->sets[n], threads, sh, &runs[n]);
+    if (rc != 0)
+        n--; /* the failed one holds nothing */
+    llm_model_info info;
+    if (rc == 0)
+        llm_model_get_info(runs[0].m, &info);
     for (int rep = 0; rep <= o->reps && rc == 0; rep++) { /* rep 0 warms up */
-        rc = measure(s, sh, info.n_vocab, &r);
-        if (rc == 0 && rep > 0) {
-            best.prefill_tps = r.prefill_tps > best.prefill_tps ? r.prefill_tps : best.prefill_tps;
-            best.decode_tps = r.decode_tps > best.decode_tps ? r.decode_tps : best.decode_tps;
+        for (int k = 0; k < n && rc == 0; k++) {
+            run *r = &runs[rep % 2 ? n - 1 - k : k];
+            result got;
+            rc = measure(r->s, sh, info.n_vocab, &got);
+            if (rc == 0 && rep > 0) {
+                if (got.prefill_tps > r->best.prefill_tps)
+                    r->best.prefill_tps = got.prefill_tps;
+                if (got.decode_tps > r->best.decode_tps)
+                    r->best.decode_tps = got.decode_tps;
+            }
         }
     }
-    double wbps = (double)info.weight_bytes * best.decode_tps;
-    if (rc == 0)
-        printf("{\"bench\":\"engine\",\"model\":\"%s\",\"type\":\"%s\",\"params\":%llu,"
-               "\"weight_bytes\":%llu,\"threads\":%d,\"reps\":%d,\"prefill_tokens\":%d,"
-               "\"prefill_tok_s\":%.2f,\"decode_tokens\":%d,\"decode_tok_s\":%.3f,"
-               "\"decode_weight_GBps\":%.3f,\"membw_GBps\":%.3f,\"decode_bw_fraction\":%.3f}\n",
-               sh->name, type, (unsigned long long)info.n_params,
+    for (int k = 0; k < n && rc == 0; k++) {
+        const result *b = &runs[k].best, *b0 = &runs[0].best;
+        double wbps = (double)info.weight_bytes * b->decode_tps;
+        printf("{\"bench\":\"engine\",\"model\":\"%s\",\"type\":\"%s\",\"kernels\":\"%s\","
+               "\"params\":%llu,\"weight_bytes\":%llu,\"threads\":%d,\"reps\":%d,"
+               "\"prefill_tokens\":%d,\"prefill_tok_s\":%.2f,\"decode_tokens\":%d,"
+               "\"decode_tok_s\":%.3f,\"decode_weight_GBps\":%.3f,\"membw_GBps\":%.3f,"
+               "\"decode_bw_fraction\":%.3f,\"prefill_vs_first\":%.3f,\"decode_vs_first\":%.3f}\n",
+               sh->name, type, runs[k].kernels, (unsigned long long)info.n_params,
                (unsigned long long)info.weight_bytes, (int)info.n_threads, o->reps,
-               sh->prefill, best.prefill_tps, sh->decode, best.decode_tps, wbps / 1e9, bw / 1e9,
-               bw > 0 ? wbps / bw : 0.0);
+               sh->prefill, b->prefill_tps, sh->decode, b->decode_tps, wbps / 1e9, bw / 1e9,
+               bw > 0 ? wbps / bw : 0.0, b0->prefill_tps > 0 ? b->prefill_tps / b0->prefill_tps : 0.0,
+               b0->decode_tps > 0 ? b->decode_tps / b0->decode_tps : 0.0);
+    }
     fflush(stdout);
-    llm_session_free(s);
-    llm_model_free(m);
+    for (int k = 0; k < n; k++) {
+        llm_session_free(runs[k].s);
+        llm_model_free(runs[k].m);
+    }
     return rc;
 }
 
@@ -420,6 +467,26 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+/* "avx2+vnni,avx512" -> sets; -1 when malformed or not a set's name. */
+static int parse_sets(const char *s, opts *o)
+{
+    static const char *const known[] = {"auto", "scalar", "avx2", "avx2+vnni", "avx512"};
+    o->n_sets = 0;
+    for (const char *p = s; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int found = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strlen(known[i]) == len && strncmp(p, known[i], len) == 0)
+                found = 1;
+        if (!found || o->n_sets == MAX_SETS)
+            return -1;
+        snprintf(o->sets[o->n_sets++], sizeof o->sets[0], "%.*s", (int)len, p);
+        p += len + (e ? 1 : 0);
+    }
+    return o->n_sets ? 0 : -1;
+}
+
 /* "1,2" -> counts; -1 when malformed. */
 static int parse_counts(const char *s, opts *o)
 {
@@ -452,6 +519,8 @@ static int parse_opts(int argc, char **argv, opts *o)
     o->prompt = 512;
     o->gen = 128;
     o->probe = 1;
+    snprintf(o->sets[0], sizeof o->sets[0], "auto");
+    o->n_sets = 1;
     snprintf(o->models, sizeof o->models, "15m,110m,1b");
     snprintf(o->types, sizeof o->types, "f32,q8_0");
     for (int i = 1; i < argc; i++) {
@@ -464,6 +533,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--reps")) { if (parse_int(v, 1, 100, &o->reps)) return -1; }
         else if (!strcmp(a, "--models")) snprintf(o->models, sizeof o->models, "%s", v);
         else if (!strcmp(a, "--types")) snprintf(o->types, sizeof o->types, "%s", v);
+        else if (!strcmp(a, "--kernels")) { if (parse_sets(v, o)) return -1; }
         else if (!strcmp(a, "--dir")) o->dir = v;
         else if (!strcmp(a, "--file")) o->file = v;
         else if (!strcmp(a, "--label")) o->label = v;
@@ -479,14 +549,15 @@ int main(int argc, char **argv)
     opts o;
     if (parse_opts(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_engine [--threads 1,2] [--reps R] [--models 15m,110m,1b] "
-                        "[--types f32,q8_0] [--dir DIR] [--keep]\n"
+                        "[--types f32,q8_0] [--kernels auto|scalar|avx2|avx2+vnni|avx512,...] "
+                        "[--dir DIR] [--keep]\n"
                         "       bench_engine --file MODEL.gguf [--label L] [--threads 1,2] [--reps R] "
                         "[--prompt 512] [--gen 128] [--no-probe]\n");
         return 2;
     }
     if (o.file)
         return bench_file(&o);
-    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"};
     double bw[MAX_COUNTS];
     for (int i = 0; i < o.n_threads; i++)
         bw[i] = membw(o.threads[i], o.reps);

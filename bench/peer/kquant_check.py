@@ -1,11 +1,15 @@
 #!/usr/bin/python3
-"""kquant_check.py: llama.cpp as the independent reference for our k-quant
-support (Q4_K_M, Q5_K_M, Q6_K files written by llama.cpp's llama-quantize).
+"""kquant_check.py: llama.cpp as the independent reference for our quantized
+file support (Q4_K_M, Q5_K_M, Q6_K and the older Q4_1, Q5_0, Q5_1 files
+written by llama.cpp's llama-quantize; its Q4_K_M / Q5_K_M hold q5_0 / q5_1
+tensors wherever rows are not whole 256-element super-blocks, as the KJV
+target's ffn_down).
 
 For each source model (a synthetic F16 model from pm-modelwriter, and the
 shipped KJV target, a trained model with a real vocabulary, whose Q8_0 file
 llama-quantize re-quantizes):
-  1. llama-quantize writes Q4_K_M, Q5_K_M and Q6_K versions into --work;
+  1. llama-quantize writes a version per --quants type (default Q4_K_M,
+     Q5_K_M, Q6_K, Q4_1, Q5_0, Q5_1) into --work;
   2. for the source and every version, llama-perplexity
      --kl-divergence-base saves llama.cpp's teacher-forced log-probabilities
      over a text (both halves of each n_ctx chunk are run, the second
@@ -30,6 +34,7 @@ stdout (bench/results/kquant_peer.md is written from it).
 Usage:
   bench/peer/kquant_check.py --llama-build /tmp/llama-cpu --ours-build BUILD
       --work /tmp/kq-work [--threads 2] [--ctx 256] [--chunks 2]
+      [--quants Q4_K_M,Q5_K_M,Q6_K,Q4_1,Q5_0,Q5_1]
 Exit status: 0 every file within tolerance, 1 a file failed, 2 usage error.
 """
 
@@ -45,7 +50,7 @@ import time
 
 PROG = "kquant_check"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-KQUANTS = ("Q4_K_M", "Q5_K_M", "Q6_K")
+QUANTS = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q4_1", "Q5_0", "Q5_1")
 
 
 def die(msg, code=2):
@@ -254,13 +259,15 @@ def check_source(a, name, src, desc, qflags, text):
     src_base = theirs(a, src, text, os.path.join(a.work, f"{name}_src.kld"))
     src_ours = ours(a, src, src_base, 1, a.work)
     files = [("source", src)]
-    for q in KQUANTS:
+    for q in a.quants:
         dst = os.path.join(a.work, f"{name}_{q}.gguf")
         run([a.quantize] + qflags + [src, dst, q, str(a.threads)])
         files.append((q, dst))
     mixes = {}
     if name == "synth":
         for q in ("Q4_K_M", "Q5_K_M"):
+            if q not in a.quants:
+                continue
             mixes[q] = mix_check(a, q, os.path.join(a.work, f"{name}_{q}.gguf"))
             print(f"{PROG}: pm-modelwriter {q} vs llama-quantize: {mixes[q]['tensors']} tensors, "
                   f"{len(mixes[q]['differ'])} differ", file=sys.stderr)
@@ -355,6 +362,8 @@ def parse_args(argv):
     p.add_argument("--ctx", type=int, default=256, help="tokens per chunk (llama-perplexity -c)")
     p.add_argument("--chunks", type=int, default=2)
     p.add_argument("--sources", default="synth,kjv")
+    p.add_argument("--quants", default=",".join(QUANTS),
+                   help="llama-quantize types to write from each source")
     p.add_argument("--synth-shape", default="768,12,12,12,2048,32000",
                    help="dim,layers,heads,kv_heads,ffn,vocab (default: the 110M shape)")
     p.add_argument("--margin", type=float, default=0.2,
@@ -371,6 +380,9 @@ def parse_args(argv):
     a.sources = [s for s in a.sources.split(",") if s]
     if any(s not in ("synth", "kjv") for s in a.sources) or not a.sources:
         die("--sources takes synth and/or kjv")
+    a.quants = [q for q in a.quants.split(",") if q]
+    if any(q not in QUANTS for q in a.quants):
+        die("--quants takes " + ", ".join(QUANTS))
     if a.ctx < 16 or a.ctx % 2 or a.chunks < 1 or not 1 <= a.threads <= 256:
         die("--ctx must be even and >= 16, --chunks >= 1, --threads 1..256")
     a.perplexity = find_exe(a.llama_build, ("bin/llama-perplexity",))

@@ -449,7 +449,7 @@ static int cmd_kernels(const opts *o)
     static float row[KB_LEN], x[KB_MAX_N * KB_LEN], y[KB_MAX_N * KB_ROWS];
     static float d[KB_MAX_N * KB_LEN / LLM_ACTS_QK], dt[KB_MAX_N * KB_LEN / LLM_ACTS_QK + 8];
     static int8_t q[KB_MAX_N * KB_LEN], qb[KB_MAX_N * KB_LEN];
-    static int32_t xbias[KB_MAX_N * KB_LEN / 4];
+    static int32_t xbias[KB_MAX_N * KB_LEN / 4], xsum[KB_MAX_N * KB_LEN / LLM_ACTS_QK];
     static double t[3][LOOP_MAX_REPS];
     for (int r = 0; r < KB_ROWS; r++) {
         for (int i = 0; i < KB_LEN; i++)
@@ -462,7 +462,7 @@ static int cmd_kernels(const opts *o)
     llm_matvec_fn mv_vnni = llm_kernels_find(&vnni, LLM_TYPE_Q8_0)->matvec;
     int reps = o->loop_reps > 1000 ? 200 : o->loop_reps;
     for (int32_t n = 1; n <= KB_MAX_N; n++) {
-        llm_acts_scratch sc = {d, q, dt, qb, xbias};
+        llm_acts_scratch sc = {d, q, dt, qb, xbias, xsum};
         llm_acts a;
         llm_acts_quantize(&avx2, x, n, KB_LEN, &sc, &a);
         for (int r = 0; r < reps; r++) /* interleaved, medians */

@@ -124,7 +124,7 @@ static void weight_upload_types(void)
     /* Padded rows (row_bytes larger than the data) are accepted. */
     CT_OK(c, llm_cuda_weight_upload(c, LLM_TYPE_BF16, host, 60, 4, 128, &w));
     llm_cuda_weight_release(c, &w);
-    CHECK_INT_EQ(llm_cuda_weight_upload(c, 3 /* q4_1 */, host, 64, 1, 40, &w), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_weight_upload(c, 9 /* q8_1 */, host, 64, 1, 72, &w), LLM_EINVAL);
     CHECK(w.data == NULL);
     /* Q4_K and Q6_K keep layouts of their own (the file's bytes; Q6_K's d
      * in the scales), Q5_K re-quantizes into the Q8 layout (8 blocks a
@@ -140,6 +140,16 @@ static void weight_upload_types(void)
         CHECK(w.rows == 2 && w.cols == 256 && (w.scales != NULL) == (i != 0));
         llm_cuda_weight_release(c, &w);
         CHECK_INT_EQ(llm_cuda_weight_upload(c, kq[i], host, 128, 1, rb, &w), LLM_EINVAL);
+    }
+    /* Q4_1 / Q5_0 / Q5_1: one Q8 block per block of 32. */
+    const uint32_t lq[] = {LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1};
+    for (size_t i = 0; i < 3; i++) {
+        size_t rb = ct_row_bytes(lq[i], 64);
+        CT_OK(c, llm_cuda_weight_upload(c, lq[i], host, 64, 2, rb, &w));
+        CHECK_INT_EQ(w.type, LLM_TYPE_Q8_0);
+        CHECK(w.rows == 2 && w.cols == 64 && w.scales != NULL);
+        llm_cuda_weight_release(c, &w);
+        CHECK_INT_EQ(llm_cuda_weight_upload(c, lq[i], host, 48, 1, rb, &w), LLM_EINVAL);
     }
     CHECK_INT_EQ(llm_cuda_weight_upload(c, LLM_TYPE_Q8_0, host, 40, 1, 34, &w), LLM_EINVAL);
     CHECK_INT_EQ(llm_cuda_weight_upload(c, LLM_TYPE_F32, host, 64, 1, 100, &w), LLM_EINVAL);

@@ -590,6 +590,11 @@ static void engine_f16(void) { synth_case("f16", 20); }
 static void engine_bf16(void) { synth_case("bf16", 20); }
 static void engine_q8_0(void) { synth_case("q8_0", 20); }
 static void engine_q4_0(void) { synth_case("q4_0", 20); }
+/* Q5_0 goes up exactly (q - 16 in int8); Q4_1 / Q5_1 re-quantized to Q8_0
+ * (a second rounding, as the k-quants: cuda_matmul.cu). */
+static void engine_q4_1(void) { synth_case("q4_1", 20); }
+static void engine_q5_0(void) { synth_case("q5_0", 20); }
+static void engine_q5_1(void) { synth_case("q5_1", 20); }
 
 /* A Q4_K_M-like mix (Q4_K, with attn_v, ffn_down and output in Q6_K),
  * 256 wide: the device runs it on its native k-quant layouts (or, with
@@ -1069,7 +1074,8 @@ static const ct_case cases[] = {
     {"engine_f32", engine_f32}, {"engine_f16", engine_f16},
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
     {"engine_warmup", engine_warmup},
-    {"engine_q4_0", engine_q4_0}, {"engine_q4_k_m", engine_q4_k_m}, {"engine_stories", engine_stories},
+    {"engine_q4_0", engine_q4_0}, {"engine_q4_k_m", engine_q4_k_m},
+    {"engine_q4_1", engine_q4_1}, {"engine_q5_0", engine_q5_0}, {"engine_q5_1", engine_q5_1}, {"engine_stories", engine_stories},
     {"engine_graph_cache", engine_graph_cache},
     {"engine_prefill_f32", engine_prefill_f32}, {"engine_prefill_f16", engine_prefill_f16},
     {"engine_prefill_fallback", engine_prefill_fallback},

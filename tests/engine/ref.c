@@ -102,6 +102,27 @@ static void decode_q6_k(const unsigned char *p, double *dst, size_t n)
     }
 }
 
+/* Q4_1 / Q5_0 / Q5_1 blocks of 32, from the GGUF layout: fp16 d, [fp16
+ * m], [4 bytes: bit e of the little-endian word is element e's 16s bit],
+ * 16 nibble bytes (element j low, j+16 high). x = d*q + m, or d*(q - 16)
+ * for q5_0. */
+static void decode_legacy(const unsigned char *p, double *dst, size_t n, uint32_t type)
+{
+    int has_m = type != 6, five = type != 3;
+    size_t bytes = 18 + 2 * (size_t)has_m + 4 * (size_t)five;
+    for (size_t b = 0; b < n / 32; b++) {
+        const unsigned char *blk = p + bytes * b;
+        double d = half_to_double(rd16(blk)), m = has_m ? half_to_double(rd16(blk + 2)) : 0.0;
+        const unsigned char *qh = blk + 2 + 2 * has_m, *qs = qh + 4 * five;
+        for (int e = 0; e < 32; e++) {
+            int q = e < 16 ? qs[e] % 16 : qs[e - 16] / 16;
+            if (five && (qh[e / 8] >> (e % 8)) % 2)
+                q += 16;
+            dst[32 * b + (size_t)e] = has_m ? d * q + m : d * (q - 16);
+        }
+    }
+}
+
 /* Decodes a whole tensor of n elements into dst. */
 static int decode(const llm_gguf_tensor *t, double *dst, size_t n)
 {
@@ -139,6 +160,11 @@ static int decode(const llm_gguf_tensor *t, double *dst, size_t n)
                 dst[32 * b + j + 16] = d * ((blk[2 + j] >> 4) - 8);
             }
         }
+        return 0;
+    case 3: /* q4_1 */
+    case 6: /* q5_0 */
+    case 7: /* q5_1 */
+        decode_legacy(p, dst, n, t->type);
         return 0;
     case 12: /* q4_K */
     case 13: /* q5_K */

@@ -195,13 +195,15 @@ static void test_gemm(const llm_kernels *k)
 }
 
 /* The kernel set's dequantization equals the model-file code's, bit for
- * bit (both are exact: fp16 scale times an integer, or a widening). */
+ * bit (both are exact: fp16 scale times an integer, or a widening; Q4_1 /
+ * Q5_1's q*d + m rounds twice, in the same order on both sides). */
 static void test_dequant(const llm_kernels *k)
 {
     enum { N = 256 };
     static float src[N], want[N], got[N];
     static unsigned char buf[N * 4];
-    uint32_t types[] = {LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0, LLM_TYPE_F32};
+    uint32_t types[] = {LLM_TYPE_F16,  LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_0,
+                        LLM_TYPE_F32,  LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1};
     for (int i = 0; i < N; i++)
         src[i] = (float)(4.0 * uni());
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {

@@ -12,10 +12,15 @@
  * float rows with SIMD tails, all-zero and extreme weight blocks, and an
  * output stride wider than the rows (columns outside stay untouched).
  * The attention kernel is held the same way to the loop it replaces: dot,
- * expf and axpy per cached position. The k-quants' products are held to
- * the scalar set's bit for bit (check_kquants).
+ * expf and axpy per cached position. The k-quants' and Q4_1/Q5_0/Q5_1's
+ * products are held to the scalar set's bit for bit (check_kquants).
  *
- *   test_engine_matvec scalar|avx2|vnni
+ * The avx512 set promises more: its matrix–vector products are bit for bit
+ * the avx2+vnni set's (check_same_as), and its batched Q8_0 product is
+ * held to the sequence of float operations it documents, written here in
+ * plain C with fmaf over exact integer block sums (check_batched).
+ *
+ *   test_engine_matvec scalar|avx2|vnni|avx512
  *
  * A set the CPU lacks is skipped (exit 77).
  */
@@ -108,7 +113,7 @@ static void check_case(const llm_kernels *k, uint32_t type, int64_t rows, int64_
         b->x[i] = (float)(2.0 * uni()) * (i % 11 == 0 ? 8.0f : 1.0f);
     llm_matvec_fn mv = matvec_of(k, type);
     for (int32_t n = 1; n <= MAX_N; n++) {
-        llm_acts a = {n, len, b->x, NULL, NULL, NULL, NULL, NULL};
+        llm_acts a = {n, len, b->x, NULL, NULL, NULL, NULL, NULL, NULL};
         if (is_quant(k, type))
             llm_acts_quantize(k, b->x, n, len, &b->s, &a);
         for (int64_t i = 0; i < MAX_N * ldy; i++)
@@ -148,9 +153,13 @@ static void check_layouts(const llm_kernels *k, case_buf *b)
             CHECK(a.dt[bl * N + t] == a.d[t * NB + bl]);
             const int8_t *q = a.q + t * LEN + bl * 32;
             CHECK(memcmp(a.qb + (bl * N + t) * 32, q, 32) == 0);
-            for (int g = 0; g < 8; g++)
+            int32_t sum = 0;
+            for (int g = 0; g < 8; g++) {
                 CHECK_INT_EQ(a.xbias[(bl * N + t) * 8 + g],
                              -128 * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]));
+                sum += q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3];
+            }
+            CHECK_INT_EQ(a.xsum[t * NB + bl], -128 * sum);
         }
 }
 
@@ -195,7 +204,9 @@ static void check_attend(const llm_kernels *k)
     }
 }
 
-/* The k-quants (kernels_k.c): k's products bitwise the scalar set's, which
+/* The k-quants (kernels_k.c) and Q4_1, Q5_0, Q5_1 (kernels_legacy.c, rows
+ * of 1, 3, 9 and 24 blocks: the AVX2 kernel's groups of eight and their
+ * remainders): k's products bitwise the scalar set's, which
  * in turn agree with the reference dequantization (quant_k.c) dotted in
  * double with the dequantized activations (d * q): the integer
  * decomposition of each sub-block is exact, so only f32 rounding of the
@@ -204,13 +215,14 @@ static void check_kquants(const llm_kernels *k, case_buf *b)
 {
     llm_kernels ref;
     llm_kernels_scalar(&ref);
-    const uint32_t types[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
-    const int64_t lens[] = {256, 512, 768};
+    const uint32_t types[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K,
+                              LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1};
+    const int64_t k_lens[] = {256, 512, 768}, legacy_lens[] = {32, 96, 288, 768};
     float *wf = malloc(sizeof(float) * 768), *y2 = malloc(sizeof(float) * MAX_N * 64);
     REQUIRE(wf && y2);
-    for (size_t ti = 0; ti < 3; ti++)
-        for (size_t li = 0; li < 3; li++) {
-            int64_t len = lens[li], rows = 13, ldy = rows + 3;
+    for (size_t ti = 0; ti < 6; ti++)
+        for (size_t li = 0; li < (ti < 3 ? 3u : 4u); li++) {
+            int64_t len = ti < 3 ? k_lens[li] : legacy_lens[li], rows = 13, ldy = rows + 3;
             uint64_t rb;
             REQUIRE(llm_type_row_bytes(types[ti], (uint64_t)len, &rb) == 0);
             fill_weights(types[ti], b->w, (size_t)rb, rows, len);
@@ -245,18 +257,132 @@ static void check_kquants(const llm_kernels *k, case_buf *b)
     free(y2);
 }
 
+/* Every type's matrix–vector product of k against ref's, bit for bit, on
+ * the shapes of check_case (k promises to be ref's arithmetic). */
+static void check_same_as(const llm_kernels *k, const llm_kernels *ref, const uint32_t *types,
+                          size_t n_types, case_buf *b)
+{
+    const int64_t lens[] = {32, 64, 96, 288, 544, 1, 15, 16, 17, 40, 300};
+    const int64_t rows[] = {1, 3, 5, 13, 61};
+    float *y2 = malloc(sizeof(float) * MAX_N * (61 + 3));
+    REQUIRE(y2);
+    for (size_t ti = 0; ti < n_types; ti++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            int64_t len = lens[li];
+            if (is_quant(k, types[ti]) && len % 32 != 0)
+                continue;
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+                uint64_t rb;
+                int64_t nr = rows[ri], ldy = nr + 3;
+                REQUIRE(llm_type_row_bytes(types[ti], (uint64_t)len, &rb) == 0);
+                fill_weights(types[ti], b->w, (size_t)rb, nr, len);
+                for (int64_t i = 0; i < MAX_N * len; i++)
+                    b->x[i] = (float)(2.0 * uni()) * (i % 11 == 0 ? 8.0f : 1.0f);
+                for (int32_t n = 1; n <= MAX_N; n += 3) {
+                    llm_acts a = {n, len, b->x, NULL, NULL, NULL, NULL, NULL, NULL};
+                    if (is_quant(k, types[ti]))
+                        llm_acts_quantize(ref, b->x, n, len, &b->s, &a);
+                    matvec_of(k, types[ti])(b->w, (size_t)rb, nr, &a, b->y, ldy);
+                    matvec_of(ref, types[ti])(b->w, (size_t)rb, nr, &a, y2, ldy);
+                    int bad = 0;
+                    for (int32_t t = 0; t < n; t++)
+                        for (int64_t r = 0; r < nr; r++)
+                            if (memcmp(&b->y[t * ldy + r], &y2[t * ldy + r], sizeof(float)) != 0 &&
+                                bad++ < 3)
+                                fprintf(stderr, "%s %s len %lld rows %lld n %d: y[%d][%lld] = %.9g, "
+                                        "%s %.9g\n", k->name, llm_type_name(types[ti]),
+                                        (long long)len, (long long)nr, (int)n, (int)t,
+                                        (long long)r, b->y[t * ldy + r], ref->name,
+                                        y2[t * ldy + r]);
+                    CHECK_INT_EQ(bad, 0);
+                }
+            }
+        }
+    free(y2);
+}
+
+/* k's batched Q8_0 product against the sequence it promises (kernels.h,
+ * kernels_avx512.c): per result, from 0, over the blocks in order,
+ * acc = fmaf(d_w * d_x, (float)(exact integer block sum), acc). Row counts
+ * around its 16-row panels, blocks around its 8-block chunks, and batch
+ * sizes 1..MAX_N; columns of y outside the rows stay untouched. The same
+ * results also lie within f32 rounding of the scalar single-row kernel. */
+static void check_batched(const llm_kernels *k, const llm_kernels *ref, case_buf *b)
+{
+    const llm_type_kernels *kt = llm_kernels_find(k, LLM_TYPE_Q8_0);
+    REQUIRE(kt && kt->batched);
+    const int64_t lens[] = {32, 96, 256, 288, 544, 768};  /* 1, 3, 8, 9, 17, 24 blocks */
+    const int64_t rows[] = {1, 7, 15, 16, 17, 33, 61};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+            int64_t len = lens[li], nr = rows[ri], ldy = nr + 3, nb = len / 32;
+            uint64_t rb;
+            REQUIRE(llm_type_row_bytes(LLM_TYPE_Q8_0, (uint64_t)len, &rb) == 0);
+            fill_weights(LLM_TYPE_Q8_0, b->w, (size_t)rb, nr, len);
+            for (int64_t i = 0; i < MAX_N * len; i++)
+                b->x[i] = (float)(2.0 * uni()) * (i % 11 == 0 ? 8.0f : 1.0f);
+            for (int32_t n = 1; n <= MAX_N; n += (n < 4 ? 1 : 5)) {
+                llm_acts a;
+                llm_acts_quantize(k, b->x, n, len, &b->s, &a);
+                for (int64_t i = 0; i < MAX_N * ldy; i++)
+                    b->y[i] = SENTINEL;
+                kt->batched(b->w, (size_t)rb, nr, &a, b->y, ldy);
+                int bad = 0;
+                for (int32_t t = 0; t < n; t++) {
+                    for (int64_t r = 0; r < nr; r++) {
+                        const unsigned char *row = b->w + (size_t)r * rb;
+                        float want = 0.0f;
+                        for (int64_t bl = 0; bl < nb; bl++) {
+                            const unsigned char *blk = row + bl * 34;
+                            uint16_t h;
+                            memcpy(&h, blk, 2);
+                            int32_t isum = 0;
+                            for (int j = 0; j < 32; j++)
+                                isum += (int32_t)(int8_t)blk[2 + j] * a.q[t * len + bl * 32 + j];
+                            float sc = llm_fp16_to_f32(h) * a.d[t * nb + bl];
+                            want = fmaf(sc, (float)isum, want);
+                        }
+                        float got = b->y[t * ldy + r];
+                        if (memcmp(&got, &want, sizeof got) != 0 && bad++ < 3)
+                            fprintf(stderr, "%s batched q8_0 len %lld rows %lld n %d: y[%d][%lld] "
+                                    "= %.9g, want %.9g\n", k->name, (long long)len, (long long)nr,
+                                    (int)n, (int)t, (long long)r, got, want);
+                        llm_qrow xq = {a.d + t * nb, a.q + t * len};
+                        float single = ref->dot_q8_0(row, &xq, len);
+                        double mag = 0.0; /* sum of |w_i x_i| */
+                        for (int64_t i = 0; i < len; i++) {
+                            uint16_t h;
+                            memcpy(&h, row + (i / 32) * 34, 2);
+                            double wi = (double)llm_fp16_to_f32(h) * (int8_t)row[(i / 32) * 34 + 2 + i % 32];
+                            mag += fabs(wi * a.d[t * nb + i / 32] * a.q[t * len + i]);
+                        }
+                        CHECK_NEAR(got, single, 1e-5 * mag + 1e-6);
+                    }
+                    for (int64_t r = nr; r < ldy; r++)
+                        CHECK(b->y[t * ldy + r] == SENTINEL);
+                }
+                for (int64_t i = (int64_t)n * ldy; i < MAX_N * ldy; i++)
+                    CHECK(b->y[i] == SENTINEL);
+                CHECK_INT_EQ(bad, 0);
+            }
+        }
+}
+
 int main(int argc, char **argv)
 {
     llm_kernels k;
     const char *set = argc > 1 ? argv[1] : "";
+    int wide = strcmp(set, "avx512") == 0;
     llm_kernels_scalar(&k);
-    if (strcmp(set, "avx2") == 0 || strcmp(set, "vnni") == 0) {
+    if (strcmp(set, "avx2") == 0 || strcmp(set, "vnni") == 0 || wide) {
         if (llm_kernels_avx2(&k) != 0)
             PM_SKIP("the CPU lacks AVX2/FMA/F16C");
-        if (strcmp(set, "vnni") == 0 && llm_kernels_vnni(&k) != 0)
+        if (strcmp(set, "avx2") != 0 && llm_kernels_vnni(&k) != 0)
             PM_SKIP("the CPU lacks AVX-512 VNNI (with F/BW/VL)");
+        if (wide && llm_kernels_avx512(&k) != 0)
+            PM_SKIP("the CPU lacks AVX-512 F/BW/VL/VNNI");
     } else if (strcmp(set, "scalar") != 0) {
-        fprintf(stderr, "usage: test_engine_matvec scalar|avx2|vnni\n");
+        fprintf(stderr, "usage: test_engine_matvec scalar|avx2|vnni|avx512\n");
         return 2;
     }
     enum { MAX_ROWS = 61, MAX_LEN = 768 };
@@ -269,7 +395,8 @@ int main(int argc, char **argv)
     b.s.dt = calloc(MAX_N * MAX_LEN / 32 + 8, sizeof(float));
     b.s.qb = malloc((size_t)MAX_N * MAX_LEN);
     b.s.xbias = malloc(sizeof(int32_t) * MAX_N * MAX_LEN / 4);
-    REQUIRE(b.w && b.x && b.y && b.s.d && b.s.q && b.s.dt && b.s.qb && b.s.xbias);
+    b.s.xsum = malloc(sizeof(int32_t) * MAX_N * MAX_LEN / 32);
+    REQUIRE(b.w && b.x && b.y && b.s.d && b.s.q && b.s.dt && b.s.qb && b.s.xbias && b.s.xsum);
 
     const uint32_t quant[] = {LLM_TYPE_Q8_0, LLM_TYPE_Q4_0};
     const int64_t quant_lens[] = {32, 64, 96, 288, 544};    /* 1, 2, 3, 9, 17 blocks */
@@ -287,6 +414,16 @@ int main(int argc, char **argv)
     check_layouts(&k, &b);
     check_attend(&k);
     check_kquants(&k, &b);
+    if (wide) {
+        llm_kernels ref, scalar;
+        llm_kernels_scalar(&ref);
+        REQUIRE(llm_kernels_avx2(&ref) == 0 && llm_kernels_vnni(&ref) == 0);
+        llm_kernels_scalar(&scalar);
+        const uint32_t all[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
+                                LLM_TYPE_Q4_0};
+        check_same_as(&k, &ref, all, sizeof all / sizeof all[0], &b);
+        check_batched(&k, &scalar, &b);
+    }
     printf("%s: matrix-vector and attention kernels bitwise equal to the single-row loops\n",
            k.name);
 
@@ -298,5 +435,6 @@ int main(int argc, char **argv)
     free(b.s.dt);
     free(b.s.qb);
     free(b.s.xbias);
+    free(b.s.xsum);
     return pm_check_result();
 }

@@ -3,10 +3,13 @@
  * path), a short prefill (the matrix-vector path) and every decode step.
  *
  * Usage: test_engine_parity TYPE [VARIANT]
- *   TYPE     f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k (matrices and embedding),
- *            or q4_k_m: Q4_K with attn_v, ffn_down and output in Q6_K
- *            (k-quant models are 256 wide, ffn 512: rows of whole
- *            super-blocks)
+ *   TYPE     f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (matrices
+ *            and embedding), or q4_k_m: Q4_K with attn_v, ffn_down and
+ *            output in Q6_K (k-quant models are 256 wide, ffn 512: rows of
+ *            whole super-blocks), or q4_k_q5_0 / q5_k_q5_1: Q4_K (Q5_K)
+ *            with attn_v, ffn_down and output in Q5_0 (Q5_1) and ffn 288,
+ *            so ffn_down's rows are not whole super-blocks: the layout
+ *            llama.cpp's Q4_K_M / Q5_K_M fall back to for such rows
  *   VARIANT  plain (default) | tied (output = embedding) | rope (base
  *            500000, linear scaling x4) | rope_freqs (a rope_freqs.weight
  *            tensor, Llama 3.1) | mha (n_kv_heads = n_heads) |
@@ -134,12 +137,15 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "q4_k_m") == 0) {
         s.type = s.embd_type = LLM_TYPE_Q4_K;
         s.type_hi = LLM_TYPE_Q6_K;
+    } else if (strcmp(argv[1], "q4_k_q5_0") == 0 || strcmp(argv[1], "q5_k_q5_1") == 0) {
+        s.type = s.embd_type = argv[1][1] == '4' ? LLM_TYPE_Q4_K : LLM_TYPE_Q5_K;
+        s.type_hi = argv[1][1] == '4' ? LLM_TYPE_Q5_0 : LLM_TYPE_Q5_1;
     } else {
         s.type = s.embd_type = synth_type(argv[1]);
     }
     if (llm_type_find(NULL, s.type)->block_elems == LLM_QK_K) {
         s.hp.dim = 256;
-        s.hp.ffn = 512;
+        s.hp.ffn = s.type_hi && s.type_hi != LLM_TYPE_Q6_K ? 288 : 512;
     }
     /* VARIANT_scalar: the variant on the portable kernels. */
     char variant[64];

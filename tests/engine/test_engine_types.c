@@ -106,7 +106,7 @@ static void toy_matvec(const void *w, size_t row_bytes, int64_t rows, const llm_
 }
 
 static const llm_type_kernels k_toy_kernels[] = {
-    {TOY_ID, toy_matvec, toy_to_f32, 0, 0},
+    {TOY_ID, toy_matvec, toy_to_f32, 0, 0, NULL},
 };
 
 /* ---- running both models --------------------------------------------------- */
@@ -304,7 +304,7 @@ static void test_bad_kernels(void)
     be->ops->destroy(be);
     be = cpu_with(1, NULL, 0);
     CHECK_INT_EQ(be->ops->supports_type(be, TOY_ID), 0);
-    CHECK_INT_EQ(be->ops->supports_type(be, 3), 0); /* q4_1: known, no kernels */
+    CHECK_INT_EQ(be->ops->supports_type(be, 10), 0); /* q2_K: known, no kernels */
     be->ops->destroy(be);
 }
 

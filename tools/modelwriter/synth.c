@@ -25,7 +25,9 @@
  * take q6_K. "More bits" (llama.cpp's rule, in our words): layer i of n is
  * in the first eighth, the last eighth, or every third layer counted from
  * the end of the first eighth (i - n/8 = 2, 5, 8, ...). A matrix whose rows
- * do not fit 256-element super-blocks falls back to f32 as in any type.
+ * do not fit 256-element super-blocks takes llama.cpp's fallback for its
+ * type, a 32-element block type: q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0
+ * (rows that do not fit 32 either stay f32, as in any type).
  *
  * Vocabulary (tokenizer.ggml.model "llama"): <unk>, <s>, </s>, the 256
  * <0xXX> byte tokens, then normal pieces: level 1 "▁", a-z, A-Z, 0-9 and
@@ -360,6 +362,24 @@ static uint32_t mix_type(const synth_ctx *c, const char *name)
     return c->type;
 }
 
+/* llama.cpp's replacement for a k-quant whose super-blocks the rows
+ * (ne0 wide) do not fit; `type` itself when they fit or outside a mix. */
+static uint32_t mix_fallback(const synth_ctx *c, uint32_t type, uint64_t ne0)
+{
+    if (c->mix == MIX_NONE || ne0 % LLM_QK_K == 0)
+        return type;
+    switch (type) {
+    case LLM_TYPE_Q4_K:
+        return LLM_TYPE_Q5_0;
+    case LLM_TYPE_Q5_K:
+        return LLM_TYPE_Q5_1;
+    case LLM_TYPE_Q6_K:
+        return LLM_TYPE_Q8_0;
+    default:
+        return type;
+    }
+}
+
 static int add(synth_ctx *c, const char *name, uint64_t ne0, uint64_t ne1, float scale, float offset)
 {
     gen *g = &c->gens[c->n_gens];
@@ -369,7 +389,7 @@ static int add(synth_ctx *c, const char *name, uint64_t ne0, uint64_t ne1, float
     g->offset = offset;
     uint64_t ne[2] = {ne0, ne1};
     uint32_t dims = ne1 > 1 ? 2 : 1;
-    uint32_t type = mw_weight_type(mix_type(c, name), dims, ne0, &c->fallbacks);
+    uint32_t type = mw_weight_type(mix_fallback(c, mix_type(c, name), ne0), dims, ne0, &c->fallbacks);
     return llm_gguf_writer_add_tensor_gen(c->w, name, type, dims, ne, gen_row, g);
 }
 

@@ -11,6 +11,7 @@ set(LLM_FILES_SOURCES
     ${LLM_FILES_DIR}/errtext.c
     ${LLM_FILES_DIR}/quant.c
     ${LLM_FILES_DIR}/quant_k.c
+    ${LLM_FILES_DIR}/quant_legacy.c
     ${LLM_FILES_DIR}/gguf.c
     ${LLM_FILES_DIR}/gguf_write.c
     ${LLM_FILES_DIR}/llama2c.c

@@ -146,7 +146,7 @@ static void q4_0_from_f32(const float *x, void *out, size_t n)
 
 /* ---- the table ------------------------------------------------------------ */
 
-/* Every built-in type: the eight that convert, and the block layouts of
+/* Every built-in type: the eleven that convert, and the block layouts of
  * ggml types we only size (never convert), so that files carrying them
  * still open and report clearly. File types are llama.cpp's
  * LLAMA_FTYPE_MOSTLY_* numbers. */
@@ -155,9 +155,9 @@ static const llm_type_traits k_types[] = {
     {0, "f32", 1, 4, 4, 1, 0, f32_to_f32, f32_from_f32},
     {1, "f16", 1, 2, 1, 1, 1, f16_to_f32, f16_from_f32},
     {2, "q4_0", LLM_QK4_0, sizeof(llm_block_q4_0), 1, 0, 2, q4_0_to_f32, q4_0_from_f32},
-    {3, "q4_1", 32, 20, 1, 0, 0, NULL, NULL},
-    {6, "q5_0", 32, 22, 1, 0, 0, NULL, NULL},
-    {7, "q5_1", 32, 24, 1, 0, 0, NULL, NULL},
+    {3, "q4_1", LLM_QK_LEGACY, LLM_Q4_1_BYTES, 1, 0, 3, llm_q4_1_to_f32, llm_q4_1_from_f32},
+    {6, "q5_0", LLM_QK_LEGACY, LLM_Q5_0_BYTES, 1, 0, 8, llm_q5_0_to_f32, llm_q5_0_from_f32},
+    {7, "q5_1", LLM_QK_LEGACY, LLM_Q5_1_BYTES, 1, 0, 9, llm_q5_1_to_f32, llm_q5_1_from_f32},
     {8, "q8_0", LLM_QK8_0, sizeof(llm_block_q8_0), 1, 0, 7, q8_0_to_f32, q8_0_from_f32},
     {9, "q8_1", 32, 36, 1, 0, 0, NULL, NULL},
     {10, "q2_K", 256, 84, 1, 0, 0, NULL, NULL},

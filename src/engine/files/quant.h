@@ -12,8 +12,10 @@
  * table (cpu/kernels.h, cuda/), checked against the model's tensors when
  * it loads.
  *
- * Eight built-in types convert, so the engine computes with them: F32, F16,
- * BF16, Q8_0, Q4_0 and the k-quants Q4_K, Q5_K, Q6_K (bottom of this file). The table also holds the block layouts of the other
+ * Eleven built-in types convert, so the engine computes with them: F32,
+ * F16, BF16, Q8_0, Q4_0, the older 32-element types Q4_1, Q5_0, Q5_1 and
+ * the k-quants Q4_K, Q5_K, Q6_K (both at the bottom of this file). The
+ * table also holds the block layouts of the other
  * common ggml types, without conversions, so that a file holding them opens
  * and its tensors are sized and then refused by name. A caller may bring
  * more types (a test's toy type) as an llm_type_set, consulted after the
@@ -283,6 +285,39 @@ void llm_q5_k_to_f32(const void *src, float *dst, size_t n);
 void llm_q5_k_from_f32(const float *src, void *dst, size_t n);
 void llm_q6_k_to_f32(const void *src, float *dst, size_t n);
 void llm_q6_k_from_f32(const float *src, void *dst, size_t n);
+
+/* ---- Q4_1, Q5_0, Q5_1 (quant_legacy.c) --------------------------------- *
+ *
+ * Blocks of 32 elements, little-endian, as ggml. Byte j of the 16 nibble
+ * bytes holds element j (low nibble) and element j+16 (high nibble); the
+ * 5-bit types keep each element's fifth bit in a 32-bit word qh (bit j for
+ * element j), stored before the nibbles:
+ *   Q4_1 (20 bytes): fp16 d, fp16 m, 16 bytes nibbles; x = q*d + m.
+ *   Q5_0 (22 bytes): fp16 d, 4 bytes qh, 16 bytes nibbles; x = d*(q - 16).
+ *   Q5_1 (24 bytes): fp16 d, fp16 m, 4 bytes qh, 16 bytes nibbles;
+ *         x = q*d + m.
+ * (q*d + m is two roundings in f32, as ggml computes it.) Quantization is
+ * ggml's reference rounding, so written files match its reference
+ * quantizer byte for byte:
+ *   Q4_1/Q5_1: min, max of the block, d = (max - min) / 15 (31), m = min,
+ *         q = min(15 (31), trunc((x - min) * (1/d) + 0.5)).
+ *   Q5_0: as Q4_0 with 32 levels: d = (signed extreme) / -16,
+ *         q = min(31, trunc(x * (1/d) + 16.5)).
+ * d and m are stored as fp16; NaN weights give q = 0. */
+#define LLM_QK_LEGACY 32
+#define LLM_TYPE_Q4_1 3u
+#define LLM_TYPE_Q5_0 6u
+#define LLM_TYPE_Q5_1 7u
+#define LLM_Q4_1_BYTES 20
+#define LLM_Q5_0_BYTES 22
+#define LLM_Q5_1_BYTES 24
+
+void llm_q4_1_to_f32(const void *src, float *dst, size_t n);
+void llm_q4_1_from_f32(const float *src, void *dst, size_t n);
+void llm_q5_0_to_f32(const void *src, float *dst, size_t n);
+void llm_q5_0_from_f32(const float *src, void *dst, size_t n);
+void llm_q5_1_to_f32(const void *src, float *dst, size_t n);
+void llm_q5_1_from_f32(const float *src, void *dst, size_t n);
 
 #ifdef __cplusplus
 }

@@ -161,15 +161,18 @@ int llm_backend_create(const char *name, int32_t n_threads, llm_backend **out,
                        char *err, size_t errlen);
 
 /* The CPU backend's constructor (cpu/cpu_backend.c). simd: 1 uses the
- * AVX2/FMA kernels when the CPU has them, 0 forces the scalar kernels. */
+ * best SIMD kernels the CPU has (or the set PHASEMARK_ENGINE_KERNELS names:
+ * scalar, avx2, avx2+vnni, avx512; a set the CPU lacks fails the creation
+ * with one line in err), 0 forces the scalar kernels. */
 int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
                            char *err, size_t errlen);
 
-/* The CPU backend's kernel set in use: "avx2", "avx2+vnni" or "scalar". */
+/* The CPU backend's kernel set in use: "avx512", "avx2+vnni", "avx2" or
+ * "scalar". */
 const char *llm_cpu_backend_kernels(const llm_backend *be);
 
 /* The CPU backend's batched product: "openblas", or the kernel set's own
- * ("avx2"/"scalar") when OpenBLAS runs a pre-AVX2 core or
+ * (the kernel set's name) when OpenBLAS runs a pre-AVX2 core or
  * PHASEMARK_ENGINE_GEMM=own. */
 const char *llm_cpu_backend_gemm(const llm_backend *be);
 

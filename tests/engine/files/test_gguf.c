@@ -257,7 +257,7 @@ static void case_metadata(void)
 }
 
 /* A hand-built version 2 file with a nested array, a custom alignment and a
- * tensor of a type we can size but not compute (q4_1). */
+ * tensor of a type we can size but not compute (q2_K). */
 static void case_v2_handmade(void)
 {
     bb b = {0};
@@ -288,7 +288,7 @@ static void case_v2_handmade(void)
     bb_str(&b, "k");
     bb_u32(&b, 1);
     bb_u64(&b, 256);
-    bb_u32(&b, 3); /* q4_1: 20 bytes per 32, 160 for 256 */
+    bb_u32(&b, 10); /* q2_K: 84 bytes per 256 */
     bb_u64(&b, 64);
     bb_pad(&b, 64);
     size_t data_start = b.n;
@@ -296,7 +296,7 @@ static void case_v2_handmade(void)
     bb_f32(&b, -2.0f);
     bb_f32(&b, 0.25f);
     bb_pad(&b, 64);
-    for (int i = 0; i < 160; i++)
+    for (int i = 0; i < 84; i++)
         bb_u8(&b, (uint8_t)i);
     /* The buffer's own alignment is irrelevant for an in-memory open. */
     llm_gguf *g;
@@ -325,7 +325,7 @@ static void case_v2_handmade(void)
     CHECK_NEAR(v[2], 0.25, 0);
     const llm_gguf_tensor *k = llm_gguf_find_tensor(g, "k");
     REQUIRE(k != NULL);
-    CHECK_U64_EQ(k->nbytes, 160);
+    CHECK_U64_EQ(k->nbytes, 84);
     CHECK((const unsigned char *)k->data == b.p + data_start + 64);
     CHECK(!llm_type_is_supported(k->type));
     llm_gguf_close(g);
@@ -622,6 +622,24 @@ static void malformed_k_quant(bb *b)
     expect_error(b, "gguf: tensor 't' data runs past end of file");
 }
 
+/* Q4_1 / Q5_0 / Q5_1 tensors one byte short of their blocks, and a row
+ * that is not whole blocks of 32. KJV's ffn_down rows of 1408 in q5_0:
+ * 44 blocks of 22 bytes = 968 a row. */
+static void malformed_legacy_quant(bb *b)
+{
+    one_tensor(b, "blk.0.ffn_down.weight", LLM_TYPE_Q5_0, 1408, 0, 967);
+    expect_error(b, "gguf: tensor 'blk.0.ffn_down.weight' data runs past end of file");
+    bb_free(b);
+    one_tensor(b, "t", LLM_TYPE_Q4_1, 64, 0, 39); /* needs 40 */
+    expect_error(b, "gguf: tensor 't' data runs past end of file");
+    bb_free(b);
+    one_tensor(b, "t", LLM_TYPE_Q5_1, 96, 0, 71); /* needs 72 */
+    expect_error(b, "gguf: tensor 't' data runs past end of file");
+    bb_free(b);
+    one_tensor(b, "t", LLM_TYPE_Q5_1, 48, 0, 64);
+    expect_error(b, "gguf: tensor 't' row of 48 elements is not a multiple of q5_1's block of 32");
+}
+
 static void malformed_tensor_name(bb *b)
 {
     header(b, 3, 1, 0);
@@ -678,6 +696,7 @@ static const struct {
     {"dims", malformed_dims},
     {"block_row", malformed_block_row},
     {"k_quant", malformed_k_quant},
+    {"legacy_quant", malformed_legacy_quant},
     {"tensor_name", malformed_tensor_name},
     {"tensor_info_truncated", malformed_tensor_info_truncated},
 };
@@ -761,8 +780,8 @@ static void case_writer_errors(void)
     CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: duplicate tensor name 't'");
     llm_gguf_writer_free(w);
     REQUIRE(llm_gguf_writer_new(&w) == 0);
-    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", 3, 1, ne32, x), LLM_EINVAL);
-    CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 't': type 3 (q4_1) cannot be written");
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", 9, 1, ne32, x), LLM_EINVAL);
+    CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 't': type 9 (q8_1) cannot be written");
     llm_gguf_writer_free(w);
     REQUIRE(llm_gguf_writer_new(&w) == 0);
     CHECK_INT_EQ(llm_gguf_writer_add_tensor_f32(w, "t", 12, 1, ne32, x), LLM_EINVAL);

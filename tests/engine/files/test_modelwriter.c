@@ -265,6 +265,26 @@ static void case_synth_types(void)
 {
     char path[512];
     tmp_path(path, sizeof path, "types.gguf");
+    /* The 32-element block types: every matrix in q5_1 (file type 9),
+     * then q4_1 and q5_0 (3, 8); bytes per row from the block layout. */
+    static const struct { const char *name; uint32_t type, ftype; uint64_t down_bytes; } lt[] = {
+        {"q5_1", LLM_TYPE_Q5_1, 9, 96 / 32 * 24 * 64},
+        {"Q4_1", LLM_TYPE_Q4_1, 3, 96 / 32 * 20 * 64},
+        {"q5_0", LLM_TYPE_Q5_0, 8, 96 / 32 * 22 * 64},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "64", "--layers", "1", "--heads", "4", "--kv-heads", "2",
+                          "--ffn", "96", "--vocab", "300", "--ctx", "16", "--type", lt[i].name, "--seed", "1",
+                          NULL),
+                     0);
+        llm_gguf *lg = open_ok(path);
+        const llm_gguf_tensor *down = llm_gguf_find_tensor(lg, "blk.0.ffn_down.weight");
+        CHECK_INT_EQ(down->type, lt[i].type);
+        CHECK_U64_EQ(down->nbytes, lt[i].down_bytes);
+        CHECK_INT_EQ(llm_gguf_find_tensor(lg, "token_embd.weight")->type, lt[i].type);
+        CHECK_INT_EQ(meta_u32(lg, "general.file_type"), lt[i].ftype);
+        llm_gguf_close(lg);
+    }
     /* ffn 48 is not a multiple of 32: ffn_down (rows of 48) stays f32. */
     CHECK_INT_EQ(synth_small(path, "1", "q8_0", "48", "--tied"), 0);
     CHECK(strstr(g_res.err, "note: 1 weight matrices kept in f32") != NULL);
@@ -347,6 +367,27 @@ static void case_synth_mix(void)
         if (!tied)
             CHECK_INT_EQ(llm_gguf_find_tensor(g, "output.weight")->type, LLM_TYPE_Q6_K);
         CHECK_INT_EQ(meta_u32(g, "general.file_type"), tied ? 17 : 15);
+        llm_gguf_close(g);
+    }
+    /* ffn 288 (rows of ffn_down not whole super-blocks): llama.cpp's
+     * fallbacks, q5_0 / q5_1 for the base type and q8_0 for q6_K; layers
+     * 2 and 3 of 4 get more bits (2 - 4/8 = 2 mod 3; 3 is the last eighth). */
+    for (int five = 0; five < 2; five++) {
+        CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "256", "--layers", "4", "--heads", "4",
+                          "--kv-heads", "2", "--ffn", "288", "--vocab", "300", "--ctx", "16", "--type",
+                          five ? "q5_K_M" : "q4_K_M", "--seed", "1", NULL),
+                     0);
+        llm_gguf *g = open_ok(path);
+        uint32_t base = five ? LLM_TYPE_Q5_K : LLM_TYPE_Q4_K, fb = five ? LLM_TYPE_Q5_1 : LLM_TYPE_Q5_0;
+        static const char *const down[4] = {"blk.0.ffn_down.weight", "blk.1.ffn_down.weight",
+                                            "blk.2.ffn_down.weight", "blk.3.ffn_down.weight"};
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, down[0])->type, fb);
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, down[1])->type, fb);
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, down[2])->type, LLM_TYPE_Q8_0);
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, down[3])->type, LLM_TYPE_Q8_0);
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.1.ffn_up.weight")->type, base);
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.attn_v.weight")->type, base);
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.2.attn_v.weight")->type, LLM_TYPE_Q6_K);
         llm_gguf_close(g);
     }
     CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "256", "--layers", "1", "--heads", "4", "--kv-heads",
@@ -555,8 +596,8 @@ static void case_usage(void)
     CHECK(strstr(g_res.err, "pm-modelwriter: synth needs -o, --dim") != NULL);
     CHECK_INT_EQ(tool("synth", "--dim", "abc", NULL), 2);
     CHECK(strstr(g_res.err, "pm-modelwriter: --dim needs an integer in 2..1048576 (got 'abc')") != NULL);
-    CHECK_INT_EQ(tool("synth", "--type", "q5_1", NULL), 2);
-    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0, q4_0, q4_K, q5_K or q6_K (got 'q5_1')") != NULL);
+    CHECK_INT_EQ(tool("synth", "--type", "q8_1", NULL), 2);
+    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K (got 'q8_1')") != NULL);
     CHECK_INT_EQ(tool("synth", "-o", "/tmp/x.gguf", "--dim", "60", "--layers", "1", "--heads", "8", "--kv-heads",
                       "1", "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "f32", "--seed", "1", NULL),
                  2);

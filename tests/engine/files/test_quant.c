@@ -152,13 +152,23 @@ static void case_types(void)
     CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q6_K, 768, &n), 0);
     CHECK_U64_EQ(n, 630);
     CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q6_K, 128, &n), -1);  /* half a super-block */
-    CHECK_INT_EQ(llm_type_row_bytes(3, 64, &n), 0);                /* q4_1: sized, not supported */
+    CHECK_INT_EQ(llm_type_row_bytes(9, 64, &n), 0);                /* q8_1: sized, not supported */
+    CHECK_U64_EQ(n, 72);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q4_1, 64, &n), 0);
     CHECK_U64_EQ(n, 40);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q5_0, 96, &n), 0);
+    CHECK_U64_EQ(n, 66);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q5_1, 1408, &n), 0); /* KJV's ffn_down rows */
+    CHECK_U64_EQ(n, 1056);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q5_1, 48, &n), -1);
     CHECK(llm_type_is_supported(LLM_TYPE_Q8_0));
     CHECK(llm_type_is_supported(LLM_TYPE_Q4_K));
-    CHECK(!llm_type_is_supported(3));
+    CHECK(!llm_type_is_supported(9));
+    CHECK(llm_type_is_supported(LLM_TYPE_Q4_1));
+    CHECK(llm_type_is_supported(LLM_TYPE_Q5_0));
+    CHECK(llm_type_is_supported(LLM_TYPE_Q5_1));
     CHECK(!llm_type_is_supported(11)); /* q3_K */
-    CHECK(llm_type_is_known(3));
+    CHECK(llm_type_is_known(9));
     CHECK(!llm_type_is_known(4));
     CHECK_STR_EQ(llm_type_name(LLM_TYPE_BF16), "bf16");
     CHECK_STR_EQ(llm_type_name(LLM_TYPE_Q4_0), "q4_0");
@@ -172,7 +182,12 @@ static void case_types(void)
     CHECK_INT_EQ(t, LLM_TYPE_Q4_K);
     CHECK_INT_EQ(llm_type_parse("Q6_k", &t), 0);
     CHECK_INT_EQ(t, LLM_TYPE_Q6_K);
-    CHECK_INT_EQ(llm_type_parse("q4_1", &t), -1);
+    CHECK_INT_EQ(llm_type_parse("Q5_1", &t), 0);
+    CHECK_INT_EQ(t, LLM_TYPE_Q5_1);
+    CHECK_INT_EQ(llm_type_parse("q8_1", &t), -1);
+    CHECK_INT_EQ(llm_type_find(NULL, LLM_TYPE_Q4_1)->file_type, 3);
+    CHECK_INT_EQ(llm_type_find(NULL, LLM_TYPE_Q5_0)->file_type, 8);
+    CHECK_INT_EQ(llm_type_find(NULL, LLM_TYPE_Q5_1)->file_type, 9);
     CHECK_INT_EQ(llm_type_parse("", &t), -1);
     CHECK_INT_EQ(llm_type_block_size(LLM_TYPE_Q4_0), 32);
     CHECK_INT_EQ(llm_type_block_bytes(LLM_TYPE_Q8_0), 34);
@@ -321,6 +336,156 @@ static void case_k_roundtrip(void)
     }
 }
 
+/* ---- Q4_1, Q5_0, Q5_1: hand-built blocks of 32 ------------------------- */
+
+/* Byte j of the nibbles holds element j (low) and j+16 (high); the 5-bit
+ * types' fifth bits are the 32-bit little-endian word before them. */
+static void case_q4_1(void)
+{
+    /* d = 0.5 (fp16 0x3800), m = -3 (0xc200); byte j = j | (15 - j) << 4:
+     * element j < 16 has q = j, element j + 16 has q = 15 - j. */
+    unsigned char blk[20] = {0x00, 0x38, 0x00, 0xc2};
+    for (int j = 0; j < 16; j++)
+        blk[4 + j] = (unsigned char)(j | ((15 - j) << 4));
+    float y[32];
+    llm_dequantize_row(LLM_TYPE_Q4_1, blk, y, 32);
+    CHECK_NEAR(y[0], -3.0, 0);   /* 0 * 0.5 - 3 */
+    CHECK_NEAR(y[5], -0.5, 0);   /* 5 * 0.5 - 3 */
+    CHECK_NEAR(y[15], 4.5, 0);   /* 15 * 0.5 - 3 */
+    CHECK_NEAR(y[16], 4.5, 0);   /* q 15 */
+    CHECK_NEAR(y[31], -3.0, 0);  /* q 0 */
+    for (int j = 0; j < 16; j++) {
+        CHECK_NEAR(y[j], 0.5 * j - 3.0, 0);
+        CHECK_NEAR(y[j + 16], 0.5 * (15 - j) - 3.0, 0);
+    }
+    /* x[j] = j - 12: min -12 (m = 0xca00), d = 31/15 = 2.0666666 (fp16
+     * 0x4022, stored; q uses the f32 1/d), q = min(15, trunc((x + 12)/d +
+     * 0.5)) = round(15 j / 31) = j / 2 (no ties: 31 is odd). */
+    static const uint8_t want[20] = {0x22, 0x40, 0x00, 0xca, 0x80, 0x80, 0x91, 0x91, 0xa2, 0xa2,
+                                     0xb3, 0xb3, 0xc4, 0xc4, 0xd5, 0xd5, 0xe6, 0xe6, 0xf7, 0xf7};
+    float x[32];
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j - 12);
+    llm_quantize_row(LLM_TYPE_Q4_1, x, blk, 32);
+    for (int i = 0; i < 20; i++)
+        CHECK_INT_EQ(blk[i], want[i]);
+}
+
+static void case_q5_0(void)
+{
+    /* d = 0.25 (0x3400); qh bytes 01 80 00 ff: bits 0, 15 and 24..31 set;
+     * byte j = (7j mod 16) | (3j mod 16) << 4. */
+    unsigned char blk[22] = {0x00, 0x34, 0x01, 0x80, 0x00, 0xff};
+    for (int j = 0; j < 16; j++)
+        blk[6 + j] = (unsigned char)(((7 * j) & 15) | (((3 * j) & 15) << 4));
+    float y[32];
+    llm_dequantize_row(LLM_TYPE_Q5_0, blk, y, 32);
+    CHECK_NEAR(y[0], 0.0, 0);    /* q 0 + 16 (bit 0): 0.25 * 0 */
+    CHECK_NEAR(y[1], -2.25, 0);  /* q 7: 0.25 * (7 - 16) */
+    CHECK_NEAR(y[15], 2.25, 0);  /* 105 mod 16 = 9, bit 15: 25 - 16 */
+    CHECK_NEAR(y[20], -1.0, 0);  /* j 4 high: 12, bit 20 clear */
+    CHECK_NEAR(y[31], 3.25, 0);  /* j 15 high: 45 mod 16 = 13, bit 31: 29 - 16 */
+    const uint32_t qh = 0xff008001u;
+    for (int j = 0; j < 16; j++) {
+        int lo = ((7 * j) & 15) + (int)((qh >> j) & 1) * 16;
+        int hi = ((3 * j) & 15) + (int)((qh >> (j + 16)) & 1) * 16;
+        CHECK_NEAR(y[j], 0.25 * (lo - 16), 0);
+        CHECK_NEAR(y[j + 16], 0.25 * (hi - 16), 0);
+    }
+    /* x[j] = j - 12: the extreme is 19, d = 19 / -16 = -1.1875 (fp16
+     * 0xbcc0), q = min(31, trunc(x/d + 16.5)) = floor(16.5 + 16 (12 - j) /
+     * 19): 26 25 24 24 23 22 21 20 19 19 18 17 16 | 15 14 13 13 12 11 10 9
+     * 8 8 7 6 5 4 3 3 2 1 0. Elements 0..12 have q >= 16: qh = 0x1fff. */
+    static const uint8_t want[22] = {0xc0, 0xbc, 0xff, 0x1f, 0x00, 0x00, 0xda, 0xc9, 0xb8, 0xa8, 0x97,
+                                     0x86, 0x85, 0x74, 0x63, 0x53, 0x42, 0x31, 0x30, 0x2f, 0x1e, 0x0d};
+    float x[32];
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j - 12);
+    llm_quantize_row(LLM_TYPE_Q5_0, x, blk, 32);
+    for (int i = 0; i < 22; i++)
+        CHECK_INT_EQ(blk[i], want[i]);
+    /* All zeros: d = 0 / -16 = -0 (0x8000), every q 16 (nibble 0, bit set). */
+    memset(x, 0, sizeof x);
+    llm_quantize_row(LLM_TYPE_Q5_0, x, blk, 32);
+    CHECK_INT_EQ(blk[0] | (blk[1] << 8), 0x8000);
+    CHECK_INT_EQ(blk[2] & blk[3] & blk[4] & blk[5], 0xff);
+    CHECK_INT_EQ(blk[6], 0x00);
+}
+
+static void case_q5_1(void)
+{
+    /* d = 2 (0x4000), m = 0.5 (0x3800); qh bytes aa 55 0f f0: bits 1 3 5 7,
+     * 8 10 12 14, 16..19, 28..31; byte j = (15 - j) | j << 4. */
+    unsigned char blk[24] = {0x00, 0x40, 0x00, 0x38, 0xaa, 0x55, 0x0f, 0xf0};
+    for (int j = 0; j < 16; j++)
+        blk[8 + j] = (unsigned char)((15 - j) | (j << 4));
+    float y[32];
+    llm_dequantize_row(LLM_TYPE_Q5_1, blk, y, 32);
+    CHECK_NEAR(y[0], 30.5, 0);   /* q 15: 2 * 15 + 0.5 */
+    CHECK_NEAR(y[1], 60.5, 0);   /* q 14 + 16 */
+    CHECK_NEAR(y[16], 32.5, 0);  /* j 0 high: 0 + 16 (bit 16) */
+    CHECK_NEAR(y[20], 8.5, 0);   /* j 4 high: 4, bit 20 clear */
+    CHECK_NEAR(y[31], 62.5, 0);  /* j 15 high: 15 + 16 */
+    const uint32_t qh = 0xf00f55aau;
+    for (int j = 0; j < 16; j++) {
+        int lo = (15 - j) + (int)((qh >> j) & 1) * 16;
+        int hi = j + (int)((qh >> (j + 16)) & 1) * 16;
+        CHECK_NEAR(y[j], 2.0 * lo + 0.5, 0);
+        CHECK_NEAR(y[j + 16], 2.0 * hi + 0.5, 0);
+    }
+    /* x[j] = j - 12: min -12 (0xca00), d = 31 / 31 = 1 (0x3c00), q = j:
+     * nibble bytes j | j << 4 = 17 j, fifth bits set for j >= 16. */
+    float x[32];
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j - 12);
+    llm_quantize_row(LLM_TYPE_Q5_1, x, blk, 32);
+    static const uint8_t head[8] = {0x00, 0x3c, 0x00, 0xca, 0x00, 0x00, 0xff, 0xff};
+    for (int i = 0; i < 8; i++)
+        CHECK_INT_EQ(blk[i], head[i]);
+    for (int j = 0; j < 16; j++)
+        CHECK_INT_EQ(blk[8 + j], 17 * j);
+}
+
+/* Round trips of the three on random rows (relative RMS error, bounds
+ * about twice the measured); a constant block is exact for the _1 types;
+ * non-finite input is no undefined behaviour. */
+static void case_legacy_roundtrip(void)
+{
+    static const struct {
+        uint32_t type;
+        double bound;
+    } types[] = {{LLM_TYPE_Q4_1, 0.12}, {LLM_TYPE_Q5_0, 0.06}, {LLM_TYPE_Q5_1, 0.06}};
+    enum { N = 1024 };
+    static float x[N], y[N];
+    static unsigned char q[N];
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * (i < 512 ? 2.0f : 0.01f);
+    }
+    for (size_t t = 0; t < 3; t++) {
+        llm_quantize_row(types[t].type, x, q, N);
+        llm_dequantize_row(types[t].type, q, y, N);
+        double e2 = 0, x2 = 0;
+        for (int i = 0; i < N; i++) {
+            e2 += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+            x2 += (double)x[i] * x[i];
+        }
+        printf("%s: relative rms error %.4f\n", llm_type_name(types[t].type), sqrt(e2 / x2));
+        CHECK(sqrt(e2 / x2) < types[t].bound);
+        float c[32];
+        for (int i = 0; i < 32; i++)
+            c[i] = 0.75f;
+        llm_quantize_row(types[t].type, c, q, 32);
+        llm_dequantize_row(types[t].type, q, y, 32);
+        for (int i = 0; i < 32; i++)
+            CHECK_NEAR(y[i], 0.75, 0);
+        c[7] = INFINITY;
+        c[9] = NAN;
+        llm_quantize_row(types[t].type, c, q, 32);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -329,7 +494,8 @@ int main(int argc, char **argv)
     } cases[] = {{"fp16", case_fp16}, {"bf16", case_bf16}, {"q8_0", case_q8_0},
                  {"q4_0", case_q4_0}, {"types", case_types}, {"rows", case_rows},
                  {"q4_k", case_q4_k}, {"q5_k", case_q5_k}, {"q6_k", case_q6_k},
-                 {"k_roundtrip", case_k_roundtrip}};
+                 {"k_roundtrip", case_k_roundtrip}, {"q4_1", case_q4_1}, {"q5_0", case_q5_0},
+                 {"q5_1", case_q5_1}, {"legacy_roundtrip", case_legacy_roundtrip}};
     REQUIRE(argc == 2);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {

@@ -59,6 +59,10 @@ _Static_assert(LLM_CPU_ROWS_MAX <= LLM_ACTS_MAX, "the kernels take every row the
  * matrices, about four per thread, measured no faster on the 4.7M draft:
  * its 128-row matrices are bound by the hand-off, not the split.) */
 #define LLM_CPU_GRAIN 48
+/* Weight rows per unit of the batched product on quantized activations
+ * (kt->batched): a multiple of its 16-row panels, and 40-90 units per
+ * matrix of the shapes benchmarked, so a preempted thread holds up little. */
+#define LLM_CPU_QPANEL 64
 /* Positions the RoPE angle table holds (see rope_table). */
 #define ROPE_ROWS 64
 
@@ -77,6 +81,7 @@ typedef struct cpu_backend {
     float *qdt;         /* [max_width/32][ROWS_MAX] + 8: qd block-major */
     int8_t *qb;         /* [max_width/32][ROWS_MAX][32]: qq block-major */
     int32_t *xbias;     /* [max_width/32][ROWS_MAX][8] (llm_acts) */
+    int32_t *xsum;      /* [ROWS_MAX][max_width/32] (llm_acts) */
     float *panel;       /* [n_threads][PANEL][max_width] */
     float *scores;      /* [n_threads][n_ctx] attention scores */
     /* RoPE cosines and sines of the last positions rotated (rope_table):
@@ -139,13 +144,15 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
         float *qdt = cpu_alloc(be, (scales + 8) * sizeof(float));
         int8_t *qb = alloc64(LLM_CPU_ROWS_MAX * w);
         int32_t *xbias = alloc64(LLM_CPU_ROWS_MAX * w / 4 * sizeof(int32_t));
+        int32_t *xsum = alloc64(scales * sizeof(int32_t));
         float *panel = alloc64(nth * LLM_CPU_PANEL * w * sizeof(float));
-        if (!qd || !qq || !qdt || !qb || !xbias || !panel) {
+        if (!qd || !qq || !qdt || !qb || !xbias || !xsum || !panel) {
             free(qd);
             free(qq);
             free(qdt);
             free(qb);
             free(xbias);
+            free(xsum);
             free(panel);
             return LLM_ENOMEM;
         }
@@ -154,12 +161,14 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
         free(c->qdt);
         free(c->qb);
         free(c->xbias);
+        free(c->xsum);
         free(c->panel);
         c->qd = qd;
         c->qq = qq;
         c->qdt = qdt;
         c->qb = qb;
         c->xbias = xbias;
+        c->xsum = xsum;
         c->panel = panel;
         c->max_width = max_width;
     }
@@ -478,6 +487,45 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
     }
 }
 
+/* The batched product of a type with a quantized one (kt->batched): the
+ * activation rows in groups of LLM_CPU_ROWS_MAX (the quantized scratch's
+ * size), each group's weight rows claimed LLM_CPU_QPANEL at a time. */
+typedef struct qgemm_job {
+    llm_matvec_fn batched;
+    const llm_tensor *w;
+    llm_acts acts;
+    float *y; /* the group's first output row */
+    llm_pool_counter next;
+} qgemm_job;
+
+static void qgemm_worker(void *ctx, int32_t ith, int32_t nth)
+{
+    qgemm_job *j = ctx;
+    const llm_tensor *w = j->w;
+    int64_t r, r1;
+    (void)ith;
+    (void)nth;
+    while (llm_pool_next(&j->next, w->ne1, LLM_CPU_QPANEL, &r, &r1))
+        j->batched((const unsigned char *)w->data + (size_t)r * w->row_bytes, w->row_bytes,
+                   r1 - r, &j->acts, j->y + r, w->ne1);
+}
+
+static void qgemm(cpu_backend *c, const llm_type_kernels *kt, const llm_tensor *w,
+                  const float *x, int32_t n, float *y)
+{
+    llm_acts_scratch sc = {c->qd, c->qq, c->qdt, c->qb, c->xbias, c->xsum};
+    for (int32_t t0 = 0; t0 < n; t0 += LLM_CPU_ROWS_MAX) {
+        int32_t g = n - t0 < LLM_CPU_ROWS_MAX ? n - t0 : LLM_CPU_ROWS_MAX;
+        qgemm_job j;
+        memset(&j, 0, sizeof j);
+        j.batched = kt->batched;
+        j.w = w;
+        j.y = y + (size_t)t0 * (size_t)w->ne1;
+        llm_acts_quantize(&c->k, x + (size_t)t0 * (size_t)w->ne0, g, w->ne0, &sc, &j.acts);
+        llm_pool_run(c->pool, qgemm_worker, &j);
+    }
+}
+
 /* Weights of one row-loop pass (cpu_matmul_many: q/k/v share x). */
 #define MV_MAX 3
 
@@ -523,6 +571,10 @@ void llm_cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
 {
     cpu_backend *c = cpu(be);
     const llm_type_kernels *kt = kernels_for(c, w);
+    if (takes_gemm(c, kt, n) && kt->batched) {
+        qgemm(c, kt, w, x, n, y);
+        return;
+    }
     if (takes_gemm(c, kt, n)) {
         gemm_job j = {c, kt, w, x, n, y, {0}};
         llm_pool_run(c->pool, gemm_worker, &j);
@@ -562,7 +614,7 @@ void llm_cpu_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t co
     j.acts.len = j.w[0]->ne0;
     j.acts.x = x;
     if (quantized) {
-        llm_acts_scratch sc = {c->qd, c->qq, c->qdt, c->qb, c->xbias};
+        llm_acts_scratch sc = {c->qd, c->qq, c->qdt, c->qb, c->xbias, c->xsum};
         llm_acts_quantize(&c->k, x, n, j.w[0]->ne0, &sc, &j.acts);
     }
     llm_pool_run(c->pool, matvec_worker, &j);
@@ -581,6 +633,7 @@ static void cpu_destroy(llm_backend *be)
     free(c->qdt);
     free(c->qb);
     free(c->xbias);
+    free(c->xsum);
     free(c->panel);
     free(c->scores);
     free(c->rope_cos);
@@ -665,7 +718,7 @@ static int choose_blas(const llm_kernels *k)
         return 1;
     if (env && strcmp(env, "own") == 0)
         return 0;
-    return !(strncmp(k->name, "avx2", 4) == 0 && blas_core_is_weak(openblas_get_corename()));
+    return !(strcmp(k->name, "scalar") != 0 && blas_core_is_weak(openblas_get_corename()));
 }
 #else
 static int choose_blas(const llm_kernels *k)
@@ -712,6 +765,55 @@ static int add_kernels(cpu_backend *c, const llm_type_kernels *extra, size_t n_e
     return 0;
 }
 
+/* The kernel sets from the portable one up, each built on the one before
+ * it; a CPU takes the longest prefix of this ladder it supports. */
+static const char *const kernel_ladder[] = {"scalar", "avx2", "avx2+vnni", "avx512"};
+
+static int climb(llm_kernels *k, int step)
+{
+    switch (step) {
+    case 1: return llm_kernels_avx2(k);
+    case 2: return llm_kernels_vnni(k);
+    case 3: return llm_kernels_avx512(k);
+    default: return -1;
+    }
+}
+
+/* simd 0: the scalar set. Otherwise PHASEMARK_ENGINE_KERNELS names the set
+ * (read once per backend, at creation: a benchmark can open one model per
+ * set in one process); unset, empty or "auto": the best this CPU runs. A
+ * name that is no set, or a set this CPU cannot run, fails with one line. */
+static int choose_kernels(llm_kernels *k, int simd, char *err, size_t errlen)
+{
+    const int n_sets = (int)(sizeof kernel_ladder / sizeof kernel_ladder[0]);
+    llm_kernels_scalar(k);
+    if (!simd)
+        return 0;
+    const char *want = getenv("PHASEMARK_ENGINE_KERNELS");
+    if (!want || !*want || strcmp(want, "auto") == 0) {
+        for (int step = 1; step < n_sets && climb(k, step) == 0; step++)
+            ;
+        return 0;
+    }
+    int target = -1;
+    for (int i = 0; i < n_sets; i++)
+        if (strcmp(want, kernel_ladder[i]) == 0)
+            target = i;
+    if (target < 0) {
+        llm_errf(err, errlen, "cpu backend: PHASEMARK_ENGINE_KERNELS='%s' names no kernel set "
+                 "(auto, scalar, avx2, avx2+vnni, avx512)", want);
+        return LLM_EINVAL;
+    }
+    for (int step = 1; step <= target; step++) {
+        if (climb(k, step) != 0) {
+            llm_errf(err, errlen, "cpu backend: PHASEMARK_ENGINE_KERNELS=%s: this CPU cannot run "
+                     "the %s kernels", want, kernel_ladder[step]);
+            return LLM_EUNSUP;
+        }
+    }
+    return 0;
+}
+
 int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
                            char *err, size_t errlen)
 {
@@ -734,10 +836,9 @@ int llm_cpu_backend_create_with(int32_t n_threads, int simd, const llm_type_kern
     c->base.ops = &cpu_ops;
     c->base.n_threads = n_threads;
     c->base.host_visible = 1;
-    llm_kernels_scalar(&c->k);
-    if (simd && llm_kernels_avx2(&c->k) == 0)
-        (void)llm_kernels_vnni(&c->k);
-    int rc = add_kernels(c, extra, n_extra, err, errlen);
+    int rc = choose_kernels(&c->k, simd, err, errlen);
+    if (rc == 0)
+        rc = add_kernels(c, extra, n_extra, err, errlen);
     if (rc) {
         free(c);
         return rc;

@@ -1,9 +1,11 @@
 /* kernels.h — the CPU backend's inner loops: dot products of one weight row
  * with one activation row, per weight type, and the activation quantizer.
  *
- * Two implementations fill the same table: a portable scalar one (the
- * reference, built everywhere) and an AVX2/FMA/F16C one selected at run
- * time when the CPU has those features. Both take unaligned pointers.
+ * Kernel sets fill the same table, each built on the one before: the
+ * portable scalar one (the reference, built everywhere), AVX2/FMA/F16C,
+ * AVX2+VNNI and AVX-512, selected at run time by the CPU's features (the
+ * CPU backend takes the best, or the set PHASEMARK_ENGINE_KERNELS names).
+ * All take unaligned pointers.
  *
  * What the backend runs for a weight type is that type's entry in the set's
  * per-type table (llm_type_kernels: matrix–vector product, rows to f32,
@@ -48,7 +50,10 @@ typedef struct llm_qrow {
  *   xbias  -128 times the sum of each group of four quants of qb (the
  *          groups of a 32-bit lane), [len/32][n][8]: the VNNI kernels
  *          multiply w + 128 by q and start from this (an exact identity:
- *          sum (w+128) q - 128 sum q = sum w q).
+ *          sum (w+128) q - 128 sum q = sum w q);
+ *   xsum   -128 times the sum of each whole block of q, row-major
+ *          [n][len/32]: the same identity for kernels whose 32-bit lanes
+ *          each hold one weight row (a block's eight groups in one lane).
  * n is at most LLM_ACTS_MAX. */
 #define LLM_ACTS_MAX 64
 typedef struct llm_acts {
@@ -60,16 +65,19 @@ typedef struct llm_acts {
     const float *dt;   /* [len/32][n] + 8 */
     const int8_t *qb;  /* [len/32][n][32] */
     const int32_t *xbias; /* [len/32][n][8] */
+    const int32_t *xsum;  /* [n][len/32] */
 } llm_acts;
 
 /* Caller-owned buffers for llm_acts_quantize, sized for n rows of len:
- * d [n*len/32], q [n*len], dt [n*len/32 + 8], qb [n*len], xbias [n*len/4]. */
+ * d [n*len/32], q [n*len], dt [n*len/32 + 8], qb [n*len], xbias [n*len/4],
+ * xsum [n*len/32]. */
 typedef struct llm_acts_scratch {
     float *d;
     int8_t *q;
     float *dt;
     int8_t *qb;
     int32_t *xbias;
+    int32_t *xsum;
 } llm_acts_scratch;
 
 /* y[t * ldy + r] = row r of w (rows row_bytes apart) dotted with activation
@@ -98,13 +106,21 @@ typedef struct llm_type_kernels {
                                bytes than a dequantized panel); 0: a->x only */
     int rows_f32;           /* 1: rows are f32 already; the batched product
                                reads them in place */
+    llm_matvec_fn batched;  /* the batched product on quantized activations
+                               (acts_q8 types; any rows, a->n up to
+                               LLM_ACTS_MAX per call), replacing dequantized
+                               panels and the f32 product; NULL: those.
+                               Not bitwise the row loop: each result is its
+                               own fixed sequence of float operations,
+                               independent of the batch and of the rows
+                               around it (docs/engine.md, tolerances). */
 } llm_type_kernels;
 
 /* Entries a kernel set's table holds (built-in types and a caller's). */
 #define LLM_KERNEL_TYPES_MAX 16
 
 typedef struct llm_kernels {
-    const char *name; /* "scalar" or "avx2" */
+    const char *name; /* "scalar", "avx2", "avx2+vnni" or "avx512" */
     float (*dot_f32)(const void *w, const float *x, int64_t n);
     float (*dot_f16)(const void *w, const float *x, int64_t n);
     float (*dot_bf16)(const void *w, const float *x, int64_t n);
@@ -160,11 +176,26 @@ int llm_kernels_avx2(llm_kernels *k);
  * AVX2 set's: the integer block sums are exact either way. */
 int llm_kernels_vnni(llm_kernels *k);
 
+/* On top of a filled AVX2+VNNI set (llm_kernels_vnni accepted it): the
+ * F32, F16 and BF16 matrix–vector products on 512-bit vectors, the Q8_0
+ * one with a better prefetch, and a batched Q8_0 product on 8-bit
+ * activations (kernels_avx512.c), when the CPU has AVX512F/BW/VL and VNNI;
+ * 0 and the entries replaced (name "avx512"), else -1 and *k untouched.
+ * The matrix–vector products stay bit for bit the AVX2+VNNI set's: each
+ * 512-bit accumulator holds two 256-bit accumulators of the AVX2 kernel
+ * side by side, lane for lane the same operations, summed in the same
+ * order at the end. */
+int llm_kernels_avx512(llm_kernels *k);
+
 /* The k-quants' entries (kernels_k.c), added to a filled set: the scalar
  * products, or the AVX2 ones (bitwise the scalar ones; call only on a set
  * that llm_kernels_avx2 accepted). */
 void llm_kernels_add_k_scalar(llm_kernels *k);
 void llm_kernels_add_k_avx2(llm_kernels *k);
+
+/* The same for Q4_1, Q5_0, Q5_1 (kernels_legacy.c). */
+void llm_kernels_add_legacy_scalar(llm_kernels *k);
+void llm_kernels_add_legacy_avx2(llm_kernels *k);
 
 /* Defines NAME, an llm_matvec_fn that calls a single-row kernel DOT for
  * every weight row and activation row: the matrix–vector product of the

@@ -144,8 +144,16 @@ void llm_acts_quantize(const llm_kernels *k, const float *x, int32_t n, int64_t 
                        const llm_acts_scratch *s, llm_acts *a)
 {
     int64_t nb = len / LLM_ACTS_QK;
-    for (int32_t t = 0; t < n; t++)
+    for (int32_t t = 0; t < n; t++) {
         k->quantize_row(x + t * len, len, s->d + t * nb, s->q + t * len);
+        for (int64_t b = 0; b < nb; b++) {
+            const int8_t *src = s->q + t * len + b * LLM_ACTS_QK;
+            int32_t sum = 0;
+            for (int j = 0; j < LLM_ACTS_QK; j++)
+                sum += src[j];
+            s->xsum[t * nb + b] = -128 * sum;
+        }
+    }
     for (int64_t b = 0; b < nb; b++)
         for (int32_t t = 0; t < n; t++) {
             const int8_t *src = s->q + t * len + b * LLM_ACTS_QK;
@@ -163,6 +171,7 @@ void llm_acts_quantize(const llm_kernels *k, const float *x, int32_t n, int64_t 
     a->dt = s->dt;
     a->qb = s->qb;
     a->xbias = s->xbias;
+    a->xsum = s->xsum;
 }
 
 LLM_MATVEC_BY_ROWS_FLOAT(, matvec_f32, dot_f32)
@@ -198,16 +207,17 @@ int llm_kernels_set(llm_kernels *k, const llm_type_kernels *e)
 static void set_types(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_F32, matvec_f32, llm_type_find(NULL, LLM_TYPE_F32)->to_f32, 0, 1},
-        {LLM_TYPE_F16, matvec_f16, llm_type_find(NULL, LLM_TYPE_F16)->to_f32, 0, 0},
-        {LLM_TYPE_BF16, matvec_bf16, llm_type_find(NULL, LLM_TYPE_BF16)->to_f32, 0, 0},
-        {LLM_TYPE_Q8_0, matvec_q8_0, llm_type_find(NULL, LLM_TYPE_Q8_0)->to_f32, 1, 0},
-        {LLM_TYPE_Q4_0, matvec_q4_0, llm_type_find(NULL, LLM_TYPE_Q4_0)->to_f32, 1, 0},
+        {LLM_TYPE_F32, matvec_f32, llm_type_find(NULL, LLM_TYPE_F32)->to_f32, 0, 1, NULL},
+        {LLM_TYPE_F16, matvec_f16, llm_type_find(NULL, LLM_TYPE_F16)->to_f32, 0, 0, NULL},
+        {LLM_TYPE_BF16, matvec_bf16, llm_type_find(NULL, LLM_TYPE_BF16)->to_f32, 0, 0, NULL},
+        {LLM_TYPE_Q8_0, matvec_q8_0, llm_type_find(NULL, LLM_TYPE_Q8_0)->to_f32, 1, 0, NULL},
+        {LLM_TYPE_Q4_0, matvec_q4_0, llm_type_find(NULL, LLM_TYPE_Q4_0)->to_f32, 1, 0, NULL},
     };
     k->n_types = 0;
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]); /* 5 <= LLM_KERNEL_TYPES_MAX */
     llm_kernels_add_k_scalar(k);
+    llm_kernels_add_legacy_scalar(k);
 }
 
 void llm_kernels_scalar(llm_kernels *k)

@@ -174,6 +174,44 @@ static void split_q6_k(const unsigned char *blk, int8_t *q, uint16_t *d)
     split_k(LLM_TYPE_Q6_K, blk, q, d);
 }
 
+/* Q5_0: q - 16 (-16..15) is exact in int8 with the same d, as Q4_0. */
+static void split_q5_0(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    uint32_t qh = (uint32_t)blk[2] | ((uint32_t)blk[3] << 8) | ((uint32_t)blk[4] << 16) |
+                  ((uint32_t)blk[5] << 24);
+    memcpy(d, blk, 2);
+    for (int j = 0; j < LLM_QK_LEGACY; j++) {
+        int v = j < 16 ? (blk[6 + j] & 0x0f) : (blk[6 + j - 16] >> 4);
+        q[j] = (int8_t)((v | (int)(((qh >> j) & 1u) << 4)) - 16);
+    }
+}
+
+/* Q4_1 / Q5_1 carry an offset m per block, which the Q8 layout has no
+ * place for: each block of 32 is dequantized (quant_legacy.c) and
+ * re-quantized to one Q8_0 block, as the k-quants are. The cost: Q8_0's
+ * 8.5 bits a weight against 5 (Q4_1) and 6 (Q5_1), and a second rounding
+ * of half a Q8_0 step. */
+static void split_requant32(uint32_t type, const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    float x[LLM_QK8_0];
+    unsigned char q8[sizeof(llm_block_q8_0)];
+    llm_dequantize_row(type, blk, x, LLM_QK8_0);
+    llm_quantize_row(LLM_TYPE_Q8_0, x, q8, LLM_QK8_0);
+    split_q8_0(q8, q, d);
+}
+
+static void split_q4_1(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    split_requant32(LLM_TYPE_Q4_1, blk, q, d);
+}
+
+static void split_q5_1(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    split_requant32(LLM_TYPE_Q5_1, blk, q, d);
+}
+
+static_assert(LLM_QK_LEGACY == LLM_QK8_0, "Q4_1/Q5_0/Q5_1 blocks become Q8 layout blocks one for one");
+
 /* The host types that upload: the device layout each is stored in, and how
  * its blocks split into that layout's quants and scales (NULL: the rows are
  * copied as they are). */
@@ -189,6 +227,9 @@ static const upload_type k_uploads[] = {
     {LLM_TYPE_BF16, LLM_TYPE_BF16, NULL},
     {LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, split_q8_0},
     {LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, split_q4_0},
+    {LLM_TYPE_Q4_1, LLM_TYPE_Q8_0, split_q4_1},
+    {LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, split_q5_0},
+    {LLM_TYPE_Q5_1, LLM_TYPE_Q8_0, split_q5_1},
     {LLM_TYPE_Q4_K, LLM_TYPE_Q8_0, split_q4_k},
     {LLM_TYPE_Q5_K, LLM_TYPE_Q8_0, split_q5_k},
     {LLM_TYPE_Q6_K, LLM_TYPE_Q8_0, split_q6_k},

@@ -1,0 +1,558 @@
+/* kernels_avx512.c — AVX-512 kernels on 512-bit vectors (see kernels.h).
+ *
+ * Three kinds of kernel live here, all with the prefetch described at
+ * PREFETCH_TILE (the main gain when weights stream from memory).
+ *
+ * The matrix–vector products of F32, F16 and BF16 are the AVX2 set's,
+ * widened: where the AVX2 kernel keeps a pair of 256-bit accumulators
+ * (F16/BF16: elements i..i+7 and i+8..i+15 of each step of 16; F32: s0/s1
+ * and s2/s3 of each step of 32), one 512-bit accumulator holds both halves
+ * side by side, so every lane sees the very same multiplies and adds in the
+ * same order, and the pair is added (low + high) before the same 8-lane
+ * horizontal sum. Results are therefore bit for bit the AVX2+VNNI set's,
+ * and the locked logits of that set hold for this one (tests:
+ * engine_matvec_avx512, engine_lock_*). The gain is half the instructions
+ * per weight and 32 registers, so a tile takes up to 8 activation rows
+ * (AVX2: 4), and F32 gets a register-blocked tile (AVX2: a row at a time).
+ *
+ * The Q8_0 matrix–vector product is the AVX2+VNNI kernel on 256-bit
+ * vectors, operation for operation (see q8_step for why not 512 bits).
+ *
+ * The batched Q8_0 product (matmul_q8_0_batched) is new arithmetic. The
+ * row loop's kernels give each (weight row, activation row) pair its own
+ * vector of partial sums, which must be reduced across lanes at the end and
+ * re-scaled per block with a broadcast; with many activation rows that
+ * bookkeeping dominates. Here a 32-bit lane is one weight row instead: 16
+ * rows are transposed (once per call, into a small stack panel) so that a
+ * vector holds four bytes of each of them, and one vpdpbusd against four
+ * broadcast activation bytes does 64 multiply-adds with nothing to reduce.
+ * Per block and activation row that is 8 vpdpbusd, one convert, one scale
+ * product and one FMA for 16 weight rows. The activation stays quantized
+ * (as the row loop's, so the Q8_0 tolerance applies), the integer block
+ * sums are exact, and each result is one fixed chain over the blocks,
+ * acc = fma(d_w * d_x, (float)sum, acc), whatever the batch.
+ */
+#include "kernels.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define AVX512_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+
+/* Software prefetch one tile ahead, into L2. A tile reads R weight rows
+ * side by side, and rows are contiguous, so the bytes at the same offset R
+ * rows down belong to the next tile: prefetching there runs exactly one
+ * tile ahead of every stream, whatever the row width. The AVX2 kernels'
+ * fixed 4 KiB into L1 lands mostly inside the current tile when rows are
+ * shorter than 4 KiB (2176 bytes for a 2048-wide Q8_0 row). One Zen 4 core
+ * streaming a 32768 x 2048 Q8_0 matrix from memory on the busy VM
+ * (bench_kernels, alternating in one process): 9-17 GB/s against 3.5-5
+ * GB/s with the AVX2 prefetch; 4 KiB into L2 alone gave 0.65-1.2 of the
+ * AVX2 time, one tile into L1 0.7-0.9. */
+#define PREFETCH_TILE(p, R, row_bytes) \
+    _mm_prefetch((const char *)(p) + (size_t)(R) * (row_bytes), _MM_HINT_T1)
+
+#define TILE_R_MAX 4
+#define TILE_T_MAX 8
+
+AVX512_FN static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX512_FN static inline __m256 lo256(__m512 z)
+{
+    return _mm512_castps512_ps256(z);
+}
+
+AVX512_FN static inline __m256 hi256(__m512 z)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z), 1));
+}
+
+/* The AVX2 kernels' final sum of an accumulator pair (acc0 + acc1), the
+ * pair being the halves of z. */
+AVX512_FN static inline float hsum_pair(__m512 z)
+{
+    return hsum8(_mm256_add_ps(lo256(z), hi256(z)));
+}
+
+AVX512_FN static inline __m256i load256(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+AVX512_FN static inline float fp16_at(const unsigned char *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* ---- F32 ------------------------------------------------------------------ */
+
+/* kernels_avx2.c's dot_f32 with s0|s1 in z01 and s2|s3 in z23: this set's
+ * single-row F32 kernel (the row loop runs f32_tile, its blocked twin). */
+AVX512_FN static float dot_f32(const void *w, const float *x, int64_t n)
+{
+    const float *a = w;
+    __m512 z01 = _mm512_setzero_ps(), z23 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        _mm_prefetch((const char *)(a + i) + 4096, _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + i + 16) + 4096, _MM_HINT_T0);
+        z01 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(x + i), z01);
+        z23 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(x + i + 16), z23);
+    }
+    __m256 s0 = lo256(z01), s1 = hi256(z01), s2 = lo256(z23), s3 = hi256(z23);
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(x + i), s0);
+    float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += a[i] * x[i];
+    return s;
+}
+
+/* dot_f32 for R weight rows times T activation rows: the weight loads are
+ * shared by the T rows, the activation loads by the R rows, and the
+ * stream is prefetched one tile ahead. */
+AVX512_FN static ALWAYS_INLINE void f32_tile(const unsigned char *w, size_t row_bytes,
+                                             const llm_acts *a, int32_t t0, float *y,
+                                             int64_t ldy, const int R, const int T)
+{
+    __m512 z01[TILE_R_MAX][TILE_T_MAX], z23[TILE_R_MAX][TILE_T_MAX];
+    int64_t n = a->len, i = 0;
+    const float *x = a->x + (int64_t)t0 * n;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            z01[r][t] = z23[r][t] = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const float *p = (const float *)(const void *)(w + (size_t)r * row_bytes) + i;
+            PREFETCH_TILE(p, R, row_bytes);
+            PREFETCH_TILE(p + 16, R, row_bytes);
+            __m512 w0 = _mm512_loadu_ps(p), w1 = _mm512_loadu_ps(p + 16);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                z01[r][t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + t * n + i), z01[r][t]);
+                z23[r][t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + t * n + i + 16), z23[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const float *p = (const float *)(const void *)(w + (size_t)r * row_bytes);
+            const float *xt = x + t * n;
+            __m256 s0 = lo256(z01[r][t]), s1 = hi256(z01[r][t]);
+            __m256 s2 = lo256(z23[r][t]), s3 = hi256(z23[r][t]);
+            int64_t j = i;
+            for (; j + 8 <= n; j += 8)
+                s0 = _mm256_fmadd_ps(_mm256_loadu_ps(p + j), _mm256_loadu_ps(xt + j), s0);
+            float sum = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+            for (; j < n; j++)
+                sum += p[j] * xt[j];
+            y[(t0 + t) * ldy + r] = sum;
+        }
+}
+
+/* ---- F16 and BF16 --------------------------------------------------------- */
+
+AVX512_FN static inline __m512 load_f16x16(const unsigned char *p)
+{
+    return _mm512_cvtph_ps(load256(p));
+}
+
+AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load256(p)), 16));
+}
+
+/* kernels_avx2.c's DEFINE_HALF_TILE with each (s0, s1) pair in one
+ * vector: lanes 0..7 take elements i..i+7, lanes 8..15 i+8..i+15. */
+#define DEFINE_HALF_TILE(NAME, LOAD16, TO_F32)                                          \
+    AVX512_FN static ALWAYS_INLINE void NAME(const unsigned char *w, size_t row_bytes,  \
+                                             const llm_acts *a, int32_t t0, float *y,   \
+                                             int64_t ldy, const int R, const int T)     \
+    {                                                                                   \
+        __m512 s[TILE_R_MAX][TILE_T_MAX];                                               \
+        int64_t n = a->len, i = 0;                                                      \
+        const float *x = a->x + (int64_t)t0 * n;                                        \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                             \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                         \
+                s[r][t] = _mm512_setzero_ps();                                          \
+        for (; i + 16 <= n; i += 16) {                                                  \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                       \
+                const unsigned char *p = w + (size_t)r * row_bytes + 2 * i;             \
+                if ((i & 31) == 0)                                                      \
+                    PREFETCH_TILE(p, R, row_bytes);                                     \
+                __m512 wv = LOAD16(p);                                                  \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                     \
+                    s[r][t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + t * n + i), s[r][t]); \
+            }                                                                           \
+        }                                                                               \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                             \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                       \
+                const unsigned char *p = w + (size_t)r * row_bytes;                     \
+                float sum = hsum_pair(s[r][t]);                                         \
+                for (int64_t j = i; j < n; j++) {                                       \
+                    uint16_t h;                                                         \
+                    memcpy(&h, p + 2 * j, 2);                                           \
+                    sum += TO_F32(h) * x[t * n + j];                                    \
+                }                                                                       \
+                y[(t0 + t) * ldy + r] = sum;                                            \
+            }                                                                           \
+    }
+
+DEFINE_HALF_TILE(f16_tile, load_f16x16, llm_fp16_to_f32)
+DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32)
+
+/* ---- Q8_0 matrix–vector ----------------------------------------------------
+ *
+ * kernels_avx2.c's VNNI tile (q8v_step, DEFINE_Q8_TILE) on 256-bit vectors,
+ * operation for operation, with the tile prefetch above. Widened to 512
+ * bits the same way as the float tiles it ran 13% slower on one Zen 4 core
+ * with the matrix in cache (the two weight blocks of a vector need a
+ * shuffle to meet) and no faster from memory. */
+AVX512_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_bytes,
+                                            const llm_acts *a, int32_t t0, int64_t b,
+                                            __m256 acc[TILE_R_MAX][TILE_T_MAX], const int R,
+                                            const int T)
+{
+    const float *db = a->dt + b * a->n + t0;
+    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_ACTS_QK;
+    const int32_t *xbias = a->xbias + (b * a->n + t0) * 8;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * sizeof(llm_block_q8_0);
+        if ((b & 1) == 0) {
+            PREFETCH_TILE(blk, R, row_bytes);
+            PREFETCH_TILE(blk + 64, R, row_bytes);
+        }
+        __m256i wu = _mm256_xor_si256(load256(blk + 2), _mm256_set1_epi8((char)0x80));
+        float dw = fp16_at(blk);
+        __m256 sv = T == 1 ? _mm256_set1_ps(dw * db[0])
+                           : _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(db));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            __m256i p = _mm256_dpbusd_epi32(load256(xbias + t * 8), wu, load256(xb + t * LLM_ACTS_QK));
+            __m256 sc = T == 1 ? sv : _mm256_permutexvar_ps(_mm256_set1_epi32(t), sv);
+            acc[r][t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), acc[r][t]);
+        }
+    }
+}
+
+/* Even blocks into acc0, odd into acc1, a last odd block into acc0, then
+ * hsum8(acc0 + acc1): dot_q8_0's order (kernels_avx2.c). */
+AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
+                                            const llm_acts *a, int32_t t0, float *y,
+                                            int64_t ldy, const int R, const int T)
+{
+    __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];
+    int64_t nb = a->len / LLM_QK8_0, b = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
+    for (; b + 2 <= nb; b += 2) {
+        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
+        q8_step(w, row_bytes, a, t0, b + 1, acc1, R, T);
+    }
+    if (b < nb)
+        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
+}
+
+typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
+                        const llm_acts *a, int32_t t0, float *y, int64_t ldy);
+
+#define TILE_OVER_ROWS(TILE, R, T)                                                      \
+    AVX512_FN static void TILE##_##R##x##T(const unsigned char *w, size_t row_bytes,    \
+                                           int64_t rows, const llm_acts *a, int32_t t0, \
+                                           float *y, int64_t ldy)                       \
+    {                                                                                   \
+        int64_t r = 0;                                                                  \
+        for (; r + (R) <= rows; r += (R))                                               \
+            TILE(w + (size_t)r * row_bytes, row_bytes, a, t0, y + r, ldy, R, T);        \
+        for (; r < rows; r++)                                                           \
+            TILE(w + (size_t)r * row_bytes, row_bytes, a, t0, y + r, ldy, 1, T);        \
+    }
+
+/* Tile shapes per activation-row count: R x T accumulators (at most 8)
+ * leave registers for the weights and activations; R > 1 gives narrow
+ * batches independent chains. */
+#define TILES_BY_T(TILE)                                                                \
+    TILE_OVER_ROWS(TILE, 4, 1)                                                          \
+    TILE_OVER_ROWS(TILE, 4, 2)                                                          \
+    TILE_OVER_ROWS(TILE, 2, 3)                                                          \
+    TILE_OVER_ROWS(TILE, 2, 4)                                                          \
+    TILE_OVER_ROWS(TILE, 1, 5)                                                          \
+    TILE_OVER_ROWS(TILE, 1, 6)                                                          \
+    TILE_OVER_ROWS(TILE, 1, 7)                                                          \
+    TILE_OVER_ROWS(TILE, 1, 8)                                                          \
+    static const tile_fn TILE##_by_t[9] = {NULL,         TILE##_4x1, TILE##_4x2,        \
+                                           TILE##_2x3,   TILE##_2x4, TILE##_1x5,        \
+                                           TILE##_1x6,   TILE##_1x7, TILE##_1x8};
+
+TILES_BY_T(f16_tile)
+TILES_BY_T(bf16_tile)
+TILES_BY_T(q8_tile)
+TILES_BY_T(f32_tile)
+
+/* Activation rows in groups of up to 8, each group over every row. */
+static void tiles_by_groups(const tile_fn *by_t, const void *w, size_t row_bytes, int64_t rows,
+                            const llm_acts *a, float *y, int64_t ldy)
+{
+    for (int32_t t0 = 0; t0 < a->n;) {
+        int32_t t = a->n - t0 > TILE_T_MAX ? TILE_T_MAX : a->n - t0;
+        by_t[t](w, row_bytes, rows, a, t0, y, ldy);
+        t0 += t;
+    }
+}
+
+static void matvec_f32(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                       float *y, int64_t ldy)
+{
+    tiles_by_groups(f32_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_f16(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                       float *y, int64_t ldy)
+{
+    tiles_by_groups(f16_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_bf16(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                        float *y, int64_t ldy)
+{
+    tiles_by_groups(bf16_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                        float *y, int64_t ldy)
+{
+    tiles_by_groups(q8_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+/* ---- batched Q8_0 ---------------------------------------------------------- */
+
+/* Weight rows per panel (one per 32-bit lane) and blocks per repacked
+ * chunk: 8 blocks of 16 rows are 4 KiB of quants, which stay in L1 while
+ * every activation row passes over them. */
+#define QP_ROWS 16
+#define QP_KB 8
+
+/* The 8x8 transposes of 32-bit elements in both 256-bit halves at once:
+ * on return v[g] holds, in half h, element g of the inputs' half h. */
+AVX512_FN static ALWAYS_INLINE void transpose8x8_halves(__m512i v[8])
+{
+    __m512i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* u[j] (j < 4) has elements j | j+4 of inputs 0..3 per 128-bit lane,
+     * u[4 + j] the same of inputs 4..7: interleave their 128-bit lanes. */
+    const __m512i lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+    const __m512i hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm512_permutex2var_epi64(u[j], lo, u[4 + j]);
+        v[4 + j] = _mm512_permutex2var_epi64(u[j], hi, u[4 + j]);
+    }
+}
+
+/* Blocks kb..kb+nk-1 of `rows` (<= 16) weight rows, transposed: lane r of
+ * wq[j][g] holds bytes 4g..4g+3 of block kb + j of row r, each plus 128
+ * (the unsigned side of vpdpbusd), lane r of ws[j] that block's scale.
+ * Missing rows are zero weights with scale 0. */
+AVX512_FN static void qp_pack(const unsigned char *w, size_t row_bytes, int rows, int64_t kb,
+                              int nk, __m512i wq[QP_KB][8], __m512 ws[QP_KB])
+{
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int j = 0; j < nk; j++) {
+        size_t off = (size_t)(kb + j) * sizeof(llm_block_q8_0);
+        uint16_t h[QP_ROWS] = {0};
+        __m512i v[8];
+        for (int i = 0; i < 8; i++) {
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+            if (i < rows)
+                lo = load256(w + (size_t)i * row_bytes + off + 2);
+            if (i + 8 < rows)
+                hi = load256(w + (size_t)(i + 8) * row_bytes + off + 2);
+            v[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        }
+        transpose8x8_halves(v);
+        for (int g = 0; g < 8; g++)
+            wq[j][g] = _mm512_xor_si512(v[g], bias);
+        for (int r = 0; r < rows; r++)
+            memcpy(&h[r], w + (size_t)r * row_bytes + off, 2);
+        ws[j] = _mm512_cvtph_ps(load256(h));
+    }
+}
+
+AVX512_FN static inline __m512i bcast_i32(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Activation rows t..t+TQ-1 over the chunk's nk repacked blocks (kb on):
+ * per block, the exact sum over the block of w * x (the 8 groups of four
+ * bytes, from a->xsum's -128 * sum x), times d_w * d_x, into one FMA chain
+ * per result. TQ rows share every weight load. Results of earlier chunks
+ * wait in y (masked to the panel's rows m). */
+AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i wq[QP_KB][8], const __m512 ws[QP_KB],
+                                            int nk, const llm_acts *a, int64_t kb, int32_t t,
+                                            float *y, int64_t ldy, __mmask16 m, const int TQ)
+{
+    const int64_t len = a->len, nb = len / LLM_QK8_0;
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < TQ; q++)
+        acc[q] = kb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + (t + q) * ldy);
+    for (int j = 0; j < nk; j++) {
+        __m512i p[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < TQ; q++)
+            p[q] = _mm512_set1_epi32(a->xsum[(t + q) * nb + kb + j]);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m512i wv = wq[j][g];
+#pragma GCC unroll 4
+            for (int q = 0; q < TQ; q++)
+                p[q] = _mm512_dpbusd_epi32(p[q], wv,
+                                           bcast_i32(a->q + (t + q) * len + (kb + j) * LLM_ACTS_QK + 4 * g));
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < TQ; q++) {
+            __m512 sc = _mm512_mul_ps(ws[j], _mm512_set1_ps(a->d[(t + q) * nb + kb + j]));
+            acc[q] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p[q]), acc[q]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < TQ; q++)
+        _mm512_mask_storeu_ps(y + (t + q) * ldy, m, acc[q]);
+}
+
+/* y[t * ldy + r] for r < rows (<= 16), t < a->n, a chunk of QP_KB blocks
+ * at a time, four activation rows at a time. */
+AVX512_FN static void qp_panel(const unsigned char *w, size_t row_bytes, int rows,
+                               const llm_acts *a, float *y, int64_t ldy)
+{
+    __m512i wq[QP_KB][8];
+    __m512 ws[QP_KB];
+    const int64_t nb = a->len / LLM_QK8_0;
+    const __mmask16 m = (__mmask16)(rows >= QP_ROWS ? 0xffffu : (1u << rows) - 1u);
+    for (int64_t kb = 0; kb < nb; kb += QP_KB) {
+        int nk = nb - kb < QP_KB ? (int)(nb - kb) : QP_KB;
+        qp_pack(w, row_bytes, rows, kb, nk, wq, ws);
+        int32_t t = 0;
+        for (; t + 4 <= a->n; t += 4)
+            qp_rows(wq, ws, nk, a, kb, t, y, ldy, m, 4);
+        for (; t < a->n; t++)
+            qp_rows(wq, ws, nk, a, kb, t, y, ldy, m, 1);
+    }
+}
+
+static void matmul_q8_0_batched(const void *w, size_t row_bytes, int64_t rows,
+                                const llm_acts *a, float *y, int64_t ldy)
+{
+    const unsigned char *p = w;
+    for (int64_t r = 0; r < rows; r += QP_ROWS) {
+        int n = rows - r < QP_ROWS ? (int)(rows - r) : QP_ROWS;
+        qp_panel(p + (size_t)r * row_bytes, row_bytes, n, a, y + r, ldy);
+    }
+}
+
+/* ---- rows to f32 ------------------------------------------------------------ */
+
+AVX512_FN static void dequant_f16(const void *src, float *dst, size_t n)
+{
+    const unsigned char *p = src;
+    if (n % 16 != 0) {
+        llm_dequantize_row(LLM_TYPE_F16, src, dst, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i += 16)
+        _mm512_storeu_ps(dst + i, load_f16x16(p + 2 * i));
+}
+
+AVX512_FN static void dequant_bf16(const void *src, float *dst, size_t n)
+{
+    const unsigned char *p = src;
+    if (n % 16 != 0) {
+        llm_dequantize_row(LLM_TYPE_BF16, src, dst, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i += 16)
+        _mm512_storeu_ps(dst + i, load_bf16x16(p + 2 * i));
+}
+
+/* Replaces the matvec, dequant and batched product of `type`'s entry with
+ * those given (NULL: kept). */
+static void replace(llm_kernels *k, uint32_t type, llm_matvec_fn matvec, llm_dequant_fn dequant,
+                    llm_matvec_fn batched)
+{
+    const llm_type_kernels *old = llm_kernels_find(k, type);
+    if (!old)
+        return;
+    llm_type_kernels e = *old;
+    if (matvec)
+        e.matvec = matvec;
+    if (dequant)
+        e.dequant = dequant;
+    if (batched)
+        e.batched = batched;
+    (void)llm_kernels_set(k, &e); /* replaces: the table does not grow */
+}
+
+int llm_kernels_avx512(llm_kernels *k)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni"))
+        return -1;
+    if (strcmp(k->name, "avx2+vnni") != 0)
+        return -1;
+    k->name = "avx512";
+    k->dot_f32 = dot_f32;
+    replace(k, LLM_TYPE_F32, matvec_f32, NULL, NULL);
+    replace(k, LLM_TYPE_F16, matvec_f16, dequant_f16, NULL);
+    replace(k, LLM_TYPE_BF16, matvec_bf16, dequant_bf16, NULL);
+    replace(k, LLM_TYPE_Q8_0, matvec_q8_0, NULL, matmul_q8_0_batched);
+    return 0;
+}
+
+#else
+
+int llm_kernels_avx512(llm_kernels *k)
+{
+    (void)k;
+    return -1;
+}
+
+#endif
