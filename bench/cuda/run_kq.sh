@@ -14,14 +14,19 @@
 # At most five files go to $OUT: misc.log, build.log, tests.log,
 # bench.jsonl (each line tagged with "run"), summary.txt.
 #
-# Usage: bench/cuda/run_kq.sh [decode_tokens] [reps] [rounds] [tests]
-#        (defaults 128 3 1 1; tests 0 skips the test suite; about 4-5
-#        minutes with the tests)
+# Usage: bench/cuda/run_kq.sh [decode_tokens] [reps] [rounds] [tests] [layers] [q8] [prefill]
+#        (defaults 128 3 1 1 32 1 512; tests 0 skips the test suite;
+#        layers < 32 writes an 8B-wide file of fewer layers, q8 0 skips the
+#        Q8_0 file, prefill 0 skips prefill; about 5 minutes with the
+#        defaults, writing the two 8B files takes 3 of them)
 set -u
 tokens=${1:-128}
 reps=${2:-3}
 rounds=${3:-1}
 with_tests=${4:-1}
+layers=${5:-32}
+with_q8=${6:-1}
+prefill=${7:-512}
 out=${OUT:-$PWD/out-kq}
 mkdir -p "$out"
 jobs=$(nproc)
@@ -35,14 +40,16 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 B=build-h200
 : > "$out/build.log"
-stamp "configure"
+stamp "configure (8B width, $layers layers)"
 pm_device_configure "$B" "$out/build.log" -DPHASEMARK_BENCH=ON || { tail -40 "$out/build.log"; exit 1; }
 cmake --build "$B" -j"$jobs" --target pm-modelwriter >> "$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -40; exit 1; }
 MW=$B/tools/modelwriter/pm-modelwriter
-M8="--dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --ctx 4096 --rope-base 500000"
+M8="--dim 4096 --layers $layers --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --ctx 4096 --rope-base 500000"
 synth_pids=()
-for spec in "8b-q4_k_m q4_K_M $M8" "8b-q8_0 q8_0 $M8"; do
+specs=("8b-q4_k_m q4_K_M $M8")
+[ "$with_q8" = 1 ] && specs+=("8b-q8_0 q8_0 $M8")
+for spec in "${specs[@]}"; do
   # shellcheck disable=SC2086
   set -- $spec
   name=$1 type=$2
@@ -89,11 +96,11 @@ F4=$B/synth-8b-q4_k_m.gguf
 F8=$B/synth-8b-q8_0.gguf
 for i in $(seq 1 "$rounds"); do
   pre=0
-  [ "$i" = 1 ] && pre=512
+  [ "$i" = 1 ] && pre=$prefill
   bench "kq-native" 90 -- "$F4" llama-8b "$tokens" "$reps" "$pre" graph
   bench "kq-requant" 90 PHASEMARK_CUDA_KQ=requant -- "$F4" llama-8b "$tokens" "$reps" "$pre" graph
 done
-bench "q8" 90 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
+[ "$with_q8" = 1 ] && bench "q8" 90 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
 
 python3 - "$out/bench.jsonl" > "$out/summary.txt" 2>> "$log" <<'PY'
 import json, sys, collections

@@ -251,6 +251,20 @@ int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
                                  const llm_cuda_weight_part *parts, int count,
                                  int interleave, llm_cuda_weight *w);
 
+/* As llm_cuda_weight_upload_parts, part i of host type types[i]. Parts of
+ * one type upload as that type does; parts of different types all go
+ * into the Q8 layout, each re-quantized as its type's upload would
+ * (LLM_EINVAL when a type has no such upload): the stacked q/k/v of a
+ * Q4_K_M layer whose v is Q6_K, so that it still takes the fused decode
+ * step, at Q8_0's bytes for those few rows. */
+int llm_cuda_weight_upload_mixed(llm_cuda *c, const uint32_t *types, int64_t cols,
+                                 const llm_cuda_weight_part *parts, int count,
+                                 int interleave, llm_cuda_weight *w);
+
+/* Whether llm_cuda_weight_upload_mixed stacks these types (count of them)
+ * into one weight. */
+int llm_cuda_weight_types_stack(const uint32_t *types, int count);
+
 /* A view of rows row0..row0+rows-1 of w (no copy, nothing owned: it lives
  * as long as w and is never released). Pure host arithmetic. */
 llm_cuda_weight llm_cuda_weight_rows(const llm_cuda_weight *w, int64_t row0, int64_t rows);

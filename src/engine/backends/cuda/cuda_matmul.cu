@@ -502,7 +502,30 @@ int llm_cuda_weight_upload(llm_cuda *c, uint32_t type, const void *host,
     return llm_cuda_weight_upload_parts(c, type, cols, &p, 1, 0, w);
 }
 
-int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
+/* Whether the parts' types are not all one. */
+static int types_mixed(const uint32_t *types, int count)
+{
+    for (int i = 1; i < count; i++)
+        if (types[i] != types[0])
+            return 1;
+    return 0;
+}
+
+int llm_cuda_weight_types_stack(const uint32_t *types, int count)
+{
+    if (!types || count <= 0)
+        return 0;
+    if (!types_mixed(types, count))
+        return find_upload(types[0]) != NULL;
+    for (int i = 0; i < count; i++) {
+        const upload_type *u = find_upload(types[i]);
+        if (!u || u->dtype != LLM_TYPE_Q8_0)
+            return 0;
+    }
+    return 1;
+}
+
+int llm_cuda_weight_upload_mixed(llm_cuda *c, const uint32_t *types, int64_t cols,
                                  const llm_cuda_weight_part *parts, int count,
                                  int interleave, llm_cuda_weight *w)
 {
@@ -510,27 +533,31 @@ int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
         return LLM_EINVAL;
     memset(w, 0, sizeof *w);
     LLM_CU_ENTER(c);
-    LLM_CU_ARG(c, parts && count > 0 && count <= 16 && cols > 0);
+    LLM_CU_ARG(c, types && parts && count > 0 && count <= 16 && cols > 0);
+    LLM_CU_ARG(c, llm_cuda_weight_types_stack(types, count));
+    int mixed = types_mixed(types, count);
     int64_t rows = 0;
     for (int i = 0; i < count; i++) {
         LLM_CU_ARG(c, parts[i].host && parts[i].rows > 0);
         LLM_CU_ARG(c, !interleave || parts[i].rows == parts[0].rows);
         LLM_CU_ARG(c, parts[i].rows <= ((int64_t)1 << 40) - rows);
-        int rc = part_ok(c, type, cols, parts[i].row_bytes);
+        int rc = part_ok(c, types[i], cols, parts[i].row_bytes);
         if (rc)
             return rc;
         rows += parts[i].rows;
     }
-    const upload_type *u = find_upload(type); /* part_ok: it exists */
-    const native_type *nt = find_native(c, type);
-    int rc = llm_cuda_weight_alloc(c, nt ? nt->type : u->dtype, cols, rows, w);
+    /* Mixed parts: every one through its Q8 layout split (types_stack). */
+    const native_type *nt = mixed ? NULL : find_native(c, types[0]);
+    int rc = llm_cuda_weight_alloc(c, nt ? nt->type : find_upload(types[0])->dtype, cols,
+                                   rows, w);
     if (rc)
         return rc;
     int64_t row0 = 0;
     for (int i = 0; i < count && rc == 0; i++) {
         row_place pl = {interleave ? i : row0, interleave ? count : 1, parts[i].rows};
         rc = nt ? upload_native(c, nt, parts[i].host, parts[i].row_bytes, w, pl)
-                : upload_part(c, u, parts[i].host, parts[i].row_bytes, w, pl);
+                : upload_part(c, find_upload(types[i]), parts[i].host, parts[i].row_bytes, w,
+                              pl);
         row0 += parts[i].rows;
     }
     if (rc == 0)
@@ -538,6 +565,19 @@ int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
     if (rc)
         llm_cuda_weight_release(c, w);
     return rc;
+}
+
+int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
+                                 const llm_cuda_weight_part *parts, int count,
+                                 int interleave, llm_cuda_weight *w)
+{
+    uint32_t types[16];
+    if (count > 0 && count <= 16)
+        for (int i = 0; i < count; i++)
+            types[i] = type;
+    else
+        types[0] = type; /* the count check refuses it */
+    return llm_cuda_weight_upload_mixed(c, types, cols, parts, count, interleave, w);
 }
 
 llm_cuda_weight llm_cuda_weight_rows(const llm_cuda_weight *w, int64_t row0, int64_t rows)
