@@ -97,14 +97,17 @@ def llama_rows(idx, common):
             bad.append(base)
             continue
         t = spec.setdefault((temp, k), dict(tok=0, s=0.0, drafted=0, accepted=0, ptok=0,
-                                            pms=0.0, parity=True))
+                                            pms=0.0, parity=True, same=0, n=0))
         t["tok"] += int(m.group(1))
         t["s"] += float(m.group(2))
         t["drafted"] += int(d.group(1))
         t["accepted"] += int(acc.group(1))
         t["ptok"] += p[0]
         t["pms"] += p[1]
-        if temp == 0 and not norm(read(base + ".out")).startswith(p[2]):
+        t["n"] += 1
+        if temp == 0 and norm(read(base + ".out")).startswith(p[2]):
+            t["same"] += 1
+        elif temp == 0:
             t["parity"] = False
     rows = []
     for (temp, k), t in sorted(spec.items()):
@@ -116,7 +119,8 @@ def llama_rows(idx, common):
                          speedup=round(sr / pr, 4) if pr else 0.0,
                          acceptance=round(t["accepted"] / t["drafted"], 4) if t["drafted"] else 0.0,
                          tokens_per_round=round(t["tok"] / rounds, 3) if rounds else 0.0,
-                         parity="law" if temp > 0 else t["parity"]))
+                         parity="law" if temp > 0 else t["parity"],
+                         parity_prompts="%d/%d" % (t["same"], t["n"]) if temp == 0 else "law"))
     return rows, bad
 
 
@@ -168,9 +172,16 @@ def main():
         print("| %s | %.1f | %s | %s | %.0f | %.0f | %.2fx | %.3f | %.2f | %s |" % (
             r["engine"], r["temperature"], r["drafter"], k, r["plain_tok_s"], r["spec_tok_s"],
             r["speedup"], r["acceptance"], r["tokens_per_round"], r["parity"]))
-    broken = [r for r in rows if r["parity"] is False]
+    # llama.cpp's greedy speculative text may leave its own plain decode
+    # (its batched verify is not bitwise its single-token decode): that is
+    # reported per row; only phasemark's parity is a failure here.
+    broken = [r for r in rows if r["parity"] is False and r["engine"] == "phasemark"]
     if broken:
-        print("PARITY BROKEN in %d rows" % len(broken))
+        print("PARITY BROKEN in %d phasemark rows" % len(broken))
+    for r in rows:
+        if r["engine"] == "llama.cpp" and r["parity"] is False:
+            print("llama.cpp k=%d greedy: speculative text equals plain on %s prompts"
+                  % (r["k"], r["parity_prompts"]))
     return 1 if broken or bad else 0
 
 

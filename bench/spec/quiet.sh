@@ -12,8 +12,9 @@
 # then llama-speculative per prompt; the two engines take turns per
 # temperature and per repetition, so load drift falls on all of them.
 # Greedy parity: phasemark's speculative ids must equal its plain ids for
-# every prompt (bench_drafters checks); llama.cpp's speculative text must
-# start with its plain text (it may run a round past -n).
+# every prompt (bench_drafters checks; a break fails the run); llama.cpp's
+# speculative text is compared with its plain text (it may run a round
+# past -n) and the rows say on how many prompts they agree.
 #
 # OUT_JSON's rows on a "cpu" device are replaced by this run's (rows of
 # other devices stay; the contended rows of the earlier drafters run are
@@ -49,7 +50,12 @@ llama_one() {
     base="$TMP/ll-$kind-$temp-$k-$i-$rep"
     # Pure temperature sampling, as phasemark's sampler does: no top-k,
     # top-p, min-p or penalties (llama.cpp's defaults would truncate).
-    samp="--temp $temp --top-k 0 --top-p 1 --min-p 0 --repeat-penalty 1 --seed $SEED"
+    # Greedy: top-k 1, the argmax without sorting the whole vocabulary.
+    if [ "$temp" = 0 ]; then
+        samp="--temp 0 --top-k 1 --repeat-penalty 1 --seed $SEED"
+    else
+        samp="--temp $temp --top-k 0 --top-p 1 --min-p 0 --repeat-penalty 1 --seed $SEED"
+    fi
     if [ "$kind" = plain ]; then
         # shellcheck disable=SC2086
         $WRAP "$L/llama-cli" -m "$TARGET" -p "$text" -n "$TOK" $samp -t "$TH" -c 512 \
