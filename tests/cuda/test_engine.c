@@ -1070,7 +1070,40 @@ static void engine_prefill_kjv_target(void)
 }
 static void engine_prefill_kjv_draft(void) { prefill_kjv("phasemark-kjv-draft-f16.gguf", 0.08); }
 
+/* A model with a sliding window (the device kernels attend to every
+ * earlier key): refused at open on cuda:0, and a split placing a span of
+ * it on cuda:0 refuses the session with the same line under the shard's
+ * name; the CPU model of the same file opens and runs. */
+static void engine_window(void)
+{
+    ct_require_device();
+    synth_spec s = synth_default();
+    s.hp.window = 5;
+    char path[512], err[512];
+    synth_path(path, sizeof path, "cuda_window");
+    REQUIRE(synth_write(path, &s) == 0);
+    llm_model_options o = LLM_MODEL_OPTIONS_INIT;
+    o.backend = "cuda:0";
+    llm_model *gm = (llm_model *)1;
+    CHECK_INT_EQ(llm_model_open(path, &o, &gm, err, sizeof err), LLM_EUNSUP);
+    CHECK(gm == NULL);
+    CHECK_STR_EQ(err, "cuda:0: sliding-window attention (window 5) is not supported on this backend");
+    llm_model *cm = synth_open(path, 2);
+    CHECK_INT_EQ(cm->hp.window, 5);
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = 64;
+    so.placement = "0@local,1@local:cuda:0";
+    llm_session *ses = (llm_session *)1;
+    CHECK_INT_EQ(llm_session_create(cm, &so, &ses, err, sizeof err), LLM_EUNSUP);
+    CHECK(ses == NULL);
+    CHECK_STR_EQ(err, "shard 1 (local:cuda:0): cuda:0: sliding-window attention (window 5) is not "
+                      "supported on this backend");
+    llm_model_free(cm);
+    unlink(path);
+}
+
 static const ct_case cases[] = {
+    {"engine_window", engine_window},
     {"engine_kjv_target", engine_kjv_target}, {"engine_kjv_draft", engine_kjv_draft},
     {"engine_session_api", engine_session_api},
     {"engine_hetero_f16", engine_hetero_f16}, {"engine_hetero_q8_0", engine_hetero_q8_0},

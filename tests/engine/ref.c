@@ -355,10 +355,12 @@ static void attention(ref_model *r, int l)
     int hd = r->head_dim, group = r->hp.n_heads / r->hp.n_kv_heads;
     const double *kc = r->kc + (size_t)l * r->hp.ctx * r->kv_dim;
     const double *vc = r->vc + (size_t)l * r->hp.ctx * r->kv_dim;
+    /* A window masks the keys before pos-window+1 out of the softmax. */
+    int lo = r->hp.window > 0 && r->pos + 1 > r->hp.window ? r->pos + 1 - r->hp.window : 0;
     for (int h = 0; h < r->hp.n_heads; h++) {
         int kvh = h / group;
         double mx = -INFINITY, sum = 0;
-        for (int p = 0; p <= r->pos; p++) {
+        for (int p = lo; p <= r->pos; p++) {
             double s = 0;
             for (int i = 0; i < hd; i++)
                 s += r->q[h * hd + i] * kc[(size_t)p * r->kv_dim + kvh * hd + i];
@@ -366,13 +368,13 @@ static void attention(ref_model *r, int l)
             if (r->sc[p] > mx)
                 mx = r->sc[p];
         }
-        for (int p = 0; p <= r->pos; p++) {
+        for (int p = lo; p <= r->pos; p++) {
             r->sc[p] = exp(r->sc[p] - mx);
             sum += r->sc[p];
         }
         for (int i = 0; i < hd; i++) {
             double s = 0;
-            for (int p = 0; p <= r->pos; p++)
+            for (int p = lo; p <= r->pos; p++)
                 s += r->sc[p] / sum * vc[(size_t)p * r->kv_dim + kvh * hd + i];
             r->att[h * hd + i] = s;
         }

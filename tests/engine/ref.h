@@ -24,6 +24,9 @@ typedef struct ref_hparams {
                        or REF_QWEN3 (per-head q/k RMSNorm before RoPE,
                        half-split RoPE) */
     int head_dim;   /* 0: dim / n_heads; else the file's key_length */
+    int window;     /* 0: full causal attention; else the token at
+                       position p attends to positions p-window+1..p only
+                       (synth writes <arch>.attention.sliding_window) */
 } ref_hparams;
 
 enum { REF_LLAMA = 0, REF_QWEN2 = 1, REF_QWEN3 = 2 };

@@ -126,8 +126,14 @@ static int add_meta(llm_gguf_writer *w, const synth_spec *s)
         rc |= llm_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hp->head_dim);
         rc |= llm_gguf_writer_set_u32(w, KEY("attention.value_length"), vl);
     }
-    if (s->quirks & SYNTH_WINDOW)
-        rc |= llm_gguf_writer_set_u32(w, KEY("attention.sliding_window"), 16);
+    if (s->quirks & SYNTH_WINDOW_ZERO)
+        rc |= llm_gguf_writer_set_u32(w, KEY("attention.sliding_window"), 0);
+    else if (s->quirks & SYNTH_WINDOW_NEG)
+        rc |= llm_gguf_writer_set_i32(w, KEY("attention.sliding_window"), -4);
+    else if (s->quirks & SYNTH_WINDOW_F32)
+        rc |= llm_gguf_writer_set_f32(w, KEY("attention.sliding_window"), 5.0f);
+    else if (hp->window > 0)
+        rc |= llm_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)hp->window);
     if (hp->rope_factor != 1.0) {
         rc |= llm_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear", 6);
         rc |= llm_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), (float)hp->rope_factor);

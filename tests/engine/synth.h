@@ -36,12 +36,15 @@ typedef struct synth_spec {
 } synth_spec;
 
 /* Quirks: attn_k.bias one element short; q/k/v biases in a file whatever
- * its architecture; an <arch>.attention.sliding_window key of 16; a
- * value_length one less than key_length. */
+ * its architecture; an <arch>.attention.sliding_window of 0 (u32), of -4
+ * (i32) or of 5.0 (f32), each in place of hp.window's; a value_length one
+ * less than key_length. */
 #define SYNTH_SHORT_BIAS 1u
 #define SYNTH_BIAS 2u
-#define SYNTH_WINDOW 4u
+#define SYNTH_WINDOW_ZERO 4u
 #define SYNTH_VALUE_LENGTH 8u
+#define SYNTH_WINDOW_NEG 16u
+#define SYNTH_WINDOW_F32 32u
 
 /* A default spec: dim 64, 2 layers, 4 heads over 2 kv heads, ffn 96,
  * vocab 160, context 64, eps 1e-5, base 10000, untied, f32. */

@@ -11,17 +11,29 @@
  *   missing_bias   a qwen2 file without blk.0.attn_v.bias
  *   missing_norm   a qwen3 file without blk.1.attn_k_norm.weight
  *   qwen3_bias     a qwen3 file with q/k/v biases (no place for them)
- *   window         a llama file with llama.attention.sliding_window
+ *   window         a llama file with llama.attention.sliding_window 5 over
+ *                  24 positions: the reference's logits with the window
+ *                  are first checked to differ from its full-attention
+ *                  logits past the window (and to equal them before it);
+ *                  then the engine's, within 2e-4, for a whole prefill, a
+ *                  prefill in chunks of 7, token-by-token decode and an
+ *                  8-row verify; then greedy ids as greedy_qwen2's
+ *   window_zero, window_neg, window_f32
+ *                  a sliding_window of 0 (u32), -4 (i32) or 5.0 (f32):
+ *                  refused, one line
  *   value_length   a qwen3 file whose value_length is not its key_length
  *   info           a qwen3 model with head_dim 48 over dim 64: the counts
  *                  the model reports include its norms
- *   tool_qwen2 PM-MODELWRITER, tool_qwen3 PM-MODELWRITER
+ *   tool_qwen2 PM-MODELWRITER, tool_qwen3 PM-MODELWRITER,
+ *   tool_window PM-MODELWRITER
  *                  a file written by `pm-modelwriter synth --arch ...`
- *                  (qwen3 with --head-dim 24) opens, and its logits over
- *                  a prefill and decode steps match the reference's
- *                  within 2e-4 (f32)
+ *                  (qwen3 with --head-dim 24; tool_window: llama with
+ *                  --sliding-window 3) opens, and its logits over a
+ *                  prefill and decode steps match the reference's within
+ *                  2e-4 (f32)
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +125,89 @@ static void refused(const synth_spec *s, int rc, const char *line)
     unlink(path);
 }
 
+#define WIN 5
+#define WIN_N 24
+
+/* The engine's logits (n rows of V) against the reference's rows. */
+static void rows_near(const double *ref, const float *lg, int n, int V, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        double d = ref_max_abs_diff(ref + (size_t)i * V, lg + (size_t)i * V, V);
+        if (d > 2e-4)
+            fprintf(stderr, "%s: row %d: max |diff| %.3g\n", what, i, d);
+        CHECK_NEAR(d, 0.0, 2e-4);
+    }
+}
+
+static void window_parity(void)
+{
+    synth_spec s = synth_default();
+    s.hp.window = WIN;
+    char path[512], err[256];
+    synth_path(path, sizeof path, "arch_window");
+    REQUIRE(synth_write(path, &s) == 0);
+    llm_gguf *g;
+    REQUIRE(llm_gguf_open(path, &g, err, sizeof err) == 0);
+    ref_hparams full = s.hp;
+    full.window = 0;
+    ref_model *r = ref_load(&s.hp, synth_find_gguf, g), *rf = ref_load(&full, synth_find_gguf, g);
+    REQUIRE(r && rf);
+    int V = s.hp.vocab;
+    double *ref = malloc((size_t)WIN_N * V * sizeof *ref), *reff = malloc((size_t)V * sizeof *reff);
+    REQUIRE(ref && reff);
+    int32_t toks[WIN_N];
+    for (int i = 0; i < WIN_N; i++)
+        toks[i] = (7 + 13 * i) % V;
+    /* The window must matter: up to position WIN-1 every key is inside it
+     * (the same sums in the same order), after that the masked keys move
+     * the logits by far more than the tolerance below. */
+    for (int i = 0; i < WIN_N; i++) {
+        ref_step(r, toks[i], ref + (size_t)i * V);
+        ref_step(rf, toks[i], reff);
+        double d = 0;
+        for (int j = 0; j < V; j++)
+            d = fmax(d, fabs(ref[(size_t)i * V + j] - reff[j]));
+        if (i < WIN)
+            CHECK(d == 0.0);
+        else
+            CHECK(d > 1e-2);
+    }
+    llm_model *m = synth_open(path, 2);
+    CHECK_INT_EQ(m->hp.window, WIN);
+    llm_session *ses = synth_session(m, s.hp.ctx, 32, 1);
+    const float *lg = NULL;
+    CHECK_INT_EQ(llm_prefill(ses, toks, WIN_N, 0, &lg), 0);
+    REQUIRE(lg);
+    rows_near(ref + (size_t)(WIN_N - 1) * V, lg, 1, V, "whole prefill");
+    llm_session_reset(ses);
+    CHECK_INT_EQ(llm_prefill(ses, toks, WIN_N, 7, &lg), 0);
+    REQUIRE(lg);
+    rows_near(ref + (size_t)(WIN_N - 1) * V, lg, 1, V, "chunked prefill");
+    llm_session_reset(ses);
+    CHECK_INT_EQ(llm_prefill(ses, toks, 1, 0, &lg), 0);
+    REQUIRE(lg);
+    rows_near(ref, lg, 1, V, "decode");
+    for (int i = 1; i < WIN_N; i++) {
+        CHECK_INT_EQ(llm_decode(ses, toks[i], &lg), 0);
+        REQUIRE(lg);
+        rows_near(ref + (size_t)i * V, lg, 1, V, "decode");
+    }
+    llm_session_reset(ses);
+    CHECK_INT_EQ(llm_prefill(ses, toks, 10, 0, &lg), 0);
+    CHECK_INT_EQ(llm_verify(ses, toks + 10, 8, &lg), 0);
+    REQUIRE(lg);
+    rows_near(ref + (size_t)10 * V, lg, 8, V, "verify");
+    free(ref);
+    free(reff);
+    llm_session_free(ses);
+    llm_model_free(m);
+    ref_free(r);
+    ref_free(rf);
+    llm_gguf_close(g);
+    unlink(path);
+    greedy(&s);
+}
+
 static void info(void)
 {
     synth_spec s = synth_default();
@@ -138,33 +233,37 @@ static void info(void)
 
 /* Runs the model writer for a 2-layer f32 model of arch, then holds the
  * engine's logits to the reference's. */
-static void tool_case(const char *tool, int arch)
+static void tool_case(const char *tool, int arch, int window)
 {
     char path[512], err[256];
     synth_path(path, sizeof path, "arch_tool");
     const char *argv[] = {tool, "synth", "-o", path, "--dim", "64", "--layers", "2", "--heads", "4",
                           "--kv-heads", "2", "--ffn", "96", "--vocab", "300", "--ctx", "32",
                           "--type", "f32", "--seed", "5", "--rope-base", "1000000", "--arch",
-                          arch == REF_QWEN2 ? "qwen2" : "qwen3", "--head-dim",
-                          arch == REF_QWEN2 ? "16" : "24", NULL};
+                          arch == REF_QWEN2 ? "qwen2" : arch == REF_QWEN3 ? "qwen3" : "llama",
+                          "--head-dim", arch == REF_QWEN3 ? "24" : "16",
+                          window ? "--sliding-window" : NULL, "3", NULL};
     pm_child_result res;
     REQUIRE(pm_child_exec((char *const *)argv, NULL, 60000, &res) == 0);
     if (!res.exited || res.exit_code != 0)
         fprintf(stderr, "pm-modelwriter: %s\n", res.err);
     REQUIRE(res.exited && res.exit_code == 0);
     ref_hparams hp = {64, 2, 4, 2, 96, 300, 32, 1e-5, 1000000.0, 1.0, 0, arch,
-                      arch == REF_QWEN2 ? 16 : 24};
+                      arch == REF_QWEN3 ? 24 : 16, window ? 3 : 0};
     llm_gguf *g;
     REQUIRE(llm_gguf_open(path, &g, err, sizeof err) == 0);
     ref_model *r = ref_load(&hp, synth_find_gguf, g);
     REQUIRE(r);
     llm_model *m = synth_open(path, 2);
-    CHECK_INT_EQ(m->hp.arch, arch == REF_QWEN2 ? LLM_ARCH_QWEN2 : LLM_ARCH_QWEN3);
+    CHECK_INT_EQ(m->hp.arch, arch == REF_QWEN2   ? LLM_ARCH_QWEN2
+                             : arch == REF_QWEN3 ? LLM_ARCH_QWEN3
+                                                 : LLM_ARCH_LLAMA);
     CHECK_INT_EQ(m->hp.head_dim, hp.head_dim);
+    CHECK_INT_EQ(m->hp.window, hp.window);
     llm_session *ses = synth_session(m, 32, 8, 1);
     double *ref = malloc(300 * sizeof *ref);
     REQUIRE(ref);
-    int32_t toks[8] = {1, 40, 77, 123, 260, 5, 299, 64};
+    int32_t toks[8] = {1, 40, 77, 123, 260, 5, 299, 64}; /* past a window of 3 */
     for (int i = 0; i < 5; i++)
         ref_step(r, toks[i], ref);
     const float *lg = NULL;
@@ -187,7 +286,11 @@ static void tool_case(const char *tool, int arch)
 int main(int argc, char **argv)
 {
     if (argc == 3 && (strcmp(argv[1], "tool_qwen2") == 0 || strcmp(argv[1], "tool_qwen3") == 0)) {
-        tool_case(argv[2], argv[1][9] == '2' ? REF_QWEN2 : REF_QWEN3);
+        tool_case(argv[2], argv[1][9] == '2' ? REF_QWEN2 : REF_QWEN3, 0);
+        return pm_check_result();
+    }
+    if (argc == 3 && strcmp(argv[1], "tool_window") == 0) {
+        tool_case(argv[2], REF_LLAMA, 1);
         return pm_check_result();
     }
     if (argc != 2) {
@@ -224,9 +327,17 @@ int main(int argc, char **argv)
         s.quirks = SYNTH_BIAS;
         refused(&s, LLM_EUNSUP, "model: tensor 'blk.0.attn_q.bias' is not part of a qwen3 model");
     } else if (strcmp(c, "window") == 0) {
-        s.quirks = SYNTH_WINDOW;
-        refused(&s, LLM_EUNSUP,
-                "model: sliding-window attention (llama.attention.sliding_window = 16) is not supported");
+        window_parity();
+    } else if (strcmp(c, "window_zero") == 0) {
+        s.quirks = SYNTH_WINDOW_ZERO;
+        refused(&s, LLM_EFORMAT, "model: metadata llama.attention.sliding_window: a window of 0 keys");
+    } else if (strcmp(c, "window_neg") == 0) {
+        s.quirks = SYNTH_WINDOW_NEG;
+        refused(&s, LLM_EFORMAT, "model: metadata llama.attention.sliding_window: value out of range");
+    } else if (strcmp(c, "window_f32") == 0) {
+        s.quirks = SYNTH_WINDOW_F32;
+        refused(&s, LLM_EFORMAT,
+                "model: metadata llama.attention.sliding_window: value has another type");
     } else if (strcmp(c, "value_length") == 0) {
         s.hp.arch = REF_QWEN3;
         s.hp.head_dim = 16;

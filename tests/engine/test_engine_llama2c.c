@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     llm_model *b = synth_open(gguf, 2);
 
     ref_hparams hp = {(int)cfg->dim, (int)cfg->n_layers, (int)cfg->n_heads, (int)cfg->n_kv_heads,
-                      (int)cfg->hidden_dim, V, 64, cfg->rms_eps, cfg->rope_theta, 1.0, 0, REF_LLAMA, 0};
+                      (int)cfg->hidden_dim, V, 64, cfg->rms_eps, cfg->rope_theta, 1.0, 0, REF_LLAMA, 0, 0};
     ref_model *r = ref_load(&hp, find_l2c, c);
     REQUIRE(r);
     llm_session *sa = synth_session(a, 64, 16, 1), *sb = synth_session(b, 64, 16, 2);

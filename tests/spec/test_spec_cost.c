@@ -9,6 +9,7 @@
  *               no n-gram match the model's k = 1 is chosen
  *   flat        a GPU-like table (verify ~ one decode): the widest k
  *   acceptance  the decayed acceptance estimate
+ *   nothing_pays  hybrid, an expensive draft and a rejected n-gram: plain
  */
 #include <stdio.h>
 #include <string.h>
@@ -142,6 +143,40 @@ static int case_flat(void)
 /* acc and rej decay by 0.9 a round: rounds (4 of 4), (1 of 4), (0 of 2)
  * give acc = (4*0.9 + 1)*0.9 + 0 = 4.14, rej = (0*0.9 + 1)*0.9 + 1 = 1.9,
  * a = 5.14 / 8.04. An unseen kind reads 1/2. */
+/* Nothing pays, hybrid: the model as in case_cpu with a measured 50 ns
+ * step (k=1 1.8333/185 = 0.00991), the n-gram free but rejected in both of
+ * its rounds of 3: acc 0, rej 1.9, a = 1 / 3.9; k=1 (1 + a) / 136 =
+ * 0.009238, k=2 (1 + a + a^2) / 171 = 0.007732; plain 0.01 wins: the
+ * choice is a plain step, whatever the n-gram proposal's length. */
+static int case_nothing_pays(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    widths(&c, 35.0, 5);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 3, 0);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 3, 0);
+    pm__cost_draft(&c, LLM_DRAFTER_NGRAM, 1, 1);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), 1.0 / 3.9, 1e-12);
+    pm__cost_choice ch;
+    for (int32_t n = 1; n <= 4; n++) {
+        pm__cost_choose(&c, MODEL | NGRAM, 1, 4, n, &ch);
+        CHECK_INT_EQ(ch.kind, -1);
+        CHECK_INT_EQ(ch.k, 0);
+        CHECK_NEAR(ch.rate, 0.01, 1e-12);
+    }
+    /* One accepted n-gram round of 3 more: acc 3, rej 1.71, a = 4 / 6.71;
+     * k=1 (1 + a) / 136 = 0.011736 beats k=2 0.011412, k=3 0.010502 and
+     * plain: drafting resumes at k = 1. */
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 3, 3);
+    pm__cost_choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
+    CHECK_INT_EQ(ch.k, 1);
+    CHECK_NEAR(ch.rate, (1.0 + 4.0 / 6.71) / 136.0, 1e-12);
+    return pm_check_result();
+}
+
 static int case_acceptance(void)
 {
     pm__cost c;
@@ -160,7 +195,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*run)(void);
     } cases[] = {{"unmeasured", case_unmeasured}, {"widths", case_widths}, {"cpu", case_cpu},
-                 {"hybrid", case_hybrid},         {"flat", case_flat},     {"acceptance", case_acceptance}};
+                 {"hybrid", case_hybrid},         {"flat", case_flat},     {"acceptance", case_acceptance},
+                 {"nothing_pays", case_nothing_pays}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].run();

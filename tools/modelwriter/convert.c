@@ -104,7 +104,7 @@ static int write_gguf(const convert_opts *o, const llm_llama2c *m, const llm_tok
 {
     const llm_llama2c_config *c = llm_llama2c_get_config(m);
     mw_hparams hp = {c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->hidden_dim, c->vocab_size, c->seq_len,
-                     c->rope_theta, 1.0f, c->rms_eps, NULL, 0};
+                     c->rope_theta, 1.0f, c->rms_eps, NULL, 0, 0};
     vocab_arrays a = {0};
     llm_gguf_writer *w = NULL;
     unsigned fallbacks = 0;

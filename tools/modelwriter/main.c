@@ -26,7 +26,7 @@ static void usage(FILE *f)
             "usage: " MW_NAME " synth -o OUT --dim D --layers L --heads H --kv-heads K --ffn F\n"
             "                      --vocab V --ctx C --type T --seed S [--tied]\n"
             "                      [--rope-base B] [--rope-scale F] [--eps E]\n"
-            "                      [--arch llama|qwen2|qwen3] [--head-dim N]\n"
+            "                      [--arch llama|qwen2|qwen3] [--head-dim N] [--sliding-window W]\n"
             "       " MW_NAME " convert-llama2c -o OUT --model X.bin --tokenizer TOKENIZER.bin [--type T]\n"
             "       " MW_NAME " info MODEL.gguf\n"
             "types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K (weight matrices;\n"
@@ -122,6 +122,8 @@ int mw_write_llama_meta(llm_gguf_writer *w, const mw_hparams *hp, uint32_t type,
         llm_gguf_writer_set_u32(w, KEY("attention.key_length"), hp->head_dim);
         llm_gguf_writer_set_u32(w, KEY("attention.value_length"), hp->head_dim);
     }
+    if (hp->window)
+        llm_gguf_writer_set_u32(w, KEY("attention.sliding_window"), hp->window);
     if (hp->rope_scale != 1.0f) {
         llm_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear", 6);
         llm_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), hp->rope_scale);

@@ -21,6 +21,7 @@ typedef struct mw_hparams {
                          (per-head q/k norms) */
     uint32_t head_dim; /* 0: dim / heads; else written as key_length and
                           value_length */
+    uint32_t window;   /* 0: none; else <arch>.attention.sliding_window */
 } mw_hparams;
 
 /* hp's head width and architecture name. */

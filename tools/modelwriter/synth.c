@@ -284,6 +284,8 @@ static int parse_one(synth_opts *o, const char *opt, const char *val)
         return mw_parse_f32(opt, val, 1e-12f, 1.0f, &hp->eps);
     if (strcmp(opt, "--head-dim") == 0)
         return mw_parse_u32(opt, val, 2, 1u << 14, &hp->head_dim);
+    if (strcmp(opt, "--sliding-window") == 0)
+        return mw_parse_u32(opt, val, 1, INT32_MAX, &hp->window);
     if (strcmp(opt, "--arch") == 0) {
         static const char *const archs[] = {"llama", "qwen2", "qwen3"};
         for (size_t i = 0; val && i < sizeof archs / sizeof archs[0]; i++)

@@ -6,7 +6,9 @@
  *   q   = xb Wq^T;  k, v = xb Wk^T, xb Wv^T written straight into the cache
  *         rows pos0..pos0+n-1, then RoPE on q and the new k rows
  *   att = causal softmax(q k^T / sqrt(head_dim)) v, per head, with head h
- *         reading kv head h / (n_heads / n_kv_heads)
+ *         reading kv head h / (n_heads / n_kv_heads); the row at position p
+ *         sees keys 0..p, or p-W+1..p only under a sliding window W
+ *         (llm_hparams.window; the cache stays linear)
  *   x  += att Wo^T
  *   xb  = rmsnorm(x) * ffn_norm
  *   x  += (silu(xb Wgate^T) * (xb Wup^T)) Wdown^T

@@ -68,6 +68,9 @@ typedef struct llm_hparams {
                             llama GGUF layout); 1: pairs (i, i + head_dim/2)
                             (qwen2, qwen3: their q/k rows are not permuted
                             by the converter) */
+    int32_t window;      /* sliding-window attention: the query at position
+                            p sees keys p-window+1..p only; 0 = none (full
+                            causal attention) */
 } llm_hparams;
 
 /* One transformer block. Norm weights and biases are f32 in the model's

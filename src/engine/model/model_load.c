@@ -415,26 +415,25 @@ static int head_width(const llm_gguf *g, llm_hparams *hp, char *err, size_t errl
     return 0;
 }
 
-/* Sliding-window attention (<arch>.attention.sliding_window) masks keys
- * older than the window. llama.cpp's converter writes no such key for
- * Mistral 7B (a plain llama file) and llama.cpp reads it for neither
- * llama nor qwen2: both run with full causal attention there, as here. A
- * file that sets it asks for a mask this engine does not apply, so it is
- * refused rather than computed unmasked. */
-static int check_no_window(const llm_gguf *g, const llm_hparams *hp, char *err, size_t errlen)
+/* Sliding-window attention (<arch>.attention.sliding_window = W): the
+ * query at position p sees keys p-W+1..p only. llama.cpp's converter
+ * writes no such key for Mistral 7B (a plain llama file runs with full
+ * causal attention), but a file that sets it asks for the mask, so it is
+ * kept and applied. A window of 0 would mask every key, so it is refused
+ * rather than read as "none". */
+static int sliding_window(const llm_gguf *g, llm_hparams *hp, char *err, size_t errlen)
 {
-    char key[64];
-    uint32_t w = 0;
-    snprintf(key, sizeof key, "%s.attention.sliding_window", arch_name(hp->arch));
-    int rc = llm_gguf_get_u32(g, key, &w);
-    if (rc == LLM_ENOKEY)
-        return 0;
-    if (rc)
-        llm_errf(err, errlen, "model: metadata %s: %s", key, llm_strerror(rc));
-    else
-        llm_errf(err, errlen, "model: sliding-window attention (%s = %u) is not supported", key,
-                 (unsigned)w);
-    return rc ? LLM_EFORMAT : LLM_EUNSUP;
+    int32_t w = 0;
+    int rc = meta_u32_opt(g, hp, "attention.sliding_window", &w, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (rc && w < 1) {
+        llm_errf(err, errlen, "model: metadata %s.attention.sliding_window: a window of 0 keys",
+                 arch_name(hp->arch));
+        return LLM_EFORMAT;
+    }
+    hp->window = w;
+    return 0;
 }
 
 static int gguf_hparams(const llm_gguf *g, llm_hparams *hp, char *err, size_t errlen)
@@ -449,7 +448,7 @@ static int gguf_hparams(const llm_gguf *g, llm_hparams *hp, char *err, size_t er
     if (!rc) rc = meta_f32(g, hp, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps, err, errlen);
     if (!rc) rc = meta_f32(g, hp, "rope.freq_base", 10000.0f, &hp->rope_base, err, errlen);
     if (!rc) rc = rope_scaling(g, hp, err, errlen);
-    if (!rc) rc = check_no_window(g, hp, err, errlen);
+    if (!rc) rc = sliding_window(g, hp, err, errlen);
     if (rc)
         return rc;
     const llm_gguf_tensor *embd = llm_gguf_find_tensor(g, "token_embd.weight");

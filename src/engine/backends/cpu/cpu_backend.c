@@ -420,8 +420,13 @@ static void attend_one(cpu_backend *c, const llm_attn *a, int32_t t,
     const float *q = a->q + (size_t)t * a->n_heads * hd + (size_t)h * hd;
     float *out = a->out + (size_t)t * a->n_heads * hd + (size_t)h * hd;
     uint32_t len = a->pos0 + (uint32_t)t + 1; /* causal: keys 0..pos */
-    c->k.attend(q, a->k + (size_t)kvh * hd, a->v + (size_t)kvh * hd, kv_dim, len, hd,
-                1.0f / sqrtf((float)hd), sc, out);
+    /* A sliding window drops the keys before pos-window+1: the softmax runs
+     * over the last `window` rows only. Without one, first is 0 and the
+     * call (and its float order) is the unwindowed one. */
+    size_t first = a->window && len > a->window ? len - a->window : 0;
+    const float *k = a->k + first * kv_dim + (size_t)kvh * hd;
+    const float *v = a->v + first * kv_dim + (size_t)kvh * hd;
+    c->k.attend(q, k, v, kv_dim, len - (uint32_t)first, hd, 1.0f / sqrtf((float)hd), sc, out);
 }
 
 static void attn_worker(void *ctx, int32_t ith, int32_t nth)

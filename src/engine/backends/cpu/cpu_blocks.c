@@ -37,7 +37,7 @@ void llm_cpu_attention_block(llm_backend *be, const llm_block *b)
     llm_cpu_rope(be, ws->q, n, hp->n_heads, q_dim, b->pos0, &rope);
     llm_cpu_rope(be, kslot, n, hp->n_kv_heads, kv_dim, b->pos0, &rope);
     llm_attn a = {ws->q, b->k, b->v, ws->att, n, b->pos0, hp->n_heads, hp->n_kv_heads,
-                  hp->head_dim};
+                  hp->head_dim, (uint32_t)hp->window};
     llm_cpu_attention(be, &a);
     llm_cpu_matmul(be, &L->wo, ws->att, n, ws->xb2);
     llm_cpu_add(be, ws->x, ws->xb2, (size_t)n * hp->dim);

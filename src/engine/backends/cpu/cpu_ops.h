@@ -37,6 +37,8 @@ typedef struct llm_attn {
     int32_t n;
     uint32_t pos0;
     int32_t n_heads, n_kv_heads, head_dim;
+    uint32_t window;      /* the row at position p sees keys p-window+1..p;
+                             0: keys 0..p */
 } llm_attn;
 
 /* y[i] = x[i] W^T for i < n: x [n][w->ne0], y [n][w->ne1]; no overlap. */

@@ -657,6 +657,14 @@ static int seam_warmup(cuda_be *c, llm_model *m)
 static int seam_prepare(llm_backend *be, llm_model *m, char *err, size_t errlen)
 {
     cuda_be *c = cb(be);
+    /* The device attention kernels attend to every earlier key; a window
+     * would be computed unmasked, so the model is refused before any
+     * upload (the CPU backend applies it). */
+    if (m->hp.window > 0) {
+        snprintf(err, errlen, "%s: sliding-window attention (window %d) is not supported on this backend",
+                 c->name, (int)m->hp.window);
+        return LLM_EUNSUP;
+    }
     int rc = c->failed ? c->failed : llm_cuda_bind(c->cu);
     if (rc == 0 && prepare_head(c, m) != 0)
         rc = -1;
