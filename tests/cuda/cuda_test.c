@@ -165,10 +165,49 @@ static void encode_q4(const float *w, int64_t cols, unsigned char *dst, double *
     }
 }
 
+/* One k-quant super-block decoded by its layout (quant.h), in double: the
+ * blocks come from the engine's quantizer, the values from this reading
+ * of the format, so the device and the reference share no decoding code. */
+static void decode_k(uint32_t type, const unsigned char *b, double *out)
+{
+    if (type == LLM_TYPE_Q6_K) {
+        double d = llm_fp16_to_f32((uint16_t)(b[208] | b[209] << 8));
+        for (int e = 0; e < 256; e++) {
+            int h = e / 128, g = (e % 128) / 32, l = e % 32;
+            int lo = (b[64 * h + l + 32 * (g & 1)] >> (4 * (g >> 1))) & 15;
+            int hi = (b[128 + 32 * h + l] >> (2 * g)) & 3;
+            out[e] = d * (double)(signed char)b[192 + e / 16] * (double)((lo | hi << 4) - 32);
+        }
+        return;
+    }
+    double d = llm_fp16_to_f32((uint16_t)(b[0] | b[1] << 8));
+    double dmin = llm_fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
+    const unsigned char *s = b + 4;
+    for (int j = 0; j < 8; j++) {
+        int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        for (int l = 0; l < 32; l++) {
+            int q = b[16 + 32 * (j / 2) + l];
+            q = (j & 1) ? q >> 4 : q & 15;
+            out[32 * j + l] = d * sc * q - dmin * m;
+        }
+    }
+}
+
 size_t ct_encode(uint32_t type, const float *w, int64_t rows, int64_t cols,
                  void *dst, double *deq)
 {
     size_t rb = ct_row_bytes(type, cols);
+    if (type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K) {
+        size_t bb = type == LLM_TYPE_Q4_K ? LLM_Q4_K_BYTES : LLM_Q6_K_BYTES;
+        for (int64_t r = 0; r < rows; r++) {
+            unsigned char *o = (unsigned char *)dst + (size_t)r * rb;
+            llm_quantize_row(type, w + r * cols, o, (size_t)cols);
+            for (int64_t b = 0; b < cols / 256; b++)
+                decode_k(type, o + (size_t)b * bb, deq + r * cols + b * 256);
+        }
+        return rb;
+    }
     for (int64_t r = 0; r < rows; r++) {
         const float *x = w + r * cols;
         unsigned char *o = (unsigned char *)dst + (size_t)r * rb;

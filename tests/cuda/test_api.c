@@ -126,16 +126,41 @@ static void weight_upload_types(void)
     llm_cuda_weight_release(c, &w);
     CHECK_INT_EQ(llm_cuda_weight_upload(c, 9 /* q8_1 */, host, 64, 1, 72, &w), LLM_EINVAL);
     CHECK(w.data == NULL);
-    /* The k-quants re-quantize into the Q8 layout (8 blocks a super-block);
-     * a row of 128 is half a super-block. */
+    /* Q4_K and Q6_K keep layouts of their own (the file's bytes; Q6_K's d
+     * in the scales), Q5_K re-quantizes into the Q8 layout (8 blocks a
+     * super-block: 256 + 16 bytes); a row of 128 is half a super-block. */
     const uint32_t kq[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
+    const uint32_t kq_dev[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q8_0, LLM_TYPE_Q6_K};
+    const size_t kq_bytes[] = {2 * 144, 2 * (256 + 16), 2 * 210};
     for (size_t i = 0; i < 3; i++) {
         size_t rb = ct_row_bytes(kq[i], 256);
         CT_OK(c, llm_cuda_weight_upload(c, kq[i], host, 256, 2, rb, &w));
-        CHECK_INT_EQ(w.type, LLM_TYPE_Q8_0);
-        CHECK(w.rows == 2 && w.cols == 256 && w.scales != NULL);
+        CHECK_INT_EQ(w.type, kq_dev[i]);
+        CHECK_INT_EQ((int)w.bytes, (int)kq_bytes[i]);
+        CHECK(w.rows == 2 && w.cols == 256 && (w.scales != NULL) == (i != 0));
         llm_cuda_weight_release(c, &w);
         CHECK_INT_EQ(llm_cuda_weight_upload(c, kq[i], host, 128, 1, rb, &w), LLM_EINVAL);
+    }
+    /* Mixed parts: Q4_K and Q6_K stack in the Q8 layout (272 bytes a row
+     * of 256), one type as that type uploads; F16 has no Q8 split. */
+    {
+        const uint32_t mix[3] = {LLM_TYPE_Q4_K, LLM_TYPE_Q4_K, LLM_TYPE_Q6_K};
+        const uint32_t bad[2] = {LLM_TYPE_Q4_K, LLM_TYPE_F16};
+        llm_cuda_weight_part mp[3] = {{host, 2, 144}, {host, 1, 144}, {host, 1, 210}};
+        CHECK_INT_EQ(llm_cuda_weight_types_stack(mix, 3), 1);
+        CHECK_INT_EQ(llm_cuda_weight_types_stack(bad, 2), 0);
+        CHECK_INT_EQ(llm_cuda_weight_types_stack(bad, 1), 1);
+        CT_OK(c, llm_cuda_weight_upload_mixed(c, mix, 256, mp, 3, 0, &w));
+        CHECK_INT_EQ(w.type, LLM_TYPE_Q8_0);
+        CHECK_INT_EQ((int)w.rows, 4);
+        CHECK_INT_EQ((int)w.bytes, 4 * (256 + 16));
+        llm_cuda_weight_release(c, &w);
+        CT_OK(c, llm_cuda_weight_upload_mixed(c, mix, 256, mp, 2, 0, &w));
+        CHECK_INT_EQ(w.type, LLM_TYPE_Q4_K);
+        CHECK_INT_EQ((int)w.bytes, 3 * 144);
+        llm_cuda_weight_release(c, &w);
+        CHECK_INT_EQ(llm_cuda_weight_upload_mixed(c, bad, 256, mp, 2, 0, &w), LLM_EINVAL);
+        CHECK(w.data == NULL);
     }
     /* Q4_1 / Q5_0 / Q5_1: one Q8 block per block of 32. */
     const uint32_t lq[] = {LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1};

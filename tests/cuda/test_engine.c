@@ -330,6 +330,15 @@ static void run_prompt(pair *p, const int32_t *toks, size_t n, int decodes)
  * other quantized types' 0.15 holds it with twice the room. */
 #define K_REQUANT_TOL 0.15
 
+/* On the native k-quant layouts (the default) the device multiplies the
+ * file's blocks as the CPU does; the activation quantization (per 32 on
+ * the device, per 256 on the CPU), bf16 operands in prefill and, on
+ * layers whose v is Q6_K, the q/k/v stack re-quantized to Q8_0 still
+ * differ. The H200 measured 0.074 (every layer unstacked) and 0.075 (the
+ * stack) over the 84 steps, against 0.079 re-quantized: barely closer, so
+ * the same room, twice the measurement. */
+#define K_NATIVE_TOL 0.15
+
 static double type_tol(uint32_t t)
 {
     return t == LLM_TYPE_F32 ? 2e-3 : (t == LLM_TYPE_F16 || t == LLM_TYPE_BF16) ? 0.08 : 0.15;
@@ -591,8 +600,9 @@ static void engine_q5_0(void) { synth_case("q5_0", 20); }
 static void engine_q5_1(void) { synth_case("q5_1", 20); }
 
 /* A Q4_K_M-like mix (Q4_K, with attn_v, ffn_down and output in Q6_K),
- * 256 wide: the device runs it re-quantized to Q8_0 (cuda_matmul.cu), the
- * CPU on the k-quant blocks themselves. */
+ * 256 wide: the device runs it on its native k-quant layouts (or, with
+ * PHASEMARK_CUDA_KQ=requant, re-quantized to Q8_0), the CPU on the
+ * k-quant blocks themselves. */
 static void engine_q4_k_m(void)
 {
     ct_require_device();
@@ -610,7 +620,10 @@ static void engine_q4_k_m(void)
     synth_path(path, sizeof path, "q4_k_m");
     REQUIRE(synth_write(path, &s) == 0);
     pair p;
-    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 128, K_REQUANT_TOL);
+    const char *kq = getenv("PHASEMARK_CUDA_KQ");
+    int requant = kq && strcmp(kq, "requant") == 0;
+    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 128,
+              requant ? K_REQUANT_TOL : K_NATIVE_TOL);
     unlink(path);
     int32_t toks[40];
     for (int k = 0; k < 12; k++) {

@@ -51,12 +51,22 @@ static void q8_acts(const float *x, int64_t n, double *out)
     }
 }
 
-/* Whether a one-row product over `type` runs on the int8 kernel (types
- * uploaded into the Q8 layout, the tuning on, rows it takes, aligned x). */
+static int is_kq(uint32_t type)
+{
+    return type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K;
+}
+
+/* Whether a product over `type` runs on int8 activations: one row over
+ * types uploaded into the Q8 layout (the tuning on, rows it takes, aligned
+ * x), or up to LLM_CUDA_MATVEC_MAX rows over the native k-quant layouts
+ * (each row on the one-row kernel). */
 static int int8_path(llm_cuda *c, uint32_t type, int64_t cols, int32_t n, int x_off)
 {
     llm_cuda_tuning t;
     CT_OK(c, llm_cuda_get_tuning(c, &t));
+    if (is_kq(type))
+        return t.kq_native && n <= LLM_CUDA_MATVEC_MAX && x_off == 0 &&
+               cols <= LLM_CUDA_KQ_MAX_COLS;
     return t.q8_int8 && n == 1 && x_off == 0 && cols <= LLM_CUDA_Q8_INT8_MAX_COLS &&
            (type == LLM_TYPE_Q8_0 || type == LLM_TYPE_Q4_0);
 }
@@ -84,7 +94,7 @@ static void matmul_case_acc(uint32_t type, int64_t rows, int64_t cols, int32_t n
     REQUIRE(xr);
     int q8i = int8_path(c, type, cols, n, x_off);
     if (q8i)
-        q8_acts(x, cols, xr);
+        q8_acts(x, (int64_t)nx, xr); /* per 32 values: never across rows */
     else
         for (size_t i = 0; i < nx; i++)
             xr[i] = x[i];
@@ -119,7 +129,8 @@ static void matmul_case_acc(uint32_t type, int64_t rows, int64_t cols, int32_t n
         }
     ct_get(c, y, dy, ny * sizeof *y);
     double e = ct_rel_err(y, ref, ny);
-    int wide = n > LLM_CUDA_MATVEC_MAX && type != LLM_TYPE_F32;
+    /* k-quant products off the int8 kernel dequantize to bf16 for cuBLAS */
+    int wide = (n > LLM_CUDA_MATVEC_MAX && type != LLM_TYPE_F32) || (is_kq(type) && !q8i);
     printf("type %u rows %lld cols %lld n %d%s%s: rel err %.3g", type,
            (long long)rows, (long long)cols, n, acc ? " (accumulate)" : "",
            q8i ? " (int8 activations)" : "", e);
@@ -184,6 +195,28 @@ static void matvec_q8_0_int8(void)
     matmul_case_acc(LLM_TYPE_Q4_0, 77, 4096 + 32, 1, 0, 64, 0);
     REQUIRE(unsetenv("PHASEMARK_CUDA_Q8") == 0);
 }
+
+/* The native k-quant layouts: an odd row count (a lone last row), more
+ * row pairs than the grid has warps over one super-block a row, the 8B
+ * model's widths (4096 and the FFN's 14336), accumulate, 2..8 rows (the
+ * one-row kernel per row), a misaligned activation and 20 rows (both
+ * dequantized to bf16 for cuBLAS). */
+static void kq_cases(uint32_t type)
+{
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    int64_t rows = (int64_t)llm_cuda_sm_count(c) * 2 * 8 * 2 * 2 + 3;
+    llm_cuda_free(c);
+    matmul_case_acc(type, 299, 4096, 1, 0, 64, 0);
+    matmul_case_acc(type, rows, 256, 1, 0, 64, 1);
+    matmul_case_acc(type, 64, 14336, 1, 0, 64, 0);
+    matmul_case_acc(type, 67, 512, 3, 0, 64, 1);
+    matmul_case_acc(type, 33, 768, LLM_CUDA_MATVEC_MAX, 0, 64, 0);
+    matmul_case_acc(type, 45, 512, 1, 1, 64, 0);
+    matmul_case_acc(type, 210, 768, 20, 0, 64, 1);
+}
+
+static void matvec_q4_k(void) { kq_cases(LLM_TYPE_Q4_K); }
+static void matvec_q6_k(void) { kq_cases(LLM_TYPE_Q6_K); }
 
 static void matvec_batch(void)
 {
@@ -331,11 +364,12 @@ static void swiglu_add(void)
 
 static void embed_type(llm_cuda *c, uint32_t type)
 {
-    enum { V = 50, D = 96, N = 4 };
+    enum { V = 50, N = 4, DMAX = 256 };
+    const int D = is_kq(type) ? 256 : 96; /* k-quants: one super-block a row */
     ct_rng r = {11 + type};
-    float w[V * D], out[N * D];
-    double deq[V * D], ref[N * D];
-    unsigned char enc[V * D * 4];
+    float w[V * DMAX], out[N * DMAX];
+    double deq[V * DMAX], ref[N * DMAX];
+    unsigned char enc[V * DMAX * 4];
     ct_fill(&r, w, V * D, 1.0f);
     size_t rb = ct_encode(type, w, V, D, enc, deq);
     llm_cuda_weight dw;
@@ -351,7 +385,8 @@ static void embed_type(llm_cuda *c, uint32_t type)
             ref[t * D + i] = ids[t] < 0 ? 0.0 : deq[ids[t] * D + i];
     double e = ct_max_err(out, ref, N * D);
     printf("embed type %u max err %.3g\n", type, e);
-    CHECK(e == 0.0);
+    /* k-quant values take one fp32 rounding from the exact product */
+    CHECK(is_kq(type) ? e <= 1e-6 : e == 0.0);
     llm_cuda_weight_release(c, &dw);
     llm_cuda_mfree(c, did), llm_cuda_mfree(c, dout);
 }
@@ -364,6 +399,8 @@ static void embed(void)
     embed_type(c, LLM_TYPE_BF16);
     embed_type(c, LLM_TYPE_Q8_0);
     embed_type(c, LLM_TYPE_Q4_0);
+    embed_type(c, LLM_TYPE_Q4_K);
+    embed_type(c, LLM_TYPE_Q6_K);
     llm_cuda_free(c);
 }
 
@@ -623,6 +660,39 @@ static void matvec_rope_store(void)
     llm_cuda_free(c);
 }
 
+/* Every decode fusion over the native k-quant layouts, and a row the
+ * fused kernel cannot hold refused. */
+static void matvec_fused_kq(void)
+{
+    const unsigned combos[] = {0, LLM_CUDA_MV_NORM, LLM_CUDA_MV_ACCUMULATE,
+                               LLM_CUDA_MV_NORM | LLM_CUDA_MV_ACCUMULATE,
+                               LLM_CUDA_MV_SWIGLU_PAIRS,
+                               LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS,
+                               LLM_CUDA_MV_ACCUMULATE | LLM_CUDA_MV_SWIGLU_PAIRS};
+    for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
+        fused_case(LLM_TYPE_Q4_K, combos[i]);
+        fused_case(LLM_TYPE_Q6_K, combos[i]);
+    }
+    fused_rows_case(LLM_TYPE_Q4_K, LLM_CUDA_MV_NORM, 257);
+    rope_store_case(LLM_TYPE_Q4_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE);
+    rope_store_case(LLM_TYPE_Q6_K, LLM_CUDA_MV_ROPE_STORE);
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    llm_cuda_weight w;
+    CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_Q4_K, LLM_CUDA_KQ_MAX_COLS + 256, 2, &w));
+    CHECK_INT_EQ((int)w.bytes, (LLM_CUDA_KQ_MAX_COLS + 256) / 256 * 144 * 2);
+    float *d = ct_dev(c, (LLM_CUDA_KQ_MAX_COLS + 512) * sizeof(float));
+    llm_cuda_mv_fuse f = {0, NULL, 0.0f, NULL};
+    CHECK_INT_EQ(llm_cuda_matvec_fused(c, &w, d, d + LLM_CUDA_KQ_MAX_COLS + 256, &f),
+                 LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_weight_release(c, &w);
+    CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_Q6_K, 512, 3, &w));
+    CHECK_INT_EQ((int)w.bytes, 2 * 208 * 3 + 2 * 2 * 3);
+    llm_cuda_weight_release(c, &w);
+    llm_cuda_mfree(c, d);
+    llm_cuda_free(c);
+}
+
 static const ct_case cases[] = {
     {"matmul_acc", matmul_acc}, {"matvec_rope_store", matvec_rope_store},
     {"matvec_fused", matvec_fused}, {"rope_qkv_store", rope_qkv_store},
@@ -634,6 +704,8 @@ static const ct_case cases[] = {
     {"gemm_f16", gemm_f16}, {"gemm_q8_0", gemm_q8_0}, {"gemm_f32", gemm_f32},
     {"gemm_slices", gemm_slices}, {"rmsnorm", rmsnorm}, {"rope", rope},
     {"swiglu_add", swiglu_add}, {"embed", embed},
+    {"matvec_q4_k", matvec_q4_k}, {"matvec_q6_k", matvec_q6_k},
+    {"matvec_fused_kq", matvec_fused_kq},
 };
 
 CT_MAIN(cases)

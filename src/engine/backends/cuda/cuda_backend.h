@@ -134,6 +134,16 @@ int llm_cuda_bind(llm_cuda *c);
  *     accumulation; 0 dequantizes the weights to bf16 per call and
  *     multiplies bf16 activations, as before. PHASEMARK_CUDA_F16_GEMM=bf16
  *     at creation sets 0.
+ *   kq_native: 1 (default) the k-quants Q4_K and Q6_K upload into layouts
+ *     of their own, the file's bytes (Q4_K: the super-blocks as they are;
+ *     Q6_K: quants and scales as they are, the fp16 d in a separate array
+ *     so that rows stay 16-byte aligned), and one-row products over them
+ *     run on int8 activations quantized as q8_int8 = 1 does, with dp4a on
+ *     the nibbles; products of 2..8 rows run the one-row kernel per row,
+ *     wider ones dequantize to bf16. 0 re-quantizes them to the Q8 layout
+ *     at upload, as before (Q5_K always is). Read at upload: a weight
+ *     keeps the layout it was uploaded with. PHASEMARK_CUDA_KQ=requant at
+ *     creation sets 0.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -145,7 +155,15 @@ typedef struct llm_cuda_tuning {
     int32_t attn_gemm_min;
     int q8_int8;
     int f16_direct;
+    int kq_native;
 } llm_cuda_tuning;
+
+/* The widest k-quant row the native one-row kernel takes (its quantized
+ * activation, cols bytes, cols / 32 fp32 scales and cols / 16 int32 sums,
+ * lives in 48 KB of shared memory; a multiple of 256). Wider one-row
+ * products dequantize to bf16 through cuBLAS, and the fused products
+ * refuse them. */
+#define LLM_CUDA_KQ_MAX_COLS 35584
 
 /* The widest Q8 row the int8-activation kernel takes (its quantized
  * activation, cols bytes and cols / 32 scales, lives in 48 KB of shared
@@ -196,11 +214,14 @@ int llm_cuda_fill_uniform(llm_cuda *c, void *dst, uint32_t type, size_t n,
 
 /* A weight matrix resident on the device: rows x cols (ggml ne1 x ne0). */
 typedef struct llm_cuda_weight {
-    uint32_t type;  /* device layout: LLM_TYPE_F32, F16, BF16 or Q8_0 */
+    uint32_t type;  /* device layout: LLM_TYPE_F32, F16, BF16, Q8_0, Q4_K or Q6_K */
     int64_t rows;   /* output width */
     int64_t cols;   /* input width (row length) */
-    void *data;     /* F32/F16/BF16: [rows][cols]; Q8_0: int8 [rows][cols] */
-    uint16_t *scales; /* Q8_0 only: fp16 [rows][cols/32]; else NULL */
+    void *data;     /* F32/F16/BF16: [rows][cols]; Q8_0: int8 [rows][cols];
+                       Q4_K: [rows][cols/256] 144-byte super-blocks; Q6_K:
+                       [rows][cols/256] 208 bytes (ql, qh, scales) */
+    uint16_t *scales; /* Q8_0: fp16 [rows][cols/32]; Q6_K: fp16 d
+                         [rows][cols/256]; else NULL */
     size_t bytes;   /* device bytes held */
 } llm_cuda_weight;
 
@@ -229,6 +250,20 @@ typedef struct llm_cuda_weight_part {
 int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
                                  const llm_cuda_weight_part *parts, int count,
                                  int interleave, llm_cuda_weight *w);
+
+/* As llm_cuda_weight_upload_parts, part i of host type types[i]. Parts of
+ * one type upload as that type does; parts of different types all go
+ * into the Q8 layout, each re-quantized as its type's upload would
+ * (LLM_EINVAL when a type has no such upload): the stacked q/k/v of a
+ * Q4_K_M layer whose v is Q6_K, so that it still takes the fused decode
+ * step, at Q8_0's bytes for those few rows. */
+int llm_cuda_weight_upload_mixed(llm_cuda *c, const uint32_t *types, int64_t cols,
+                                 const llm_cuda_weight_part *parts, int count,
+                                 int interleave, llm_cuda_weight *w);
+
+/* Whether llm_cuda_weight_upload_mixed stacks these types (count of them)
+ * into one weight. */
+int llm_cuda_weight_types_stack(const uint32_t *types, int count);
 
 /* A view of rows row0..row0+rows-1 of w (no copy, nothing owned: it lives
  * as long as w and is never released). Pure host arithmetic. */

@@ -271,6 +271,47 @@ __device__ __forceinline__ void llm__pdl_trigger(void)
 #endif
 }
 
+/* Bytes of one super-block of the native k-quant layouts on the device
+ * (cuda_matmul.cu): Q4_K's 144 as in the file; Q6_K's 210 less the fp16
+ * d, which lives in the weight's scales array. */
+#define LLM_CUDA_Q4K_BLOCK 144
+#define LLM_CUDA_Q6K_BLOCK 208
+
+/* Element i of row `row` (cols wide) of a native k-quant weight, as the
+ * CPU's dequantization computes it (quant_k.c): Q4_K d*sc*q - dmin*m,
+ * Q6_K d*sc*(q-32). For the per-element paths (embedding lookup,
+ * dequantization for cuBLAS). */
+__device__ __forceinline__ float llm__kq_at(const void *w, const uint16_t *scales, int type,
+                                            int64_t row, int64_t cols, int64_t i)
+{
+    int64_t nsb = cols / LLM_QK_K, sb = row * nsb + i / LLM_QK_K;
+    int e = (int)(i % LLM_QK_K);
+    if (type == (int)LLM_TYPE_Q4_K) {
+        const unsigned char *b = (const unsigned char *)w + sb * LLM_CUDA_Q4K_BLOCK;
+        const uint16_t *h = (const uint16_t *)b;
+        int j = e / 32, l = e % 32, sc, m;
+        unsigned char q = b[16 + 32 * (j / 2) + l];
+        q = (j & 1) ? q >> 4 : q & 0x0f;
+        const unsigned char *s = b + 4;
+        if (j < 4) {
+            sc = s[j] & 63;
+            m = s[j + 4] & 63;
+        } else {
+            sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+            m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        }
+        float d = __half2float(__ushort_as_half(h[0]));
+        float dmin = __half2float(__ushort_as_half(h[1]));
+        return d * (float)sc * (float)q - dmin * (float)m;
+    }
+    const unsigned char *b = (const unsigned char *)w + sb * LLM_CUDA_Q6K_BLOCK;
+    int hh = e / 128, g = (e % 128) / 32, l = e % 32;
+    int lo = (b[64 * hh + l + 32 * (g & 1)] >> (4 * (g >> 1))) & 0x0f;
+    int hi = (b[128 + 32 * hh + l] >> (2 * g)) & 3;
+    float d = __half2float(__ushort_as_half(scales[sb]));
+    return d * (float)(signed char)b[192 + e / 16] * (float)((lo | hi << 4) - 32);
+}
+
 /* Asks L2 for the line holding p. A hint only: it returns no data and L2
  * is the point of coherence, so it is safe on memory another kernel is
  * still writing (which is why the pre-wait phase of a dependent launch may

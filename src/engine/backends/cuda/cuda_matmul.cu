@@ -14,10 +14,13 @@
  *
  * One-row products over Q8 layout weights take their own kernel on int8
  * activations (matvec_q8i_kernel, below), unless the tuning says otherwise.
+ * Q4_K and Q6_K keep the file's blocks on the device and have one of their
+ * own (matvec_kq_kernel), which up to LLM_CUDA_MATVEC_MAX rows runs once
+ * per row.
  *
  * Wider products (prefill) go through cuBLAS with fp32 accumulation: bf16
  * weights with bf16 activations, F16 weights as they are with fp16
- * activations, Q8 weights dequantized to bf16 a bounded chunk of rows at a
+ * activations, Q8 and k-quant weights dequantized to bf16 a bounded chunk of rows at a
  * time into reserved scratch. FP32 weights use an fp32 GEMM.
  *
  * Q8_0 lives on the device as two arrays, int8 quants [rows][cols] and fp16
@@ -54,22 +57,46 @@ template <> struct wt_info<WT_Q8> { static constexpr int chunk = 16, bytes = 1; 
  * f16_direct is off), or bf16 GEMM on a dequantized chunk of rows. */
 enum { GEMM_F32, GEMM_BF16, GEMM_F16, GEMM_DEQUANT };
 
-/* One device layout (llm_cuda_weight.type). */
+/* The native k-quant layouts (kq_native): their one-row kernel's template
+ * argument. */
+enum { KQ_NONE = -1, KQ_Q4K = 0, KQ_Q6K = 1 };
+
+/* One device layout (llm_cuda_weight.type): rows are whole blocks of blk
+ * elements, blk_bytes of data each (plain types: blocks of one element). */
 typedef struct layout_info {
     uint32_t dtype;    /* the layout's type id */
-    int wt;            /* kernels' template argument (WT_*) */
-    size_t elem_bytes; /* bytes of data per element */
-    int chunk;         /* elements per 16-byte vector */
-    int scaled;        /* 1: an fp16 scale per LLM_QK8_0 elements (scales) */
+    int wt;            /* the vector kernels' template argument (WT_*); -1: none */
+    int kq;            /* KQ_*: a native k-quant layout */
+    int64_t blk;       /* elements per block */
+    size_t blk_bytes;  /* bytes of data per block */
+    int chunk;         /* elements per 16-byte vector (k-quants: per block) */
+    int scaled;        /* 1: an fp16 scale per block in `scales` */
     int gemm;          /* GEMM_* */
 } layout_info;
 
 static const layout_info k_layouts[] = {
-    {LLM_TYPE_F32, WT_F32, wt_info<WT_F32>::bytes, wt_info<WT_F32>::chunk, 0, GEMM_F32},
-    {LLM_TYPE_F16, WT_F16, wt_info<WT_F16>::bytes, wt_info<WT_F16>::chunk, 0, GEMM_F16},
-    {LLM_TYPE_BF16, WT_BF16, wt_info<WT_BF16>::bytes, wt_info<WT_BF16>::chunk, 0, GEMM_BF16},
-    {LLM_TYPE_Q8_0, WT_Q8, wt_info<WT_Q8>::bytes, wt_info<WT_Q8>::chunk, 1, GEMM_DEQUANT},
+    {LLM_TYPE_F32, WT_F32, KQ_NONE, 1, wt_info<WT_F32>::bytes, wt_info<WT_F32>::chunk, 0,
+     GEMM_F32},
+    {LLM_TYPE_F16, WT_F16, KQ_NONE, 1, wt_info<WT_F16>::bytes, wt_info<WT_F16>::chunk, 0,
+     GEMM_F16},
+    {LLM_TYPE_BF16, WT_BF16, KQ_NONE, 1, wt_info<WT_BF16>::bytes, wt_info<WT_BF16>::chunk, 0,
+     GEMM_BF16},
+    {LLM_TYPE_Q8_0, WT_Q8, KQ_NONE, LLM_QK8_0, LLM_QK8_0, wt_info<WT_Q8>::chunk, 1,
+     GEMM_DEQUANT},
+    {LLM_TYPE_Q4_K, -1, KQ_Q4K, LLM_QK_K, LLM_CUDA_Q4K_BLOCK, LLM_QK_K, 0, GEMM_DEQUANT},
+    {LLM_TYPE_Q6_K, -1, KQ_Q6K, LLM_QK_K, LLM_CUDA_Q6K_BLOCK, LLM_QK_K, 1, GEMM_DEQUANT},
 };
+
+/* Bytes of data, and fp16 scales, of one row of `cols` elements. */
+static size_t layout_row_bytes(const layout_info *l, int64_t cols)
+{
+    return (size_t)(cols / l->blk) * l->blk_bytes;
+}
+
+static size_t layout_row_scales(const layout_info *l, int64_t cols)
+{
+    return l->scaled ? (size_t)(cols / l->blk) : 0;
+}
 
 static const layout_info *find_layout(uint32_t dtype)
 {
@@ -112,8 +139,8 @@ static void split_q4_0(const unsigned char *blk, int8_t *q, uint16_t *d)
 
 static_assert(LLM_QK4_0 == LLM_QK8_0, "Q4_0 blocks become Q8 layout blocks one for one");
 
-/* The k-quants have no device layout of their own yet: a super-block of
- * 256 is dequantized on the host (the reference conversion, quant_k.c) and
+/* The k-quants without a native layout (Q5_K, and Q4_K/Q6_K with the
+ * tuning's kq_native off): a super-block of 256 is dequantized on the host (the reference conversion, quant_k.c) and
  * re-quantized to eight Q8_0 blocks (the reference Q8_0 quantizer), so a
  * Q4_K_M file runs on the device's Q8 kernels. The cost, stated: device
  * memory and decode bandwidth of Q8_0 (8.5 bits a weight against Q4_K's
@@ -216,6 +243,47 @@ static const upload_type *find_upload(uint32_t type)
     return NULL;
 }
 
+/* The k-quants that keep a layout of their own on the device (tuning
+ * kq_native): the file's super-blocks, with only what would break 16-byte
+ * alignment moved apart. repack splits one super-block into the layout's
+ * data and scales; NULL: rows are copied as they are. Q5_K (176 bytes,
+ * aligned) is left to the requantization for now: the Q4_K_M mix has
+ * none. */
+typedef void (*repack_fn)(const unsigned char *blk, unsigned char *q, uint16_t *d);
+
+/* Q6_K: ql, qh and the scales (208 bytes) stay together, d moves to the
+ * scales array (210-byte blocks would misalign every other row). */
+static void repack_q6_k(const unsigned char *blk, unsigned char *q, uint16_t *d)
+{
+    memcpy(q, blk, LLM_CUDA_Q6K_BLOCK);
+    memcpy(d, blk + LLM_CUDA_Q6K_BLOCK, 2);
+}
+
+static_assert(LLM_Q4_K_BYTES == LLM_CUDA_Q4K_BLOCK && LLM_Q4_K_BYTES % 16 == 0,
+              "Q4_K super-blocks are used as they are, 16-byte aligned");
+static_assert(LLM_Q6_K_BYTES == LLM_CUDA_Q6K_BLOCK + 2 && LLM_CUDA_Q6K_BLOCK % 16 == 0,
+              "Q6_K super-blocks lose only their d");
+
+typedef struct native_type {
+    uint32_t type; /* ggml type id, also the device layout's */
+    repack_fn repack;
+} native_type;
+
+static const native_type k_natives[] = {
+    {LLM_TYPE_Q4_K, NULL},
+    {LLM_TYPE_Q6_K, repack_q6_k},
+};
+
+static const native_type *find_native(const llm_cuda *c, uint32_t type)
+{
+    if (!c->tune.kq_native)
+        return NULL;
+    for (size_t i = 0; i < sizeof k_natives / sizeof k_natives[0]; i++)
+        if (k_natives[i].type == type)
+            return &k_natives[i];
+    return NULL;
+}
+
 int llm_cuda_backend_supports_type(const struct llm_backend *be, uint32_t type)
 {
     (void)be; /* every device takes the same types */
@@ -233,13 +301,12 @@ int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
     LLM_CU_ENTER(c);
     const layout_info *l = find_layout(type);
     LLM_CU_ARG(c, l && cols > 0 && rows > 0);
-    LLM_CU_ARG(c, !l->scaled || cols % LLM_QK8_0 == 0);
+    LLM_CU_ARG(c, cols % l->blk == 0);
     LLM_CU_ARG(c, cols <= ((int64_t)1 << 40) / rows);
-    size_t eb = l->elem_bytes;
-    size_t n = (size_t)cols * (size_t)rows;
-    size_t nscale = l->scaled ? n / LLM_QK8_0 : 0;
+    size_t nbytes = layout_row_bytes(l, cols) * (size_t)rows;
+    size_t nscale = layout_row_scales(l, cols) * (size_t)rows;
     void *data = NULL, *scales = NULL;
-    int rc = llm_cuda_malloc(c, n * eb, &data);
+    int rc = llm_cuda_malloc(c, nbytes, &data);
     if (rc == 0 && nscale)
         rc = llm_cuda_malloc(c, nscale * 2, &scales);
     if (rc) {
@@ -251,7 +318,7 @@ int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
     w->cols = cols;
     w->data = data;
     w->scales = (uint16_t *)scales;
-    w->bytes = n * eb + nscale * 2;
+    w->bytes = nbytes + nscale * 2;
     return 0;
 }
 
@@ -356,6 +423,41 @@ static int upload_quant(llm_cuda *c, const upload_type *u, const void *host,
     return rc;
 }
 
+/* Uploads native k-quant rows, through a bounded host staging buffer when
+ * their blocks are repacked. */
+static int upload_native(llm_cuda *c, const native_type *nt, const void *host,
+                         size_t row_bytes, llm_cuda_weight *w, row_place pl)
+{
+    const layout_info *l = find_layout(nt->type);
+    size_t rb = layout_row_bytes(l, w->cols), rs = layout_row_scales(l, w->cols) * 2;
+    if (!nt->repack)
+        return upload_placed(c, w->data, rb, host, row_bytes, rb, pl);
+    int64_t nb = w->cols / l->blk;
+    int64_t chunk = (int64_t)(((size_t)8 << 20) / (rb + rs));
+    chunk = chunk < 1 ? 1 : chunk > pl.rows ? pl.rows : chunk;
+    unsigned char *stage = (unsigned char *)malloc((size_t)chunk * (rb + rs));
+    if (!stage)
+        return llm__cuda_fail(c, LLM_ENOMEM, 0, "out of host memory");
+    const llm_type_traits *tt = llm_type_find(NULL, nt->type);
+    int rc = 0;
+    for (int64_t r0 = 0; r0 < pl.rows && rc == 0; r0 += chunk) {
+        int64_t nr = pl.rows - r0 < chunk ? pl.rows - r0 : chunk;
+        unsigned char *q = stage;
+        uint16_t *d = (uint16_t *)(stage + (size_t)nr * rb);
+        for (int64_t r = 0; r < nr; r++) {
+            const unsigned char *blk = (const unsigned char *)host + (size_t)(r0 + r) * row_bytes;
+            for (int64_t b = 0; b < nb; b++, blk += tt->block_bytes)
+                nt->repack(blk, q + (size_t)r * rb + (size_t)b * l->blk_bytes, d + r * nb + b);
+        }
+        row_place sub = {pl.row0 + r0 * pl.step, pl.step, nr};
+        rc = upload_placed(c, w->data, rb, q, rb, rb, sub);
+        if (rc == 0)
+            rc = upload_placed(c, w->scales, rs, d, rs, rs, sub);
+    }
+    free(stage);
+    return rc;
+}
+
 /* Bytes of one ggml row of `type` with `cols` elements (the type's traits,
  * quant.h); 0 when the type is not uploadable or cols does not fit its
  * blocks. */
@@ -400,7 +502,30 @@ int llm_cuda_weight_upload(llm_cuda *c, uint32_t type, const void *host,
     return llm_cuda_weight_upload_parts(c, type, cols, &p, 1, 0, w);
 }
 
-int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
+/* Whether the parts' types are not all one. */
+static int types_mixed(const uint32_t *types, int count)
+{
+    for (int i = 1; i < count; i++)
+        if (types[i] != types[0])
+            return 1;
+    return 0;
+}
+
+int llm_cuda_weight_types_stack(const uint32_t *types, int count)
+{
+    if (!types || count <= 0)
+        return 0;
+    if (!types_mixed(types, count))
+        return find_upload(types[0]) != NULL;
+    for (int i = 0; i < count; i++) {
+        const upload_type *u = find_upload(types[i]);
+        if (!u || u->dtype != LLM_TYPE_Q8_0)
+            return 0;
+    }
+    return 1;
+}
+
+int llm_cuda_weight_upload_mixed(llm_cuda *c, const uint32_t *types, int64_t cols,
                                  const llm_cuda_weight_part *parts, int count,
                                  int interleave, llm_cuda_weight *w)
 {
@@ -408,25 +533,31 @@ int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
         return LLM_EINVAL;
     memset(w, 0, sizeof *w);
     LLM_CU_ENTER(c);
-    LLM_CU_ARG(c, parts && count > 0 && count <= 16 && cols > 0);
+    LLM_CU_ARG(c, types && parts && count > 0 && count <= 16 && cols > 0);
+    LLM_CU_ARG(c, llm_cuda_weight_types_stack(types, count));
+    int mixed = types_mixed(types, count);
     int64_t rows = 0;
     for (int i = 0; i < count; i++) {
         LLM_CU_ARG(c, parts[i].host && parts[i].rows > 0);
         LLM_CU_ARG(c, !interleave || parts[i].rows == parts[0].rows);
         LLM_CU_ARG(c, parts[i].rows <= ((int64_t)1 << 40) - rows);
-        int rc = part_ok(c, type, cols, parts[i].row_bytes);
+        int rc = part_ok(c, types[i], cols, parts[i].row_bytes);
         if (rc)
             return rc;
         rows += parts[i].rows;
     }
-    const upload_type *u = find_upload(type); /* part_ok: it exists */
-    int rc = llm_cuda_weight_alloc(c, u->dtype, cols, rows, w);
+    /* Mixed parts: every one through its Q8 layout split (types_stack). */
+    const native_type *nt = mixed ? NULL : find_native(c, types[0]);
+    int rc = llm_cuda_weight_alloc(c, nt ? nt->type : find_upload(types[0])->dtype, cols,
+                                   rows, w);
     if (rc)
         return rc;
     int64_t row0 = 0;
     for (int i = 0; i < count && rc == 0; i++) {
         row_place pl = {interleave ? i : row0, interleave ? count : 1, parts[i].rows};
-        rc = upload_part(c, u, parts[i].host, parts[i].row_bytes, w, pl);
+        rc = nt ? upload_native(c, nt, parts[i].host, parts[i].row_bytes, w, pl)
+                : upload_part(c, find_upload(types[i]), parts[i].host, parts[i].row_bytes, w,
+                              pl);
         row0 += parts[i].rows;
     }
     if (rc == 0)
@@ -436,15 +567,28 @@ int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
     return rc;
 }
 
+int llm_cuda_weight_upload_parts(llm_cuda *c, uint32_t type, int64_t cols,
+                                 const llm_cuda_weight_part *parts, int count,
+                                 int interleave, llm_cuda_weight *w)
+{
+    uint32_t types[16];
+    if (count > 0 && count <= 16)
+        for (int i = 0; i < count; i++)
+            types[i] = type;
+    else
+        types[0] = type; /* the count check refuses it */
+    return llm_cuda_weight_upload_mixed(c, types, cols, parts, count, interleave, w);
+}
+
 llm_cuda_weight llm_cuda_weight_rows(const llm_cuda_weight *w, int64_t row0, int64_t rows)
 {
     llm_cuda_weight v = *w;
     const layout_info *l = find_layout(w->type);
-    size_t eb = l ? l->elem_bytes : 0, cols = (size_t)w->cols;
-    v.data = (char *)w->data + (size_t)row0 * cols * eb;
-    v.scales = w->scales ? w->scales + (size_t)row0 * (cols / LLM_QK8_0) : NULL;
+    size_t rb = l ? layout_row_bytes(l, w->cols) : 0, rs = l ? layout_row_scales(l, w->cols) : 0;
+    v.data = (char *)w->data + (size_t)row0 * rb;
+    v.scales = w->scales ? w->scales + (size_t)row0 * rs : NULL;
     v.rows = rows;
-    v.bytes = (size_t)rows * cols * eb + (w->scales ? (size_t)rows * (cols / LLM_QK8_0) * 2 : 0);
+    v.bytes = (size_t)rows * (rb + rs * 2);
     return v;
 }
 
@@ -608,6 +752,8 @@ __device__ __forceinline__ float weight_at(const void *w, const uint16_t *scales
     case LLM_TYPE_F32: return ((const float *)w)[e];
     case LLM_TYPE_F16: return __half2float(((const __half *)w)[e]);
     case LLM_TYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)w)[e]);
+    case LLM_TYPE_Q4_K:
+    case LLM_TYPE_Q6_K: return llm__kq_at(w, scales, type, row, cols, i);
     default:
         return (float)((const int8_t *)w)[e] *
                __half2float(__ushort_as_half(scales[row * (cols / LLM_QK8_0) + i / LLM_QK8_0]));
@@ -1211,6 +1357,297 @@ static cudaError_t launch_q8i_flags(const llm_cuda *c, const llm_cuda_weight *w,
     }
 }
 
+/* ---- k-quant decode on their native layouts ------------------------------ */
+
+/* One-row products over the native Q4_K and Q6_K layouts (kq_native) read
+ * the file's bytes once (4.5 and 6.56 bits a weight, against the 8.5 of
+ * the Q8 layout they were once re-quantized to). The activation is
+ * quantized as matvec_q8i_kernel does (q8i_quantize, the same code), and
+ * the block also keeps the int sum of every 16 quantized values, so the
+ * per-sub-block offsets cost one multiply: for a Q4_K sub-block of 32,
+ * sum((d*sc*q - dmin*m) * dx*xq) = dx * (d*sc * dot(q, xq) - dmin*m *
+ * sum(xq)), dot(q, xq) by dp4a on the nibbles; for Q6_K, per 16 values,
+ * dx * d*sc * (dot(q6, xq) - 32 sum(xq)), q6 = the low 4 and high 2 bits
+ * put together (0..63).
+ *
+ * The grid and the pairing of rows are matvec_q8i_kernel's. A lane's unit
+ * of work: Q4_K one 16-byte vector of nibbles (32 values: half of two
+ * sub-blocks) and the super-block's 16-byte header (d, dmin, scales; its
+ * 8 lanes read the same header in one request); Q6_K the three vectors
+ * that hold 64 values (16 of each quarter of a half super-block: ql of
+ * two quarters, ql of the other two, their qh) and the 16 scale bytes. A
+ * warp's request is whole super-blocks, 576 and 1664 contiguous bytes. */
+#define KQ_BLOCKS 2 /* blocks a multiprocessor (registers: two batches a warp) */
+
+template <int KT> struct kq_info;
+template <> struct kq_info<KQ_Q4K> {
+    static constexpr int units = 8, vecs = LLM_CUDA_Q4K_BLOCK / 16, U = 2;
+};
+template <> struct kq_info<KQ_Q6K> {
+    static constexpr int units = 4, vecs = LLM_CUDA_Q6K_BLOCK / 16, U = 1;
+};
+
+static_assert(LLM_CUDA_KQ_MAX_COLS % LLM_QK_K == 0 &&
+                  LLM_CUDA_KQ_MAX_COLS + LLM_CUDA_KQ_MAX_COLS / 32 * 4 +
+                          LLM_CUDA_KQ_MAX_COLS / 16 * 4 <= 48 * 1024,
+              "the k-quant kernel's activation fits the default shared memory");
+
+/* One batch of a row pair: U units a row (Q4_K uses v[.][.][0..1]). */
+template <int KT> struct kq_batch {
+    uint4 v[kq_info<KT>::U][2][4];
+    uint16_t d[kq_info<KT>::U][2];
+};
+
+template <int KT>
+__device__ __forceinline__ void kq_load(kq_batch<KT> &b, const uint4 *__restrict__ w,
+                                        const uint16_t *__restrict__ scales, int64_t rows,
+                                        int64_t nsb, int64_t nu, int64_t gi, int64_t base,
+                                        int lane)
+{
+    constexpr int UN = kq_info<KT>::units, V = kq_info<KT>::vecs;
+    int64_t r0 = 2 * gi, r1 = r0 + 1 < rows ? r0 + 1 : r0;
+#pragma unroll
+    for (int u = 0; u < kq_info<KT>::U; u++) {
+        int64_t j = base + lane + 32 * u;
+        if (j < nu) {
+            int64_t sb = j / UN;
+            int k = (int)(j % UN);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint4 *p = w + ((r ? r1 : r0) * nsb + sb) * V;
+                if (KT == KQ_Q4K) {
+                    b.v[u][r][0] = ld_stream(p + 1 + k);
+                    b.v[u][r][1] = ld_stream(p);
+                } else {
+                    int h = k >> 1, o = k & 1;
+                    b.v[u][r][0] = ld_stream(p + 4 * h + o);     /* ql, quarters 0 and 2 */
+                    b.v[u][r][1] = ld_stream(p + 4 * h + 2 + o); /* ql, quarters 1 and 3 */
+                    b.v[u][r][2] = ld_stream(p + 8 + 2 * h + o); /* qh */
+                    b.v[u][r][3] = ld_stream(p + 12);            /* scales */
+                    b.d[u][r] = __ldg(scales + (r ? r1 : r0) * nsb + sb);
+                }
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ int kq_dot16(uint4 w, uint4 x)
+{
+    int s = __dp4a((int)w.x, (int)x.x, 0);
+    s = __dp4a((int)w.y, (int)x.y, s);
+    s = __dp4a((int)w.z, (int)x.z, s);
+    return __dp4a((int)w.w, (int)x.w, s);
+}
+
+__device__ __forceinline__ uint4 kq_mask(uint4 v, int shift, uint32_t mask)
+{
+    return make_uint4((v.x >> shift) & mask, (v.y >> shift) & mask, (v.z >> shift) & mask,
+                      (v.w >> shift) & mask);
+}
+
+/* Sub-block s's (0..7) 6-bit scale and min from the Q4_K header words
+ * y, z, w (the 12 scale bytes): llm_q4k_scale_min's rule. */
+__device__ __forceinline__ void kq_scale_min(uint4 hd, int s, float &sc, float &m)
+{
+    int t = 8 * (s & 3);
+    uint32_t yb = hd.y >> t, zb = hd.z >> t, wb = hd.w >> t;
+    if (s < 4) {
+        sc = (float)(yb & 63);
+        m = (float)(zb & 63);
+    } else {
+        sc = (float)((wb & 15) | ((yb >> 2) & 0x30));
+        m = (float)(((wb >> 4) & 15) | ((zb >> 2) & 0x30));
+    }
+}
+
+template <int KT>
+__device__ __forceinline__ void kq_dot(const kq_batch<KT> &b, const int8_t *xq, const float *xd,
+                                       const int *xs, int64_t nu, int64_t base, int lane,
+                                       float *acc)
+{
+    constexpr int UN = kq_info<KT>::units;
+#pragma unroll
+    for (int u = 0; u < kq_info<KT>::U; u++) {
+        int64_t j = base + lane + 32 * u;
+        if (j >= nu)
+            continue;
+        int64_t e0 = j / UN * LLM_QK_K;
+        int k = (int)(j % UN);
+        if (KT == KQ_Q4K) {
+            /* Vector k: values 16h.. of sub-blocks 2p (low nibbles) and
+             * 2p+1 (high). Lanes with p >= 2 take the high half first, so
+             * the 8 lanes of a super-block read 8 different bank groups. */
+            int p = k >> 1, sel = p >> 1;
+            int64_t ea = e0 + 64 * p + 16 * (k & 1) + 32 * sel, eb = ea ^ 32;
+            uint4 xa = *reinterpret_cast<const uint4 *>(xq + ea);
+            uint4 xb = *reinterpret_cast<const uint4 *>(xq + eb);
+            float dxa = xd[ea >> 5], dxb = xd[eb >> 5];
+            float ta = (float)xs[ea >> 4], tb = (float)xs[eb >> 4];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                uint4 q = b.v[u][r][0], hd = b.v[u][r][1];
+                uint4 lo = kq_mask(q, 0, 0x0f0f0f0fu), hi = kq_mask(q, 4, 0x0f0f0f0fu);
+                int sa = kq_dot16(sel ? hi : lo, xa), sb = kq_dot16(sel ? lo : hi, xb);
+                float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xffff)));
+                float dm = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+                float sca, ma, scb, mb;
+                kq_scale_min(hd, 2 * p + sel, sca, ma);
+                kq_scale_min(hd, 2 * p + 1 - sel, scb, mb);
+                float va = fmaf(d * sca, (float)sa, -(dm * ma) * ta);
+                float vb = fmaf(d * scb, (float)sb, -(dm * mb) * tb);
+                acc[r] = fmaf(va, dxa, fmaf(vb, dxb, acc[r]));
+            }
+        } else {
+            int h = k >> 1, o = k & 1;
+#pragma unroll
+            for (int g = 0; g < 4; g++) {
+                int64_t e = e0 + 128 * h + 32 * g + 16 * o;
+                uint4 xv = *reinterpret_cast<const uint4 *>(xq + e);
+                float dx = xd[e >> 5];
+                int t = 32 * xs[e >> 4];
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    uint4 ql = kq_mask(b.v[u][r][g & 1], 4 * (g >> 1), 0x0f0f0f0fu);
+                    uint4 qh = kq_mask(b.v[u][r][2], 2 * g, 0x03030303u);
+                    uint4 q6 = make_uint4(ql.x | qh.x << 4, ql.y | qh.y << 4, ql.z | qh.z << 4,
+                                          ql.w | qh.w << 4);
+                    /* scale byte 8h + 2g + o of the 16 */
+                    uint4 sv = b.v[u][r][3];
+                    uint32_t sw = h ? ((g >> 1) ? sv.w : sv.z) : ((g >> 1) ? sv.y : sv.x);
+                    float sc = (float)(int8_t)(sw >> (8 * (2 * (g & 1) + o)));
+                    float d = __half2float(__ushort_as_half(b.d[u][r]));
+                    acc[r] = fmaf(d * sc * dx, (float)(kq_dot16(q6, xv) - t), acc[r]);
+                }
+            }
+        }
+    }
+}
+
+template <int KT, int FLAGS>
+__global__ void __launch_bounds__(Q8I_WARPS * 32, KQ_BLOCKS)
+matvec_kq_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ scales,
+                 const float *__restrict__ x, const float *__restrict__ g, float eps,
+                 float *__restrict__ y, int64_t rows, int64_t cols, llm_cuda_rope_store rp)
+{
+    extern __shared__ uint4 kq_smem[]; /* xq [cols], xd [cols / 32], xs [cols / 16] */
+    __shared__ float red[Q8I_WARPS];
+    constexpr int U = kq_info<KT>::U;
+    int8_t *xq = reinterpret_cast<int8_t *>(kq_smem);
+    float *xd = reinterpret_cast<float *>(xq + cols);
+    int *xs = reinterpret_cast<int *>(xd + cols / 32);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t pairs = (rows + 1) / 2, nsb = cols / LLM_QK_K, nu = nsb * kq_info<KT>::units;
+    int64_t stride = (int64_t)gridDim.x * Q8I_WARPS;
+    int64_t gi = (int64_t)blockIdx.x * Q8I_WARPS + warp;
+    kq_batch<KT> cur;
+    if (gi < pairs) /* weights never depend on an earlier kernel */
+        kq_load<KT>(cur, w, scales, rows, nsb, nu, gi, 0, lane);
+    llm__pdl_wait();
+    float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
+    for (int64_t i = threadIdx.x; i < cols / 16; i += blockDim.x)
+        xs[i] = kq_dot16(make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u),
+                         *reinterpret_cast<const uint4 *>(xq + 16 * i));
+    __syncthreads();
+    if (gi >= pairs) {
+        llm__pdl_trigger();
+        return; /* after the barriers: the block's other warps have their x */
+    }
+    for (;;) {
+        float acc[2] = {0.0f, 0.0f};
+        int64_t next = gi + stride;
+        for (int64_t base = 0; base < nu; base += 32 * U) {
+            int64_t nbase = base + 32 * U;
+            bool more = nbase < nu, load = more || next < pairs;
+            kq_batch<KT> nb;
+            if (load)
+                kq_load<KT>(nb, w, scales, rows, nsb, nu, more ? gi : next, more ? nbase : 0,
+                            lane);
+            else
+                llm__pdl_trigger(); /* every weight load of this warp is issued */
+            kq_dot<KT>(cur, xq, xd, xs, nu, base, lane, acc);
+            if (load)
+                cur = nb;
+        }
+        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
+        if (FLAGS & MV_NORM) {
+            a0 *= inv;
+            a1 *= inv;
+        }
+        int64_t row0 = 2 * gi;
+        if (lane == 0) {
+            if (FLAGS & MV_ROPE) {
+                rope_store_pair(rp, row0, a0, a1, y);
+            } else if (FLAGS & MV_PAIRS) {
+                float h = a0 / (1.0f + expf(-a0)) * a1;
+                y[gi] = (FLAGS & MV_ACC) ? y[gi] + h : h;
+            } else {
+                y[row0] = (FLAGS & MV_ACC) ? y[row0] + a0 : a0;
+                if (row0 + 1 < rows)
+                    y[row0 + 1] = (FLAGS & MV_ACC) ? y[row0 + 1] + a1 : a1;
+            }
+        }
+        if (next >= pairs)
+            return;
+        gi = next;
+    }
+}
+
+template <int KT, int FLAGS>
+static cudaError_t launch_kq(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                             const llm_cuda_mv_fuse *f, float *y)
+{
+    int64_t pairs = (w->rows + 1) / 2;
+    int64_t blocks = (pairs + Q8I_WARPS - 1) / Q8I_WARPS;
+    int64_t cap = (int64_t)c->sm_count * KQ_BLOCKS;
+    blocks = blocks < cap ? blocks : cap;
+    size_t smem = (size_t)w->cols + (size_t)(w->cols / 32) * sizeof(float) +
+                  (size_t)(w->cols / 16) * sizeof(int);
+    llm_cuda_rope_store rp;
+    memset(&rp, 0, sizeof rp);
+    if (FLAGS & MV_ROPE)
+        rp = *f->rope;
+    return llm__launch(c, matvec_kq_kernel<KT, FLAGS>, dim3((unsigned)blocks),
+                       dim3(Q8I_WARPS * 32), smem, (const uint4 *)w->data,
+                       (const uint16_t *)w->scales, x,
+                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, rp);
+}
+
+template <int KT>
+static cudaError_t launch_kq_type(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                  const llm_cuda_mv_fuse *f, float *y)
+{
+    switch (f->flags) {
+    case 0: return launch_kq<KT, 0>(c, w, x, f, y);
+    case MV_NORM: return launch_kq<KT, MV_NORM>(c, w, x, f, y);
+    case MV_ACC: return launch_kq<KT, MV_ACC>(c, w, x, f, y);
+    case MV_NORM | MV_ACC: return launch_kq<KT, MV_NORM | MV_ACC>(c, w, x, f, y);
+    case MV_PAIRS: return launch_kq<KT, MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_PAIRS: return launch_kq<KT, MV_NORM | MV_PAIRS>(c, w, x, f, y);
+    case MV_ACC | MV_PAIRS: return launch_kq<KT, MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_ACC | MV_PAIRS: return launch_kq<KT, MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_ROPE: return launch_kq<KT, MV_ROPE>(c, w, x, f, y);
+    case MV_NORM | MV_ROPE: return launch_kq<KT, MV_NORM | MV_ROPE>(c, w, x, f, y);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* Whether the native k-quant kernel takes a one-row product over w with
+ * activation x (16-byte aligned, a row that fits its shared memory). */
+static int kq_takes(const llm_cuda_weight *w, const float *x)
+{
+    const layout_info *l = find_layout(w->type);
+    return l && l->kq != KQ_NONE && w->cols <= LLM_CUDA_KQ_MAX_COLS &&
+           ((uintptr_t)x & 15) == 0 && ((uintptr_t)w->data & 15) == 0;
+}
+
+static cudaError_t launch_kq_flags(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                   const llm_cuda_mv_fuse *f, float *y)
+{
+    return find_layout(w->type)->kq == KQ_Q4K ? launch_kq_type<KQ_Q4K>(c, w, x, f, y)
+                                               : launch_kq_type<KQ_Q6K>(c, w, x, f, y);
+}
+
 /* The rope-store arguments: a whole stacked q/k/v matrix of even heads. */
 static int rope_store_ok(const llm_cuda_weight *w, const llm_cuda_mv_fuse *f)
 {
@@ -1236,6 +1673,12 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     const layout_info *l = find_layout(w->type);
     LLM_CU_ARG(c, w->cols % l->chunk == 0 && ((uintptr_t)x & 15) == 0 &&
                       ((uintptr_t)w->data & 15) == 0);
+    if (l->kq != KQ_NONE) { /* no other kernel reads these layouts fused */
+        LLM_CU_ARG(c, kq_takes(w, x));
+        LLM_CU_TRY(c, launch_kq_flags(c, w, x, f, y));
+        LLM_CU_LAUNCHED(c, "matvec_kq_kernel");
+        return 0;
+    }
     if (q8i_takes(c, w)) {
         LLM_CU_TRY(c, launch_q8i_flags(c, w, x, f, y));
         LLM_CU_LAUNCHED(c, "matvec_q8i_kernel");
@@ -1411,6 +1854,20 @@ static int matmul(llm_cuda *c, const llm_cuda_weight *w, const float *x, int32_t
         llm_cuda_mv_fuse f = {acc ? (unsigned)MV_ACC : 0u, NULL, 0.0f, NULL};
         LLM_CU_TRY(c, launch_q8i_flags(c, w, x, &f, y));
         LLM_CU_LAUNCHED(c, "matvec_q8i_kernel");
+        return 0;
+    }
+    if (find_layout(w->type)->kq != KQ_NONE) {
+        /* Up to LLM_CUDA_MATVEC_MAX rows, a read of the native weights per
+         * row costs no more than dequantizing them to bf16 for cuBLAS, and
+         * a verify row gets the same numbers as a decode step. */
+        if (n > LLM_CUDA_MATVEC_MAX || !kq_takes(w, x))
+            return gemm_wide(c, w, x, n, y, acc);
+        llm_cuda_mv_fuse f = {acc ? (unsigned)MV_ACC : 0u, NULL, 0.0f, NULL};
+        for (int32_t v = 0; v < n; v++) {
+            LLM_CU_TRY(c, launch_kq_flags(c, w, x + (size_t)v * (size_t)w->cols, &f,
+                                          y + (size_t)v * (size_t)w->rows));
+            LLM_CU_LAUNCHED(c, "matvec_kq_kernel");
+        }
         return 0;
     }
     if (n <= LLM_CUDA_MATVEC_MAX)

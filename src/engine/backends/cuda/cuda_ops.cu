@@ -356,6 +356,8 @@ __global__ void embed_kernel(const void *w, const uint16_t *scales, int type,
                 v = __half2float(((const __half *)w)[e]);
             else if (type == LLM_TYPE_BF16)
                 v = __bfloat162float(((const __nv_bfloat16 *)w)[e]);
+            else if (type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K)
+                v = llm__kq_at(w, scales, type, id, cols, i);
             else
                 v = (float)((const int8_t *)w)[e] *
                     __half2float(__ushort_as_half(scales[e / LLM_QK8_0]));

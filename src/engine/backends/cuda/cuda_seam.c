@@ -198,6 +198,9 @@ static int seam_live(cuda_be *c)
 /* Whether the fused matrix-vector kernel takes w (its vector layout). */
 static int mv_fusable(const llm_cuda_weight *w)
 {
+    if (w->type == LLM_TYPE_Q4_K || w->type == LLM_TYPE_Q6_K) /* native k-quant layouts */
+        return w->cols % LLM_QK_K == 0 && w->cols <= LLM_CUDA_KQ_MAX_COLS &&
+               ((uintptr_t)w->data & 15) == 0;
     int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
     return w->cols % chunk == 0 && ((uintptr_t)w->data & 15) == 0;
 }
@@ -438,9 +441,12 @@ static int layer_fusable(const llm_backend *be, const llm_model *m, const llm_la
         return 0;
     /* Every device layout the uploads make is one the fused kernels read. */
     int type_ok = llm_cuda_backend_supports_type(be, t);
+    /* q/k/v of different types (a Q4_K_M layer's Q6_K v) stack in the Q8
+     * layout (llm_cuda_weight_upload_mixed). */
+    const uint32_t qkv[3] = {t, L->wk.type, L->wv.type}, gu[2] = {L->w_gate.type, L->w_up.type};
     int64_t qd = (int64_t)hp->n_heads * hp->head_dim, kd = (int64_t)hp->n_kv_heads * hp->head_dim;
-    return type_ok && L->wk.type == t && L->wv.type == t && L->w_gate.type == t &&
-           L->w_up.type == t && hp->dim % 8 == 0 && hp->head_dim % 2 == 0 &&
+    return type_ok && llm_cuda_weight_types_stack(qkv, 3) && llm_cuda_weight_types_stack(gu, 2) &&
+           hp->dim % 8 == 0 && hp->head_dim % 2 == 0 &&
            hp->head_dim <= LLM_CUDA_MAX_HEAD_DIM && L->wq.ne0 == hp->dim &&
            L->wk.ne0 == hp->dim && L->wv.ne0 == hp->dim && L->w_gate.ne0 == hp->dim &&
            L->w_up.ne0 == hp->dim && L->wq.ne1 == qd && L->wk.ne1 == kd && L->wv.ne1 == kd &&
@@ -456,10 +462,11 @@ static int fuse_layer(cuda_be *c, const llm_layer *L, cuda_layer *cl)
         pq[i] = (llm_cuda_weight_part){qkv[i]->data, qkv[i]->ne1, qkv[i]->row_bytes};
     for (int i = 0; i < 2; i++)
         pg[i] = (llm_cuda_weight_part){gu[i]->data, gu[i]->ne1, gu[i]->row_bytes};
-    if (!seam_ok(c, llm_cuda_weight_upload_parts(c->cu, L->wq.type, L->wq.ne0, pq, 3, 0,
-                                                 &cl->qkv)) ||
-        !seam_ok(c, llm_cuda_weight_upload_parts(c->cu, L->w_gate.type, L->w_gate.ne0, pg, 2,
-                                                 1, &cl->gu)) ||
+    const uint32_t tq[3] = {L->wq.type, L->wk.type, L->wv.type};
+    const uint32_t tg[2] = {L->w_gate.type, L->w_up.type};
+    if (!seam_ok(c, llm_cuda_weight_upload_mixed(c->cu, tq, L->wq.ne0, pq, 3, 0, &cl->qkv)) ||
+        !seam_ok(c, llm_cuda_weight_upload_mixed(c->cu, tg, L->w_gate.ne0, pg, 2, 1,
+                                                 &cl->gu)) ||
         scratch_grow(c, cl->gu.rows, cl->qkv.rows) != 0)
         return -1;
     cl->fused = 1;
