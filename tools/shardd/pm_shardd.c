@@ -521,8 +521,8 @@ static int handle_forward(server *s, peer *p, const pmw_forward *f)
         p->values_cap = nval;
     }
     llm_forward_in in = {f->phase, f->req_id, f->base_pos, (int32_t)f->n_tokens, f->tokens,
-                         f->activations, {f->want, (int32_t)f->rows}};
-    llm_run_out out = {p->argmax, NULL, NULL};
+                         f->activations, {f->want, (int32_t)f->rows, 0, {0}}};
+    llm_run_out out = {p->argmax, NULL, NULL, NULL};
     char err[200];
     pthread_mutex_lock(&s->run_lock);
     int rc = llm_runner_run(s->runner, p->span, &in, &out, err, sizeof err);
