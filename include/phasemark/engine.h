@@ -322,9 +322,10 @@ typedef struct llm_forward_params {
  * are this call with the session's default request id); a bad phase,
  * output or rows is LLM_EINVAL and runs nothing, as is a bad features
  * request (a layer outside the model, more than LLM_FEATURES_MAX, layers
- * repeated or out of order, no buffer or too small a one). Features of
- * layers a remote shard holds are LLM_EUNSUP (the shard wire does not
- * carry them yet). On a failure the buffer's contents are unspecified. */
+ * repeated or out of order, no buffer or too small a one). A split's
+ * shards each capture their own layers' features, remote shards returning
+ * them in their reply. On a failure the buffer's contents are
+ * unspecified. */
 LLM_API int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
                         size_t n, const float **logits, int32_t *ids);
 

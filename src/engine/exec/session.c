@@ -271,17 +271,12 @@ static int check_forward(llm_session *s, const llm_forward_params *p, const int3
 /* One forward of n tokens at s->pos; the caller pushed the phase range.
  * Returns 0 with the position moved, or LLM_EBACKEND with s->err naming
  * the shard that failed or refused (engine.h: whatever a shard says, the
- * forward failed in the backend; the position does not move), or
- * LLM_EUNSUP when features were asked of a remote shard's layers (refused
- * before any shard ran). */
+ * forward failed in the backend; the position does not move). */
 static int run_forward(llm_session *s, pm_phase phase, uint64_t req, const int32_t *tokens,
                        int32_t n, llm_output out, llm_split_result *res)
 {
     llm_forward_in in = {phase, req, s->pos, n, tokens, NULL, out};
-    int rc = llm_split_forward(s->split, &in, res, s->err, sizeof s->err);
-    if (rc == LLM_EUNSUP) /* features a remote shard cannot give: nothing ran */
-        return rc;
-    if (rc != 0)
+    if (llm_split_forward(s->split, &in, res, s->err, sizeof s->err) != 0)
         return LLM_EBACKEND;
     s->pos += (uint32_t)n;
     return 0;

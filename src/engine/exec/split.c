@@ -362,8 +362,10 @@ static llm_output remote_output(const llm_split *sp, int i, const llm_forward_in
     llm_output o = shard_output(sp, i, in);
     if (i + 1 < sp->n)
         return o;
-    if (o.want == 0)
-        o = (llm_output){LLM_OUT_ARGMAX, 1, 0, {0}};
+    if ((o.want & ~(uint32_t)LLM_OUT_FEATURES) == 0) {
+        o.want |= LLM_OUT_ARGMAX;
+        o.rows = 1;
+    }
     else if ((o.want & LLM_OUT_ARGMAX) && !sp->argmax_op)
         o.want = (o.want & ~(uint32_t)LLM_OUT_ARGMAX) | LLM_OUT_LOGITS;
     return o;
@@ -375,11 +377,14 @@ static int run_remote(llm_split *sp, int i, const llm_forward_in *in, const floa
     shard *sh = &sp->sh[i];
     llm_forward_in fin = *in;
     fin.out = remote_output(sp, i, in);
+    int32_t j0 = shard_features(sp, i, in, &fin.out);
     llm_remote_reply rep;
     count(sh, &fin.out, in->n);
     int rc = llm_remote_forward(sh->remote, &fin, *act, &rep, err, errlen);
     if (rc)
         return rc;
+    if (fin.out.want & LLM_OUT_FEATURES)
+        put_features(sp, &fin.out, j0, in->n, rep.feat, res);
     if (i + 1 < sp->n) {
         *act = rep.values;
         return 0;
@@ -429,16 +434,6 @@ int llm_split_forward(llm_split *sp, const llm_forward_in *in, llm_split_result 
         if (!res->feat || res->feat_ld < (size_t)in->n) {
             llm_errf(err, errlen, "split: features asked with no room for them");
             return LLM_EINVAL;
-        }
-        for (int i = 0; i < sp->n; i++) {
-            llm_output o = {0, 0, 0, {0}};
-            (void)shard_features(sp, i, in, &o);
-            if (o.n_feat > 0 && sp->sh[i].remote) {
-                llm_errf(err, errlen, "split: shard %d (layers %d-%d) is remote: features "
-                         "do not cross the wire yet", i, (int)sp->sh[i].spec.first,
-                         (int)sp->sh[i].spec.last);
-                return LLM_EUNSUP;
-            }
         }
     }
     sp->req = in->req;

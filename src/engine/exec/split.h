@@ -132,8 +132,9 @@ typedef struct llm_split_result {
  * in->out asks the last shard for LLM_OUT_LOGITS and/or LLM_OUT_ARGMAX of
  * in->out.rows rows, or nothing (want 0), and LLM_OUT_FEATURES of any
  * layers: each shard captures those of its own span and the split writes
- * them into res->feat in layer order (a remote shard's are refused for now,
- * LLM_EUNSUP: the wire does not carry them yet). 0, LLM_EINVAL for a phase that
+ * them into res->feat in layer order (a remote shard's come back in its
+ * reply, checked to be exactly the layers x n x dim asked). 0, LLM_EINVAL
+ * for a phase that
  * is not a shard phase or a malformed output request (nothing runs), or
  * the failed shard's status with one line in err naming it. */
 int llm_split_forward(llm_split *sp, const llm_forward_in *in, llm_split_result *res,

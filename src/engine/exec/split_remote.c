@@ -444,11 +444,13 @@ static int call(llm_remote *r, const pmw_msg *msg, pmw_msg *ans, char *err, size
 /* The engine's output bits are the wire's (forward.h). */
 _Static_assert((int)LLM_OUT_ACTIVATIONS == (int)PMW_OUT_ACTIVATIONS &&
                    (int)LLM_OUT_LOGITS == (int)PMW_OUT_LOGITS &&
-                   (int)LLM_OUT_ARGMAX == (int)PMW_OUT_ARGMAX,
+                   (int)LLM_OUT_ARGMAX == (int)PMW_OUT_ARGMAX &&
+                   (int)LLM_OUT_FEATURES == (int)PMW_OUT_FEATURES &&
+                   LLM_FEATURES_MAX == PMW_FEATURES_MAX,
                "llm_output bits and PMW_OUT_* differ");
 
 /* The reply must be exactly what was asked: rows, the float section's
- * width, the argmax section. */
+ * width, the argmax section, the features' layers x rows x dim. */
 static int check_reply(llm_remote *r, const pmw_msg *ans, const llm_forward_in *in,
                        char *err, size_t errlen)
 {
@@ -458,9 +460,13 @@ static int check_reply(llm_remote *r, const pmw_msg *ans, const llm_forward_in *
     uint32_t width = acts ? (uint32_t)r->p.dim
                           : want & LLM_OUT_LOGITS ? (uint32_t)r->p.n_vocab : 0;
     const pmw_reply *rep = &ans->reply;
+    uint32_t nf = want & LLM_OUT_FEATURES ? (uint32_t)in->out.n_feat : 0;
+    int feat_ok = nf ? rep->feat_layers == nf && rep->feat_rows == (uint32_t)in->n &&
+                           rep->feat_dim == (uint32_t)r->p.dim && rep->features
+                     : rep->feat_layers == 0;
     if (ans->kind != PMW_MSG_REPLY || rep->req_id != in->req || rep->n_tokens != rows ||
         rep->width != width || rep->outputs != want || (width && !rep->values) ||
-        ((want & LLM_OUT_ARGMAX) && !rep->argmax)) {
+        ((want & LLM_OUT_ARGMAX) && !rep->argmax) || !feat_ok) {
         pmw_conn_close(r->c);
         r->c = NULL;
         llm_errf(err, errlen,
@@ -488,6 +494,9 @@ int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act
     m.forward.want = in->out.want;
     m.forward.rows = in->out.want & LLM_OUT_ACTIVATIONS ? (uint32_t)in->n
                                                          : (uint32_t)in->out.rows;
+    m.forward.n_feat = in->out.want & LLM_OUT_FEATURES ? (uint32_t)in->out.n_feat : 0;
+    for (uint32_t j = 0; j < m.forward.n_feat; j++)
+        m.forward.feat[j] = (uint32_t)in->out.feat[j];
     if (r->spec.first == 0) {
         m.forward.tokens = in->tokens;
     } else {
@@ -500,6 +509,7 @@ int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act
     if (rc == 0) {
         rep->values = ans.reply.values;
         rep->ids = ans.reply.argmax;
+        rep->feat = ans.reply.features;
     }
     return rc;
 }

@@ -1,4 +1,4 @@
-/* test_engine_features — target features (the residual stream after
+/* test_features — target features (the residual stream after
  * chosen layers) on the CPU, against what the engine computes by another
  * route, bit for bit.
  *
@@ -11,12 +11,16 @@
  *   decode    a decode's features are the last row of a verify's (the
  *             row loop forced too)
  *   split     two and three local shards give the monolithic features
- *   remote    features of a local shard's layers beside a spawned daemon
- *             are the monolithic ones; a remote shard's are refused, with
- *             one line, and nothing runs
+ *   remote_*  a local shard beside a daemon (spawned over the shared and
+ *             the stream transports, a first or a last shard; started on
+ *             TCP) gives the monolithic features of every layer, the
+ *             daemon's in its reply
+ *   daemon_refuses  a daemon asked (on the wire) for features of a layer
+ *             it does not hold refuses with one line and keeps the link
  *   refused   every malformed request is LLM_EINVAL with one line naming
  *             it, runs nothing and leaves the position where it was
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +29,12 @@
 #include "backend.h"
 #include "model.h"
 #include "phasemark/engine.h"
+#include "phasemark/wire.h"
 #include "pm_check.h"
 #include "runner.h"
+#include "session.h"
+#include "split.h"
+#include "split_util.h"
 #include "synth.h"
 
 #define N_LAYERS 4
@@ -215,32 +223,109 @@ static int case_split(void)
     return pm_check_result();
 }
 
-static int case_remote(void)
+/* Every layer's features through a placement, against the monolithic
+ * session's, bit for bit; the logits of the last row too. */
+static int remote_case(const char *placement, int tcp_first, int tcp_last)
 {
     llm_model *m = model("feat_remote");
-    int32_t D = dim_of(m);
-    size_t plane = (size_t)N_TOK * (size_t)D;
-    static const int32_t local_layers[2] = {0, 1}, remote_layers[2] = {1, 2};
-    float *mono = calloc(2 * plane, sizeof(float)), *got = calloc(2 * plane, sizeof(float));
-    REQUIRE(mono && got);
+    size_t cap = (size_t)N_LAYERS * N_TOK * (size_t)dim_of(m);
+    size_t vrow = (size_t)m->hp.n_vocab * sizeof(float);
+    float *mono = calloc(cap, sizeof(float)), *got = calloc(cap, sizeof(float));
+    float *lg_mono = malloc(vrow);
+    REQUIRE(mono && got && lg_mono);
+    static const int32_t layers[N_LAYERS] = {0, 1, 2, 3};
     llm_session *s = synth_session(m, 64, N_TOK, 1);
-    REQUIRE(forward_feat(s, PM_PHASE_EXACT, 0, toks, N_TOK, local_layers, 2, mono, 2 * plane,
-                         NULL) == 0);
+    const float *lg = NULL;
+    REQUIRE(forward_feat(s, PM_PHASE_EXACT, 0, toks, N_TOK, layers, N_LAYERS, mono, cap, &lg) ==
+            0);
+    memcpy(lg_mono, lg, vrow);
     llm_session_free(s);
-    s = placed(m, "0-1@local,2-3@spawn?transport=shared");
-    REQUIRE(forward_feat(s, PM_PHASE_EXACT, 0, toks, N_TOK, local_layers, 2, got, 2 * plane,
-                         NULL) == 0);
-    CHECK(memcmp(mono, got, 2 * plane * sizeof(float)) == 0);
-    CHECK_INT_EQ(llm_session_pos(s), N_TOK);
-    CHECK_INT_EQ(forward_feat(s, PM_PHASE_DECODE, 0, toks, 1, remote_layers, 2, got, 2 * plane,
-                              NULL),
-                 LLM_EUNSUP);
-    CHECK_INT_EQ(llm_session_pos(s), N_TOK);
-    CHECK_STR_EQ(llm_session_error(s),
-                 "split: shard 1 (layers 2-3) is remote: features do not cross the wire yet");
+    su_daemon d = {0, ""};
+    char spec[400];
+    snprintf(spec, sizeof spec, "%s", placement);
+    if (tcp_first >= 0) {
+        REQUIRE(su_daemon_start(&d, g_path, tcp_first, tcp_last, 1, "tcp::0") == 0);
+        snprintf(spec, sizeof spec, "0-%d@local,%d-%d@%s", tcp_first - 1, tcp_first, tcp_last,
+                 d.address);
+    }
+    s = placed(m, spec);
+    REQUIRE(forward_feat(s, PM_PHASE_EXACT, 0, toks, N_TOK, layers, N_LAYERS, got, cap, &lg) ==
+            0);
+    CHECK(memcmp(mono, got, cap * sizeof(float)) == 0);
+    CHECK(lg != NULL && memcmp(lg_mono, lg, vrow) == 0);
+    /* A remote shard's layers alone, asking no logits: its reply carries
+     * the features (and the cheapest argmax the split always asks). */
+    llm_session_reset(s);
+    static const int32_t two[2] = {2, 3};
+    memset(got, 0, cap * sizeof(float));
+    REQUIRE(forward_feat(s, PM_PHASE_EXACT, 0, toks, N_TOK, two, 2, got, cap, NULL) == 0);
+    CHECK(memcmp(mono + 2 * (size_t)N_TOK * (size_t)dim_of(m), got,
+                 2 * (size_t)N_TOK * (size_t)dim_of(m) * sizeof(float)) == 0);
     llm_session_free(s);
+    if (tcp_first >= 0)
+        su_daemon_stop(&d, SIGTERM);
+    CHECK_INT_EQ(su_count_children(), 0);
     free(mono);
     free(got);
+    free(lg_mono);
+    llm_model_free(m);
+    unlink(g_path);
+    return pm_check_result();
+}
+
+static int case_remote_shared(void)
+{
+    return remote_case("0-1@local,2-3@spawn?transport=shared", -1, -1);
+}
+
+static int case_remote_stream(void)
+{
+    return remote_case("0-1@spawn,2-3@local", -1, -1);
+}
+
+static int case_remote_tcp(void)
+{
+    return remote_case(NULL, 2, 3);
+}
+
+/* A forward frame on a daemon's connection asking features of layer 0 of
+ * a daemon holding layers 2-3. */
+static int case_daemon_refuses(void)
+{
+    llm_model *m = model("feat_refuses");
+    int32_t D = dim_of(m);
+    llm_session *s = placed(m, "0-1@local,2-3@spawn?transport=shared");
+    llm_split *sp = llm_session_split(s);
+    REQUIRE(sp != NULL);
+    uint8_t meta[256];
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    pmw_meta_u8(&w, PMW_TAG_PHASE, pm_phase_encode(PM_PHASE_EXACT));
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 1);
+    pmw_meta_u32(&w, PMW_TAG_BASE_POS, 0);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, 1);
+    pmw_meta_u8(&w, PMW_TAG_WANT, PMW_OUT_ARGMAX | PMW_OUT_FEATURES);
+    pmw_meta_u32(&w, PMW_TAG_DIM, (uint32_t)D);
+    static const uint8_t layer0[2] = {0, 0};
+    pmw_meta_put(&w, PMW_TAG_FEAT_LAYERS, layer0, 2);
+    float *act = calloc((size_t)D, sizeof(float));
+    REQUIRE(act != NULL);
+    int code = 0;
+    char text[300], err[300];
+    REQUIRE(llm_split_send_raw(sp, 1, PMW_MSG_FORWARD, meta, w.len, act,
+                               (size_t)D * sizeof(float), &code, text, sizeof text, err,
+                               sizeof err) == 0);
+    CHECK_INT_EQ(code, LLM_SPLIT_WIRE_CODE(LLM_EINVAL));
+    CHECK_STR_EQ(text, "features of layer 0 asked: this daemon holds layers 2-3");
+    /* The link is intact: the session still runs. */
+    static const int32_t three[1] = {3};
+    float *feat = calloc((size_t)D, sizeof(float));
+    REQUIRE(feat != NULL);
+    CHECK_INT_EQ(forward_feat(s, PM_PHASE_EXACT, 0, toks, 1, three, 1, feat, (size_t)D, NULL),
+                 0);
+    llm_session_free(s);
+    free(act);
+    free(feat);
     llm_model_free(m);
     unlink(g_path);
     return pm_check_result();
@@ -326,11 +411,13 @@ int main(int argc, char **argv)
     const char *c = argc > 1 ? argv[1] : "";
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"span", case_span},     {"chunked", case_chunked}, {"decode", case_decode},
-        {"split", case_split},   {"remote", case_remote},   {"refused", case_refused},
+        {"split", case_split},   {"remote_shared", case_remote_shared},
+        {"remote_stream", case_remote_stream}, {"remote_tcp", case_remote_tcp},
+        {"daemon_refuses", case_daemon_refuses}, {"refused", case_refused},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(c, cases[i].name) == 0)
             return cases[i].fn();
-    fprintf(stderr, "usage: test_engine_features span|chunked|decode|split|remote|refused\n");
+    fprintf(stderr, "usage: test_features span|chunked|decode|split|remote_shared|remote_stream|remote_tcp|daemon_refuses|refused\n");
     return 2;
 }
