@@ -324,11 +324,14 @@ static int connect_shard(llm_remote *r, char *err, size_t errlen)
     pmw_options_default(&o);
     o.transport = r->spec.transport;
     o.timeout_ms = r->spec.timeout_ms;
-    /* One frame carries at most n_batch rows of logits (or activations);
-     * the defaults (64 MiB) already cover this for usual shapes, and a
-     * bigger model gets what it needs. */
-    uint64_t need = (uint64_t)r->p.n_batch * (uint64_t)(r->p.n_vocab > r->p.dim ? r->p.n_vocab : r->p.dim) *
-                    sizeof(float) + 4096;
+    /* One frame carries at most n_batch rows of logits (or activations)
+     * and their ids, and features of up to LLM_FEATURES_MAX layers of
+     * them; the defaults (64 MiB) already cover this for usual shapes, and
+     * a bigger model gets what it needs (a shared region's pages cost
+     * only once touched). */
+    uint64_t width = (uint64_t)(r->p.n_vocab > r->p.dim ? r->p.n_vocab : r->p.dim) + 1 +
+                     (uint64_t)LLM_FEATURES_MAX * (uint64_t)r->p.dim;
+    uint64_t need = (uint64_t)r->p.n_batch * width * sizeof(float) + 4096;
     if (need > o.limits.max_body && need <= UINT32_MAX)
         o.limits.max_body = (uint32_t)need;
     if (need > o.shm_size)
