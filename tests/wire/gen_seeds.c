@@ -88,6 +88,18 @@ int main(int argc, char **argv)
     fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 1, 0, {0}};
     rc |= seed_msg(dir, "forward_rows", &fr, 0x3f);
     rc |= seed_msg(dir, "forward_rows_bytewise", &fr, 0x00);
+    /* A forward asking for features of two layers, and its reply (the
+     * feat_layers and feat_shape tags, a third body section). */
+    fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX | PMW_OUT_FEATURES,
+                               toks, NULL, 1, 2, {1, 3}};
+    rc |= seed_msg(dir, "forward_features", &fr, 0x3f);
+    rc |= seed_msg(dir, "forward_features_bytewise", &fr, 0x00);
+    pmw_msg fp;
+    memset(&fp, 0, sizeof fp);
+    fp.kind = PMW_MSG_REPLY;
+    fp.reply = (pmw_reply){3, 1, PMW_OUT_ARGMAX | PMW_OUT_FEATURES, 0, NULL, toks, 2, 1, 3, acts};
+    rc |= seed_msg(dir, "reply_features", &fp, 0x3f);
+    rc |= seed_msg(dir, "reply_features_bytewise", &fp, 0x00);
     /* A shared-transport forward: its body sits in the area. */
     uint8_t buf[256], meta[128];
     pmw_meta w;
