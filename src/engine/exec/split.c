@@ -354,9 +354,9 @@ static int run_local(llm_split *sp, int i, const llm_forward_in *in, const float
 }
 
 /* What a remote shard is asked for: activations before the last; from the
- * last, what the caller wants, except that "nothing" is one argmax id (the
- * wire's cheapest reply) and, with the argmax switched off, ids are taken
- * here from logits. */
+ * last, what the caller wants, except that "nothing" (or features alone)
+ * adds one argmax id (the wire's cheapest reply) and, with the argmax
+ * switched off, ids are taken here from logits. */
 static llm_output remote_output(const llm_split *sp, int i, const llm_forward_in *in)
 {
     llm_output o = shard_output(sp, i, in);
@@ -365,9 +365,9 @@ static llm_output remote_output(const llm_split *sp, int i, const llm_forward_in
     if ((o.want & ~(uint32_t)LLM_OUT_FEATURES) == 0) {
         o.want |= LLM_OUT_ARGMAX;
         o.rows = 1;
-    }
-    else if ((o.want & LLM_OUT_ARGMAX) && !sp->argmax_op)
+    } else if ((o.want & LLM_OUT_ARGMAX) && !sp->argmax_op) {
         o.want = (o.want & ~(uint32_t)LLM_OUT_ARGMAX) | LLM_OUT_LOGITS;
+    }
     return o;
 }
 
