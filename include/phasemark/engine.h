@@ -284,12 +284,28 @@ typedef struct llm_forward_params {
                           back, the last `rows` of its tokens: 1 (the next
                           token's) up to all of them (a verify's n) */
     uint64_t request;  /* request id of every range the call emits */
+    /* Added for target features (issue 17; a caller's older, shorter
+     * struct means none). The residual stream after each chosen layer,
+     * the hidden state the next layer reads (a drafter conditioned on
+     * the target's features reads it), for every token of the call, any
+     * phase, any output, chunked or not: written into the caller's
+     * buffer as features[j][t][d] = layer features_layers[j], token t of
+     * the call (0..n-1), component d of dim, i.e. n_features_layers
+     * planes of n x dim floats. */
+    int32_t n_features_layers;      /* 0: none; else 1..LLM_FEATURES_MAX */
+    const int32_t *features_layers; /* model layers, strictly ascending */
+    float *features;                /* caller-owned, features_cap floats */
+    size_t features_cap;            /* floats of room: at least
+                                       n_features_layers * n * dim */
 } llm_forward_params;
+
+/* Most layers one forward reports features of. */
+#define LLM_FEATURES_MAX 8
 
 #define LLM_FORWARD_PARAMS_VERSION 1
 #define LLM_FORWARD_PARAMS_INIT \
     {LLM_FORWARD_PARAMS_VERSION, (uint16_t)sizeof(llm_forward_params), PM_PHASE_EXACT, 0, \
-     LLM_OUTPUT_LOGITS, 1, 0}
+     LLM_OUTPUT_LOGITS, 1, 0, 0, 0, 0, 0}
 
 /* The one forward call: runs n tokens at the session's position with
  * phase p->phase and request id p->request, and hands back what p asks
@@ -304,7 +320,12 @@ typedef struct llm_forward_params {
  * forward (a multi-chunk prefill hands back rows of its last chunk only).
  * Errors and ranges as llm_prefill's, llm_decode's and llm_verify's (which
  * are this call with the session's default request id); a bad phase,
- * output or rows is LLM_EINVAL and runs nothing. */
+ * output or rows is LLM_EINVAL and runs nothing, as is a bad features
+ * request (a layer outside the model, more than LLM_FEATURES_MAX, layers
+ * repeated or out of order, no buffer or too small a one). A split's
+ * shards each capture their own layers' features, remote shards returning
+ * them in their reply. On a failure the buffer's contents are
+ * unspecified. */
 LLM_API int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
                         size_t n, const float **logits, int32_t *ids);
 

@@ -145,20 +145,31 @@ typedef enum pmw_tag {
     PMW_TAG_CLOCK_SEND = 25, /* u64: server's clock when it answered */
     PMW_TAG_CLOCK_OFFSET = 26, /* i64: client clock minus server clock */
     PMW_TAG_CLOCK_BOUND = 27,  /* u64: the offset's uncertainty, +- ns */
-    PMW_TAG_BOOT_ID = 28       /* 16 bytes: the sender's boot (its clock's identity) */
+    PMW_TAG_BOOT_ID = 28,      /* 16 bytes: the sender's boot (its clock's identity) */
+    PMW_TAG_FEAT_LAYERS = 29,  /* 2..16 bytes: 1..8 u16 layers, strictly
+                                  ascending, whose features a reply carries */
+    PMW_TAG_FEAT_SHAPE = 30    /* 12 bytes: u32 layers, rows, dim of a
+                                  reply's features section */
 } pmw_tag;
 
 /* The name of a tag ("phase"), or "unknown"; static. */
 PMW_API const char *pmw_tag_name(unsigned tag);
 
 /* Output bits: WANT in a request, OUTPUTS in a reply. ACTIVATIONS and
- * LOGITS are exclusive (one float section per reply). */
+ * LOGITS are exclusive (one float section per reply). FEATURES comes with
+ * FEAT_LAYERS in a request and FEAT_SHAPE in a reply, and only with them:
+ * the residual stream after each named layer, for every one of the
+ * forward's n_tokens positions (whatever rows says). */
 enum {
     PMW_OUT_ACTIVATIONS = 1,
     PMW_OUT_LOGITS = 2,
     PMW_OUT_ARGMAX = 4,
-    PMW_OUT_ALL = 7
+    PMW_OUT_FEATURES = 8,
+    PMW_OUT_ALL = 15
 };
+
+/* Most layers one forward asks features of. */
+#define PMW_FEATURES_MAX 8
 
 typedef enum pmw_transport {
     PMW_TRANSPORT_STREAM = 1, /* body inline on the socket (Unix or TCP) */
@@ -213,10 +224,14 @@ typedef struct pmw_forward {
                                  which means every row. Received: always
                                  1..n_tokens (n_tokens when the tag was
                                  absent). */
+    uint32_t n_feat;          /* FEATURES: layers in feat, 1..8; else 0 */
+    uint32_t feat[PMW_FEATURES_MAX]; /* strictly ascending, < 65536 */
 } pmw_forward;
 
 /* A forward reply: an optional float section (activations or logits,
- * n_tokens x width) and an optional argmax section (n_tokens ids). */
+ * n_tokens x width), an optional argmax section (n_tokens ids) and an
+ * optional features section (feat_layers x feat_rows x feat_dim floats,
+ * layer-major), in that order in the body. */
 typedef struct pmw_reply {
     uint64_t req_id;
     uint32_t n_tokens;
@@ -224,6 +239,9 @@ typedef struct pmw_reply {
     uint32_t width;          /* floats per token; 0 without a float section */
     const float *values;     /* [n_tokens x width] or NULL */
     const int32_t *argmax;   /* [n_tokens] or NULL */
+    uint32_t feat_layers;    /* FEATURES: 1..8; else 0 (and rows, dim 0) */
+    uint32_t feat_rows, feat_dim;
+    const float *features;   /* [feat_layers][feat_rows][feat_dim] or NULL */
 } pmw_reply;
 
 typedef struct pmw_error {

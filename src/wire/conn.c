@@ -137,7 +137,7 @@ static int write_frame(pmw_conn *c, uint16_t kind, uint64_t seq, size_t meta_len
     uint32_t pad = pmw_meta_pad((uint32_t)meta_len);
     pmw_header_encode(c->out, kind, seq, (uint32_t)meta_len, body_len);
     memset(c->out + PMW_HEADER_SIZE + meta_len, 0, pad);
-    struct iovec iov[3];
+    struct iovec iov[4];
     iov[0].iov_base = c->out;
     iov[0].iov_len = PMW_HEADER_SIZE + meta_len + pad;
     for (size_t i = 0; i < np; i++) {
@@ -178,8 +178,8 @@ static int send_msg(pmw_conn *c, const pmw_msg *m, int pass_fd)
     }
     if (body_len > c->peer.max_body)
         return refuse_local(c, PMW_E_BODY_LIMIT, "body", body_len, c->peer.max_body);
-    const void *parts[2];
-    size_t lens[2], np = pmw__body_parts(m, parts, lens);
+    const void *parts[3];
+    size_t lens[3], np = pmw__body_parts(m, parts, lens);
     uint64_t seq = c->send_seq;
     pmw_shm_ref ref = {0, body_len, seq}, *refp = NULL;
     if (c->has_shm && body_len) {

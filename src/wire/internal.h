@@ -88,7 +88,7 @@ const char *pmw__kind_name(unsigned kind);
 
 /* The body of a typed message as up to two pieces (forward: tokens or
  * activations; reply: floats then argmax). Returns the count. */
-size_t pmw__body_parts(const pmw_msg *m, const void *parts[2], size_t lens[2]);
+size_t pmw__body_parts(const pmw_msg *m, const void *parts[3], size_t lens[3]);
 
 /* Appends msg's metadata (and a shared reference when ref is not NULL).
  * PMW_E_META_LIMIT when it does not fit. */

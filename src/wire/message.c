@@ -17,7 +17,7 @@
  * sends without a body (an error reply with its longest text). */
 #define PMW_MIN_META 512u
 #define PMW_MIN_ENTRIES 8u
-#define PMW_TAG_LAST PMW_TAG_BOOT_ID
+#define PMW_TAG_LAST PMW_TAG_FEAT_SHAPE
 
 typedef struct tagspec {
     uint16_t tag;
@@ -38,10 +38,12 @@ static const tagspec auth_tags[] = {{PMW_TAG_MAC, PMW_MAC_SIZE, 1}};
 static const tagspec forward_tags[] = {
     {PMW_TAG_PHASE, 1, 1}, {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_BASE_POS, 4, 1},
     {PMW_TAG_N_TOKENS, 4, 1}, {PMW_TAG_WANT, 1, 1}, {PMW_TAG_DIM, 4, 0},
-    {PMW_TAG_ROWS, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0}};
+    {PMW_TAG_ROWS, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0},
+    {PMW_TAG_FEAT_LAYERS, 0, 0}};
 static const tagspec reply_tags[] = {
     {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_N_TOKENS, 4, 1}, {PMW_TAG_OUTPUTS, 1, 1},
-    {PMW_TAG_WIDTH, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0}};
+    {PMW_TAG_WIDTH, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0},
+    {PMW_TAG_FEAT_SHAPE, 12, 0}};
 static const tagspec reqid_tags[] = {{PMW_TAG_REQ_ID, 8, 1}};
 static const tagspec truncate_tags[] = {{PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_POSITION, 4, 1}};
 static const tagspec error_tags[] = {
@@ -76,7 +78,8 @@ const char *pmw_tag_name(unsigned tag)
         "want",        "outputs",  "width",    "position", "shm_ref",  "err_code",
         "err_tag",     "err_text", "transport", "max_meta", "max_body", "max_entries",
         "shm_size",    "nonce",    "auth",     "mac",      "rows",     "round",
-        "clock_recv",  "clock_send", "clock_offset", "clock_bound", "boot_id"};
+        "clock_recv",  "clock_send", "clock_offset", "clock_bound", "boot_id",
+        "feat_layers", "feat_shape"};
     return tag >= 1 && tag <= PMW_TAG_LAST ? names[tag] : "unknown";
 }
 
@@ -115,7 +118,11 @@ static uint64_t body_size(const pmw_msg *m)
         const pmw_reply *r = &m->reply;
         uint64_t floats = has_floats(r->outputs) ? f32_bytes(r->n_tokens, r->width) : 0;
         uint64_t ids = (r->outputs & PMW_OUT_ARGMAX) ? (uint64_t)r->n_tokens * 4 : 0;
-        return floats == UINT64_MAX ? UINT64_MAX : floats + ids;
+        /* layers <= 8 and rows < 2^32, so their product cannot overflow. */
+        uint64_t feat = f32_bytes((uint64_t)r->feat_layers * r->feat_rows, r->feat_dim);
+        if (floats == UINT64_MAX || feat == UINT64_MAX || feat > UINT64_MAX - floats - ids)
+            return UINT64_MAX;
+        return floats + ids + feat;
     }
     return 0;
 }
@@ -125,7 +132,7 @@ static uint64_t body_size(const pmw_msg *m)
 static int check_outputs(const char *kname, uint16_t tag, uint32_t bits, pmw_diag *d)
 {
     if (bits == 0 || (bits & ~(uint32_t)PMW_OUT_ALL)) {
-        pmw__diag(d, PMW_E_VALUE, tag, "%s: tag %u (%s) value %u is not a nonzero set of bits 1|2|4",
+        pmw__diag(d, PMW_E_VALUE, tag, "%s: tag %u (%s) value %u is not a nonzero set of bits 1|2|4|8",
                   kname, tag, pmw_tag_name(tag), bits);
         return PMW_E_VALUE;
     }
@@ -167,7 +174,29 @@ static int check_forward(const pmw_forward *f, pmw_diag *d)
                   f->n_tokens);
         return PMW_E_VALUE;
     }
-    return check_outputs("forward", PMW_TAG_WANT, f->want, d);
+    int rc = check_outputs("forward", PMW_TAG_WANT, f->want, d);
+    if (rc)
+        return rc;
+    if (((f->want & PMW_OUT_FEATURES) != 0) != (f->n_feat > 0)) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_FEAT_LAYERS,
+                  "forward: tag 29 (feat_layers) comes with want bit 8 and only with it");
+        return PMW_E_VALUE;
+    }
+    if (f->n_feat > PMW_FEATURES_MAX) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_FEAT_LAYERS,
+                  "forward: tag 29 (feat_layers) names %u layers, at most %u", f->n_feat,
+                  PMW_FEATURES_MAX);
+        return PMW_E_VALUE;
+    }
+    for (uint32_t j = 0; j < f->n_feat; j++)
+        if (f->feat[j] > 0xffffu || (j > 0 && f->feat[j] <= f->feat[j - 1])) {
+            pmw__diag(d, PMW_E_VALUE, PMW_TAG_FEAT_LAYERS,
+                      "forward: tag 29 (feat_layers) layer %u at %u is not a u16 above the one "
+                      "before",
+                      f->feat[j], j);
+            return PMW_E_VALUE;
+        }
+    return 0;
 }
 
 static int check_reply(const pmw_reply *r, pmw_diag *d)
@@ -186,6 +215,18 @@ static int check_reply(const pmw_reply *r, pmw_diag *d)
     }
     if (!has_floats(r->outputs) && r->width != 0) {
         pmw__diag(d, PMW_E_VALUE, PMW_TAG_WIDTH, "reply: tag 8 (width) given without a float section");
+        return PMW_E_VALUE;
+    }
+    int feat = (r->outputs & PMW_OUT_FEATURES) != 0;
+    if (feat != (r->feat_layers > 0) || (!feat && (r->feat_rows || r->feat_dim))) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE,
+                  "reply: tag 30 (feat_shape) comes with outputs bit 8 and only with it");
+        return PMW_E_VALUE;
+    }
+    if (feat && (r->feat_layers > PMW_FEATURES_MAX || r->feat_rows == 0 || r->feat_dim == 0)) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE,
+                  "reply: tag 30 (feat_shape) %u layers x %u rows x %u is not 1..%u x >= 1 x >= 1",
+                  r->feat_layers, r->feat_rows, r->feat_dim, PMW_FEATURES_MAX);
         return PMW_E_VALUE;
     }
     return 0;
@@ -404,12 +445,24 @@ static void fill_fields(pmw_msg *m, const entries *e)
         /* Absent: every row. A present 0 is refused by check_raw. */
         m->forward.rows = e->val[PMW_TAG_ROWS] ? pmw__get32(e->val[PMW_TAG_ROWS])
                                                : m->forward.n_tokens;
+        /* A length check_raw refuses fills nothing. */
+        if (e->val[PMW_TAG_FEAT_LAYERS] && e->len[PMW_TAG_FEAT_LAYERS] % 2 == 0 &&
+            e->len[PMW_TAG_FEAT_LAYERS] <= 2 * PMW_FEATURES_MAX) {
+            m->forward.n_feat = e->len[PMW_TAG_FEAT_LAYERS] / 2u;
+            for (uint32_t j = 0; j < m->forward.n_feat; j++)
+                m->forward.feat[j] = pmw__get16(e->val[PMW_TAG_FEAT_LAYERS] + 2 * j);
+        }
         break;
     case PMW_MSG_REPLY:
         m->reply.req_id = pmw__get64(e->val[PMW_TAG_REQ_ID]);
         m->reply.n_tokens = pmw__get32(e->val[PMW_TAG_N_TOKENS]);
         m->reply.outputs = e->val[PMW_TAG_OUTPUTS][0];
         m->reply.width = opt32(e, PMW_TAG_WIDTH);
+        if (e->val[PMW_TAG_FEAT_SHAPE]) {
+            m->reply.feat_layers = pmw__get32(e->val[PMW_TAG_FEAT_SHAPE]);
+            m->reply.feat_rows = pmw__get32(e->val[PMW_TAG_FEAT_SHAPE] + 4);
+            m->reply.feat_dim = pmw__get32(e->val[PMW_TAG_FEAT_SHAPE] + 8);
+        }
         break;
     case PMW_MSG_RESET:
     case PMW_MSG_ACK:
@@ -466,6 +519,17 @@ static int check_raw(const pmw_msg *m, const entries *e, pmw_diag *d)
         pmw__diag(d, PMW_E_VALUE, PMW_TAG_ROWS,
                   "forward: tag 22 (rows) value 0 is not in 1..n_tokens (%u)",
                   m->forward.n_tokens);
+        return PMW_E_VALUE;
+    }
+    if (m->kind == PMW_MSG_FORWARD && e->val[PMW_TAG_FEAT_LAYERS] &&
+        (e->len[PMW_TAG_FEAT_LAYERS] % 2 || e->len[PMW_TAG_FEAT_LAYERS] > 2 * PMW_FEATURES_MAX)) {
+        pmw__diag(d, PMW_E_LENGTH, PMW_TAG_FEAT_LAYERS,
+                  "forward: tag 29 (feat_layers) has length %u (want 2..%u, even)",
+                  e->len[PMW_TAG_FEAT_LAYERS], 2 * PMW_FEATURES_MAX);
+        return PMW_E_LENGTH;
+    }
+    if (m->kind == PMW_MSG_REPLY && e->val[PMW_TAG_FEAT_SHAPE] && m->reply.feat_layers == 0) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE, "reply: tag 30 (feat_shape) names 0 layers");
         return PMW_E_VALUE;
     }
     if (m->kind == PMW_MSG_CLOCK_SET && e->val[PMW_TAG_BOOT_ID] && zero16(m->clock_set.boot_id)) {
@@ -534,7 +598,9 @@ int pmw_msg_bind_body(pmw_msg *m, const void *body, size_t len, pmw_diag *d)
         pmw_reply *r = &m->reply;
         size_t floats = has_floats(r->outputs) ? (size_t)r->n_tokens * r->width * 4 : 0;
         r->values = floats ? (const float *)b : NULL;
-        r->argmax = (r->outputs & PMW_OUT_ARGMAX) ? (const int32_t *)(b + floats) : NULL;
+        size_t ids = (r->outputs & PMW_OUT_ARGMAX) ? (size_t)r->n_tokens * 4 : 0;
+        r->argmax = ids ? (const int32_t *)(b + floats) : NULL;
+        r->features = r->feat_layers ? (const float *)(b + floats + ids) : NULL;
     }
     return 0;
 }
@@ -560,8 +626,8 @@ int pmw_msg_check(const pmw_msg *m, size_t *body_len, pmw_diag *d)
                   pmw__kind_name(m->kind), (unsigned long long)n);
         return PMW_E_BODY_LIMIT;
     }
-    const void *parts[2];
-    size_t lens[2];
+    const void *parts[3];
+    size_t lens[3];
     size_t np = pmw__body_parts(m, parts, lens);
     for (size_t i = 0; i < np; i++)
         if (lens[i] && !parts[i]) {
@@ -573,7 +639,7 @@ int pmw_msg_check(const pmw_msg *m, size_t *body_len, pmw_diag *d)
     return 0;
 }
 
-size_t pmw__body_parts(const pmw_msg *m, const void *parts[2], size_t lens[2])
+size_t pmw__body_parts(const pmw_msg *m, const void *parts[3], size_t lens[3])
 {
     if (m->kind == PMW_MSG_FORWARD) {
         const pmw_forward *f = &m->forward;
@@ -591,6 +657,10 @@ size_t pmw__body_parts(const pmw_msg *m, const void *parts[2], size_t lens[2])
         if (r->outputs & PMW_OUT_ARGMAX) {
             parts[n] = r->argmax;
             lens[n++] = (size_t)r->n_tokens * 4;
+        }
+        if (r->feat_layers) {
+            parts[n] = r->features;
+            lens[n++] = (size_t)r->feat_layers * r->feat_rows * r->feat_dim * 4;
         }
         return n;
     }
@@ -624,6 +694,12 @@ int pmw__meta_encode(const pmw_msg *m, const pmw_shm_ref *ref, pmw_meta *w)
             pmw_meta_u32(w, PMW_TAG_DIM, m->forward.dim);
         if (m->forward.rows)
             pmw_meta_u32(w, PMW_TAG_ROWS, m->forward.rows);
+        if (m->forward.n_feat) {
+            uint8_t b[2 * PMW_FEATURES_MAX];
+            for (uint32_t j = 0; j < m->forward.n_feat; j++)
+                pmw__put16(b + 2 * j, (uint16_t)m->forward.feat[j]);
+            pmw_meta_put(w, PMW_TAG_FEAT_LAYERS, b, (uint16_t)(2 * m->forward.n_feat));
+        }
         break;
     case PMW_MSG_REPLY:
         pmw_meta_u64(w, PMW_TAG_REQ_ID, m->reply.req_id);
@@ -631,6 +707,13 @@ int pmw__meta_encode(const pmw_msg *m, const pmw_shm_ref *ref, pmw_meta *w)
         pmw_meta_u8(w, PMW_TAG_OUTPUTS, (uint8_t)m->reply.outputs);
         if (m->reply.width)
             pmw_meta_u32(w, PMW_TAG_WIDTH, m->reply.width);
+        if (m->reply.feat_layers) {
+            uint8_t b[12];
+            pmw__put32(b, m->reply.feat_layers);
+            pmw__put32(b + 4, m->reply.feat_rows);
+            pmw__put32(b + 8, m->reply.feat_dim);
+            pmw_meta_put(w, PMW_TAG_FEAT_SHAPE, b, sizeof b);
+        }
         break;
     case PMW_MSG_RESET:
     case PMW_MSG_ACK:
@@ -695,8 +778,8 @@ long long pmw_msg_encode(const pmw_msg *m, uint64_t seq, void *out, size_t cap)
     memcpy(p + PMW_HEADER_SIZE, meta, w.len);
     memset(p + PMW_HEADER_SIZE + w.len, 0, pad);
     p += PMW_HEADER_SIZE + w.len + pad;
-    const void *parts[2];
-    size_t lens[2], np = pmw__body_parts(m, parts, lens);
+    const void *parts[3];
+    size_t lens[3], np = pmw__body_parts(m, parts, lens);
     for (size_t i = 0; i < np; i++) {
         memcpy(p, parts[i], lens[i]);
         p += lens[i];

@@ -196,16 +196,16 @@ static int case_runner(void)
                  LLM_EINVAL);
     CHECK(bad == NULL && strstr(err, "holds only layers 0-") != NULL);
     int32_t ids[4];
-    llm_run_out out = {ids, NULL, NULL};
+    llm_run_out out = {ids, NULL, NULL, NULL};
     static const struct { uint32_t want; int32_t rows; int first_only; const char *text; } k[] = {
         {LLM_OUT_LOGITS, 0, 0, "output rows 0 outside 1..3"},
         {LLM_OUT_ARGMAX, 4, 0, "output rows 4 outside 1..3"},
         {LLM_OUT_ACTIVATIONS | LLM_OUT_LOGITS, 1, 0, "activations and logits/argmax are exclusive"},
         {LLM_OUT_LOGITS, 1, 1, "do not end the model: no logits or argmax"},
-        {8, 1, 0, "unknown bits"},
+        {16, 1, 0, "unknown bits"},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        llm_forward_in in = {PM_PHASE_EXACT, 1, 0, 3, toks, NULL, {k[i].want, k[i].rows}};
+        llm_forward_in in = {PM_PHASE_EXACT, 1, 0, 3, toks, NULL, {k[i].want, k[i].rows, 0, {0}}};
         err[0] = '\0';
         CHECK_INT_EQ(llm_runner_run(r, k[i].first_only ? head : all, &in, &out, err, sizeof err),
                      LLM_EINVAL);
@@ -213,7 +213,7 @@ static int case_runner(void)
             fprintf(stderr, "case %zu: '%s'\n", i, err);
         CHECK(strstr(err, k[i].text) != NULL);
     }
-    llm_forward_in in = {PM_PHASE_EXACT, 1, 0, 3, toks, NULL, {LLM_OUT_ARGMAX, 3}};
+    llm_forward_in in = {PM_PHASE_EXACT, 1, 0, 3, toks, NULL, {LLM_OUT_ARGMAX, 3, 0, {0}}};
     out.ids = NULL;
     CHECK_INT_EQ(llm_runner_run(r, all, &in, &out, err, sizeof err), LLM_EINVAL);
     /* Host argmax over the logits, by the sampler's rule. */
@@ -234,7 +234,7 @@ static int case_runner(void)
     }
     llm_sampler_free(sp);
     /* A span that does not end the model hands back its activations. */
-    in.out = (llm_output){LLM_OUT_ACTIVATIONS, 3};
+    in.out = (llm_output){LLM_OUT_ACTIVATIONS, 3, 0, {0}};
     REQUIRE(llm_runner_run(r, head, &in, &out, err, sizeof err) == 0);
     CHECK(out.act != NULL && out.logits == NULL);
     llm_runner_span_free(r, head);

@@ -390,8 +390,8 @@ static int case_local_phase(void)
     int32_t tok = 5;
     pm_phase bad[] = {PM_PHASE_BATCHED, PM_PHASE_NONE, (pm_phase)9};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        llm_forward_in in = {bad[i], 7, 0, 1, &tok, NULL, {LLM_OUT_LOGITS, 1}};
-        llm_split_result res = {NULL, NULL};
+        llm_forward_in in = {bad[i], 7, 0, 1, &tok, NULL, {LLM_OUT_LOGITS, 1, 0, {0}}};
+        llm_split_result res = {NULL, NULL, NULL, 0};
         err[0] = '\0';
         CHECK_INT_EQ(llm_split_forward(sp, &in, &res, err, sizeof err), LLM_EINVAL);
         CHECK(res.logits == NULL);
@@ -594,7 +594,7 @@ static pmw_msg wire_forward(pmw_conn *c, pm_phase phase, uint32_t pos, uint32_t 
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_FORWARD;
     m.forward = (pmw_forward){phase, 7, pos, n, dim, want, dim ? NULL : ids,
-                              dim ? g_acts : NULL, rows};
+                              dim ? g_acts : NULL, rows, 0, {0}};
     CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
     REQUIRE(pmw_conn_recv(c, &ans) == 0);
     if (ans.kind == PMW_MSG_ERROR)

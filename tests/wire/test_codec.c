@@ -115,11 +115,11 @@ static size_t all_kinds(uint8_t *buf, size_t cap)
     m[1].kind = PMW_MSG_AUTH;
     memset(m[1].auth.mac, 0x5a, PMW_MAC_SIZE);
     m[2].kind = PMW_MSG_FORWARD;
-    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL, 0};
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL, 0, 0, {0}};
     m[3].kind = PMW_MSG_FORWARD;
-    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts, 0};
+    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}};
     m[4].kind = PMW_MSG_REPLY;
-    m[4].reply = (pmw_reply){9, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, logits, ids};
+    m[4].reply = (pmw_reply){9, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, logits, ids, 0, 0, 0, NULL};
     m[5].kind = PMW_MSG_RESET;
     m[5].reset.req_id = 9;
     m[6].kind = PMW_MSG_TRUNCATE;
@@ -367,8 +367,10 @@ static int case_bad_metadata(void)
     expect_fwd(o, PMW_E_VALUE, 6, "not a nonzero set");
     o.want = 3;
     expect_fwd(o, PMW_E_VALUE, 6, "both activations and logits");
-    o.want = 8;
+    o.want = 16;
     expect_fwd(o, PMW_E_VALUE, 6, "not a nonzero set");
+    o.want = 8; /* features, with no layers named */
+    expect_fwd(o, PMW_E_VALUE, 29, "comes with want bit 8 and only with it");
     return pm_check_result();
 }
 
@@ -628,6 +630,222 @@ static int case_rows_bad(void)
     uint8_t buf[128];
     CHECK_INT_EQ(pmw_msg_encode(&m, 1, buf, sizeof buf), PMW_E_VALUE);
     m.forward.rows = 2;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), 0);
+    return pm_check_result();
+}
+
+/* ---- target features ------------------------------------------------------------ */
+
+/* golden_forward asking for the features of layers 1 and 3 beside the
+ * argmax: want 4|8 = 12, then feat_layers (29) len 4 = u16 1, 3; meta_len
+ * 46, 2 bytes of padding to 48, the same body. */
+static const uint8_t golden_feat_forward[] = {
+    'P', 'M', 'W', 'F', 1, 0, 3, 0, 46, 0, 0, 0, 8, 0, 0, 0,
+    5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 0, 1, 0, 3,
+    2, 0, 8, 0, 8, 7, 6, 5, 4, 3, 2, 1,
+    3, 0, 4, 0, 7, 0, 0, 0,
+    4, 0, 4, 0, 2, 0, 0, 0,
+    6, 0, 1, 0, 12,
+    29, 0, 4, 0, 1, 0, 3, 0,
+    0, 0,
+    0x2c, 0x01, 0, 0, 0xfe, 0xff, 0xff, 0xff};
+
+/* Its reply (seq 6): req 9, one argmax row (id 7), features of 2 layers x
+ * 2 rows x dim 1 (1.0, 2.0, -1.0, 0.5): outputs 12, feat_shape (30) len
+ * 12 = 2, 2, 1; meta_len 41, 7 bytes of padding to 48; body 4 + 16. */
+static const uint8_t golden_feat_reply[] = {
+    'P', 'M', 'W', 'F', 1, 0, 4, 0, 41, 0, 0, 0, 20, 0, 0, 0,
+    6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    2, 0, 8, 0, 9, 0, 0, 0, 0, 0, 0, 0,
+    4, 0, 4, 0, 1, 0, 0, 0,
+    7, 0, 1, 0, 12,
+    30, 0, 12, 0, 2, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0,
+    7, 0, 0, 0,
+    0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 0, 0, 0x80, 0xbf, 0, 0, 0, 0x3f};
+
+static int case_features_golden(void)
+{
+    int32_t toks[2] = {300, -2};
+    pmw_msg m = forward_msg(toks);
+    m.forward.want = PMW_OUT_ARGMAX | PMW_OUT_FEATURES;
+    m.forward.n_feat = 2;
+    m.forward.feat[0] = 1;
+    m.forward.feat[1] = 3;
+    uint8_t buf[256];
+    long long n = pmw_msg_encode(&m, 5, buf, sizeof buf);
+    CHECK_INT_EQ(n, sizeof golden_feat_forward);
+    CHECK(n == (long long)sizeof golden_feat_forward &&
+          memcmp(buf, golden_feat_forward, sizeof golden_feat_forward) == 0);
+    pmw_msg got;
+    pmw_diag diag;
+    REQUIRE(parse_bytes(golden_feat_forward, sizeof golden_feat_forward, &got, &diag) == 0);
+    CHECK_INT_EQ(got.forward.want, 12);
+    CHECK_INT_EQ(got.forward.n_feat, 2);
+    CHECK_INT_EQ(got.forward.feat[0], 1);
+    CHECK_INT_EQ(got.forward.feat[1], 3);
+    /* Without features the tag is absent and n_feat reads 0. */
+    REQUIRE(parse_bytes(golden_forward, sizeof golden_forward, &got, &diag) == 0);
+    CHECK_INT_EQ(got.forward.n_feat, 0);
+    static const int32_t id[1] = {7};
+    static const float feat[4] = {1.0f, 2.0f, -1.0f, 0.5f};
+    pmw_msg r;
+    memset(&r, 0, sizeof r);
+    r.kind = PMW_MSG_REPLY;
+    r.reply = (pmw_reply){9, 1, PMW_OUT_ARGMAX | PMW_OUT_FEATURES, 0, NULL, id, 2, 2, 1, feat};
+    n = pmw_msg_encode(&r, 6, buf, sizeof buf);
+    CHECK_INT_EQ(n, sizeof golden_feat_reply);
+    CHECK(n == (long long)sizeof golden_feat_reply &&
+          memcmp(buf, golden_feat_reply, sizeof golden_feat_reply) == 0);
+    /* The body views live in the decoder: keep it until they are read. */
+    pmw_decoder *dec = decoder(4096, 1 << 20, 32);
+    pmw_frame f;
+    REQUIRE(pmw_decoder_feed(dec, golden_feat_reply, sizeof golden_feat_reply) == 0);
+    REQUIRE(pmw_decoder_next(dec, &f) == 1);
+    REQUIRE(pmw_msg_parse(&f, NULL, 0, &got, &diag) == 0);
+    CHECK_INT_EQ(got.reply.outputs, 12);
+    CHECK_INT_EQ(got.reply.feat_layers, 2);
+    CHECK_INT_EQ(got.reply.feat_rows, 2);
+    CHECK_INT_EQ(got.reply.feat_dim, 1);
+    REQUIRE(got.reply.argmax != NULL && got.reply.features != NULL);
+    CHECK_INT_EQ(got.reply.argmax[0], 7);
+    CHECK(memcmp(got.reply.features, feat, sizeof feat) == 0);
+    CHECK(got.reply.values == NULL);
+    pmw_decoder_destroy(dec);
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_FEAT_LAYERS), "feat_layers");
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_FEAT_SHAPE), "feat_shape");
+    return pm_check_result();
+}
+
+/* A frame of `kind` with the given metadata and a zero body of body_len. */
+static size_t raw_frame(uint8_t *buf, uint16_t kind, const pmw_meta *w, uint32_t body_len)
+{
+    uint32_t pad = pmw_meta_pad((uint32_t)w->len);
+    pmw_header_encode(buf, kind, 1, (uint32_t)w->len, body_len);
+    memcpy(buf + 32, w->buf, w->len);
+    memset(buf + 32 + w->len, 0, pad + body_len);
+    return 32 + w->len + pad + body_len;
+}
+
+/* A two-token forward wanting `want`, with a feat_layers entry of len
+ * bytes from layers (none when len is 0; twice when twice). */
+static void expect_feat_fwd(uint8_t want, const uint8_t *layers, uint16_t len, int twice,
+                            int code, unsigned tag, const char *text)
+{
+    uint8_t meta[128], buf[256];
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    pmw_meta_u8(&w, PMW_TAG_PHASE, PM_PHASE_DECODE);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 1);
+    pmw_meta_u32(&w, PMW_TAG_BASE_POS, 0);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, 2);
+    pmw_meta_u8(&w, PMW_TAG_WANT, want);
+    for (int i = 0; len && i < 1 + twice; i++)
+        pmw_meta_put(&w, PMW_TAG_FEAT_LAYERS, layers, len);
+    REQUIRE(!w.overflow);
+    size_t n = raw_frame(buf, PMW_MSG_FORWARD, &w, 8);
+    pmw_msg m;
+    pmw_diag diag;
+    CHECK_INT_EQ(parse_bytes(buf, n, &m, &diag), code);
+    CHECK_INT_EQ(diag.tag, code ? tag : 0);
+    if (strcmp(diag.text, text) != 0)
+        fprintf(stderr, "diag text \"%s\", want \"%s\"\n", diag.text, text);
+    CHECK_STR_EQ(diag.text, text);
+}
+
+/* A one-row argmax reply with outputs `outputs`, a feat_shape entry of len
+ * bytes (layers, rows, dim; none when len is 0) and a body of body_len. */
+static void expect_feat_reply(uint8_t outputs, uint16_t len, uint32_t layers, uint32_t rows,
+                              uint32_t dim, uint32_t body_len, int code, unsigned tag,
+                              const char *text)
+{
+    uint8_t meta[128], buf[512], v[16] = {0};
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 1);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, 1);
+    pmw_meta_u8(&w, PMW_TAG_OUTPUTS, outputs);
+    pmw__put32(v, layers);
+    pmw__put32(v + 4, rows);
+    pmw__put32(v + 8, dim);
+    if (len)
+        pmw_meta_put(&w, PMW_TAG_FEAT_SHAPE, v, len);
+    REQUIRE(!w.overflow);
+    size_t n = raw_frame(buf, PMW_MSG_REPLY, &w, body_len);
+    pmw_msg m;
+    pmw_diag diag;
+    CHECK_INT_EQ(parse_bytes(buf, n, &m, &diag), code);
+    CHECK_INT_EQ(diag.tag, code ? tag : 0);
+    if (strcmp(diag.text, text) != 0)
+        fprintf(stderr, "diag text \"%s\", want \"%s\"\n", diag.text, text);
+    CHECK_STR_EQ(diag.text, text);
+}
+
+/* Every malformed features entry is refused naming its tag; the sender
+ * refuses the same values before writing anything. */
+static int case_features_bad(void)
+{
+    static const uint8_t l13[] = {1, 0, 3, 0}, l31[] = {3, 0, 1, 0}, l22[] = {2, 0, 2, 0};
+    static const uint8_t l9[18] = {0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 8, 0};
+    const uint8_t a = PMW_OUT_ARGMAX, af = PMW_OUT_ARGMAX | PMW_OUT_FEATURES;
+    expect_feat_fwd(af, l13, 4, 0, 0, 0, "");
+    expect_feat_fwd(af, l9, 16, 0, 0, 0, "");
+    expect_feat_fwd(af, l13, 3, 0, PMW_E_LENGTH, PMW_TAG_FEAT_LAYERS,
+                    "forward: tag 29 (feat_layers) has length 3 (want 2..16, even)");
+    expect_feat_fwd(af, l9, 18, 0, PMW_E_LENGTH, PMW_TAG_FEAT_LAYERS,
+                    "forward: tag 29 (feat_layers) has length 18 (want 2..16, even)");
+    expect_feat_fwd(af, l13, 0, 0, PMW_E_VALUE, PMW_TAG_FEAT_LAYERS,
+                    "forward: tag 29 (feat_layers) comes with want bit 8 and only with it");
+    expect_feat_fwd(a, l13, 4, 0, PMW_E_VALUE, PMW_TAG_FEAT_LAYERS,
+                    "forward: tag 29 (feat_layers) comes with want bit 8 and only with it");
+    expect_feat_fwd(af, l31, 4, 0, PMW_E_VALUE, PMW_TAG_FEAT_LAYERS,
+                    "forward: tag 29 (feat_layers) layer 1 at 1 is not a u16 above the one before");
+    expect_feat_fwd(af, l22, 4, 0, PMW_E_VALUE, PMW_TAG_FEAT_LAYERS,
+                    "forward: tag 29 (feat_layers) layer 2 at 1 is not a u16 above the one before");
+    expect_feat_fwd(af, l13, 4, 1, PMW_E_REPEATED, PMW_TAG_FEAT_LAYERS,
+                    "forward: tag 29 (feat_layers) repeated");
+    expect_feat_fwd(16 | a, l13, 4, 0, PMW_E_VALUE, PMW_TAG_WANT,
+                    "forward: tag 6 (want) value 20 is not a nonzero set of bits 1|2|4|8");
+    /* Replies: 4 bytes of id, then layers x rows x dim floats. */
+    expect_feat_reply(af, 12, 2, 3, 5, 4 + 2 * 3 * 5 * 4, 0, 0, "");
+    expect_feat_reply(af, 12, 2, 3, 5, 4 + 2 * 3 * 5 * 4 - 4, PMW_E_LENGTH, 0,
+                      "reply: body is 120 bytes, metadata implies 124");
+    expect_feat_reply(af, 12, 2, 3, 5, 4 + 2 * 3 * 5 * 4 + 4, PMW_E_LENGTH, 0,
+                      "reply: body is 128 bytes, metadata implies 124");
+    expect_feat_reply(af, 12, 2, 3, 5, 4, PMW_E_LENGTH, 0,
+                      "reply: body is 4 bytes, metadata implies 124");
+    expect_feat_reply(af, 8, 2, 3, 5, 124, PMW_E_LENGTH, PMW_TAG_FEAT_SHAPE,
+                      "reply: tag 30 (feat_shape) has length 8 (want 12)");
+    expect_feat_reply(af, 0, 0, 0, 0, 4, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE,
+                      "reply: tag 30 (feat_shape) comes with outputs bit 8 and only with it");
+    expect_feat_reply(a, 12, 2, 3, 5, 124, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE,
+                      "reply: tag 30 (feat_shape) comes with outputs bit 8 and only with it");
+    expect_feat_reply(af, 12, 0, 3, 5, 4, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE,
+                      "reply: tag 30 (feat_shape) names 0 layers");
+    expect_feat_reply(af, 12, 9, 1, 1, 4 + 36, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE,
+                      "reply: tag 30 (feat_shape) 9 layers x 1 rows x 1 is not 1..8 x >= 1 x >= 1");
+    expect_feat_reply(af, 12, 1, 0, 1, 4, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE,
+                      "reply: tag 30 (feat_shape) 1 layers x 0 rows x 1 is not 1..8 x >= 1 x >= 1");
+    expect_feat_reply(af, 12, 1, 1, 0, 4, PMW_E_VALUE, PMW_TAG_FEAT_SHAPE,
+                      "reply: tag 30 (feat_shape) 1 layers x 1 rows x 0 is not 1..8 x >= 1 x >= 1");
+    /* A shape too large to exist is refused, not wrapped. */
+    expect_feat_reply(af, 12, 8, UINT32_MAX, UINT32_MAX, 4, PMW_E_LENGTH, 0,
+                      "reply: body is 4 bytes, metadata implies 18446744073709551615");
+    /* The sender's checks. */
+    int32_t toks[2] = {1, 2};
+    pmw_msg m = forward_msg(toks);
+    pmw_diag d;
+    size_t n;
+    m.forward.want = af;
+    m.forward.n_feat = 9;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
+    CHECK_STR_EQ(d.text, "forward: tag 29 (feat_layers) names 9 layers, at most 8");
+    m.forward.n_feat = 1;
+    m.forward.feat[0] = 70000;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
+    CHECK_INT_EQ(d.tag, PMW_TAG_FEAT_LAYERS);
+    m.forward.feat[0] = 65535;
     CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), 0);
     return pm_check_result();
 }
@@ -1065,7 +1283,8 @@ int main(int argc, char **argv)
         {"ref_check", case_ref_check},         {"send_check", case_send_check},
         {"hashes", case_hashes},               {"strerror", case_strerror},
         {"decoder_bound", case_decoder_bound}, {"rows_golden", case_rows_golden},
-        {"rows_bad", case_rows_bad},           {"address_parse", case_address_parse},
+        {"rows_bad", case_rows_bad},  {"features_golden", case_features_golden},
+        {"features_bad", case_features_bad},           {"address_parse", case_address_parse},
         {"clock_golden", case_clock_golden},   {"clock_bad", case_clock_bad},
         {"clock_estimate", case_clock_estimate}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)

@@ -320,7 +320,7 @@ static void roundtrip_body(pmw_conn *c, server_ctx *s)
         acts[i] = (float)(i % 1000) * 0.125f - 3.0f;
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_FORWARD;
-    m.forward = (pmw_forward){PM_PHASE_VERIFY, 42, 100, N, DIM, PMW_OUT_ACTIVATIONS, NULL, acts, 0};
+    m.forward = (pmw_forward){PM_PHASE_VERIFY, 42, 100, N, DIM, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}};
     CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
     if (recv_ok(c, &r, PMW_MSG_REPLY)) {
         CHECK_U64_EQ(r.reply.req_id, 42);
@@ -343,7 +343,7 @@ static void roundtrip_body(pmw_conn *c, server_ctx *s)
             area[i] = (float)i;
         memset(&m, 0, sizeof m);
         m.kind = PMW_MSG_FORWARD;
-        m.forward = (pmw_forward){PM_PHASE_EXACT, 43, 0, 2, 4, PMW_OUT_ACTIVATIONS, NULL, area, 0};
+        m.forward = (pmw_forward){PM_PHASE_EXACT, 43, 0, 2, 4, PMW_OUT_ACTIVATIONS, NULL, area, 0, 0, {0}};
         CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
         if (recv_ok(c, &r, PMW_MSG_REPLY))
             CHECK_NEAR(r.reply.values[7], 14.0, 0);
@@ -848,7 +848,7 @@ static int case_dead_server(void)
         pmw_msg r;
         memset(&r, 0, sizeof r);
         r.kind = PMW_MSG_REPLY;
-        r.reply = (pmw_reply){7, 3, PMW_OUT_ARGMAX, 0, NULL, ids};
+        r.reply = (pmw_reply){7, 3, PMW_OUT_ARGMAX, 0, NULL, ids, 0, 0, 0, NULL};
         uint8_t buf[256];
         long long n = pmw_msg_encode(&r, pmw_conn_next_seq(sc), buf, sizeof buf);
         if (n <= 0 || write(pmw_conn_fd(sc), buf, (size_t)n - 5) != n - 5)

@@ -100,6 +100,8 @@ typedef struct peer {
     uint32_t filled; /* positions held */
     float *values;   /* reply floats copied out of the runner (owned) */
     size_t values_cap;
+    float *feat;     /* reply features copied out of the runner (owned) */
+    size_t feat_cap;
     int32_t *argmax; /* [n_batch] (owned) */
 } peer;
 
@@ -373,6 +375,9 @@ static void drop_peer(server *s, peer *p)
     }
     p->span = NULL;
     free(p->values);
+    free(p->feat);
+    p->feat = NULL;
+    p->feat_cap = 0;
     free(p->argmax);
     p->values = NULL;
     p->argmax = NULL;
@@ -431,10 +436,19 @@ static int check_tokens(server *s, peer *p, const pmw_forward *f)
 
 /* The output request against the span: logits and argmax come from the
  * span that ends the model, activations from the others, and a boundary
- * carries every row (the next shard needs them all). */
+ * carries every row (the next shard needs them all); features from any
+ * span, of its own layers only. */
 static int check_output(server *s, peer *p, const pmw_forward *f)
 {
-    uint32_t want_ok = s->last ? (PMW_OUT_LOGITS | PMW_OUT_ARGMAX) : PMW_OUT_ACTIVATIONS;
+    uint32_t want_ok = (s->last ? (PMW_OUT_LOGITS | PMW_OUT_ARGMAX) : PMW_OUT_ACTIVATIONS) |
+                       PMW_OUT_FEATURES;
+    /* The wire checked the list's order and size; the layers must be ours. */
+    for (uint32_t j = 0; j < f->n_feat; j++)
+        if ((long)f->feat[j] < s->o.first || (long)f->feat[j] > s->o.last) {
+            refuse(p, LLM_EINVAL, "features of layer %u asked: this daemon holds layers %ld-%ld",
+                   (unsigned)f->feat[j], s->o.first, s->o.last);
+            return 1;
+        }
     if (f->want & ~want_ok)
         refuse(p, LLM_EINVAL, "outputs %u not available from layers %ld-%ld",
                (unsigned)f->want, s->o.first, s->o.last);
@@ -476,7 +490,9 @@ static int check_forward(server *s, peer *p, const pmw_forward *f)
 
 _Static_assert((int)PMW_OUT_ACTIVATIONS == (int)LLM_OUT_ACTIVATIONS &&
                    (int)PMW_OUT_LOGITS == (int)LLM_OUT_LOGITS &&
-                   (int)PMW_OUT_ARGMAX == (int)LLM_OUT_ARGMAX,
+                   (int)PMW_OUT_ARGMAX == (int)LLM_OUT_ARGMAX &&
+                   (int)PMW_OUT_FEATURES == (int)LLM_OUT_FEATURES &&
+                   PMW_FEATURES_MAX == LLM_FEATURES_MAX,
                "the wire's output bits are the runner's");
 
 /* Bytes of the reply body f asks for: rows of floats and/or ids. */
@@ -486,7 +502,8 @@ static uint64_t reply_bytes(const server *s, const pmw_forward *f)
                      : (f->want & PMW_OUT_LOGITS)   ? (uint64_t)s->info.n_vocab
                                                      : 0;
     uint64_t ids = (f->want & PMW_OUT_ARGMAX) ? 4 : 0;
-    return (uint64_t)f->rows * (width * 4 + ids);
+    uint64_t feat = (uint64_t)f->n_feat * f->n_tokens * (uint64_t)s->info.dim * 4;
+    return (uint64_t)f->rows * (width * 4 + ids) + feat;
 }
 
 /* Runs the forward through the span runner with exactly the outputs and
@@ -520,15 +537,29 @@ static int handle_forward(server *s, peer *p, const pmw_forward *f)
         p->values = v;
         p->values_cap = nval;
     }
+    /* Features of the asked layers, every token: the runner refuses layers
+     * outside the span with its line. */
+    size_t nfeat = (size_t)f->n_feat * f->n_tokens * (size_t)s->info.dim;
+    if (nfeat > p->feat_cap) {
+        float *v = realloc(p->feat, nfeat * sizeof *v);
+        if (!v)
+            return refuse(p, LLM_ENOMEM, "out of memory for features of %zu floats", nfeat);
+        p->feat = v;
+        p->feat_cap = nfeat;
+    }
     llm_forward_in in = {f->phase, f->req_id, f->base_pos, (int32_t)f->n_tokens, f->tokens,
-                         f->activations, {f->want, (int32_t)f->rows}};
-    llm_run_out out = {p->argmax, NULL, NULL};
+                         f->activations, {f->want, (int32_t)f->rows, (int32_t)f->n_feat, {0}}};
+    for (uint32_t j = 0; j < f->n_feat; j++)
+        in.out.feat[j] = (int32_t)f->feat[j];
+    llm_run_out out = {p->argmax, NULL, NULL, NULL};
     char err[200];
     pthread_mutex_lock(&s->run_lock);
     int rc = llm_runner_run(s->runner, p->span, &in, &out, err, sizeof err);
     const float *src = (f->want & PMW_OUT_ACTIVATIONS) ? out.act : out.logits;
     if (rc == 0 && nval && src)
         memcpy(p->values, src, nval * sizeof *p->values);
+    if (rc == 0 && nfeat && out.feat)
+        memcpy(p->feat, out.feat, nfeat * sizeof *p->feat);
     pthread_mutex_unlock(&s->run_lock);
     if (rc)
         return refuse(p, rc, "%s", err);
@@ -543,6 +574,12 @@ static int handle_forward(server *s, peer *p, const pmw_forward *f)
     r.reply.values = nval ? p->values : NULL;
     if (f->want & PMW_OUT_ARGMAX)
         r.reply.argmax = p->argmax;
+    if (f->n_feat) {
+        r.reply.feat_layers = f->n_feat;
+        r.reply.feat_rows = f->n_tokens;
+        r.reply.feat_dim = (uint32_t)s->info.dim;
+        r.reply.features = p->feat;
+    }
     rc = pmw_conn_send(p->c, &r);
     if (rc == PMW_E_BODY_LIMIT || rc == PMW_E_META_LIMIT) {
         fprintf(stderr, PROG ": reply not sent: %s\n", pmw_conn_error(p->c));

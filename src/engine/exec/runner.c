@@ -29,6 +29,9 @@ struct llm_runner {
     float *host_fast;     /* [fast_rows][host_width] of the backend's
                              host_alloc (page-locked on a device): what a
                              decode or a verify reads back every step */
+    float *host_feat;     /* [LLM_FEATURES_MAX][n_batch][dim] when the
+                             backend's memory is not host memory: features
+                             read back */
     size_t host_width;    /* floats per row of host and host_fast */
     int32_t fast_rows;
     int32_t n_batch;
@@ -76,6 +79,8 @@ int llm_runner_create(llm_model *m, int32_t n_batch, uint32_t n_ctx, llm_runner 
         int32_t w = head && m->hp.n_vocab > m->hp.dim ? m->hp.n_vocab : m->hp.dim;
         r->host_width = (size_t)w;
         r->host = malloc((size_t)n_batch * r->host_width * sizeof(float));
+        r->host_feat = malloc(LLM_FEATURES_MAX * (size_t)n_batch * (size_t)m->hp.dim *
+                              sizeof(float));
         /* Page-locked memory is scarce and slow to allocate, so only the
          * rows of a decode or a verify get it; a prefill reads one row. */
         r->fast_rows = n_batch < RUNNER_FAST_ROWS ? n_batch : RUNNER_FAST_ROWS;
@@ -83,7 +88,7 @@ int llm_runner_create(llm_model *m, int32_t n_batch, uint32_t n_ctx, llm_runner 
         r->host_fast = m->be->ops->host_alloc(
             m->be, (size_t)r->fast_rows * r->host_width * sizeof(float));
         pthread_mutex_unlock(&m->lock);
-        if (!r->host || !r->host_fast) {
+        if (!r->host || !r->host_fast || !r->host_feat) {
             llm_runner_free(r);
             llm_errf(err, errlen, "runner: out of memory (host buffer, %d rows of %d)",
                      (int)n_batch, (int)w);
@@ -106,6 +111,7 @@ void llm_runner_free(llm_runner *r)
     r->m->be->ops->host_free(r->m->be, r->host_fast);
     pthread_mutex_unlock(&r->m->lock);
     free(r->host);
+    free(r->host_feat);
     free(r);
 }
 
@@ -167,15 +173,43 @@ llm_model *llm_runner_model(const llm_runner *r)
     return r->m;
 }
 
+int llm_features_check(const llm_output *o, int32_t first, int32_t last, char *err,
+                       size_t errlen)
+{
+    if (o->n_feat < 1 || o->n_feat > LLM_FEATURES_MAX) {
+        llm_errf(err, errlen, "features of %d layers asked: 1 to %d may be", (int)o->n_feat,
+                 LLM_FEATURES_MAX);
+        return LLM_EINVAL;
+    }
+    for (int32_t j = 0; j < o->n_feat; j++) {
+        int32_t l = o->feat[j];
+        if (l < first || l > last) {
+            llm_errf(err, errlen, "features of layer %d asked of layers %d-%d", (int)l,
+                     (int)first, (int)last);
+            return LLM_EINVAL;
+        }
+        if (j > 0 && l <= o->feat[j - 1]) {
+            llm_errf(err, errlen, "features layers must be strictly ascending: %d after %d",
+                     (int)l, (int)o->feat[j - 1]);
+            return LLM_EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* The output request against the span, before anything runs. */
 static int check_output(const llm_runner *r, const llm_span *span, const llm_forward_in *in,
                         char *err, size_t errlen)
 {
     uint32_t want = in->out.want;
-    if (want & ~(uint32_t)(LLM_OUT_ACTIVATIONS | LLM_OUT_LOGITS | LLM_OUT_ARGMAX)) {
+    if (want & ~(uint32_t)(LLM_OUT_ACTIVATIONS | LLM_OUT_LOGITS | LLM_OUT_ARGMAX |
+                           LLM_OUT_FEATURES)) {
         llm_errf(err, errlen, "output request %u has unknown bits", (unsigned)want);
         return LLM_EINVAL;
     }
+    if ((want & LLM_OUT_FEATURES) &&
+        llm_features_check(&in->out, span->first, span->last, err, errlen) != 0)
+        return LLM_EINVAL;
     if (!(want & (LLM_OUT_LOGITS | LLM_OUT_ARGMAX)))
         return 0;
     if (want & LLM_OUT_ACTIVATIONS) { /* one host buffer holds either */
@@ -210,7 +244,16 @@ static int take_output(llm_runner *r, const llm_forward_in *in, llm_run_out *out
     const llm_hparams *hp = &r->m->hp;
     uint32_t want = in->out.want;
     size_t rows = (size_t)in->out.rows, vocab = (size_t)hp->n_vocab;
-    out->act = out->logits = NULL;
+    out->act = out->logits = out->feat = NULL;
+    if (want & LLM_OUT_FEATURES) {
+        out->feat = r->ws.feat;
+        if (!be->host_visible) {
+            be->ops->read(be, r->host_feat, r->ws.feat,
+                          (size_t)in->out.n_feat * (size_t)in->n * (size_t)hp->dim *
+                              sizeof(float));
+            out->feat = r->host_feat;
+        }
+    }
     if (want & LLM_OUT_ACTIVATIONS) {
         out->act = r->ws.x;
         if (!be->host_visible) {

@@ -80,19 +80,28 @@ typedef struct llm_run_out {
     int32_t *ids;         /* in: ARGMAX: room for in->out.rows ids */
     const float *act;     /* ACTIVATIONS: [n][dim] */
     const float *logits;  /* LOGITS: [rows][n_vocab] */
+    const float *feat;    /* FEATURES: [n_feat][n][dim], layer-major */
 } llm_run_out;
 
 /* Runs span (one of r's) for in and takes in->out. The caller checked the
  * forward (phase a shard phase, 1 <= n <= n_batch, pos0 + n within the
  * cache, ids in the vocabulary, in->act NULL only after a span of this
  * runner); the runner checks the output request against the span: rows in
- * 1..n for logits and argmax, which only a span ending the model gives.
+ * 1..n for logits and argmax, which only a span ending the model gives;
+ * features of 1..LLM_FEATURES_MAX layers, strictly ascending, all in the
+ * span (they combine with any other output: they have their own buffers).
  * Returns 0, LLM_EINVAL for an output the span cannot give (nothing runs),
  * or LLM_EBACKEND when the backend faulted or its argmax op failed or gave
  * an id outside the vocabulary (the forward's results and the span's cache
  * rows written by it are void); err holds one line. */
 int llm_runner_run(llm_runner *r, llm_span *span, const llm_forward_in *in,
                    llm_run_out *out, char *err, size_t errlen);
+
+/* Checks a features request (o->n_feat, o->feat) against layers
+ * first..last: 1..LLM_FEATURES_MAX layers, strictly ascending, all within.
+ * 0, or LLM_EINVAL with one line in err naming the problem. Pure. */
+int llm_features_check(const llm_output *o, int32_t first, int32_t last, char *err,
+                       size_t errlen);
 
 /* on != 0: argmax ids come from the backend's op when it has one (the
  * default); 0: the runner reads the logits and takes the argmax on the

@@ -22,6 +22,7 @@
 
 #include "forward.h"
 #include "model.h"
+#include "runner.h"
 #include "session.h"
 #include "split.h"
 
@@ -195,12 +196,44 @@ static int check_tokens(llm_session *s, const int32_t *tokens, size_t n,
 /* The engine's output request for llm_forward's output and rows. */
 static llm_output output_of(const llm_forward_params *p, const float **logits)
 {
-    llm_output o = {0, p->rows};
+    llm_output o = {0, p->rows, 0, {0}};
     if (p->output == LLM_OUTPUT_LOGITS && logits)
         o.want = LLM_OUT_LOGITS;
     else if (p->output == LLM_OUTPUT_ARGMAX)
         o.want = LLM_OUT_ARGMAX;
     return o;
+}
+
+/* The number of feature layers p asks for: 0 from a caller's older,
+ * shorter struct. */
+static int32_t n_features(const llm_forward_params *p)
+{
+    return p->size >= sizeof(llm_forward_params) ? p->n_features_layers : 0;
+}
+
+/* The features request: the layers (llm_features_check's rules, over the
+ * whole model) and room for n tokens of each. */
+static int check_features(llm_session *s, const llm_forward_params *p, size_t n)
+{
+    int32_t nf = n_features(p);
+    if (nf == 0)
+        return 0;
+    if (nf < 0 || nf > LLM_FEATURES_MAX)
+        return fail(s, LLM_EINVAL, "forward: features of %d layers asked: 1 to %d may be",
+                    (int)nf, LLM_FEATURES_MAX);
+    if (!p->features_layers)
+        return fail(s, LLM_EINVAL, "forward: features of %d layers asked with no layer list",
+                    (int)nf);
+    llm_output o = {LLM_OUT_FEATURES, 0, nf, {0}};
+    memcpy(o.feat, p->features_layers, (size_t)nf * sizeof *o.feat);
+    char why[160];
+    if (llm_features_check(&o, 0, s->m->hp.n_layers - 1, why, sizeof why) != 0)
+        return fail(s, LLM_EINVAL, "forward: %s", why);
+    size_t need = (size_t)nf * n * (size_t)s->m->hp.dim;
+    if (!p->features || p->features_cap < need)
+        return fail(s, LLM_EINVAL, "forward: features need %zu floats of room, %zu given", need,
+                    p->features ? p->features_cap : 0);
+    return 0;
 }
 
 /* The whole request, before anything runs: params, phase, sizes, ids, the
@@ -209,7 +242,8 @@ static llm_output output_of(const llm_forward_params *p, const float **logits)
 static int check_forward(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
                          size_t n, int32_t *ids, size_t *step)
 {
-    if (p->version != LLM_FORWARD_PARAMS_VERSION || p->size < sizeof(llm_forward_params))
+    if (p->version != LLM_FORWARD_PARAMS_VERSION ||
+        p->size < offsetof(llm_forward_params, n_features_layers))
         return fail(s, LLM_EINVAL, "forward: params version %u size %u not understood",
                     (unsigned)p->version, (unsigned)p->size);
     size_t limit = p->phase == PM_PHASE_EXACT ? (size_t)s->n_ctx
@@ -231,7 +265,7 @@ static int check_forward(llm_session *s, const llm_forward_params *p, const int3
                     (int)p->rows, last);
     if (p->output == LLM_OUTPUT_ARGMAX && !ids)
         return fail(s, LLM_EINVAL, "forward: argmax asked with no room for the ids");
-    return 0;
+    return check_features(s, p, n);
 }
 
 /* One forward of n tokens at s->pos; the caller pushed the phase range.
@@ -258,11 +292,18 @@ int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *toke
     if (rc)
         return rc;
     uint64_t t0 = llm_now_ns();
-    llm_split_result res = {ids, NULL};
+    llm_split_result res = {ids, NULL, NULL, n};
+    int32_t nf = n_features(p);
     for (size_t done = 0; done < n; done += step) {
         int32_t len = (int32_t)(n - done < step ? n - done : step);
         int last = done + (size_t)len == n;
-        llm_output out = last ? output_of(p, logits) : (llm_output){0, 0};
+        llm_output out = last ? output_of(p, logits) : (llm_output){0, 0, 0, {0}};
+        if (nf > 0) { /* every chunk: its rows of each plane */
+            out.want |= LLM_OUT_FEATURES;
+            out.n_feat = nf;
+            memcpy(out.feat, p->features_layers, (size_t)nf * sizeof *out.feat);
+            res.feat = p->features + done * (size_t)s->m->hp.dim;
+        }
         /* Scoped: popped at the end of each forward and on the error
          * return alike (tests/split/test_split_leak.c). */
         pm_range r __attribute__((cleanup(pm_range_pop))) = PM_RANGE_NONE;

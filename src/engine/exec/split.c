@@ -275,18 +275,55 @@ static void count(shard *sh, const llm_output *o, int32_t n)
                                   : o->want ? o->rows : 0);
 }
 
+/* The asked feature layers that shard i holds, into o (FEATURES set only
+ * when there are some). Returns the index in in->out.feat of the first. */
+static int32_t shard_features(const llm_split *sp, int i, const llm_forward_in *in,
+                              llm_output *o)
+{
+    const llm_shard_spec *spec = &sp->sh[i].spec;
+    int32_t first = -1;
+    o->n_feat = 0;
+    for (int32_t j = 0; (in->out.want & LLM_OUT_FEATURES) && j < in->out.n_feat; j++) {
+        int32_t l = in->out.feat[j];
+        if (l < spec->first || l > spec->last)
+            continue;
+        if (first < 0)
+            first = j;
+        o->feat[o->n_feat++] = l;
+    }
+    o->want &= ~(uint32_t)LLM_OUT_FEATURES;
+    if (o->n_feat > 0)
+        o->want |= LLM_OUT_FEATURES;
+    return first;
+}
+
 /* What shard i hands on: the caller's request from the last shard, else
  * activations, on the host unless the next shard runs on the same runner
- * (then they stay in its workspace: want 0). */
+ * (then they stay in its workspace: want 0); and features of the asked
+ * layers it holds. */
 static llm_output shard_output(const llm_split *sp, int i, const llm_forward_in *in)
 {
-    llm_output o = {0, in->n};
-    if (i + 1 == sp->n)
-        return in->out;
-    const shard *sh = &sp->sh[i], *next = &sp->sh[i + 1];
-    if (!sh->runner || sh->runner != next->runner)
-        o.want = LLM_OUT_ACTIVATIONS;
+    llm_output o = {0, in->n, 0, {0}};
+    if (i + 1 == sp->n) {
+        o = in->out;
+    } else {
+        const shard *sh = &sp->sh[i], *next = &sp->sh[i + 1];
+        if (!sh->runner || sh->runner != next->runner)
+            o.want = LLM_OUT_ACTIVATIONS;
+    }
+    (void)shard_features(sp, i, in, &o);
     return o;
+}
+
+/* Copies a shard's features ([o->n_feat][n][dim], host) into the caller's
+ * planes, starting at the request's index j0. */
+static void put_features(const llm_split *sp, const llm_output *o, int32_t j0, int32_t n,
+                         const float *feat, llm_split_result *res)
+{
+    size_t dim = (size_t)sp->m->hp.dim, plane = (size_t)n * dim;
+    for (int32_t j = 0; j < o->n_feat; j++)
+        memcpy(res->feat + (size_t)(j0 + j) * res->feat_ld * dim, feat + (size_t)j * plane,
+               plane * sizeof(float));
 }
 
 /* Runs local shard i. *act: the previous shard's host activations (NULL:
@@ -299,7 +336,8 @@ static int run_local(llm_split *sp, int i, const llm_forward_in *in, const float
     llm_forward_in fin = *in;
     fin.act = *act;
     fin.out = shard_output(sp, i, in);
-    llm_run_out ro = {res->ids, NULL, NULL};
+    int32_t j0 = shard_features(sp, i, in, &fin.out);
+    llm_run_out ro = {res->ids, NULL, NULL, NULL};
     char why[200];
     count(sh, &fin.out, in->n);
     int rc = llm_runner_run(sh->runner, sh->span, &fin, &ro, why, sizeof why);
@@ -310,22 +348,26 @@ static int run_local(llm_split *sp, int i, const llm_forward_in *in, const float
     *act = ro.act;
     if (i + 1 == sp->n)
         res->logits = ro.logits;
+    if (fin.out.want & LLM_OUT_FEATURES)
+        put_features(sp, &fin.out, j0, in->n, ro.feat, res);
     return 0;
 }
 
 /* What a remote shard is asked for: activations before the last; from the
- * last, what the caller wants, except that "nothing" is one argmax id (the
- * wire's cheapest reply) and, with the argmax switched off, ids are taken
- * here from logits. */
+ * last, what the caller wants, except that "nothing" (or features alone)
+ * adds one argmax id (the wire's cheapest reply) and, with the argmax
+ * switched off, ids are taken here from logits. */
 static llm_output remote_output(const llm_split *sp, int i, const llm_forward_in *in)
 {
     llm_output o = shard_output(sp, i, in);
     if (i + 1 < sp->n)
         return o;
-    if (o.want == 0)
-        o = (llm_output){LLM_OUT_ARGMAX, 1};
-    else if ((o.want & LLM_OUT_ARGMAX) && !sp->argmax_op)
+    if ((o.want & ~(uint32_t)LLM_OUT_FEATURES) == 0) {
+        o.want |= LLM_OUT_ARGMAX;
+        o.rows = 1;
+    } else if ((o.want & LLM_OUT_ARGMAX) && !sp->argmax_op) {
         o.want = (o.want & ~(uint32_t)LLM_OUT_ARGMAX) | LLM_OUT_LOGITS;
+    }
     return o;
 }
 
@@ -335,11 +377,14 @@ static int run_remote(llm_split *sp, int i, const llm_forward_in *in, const floa
     shard *sh = &sp->sh[i];
     llm_forward_in fin = *in;
     fin.out = remote_output(sp, i, in);
+    int32_t j0 = shard_features(sp, i, in, &fin.out);
     llm_remote_reply rep;
     count(sh, &fin.out, in->n);
     int rc = llm_remote_forward(sh->remote, &fin, *act, &rep, err, errlen);
     if (rc)
         return rc;
+    if (fin.out.want & LLM_OUT_FEATURES)
+        put_features(sp, &fin.out, j0, in->n, rep.feat, res);
     if (i + 1 < sp->n) {
         *act = rep.values;
         return 0;
@@ -372,13 +417,24 @@ int llm_split_forward(llm_split *sp, const llm_forward_in *in, llm_split_result 
         llm_errf(err, errlen, "split: a forward starts from token ids");
         return LLM_EINVAL;
     }
-    uint32_t want = in->out.want;
-    if ((want & ~(uint32_t)(LLM_OUT_LOGITS | LLM_OUT_ARGMAX)) ||
-        (want && (in->out.rows < 1 || in->out.rows > in->n)) ||
+    uint32_t want = in->out.want, head = want & (LLM_OUT_LOGITS | LLM_OUT_ARGMAX);
+    if ((want & ~(uint32_t)(LLM_OUT_LOGITS | LLM_OUT_ARGMAX | LLM_OUT_FEATURES)) ||
+        (head && (in->out.rows < 1 || in->out.rows > in->n)) ||
         ((want & LLM_OUT_ARGMAX) && !res->ids)) {
         llm_errf(err, errlen, "split: output request %u of %d rows is not one a forward of %d "
                  "tokens can give", (unsigned)want, (int)in->out.rows, (int)in->n);
         return LLM_EINVAL;
+    }
+    if (want & LLM_OUT_FEATURES) {
+        char why[160];
+        if (llm_features_check(&in->out, 0, sp->m->hp.n_layers - 1, why, sizeof why) != 0) {
+            llm_errf(err, errlen, "split: %s", why);
+            return LLM_EINVAL;
+        }
+        if (!res->feat || res->feat_ld < (size_t)in->n) {
+            llm_errf(err, errlen, "split: features asked with no room for them");
+            return LLM_EINVAL;
+        }
     }
     sp->req = in->req;
     const float *act = NULL;

@@ -121,12 +121,20 @@ typedef struct llm_split_result {
     int32_t *ids;         /* in: ARGMAX: the caller's room for in->out.rows */
     const float *logits;  /* LOGITS: host [rows][n_vocab], owned by the split
                              and valid until its next call; else NULL */
+    float *feat;          /* in: FEATURES: the caller's host buffer; layer j
+                             of in->out.feat goes to feat + j*feat_ld*dim,
+                             its n rows of dim floats each */
+    size_t feat_ld;       /* in: rows between two layers' planes (>= n) */
 } llm_split_result;
 
 /* Runs one forward through the shards: in->tokens (in->act must be NULL),
  * the phase checked here; the caller validated tokens and positions.
  * in->out asks the last shard for LLM_OUT_LOGITS and/or LLM_OUT_ARGMAX of
- * in->out.rows rows, or nothing (want 0). 0, LLM_EINVAL for a phase that
+ * in->out.rows rows, or nothing (want 0), and LLM_OUT_FEATURES of any
+ * layers: each shard captures those of its own span and the split writes
+ * them into res->feat in layer order (a remote shard's come back in its
+ * reply, checked to be exactly the layers x n x dim asked). 0, LLM_EINVAL
+ * for a phase that
  * is not a shard phase or a malformed output request (nothing runs), or
  * the failed shard's status with one line in err naming it. */
 int llm_split_forward(llm_split *sp, const llm_forward_in *in, llm_split_result *res,

@@ -324,11 +324,14 @@ static int connect_shard(llm_remote *r, char *err, size_t errlen)
     pmw_options_default(&o);
     o.transport = r->spec.transport;
     o.timeout_ms = r->spec.timeout_ms;
-    /* One frame carries at most n_batch rows of logits (or activations);
-     * the defaults (64 MiB) already cover this for usual shapes, and a
-     * bigger model gets what it needs. */
-    uint64_t need = (uint64_t)r->p.n_batch * (uint64_t)(r->p.n_vocab > r->p.dim ? r->p.n_vocab : r->p.dim) *
-                    sizeof(float) + 4096;
+    /* One frame carries at most n_batch rows of logits (or activations)
+     * and their ids, and features of up to LLM_FEATURES_MAX layers of
+     * them; the defaults (64 MiB) already cover this for usual shapes, and
+     * a bigger model gets what it needs (a shared region's pages cost
+     * only once touched). */
+    uint64_t width = (uint64_t)(r->p.n_vocab > r->p.dim ? r->p.n_vocab : r->p.dim) + 1 +
+                     (uint64_t)LLM_FEATURES_MAX * (uint64_t)r->p.dim;
+    uint64_t need = (uint64_t)r->p.n_batch * width * sizeof(float) + 4096;
     if (need > o.limits.max_body && need <= UINT32_MAX)
         o.limits.max_body = (uint32_t)need;
     if (need > o.shm_size)
@@ -444,11 +447,13 @@ static int call(llm_remote *r, const pmw_msg *msg, pmw_msg *ans, char *err, size
 /* The engine's output bits are the wire's (forward.h). */
 _Static_assert((int)LLM_OUT_ACTIVATIONS == (int)PMW_OUT_ACTIVATIONS &&
                    (int)LLM_OUT_LOGITS == (int)PMW_OUT_LOGITS &&
-                   (int)LLM_OUT_ARGMAX == (int)PMW_OUT_ARGMAX,
+                   (int)LLM_OUT_ARGMAX == (int)PMW_OUT_ARGMAX &&
+                   (int)LLM_OUT_FEATURES == (int)PMW_OUT_FEATURES &&
+                   LLM_FEATURES_MAX == PMW_FEATURES_MAX,
                "llm_output bits and PMW_OUT_* differ");
 
 /* The reply must be exactly what was asked: rows, the float section's
- * width, the argmax section. */
+ * width, the argmax section, the features' layers x rows x dim. */
 static int check_reply(llm_remote *r, const pmw_msg *ans, const llm_forward_in *in,
                        char *err, size_t errlen)
 {
@@ -458,9 +463,13 @@ static int check_reply(llm_remote *r, const pmw_msg *ans, const llm_forward_in *
     uint32_t width = acts ? (uint32_t)r->p.dim
                           : want & LLM_OUT_LOGITS ? (uint32_t)r->p.n_vocab : 0;
     const pmw_reply *rep = &ans->reply;
+    uint32_t nf = want & LLM_OUT_FEATURES ? (uint32_t)in->out.n_feat : 0;
+    int feat_ok = nf ? rep->feat_layers == nf && rep->feat_rows == (uint32_t)in->n &&
+                           rep->feat_dim == (uint32_t)r->p.dim && rep->features
+                     : rep->feat_layers == 0;
     if (ans->kind != PMW_MSG_REPLY || rep->req_id != in->req || rep->n_tokens != rows ||
         rep->width != width || rep->outputs != want || (width && !rep->values) ||
-        ((want & LLM_OUT_ARGMAX) && !rep->argmax)) {
+        ((want & LLM_OUT_ARGMAX) && !rep->argmax) || !feat_ok) {
         pmw_conn_close(r->c);
         r->c = NULL;
         llm_errf(err, errlen,
@@ -488,6 +497,9 @@ int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act
     m.forward.want = in->out.want;
     m.forward.rows = in->out.want & LLM_OUT_ACTIVATIONS ? (uint32_t)in->n
                                                          : (uint32_t)in->out.rows;
+    m.forward.n_feat = in->out.want & LLM_OUT_FEATURES ? (uint32_t)in->out.n_feat : 0;
+    for (uint32_t j = 0; j < m.forward.n_feat; j++)
+        m.forward.feat[j] = (uint32_t)in->out.feat[j];
     if (r->spec.first == 0) {
         m.forward.tokens = in->tokens;
     } else {
@@ -500,6 +512,7 @@ int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act
     if (rc == 0) {
         rep->values = ans.reply.values;
         rep->ids = ans.reply.argmax;
+        rep->feat = ans.reply.features;
     }
     return rc;
 }

@@ -46,12 +46,14 @@ void llm_remote_close(llm_remote *r);
 typedef struct llm_remote_reply {
     const float *values;  /* activations [n][dim] or logits [rows][n_vocab] */
     const int32_t *ids;   /* argmax ids [rows] */
+    const float *feat;    /* features [n_feat][n][dim] of the asked layers */
 } llm_remote_reply;
 
 /* One forward: sends in (token ids when the shard starts the model, else
  * act, [n][dim] host floats) with its phase and its output request in->out
  * as the wire's want and rows (the split resolved it: activations before
- * the last shard; logits and/or argmax of in->out.rows rows from the last),
+ * the last shard; logits and/or argmax of in->out.rows rows from the last;
+ * features of the shard's own layers from any),
  * and waits for the reply within the shard's deadline. A reply that is not
  * exactly what was asked (rows, width, sections) drops the shard.
  * Reconnects first when the shard was dropped. 0, or a negative LLM_E*

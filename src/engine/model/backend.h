@@ -67,6 +67,10 @@ typedef struct llm_step {
     uint32_t pos0;
     int32_t head_rows;         /* rows the head runs for: 0 (no head, or
                                   the span does not end the model), 1, n */
+    int32_t n_feat;            /* layers whose residual stream the forward
+                                  copies out (copy) after their ffn: a
+                                  recording of the step without those
+                                  copies must not replay for it */
 } llm_step;
 
 typedef struct llm_backend_ops {
@@ -94,6 +98,10 @@ typedef struct llm_backend_ops {
     void (*host_free)(llm_backend *be, void *p); /* NULL is harmless */
     void (*write)(llm_backend *be, void *dst, const void *src, size_t bytes);
     void (*read)(llm_backend *be, void *dst, const void *src, size_t bytes);
+    /* Backend memory to backend memory, ordered after the work issued
+     * before it (a forward's features: ws->x after a layer into ws->feat,
+     * forward.h). */
+    void (*copy)(llm_backend *be, void *dst, const void *src, size_t bytes);
     /* 1 when the blocks have kernels for weights of ggml type `type` (the
      * backend's per-type table), else 0; the model refuses to open with a
      * tensor whose type gets 0, naming the type and the backend. */

@@ -83,8 +83,9 @@ int llm_workspace_init(llm_workspace *ws, const llm_model *m, int32_t n_batch,
     ws->hb = be->ops->alloc(be, nb * hp->ffn_dim * sizeof(float));
     ws->hb2 = be->ops->alloc(be, nb * hp->ffn_dim * sizeof(float));
     ws->logits = be->ops->alloc(be, nb * hp->n_vocab * sizeof(float));
+    ws->feat = be->ops->alloc(be, LLM_FEATURES_MAX * nb * hp->dim * sizeof(float));
     if (!ws->x || !ws->xb || !ws->xb2 || !ws->q || !ws->att || !ws->hb ||
-        !ws->hb2 || !ws->logits)
+        !ws->hb2 || !ws->logits || !ws->feat)
         goto fail;
     int64_t width = max_i64(max_i64(hp->dim, hp->ffn_dim), (int64_t)q_dim);
     if (be->ops->reserve(be, n_ctx, width) != 0)
@@ -99,7 +100,8 @@ fail:
 void llm_workspace_release(llm_workspace *ws, const llm_model *m)
 {
     llm_backend *be = m->be;
-    float *bufs[] = {ws->x, ws->xb, ws->xb2, ws->q, ws->att, ws->hb, ws->hb2, ws->logits};
+    float *bufs[] = {ws->x,  ws->xb,  ws->xb2,    ws->q,
+                     ws->att, ws->hb, ws->hb2, ws->logits, ws->feat};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         be->ops->free(be, bufs[i]);
     memset(ws, 0, sizeof *ws);
@@ -129,15 +131,23 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
         op->write(be, ws->x, in->act, (size_t)in->n * m->hp.dim * sizeof(float));
     /* Rows not asked for never feed the head: for the last row alone that
      * saves n-1 passes over the largest matrix. */
+    int32_t n_feat = in->out.want & LLM_OUT_FEATURES ? in->out.n_feat : 0;
     llm_step st = {m, span, ws, in->n, in->pos0,
-                   span->last == m->hp.n_layers - 1 ? llm_output_head_rows(&in->out) : 0};
+                   span->last == m->hp.n_layers - 1 ? llm_output_head_rows(&in->out) : 0,
+                   n_feat};
     if (op->step_begin && op->step_begin(be, &st))
         return; /* the backend replayed its recording of this very step */
+    size_t plane = (size_t)in->n * (size_t)m->hp.dim; /* floats of one layer's rows */
+    int32_t fi = 0; /* the next asked layer (ascending, within the span) */
     for (int32_t l = span->first; l <= span->last; l++) {
         int32_t i = l - span->first;
         llm_block b = {m, l, span->k[i], span->v[i], ws, in->n, in->pos0};
         op->attention(be, &b);
         op->ffn(be, &b);
+        if (fi < n_feat && in->out.feat[fi] == l) {
+            op->copy(be, ws->feat + (size_t)fi * plane, ws->x, plane * sizeof(float));
+            fi++;
+        }
     }
     if (st.head_rows > 0)
         op->head(be, m, ws, in->n, st.head_rows);

@@ -42,6 +42,10 @@ typedef struct llm_workspace {
     float *hb;     /* [n][ffn_dim] gate, then SwiGLU output */
     float *hb2;    /* [n][ffn_dim] up */
     float *logits; /* [n][n_vocab] (only when the span ends the model) */
+    float *feat;   /* [LLM_FEATURES_MAX][n][dim]: the residual stream after
+                      each layer a forward asks features of, the j-th asked
+                      layer at j*n*dim (packed by the forward's n, so one
+                      read takes them all) */
 } llm_workspace;
 
 /* What a forward hands back, asked for explicitly by every caller and
@@ -55,9 +59,17 @@ enum {
     LLM_OUT_ACTIVATIONS = 1u, /* the span's boundary activations [n][dim] */
     LLM_OUT_LOGITS = 2u,      /* logits of the last `rows` positions,
                                  [rows][n_vocab] */
-    LLM_OUT_ARGMAX = 4u       /* the greedy id of each of those rows, by the
+    LLM_OUT_ARGMAX = 4u,      /* the greedy id of each of those rows, by the
                                  host sampler's rule (argmax.h) */
+    LLM_OUT_FEATURES = 8u     /* the residual stream x after each layer of
+                                 feat[] (the hidden state the next layer
+                                 reads), every one of the n rows:
+                                 [n_feat][n][dim], layer-major */
 };
+
+/* LLM_FEATURES_MAX (engine.h) bounds the layers of one request: a
+ * drafter conditioned on the target reads a handful (DFlash-style drafters
+ * take 3 to 5). */
 
 typedef struct llm_output {
     uint32_t want; /* LLM_OUT_* bits; 0: nothing (activations stay in ws->x
@@ -66,9 +78,13 @@ typedef struct llm_output {
     int32_t rows;  /* LOGITS, ARGMAX: the last `rows` of the n positions,
                       1..n (1: the next token's; n: every position, as a
                       verify wants) */
-    /* Extension point: hidden states of chosen layers add a bit here and
-     * the set of layers (a bit mask over the span) beside rows; the runner
-     * copies each chosen layer's ws->x rows out as the span passes it. */
+    /* FEATURES: model layer indices, strictly ascending, each within the
+     * span that runs them (a split hands each shard its own); the forward
+     * copies ws->x into ws->feat as it passes each, and the runner reads
+     * them back in one piece. Features of other layers than the span's
+     * are refused, as is n_feat outside 1..LLM_FEATURES_MAX. */
+    int32_t n_feat;
+    int32_t feat[LLM_FEATURES_MAX];
 } llm_output;
 
 /* Rows of logits the head computes for out: 0 when it does not run. */
@@ -109,7 +125,8 @@ void llm_workspace_release(llm_workspace *ws, const llm_model *m);
  * n_ctx, n <= n_batch, token ids in range, phase a shard phase, 1 <=
  * in->out.rows <= n. Afterwards ws->x holds the boundary activations and,
  * when the head ran, ws->logits the logits of the last in->out.rows
- * positions, [rows][n_vocab]. The results are void when the backend's
+ * positions, [rows][n_vocab], and with LLM_OUT_FEATURES ws->feat the
+ * residual stream after each asked layer. The results are void when the backend's
  * status says so (the caller checks it). */
 void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
                       const llm_forward_in *in);

@@ -683,6 +683,7 @@ static const llm_backend_ops cpu_ops = {
     .host_free = cpu_free,
     .write = cpu_copy,
     .read = cpu_copy,
+    .copy = cpu_copy,
     .sync = cpu_sync,
     .status = cpu_status,
     .embed = cpu_embed,

@@ -370,6 +370,15 @@ static void seam_read(llm_backend *be, void *dst, const void *src, size_t bytes)
         f[i] = NAN;
 }
 
+/* A forward's features (ws->x after a layer into ws->feat): on the
+ * stream, so it lands between that layer's ffn and the next attention. */
+static void seam_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_be *c = cb(be);
+    if (!c->failed)
+        seam_fail(c, llm_cuda_copy(c->cu, dst, src, bytes));
+}
+
 static int seam_sync(llm_backend *be)
 {
     cuda_be *c = cb(be);
@@ -815,7 +824,11 @@ static int begin_decode_step(cuda_be *c, const llm_step *st)
         c->stats.declined++;
         return 0;
     }
-    if (c->decode == LLM_CUDA_DECODE_FUSED) {
+    /* A step asking features issues copies between its layers, which a
+     * recorded graph of the same step without them would skip (and one
+     * captured with them would replay for steps that asked nothing): it
+     * runs the graph's launches directly instead, as FUSED mode does. */
+    if (c->decode == LLM_CUDA_DECODE_FUSED || st->n_feat > 0) {
         /* The graph's very launches, position register included, issued
          * directly: the two modes give the same bits. */
         c->path = PATH_STEP;
@@ -1174,6 +1187,7 @@ static const llm_backend_ops cuda_ops_template = {
     .host_free = seam_host_free,
     .write = seam_write,
     .read = seam_read,
+    .copy = seam_copy,
     .sync = seam_sync,
     .status = seam_status,
     .embed = seam_embed,
