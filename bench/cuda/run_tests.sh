@@ -10,7 +10,7 @@ B=${PM_TESTS_BUILD:-build-h200}
 : > "$out/build.log"
 pm_device_configure "$B" "$out/build.log" -DPHASEMARK_BENCH=OFF || { tail -40 "$out/build.log"; exit 1; }
 targets=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api test_cuda_seam
-         test_cuda_engine test_cuda_greedy test_split pm-shardd)
+         test_cuda_engine test_cuda_features test_cuda_greedy test_split pm-shardd)
 cmake --build "$B" -j"$(nproc)" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -40; exit 1; }
 export PHASEMARK_REPO_MODELS=$PWD/models
