@@ -65,10 +65,6 @@ w("""/* tokenizer_ucd.c — Unicode tables for the falcon and deepseek
  */
 #include "tokenizer_impl.h"
 
-typedef struct ucd_range {
-    uint32_t lo, hi;
-} ucd_range;
-
 typedef struct ucd_map {
     uint32_t from, to;
 } ucd_map;
@@ -77,7 +73,7 @@ typedef struct ucd_map {
 
 
 def table(name, rows, fmt, per):
-    w("static const %s %s[] = {\n" % ("ucd_range" if fmt == "r" else "ucd_map", name))
+    w("static const %s %s[] = {\n" % ("pm__urange" if fmt == "r" else "ucd_map", name))
     for i in range(0, len(rows), per):
         w("    " + " ".join("{0x%x, 0x%x}," % r for r in rows[i:i + per]) + "\n")
     w("};\n\n")
@@ -87,22 +83,7 @@ table("k_punct", punct, "r", 5)
 table("k_control", control, "r", 5)
 table("k_lower", lower, "m", 5)
 table("k_nfd", nfd, "m", 5)
-w("""static int in_ranges(uint32_t cp, const ucd_range *r, size_t n)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cp < r[mid].lo)
-            hi = mid;
-        else if (cp > r[mid].hi)
-            lo = mid + 1;
-        else
-            return 1;
-    }
-    return 0;
-}
-
-static uint32_t mapped(uint32_t cp, const ucd_map *m, size_t n)
+w("""static uint32_t mapped(uint32_t cp, const ucd_map *m, size_t n)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -119,12 +100,12 @@ static uint32_t mapped(uint32_t cp, const ucd_map *m, size_t n)
 
 int pm__unicode_is_punct(uint32_t cp)
 {
-    return in_ranges(cp, k_punct, sizeof k_punct / sizeof k_punct[0]);
+    return pm__unicode_in_ranges(cp, k_punct, sizeof k_punct / sizeof k_punct[0]);
 }
 
 int pm__unicode_is_control(uint32_t cp)
 {
-    return in_ranges(cp, k_control, sizeof k_control / sizeof k_control[0]);
+    return pm__unicode_in_ranges(cp, k_control, sizeof k_control / sizeof k_control[0]);
 }
 
 uint32_t pm__unicode_lower(uint32_t cp)

@@ -108,6 +108,15 @@ int pm__gpt2_cp_to_byte(uint32_t cp);
  * byte with *cp = 0xFFFFFFFF. */
 size_t pm__utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 
+/* A Unicode table's row: a sorted, disjoint, inclusive codepoint range. */
+typedef struct pm__urange {
+    uint32_t lo, hi;
+} pm__urange;
+
+/* 1 when cp lies in one of r[0..n) (binary search; tokenizer_unicode.c),
+ * the lookup of every range table of both generated files. */
+int pm__unicode_in_ranges(uint32_t cp, const pm__urange *r, size_t n);
+
 /* Unicode general category tests (tokenizer_unicode.c): \p{L}, \p{N}. */
 int pm__unicode_is_letter(uint32_t cp);
 int pm__unicode_is_number(uint32_t cp);

@@ -8,15 +8,11 @@
  */
 #include "tokenizer_impl.h"
 
-typedef struct ucd_range {
-    uint32_t lo, hi;
-} ucd_range;
-
 typedef struct ucd_map {
     uint32_t from, to;
 } ucd_map;
 
-static const ucd_range k_punct[] = {
+static const pm__urange k_punct[] = {
     {0x21, 0x23}, {0x25, 0x2a}, {0x2c, 0x2f}, {0x3a, 0x3b}, {0x3f, 0x40},
     {0x5b, 0x5d}, {0x5f, 0x5f}, {0x7b, 0x7b}, {0x7d, 0x7d}, {0xa1, 0xa1},
     {0xa7, 0xa7}, {0xab, 0xab}, {0xb6, 0xb7}, {0xbb, 0xbb}, {0xbf, 0xbf},
@@ -57,7 +53,7 @@ static const ucd_range k_punct[] = {
     {0x16fe2, 0x16fe2}, {0x1bc9f, 0x1bc9f}, {0x1da87, 0x1da8b}, {0x1e95e, 0x1e95f},
 };
 
-static const ucd_range k_control[] = {
+static const pm__urange k_control[] = {
     {0x0, 0x1f}, {0x7f, 0x9f}, {0xad, 0xad}, {0x600, 0x605}, {0x61c, 0x61c},
     {0x6dd, 0x6dd}, {0x70f, 0x70f}, {0x890, 0x891}, {0x8e2, 0x8e2}, {0x180e, 0x180e},
     {0x200b, 0x200f}, {0x202a, 0x202e}, {0x2060, 0x2064}, {0x2066, 0x206f}, {0xd800, 0xf8ff},
@@ -3006,21 +3002,6 @@ static const ucd_map k_nfd[] = {
     {0x2fa1b, 0x9f16}, {0x2fa1c, 0x9f3b}, {0x2fa1d, 0x2a600},
 };
 
-static int in_ranges(uint32_t cp, const ucd_range *r, size_t n)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cp < r[mid].lo)
-            hi = mid;
-        else if (cp > r[mid].hi)
-            lo = mid + 1;
-        else
-            return 1;
-    }
-    return 0;
-}
-
 static uint32_t mapped(uint32_t cp, const ucd_map *m, size_t n)
 {
     size_t lo = 0, hi = n;
@@ -3038,12 +3019,12 @@ static uint32_t mapped(uint32_t cp, const ucd_map *m, size_t n)
 
 int pm__unicode_is_punct(uint32_t cp)
 {
-    return in_ranges(cp, k_punct, sizeof k_punct / sizeof k_punct[0]);
+    return pm__unicode_in_ranges(cp, k_punct, sizeof k_punct / sizeof k_punct[0]);
 }
 
 int pm__unicode_is_control(uint32_t cp)
 {
-    return in_ranges(cp, k_control, sizeof k_control / sizeof k_control[0]);
+    return pm__unicode_in_ranges(cp, k_control, sizeof k_control / sizeof k_control[0]);
 }
 
 uint32_t pm__unicode_lower(uint32_t cp)

@@ -19,10 +19,6 @@
  */
 #include "tokenizer_impl.h"
 
-typedef struct pm__urange {
-    uint32_t lo, hi;
-} pm__urange;
-
 static const pm__urange k_letters[] = {
     {0x41, 0x5a}, {0x61, 0x7a}, {0xaa, 0xaa}, {0xb5, 0xb5}, {0xba, 0xba},
     {0xc0, 0xd6}, {0xd8, 0xf6}, {0xf8, 0x2c1}, {0x2c6, 0x2d1}, {0x2e0, 0x2e4},
@@ -186,7 +182,7 @@ static const pm__urange k_numbers[] = {
     {0x1ed01, 0x1ed2d}, {0x1ed2f, 0x1ed3d}, {0x1f100, 0x1f10c}, {0x1fbf0, 0x1fbf9},
 };
 
-static int in_table(uint32_t cp, const pm__urange *r, size_t n)
+int pm__unicode_in_ranges(uint32_t cp, const pm__urange *r, size_t n)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -203,10 +199,10 @@ static int in_table(uint32_t cp, const pm__urange *r, size_t n)
 
 int pm__unicode_is_letter(uint32_t cp)
 {
-    return in_table(cp, k_letters, sizeof k_letters / sizeof k_letters[0]);
+    return pm__unicode_in_ranges(cp, k_letters, sizeof k_letters / sizeof k_letters[0]);
 }
 
 int pm__unicode_is_number(uint32_t cp)
 {
-    return in_table(cp, k_numbers, sizeof k_numbers / sizeof k_numbers[0]);
+    return pm__unicode_in_ranges(cp, k_numbers, sizeof k_numbers / sizeof k_numbers[0]);
 }
