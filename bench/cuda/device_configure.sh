@@ -4,6 +4,8 @@
 #
 #   . bench/cuda/device_configure.sh
 #   pm_device_configure BUILD_DIR LOG [CMAKE_ARG...]     # 0 ok, else cmake's status
+#   cmake --build BUILD_DIR --target "${PM_DEVICE_TEST_TARGETS[@]}"
+#   pm_device_tests BUILD_DIR TESTS_LOG                  # prints the summary lines
 #
 # Without a system BLAS, the engine's CPU backend (the reference CUDA results
 # are compared with) links bench/cuda/device/cblas_shim.c, a plain fp32
@@ -36,4 +38,27 @@ pm_device_configure() {
   export PKG_CONFIG_PATH=$PWD/$b/pcstub${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
   cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DPHASEMARK_CUDA=ON "${blas_args[@]}" "$@" >> "$log" 2>&1
+}
+
+# Every CUDA test executable and what test_split's cuda case needs: one
+# list, so a new cuda.* test is built by every device script (a missing
+# executable is a "Not Run" failure of ctest -R '^cuda\.').
+# shellcheck disable=SC2034
+PM_DEVICE_TEST_TARGETS=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api
+                        test_cuda_seam test_cuda_engine test_cuda_features test_cuda_greedy
+                        test_split pm-shardd)
+
+# Runs every cuda.* case in BUILD_DIR, then test_split's cuda case, into
+# TESTS_LOG (with the tolerance lines the tests print); prints ctest's
+# verdict, its failed cases and test_split's status.
+pm_device_tests() {
+  local b=$1 log=$2
+  export PHASEMARK_REPO_MODELS=$PWD/models
+  (cd "$b" && timeout 240 ctest -R '^cuda\.' --output-on-failure --timeout 200 -j4) > "$log" 2>&1
+  grep -E 'tests passed|tests failed' "$log"
+  grep -E '\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Not Run' "$log"
+  grep -hE 'rel err|max logit|near tie|warm-up|capture|FAIL|check failed|differ|tol' \
+    "$b/Testing/Temporary/LastTest.log" >> "$log" 2>/dev/null
+  timeout 120 "$b/tests/split/test_split" cuda >> "$log" 2>&1
+  echo "test_split cuda: rc=$?"
 }

@@ -60,21 +60,14 @@ for spec in "${specs[@]}"; do
 done
 stamp "build"
 targets=(bench_cuda_engine)
-[ "$with_tests" = 1 ] && targets+=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api
-                                   test_cuda_seam test_cuda_engine test_cuda_greedy test_split pm-shardd)
+[ "$with_tests" = 1 ] && targets+=("${PM_DEVICE_TEST_TARGETS[@]}")
 cmake --build "$B" -j"$jobs" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -40; exit 1; }
 stamp "built"
 
 if [ "$with_tests" = 1 ]; then
-  export PHASEMARK_REPO_MODELS=$PWD/models
-  (cd "$B" && timeout 200 ctest -R '^cuda\.' --output-on-failure --timeout 150 -j6) > "$out/tests.log" 2>&1
-  stamp "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log")"
-  grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)" "$out/tests.log" | tee -a "$log"
-  grep -hE "rel err|max logit|near tie|FAIL|check failed|differ|tol" \
-    "$B/Testing/Temporary/LastTest.log" >> "$out/tests.log" 2>/dev/null
-  timeout 90 "$B/tests/split/test_split" cuda >> "$out/tests.log" 2>&1
-  stamp "test_split cuda: rc=$?"
+  pm_device_tests "$B" "$out/tests.log" | tee -a "$log"
+  stamp "tests done"
 fi
 
 for p in "${synth_pids[@]}"; do wait "$p"; done

@@ -57,20 +57,13 @@ for spec in "8b-q8_0 q8_0 $M8" "8b-f16 f16 $M8" "1b-q8_0 q8_0 $M1"; do
   synth_pids+=($!)
 done
 stamp "build"
-targets=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api test_cuda_seam
-         test_cuda_engine test_cuda_greedy bench_cuda_engine test_split pm-shardd)
+targets=("${PM_DEVICE_TEST_TARGETS[@]}" bench_cuda_engine)
 cmake --build "$B" -j"$jobs" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -40; exit 1; }
 stamp "built"
 
-export PHASEMARK_REPO_MODELS=$PWD/models
-(cd "$B" && timeout 240 ctest -R '^cuda\.' --output-on-failure --timeout 200 -j4) > "$out/tests.log" 2>&1
-stamp "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log")"
-grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)" "$out/tests.log" | tee -a "$log"
-grep -hE "rel err|max logit|near tie|warm-up|FAIL|check failed|differ" \
-  "$B/Testing/Temporary/LastTest.log" >> "$out/tests.log" 2>/dev/null
-timeout 120 "$B/tests/split/test_split" cuda >> "$out/tests.log" 2>&1
-stamp "test_split cuda: rc=$?"
+pm_device_tests "$B" "$out/tests.log" | tee -a "$log"
+stamp "tests done"
 
 for p in "${synth_pids[@]}"; do wait "$p"; done
 stamp "synth done: $(ls -la "$B"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"

@@ -44,8 +44,7 @@ MW=$A/tools/modelwriter/pm-modelwriter
 ) &
 synth_pid=$!
 stamp "build after"
-targets=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api test_cuda_seam
-         test_cuda_engine test_cuda_greedy bench_cuda_engine test_split pm-shardd)
+targets=("${PM_DEVICE_TEST_TARGETS[@]}" bench_cuda_engine)
 cmake --build "$A" -j"$jobs" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -40; exit 1; }
 stamp "build before"
@@ -56,13 +55,8 @@ stamp "build before"
 ) || { grep -E "error" "$out/build.log" | tail -40; exit 1; }
 stamp built
 
-export PHASEMARK_REPO_MODELS=$PWD/models
-(cd "$A" && ctest -R '^cuda\.' --output-on-failure --timeout 240 -j4) > "$out/tests.log" 2>&1
-stamp "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log")"
-grep -hE "max logit|near tie|capture|graph|FAIL|check failed|differ" \
-  "$A/Testing/Temporary/LastTest.log" >> "$out/tests.log" 2>/dev/null
-timeout 240 "$A/tests/split/test_split" cuda >> "$out/tests.log" 2>&1
-stamp "test_split cuda: rc=$?"
+pm_device_tests "$A" "$out/tests.log" | tee -a "$log"
+stamp "tests done"
 
 wait $synth_pid
 stamp "synth done: $(ls -la "$A"/synth-*.gguf 2>&1 | awk '{print $5}' | tr '\n' ' ')"
