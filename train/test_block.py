@@ -15,6 +15,7 @@ sys.path.insert(0, HERE)
 MODELS = os.path.join(HERE, "..", "models")
 TARGET = os.path.join(MODELS, "phasemark-kjv-target-q8_0.gguf")
 HEAD = os.path.join(MODELS, "phasemark-kjv-block-f16.gguf")
+FIXTURE = os.path.join(HERE, "..", "tests", "models", "block_fixture.json")
 
 try:
     import numpy as np  # noqa: F401
@@ -255,6 +256,28 @@ class ShippedHeadTest(unittest.TestCase):
         target = block.load_target(TARGET)
         head, _ = block.load_block_gguf(HEAD, target)
         self.assertEqual(head.cfg.target_layers, [1, 3, 5])
+
+    def test_fixture_matches_shipped_head(self):
+        # The C side's fixture must describe the head that ships: its
+        # head-only case, fed through this forward, gives the same rows.
+        need_file(HEAD)
+        need_file(TARGET)
+        need_file(FIXTURE)
+        import json
+        with open(FIXTURE, encoding="utf-8") as f:
+            case = next(c for c in json.load(f)["cases"] if c["kind"] == "head_only")
+        target = block.load_target(TARGET)
+        head, _ = block.load_block_gguf(HEAD, target)
+        n, b, ids = case["n"], case["b"], case["ids"]
+        feats = torch.tensor([case["features"]], dtype=torch.float32)
+        self.assertEqual(tuple(feats.shape), (1, n - 1, 3 * 512))
+        with torch.no_grad():
+            logits = head(feats, torch.tensor([[ids[-1]]]), torch.tensor([[n - 1]]),
+                          torch.tensor([[b]]))[0, 0, :b]
+        self.assertEqual(logits.argmax(-1).tolist(), [r["top1"] for r in case["rows"]])
+        for row, want in zip(logits, case["rows"]):
+            got = row[want["top5_ids"]]
+            self.assertLess(float((got - torch.tensor(want["top5_logits"])).abs().max()), 1e-4)
 
 
 if __name__ == "__main__":
