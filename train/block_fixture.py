@@ -21,6 +21,7 @@ Usage: python3 train/block_fixture.py --corpus build-train/corpus \
          --out tests/models/block_fixture.json
 """
 import argparse
+import copy
 import json
 import os
 import re
@@ -58,7 +59,6 @@ class _Q8Linear(nn.Module):
 def quantized_copy(target):
     """The target with every matmul input quantized like the engine's Q8_0
     kernels (the matrices are already Q8_0 values)."""
-    import copy
     t = copy.deepcopy(target)
     for layer in t.layers:
         for parent, names in ((layer.attention, ("wq", "wk", "wv", "wo")),

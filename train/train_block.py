@@ -42,7 +42,6 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import block  # noqa: E402
-import gguf_read  # noqa: E402
 import spec  # noqa: E402
 
 ACCEPT_BLOCKS = (2, 4, 8, 16)
