@@ -48,6 +48,8 @@ typedef struct pms_guard_slot {
     int kept;          /* has finished a request (kept alive) */
     int niced;         /* the connection's thread lowered its priority
                           (touched by that thread only) */
+    uint64_t refused_ns; /* when it was last answered 503 overloaded
+                            (monotonic; 0: never; that thread only) */
     uint64_t since_ns; /* when the current wait began (monotonic) */
 } pms_guard_slot;
 
