@@ -21,17 +21,22 @@
  *       request; prints each JSON result as one line.
  *
  *   bench_server overload SERVER MODEL [--connections 8,64,256] [--seconds 10]
- *                [--max-tokens 16] [-- SERVER-ARGS...]
+ *                [--max-tokens 16] [--client-nice N] [-- SERVER-ARGS...]
  *       For each connection count, one fresh server with its defaults (and
  *       SERVER-ARGS after "--") and that many keep-alive connections, each
  *       sending greedy completions back to back for --seconds, retrying a
  *       503 at once (a client that ignores Retry-After: the worst case for
- *       admission). A connection the server drops (libmicrohttpd closes
- *       what it accepts beyond --max-connections) is reopened after 10 ms,
- *       as a client library would, rather than in a busy loop. One JSON
- *       line per count: answers by class, requests/s (all answers) and
- *       goodput (200s/s), p50/p99 latency of the 200s, and how many
- *       connections got at least one 200.
+ *       admission). A connection the server drops (a server that accepts
+ *       and closes what is beyond its limit) is reopened after 10 ms, as
+ *       a client library would, rather than in a busy loop. One JSON line
+ *       per count: answers by class, requests/s (all answers) and goodput
+ *       (200s/s), p50/p99 latency of the 200s, how many connections got at
+ *       least one 200, and the CPU seconds the clients (this process) and
+ *       the server used over the run, with the clients' share of the
+ *       host's CPUs: on a 2-core host, clients that take a third of it are
+ *       part of what is measured. --client-nice N runs the client threads
+ *       at nice N, so that they take only what the server leaves, as
+ *       clients on other machines would.
  *
  * Numbers are wall-clock on a shared 2-core machine: run several times.
  */

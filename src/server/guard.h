@@ -16,8 +16,8 @@
  *     slow ones are the ones that make room. A kept-alive connection
  *     between two requests of a busy client is not slow: it is spared
  *     until it has waited PMS_GUARD_GRACE_NS (when only such connections
- *     wait, nobody is cut and libmicrohttpd's own limit applies: it
- *     closes what it accepts beyond --max-connections).
+ *     wait, nobody is cut and the connection limit applies: the
+ *     listening thread accepts no more until a connection ends).
  *
  * Cutting is shutdown(2) on the socket: the connection's own thread sees
  * end-of-file and libmicrohttpd closes it as usual. The socket stays ours

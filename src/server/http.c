@@ -394,6 +394,9 @@ static int hold_retry(pms_server *s, struct MHD_Connection *c)
     if (!g || !g->refused_ns || s->cfg.retry_after_s <= 0)
         return 0;
     uint64_t until = g->refused_ns + (uint64_t)s->cfg.retry_after_s * 1000000000u;
+    if (pms_now_ns() >= until)
+        return 0;
+    atomic_fetch_add(&s->metrics.held, 1);
     int fd = client_fd(c);
     for (uint64_t now = pms_now_ns(); now < until && !atomic_load(&s->stopping); now = pms_now_ns()) {
         uint64_t left_ms = (until - now + 999999u) / 1000000u;

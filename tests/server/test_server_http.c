@@ -1776,6 +1776,7 @@ static int case_retry_hold(void)
     check_error(&r, 503, "fresh connection, not held");
     hc_free(&r);
     CHECK(srv_metric(p.port, "phasemark_requests_rejected_total") == 2);
+    CHECK(srv_metric(p.port, "phasemark_requests_held_total") == 1);
 
     close(a);
     read_response(q, &r);
@@ -1790,6 +1791,7 @@ static int case_retry_hold(void)
     CHECK(waited >= 4000);
     close(k);
     CHECK(srv_metric(p.port, "phasemark_requests_rejected_total") == 2);
+    CHECK(srv_metric(p.port, "phasemark_requests_held_total") == 1);
     CHECK(srv_metric(p.port, "phasemark_generations_total") == 2);
     stop_ok(&p);
     return pm_check_result();
