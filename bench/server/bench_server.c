@@ -34,7 +34,8 @@
  *       least one 200, and the CPU seconds the clients (this process) and
  *       the server used over the run, with the clients' share of the
  *       host's CPUs: on a 2-core host, clients that take a third of it are
- *       part of what is measured. --client-nice N runs the client threads
+ *       part of what is measured. ok_per_server_cpu_s (200s per CPU second
+ *       of the server) is what a host busy with other work disturbs least. --client-nice N runs the client threads
  *       at nice N, so that they take only what the server leaves, as
  *       clients on other machines would.
  *
@@ -439,11 +440,12 @@ static void run_overload(const char *server, const char *model, long conns, long
            "\"ok_200\":%ld,\"rejected_503\":%ld,\"other\":%ld,\"dropped\":%ld,\"requests_per_s\":%.1f,"
            "\"goodput_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"connections_served\":%ld,"
            "\"server_cut_header_timeout\":%.0f,\"server_cut_reserve\":%.0f,\"client_nice\":%d,"
-           "\"client_cpu_s\":%.2f,\"server_cpu_s\":%.2f,\"client_cpu_share\":%.3f,\"host_cpus\":%ld}\n",
+           "\"client_cpu_s\":%.2f,\"server_cpu_s\":%.2f,\"client_cpu_share\":%.3f,\"host_cpus\":%ld,"
+           "\"ok_per_server_cpu_s\":%.2f}\n",
            conns, wall, max_tokens, ok, rejected, other, dropped, (double)(ok + rejected + other) / wall,
            (double)ok / wall, n_lat ? pct(lat, n_lat, 50) : 0.0, n_lat ? pct(lat, n_lat, 99) : 0.0, served,
            cut_slow, cut_reserve, client_nice, client_cpu, server_cpu,
-           client_cpu / (wall * (double)(ncpu > 0 ? ncpu : 1)), ncpu);
+           client_cpu / (wall * (double)(ncpu > 0 ? ncpu : 1)), ncpu, server_cpu > 0 ? (double)ok / server_cpu : 0.0);
     fflush(stdout);
     free(lat);
     free(args);
