@@ -1797,6 +1797,23 @@ static int case_retry_hold(void)
     return pm_check_result();
 }
 
+/* Above 896 slots libmicrohttpd's select() loop could meet descriptors
+ * past FD_SETSIZE, so the server keeps its poll() loop: it starts and
+ * serves there too. */
+static int case_poll_limit(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--max-connections", "1000", NULL};
+    start(&p, tiny, extra);
+    completion_ok(p.port);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "GET", "/health", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
 static int case_disconnect(void)
 {
     srv_proc p;
@@ -2292,7 +2309,7 @@ int main(int argc, char **argv)
         {"keepalive", case_keepalive},   {"errors", case_errors},
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full},
         {"slowloris", case_slowloris},   {"admission", case_admission}, {"backlog", case_backlog},
-        {"retry_hold", case_retry_hold}, {"disconnect", case_disconnect},
+        {"retry_hold", case_retry_hold}, {"poll_limit", case_poll_limit}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},
         {"chat_mistral", case_chat_mistral},
