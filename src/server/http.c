@@ -31,7 +31,10 @@
  * Admission is decided before a body is parsed (a full queue is a 503
  * that costs a lock and a short answer), the queue sheds fairly between
  * client addresses (internal.h), and a refused connection's thread drops
- * to --http-nice so that answering a flood cannot starve generation. */
+ * to --http-nice so that answering a flood cannot starve generation; its
+ * next request, when it comes before Retry-After, is held until then.
+ * Connections beyond --max-connections wait in the listen backlog
+ * (pms_http_start says how). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -825,9 +828,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
  * ends. select() takes descriptors below FD_SETSIZE only, so a limit that
  * could reach them (with room for the model's, the shards' and the log's
  * descriptors) keeps poll() and the old refusal. */
-int pms_http_waits_at_limit(const pms_config *c)
+#define FD_ROOM 128 /* descriptors below FD_SETSIZE for all but connections */
+
+static int waits_at_limit(const pms_config *c)
 {
-    return c->max_connections <= FD_SETSIZE - PMS_HTTP_FD_ROOM;
+    return c->max_connections <= FD_SETSIZE - FD_ROOM;
 }
 
 /* Room in the listen backlog for four times the slots (at least 128), so
@@ -845,7 +850,7 @@ int pms_http_start(pms_server *s, char *err, size_t errlen)
     struct sockaddr_in6 in6;
     struct sockaddr *sa;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
-    if (!pms_http_waits_at_limit(&s->cfg))
+    if (!waits_at_limit(&s->cfg))
         flags |= MHD_USE_POLL;
     memset(&in4, 0, sizeof in4);
     memset(&in6, 0, sizeof in6);

@@ -185,11 +185,6 @@ void pms_workers_stop(struct pms_server *s); /* after the queue is closed */
 void pms_workers_free(struct pms_server *s); /* after stop (or a failed start) */
 
 /* HTTP front end (http.c). */
-/* Descriptors kept below FD_SETSIZE for everything but connections. */
-#define PMS_HTTP_FD_ROOM 128
-/* 1 when connections beyond c->max_connections wait in the listen backlog
- * (libmicrohttpd's select() loop), 0 when they are accepted and closed. */
-int pms_http_waits_at_limit(const pms_config *c);
 int pms_http_start(struct pms_server *s, char *err, size_t errlen);
 void pms_http_quiesce(struct pms_server *s);
 /* Waits (up to timeout_ms) until no request is in progress. */
