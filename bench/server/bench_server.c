@@ -21,17 +21,23 @@
  *       request; prints each JSON result as one line.
  *
  *   bench_server overload SERVER MODEL [--connections 8,64,256] [--seconds 10]
- *                [--max-tokens 16] [-- SERVER-ARGS...]
+ *                [--max-tokens 16] [--client-nice N] [-- SERVER-ARGS...]
  *       For each connection count, one fresh server with its defaults (and
  *       SERVER-ARGS after "--") and that many keep-alive connections, each
  *       sending greedy completions back to back for --seconds, retrying a
  *       503 at once (a client that ignores Retry-After: the worst case for
- *       admission). A connection the server drops (libmicrohttpd closes
- *       what it accepts beyond --max-connections) is reopened after 10 ms,
- *       as a client library would, rather than in a busy loop. One JSON
- *       line per count: answers by class, requests/s (all answers) and
- *       goodput (200s/s), p50/p99 latency of the 200s, and how many
- *       connections got at least one 200.
+ *       admission). A connection the server drops (a server that accepts
+ *       and closes what is beyond its limit) is reopened after 10 ms, as
+ *       a client library would, rather than in a busy loop. One JSON line
+ *       per count: answers by class, requests/s (all answers) and goodput
+ *       (200s/s), p50/p99 latency of the 200s, how many connections got at
+ *       least one 200, and the CPU seconds the clients (this process) and
+ *       the server used over the run, with the clients' share of the
+ *       host's CPUs: on a 2-core host, clients that take a third of it are
+ *       part of what is measured. ok_per_server_cpu_s (200s per CPU second
+ *       of the server) is what a host busy with other work disturbs least. --client-nice N runs the client threads
+ *       at nice N, so that they take only what the server leaves, as
+ *       clients on other machines would.
  *
  * Numbers are wall-clock on a shared 2-core machine: run several times.
  */
@@ -48,6 +54,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -211,6 +219,7 @@ static int cmd_load(int argc, char **argv)
 
 typedef struct over_arg {
     int port, index;
+    int nice;         /* the client thread's nice value (0: as started) */
     long long end_ms; /* run deadline, hc_now_ms clock */
     long max_tokens;
     double *lat_ms;   /* latencies of 200s, up to cap */
@@ -297,6 +306,8 @@ static void *over_client(void *p)
 {
     over_arg *a = p;
     int fd = -1;
+    if (a->nice > 0)
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), a->nice);
     char req[768];
     for (long k = 0; hc_now_ms() < a->end_ms; k++) {
         if (fd < 0 && (fd = connect_by(a->port, a->end_ms)) < 0) {
@@ -342,8 +353,35 @@ static void *over_client(void *p)
     return NULL;
 }
 
+/* CPU seconds (user + system) this process has used. */
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* CPU seconds (user + system) process pid has used, from /proc; -1 when
+ * unknown. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static void run_overload(const char *server, const char *model, long conns, long seconds, long max_tokens,
-                         const char *const *srv_args)
+                         int client_nice, const char *const *srv_args)
 {
     srv_proc p;
     const char *extra[48] = {"--quiet"};
@@ -359,9 +397,11 @@ static void run_overload(const char *server, const char *model, long conns, long
     size_t cap = 1 << 14;
     if (!args || !th)
         exit(1);
+    double cpu0 = self_cpu_s(), srv0 = proc_cpu_s(p.pid);
     long long t0 = hc_now_ms();
     for (long i = 0; i < conns; i++) {
-        args[i] = (over_arg){.port = p.port, .index = (int)i, .end_ms = t0 + seconds * 1000, .max_tokens = max_tokens,
+        args[i] = (over_arg){.port = p.port, .index = (int)i, .nice = client_nice, .end_ms = t0 + seconds * 1000,
+                             .max_tokens = max_tokens,
                              .lat_ms = calloc(cap, sizeof(double)), .cap = cap};
         if (!args[i].lat_ms || pthread_create(&th[i], NULL, over_client, &args[i]) != 0)
             exit(1);
@@ -378,6 +418,9 @@ static void run_overload(const char *server, const char *model, long conns, long
         n_lat += args[i].n_lat;
     }
     double wall = (double)(hc_now_ms() - t0) / 1e3;
+    double client_cpu = self_cpu_s() - cpu0, srv1 = proc_cpu_s(p.pid);
+    double server_cpu = srv0 >= 0 && srv1 >= 0 ? srv1 - srv0 : -1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     /* What the server saw: connections its guard cut, 503s it sent. */
     double cut_slow = srv_metric(p.port, "phasemark_connections_cut_total{reason=\"header_timeout\"}");
     double cut_reserve = srv_metric(p.port, "phasemark_connections_cut_total{reason=\"reserve\"}");
@@ -396,10 +439,13 @@ static void run_overload(const char *server, const char *model, long conns, long
     printf("{\"bench\":\"server_overload\",\"connections\":%ld,\"seconds\":%.3f,\"max_tokens\":%ld,"
            "\"ok_200\":%ld,\"rejected_503\":%ld,\"other\":%ld,\"dropped\":%ld,\"requests_per_s\":%.1f,"
            "\"goodput_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"connections_served\":%ld,"
-           "\"server_cut_header_timeout\":%.0f,\"server_cut_reserve\":%.0f}\n",
+           "\"server_cut_header_timeout\":%.0f,\"server_cut_reserve\":%.0f,\"client_nice\":%d,"
+           "\"client_cpu_s\":%.2f,\"server_cpu_s\":%.2f,\"client_cpu_share\":%.3f,\"host_cpus\":%ld,"
+           "\"ok_per_server_cpu_s\":%.2f}\n",
            conns, wall, max_tokens, ok, rejected, other, dropped, (double)(ok + rejected + other) / wall,
            (double)ok / wall, n_lat ? pct(lat, n_lat, 50) : 0.0, n_lat ? pct(lat, n_lat, 99) : 0.0, served,
-           cut_slow, cut_reserve);
+           cut_slow, cut_reserve, client_nice, client_cpu, server_cpu,
+           client_cpu / (wall * (double)(ncpu > 0 ? ncpu : 1)), ncpu, server_cpu > 0 ? (double)ok / server_cpu : 0.0);
     fflush(stdout);
     free(lat);
     free(args);
@@ -415,6 +461,11 @@ static int cmd_overload(int argc, char **argv)
             break;
         }
     long seconds = opt_long(dash, argv, "--seconds", 10), max_tokens = opt_long(dash, argv, "--max-tokens", 16);
+    long client_nice = opt_long(dash, argv, "--client-nice", 0);
+    if (client_nice > 19) {
+        fprintf(stderr, "bench_server: --client-nice takes 1..19\n");
+        return 2;
+    }
     const char *list = opt_str(dash, argv, "--connections");
     char counts[128];
     snprintf(counts, sizeof counts, "%s", list ? list : "8,64,256");
@@ -425,7 +476,8 @@ static int cmd_overload(int argc, char **argv)
             fprintf(stderr, "bench_server: --connections needs a list of counts like 8,64,256\n");
             return 2;
         }
-        run_overload(argv[2], argv[3], n, seconds, max_tokens, dash < argc ? (const char *const *)argv + dash + 1 : NULL);
+        run_overload(argv[2], argv[3], n, seconds, max_tokens, (int)client_nice,
+                     dash < argc ? (const char *const *)argv + dash + 1 : NULL);
         c = *end ? end + 1 : end;
     }
     return 0;

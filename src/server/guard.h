@@ -16,8 +16,8 @@
  *     slow ones are the ones that make room. A kept-alive connection
  *     between two requests of a busy client is not slow: it is spared
  *     until it has waited PMS_GUARD_GRACE_NS (when only such connections
- *     wait, nobody is cut and libmicrohttpd's own limit applies: it
- *     closes what it accepts beyond --max-connections).
+ *     wait, nobody is cut and the connection limit applies: the
+ *     listening thread accepts no more until a connection ends).
  *
  * Cutting is shutdown(2) on the socket: the connection's own thread sees
  * end-of-file and libmicrohttpd closes it as usual. The socket stays ours
@@ -48,6 +48,8 @@ typedef struct pms_guard_slot {
     int kept;          /* has finished a request (kept alive) */
     int niced;         /* the connection's thread lowered its priority
                           (touched by that thread only) */
+    uint64_t refused_ns; /* when it was last answered 503 overloaded
+                            (monotonic; 0: never; that thread only) */
     uint64_t since_ns; /* when the current wait began (monotonic) */
 } pms_guard_slot;
 

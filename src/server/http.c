@@ -31,17 +31,23 @@
  * Admission is decided before a body is parsed (a full queue is a 503
  * that costs a lock and a short answer), the queue sheds fairly between
  * client addresses (internal.h), and a refused connection's thread drops
- * to --http-nice so that answering a flood cannot starve generation. */
+ * to --http-nice so that answering a flood cannot starve generation; its
+ * next request, when it comes before Retry-After, is held until then.
+ * Connections beyond --max-connections wait in the listen backlog
+ * (pms_http_start says how). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -369,6 +375,49 @@ static void lower_priority(const pms_server *s, pms_guard_slot *g)
 #endif
 }
 
+/* A connection answered 503 overloaded: it yields the CPU (above) and
+ * its next generation request is held until Retry-After has passed. */
+static void note_refused(const pms_server *s, pms_guard_slot *g)
+{
+    lower_priority(s, g);
+    if (g)
+        g->refused_ns = pms_now_ns();
+}
+
+/* Holds a request that arrives on a refused connection before the
+ * refusal's Retry-After has passed, for the rest of it: a client that
+ * retries at once would otherwise cost a refusal per round trip, and a
+ * few dozen of them take the CPU from the work already accepted. The
+ * thread sleeps (at --http-nice) in slices of at most 100 ms, so that a
+ * shutdown is noticed; the wait ends early when the client hangs up.
+ * 0 to go on, -1 when the client is gone. */
+static int hold_retry(pms_server *s, struct MHD_Connection *c)
+{
+    pms_guard_slot *g = slot_of(c);
+    if (!g || !g->refused_ns || s->cfg.retry_after_s <= 0)
+        return 0;
+    uint64_t until = g->refused_ns + (uint64_t)s->cfg.retry_after_s * 1000000000u;
+    if (pms_now_ns() >= until)
+        return 0;
+    atomic_fetch_add(&s->metrics.held, 1);
+    int fd = client_fd(c);
+    for (uint64_t now = pms_now_ns(); now < until && !atomic_load(&s->stopping); now = pms_now_ns()) {
+        uint64_t left_ms = (until - now + 999999u) / 1000000u;
+        int slice = left_ms < 100 ? (int)left_ms : 100;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, slice) <= 0)
+            continue;
+        char b;
+        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            return -1;
+        /* Bytes of a pipelined request wait for us: sleep instead. */
+        struct timespec ts = {0, (long)slice * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 static enum MHD_Result wait_and_answer(pms_server *s, struct MHD_Connection *c, conn_req *r, pms_job *j)
 {
     /* The job may outlast the idle timeout (a stalled shard): no idle
@@ -384,8 +433,10 @@ static enum MHD_Result wait_and_answer(pms_server *s, struct MHD_Connection *c, 
     if (j->cancelled)
         return fail(s, c, r, 503, "server_error", "shutting_down", "the server shut down during generation");
     if (j->fail.status) {
-        if (j->fail.status == 503)
-            lower_priority(s, slot_of(c)); /* shed: a refused connection */
+        if (j->fail.status == 503 && j->fail.code && strcmp(j->fail.code, "overloaded") == 0)
+            note_refused(s, slot_of(c)); /* shed: a refused connection */
+        else if (j->fail.status == 503)
+            lower_priority(s, slot_of(c));
         char ra[16];
         snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
         return reply_err(s, c, r, &j->fail, j->fail.status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
@@ -528,7 +579,7 @@ static enum MHD_Result start_stream(pms_server *s, struct MHD_Connection *c, con
 /* 503 overloaded with Retry-After. */
 static enum MHD_Result overloaded(pms_server *s, struct MHD_Connection *c, conn_req *r)
 {
-    lower_priority(s, slot_of(c));
+    note_refused(s, slot_of(c));
     pms_err e;
     char ra[16];
     snprintf(ra, sizeof ra, "%d", s->cfg.retry_after_s);
@@ -565,6 +616,8 @@ static int wait_started(pms_server *s, struct MHD_Connection *c, pms_job *j)
 static enum MHD_Result generate(pms_server *s, struct MHD_Connection *c, conn_req *r)
 {
     pms_err e = {0};
+    if (hold_retry(s, c))
+        return MHD_NO; /* the client left while held: close the connection */
     if (atomic_load(&s->stopping))
         return fail(s, c, r, 503, "server_error", "shutting_down", "the server is shutting down");
     /* Refuse before any parsing: a rejected request must cost next to
@@ -765,12 +818,40 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 
 /* ---- daemon ------------------------------------------------------------ */
 
+/* Connections beyond --max-connections should wait in the kernel's listen
+ * backlog until a slot frees, not be accepted and closed: a refused client
+ * reconnects at once, and under overload those reconnects (on the same
+ * CPUs as generation) cost more than the work. libmicrohttpd 0.9.75 stops
+ * watching its listening socket at the limit only in its select() loop
+ * (its poll() loop for a thread per connection accepts everything and
+ * closes what is over the limit), and wakes that loop when a connection
+ * ends. select() takes descriptors below FD_SETSIZE only, so a limit that
+ * could reach them (with room for the model's, the shards' and the log's
+ * descriptors) keeps poll() and the old refusal. */
+#define FD_ROOM 128 /* descriptors below FD_SETSIZE for all but connections */
+
+static int waits_at_limit(const pms_config *c)
+{
+    return c->max_connections <= FD_SETSIZE - FD_ROOM;
+}
+
+/* Room in the listen backlog for four times the slots (at least 128), so
+ * that a burst beyond the limit waits there rather than retrying its
+ * handshake (the kernel caps it at net.core.somaxconn). */
+static unsigned backlog_of(const pms_config *c)
+{
+    long n = 4L * c->max_connections;
+    return (unsigned)(n < 128 ? 128 : n > 65535 ? 65535 : n);
+}
+
 int pms_http_start(pms_server *s, char *err, size_t errlen)
 {
     struct sockaddr_in in4;
     struct sockaddr_in6 in6;
     struct sockaddr *sa;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    if (!waits_at_limit(&s->cfg))
+        flags |= MHD_USE_POLL;
     memset(&in4, 0, sizeof in4);
     memset(&in6, 0, sizeof in6);
     if (inet_pton(AF_INET, s->cfg.host, &in4.sin_addr) == 1) {
@@ -790,7 +871,7 @@ int pms_http_start(pms_server *s, char *err, size_t errlen)
                               MHD_OPTION_SOCK_ADDR, sa,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->cfg.timeout_s,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned int)s->cfg.max_connections,
-                              MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)128,
+                              MHD_OPTION_LISTEN_BACKLOG_SIZE, backlog_of(&s->cfg),
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                               MHD_OPTION_END);

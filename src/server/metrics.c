@@ -19,6 +19,7 @@ void pms_metrics_init(pms_metrics *m)
     }
     atomic_init(&m->cancelled, 0);
     atomic_init(&m->rejected_full, 0);
+    atomic_init(&m->held, 0);
     atomic_init(&m->timeouts, 0);
     atomic_init(&m->cut_header_timeout, 0);
     atomic_init(&m->cut_reserve, 0);
@@ -172,6 +173,8 @@ int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
                 get(&m->cancelled)) ||
         counter(o, "phasemark_requests_rejected_total", "Requests refused with 503 because the queue was full (or shed from it).",
                 get(&m->rejected_full)) ||
+        counter(o, "phasemark_requests_held_total",
+                "Requests held until Retry-After because their connection retried sooner.", get(&m->held)) ||
         counter(o, "phasemark_request_timeouts_total", "Requests whose body did not arrive within the deadline.",
                 get(&m->timeouts)) ||
         render_cuts(m, o) ||

@@ -28,6 +28,7 @@ typedef struct pms_metrics {
     atomic_uint_fast64_t status[PMS_N_STATUS + 1]; /* last: other */
     atomic_uint_fast64_t cancelled;       /* client went away mid-request */
     atomic_uint_fast64_t rejected_full;   /* 503 because the queue was full */
+    atomic_uint_fast64_t held;            /* retries held until Retry-After */
     atomic_uint_fast64_t timeouts;        /* request bodies that came too slowly */
     atomic_uint_fast64_t cut_header_timeout; /* connections cut: headers too slow */
     atomic_uint_fast64_t cut_reserve;     /* connections cut to keep the reserve */

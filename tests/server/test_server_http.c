@@ -1659,6 +1659,163 @@ static int case_admission(void)
     return pm_check_result();
 }
 
+/* Sends a completion request on fd, kept alive. */
+static void send_on(int fd, const char *body)
+{
+    char head[256];
+    int n = snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+                     strlen(body));
+    REQUIRE(hc_send_all(fd, head, (size_t)n, TIMEOUT) == 0 && hc_send_all(fd, body, strlen(body), TIMEOUT) == 0);
+}
+
+/* 1 when nothing (no byte, no end-of-file, no reset) arrives on fd for
+ * ms milliseconds. */
+static int silent_for(int fd, int ms)
+{
+    struct pollfd pf = {fd, POLLIN, 0};
+    return poll(&pf, 1, ms) == 0;
+}
+
+static void check_brief_200(hc_resp *r, const char *what)
+{
+    CHECK_INT_EQ(r->status, 200);
+    json_t *j = body_json(r);
+    if (jint(json_object_get(j, "usage"), "completion_tokens") != 2)
+        fprintf(stderr, "%s: not 2 tokens\n", what);
+    CHECK(jint(json_object_get(j, "usage"), "completion_tokens") == 2);
+    json_decref(j);
+}
+
+enum { BACKLOG_EXTRA = 3 };
+
+/* Connections beyond --max-connections wait in the listen backlog and
+ * are served once a slot frees: never accepted and closed, never reset.
+ * Four slots hold a long stream and three queued requests; three more
+ * clients connect and send theirs, get nothing (no byte, no close) while
+ * the slots are full, and each gets its 200 once the stream's client
+ * leaves. */
+static int case_backlog(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--max-connections", "4", "--workers", "1", "--queue", "4", "--ctx", "4096",
+                           "--max-tokens", "4000", NULL};
+    start(&p, slow, extra);
+    const char *brief = "{\"prompt\":[1,2],\"max_tokens\":2,\"temperature\":0}";
+    char body[256];
+    snprintf(body, sizeof body, LONG_BODY, ",\"stream\":true");
+    int a = send_from(p.port, "127.0.0.1", body);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
+    int b[3];
+    b[0] = send_from(p.port, "127.0.0.1", brief);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 1, TIMEOUT) == 0);
+    b[1] = send_from(p.port, "127.0.0.1", brief);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 2, TIMEOUT) == 0);
+    /* The fourth slot: after this no scrape gets in either. */
+    b[2] = send_from(p.port, "127.0.0.1", brief);
+    int e[BACKLOG_EXTRA];
+    for (int i = 0; i < BACKLOG_EXTRA; i++)
+        e[i] = send_from(p.port, "127.0.0.1", brief);
+    /* Accepted and closed at once, they would see end-of-file or a reset
+     * within milliseconds. */
+    for (int i = 0; i < BACKLOG_EXTRA; i++)
+        CHECK(silent_for(e[i], i == 0 ? 1000 : 0));
+    close(a);
+    hc_resp r;
+    for (int i = 0; i < 3; i++) {
+        read_response(b[i], &r);
+        check_brief_200(&r, "queued");
+        hc_free(&r);
+    }
+    for (int i = 0; i < BACKLOG_EXTRA; i++) {
+        read_response(e[i], &r);
+        check_brief_200(&r, "from the backlog");
+        hc_free(&r);
+    }
+    CHECK(srv_metric(p.port, "phasemark_generations_total") == 3 + BACKLOG_EXTRA);
+    CHECK(srv_metric(p.port, "phasemark_requests_cancelled_total") == 1);
+    CHECK(srv_metric(p.port, "phasemark_http_requests_total{code=\"503\"}") == 0);
+    CHECK(srv_metric(p.port, CUT_RESERVE) == 0);
+    CHECK(srv_metric(p.port, CUT_TIMEOUT) == 0);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* A refused connection that retries before Retry-After has passed is
+ * held for the rest of it, then admitted like any other request; another
+ * connection is not held. The long stream fills the worker and the one
+ * queue place; k is refused, sends again at once, is counted as held and
+ * has heard nothing; a fresh connection meanwhile is refused (not held:
+ * still one held, two refused). Once the stream's client leaves, k's
+ * held request is answered 200, no sooner than Retry-After after k first
+ * sent (a bound no slowness of the machine can break). */
+static int case_retry_hold(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--workers", "1", "--queue", "1", "--ctx", "4096", "--max-tokens", "4000",
+                           "--retry-after", "4", NULL};
+    start(&p, slow, extra);
+    const char *brief = "{\"prompt\":[1,2],\"max_tokens\":2,\"temperature\":0}";
+    char body[256];
+    snprintf(body, sizeof body, LONG_BODY, ",\"stream\":true");
+    int a = send_from(p.port, "127.0.0.1", body);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_requests_running", 1, TIMEOUT) == 0);
+    int q = send_from(p.port, "127.0.0.1", brief);
+    REQUIRE(srv_wait_metric(p.port, "phasemark_queue_depth", 1, TIMEOUT) == 0);
+
+    hc_resp r;
+    char v[32];
+    int k = connect_from(p.port, "127.0.0.1");
+    long long t_first = hc_now_ms();
+    send_on(k, brief);
+    REQUIRE(hc_read_one(k, &r, TIMEOUT) == 0);
+    check_error(&r, 503, "queue full");
+    CHECK_STR_EQ(hc_header(&r, "Retry-After", v, sizeof v), "4");
+    hc_free(&r);
+    send_on(k, brief); /* at once, ignoring Retry-After */
+    CHECK(srv_wait_metric(p.port, "phasemark_requests_held_total", 1, TIMEOUT) == 0);
+    CHECK(silent_for(k, 0));
+    read_response(send_from(p.port, "127.0.0.1", brief), &r);
+    check_error(&r, 503, "fresh connection, not held");
+    hc_free(&r);
+    CHECK(srv_metric(p.port, "phasemark_requests_rejected_total") == 2);
+    CHECK(srv_metric(p.port, "phasemark_requests_held_total") == 1);
+
+    close(a);
+    read_response(q, &r);
+    check_brief_200(&r, "queued");
+    hc_free(&r);
+    REQUIRE(hc_read_one(k, &r, TIMEOUT) == 0);
+    long long waited = hc_now_ms() - t_first;
+    check_brief_200(&r, "held");
+    hc_free(&r);
+    if (waited < 4000)
+        fprintf(stderr, "held request answered after %lld ms\n", waited);
+    CHECK(waited >= 4000);
+    close(k);
+    CHECK(srv_metric(p.port, "phasemark_requests_rejected_total") == 2);
+    CHECK(srv_metric(p.port, "phasemark_requests_held_total") == 1);
+    CHECK(srv_metric(p.port, "phasemark_generations_total") == 2);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* Above 896 slots libmicrohttpd's select() loop could meet descriptors
+ * past FD_SETSIZE, so the server keeps its poll() loop: it starts and
+ * serves there too. */
+static int case_poll_limit(void)
+{
+    srv_proc p;
+    const char *extra[] = {"--max-connections", "1000", NULL};
+    start(&p, tiny, extra);
+    completion_ok(p.port);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "GET", "/health", NULL, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    hc_free(&r);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
 static int case_disconnect(void)
 {
     srv_proc p;
@@ -2153,7 +2310,8 @@ int main(int argc, char **argv)
         {"no_mmap", case_no_mmap},       {"shard_stall_unix", case_shard_stall_unix},
         {"keepalive", case_keepalive},   {"errors", case_errors},
         {"slow_client", case_slow_client}, {"queue_full", case_queue_full},
-        {"slowloris", case_slowloris},   {"admission", case_admission}, {"disconnect", case_disconnect},
+        {"slowloris", case_slowloris},   {"admission", case_admission}, {"backlog", case_backlog},
+        {"retry_hold", case_retry_hold}, {"poll_limit", case_poll_limit}, {"disconnect", case_disconnect},
         {"load", case_load},             {"sigterm", case_sigterm},       {"sigterm_drain0", case_sigterm_drain0},
         {"startup", case_startup},
         {"chat_mistral", case_chat_mistral},

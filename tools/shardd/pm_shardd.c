@@ -780,21 +780,25 @@ static void backoff_wait(server *s, peer *p, const char *key)
 }
 
 /* Records the outcome of key's handshake: a failed authentication doubles
- * its backoff, a success forgets it. */
-static void backoff_note(server *s, const char *key, int rc)
+ * its backoff, a success forgets it. Returns the backoff now set, in ms
+ * (0 when none). */
+static int64_t backoff_note(server *s, const char *key, int rc)
 {
+    int64_t ms = 0;
     pthread_mutex_lock(&s->lock);
     backoff *b = backoff_find(s, key, rc == PMW_E_AUTH);
     if (b && rc == PMW_E_AUTH) {
-        int64_t ms = 100;
+        ms = 100;
         for (int i = 0; i < b->failures && ms < BACKOFF_MAX_MS; i++)
             ms *= 2;
+        ms = ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
         b->failures++;
-        b->until = now_ms() + (ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS);
+        b->until = now_ms() + ms;
     } else if (b && rc == 0) {
         memset(b, 0, sizeof *b);
     }
     pthread_mutex_unlock(&s->lock);
+    return ms;
 }
 
 /* A peer's thread: the handshake under the hello deadline, then the
@@ -815,7 +819,7 @@ static void *peer_thread(void *arg)
     int rc = fd2 < 0 ? PMW_E_IO : pmw_conn_server(fd2, &hs, &c, err, sizeof err);
     if (fd2 < 0)
         snprintf(err, sizeof err, "dup: %s", strerror(errno));
-    backoff_note(s, key, rc);
+    int64_t backoff_ms = backoff_note(s, key, rc);
     pthread_mutex_lock(&s->lock);
     close(p->fd);
     p->fd = -1;
@@ -825,7 +829,9 @@ static void *peer_thread(void *arg)
     if (served)
         s->n_served++;
     pthread_mutex_unlock(&s->lock);
-    if (rc != 0 && !evicted)
+    if (rc != 0 && !evicted && backoff_ms > 0)
+        fprintf(stderr, PROG ": handshake: %s; the next from %s waits %lld ms\n", err, key, (long long)backoff_ms);
+    else if (rc != 0 && !evicted)
         fprintf(stderr, PROG ": handshake: %s\n", err);
     if (full)
         pmw_conn_send_error(c, LLM_SPLIT_WIRE_CODE(LLM_EBACKEND), 0, "shard daemon is full");
