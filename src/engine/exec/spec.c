@@ -45,10 +45,6 @@
 /* Decay of the adaptive acceptance counts per round: about the last ten
  * rounds matter, so k follows a change of text within a few rounds. */
 #define SPEC_DECAY 0.9
-/* Cost-aware k: after this many plain steps chosen in a row, one round
- * drafts anyway, so acceptance and verify costs stay measured (a round of
- * the cheapest shape: at most ~1/32 of a decode lost per probe). */
-#define SPEC_PROBE_EVERY 32
 
 struct llm_spec {
     llm_session *target, *draft; /* draft: the drafter's session, or NULL */
@@ -75,7 +71,6 @@ struct llm_spec {
     float *res;          /* [n_vocab] residual max(0, p - q) */
     llm_spec_stats st;
     pm__cost ct;         /* cost-aware k: measured costs, acceptance */
-    int32_t plain_run;   /* cost-aware k: plain steps chosen in a row */
     char err[SPEC_ERR_MAX];
 };
 
@@ -581,7 +576,8 @@ static int commit_round(gen_run *g, int32_t n)
 /* Drafts the plan's k tokens, verifies them in one target forward and
  * decides. Fills sd->commit[0..*n) (the accepted drafts, then the target's
  * token). */
-static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
+static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n,
+                            uint64_t *inner_ns)
 {
     llm_spec *sd = g->sd;
     int32_t k = plan->n;
@@ -596,10 +592,12 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
     by->ns += t1 - t0;
     /* A draft step's cost is learned from steady rounds only: a catch-up
      * over the prompt or over plain steps is no step's price. */
-    int steady = plan->kind != LLM_DRAFTER_MODEL || pm__drafter_fed(sd->dr) <= 2;
-    if (rc == 0 && steady)
-        pm__cost_draft(&sd->ct, plan->kind,
-                       plan->kind == LLM_DRAFTER_MODEL ? (uint32_t)(by->forwards - fw0) : 1u, t1 - t0);
+    int model = plan->kind == LLM_DRAFTER_MODEL;
+    uint32_t fed = model ? pm__drafter_fed(sd->dr) : 0, fw = (uint32_t)(by->forwards - fw0);
+    if (rc == 0 && fed <= 2)
+        pm__cost_draft(&sd->ct, plan->kind, model ? fw : 1u, t1 - t0);
+    else if (rc == 0)
+        pm__cost_catchup(&sd->ct, fed, fw, t1 - t0); /* what falling behind costs */
     if (rc)
         return rc;
     const float *rows = NULL;
@@ -617,6 +615,7 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
      * and deciding on it (under sampling, k + 1 rows' distributions), as a
      * plain step's is its forward and its draw. */
     pm__cost_verify(&sd->ct, k + 1, t3 - t1);
+    *inner_ns = t3 - t0;
     if (a < 0)
         return fail(sd, a, "sampling failed");
     memcpy(sd->commit, sd->vtok + 1, (size_t)a * sizeof *sd->commit);
@@ -639,15 +638,21 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
 static int round_run(gen_run *g, int32_t last, const pm__draft_plan *plan, int32_t *next)
 {
     llm_spec *sd = g->sd;
+    uint64_t t0 = llm_now_ns(), inner = 0;
     sd->vtok[0] = last;
     pm_range rr = pm_spec_decode_push(g->req, (uint32_t)plan->n);
     int32_t n = 0;
-    int rc = draft_and_verify(g, plan, &n);
+    int rc = draft_and_verify(g, plan, &n, &inner);
     if (rc == 0) {
         *next = sd->commit[n - 1];
         rc = commit_round(g, n);
     }
     pm_range_pop(&rr);
+    /* The round's bookkeeping (ranges, committing, cutting both caches
+     * back) is part of its price: a plain step pays none of it. */
+    uint64_t total = llm_now_ns() - t0;
+    if (rc == 0)
+        pm__cost_overhead(&sd->ct, plan->kind, total > inner ? total - inner : 0);
     return rc;
 }
 
@@ -750,34 +755,33 @@ static unsigned drafter_kinds(const llm_drafter *d)
     return 1u << kind;
 }
 
-/* Cost-aware k: the table's choice of kind and k for this round, or a
- * plain step (plan->n = 0), drafting anyway after SPEC_PROBE_EVERY plain
- * steps in a row. `avail` is the drafter's own plan, which tells whether
- * an n-gram proposal exists and how long it is. */
+/* Tokens the model drafter must catch up on before it drafts, beyond a
+ * steady round's one or two (spec_cost.h: behind). */
+static uint32_t model_behind(const llm_spec *sd)
+{
+    llm_session *ds = pm__drafter_session(sd->dr);
+    if (!ds)
+        return 0;
+    uint32_t need = sd->hlen + 1 - llm_session_pos(ds); /* draft pos <= hlen */
+    return need > 2 ? need - 1 : 0;
+}
+
+/* Cost-aware k: the table's choice of kind and k for this round, a probe
+ * round, or a plain step (plan->n = 0). `avail` is the drafter's own plan,
+ * which tells whether an n-gram proposal exists and how long it is. */
 static void choose_by_cost(llm_spec *sd, const pm__draft_round *r, int32_t k,
                            const pm__draft_plan *avail, pm__draft_plan *plan)
 {
-    unsigned kinds = drafter_kinds(sd->dr);
-    if (avail->ngram_n == 0)
-        kinds &= ~(1u << LLM_DRAFTER_NGRAM);
     int32_t kmax = sd->p.k_max < k ? sd->p.k_max : k;
-    int32_t kmin = sd->p.k_min < kmax ? sd->p.k_min : kmax;
+    pm__cost_query q = {drafter_kinds(sd->dr), sd->p.k_min < kmax ? sd->p.k_min : kmax, kmax,
+                        avail->ngram_n, model_behind(sd)};
     pm__cost_choice ch;
-    pm__cost_choose(&sd->ct, kinds, kmin, kmax, avail->ngram_n, &ch);
-    if (ch.kind < 0 && kinds && sd->ct.verify_seen[1] && ++sd->plain_run >= SPEC_PROBE_EVERY) {
-        /* A probe: the n-gram proposal when there is one (no forward),
-         * else the shortest model round. */
-        ch.kind = kinds & (1u << LLM_DRAFTER_NGRAM) ? LLM_DRAFTER_NGRAM
-                  : kinds & (1u << LLM_DRAFTER_MODEL) ? LLM_DRAFTER_MODEL
-                                                      : LLM_DRAFTER_CUSTOM;
-        ch.k = ch.kind == LLM_DRAFTER_NGRAM ? avail->ngram_n : kmin;
-    }
+    pm__cost_next(&sd->ct, &q, &ch);
     if (ch.kind < 0) {
         *plan = *avail;
         plan->n = 0;
         return;
     }
-    sd->plain_run = 0;
     pm__drafter_plan(sd->dr, r, ch.k, ch.kind, plan);
 }
 
