@@ -15,7 +15,8 @@
  *   acceptance  the decayed acceptance estimate
  *   nothing_pays  hybrid, an expensive draft and a rejected n-gram: plain
  *   overhead    a round's bookkeeping pushes k up, then drafting out
- *   catchup     what the model owes after falling behind: prior, measured
+ *   catchup     what the model owes after falling behind: prior, measured,
+ *               spread over what the request has left
  *   probe       plain runs broken by probes; backoff and reset
  */
 #include <math.h>
@@ -40,7 +41,7 @@ static void widths(pm__cost *c, double slope, int n)
 static void choose(const pm__cost *c, unsigned kinds, int32_t k_min, int32_t k_max,
                    int32_t ngram_n, pm__cost_choice *ch)
 {
-    pm__cost_query q = {kinds, k_min, k_max, ngram_n, 0};
+    pm__cost_query q = {kinds, k_min, k_max, ngram_n, 0, 0};
     pm__cost_choose(c, &q, ch);
 }
 
@@ -307,7 +308,7 @@ static int case_catchup(void)
     pm__cost_catchup(&c, 33, 1, 199); /* no step measured yet: ignored */
     CHECK_INT_EQ(c.catchup.n, 0);
     pm__cost_draft(&c, LLM_DRAFTER_MODEL, 1, 39);
-    pm__cost_query q = {MODEL, 1, 4, 0, 8};
+    pm__cost_query q = {MODEL, 1, 4, 0, 8, 32};
     pm__cost_choice ch;
     pm__cost_choose(&c, &q, &ch);
     CHECK_INT_EQ(ch.kind, -1);
@@ -320,10 +321,22 @@ static int case_catchup(void)
     q.behind = 32;
     pm__cost_choose(&c, &q, &ch);
     CHECK_INT_EQ(ch.kind, -1);
+    /* The debt is spread over what the request has left, at most 256:
+     * 32 behind with 1000 left, 160 / 256 * 1.8333 = 1.1458 a round:
+     * 1.8333/175.15 = 0.010467: k = 1; 8 behind with 4 left, 40 / 4 *
+     * 1.8333 = 18.333: 1.8333/192.33 = 0.009532: plain. */
+    q.left = 1000;
+    pm__cost_choose(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+    CHECK_NEAR(ch.rate, (11.0 / 6.0) / (174.0 + 160.0 / 256.0 * (11.0 / 6.0)), 1e-12);
+    q.behind = 8;
+    q.left = 4;
+    pm__cost_choose(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
     /* Hybrid, 32 behind, a free n-gram match of 2 at a = 5/6: k=2
      * 2.5278/171 = 0.014782; the model's debt does not touch it. */
     pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 4, 4);
-    pm__cost_query h = {MODEL | NGRAM, 1, 4, 2, 32};
+    pm__cost_query h = {MODEL | NGRAM, 1, 4, 2, 32, 32};
     pm__cost_choose(&c, &h, &ch);
     CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
     CHECK_INT_EQ(ch.k, 2);
@@ -343,7 +356,7 @@ static int case_probe(void)
     widths(&c, 35.0, 5);
     pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
     pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100);
-    pm__cost_query q = {MODEL, 2, 4, 0, 0};
+    pm__cost_query q = {MODEL, 2, 4, 0, 0, 0};
     pm__cost_choice ch;
     static const int32_t every[] = {32, 64, 128};
     for (int p = 0; p < 3; p++) {
@@ -371,7 +384,7 @@ static int case_probe(void)
         pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100);
     pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 4, 0);
     pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 4, 0);
-    pm__cost_query h = {MODEL | NGRAM, 1, 4, 6, 0};
+    pm__cost_query h = {MODEL | NGRAM, 1, 4, 6, 0, 0};
     for (int i = 1; i < PM__COST_PROBE_MIN; i++) {
         pm__cost_next(&c, &h, &ch);
         CHECK_INT_EQ(ch.kind, -1);
@@ -382,7 +395,7 @@ static int case_probe(void)
     CHECK_INT_EQ(ch.probe, 1);
     /* No drafter can draft (an n-gram drafter without a match): plain,
      * and no probe however long the run. */
-    pm__cost_query none = {NGRAM, 1, 4, 0, 0};
+    pm__cost_query none = {NGRAM, 1, 4, 0, 0, 0};
     for (int i = 0; i < 600; i++) {
         pm__cost_next(&c, &none, &ch);
         CHECK_INT_EQ(ch.kind, -1);

@@ -762,19 +762,22 @@ static uint32_t model_behind(const llm_spec *sd)
     llm_session *ds = pm__drafter_session(sd->dr);
     if (!ds)
         return 0;
-    uint32_t need = sd->hlen + 1 - llm_session_pos(ds); /* draft pos <= hlen */
+    uint32_t pos = llm_session_pos(ds);
+    uint32_t need = pos <= sd->hlen ? sd->hlen + 1 - pos : 1;
     return need > 2 ? need - 1 : 0;
 }
 
 /* Cost-aware k: the table's choice of kind and k for this round, a probe
  * round, or a plain step (plan->n = 0). `avail` is the drafter's own plan,
  * which tells whether an n-gram proposal exists and how long it is. */
-static void choose_by_cost(llm_spec *sd, const pm__draft_round *r, int32_t k,
+static void choose_by_cost(const gen_run *g, const pm__draft_round *r, int32_t k,
                            const pm__draft_plan *avail, pm__draft_plan *plan)
 {
+    llm_spec *sd = g->sd;
     int32_t kmax = sd->p.k_max < k ? sd->p.k_max : k;
     pm__cost_query q = {drafter_kinds(sd->dr), sd->p.k_min < kmax ? sd->p.k_min : kmax, kmax,
-                        avail->ngram_n, model_behind(sd)};
+                        avail->ngram_n, model_behind(sd),
+                        (int64_t)g->gp->max_tokens - (int64_t)g->generated};
     pm__cost_choice ch;
     pm__cost_next(&sd->ct, &q, &ch);
     if (ch.kind < 0) {
@@ -795,7 +798,7 @@ static void plan_round(gen_run *g, int32_t k, pm__draft_plan *plan)
     pm__drafter_plan(sd->dr, &r, k, -1, plan);
     if (sd->p.adaptive == LLM_SPEC_ADAPT_COST) {
         pm__draft_plan avail = *plan;
-        choose_by_cost(sd, &r, k, &avail, plan);
+        choose_by_cost(g, &r, k, &avail, plan);
     }
     int32_t room = pm__drafter_room(sd->dr, r.n_hist);
     if (plan->kind == LLM_DRAFTER_MODEL && plan->n > room)

@@ -1,6 +1,5 @@
 /* spec_cost.c — the cost table and step policy of cost-aware k
  * (spec_cost.h). */
-#include <math.h>
 #include <string.h>
 
 #include "spec_cost.h"
@@ -105,12 +104,6 @@ double pm__cost_width(const pm__cost *c, int32_t w)
     return v > 0.0 ? v : va;
 }
 
-/* Expected tokens a round of k drafts commits at per-token acceptance a. */
-static double expected_tokens(double a, int32_t k)
-{
-    return a >= 1.0 ? (double)(k + 1) : (1.0 - pow(a, k + 1)) / (1.0 - a);
-}
-
 /* A draft step of kind in ns: measured, or the prior. */
 static double step_cost(const pm__cost *c, int kind, double decode)
 {
@@ -143,19 +136,27 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
     unsigned kinds = q->kinds;
     if (q->ngram_n <= 0)
         kinds &= ~(1u << LLM_DRAFTER_NGRAM);
+    /* A catch-up pays off over what is left of the request. */
+    double h = q->left <= 0 ? PM__COST_HORIZON
+               : q->left > PM__COST_HORIZON_MAX ? PM__COST_HORIZON_MAX : (double)q->left;
     for (int kind = 0; kind < LLM_DRAFTER_COUNT; kind++) {
         if (!(kinds & (1u << kind)))
             continue;
         int32_t hi = kind == LLM_DRAFTER_NGRAM && q->ngram_n < q->k_max ? q->ngram_n : q->k_max;
         double a = pm__cost_acceptance(c, kind), step = step_cost(c, kind, decode);
         double over = c->over[kind].med;
-        double owed = kind == LLM_DRAFTER_MODEL ? catchup_cost(c, q->behind, decode) : 0.0;
+        double owed = kind == LLM_DRAFTER_MODEL ? catchup_cost(c, q->behind, decode) / h : 0.0;
+        /* E(a, k) = 1 + a + ... + a^k, summed as k grows (no pow: this
+         * runs before every step). */
+        double ak = 1.0, e = 1.0;
+        for (int32_t k = 1; k < q->k_min; k++)
+            ak *= a, e += ak;
         for (int32_t k = q->k_min; k <= hi; k++) {
+            ak *= a;
+            e += ak;
             /* An n-gram lookup is one step per round, whatever k. */
             double steps = kind == LLM_DRAFTER_MODEL ? (double)k : 1.0;
-            double e = expected_tokens(a, k);
-            double t = steps * step + pm__cost_width(c, k + 1) + over +
-                       owed * e / PM__COST_HORIZON;
+            double t = steps * step + pm__cost_width(c, k + 1) + over + owed * e;
             double rate = t > 0.0 ? e / t : 0.0;
             if (rate > best) {
                 best = out->rate = rate;

@@ -16,7 +16,8 @@
  *     E(a, k) = (1 - a^(k+1)) / (1 - a)  (accepted drafts + the target's one),
  *
  * C being the catch-up the model drafter owes before it can draft (paid
- * once, so spread over the next H = PM__COST_HORIZON tokens), or a plain
+ * once, so spread over the H tokens the request has left, at most
+ * PM__COST_HORIZON_MAX; PM__COST_HORIZON when unknown), or a plain
  * decode step when no choice beats 1 / verify(1) by PM__COST_MARGIN.
  *
  * Noise. Every cost is the median of its last PM__COST_RING samples, so a
@@ -54,7 +55,8 @@ enum {
     PM__COST_WIDTH_MAX = 64, /* widths 1..64 are tracked */
     PM__COST_RING = 8,       /* samples a median is taken over */
     PM__COST_TRUST = 3,      /* decode samples before drafting is chosen */
-    PM__COST_HORIZON = 32,   /* tokens a catch-up is spread over */
+    PM__COST_HORIZON = 32,   /* tokens a catch-up is spread over, */
+    PM__COST_HORIZON_MAX = 256, /* when the request's end is unknown / far */
     PM__COST_PROBE_MIN = 32, /* plain choices between probes, at first */
     PM__COST_PROBE_MAX = 512 /* and at most */
 };
@@ -90,6 +92,7 @@ typedef struct pm__cost_query {
     int32_t ngram_n;  /* tokens the n-gram match proposes (caps its k) */
     uint32_t behind;  /* tokens the model drafter must catch up on beyond a
                          steady round's one or two (0: in step) */
+    int64_t left;     /* tokens the request may still emit (0: unknown) */
 } pm__cost_query;
 
 /* What to do next. kind -1 and k 0: a plain decode step. */
