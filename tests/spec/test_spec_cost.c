@@ -18,6 +18,7 @@
  *   catchup     what the model owes after falling behind: prior, measured,
  *               spread over what the request has left
  *   probe       plain runs broken by probes; backoff and reset
+ *   shadow      n-gram acceptance learnt from plain steps, no verify
  */
 #include <math.h>
 #include <stdio.h>
@@ -404,6 +405,58 @@ static int case_probe(void)
     return pm_check_result();
 }
 
+
+/* Shadow tests of n-gram proposals by plain steps. A proposal of 3 whose
+ * third token differs: acc 2, rej 1, a = 3/5; a second start while one is
+ * under test is refused. Then 2 of 2: acc 2 * 0.9 + 2 = 3.8, rej 0.9, a =
+ * 4.8 / 6.7. A dropped test and steps without one change nothing. In
+ * case_nothing_pays' table (n-gram rejected twice: plain), a shadow of 3
+ * matched in full counts as the accepted round there: the n-gram resumes
+ * at k = 1, (1 + 4/6.71) / 136. */
+static int case_shadow(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 0), 0);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 3), 1);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 2), 0);
+    pm__cost_shadow_step(&c, 1);
+    pm__cost_shadow_step(&c, 1);
+    CHECK_INT_EQ(c.shadow_i, 2);
+    pm__cost_shadow_step(&c, 0);
+    CHECK_INT_EQ(c.shadow_n, 0);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), 3.0 / 5.0, 1e-12);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 2), 1);
+    pm__cost_shadow_step(&c, 1);
+    pm__cost_shadow_step(&c, 1);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), 4.8 / 6.7, 1e-12);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 4), 1);
+    pm__cost_shadow_step(&c, 1);
+    pm__cost_shadow_drop(&c);
+    pm__cost_shadow_step(&c, 0);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), 4.8 / 6.7, 1e-12);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_MODEL), 0.5, 1e-12);
+
+    pm__cost_init(&c, 0.39);
+    widths(&c, 35.0, 5);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 3, 0);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 3, 0);
+    pm__cost_draft(&c, LLM_DRAFTER_NGRAM, 1, 1);
+    pm__cost_choice ch;
+    choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 3), 1);
+    for (int i = 0; i < 3; i++)
+        pm__cost_shadow_step(&c, 1);
+    choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
+    CHECK_INT_EQ(ch.k, 1);
+    CHECK_NEAR(ch.rate, (1.0 + 4.0 / 6.71) / 136.0, 1e-12);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -413,11 +466,12 @@ int main(int argc, char **argv)
                  {"hybrid", case_hybrid},         {"flat", case_flat},     {"acceptance", case_acceptance},
                  {"nothing_pays", case_nothing_pays}, {"trust", case_trust},
                  {"median", case_median},         {"overhead", case_overhead},
-                 {"catchup", case_catchup},       {"probe", case_probe}};
+                 {"catchup", case_catchup},       {"probe", case_probe},
+                 {"shadow", case_shadow}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].run();
     fprintf(stderr, "usage: test_spec_cost CASE (unmeasured, trust, median, widths, cpu, hybrid, "
-                    "flat, acceptance, nothing_pays, overhead, catchup, probe)\n");
+                    "flat, acceptance, nothing_pays, overhead, catchup, probe, shadow)\n");
     return 2;
 }

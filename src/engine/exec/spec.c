@@ -65,6 +65,8 @@ struct llm_spec {
     int32_t *vgreedy;    /* [k_cap + 1] the target's greedy token per verify
                             row (greedy sampling) */
     int32_t *commit;     /* [k_cap + 1] tokens a round commits */
+    int32_t *shadow;     /* [k_cap] cost-aware k: an n-gram proposal plain
+                            steps test (spec_cost.h: shadow acceptance) */
     int has_q;           /* the round's proposals have q rows (sampled model) */
     float *q;            /* [k_cap][n_vocab] draft distributions */
     float *pr;           /* [n_vocab] target distribution */
@@ -226,10 +228,12 @@ static int alloc_buffers(llm_spec *sd)
     sd->vtok = malloc((kc + 1) * sizeof *sd->vtok);
     sd->vgreedy = malloc((kc + 1) * sizeof *sd->vgreedy);
     sd->commit = malloc((kc + 1) * sizeof *sd->commit);
+    sd->shadow = malloc(kc * sizeof *sd->shadow);
     sd->q = malloc(kc * nv * sizeof *sd->q);
     sd->pr = malloc(nv * sizeof *sd->pr);
     sd->res = malloc(nv * sizeof *sd->res);
-    return sd->hist && sd->vtok && sd->vgreedy && sd->commit && sd->q && sd->pr && sd->res
+    return sd->hist && sd->vtok && sd->vgreedy && sd->commit && sd->shadow && sd->q && sd->pr &&
+                   sd->res
                ? 0 : LLM_ENOMEM;
 }
 
@@ -336,6 +340,7 @@ void llm_spec_free(llm_spec *sd)
     free(sd->vtok);
     free(sd->vgreedy);
     free(sd->commit);
+    free(sd->shadow);
     free(sd->q);
     free(sd->pr);
     free(sd->res);
@@ -648,6 +653,7 @@ static int round_run(gen_run *g, int32_t last, const pm__draft_plan *plan, int32
         rc = commit_round(g, n);
     }
     pm_range_pop(&rr);
+    pm__cost_shadow_drop(&sd->ct); /* a round overtook the shadow test */
     /* The round's bookkeeping (ranges, committing, cutting both caches
      * back) is part of its price: a plain step pays none of it. */
     uint64_t total = llm_now_ns() - t0;
@@ -767,6 +773,22 @@ static uint32_t model_behind(const llm_spec *sd)
     return need > 2 ? need - 1 : 0;
 }
 
+/* A plain step is chosen while an n-gram proposal of n tokens exists:
+ * keeps it for the plain steps to test (no forward: a copy out of the
+ * history). */
+static void shadow_ngram(llm_spec *sd, const pm__draft_round *r, int32_t n)
+{
+    if (!pm__cost_shadow_start(&sd->ct, n))
+        return;
+    pm__draft_plan sp;
+    pm__drafter_plan(sd->dr, r, n, LLM_DRAFTER_NGRAM, &sp);
+    int has_q = 0;
+    uint32_t fw = 0;
+    if (sp.kind != LLM_DRAFTER_NGRAM || sp.n != n ||
+        pm__drafter_propose(sd->dr, r, &sp, sd->shadow, &has_q, &fw) != 0)
+        pm__cost_shadow_drop(&sd->ct);
+}
+
 /* Cost-aware k: the table's choice of kind and k for this round, a probe
  * round, or a plain step (plan->n = 0). `avail` is the drafter's own plan,
  * which tells whether an n-gram proposal exists and how long it is. */
@@ -781,6 +803,8 @@ static void choose_by_cost(const gen_run *g, const pm__draft_round *r, int32_t k
     pm__cost_choice ch;
     pm__cost_next(&sd->ct, &q, &ch);
     if (ch.kind < 0) {
+        if (q.kinds & (1u << LLM_DRAFTER_NGRAM))
+            shadow_ngram(sd, r, avail->ngram_n < kmax ? avail->ngram_n : kmax);
         *plan = *avail;
         plan->n = 0;
         return;
@@ -819,6 +843,8 @@ static int generate_loop(gen_run *g, int32_t last)
             int32_t tok = plain_step(g, last);
             if (tok < 0)
                 return tok;
+            if (sd->ct.shadow_n > 0)
+                pm__cost_shadow_step(&sd->ct, tok == sd->shadow[sd->ct.shadow_i]);
             emit(g, tok, g->sd->hlen);
             last = tok;
             continue;
@@ -854,6 +880,7 @@ int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size
     gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f),
                  llm_generate_request(sd->target, p), info.eos, 0, -1};
     int32_t tok = 0;
+    pm__cost_shadow_drop(&sd->ct); /* a test belongs to one history */
     rc = prefill_prompt(&g, prompt, n_prompt, p->chunk, &tok);
     if (rc == 0) {
         emit(&g, tok, sd->hlen);

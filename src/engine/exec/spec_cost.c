@@ -212,3 +212,27 @@ void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out)
     pq.kinds = kinds;
     probe_choice(&pq, out);
 }
+
+int pm__cost_shadow_start(pm__cost *c, int32_t n)
+{
+    if (c->shadow_n > 0 || n <= 0)
+        return 0;
+    c->shadow_n = n;
+    c->shadow_i = 0;
+    return 1;
+}
+
+void pm__cost_shadow_step(pm__cost *c, int match)
+{
+    if (c->shadow_n <= 0)
+        return;
+    if (match && ++c->shadow_i < c->shadow_n)
+        return;
+    pm__cost_accept(c, LLM_DRAFTER_NGRAM, c->shadow_n, c->shadow_i);
+    c->shadow_n = c->shadow_i = 0;
+}
+
+void pm__cost_shadow_drop(pm__cost *c)
+{
+    c->shadow_n = c->shadow_i = 0;
+}

@@ -41,6 +41,16 @@
  * model probe owes a catch-up, so a drafter that never pays costs less
  * and less); one after which it drafts resets it to PM__COST_PROBE_MIN.
  *
+ * Shadow acceptance. While plain decoding wins, an n-gram proposal that
+ * exists costs nothing to make but a verify to test. Instead the
+ * generator keeps it and compares it with the tokens its plain steps emit
+ * (pm__cost_shadow_*): the first disagreement, or the whole proposal
+ * matched, is one observation of the n-gram's acceptance, with the law of
+ * a verified round (greedy: the target's argmax is what a verify takes;
+ * sampling: a plain step's token equals a deterministic proposal d with
+ * probability p(d), the acceptance test's). So the n-gram's estimate
+ * stays current without probe rounds.
+ *
  * Pure arithmetic over the table: no clock, no allocation, so tests inject
  * costs and check choices exactly.
  */
@@ -83,6 +93,8 @@ typedef struct pm__cost {
     int32_t plain_run;     /* plain choices since the last round */
     int32_t probe_every;   /* plain choices before a probe */
     int probing;           /* the last choice was a probe round */
+    int32_t shadow_n;      /* an n-gram proposal's length under test; 0: none */
+    int32_t shadow_i;      /* of it, tokens plain steps matched so far */
 } pm__cost;
 
 /* What the generator can do this round. */
@@ -140,5 +152,17 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
 /* The generator's choice: pm__cost_choose, with plain runs broken by
  * probes (above); updates plain_run, probe_every and probing. */
 void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out);
+
+/* Shadow acceptance (above): a plain step is about to run while an
+ * n-gram proposal of n tokens exists; ignored while one is under test. 1
+ * when the caller should keep the proposal for pm__cost_shadow_step. */
+int pm__cost_shadow_start(pm__cost *c, int32_t n);
+
+/* A plain step emitted the proposal's next token (match 1) or another
+ * (0); the test ends, and counts, at a mismatch or the proposal's end. */
+void pm__cost_shadow_step(pm__cost *c, int match);
+
+/* A round ran, or the request ended: an unfinished test is dropped. */
+void pm__cost_shadow_drop(pm__cost *c);
 
 #endif
