@@ -201,9 +201,9 @@ int32_t pm__ngram_lookup(const int32_t *hist, size_t n_hist, int32_t ngram_min,
      * how many tokens ending at e equal the history's last ones (at most
      * ngram_max). The first e reaching a length is that length's most
      * recent occurrence, so the longest match is where best last rose; the
-     * pass stops at the first e reaching ngram_max. A
-     * first-token compare rejects almost every e, so this costs about one
-     * compare per history token, not a memcmp per token and length. */
+     * pass stops at the first e reaching ngram_max. A first-token compare
+     * rejects almost every e, so this costs about one compare per history
+     * token, not a memcmp per token and length. */
     const int32_t *suf = hist + n_hist - 1; /* suf[-i]: the i-th last token */
     size_t best_e = 0;
     int32_t best = 0;
