@@ -653,7 +653,13 @@ static int round_run(gen_run *g, int32_t last, const pm__draft_plan *plan, int32
         rc = commit_round(g, n);
     }
     pm_range_pop(&rr);
-    pm__cost_shadow_drop(&sd->ct); /* a round overtook the shadow test */
+    /* The round's tokens are the target's too (its greedy ones, or draws
+     * of its law), so a shadow test reads them as it reads plain steps';
+     * an n-gram round observes its own acceptance instead. */
+    if (plan->kind == LLM_DRAFTER_NGRAM)
+        pm__cost_shadow_drop(&sd->ct);
+    for (int32_t i = 0; rc == 0 && i < n && sd->ct.shadow_n > 0; i++)
+        pm__cost_shadow_step(&sd->ct, sd->commit[i] == sd->shadow[sd->ct.shadow_i]);
     /* The round's bookkeeping (ranges, committing, cutting both caches
      * back) is part of its price: a plain step pays none of it. */
     uint64_t total = llm_now_ns() - t0;
@@ -773,9 +779,9 @@ static uint32_t model_behind(const llm_spec *sd)
     return need > 2 ? need - 1 : 0;
 }
 
-/* A plain step is chosen while an n-gram proposal of n tokens exists:
- * keeps it for the plain steps to test (no forward: a copy out of the
- * history). */
+/* A plain step or a model round is chosen while an n-gram proposal of n
+ * tokens exists: keeps it for the tokens that follow to test (no forward:
+ * a copy out of the history; spec_cost.h, shadow acceptance). */
 static void shadow_ngram(llm_spec *sd, const pm__draft_round *r, int32_t n)
 {
     if (!pm__cost_shadow_start(&sd->ct, n))
@@ -802,9 +808,9 @@ static void choose_by_cost(const gen_run *g, const pm__draft_round *r, int32_t k
                         (int64_t)g->gp->max_tokens - (int64_t)g->generated};
     pm__cost_choice ch;
     pm__cost_next(&sd->ct, &q, &ch);
+    if (ch.kind != LLM_DRAFTER_NGRAM && q.kinds & (1u << LLM_DRAFTER_NGRAM))
+        shadow_ngram(sd, r, avail->ngram_n < kmax ? avail->ngram_n : kmax);
     if (ch.kind < 0) {
-        if (q.kinds & (1u << LLM_DRAFTER_NGRAM))
-            shadow_ngram(sd, r, avail->ngram_n < kmax ? avail->ngram_n : kmax);
         *plan = *avail;
         plan->n = 0;
         return;

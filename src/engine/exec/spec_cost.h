@@ -41,15 +41,16 @@
  * model probe owes a catch-up, so a drafter that never pays costs less
  * and less); one after which it drafts resets it to PM__COST_PROBE_MIN.
  *
- * Shadow acceptance. While plain decoding wins, an n-gram proposal that
- * exists costs nothing to make but a verify to test. Instead the
- * generator keeps it and compares it with the tokens its plain steps emit
- * (pm__cost_shadow_*): the first disagreement, or the whole proposal
- * matched, is one observation of the n-gram's acceptance, with the law of
- * a verified round (greedy: the target's argmax is what a verify takes;
- * sampling: a plain step's token equals a deterministic proposal d with
- * probability p(d), the acceptance test's). So the n-gram's estimate
- * stays current without probe rounds.
+ * Shadow acceptance. While plain decoding (or, for a hybrid, the model)
+ * wins, an n-gram proposal that exists costs nothing to make but a verify
+ * to test. Instead the generator keeps it and compares it with the tokens
+ * that follow (pm__cost_shadow_*): the first disagreement, or the whole
+ * proposal matched, is one observation of the n-gram's acceptance, with
+ * the law of a verified round (greedy: those tokens are the target's
+ * argmax, what a verify takes; sampling: they are draws of the target's
+ * law, so one equals a deterministic proposal d with probability p(d),
+ * the acceptance test's). So the n-gram's estimate stays current without
+ * probe rounds.
  *
  * Pure arithmetic over the table: no clock, no allocation, so tests inject
  * costs and check choices exactly.
@@ -153,16 +154,19 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
  * probes (above); updates plain_run, probe_every and probing. */
 void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out);
 
-/* Shadow acceptance (above): a plain step is about to run while an
- * n-gram proposal of n tokens exists; ignored while one is under test. 1
- * when the caller should keep the proposal for pm__cost_shadow_step. */
+/* Shadow acceptance (above): a plain step or a model round is about to
+ * run while an n-gram proposal of n tokens exists; ignored while one is
+ * under test. 1 when the caller should keep the proposal for
+ * pm__cost_shadow_step. */
 int pm__cost_shadow_start(pm__cost *c, int32_t n);
 
-/* A plain step emitted the proposal's next token (match 1) or another
- * (0); the test ends, and counts, at a mismatch or the proposal's end. */
+/* The next token the target produced (a plain step's, or one a round
+ * committed) is the proposal's next (match 1) or another (0); the test
+ * ends, and counts, at a mismatch or the proposal's end. */
 void pm__cost_shadow_step(pm__cost *c, int match);
 
-/* A round ran, or the request ended: an unfinished test is dropped. */
+/* An n-gram round ran, or a request starts: an unfinished test is
+ * dropped. */
 void pm__cost_shadow_drop(pm__cost *c);
 
 #endif
