@@ -348,8 +348,7 @@ static int case_catchup(void)
  * choices, then a probe of k_min = 2; still plain after it, so the next
  * probe comes 64 plain choices later, then 128. After that probe the
  * draft got cheap (step 10: k=2 2.5278/190 = 0.013304 pays): the verdict
- * drafts and the interval is back at 32. With an n-gram match of 3 the
- * probe is the n-gram's (no forward), capped at k_max. */
+ * drafts and the interval is back at 32. */
 static int case_probe(void)
 {
     pm__cost c;
@@ -380,7 +379,8 @@ static int case_probe(void)
     CHECK_INT_EQ(ch.probe, 0);
     CHECK_INT_EQ(c.probe_every, PM__COST_PROBE_MIN);
     /* Hybrid, the model expensive again and the n-gram rejected: plain
-     * until the 32nd choice, which probes the n-gram's match of 6 at 4. */
+     * until the 32nd choice, which probes the model's k_min = 1 even with
+     * an n-gram match of 6 (the n-gram is shadow-tested, never probed). */
     for (int i = 0; i < PM__COST_RING; i++)
         pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100);
     pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 4, 0);
@@ -391,9 +391,17 @@ static int case_probe(void)
         CHECK_INT_EQ(ch.kind, -1);
     }
     pm__cost_next(&c, &h, &ch);
-    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
-    CHECK_INT_EQ(ch.k, 4);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+    CHECK_INT_EQ(ch.k, 1);
     CHECK_INT_EQ(ch.probe, 1);
+    /* An n-gram drafter alone, rejected, with a match: plain, never a
+     * probe. */
+    pm__cost_query ng = {NGRAM, 1, 4, 6, 0, 0};
+    for (int i = 0; i < 600; i++) {
+        pm__cost_next(&c, &ng, &ch);
+        CHECK_INT_EQ(ch.kind, -1);
+        CHECK_INT_EQ(ch.probe, 0);
+    }
     /* No drafter can draft (an n-gram drafter without a match): plain,
      * and no probe however long the run. */
     pm__cost_query none = {NGRAM, 1, 4, 0, 0, 0};

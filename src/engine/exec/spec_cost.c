@@ -167,21 +167,18 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
     }
 }
 
-/* The probe round for q: the n-gram proposal when there is one (no
- * forward), else k_min of the model, else k_min of the lowest kind. */
-static void probe_choice(const pm__cost_query *q, pm__cost_choice *out)
+/* The probe round for q: k_min of the model, else of the lowest kind
+ * left. The n-gram is never probed: its shadow tests cost nothing. */
+static void probe_choice(unsigned kinds, const pm__cost_query *q, pm__cost_choice *out)
 {
     out->probe = 1;
     out->k = q->k_min;
-    if (q->kinds & (1u << LLM_DRAFTER_NGRAM) && q->ngram_n > 0) {
-        out->kind = LLM_DRAFTER_NGRAM;
-        out->k = q->ngram_n < q->k_max ? q->ngram_n : q->k_max;
-    } else if (q->kinds & (1u << LLM_DRAFTER_MODEL)) {
+    if (kinds & (1u << LLM_DRAFTER_MODEL)) {
         out->kind = LLM_DRAFTER_MODEL;
-    } else {
-        for (out->kind = 0; !(q->kinds & (1u << out->kind)); out->kind++)
-            ;
+        return;
     }
+    for (out->kind = 0; !(kinds & (1u << out->kind)); out->kind++)
+        ;
 }
 
 void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out)
@@ -199,18 +196,14 @@ void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out)
         c->plain_run = 0;
         return;
     }
-    unsigned kinds = q->kinds;
-    if (q->ngram_n <= 0)
-        kinds &= ~(1u << LLM_DRAFTER_NGRAM);
+    unsigned kinds = q->kinds & ~(1u << LLM_DRAFTER_NGRAM);
     if (!kinds || out->plain_rate == 0.0 || q->k_max < 1)
-        return; /* nothing could draft, or decodes are still being measured */
+        return; /* nothing to probe, or decodes are still being measured */
     if (++c->plain_run < c->probe_every)
         return;
     c->plain_run = 0;
     c->probing = 1;
-    pm__cost_query pq = *q;
-    pq.kinds = kinds;
-    probe_choice(&pq, out);
+    probe_choice(kinds, q, out);
 }
 
 int pm__cost_shadow_start(pm__cost *c, int32_t n)

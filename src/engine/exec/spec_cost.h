@@ -34,9 +34,9 @@
  * overhead 0.
  *
  * Plain runs and probes (pm__cost_next). While plain decoding wins, every
- * probe_every-th plain choice is a probe round instead (the n-gram
- * proposal when one exists: no forward; else k_min model drafts), so a
- * drafter that starts to pay is noticed. A probe after which the table
+ * probe_every-th plain choice is a probe round instead (k_min model
+ * drafts; the n-gram is never probed, its shadow tests below cost
+ * nothing), so a drafter that starts to pay is noticed. A probe after which the table
  * still chooses plain doubles probe_every (up to PM__COST_PROBE_MAX: a
  * model probe owes a catch-up, so a drafter that never pays costs less
  * and less); one after which it drafts resets it to PM__COST_PROBE_MIN.
