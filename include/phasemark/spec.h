@@ -193,8 +193,11 @@ typedef struct llm_drafter_counts {
  * target forwards cost by width and what each drafter kind's steps cost,
  * keeps per-kind acceptance, and before each round picks the kind (a
  * hybrid's) and the k in [k_min, k] that maximise expected tokens per unit
- * time, or a plain decode step when none beats plain decoding (a probe
- * round every 32 plain steps keeps the estimates current). It depends on
+ * time (a round's bookkeeping and the model drafter's catch-up after
+ * falling behind priced in), or a plain decode step when none beats plain
+ * decoding by 3 % (n-gram proposals tested against the plain steps'
+ * tokens, and probe rounds at a backed-off interval of 32 to 512 plain
+ * steps, keep the estimates current; docs/spec.md). It depends on
  * timings: greedy output is still the target's own; under sampling the
  * law is the target's but a seed no longer fixes the sequence.
  *

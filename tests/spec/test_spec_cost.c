@@ -1,7 +1,11 @@
-/* test_spec_cost — cost-aware k's choice (spec_cost.h) from injected
- * costs: no clock anywhere, every expected value worked by hand below.
+/* test_spec_cost — cost-aware k's choice and step policy (spec_cost.h)
+ * from injected costs: no clock anywhere, every expected value worked by
+ * hand below. Plain decoding's rate is 1 / 100 ns throughout; drafting
+ * must beat it by 3 % (0.0103).
  *
  *   unmeasured  nothing measured: plain decoding (to measure a decode)
+ *   trust       two decode samples are not enough to draft; three are
+ *   median      a stalled sample does not move a cost; the ring forgets
  *   widths      interpolation, extrapolation and the prior slope
  *   cpu         a CPU-like table (a verify row costs 0.35 decode): the
  *               model pays at k = 1 with a 0.39 draft; not at 0.50
@@ -10,7 +14,13 @@
  *   flat        a GPU-like table (verify ~ one decode): the widest k
  *   acceptance  the decayed acceptance estimate
  *   nothing_pays  hybrid, an expensive draft and a rejected n-gram: plain
+ *   overhead    a round's bookkeeping pushes k up, then drafting out
+ *   catchup     what the model owes after falling behind: prior, measured,
+ *               spread over what the request has left
+ *   probe       plain runs broken by probes; backoff and reset
+ *   shadow      n-gram acceptance learnt from plain steps, no verify
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,11 +30,20 @@
 #define MODEL (1u << LLM_DRAFTER_MODEL)
 #define NGRAM (1u << LLM_DRAFTER_NGRAM)
 
-/* verify(w) = 100 + slope * (w - 1) ns for w = 1..n. */
+/* verify(w) = 100 + slope * (w - 1) ns for w = 1..n, PM__COST_TRUST
+ * samples each (so the decode is trusted; every median is the value). */
 static void widths(pm__cost *c, double slope, int n)
 {
-    for (int w = 1; w <= n; w++)
-        pm__cost_verify(c, w, (uint64_t)(100.0 + slope * (w - 1)));
+    for (int i = 0; i < PM__COST_TRUST; i++)
+        for (int w = 1; w <= n; w++)
+            pm__cost_verify(c, w, (uint64_t)(100.0 + slope * (w - 1)));
+}
+
+static void choose(const pm__cost *c, unsigned kinds, int32_t k_min, int32_t k_max,
+                   int32_t ngram_n, pm__cost_choice *ch)
+{
+    pm__cost_query q = {kinds, k_min, k_max, ngram_n, 0, 0};
+    pm__cost_choose(c, &q, ch);
 }
 
 static int case_unmeasured(void)
@@ -32,7 +51,7 @@ static int case_unmeasured(void)
     pm__cost c;
     pm__cost_init(&c, 0.4);
     pm__cost_choice ch;
-    pm__cost_choose(&c, MODEL | NGRAM, 1, 4, 4, &ch);
+    choose(&c, MODEL | NGRAM, 1, 4, 4, &ch);
     CHECK_INT_EQ(ch.kind, -1);
     CHECK_INT_EQ(ch.k, 0);
     CHECK(ch.plain_rate == 0.0);
@@ -47,9 +66,9 @@ static int case_widths(void)
     /* Only a decode (100): the prior, 35 per extra row. */
     pm__cost_verify(&c, 1, 100);
     CHECK_NEAR(pm__cost_width(&c, 3), 170.0, 1e-9);
-    /* A second observation moves the average by PM__COST_EMA (0.2). */
+    /* Two samples: their mean is the median. */
     pm__cost_verify(&c, 1, 200);
-    CHECK_NEAR(pm__cost_width(&c, 1), 120.0, 1e-9);
+    CHECK_NEAR(pm__cost_width(&c, 1), 150.0, 1e-9);
     pm__cost_init(&c, 0.4);
     pm__cost_verify(&c, 1, 100);
     pm__cost_verify(&c, 5, 240);
@@ -76,13 +95,13 @@ static int case_cpu(void)
     pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
     CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_MODEL), 5.0 / 6.0, 1e-12);
     pm__cost_choice ch;
-    pm__cost_choose(&c, MODEL, 1, 4, 0, &ch); /* the prior step: 0.39 * 100 */
+    choose(&c, MODEL, 1, 4, 0, &ch); /* the prior step: 0.39 * 100 */
     CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
     CHECK_INT_EQ(ch.k, 1);
     CHECK_NEAR(ch.rate, (1.0 + 5.0 / 6.0) / 174.0, 1e-12);
     CHECK_NEAR(ch.plain_rate, 0.01, 1e-12);
     pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100); /* measured: 50 a step */
-    pm__cost_choose(&c, MODEL, 1, 4, 0, &ch);
+    choose(&c, MODEL, 1, 4, 0, &ch);
     CHECK_INT_EQ(ch.kind, -1);
     CHECK_INT_EQ(ch.k, 0);
     CHECK_NEAR(ch.rate, 0.01, 1e-12);
@@ -105,16 +124,16 @@ static int case_hybrid(void)
     double a = 6.7 / 7.7;
     CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), a, 1e-12);
     pm__cost_choice ch;
-    pm__cost_choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
+    choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
     CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
     CHECK_INT_EQ(ch.k, 3);
     CHECK_NEAR(ch.rate, (1.0 + a + a * a + a * a * a) / 206.0, 1e-12);
-    pm__cost_choose(&c, MODEL, 1, 4, 0, &ch);
+    choose(&c, MODEL, 1, 4, 0, &ch);
     CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
     CHECK_INT_EQ(ch.k, 1);
     /* A one-token match caps the n-gram at k = 1: 1.87013 / 136 =
      * 0.013751, still above the model. */
-    pm__cost_choose(&c, MODEL | NGRAM, 1, 4, 1, &ch);
+    choose(&c, MODEL | NGRAM, 1, 4, 1, &ch);
     CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
     CHECK_INT_EQ(ch.k, 1);
     return pm_check_result();
@@ -130,12 +149,12 @@ static int case_flat(void)
     pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
     pm__cost_draft(&c, LLM_DRAFTER_MODEL, 4, 80);
     pm__cost_choice ch;
-    pm__cost_choose(&c, MODEL, 1, 4, 0, &ch);
+    choose(&c, MODEL, 1, 4, 0, &ch);
     CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
     CHECK_INT_EQ(ch.k, 4);
-    pm__cost_choose(&c, MODEL, 1, 2, 0, &ch); /* k_max bounds it */
+    choose(&c, MODEL, 1, 2, 0, &ch); /* k_max bounds it */
     CHECK_INT_EQ(ch.k, 2);
-    pm__cost_choose(&c, MODEL, 3, 4, 0, &ch); /* and k_min */
+    choose(&c, MODEL, 3, 4, 0, &ch); /* and k_min */
     CHECK_INT_EQ(ch.k, 4);
     return pm_check_result();
 }
@@ -161,7 +180,7 @@ static int case_nothing_pays(void)
     CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), 1.0 / 3.9, 1e-12);
     pm__cost_choice ch;
     for (int32_t n = 1; n <= 4; n++) {
-        pm__cost_choose(&c, MODEL | NGRAM, 1, 4, n, &ch);
+        choose(&c, MODEL | NGRAM, 1, 4, n, &ch);
         CHECK_INT_EQ(ch.kind, -1);
         CHECK_INT_EQ(ch.k, 0);
         CHECK_NEAR(ch.rate, 0.01, 1e-12);
@@ -170,7 +189,7 @@ static int case_nothing_pays(void)
      * k=1 (1 + a) / 136 = 0.011736 beats k=2 0.011412, k=3 0.010502 and
      * plain: drafting resumes at k = 1. */
     pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 3, 3);
-    pm__cost_choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
+    choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
     CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
     CHECK_INT_EQ(ch.k, 1);
     CHECK_NEAR(ch.rate, (1.0 + 4.0 / 6.71) / 136.0, 1e-12);
@@ -189,6 +208,263 @@ static int case_acceptance(void)
     return pm_check_result();
 }
 
+
+/* A free n-gram proposal of 4 accepted 4 of 4 (a = 5/6) would pay, but
+ * not on a decode measured twice: plain. The third sample trusts it. */
+static int case_trust(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 4, 4);
+    for (int w = 2; w <= 5; w++)
+        pm__cost_verify(&c, w, (uint64_t)(100 + 35 * (w - 1)));
+    pm__cost_choice ch;
+    for (int i = 0; i < PM__COST_TRUST - 1; i++) {
+        pm__cost_verify(&c, 1, 100);
+        choose(&c, NGRAM, 1, 4, 4, &ch);
+        CHECK_INT_EQ(ch.kind, -1);
+        CHECK(ch.plain_rate == 0.0);
+    }
+    pm__cost_verify(&c, 1, 100);
+    choose(&c, NGRAM, 1, 4, 4, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
+    CHECK_NEAR(ch.plain_rate, 0.01, 1e-12);
+    return pm_check_result();
+}
+
+/* Medians: 100, 100, 5000 (a stall) read 100; a fourth sample of 5000
+ * reads (100 + 5000) / 2 = 2550; eight samples of 200 later the ring
+ * holds only those: 200. */
+static int case_median(void)
+{
+    pm__cost_est e;
+    memset(&e, 0, sizeof e);
+    pm__cost_est_add(&e, 100);
+    pm__cost_est_add(&e, 100);
+    pm__cost_est_add(&e, 5000);
+    CHECK_NEAR(e.med, 100.0, 1e-12);
+    pm__cost_est_add(&e, 5000);
+    CHECK_NEAR(e.med, 2550.0, 1e-12);
+    for (int i = 0; i < PM__COST_RING; i++)
+        pm__cost_est_add(&e, 200);
+    CHECK_NEAR(e.med, 200.0, 1e-12);
+    CHECK_INT_EQ(e.n, PM__COST_RING);
+    /* Through the table: one stalled round of width 3 among two normal
+     * ones leaves its cost at 170. */
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    pm__cost_verify(&c, 3, 170);
+    pm__cost_verify(&c, 3, 90000);
+    pm__cost_verify(&c, 3, 170);
+    CHECK_NEAR(pm__cost_width(&c, 3), 170.0, 1e-9);
+    return pm_check_result();
+}
+
+/* verify(w) = 100 + 20 (w - 1), a model step of 10, a = 5/6, k <= 6:
+ * T(k) = 100 + 30 k + over. over 0: k=3 3.1065/190 = 0.016350 beats k=4
+ * 3.5887/220 = 0.016312; over 50 (a round's bookkeeping): k=5
+ * 3.9906/300 = 0.013302 beats k=4 3.5887/270 = 0.013292 and k=6
+ * 4.3255/330 = 0.013108; over 200: the best, k=6 4.3255/480 = 0.009011,
+ * is below 0.0103: plain. */
+static int case_overhead(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.1);
+    widths(&c, 20.0, 7);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 4, 40);
+    pm__cost_choice ch;
+    choose(&c, MODEL, 1, 6, 0, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+    CHECK_INT_EQ(ch.k, 3);
+    pm__cost_overhead(&c, LLM_DRAFTER_MODEL, 50);
+    choose(&c, MODEL, 1, 6, 0, &ch);
+    CHECK_INT_EQ(ch.k, 5);
+    CHECK_NEAR(ch.rate, (1.0 - pow(5.0 / 6.0, 6)) * 6.0 / 300.0, 1e-12);
+    /* Another kind's overhead is not the model's. */
+    pm__cost_overhead(&c, LLM_DRAFTER_NGRAM, 5000);
+    choose(&c, MODEL, 1, 6, 0, &ch);
+    CHECK_INT_EQ(ch.k, 5);
+    pm__cost_overhead(&c, LLM_DRAFTER_MODEL, 350);
+    pm__cost_overhead(&c, LLM_DRAFTER_MODEL, 350); /* median 350: 200 more */
+    choose(&c, MODEL, 1, 6, 0, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    CHECK_INT_EQ(ch.k, 0);
+    return pm_check_result();
+}
+
+/* The model as in case_cpu (step 39, k=1 alone pays: 1.8333/174 =
+ * 0.010536), now 8 tokens behind. Unmeasured catch-up: 0.35 * 39 = 13.65
+ * a token, owed 109.2, spread as 109.2 * 1.8333 / 32 = 6.256 over k=1's
+ * round: 1.8333/180.256 = 0.010171 < 0.0103: plain. Measured (a fed-33
+ * round of 1 forward in 39 + 32 * 5 ns: 5 a token): owed 40, 1.8333 /
+ * 176.29 = 0.010399: k = 1. 32 behind at 5: 1.8333/183.17 = 0.010009:
+ * plain. The n-gram owes nothing. */
+static int case_catchup(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    widths(&c, 35.0, 5);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
+    pm__cost_catchup(&c, 33, 1, 199); /* no step measured yet: ignored */
+    CHECK_INT_EQ(c.catchup.n, 0);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 1, 39);
+    pm__cost_query q = {MODEL, 1, 4, 0, 8, 32};
+    pm__cost_choice ch;
+    pm__cost_choose(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    pm__cost_catchup(&c, 33, 1, 39 + 32 * 5);
+    CHECK_NEAR(c.catchup.med, 5.0, 1e-12);
+    pm__cost_choose(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+    CHECK_INT_EQ(ch.k, 1);
+    CHECK_NEAR(ch.rate, (11.0 / 6.0) / (174.0 + 40.0 * (11.0 / 6.0) / 32.0), 1e-12);
+    q.behind = 32;
+    pm__cost_choose(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    /* The debt is spread over what the request has left, at most 256:
+     * 32 behind with 1000 left, 160 / 256 * 1.8333 = 1.1458 a round:
+     * 1.8333/175.15 = 0.010467: k = 1; 8 behind with 4 left, 40 / 4 *
+     * 1.8333 = 18.333: 1.8333/192.33 = 0.009532: plain. */
+    q.left = 1000;
+    pm__cost_choose(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+    CHECK_NEAR(ch.rate, (11.0 / 6.0) / (174.0 + 160.0 / 256.0 * (11.0 / 6.0)), 1e-12);
+    q.behind = 8;
+    q.left = 4;
+    pm__cost_choose(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    /* Hybrid, 32 behind, a free n-gram match of 2 at a = 5/6: k=2
+     * 2.5278/171 = 0.014782; the model's debt does not touch it. */
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 4, 4);
+    pm__cost_query h = {MODEL | NGRAM, 1, 4, 2, 32, 32};
+    pm__cost_choose(&c, &h, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
+    CHECK_INT_EQ(ch.k, 2);
+    return pm_check_result();
+}
+
+/* Nothing pays for the model (case_cpu's measured 50 ns step): 31 plain
+ * choices, then a probe of k_min = 2; still plain after it, so the next
+ * probe comes 64 plain choices later, then 128. After that probe the
+ * draft got cheap (step 10: k=2 2.5278/190 = 0.013304 pays): the verdict
+ * drafts and the interval is back at 32. */
+static int case_probe(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    widths(&c, 35.0, 5);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100);
+    pm__cost_query q = {MODEL, 2, 4, 0, 0, 0};
+    pm__cost_choice ch;
+    static const int32_t every[] = {32, 64, 128};
+    for (int p = 0; p < 3; p++) {
+        for (int i = 1; i < every[p]; i++) {
+            pm__cost_next(&c, &q, &ch);
+            CHECK_INT_EQ(ch.kind, -1);
+            CHECK_INT_EQ(ch.probe, 0);
+        }
+        pm__cost_next(&c, &q, &ch);
+        CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+        CHECK_INT_EQ(ch.k, 2);
+        CHECK_INT_EQ(ch.probe, 1);
+    }
+    CHECK_INT_EQ(c.probe_every, 128);
+    for (int i = 0; i < PM__COST_RING; i++)
+        pm__cost_draft(&c, LLM_DRAFTER_MODEL, 1, 10);
+    pm__cost_next(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+    CHECK_INT_EQ(ch.k, 2);
+    CHECK_INT_EQ(ch.probe, 0);
+    CHECK_INT_EQ(c.probe_every, PM__COST_PROBE_MIN);
+    /* Hybrid, the model expensive again and the n-gram rejected: plain
+     * until the 32nd choice, which probes the model's k_min = 1 even with
+     * an n-gram match of 6 (the n-gram is shadow-tested, never probed). */
+    for (int i = 0; i < PM__COST_RING; i++)
+        pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 4, 0);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 4, 0);
+    pm__cost_query h = {MODEL | NGRAM, 1, 4, 6, 0, 0};
+    for (int i = 1; i < PM__COST_PROBE_MIN; i++) {
+        pm__cost_next(&c, &h, &ch);
+        CHECK_INT_EQ(ch.kind, -1);
+    }
+    pm__cost_next(&c, &h, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+    CHECK_INT_EQ(ch.k, 1);
+    CHECK_INT_EQ(ch.probe, 1);
+    /* An n-gram drafter alone, rejected, with a match: plain, never a
+     * probe. */
+    pm__cost_query ng = {NGRAM, 1, 4, 6, 0, 0};
+    for (int i = 0; i < 600; i++) {
+        pm__cost_next(&c, &ng, &ch);
+        CHECK_INT_EQ(ch.kind, -1);
+        CHECK_INT_EQ(ch.probe, 0);
+    }
+    /* No drafter can draft (an n-gram drafter without a match): plain,
+     * and no probe however long the run. */
+    pm__cost_query none = {NGRAM, 1, 4, 0, 0, 0};
+    for (int i = 0; i < 600; i++) {
+        pm__cost_next(&c, &none, &ch);
+        CHECK_INT_EQ(ch.kind, -1);
+        CHECK_INT_EQ(ch.probe, 0);
+    }
+    return pm_check_result();
+}
+
+
+/* Shadow tests of n-gram proposals by plain steps. A proposal of 3 whose
+ * third token differs: acc 2, rej 1, a = 3/5; a second start while one is
+ * under test is refused. Then 2 of 2: acc 2 * 0.9 + 2 = 3.8, rej 0.9, a =
+ * 4.8 / 6.7. A dropped test and steps without one change nothing. In
+ * case_nothing_pays' table (n-gram rejected twice: plain), a shadow of 3
+ * matched in full counts as the accepted round there: the n-gram resumes
+ * at k = 1, (1 + 4/6.71) / 136. */
+static int case_shadow(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 0), 0);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 3), 1);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 2), 0);
+    pm__cost_shadow_step(&c, 1);
+    pm__cost_shadow_step(&c, 1);
+    CHECK_INT_EQ(c.shadow_i, 2);
+    pm__cost_shadow_step(&c, 0);
+    CHECK_INT_EQ(c.shadow_n, 0);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), 3.0 / 5.0, 1e-12);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 2), 1);
+    pm__cost_shadow_step(&c, 1);
+    pm__cost_shadow_step(&c, 1);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), 4.8 / 6.7, 1e-12);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 4), 1);
+    pm__cost_shadow_step(&c, 1);
+    pm__cost_shadow_drop(&c);
+    pm__cost_shadow_step(&c, 0);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_NGRAM), 4.8 / 6.7, 1e-12);
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_MODEL), 0.5, 1e-12);
+
+    pm__cost_init(&c, 0.39);
+    widths(&c, 35.0, 5);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 100);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 3, 0);
+    pm__cost_accept(&c, LLM_DRAFTER_NGRAM, 3, 0);
+    pm__cost_draft(&c, LLM_DRAFTER_NGRAM, 1, 1);
+    pm__cost_choice ch;
+    choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    CHECK_INT_EQ(pm__cost_shadow_start(&c, 3), 1);
+    for (int i = 0; i < 3; i++)
+        pm__cost_shadow_step(&c, 1);
+    choose(&c, MODEL | NGRAM, 1, 4, 3, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_NGRAM);
+    CHECK_INT_EQ(ch.k, 1);
+    CHECK_NEAR(ch.rate, (1.0 + 4.0 / 6.71) / 136.0, 1e-12);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -196,10 +472,14 @@ int main(int argc, char **argv)
         int (*run)(void);
     } cases[] = {{"unmeasured", case_unmeasured}, {"widths", case_widths}, {"cpu", case_cpu},
                  {"hybrid", case_hybrid},         {"flat", case_flat},     {"acceptance", case_acceptance},
-                 {"nothing_pays", case_nothing_pays}};
+                 {"nothing_pays", case_nothing_pays}, {"trust", case_trust},
+                 {"median", case_median},         {"overhead", case_overhead},
+                 {"catchup", case_catchup},       {"probe", case_probe},
+                 {"shadow", case_shadow}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].run();
-    fprintf(stderr, "usage: test_spec_cost unmeasured|widths|cpu|hybrid|flat|acceptance\n");
+    fprintf(stderr, "usage: test_spec_cost CASE (unmeasured, trust, median, widths, cpu, hybrid, "
+                    "flat, acceptance, nothing_pays, overhead, catchup, probe, shadow)\n");
     return 2;
 }

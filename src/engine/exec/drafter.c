@@ -13,7 +13,8 @@
  * The n-gram drafter runs no forward: the longest suffix of the history,
  * ngram_max tokens down to ngram_min, that occurred earlier, its most
  * recent occurrence first, proposes the tokens that followed that
- * occurrence. O(n_hist * ngram_max) per round; it allocates nothing.
+ * occurrence. One pass over the history per round (a compare per token,
+ * more only where the last token recurs); it allocates nothing.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -186,34 +187,46 @@ int32_t pm__drafter_room(const llm_drafter *d, size_t n_hist)
 
 /* ---- n-gram lookup ----------------------------------------------------- */
 
-/* 1 when hist[a..a+m) equals hist[b..b+m). */
-static int same_run(const int32_t *hist, size_t a, size_t b, int32_t m)
-{
-    return memcmp(hist + a, hist + b, (size_t)m * sizeof *hist) == 0;
-}
-
 int32_t pm__ngram_lookup(const int32_t *hist, size_t n_hist, int32_t ngram_min,
                          int32_t ngram_max, int32_t k, size_t *start, int32_t *n)
 {
     *start = 0;
     *n = 0;
-    for (int32_t m = ngram_max; m >= ngram_min && m >= 1; m--) {
-        if ((size_t)m >= n_hist)
-            continue; /* an earlier occurrence needs room before the suffix */
-        size_t suf = n_hist - (size_t)m;
-        /* Most recent first: j + m <= n_hist - 1, so the continuation
-         * starts inside the history. */
-        for (size_t j = suf; j-- > 0;) {
-            if (!same_run(hist, j, suf, m))
-                continue;
-            size_t c = j + (size_t)m;
-            size_t avail = n_hist - c;
-            *start = c;
-            *n = (int32_t)(avail < (size_t)k ? avail : (size_t)k);
-            return m;
+    if (ngram_min < 1)
+        ngram_min = 1;
+    if (ngram_max < ngram_min || n_hist < 2)
+        return 0;
+    /* One pass over the occurrence ends e, most recent first (e <=
+     * n_hist - 2, so the continuation starts inside the history): len is
+     * how many tokens ending at e equal the history's last ones (at most
+     * ngram_max). The first e reaching a length is that length's most
+     * recent occurrence, so the longest match is where best last rose; the
+     * pass stops at the first e reaching ngram_max. A first-token compare
+     * rejects almost every e, so this costs about one compare per history
+     * token, not a memcmp per token and length. */
+    const int32_t *suf = hist + n_hist - 1; /* suf[-i]: the i-th last token */
+    size_t best_e = 0;
+    int32_t best = 0;
+    for (size_t e = n_hist - 1; e-- > 0;) {
+        if (hist[e] != suf[0])
+            continue;
+        int32_t len = 1;
+        while (len < ngram_max && (size_t)len <= e && hist[e - (size_t)len] == suf[-len])
+            len++;
+        if (len > best) {
+            best = len;
+            best_e = e;
         }
+        if (best == ngram_max)
+            break;
     }
-    return 0;
+    if (best < ngram_min)
+        return 0;
+    size_t c = best_e + 1;
+    size_t avail = n_hist - c;
+    *start = c;
+    *n = (int32_t)(avail < (size_t)k ? avail : (size_t)k);
+    return best;
 }
 
 /* ---- plan -------------------------------------------------------------- */

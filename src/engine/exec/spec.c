@@ -45,10 +45,6 @@
 /* Decay of the adaptive acceptance counts per round: about the last ten
  * rounds matter, so k follows a change of text within a few rounds. */
 #define SPEC_DECAY 0.9
-/* Cost-aware k: after this many plain steps chosen in a row, one round
- * drafts anyway, so acceptance and verify costs stay measured (a round of
- * the cheapest shape: at most ~1/32 of a decode lost per probe). */
-#define SPEC_PROBE_EVERY 32
 
 struct llm_spec {
     llm_session *target, *draft; /* draft: the drafter's session, or NULL */
@@ -69,13 +65,14 @@ struct llm_spec {
     int32_t *vgreedy;    /* [k_cap + 1] the target's greedy token per verify
                             row (greedy sampling) */
     int32_t *commit;     /* [k_cap + 1] tokens a round commits */
+    int32_t *shadow;     /* [k_cap] cost-aware k: an n-gram proposal plain
+                            steps test (spec_cost.h: shadow acceptance) */
     int has_q;           /* the round's proposals have q rows (sampled model) */
     float *q;            /* [k_cap][n_vocab] draft distributions */
     float *pr;           /* [n_vocab] target distribution */
     float *res;          /* [n_vocab] residual max(0, p - q) */
     llm_spec_stats st;
     pm__cost ct;         /* cost-aware k: measured costs, acceptance */
-    int32_t plain_run;   /* cost-aware k: plain steps chosen in a row */
     char err[SPEC_ERR_MAX];
 };
 
@@ -231,10 +228,12 @@ static int alloc_buffers(llm_spec *sd)
     sd->vtok = malloc((kc + 1) * sizeof *sd->vtok);
     sd->vgreedy = malloc((kc + 1) * sizeof *sd->vgreedy);
     sd->commit = malloc((kc + 1) * sizeof *sd->commit);
+    sd->shadow = malloc(kc * sizeof *sd->shadow);
     sd->q = malloc(kc * nv * sizeof *sd->q);
     sd->pr = malloc(nv * sizeof *sd->pr);
     sd->res = malloc(nv * sizeof *sd->res);
-    return sd->hist && sd->vtok && sd->vgreedy && sd->commit && sd->q && sd->pr && sd->res
+    return sd->hist && sd->vtok && sd->vgreedy && sd->commit && sd->shadow && sd->q && sd->pr &&
+                   sd->res
                ? 0 : LLM_ENOMEM;
 }
 
@@ -341,6 +340,7 @@ void llm_spec_free(llm_spec *sd)
     free(sd->vtok);
     free(sd->vgreedy);
     free(sd->commit);
+    free(sd->shadow);
     free(sd->q);
     free(sd->pr);
     free(sd->res);
@@ -581,7 +581,8 @@ static int commit_round(gen_run *g, int32_t n)
 /* Drafts the plan's k tokens, verifies them in one target forward and
  * decides. Fills sd->commit[0..*n) (the accepted drafts, then the target's
  * token). */
-static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
+static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n,
+                            uint64_t *inner_ns)
 {
     llm_spec *sd = g->sd;
     int32_t k = plan->n;
@@ -596,10 +597,12 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
     by->ns += t1 - t0;
     /* A draft step's cost is learned from steady rounds only: a catch-up
      * over the prompt or over plain steps is no step's price. */
-    int steady = plan->kind != LLM_DRAFTER_MODEL || pm__drafter_fed(sd->dr) <= 2;
-    if (rc == 0 && steady)
-        pm__cost_draft(&sd->ct, plan->kind,
-                       plan->kind == LLM_DRAFTER_MODEL ? (uint32_t)(by->forwards - fw0) : 1u, t1 - t0);
+    int model = plan->kind == LLM_DRAFTER_MODEL;
+    uint32_t fed = model ? pm__drafter_fed(sd->dr) : 0, fw = (uint32_t)(by->forwards - fw0);
+    if (rc == 0 && fed <= 2)
+        pm__cost_draft(&sd->ct, plan->kind, model ? fw : 1u, t1 - t0);
+    else if (rc == 0)
+        pm__cost_catchup(&sd->ct, fed, fw, t1 - t0); /* what falling behind costs */
     if (rc)
         return rc;
     const float *rows = NULL;
@@ -617,6 +620,7 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
      * and deciding on it (under sampling, k + 1 rows' distributions), as a
      * plain step's is its forward and its draw. */
     pm__cost_verify(&sd->ct, k + 1, t3 - t1);
+    *inner_ns = t3 - t0;
     if (a < 0)
         return fail(sd, a, "sampling failed");
     memcpy(sd->commit, sd->vtok + 1, (size_t)a * sizeof *sd->commit);
@@ -639,15 +643,28 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
 static int round_run(gen_run *g, int32_t last, const pm__draft_plan *plan, int32_t *next)
 {
     llm_spec *sd = g->sd;
+    uint64_t t0 = llm_now_ns(), inner = 0;
     sd->vtok[0] = last;
     pm_range rr = pm_spec_decode_push(g->req, (uint32_t)plan->n);
     int32_t n = 0;
-    int rc = draft_and_verify(g, plan, &n);
+    int rc = draft_and_verify(g, plan, &n, &inner);
     if (rc == 0) {
         *next = sd->commit[n - 1];
         rc = commit_round(g, n);
     }
     pm_range_pop(&rr);
+    /* The round's tokens are the target's too (its greedy ones, or draws
+     * of its law), so a shadow test reads them as it reads plain steps';
+     * an n-gram round observes its own acceptance instead. */
+    if (plan->kind == LLM_DRAFTER_NGRAM)
+        pm__cost_shadow_drop(&sd->ct);
+    for (int32_t i = 0; rc == 0 && i < n && sd->ct.shadow_n > 0; i++)
+        pm__cost_shadow_step(&sd->ct, sd->commit[i] == sd->shadow[sd->ct.shadow_i]);
+    /* The round's bookkeeping (ranges, committing, cutting both caches
+     * back) is part of its price: a plain step pays none of it. */
+    uint64_t total = llm_now_ns() - t0;
+    if (rc == 0)
+        pm__cost_overhead(&sd->ct, plan->kind, total > inner ? total - inner : 0);
     return rc;
 }
 
@@ -750,34 +767,54 @@ static unsigned drafter_kinds(const llm_drafter *d)
     return 1u << kind;
 }
 
-/* Cost-aware k: the table's choice of kind and k for this round, or a
- * plain step (plan->n = 0), drafting anyway after SPEC_PROBE_EVERY plain
- * steps in a row. `avail` is the drafter's own plan, which tells whether
- * an n-gram proposal exists and how long it is. */
-static void choose_by_cost(llm_spec *sd, const pm__draft_round *r, int32_t k,
+/* Tokens the model drafter must catch up on before it drafts, beyond a
+ * steady round's one or two (spec_cost.h: behind). */
+static uint32_t model_behind(const llm_spec *sd)
+{
+    llm_session *ds = pm__drafter_session(sd->dr);
+    if (!ds)
+        return 0;
+    uint32_t pos = llm_session_pos(ds);
+    uint32_t need = pos <= sd->hlen ? sd->hlen + 1 - pos : 1;
+    return need > 2 ? need - 1 : 0;
+}
+
+/* A plain step or a model round is chosen while an n-gram proposal of n
+ * tokens exists: keeps it for the tokens that follow to test (no forward:
+ * a copy out of the history; spec_cost.h, shadow acceptance). */
+static void shadow_ngram(llm_spec *sd, const pm__draft_round *r, int32_t n)
+{
+    if (!pm__cost_shadow_start(&sd->ct, n))
+        return;
+    pm__draft_plan sp;
+    pm__drafter_plan(sd->dr, r, n, LLM_DRAFTER_NGRAM, &sp);
+    int has_q = 0;
+    uint32_t fw = 0;
+    if (sp.kind != LLM_DRAFTER_NGRAM || sp.n != n ||
+        pm__drafter_propose(sd->dr, r, &sp, sd->shadow, &has_q, &fw) != 0)
+        pm__cost_shadow_drop(&sd->ct);
+}
+
+/* Cost-aware k: the table's choice of kind and k for this round, a probe
+ * round, or a plain step (plan->n = 0). `avail` is the drafter's own plan,
+ * which tells whether an n-gram proposal exists and how long it is. */
+static void choose_by_cost(const gen_run *g, const pm__draft_round *r, int32_t k,
                            const pm__draft_plan *avail, pm__draft_plan *plan)
 {
-    unsigned kinds = drafter_kinds(sd->dr);
-    if (avail->ngram_n == 0)
-        kinds &= ~(1u << LLM_DRAFTER_NGRAM);
+    llm_spec *sd = g->sd;
     int32_t kmax = sd->p.k_max < k ? sd->p.k_max : k;
-    int32_t kmin = sd->p.k_min < kmax ? sd->p.k_min : kmax;
+    pm__cost_query q = {drafter_kinds(sd->dr), sd->p.k_min < kmax ? sd->p.k_min : kmax, kmax,
+                        avail->ngram_n, model_behind(sd),
+                        (int64_t)g->gp->max_tokens - (int64_t)g->generated};
     pm__cost_choice ch;
-    pm__cost_choose(&sd->ct, kinds, kmin, kmax, avail->ngram_n, &ch);
-    if (ch.kind < 0 && kinds && sd->ct.verify_seen[1] && ++sd->plain_run >= SPEC_PROBE_EVERY) {
-        /* A probe: the n-gram proposal when there is one (no forward),
-         * else the shortest model round. */
-        ch.kind = kinds & (1u << LLM_DRAFTER_NGRAM) ? LLM_DRAFTER_NGRAM
-                  : kinds & (1u << LLM_DRAFTER_MODEL) ? LLM_DRAFTER_MODEL
-                                                      : LLM_DRAFTER_CUSTOM;
-        ch.k = ch.kind == LLM_DRAFTER_NGRAM ? avail->ngram_n : kmin;
-    }
+    pm__cost_next(&sd->ct, &q, &ch);
+    if (ch.kind != LLM_DRAFTER_NGRAM && q.kinds & (1u << LLM_DRAFTER_NGRAM))
+        shadow_ngram(sd, r, avail->ngram_n < kmax ? avail->ngram_n : kmax);
     if (ch.kind < 0) {
         *plan = *avail;
         plan->n = 0;
         return;
     }
-    sd->plain_run = 0;
     pm__drafter_plan(sd->dr, r, ch.k, ch.kind, plan);
 }
 
@@ -791,7 +828,7 @@ static void plan_round(gen_run *g, int32_t k, pm__draft_plan *plan)
     pm__drafter_plan(sd->dr, &r, k, -1, plan);
     if (sd->p.adaptive == LLM_SPEC_ADAPT_COST) {
         pm__draft_plan avail = *plan;
-        choose_by_cost(sd, &r, k, &avail, plan);
+        choose_by_cost(g, &r, k, &avail, plan);
     }
     int32_t room = pm__drafter_room(sd->dr, r.n_hist);
     if (plan->kind == LLM_DRAFTER_MODEL && plan->n > room)
@@ -812,6 +849,8 @@ static int generate_loop(gen_run *g, int32_t last)
             int32_t tok = plain_step(g, last);
             if (tok < 0)
                 return tok;
+            if (sd->ct.shadow_n > 0)
+                pm__cost_shadow_step(&sd->ct, tok == sd->shadow[sd->ct.shadow_i]);
             emit(g, tok, g->sd->hlen);
             last = tok;
             continue;
@@ -847,6 +886,7 @@ int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size
     gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f),
                  llm_generate_request(sd->target, p), info.eos, 0, -1};
     int32_t tok = 0;
+    pm__cost_shadow_drop(&sd->ct); /* a test belongs to one history */
     rc = prefill_prompt(&g, prompt, n_prompt, p->chunk, &tok);
     if (rc == 0) {
         emit(&g, tok, sd->hlen);

@@ -1,5 +1,5 @@
-/* spec_cost.c — the cost table of cost-aware k (spec_cost.h). */
-#include <math.h>
+/* spec_cost.c — the cost table and step policy of cost-aware k
+ * (spec_cost.h). */
 #include <string.h>
 
 #include "spec_cost.h"
@@ -8,24 +8,52 @@ void pm__cost_init(pm__cost *c, double prior_draft)
 {
     memset(c, 0, sizeof *c);
     c->prior_draft = prior_draft > 0.0 ? prior_draft : 0.0;
+    c->probe_every = PM__COST_PROBE_MIN;
 }
 
-static void ema(double *v, uint8_t *seen, double x)
+void pm__cost_est_add(pm__cost_est *e, double ns)
 {
-    *v = *seen ? (1.0 - PM__COST_EMA) * *v + PM__COST_EMA * x : x;
-    *seen = 1;
+    e->ring[e->next] = ns;
+    e->next = (uint8_t)((e->next + 1) % PM__COST_RING);
+    if (e->n < PM__COST_RING)
+        e->n++;
+    /* Insertion sort of at most PM__COST_RING values: a few dozen
+     * compares per sample, and every query reads med without sorting. */
+    double s[PM__COST_RING];
+    for (int i = 0; i < e->n; i++) {
+        int j = i;
+        for (; j > 0 && s[j - 1] > e->ring[i]; j--)
+            s[j] = s[j - 1];
+        s[j] = e->ring[i];
+    }
+    e->med = e->n % 2 ? s[e->n / 2] : 0.5 * (s[e->n / 2 - 1] + s[e->n / 2]);
 }
 
 void pm__cost_verify(pm__cost *c, int32_t width, uint64_t ns)
 {
     if (width >= 1 && width <= PM__COST_WIDTH_MAX)
-        ema(&c->verify_ns[width], &c->verify_seen[width], (double)ns);
+        pm__cost_est_add(&c->verify[width], (double)ns);
 }
 
 void pm__cost_draft(pm__cost *c, int kind, uint32_t steps, uint64_t ns)
 {
     if (kind >= 0 && kind < LLM_DRAFTER_COUNT && steps > 0)
-        ema(&c->step_ns[kind], &c->step_seen[kind], (double)ns / (double)steps);
+        pm__cost_est_add(&c->step[kind], (double)ns / (double)steps);
+}
+
+void pm__cost_catchup(pm__cost *c, uint32_t fed, uint32_t steps, uint64_t ns)
+{
+    const pm__cost_est *st = &c->step[LLM_DRAFTER_MODEL];
+    if (fed <= 2 || st->n == 0)
+        return;
+    double extra = (double)ns - (double)steps * st->med;
+    pm__cost_est_add(&c->catchup, extra > 0.0 ? extra / (double)(fed - 1) : 0.0);
+}
+
+void pm__cost_overhead(pm__cost *c, int kind, uint64_t ns)
+{
+    if (kind >= 0 && kind < LLM_DRAFTER_COUNT)
+        pm__cost_est_add(&c->over[kind], (double)ns);
 }
 
 void pm__cost_accept(pm__cost *c, int kind, int32_t k, int32_t accepted)
@@ -42,16 +70,14 @@ double pm__cost_acceptance(const pm__cost *c, int kind)
     return (c->acc[kind] + 1.0) / (c->acc[kind] + c->rej[kind] + 2.0);
 }
 
-/* The nearest measured widths below-or-at and above w (0: none). */
-static void neighbours(const pm__cost *c, int32_t w, int32_t *lo, int32_t *hi)
+/* The nearest measured width strictly beyond `from` in direction dir (+1
+ * or -1), or 0. */
+static int32_t measured_from(const pm__cost *c, int32_t from, int32_t dir)
 {
-    *lo = *hi = 0;
-    for (int32_t i = w; i >= 1 && !*lo; i--)
-        if (c->verify_seen[i])
-            *lo = i;
-    for (int32_t i = w + 1; i <= PM__COST_WIDTH_MAX && !*hi; i++)
-        if (c->verify_seen[i])
-            *hi = i;
+    for (int32_t i = from + dir; i >= 1 && i <= PM__COST_WIDTH_MAX; i += dir)
+        if (c->verify[i].n)
+            return i;
+    return 0;
 }
 
 double pm__cost_width(const pm__cost *c, int32_t w)
@@ -60,72 +86,146 @@ double pm__cost_width(const pm__cost *c, int32_t w)
         return 0.0;
     if (w > PM__COST_WIDTH_MAX)
         w = PM__COST_WIDTH_MAX;
-    if (c->verify_seen[w])
-        return c->verify_ns[w];
-    int32_t lo, hi;
-    neighbours(c, w, &lo, &hi);
+    if (c->verify[w].n)
+        return c->verify[w].med;
+    int32_t lo = measured_from(c, w, -1), hi = measured_from(c, w, +1);
     if (lo && hi)
-        return c->verify_ns[lo] +
-               (c->verify_ns[hi] - c->verify_ns[lo]) * (double)(w - lo) / (double)(hi - lo);
+        return c->verify[lo].med +
+               (c->verify[hi].med - c->verify[lo].med) * (double)(w - lo) / (double)(hi - lo);
     if (!lo && !hi)
         return 0.0;
     /* One side only: the slope of the two measured widths nearest w on
      * that side, else the prior relative to the one measured width. */
-    int32_t a = lo ? lo : hi, b = 0;
-    if (lo) {
-        for (int32_t i = lo - 1; i >= 1 && !b; i--)
-            if (c->verify_seen[i])
-                b = i;
-    } else {
-        for (int32_t i = hi + 1; i <= PM__COST_WIDTH_MAX && !b; i++)
-            if (c->verify_seen[i])
-                b = i;
-    }
-    double slope = b ? (c->verify_ns[a] - c->verify_ns[b]) / (double)(a - b)
-                     : c->verify_ns[a] * PM__COST_PRIOR_SLOPE / (1.0 + PM__COST_PRIOR_SLOPE * (a - 1));
-    double v = c->verify_ns[a] + slope * (double)(w - a);
-    return v > 0.0 ? v : c->verify_ns[a];
-}
-
-/* Expected tokens a round of k drafts commits at per-token acceptance a. */
-static double expected_tokens(double a, int32_t k)
-{
-    return a >= 1.0 ? (double)(k + 1) : (1.0 - pow(a, k + 1)) / (1.0 - a);
+    int32_t a = lo ? lo : hi, b = measured_from(c, a, lo ? -1 : +1);
+    double va = c->verify[a].med;
+    double slope = b ? (va - c->verify[b].med) / (double)(a - b)
+                     : va * PM__COST_PRIOR_SLOPE / (1.0 + PM__COST_PRIOR_SLOPE * (a - 1));
+    double v = va + slope * (double)(w - a);
+    return v > 0.0 ? v : va;
 }
 
 /* A draft step of kind in ns: measured, or the prior. */
 static double step_cost(const pm__cost *c, int kind, double decode)
 {
-    if (c->step_seen[kind])
-        return c->step_ns[kind];
+    if (c->step[kind].n)
+        return c->step[kind].med;
     return kind == LLM_DRAFTER_MODEL ? c->prior_draft * decode : 0.0;
 }
 
-void pm__cost_choose(const pm__cost *c, unsigned kinds, int32_t k_min, int32_t k_max,
-                     int32_t ngram_n, pm__cost_choice *out)
+/* What the model drafter owes before drafting, behind tokens back. */
+static double catchup_cost(const pm__cost *c, uint32_t behind, double decode)
 {
+    if (behind == 0)
+        return 0.0;
+    double per = c->catchup.n ? c->catchup.med
+                              : PM__COST_PRIOR_SLOPE * step_cost(c, LLM_DRAFTER_MODEL, decode);
+    return per * (double)behind;
+}
+
+void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice *out)
+{
+    const pm__cost_est *dec = &c->verify[1];
     double decode = pm__cost_width(c, 1);
+    memset(out, 0, sizeof *out);
     out->kind = -1;
-    out->k = 0;
-    out->plain_rate = c->verify_seen[1] ? 1.0 / decode : 0.0;
+    if (dec->n < PM__COST_TRUST)
+        return; /* measure decodes first */
+    out->plain_rate = 1.0 / decode;
     out->rate = out->plain_rate;
-    if (!c->verify_seen[1])
-        return; /* measure a decode first */
+    double bar = out->plain_rate * (1.0 + PM__COST_MARGIN), best = bar;
+    unsigned kinds = q->kinds;
+    if (q->ngram_n <= 0)
+        kinds &= ~(1u << LLM_DRAFTER_NGRAM);
+    /* A catch-up pays off over what is left of the request. */
+    double h = q->left <= 0 ? PM__COST_HORIZON
+               : q->left > PM__COST_HORIZON_MAX ? PM__COST_HORIZON_MAX : (double)q->left;
     for (int kind = 0; kind < LLM_DRAFTER_COUNT; kind++) {
         if (!(kinds & (1u << kind)))
             continue;
-        int32_t hi = kind == LLM_DRAFTER_NGRAM && ngram_n < k_max ? ngram_n : k_max;
+        int32_t hi = kind == LLM_DRAFTER_NGRAM && q->ngram_n < q->k_max ? q->ngram_n : q->k_max;
         double a = pm__cost_acceptance(c, kind), step = step_cost(c, kind, decode);
-        /* An n-gram lookup is one step per round, whatever k. */
-        for (int32_t k = k_min; k <= hi; k++) {
+        double over = c->over[kind].med;
+        double owed = kind == LLM_DRAFTER_MODEL ? catchup_cost(c, q->behind, decode) / h : 0.0;
+        /* E(a, k) = 1 + a + ... + a^k, summed as k grows (no pow: this
+         * runs before every step). */
+        double ak = 1.0, e = 1.0;
+        for (int32_t k = 1; k < q->k_min; k++)
+            ak *= a, e += ak;
+        for (int32_t k = q->k_min; k <= hi; k++) {
+            ak *= a;
+            e += ak;
+            /* An n-gram lookup is one step per round, whatever k. */
             double steps = kind == LLM_DRAFTER_MODEL ? (double)k : 1.0;
-            double t = steps * step + pm__cost_width(c, k + 1);
-            double rate = t > 0.0 ? expected_tokens(a, k) / t : 0.0;
-            if (rate > out->rate) {
-                out->rate = rate;
+            double t = steps * step + pm__cost_width(c, k + 1) + over + owed * e;
+            double rate = t > 0.0 ? e / t : 0.0;
+            if (rate > best) {
+                best = out->rate = rate;
                 out->kind = kind;
                 out->k = k;
             }
         }
     }
+}
+
+/* The probe round for q: k_min of the model, else of the lowest kind
+ * left. The n-gram is never probed: its shadow tests cost nothing. */
+static void probe_choice(unsigned kinds, const pm__cost_query *q, pm__cost_choice *out)
+{
+    out->probe = 1;
+    out->k = q->k_min;
+    if (kinds & (1u << LLM_DRAFTER_MODEL)) {
+        out->kind = LLM_DRAFTER_MODEL;
+        return;
+    }
+    for (out->kind = 0; !(kinds & (1u << out->kind)); out->kind++)
+        ;
+}
+
+void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out)
+{
+    pm__cost_choose(c, q, out);
+    if (c->probing) {
+        /* The last probe's verdict is this choice. */
+        c->probing = 0;
+        if (out->kind >= 0)
+            c->probe_every = PM__COST_PROBE_MIN;
+        else if (c->probe_every < PM__COST_PROBE_MAX)
+            c->probe_every *= 2;
+    }
+    if (out->kind >= 0) {
+        c->plain_run = 0;
+        return;
+    }
+    unsigned kinds = q->kinds & ~(1u << LLM_DRAFTER_NGRAM);
+    if (!kinds || out->plain_rate == 0.0 || q->k_max < 1)
+        return; /* nothing to probe, or decodes are still being measured */
+    if (++c->plain_run < c->probe_every)
+        return;
+    c->plain_run = 0;
+    c->probing = 1;
+    probe_choice(kinds, q, out);
+}
+
+int pm__cost_shadow_start(pm__cost *c, int32_t n)
+{
+    if (c->shadow_n > 0 || n <= 0)
+        return 0;
+    c->shadow_n = n;
+    c->shadow_i = 0;
+    return 1;
+}
+
+void pm__cost_shadow_step(pm__cost *c, int match)
+{
+    if (c->shadow_n <= 0)
+        return;
+    if (match && ++c->shadow_i < c->shadow_n)
+        return;
+    pm__cost_accept(c, LLM_DRAFTER_NGRAM, c->shadow_n, c->shadow_i);
+    c->shadow_n = c->shadow_i = 0;
+}
+
+void pm__cost_shadow_drop(pm__cost *c)
+{
+    c->shadow_n = c->shadow_i = 0;
 }

@@ -1,24 +1,56 @@
-/* spec_cost.h — the cost table behind cost-aware k (LLM_SPEC_ADAPT_COST).
+/* spec_cost.h — the cost table and step policy behind cost-aware k
+ * (LLM_SPEC_ADAPT_COST).
  *
  * One table per generator. It learns, as rounds run, what a target forward
  * of width w costs (w = 1 is a plain decode step, w = k + 1 a verify of k
- * drafts), what one draft step costs per drafter kind (a model forward; an
- * n-gram lookup), and each kind's per-token acceptance. From them it
+ * drafts and the decision on it), what one draft step costs per drafter
+ * kind (a model forward; an n-gram lookup), what a round costs beyond its
+ * drafting and its verify (committing, cutting the caches back: the
+ * round's bookkeeping), what the model drafter pays per token it must
+ * catch up on (tokens committed while it did not draft: plain steps,
+ * n-gram rounds), and each kind's per-token acceptance. From them it
  * picks, before a round, the drafter and k that maximise expected tokens
  * per nanosecond,
  *
- *     E(a, k) / (k * draft_step(kind) + verify(k + 1)),
+ *     E(a, k) / (k * step(kind) + verify(k + 1) + over(kind) + C * E / H),
  *     E(a, k) = (1 - a^(k+1)) / (1 - a)  (accepted drafts + the target's one),
  *
- * or a plain decode step when no choice beats 1 / verify(1).
+ * C being the catch-up the model drafter owes before it can draft (paid
+ * once, so spread over the H tokens the request has left, at most
+ * PM__COST_HORIZON_MAX; PM__COST_HORIZON when unknown), or a plain
+ * decode step when no choice beats 1 / verify(1) by PM__COST_MARGIN.
+ *
+ * Noise. Every cost is the median of its last PM__COST_RING samples, so a
+ * stall of the host in one sample moves nothing; no drafting is chosen
+ * until a decode has PM__COST_TRUST samples. A width with fewer samples
+ * still counts (it is a measurement; the median settles as it fills).
  *
  * Unmeasured widths are interpolated linearly between measured ones, and
  * extrapolated past the widest with the slope of the two widest (or, with
  * one width known, PM__COST_PRIOR_SLOPE decodes per extra row: the CPU's
- * measured cost, docs/spec.md). An unmeasured draft step is taken as
- * prior_draft (a ratio of a decode) for the model and as free for the
- * n-gram lookup. Until a decode has been measured, the choice is plain
- * decoding (one step measures it).
+ * measured cost, docs/spec.md). An unmeasured model step is prior_draft (a
+ * ratio of a decode), an unmeasured n-gram lookup free, an unmeasured
+ * catch-up PM__COST_PRIOR_SLOPE model steps a token, an unmeasured
+ * overhead 0.
+ *
+ * Plain runs and probes (pm__cost_next). While plain decoding wins, every
+ * probe_every-th plain choice is a probe round instead (k_min model
+ * drafts; the n-gram is never probed, its shadow tests below cost
+ * nothing), so a drafter that starts to pay is noticed. A probe after which the table
+ * still chooses plain doubles probe_every (up to PM__COST_PROBE_MAX: a
+ * model probe owes a catch-up, so a drafter that never pays costs less
+ * and less); one after which it drafts resets it to PM__COST_PROBE_MIN.
+ *
+ * Shadow acceptance. While plain decoding (or, for a hybrid, the model)
+ * wins, an n-gram proposal that exists costs nothing to make but a verify
+ * to test. Instead the generator keeps it and compares it with the tokens
+ * that follow (pm__cost_shadow_*): the first disagreement, or the whole
+ * proposal matched, is one observation of the n-gram's acceptance, with
+ * the law of a verified round (greedy: those tokens are the target's
+ * argmax, what a verify takes; sampling: they are draws of the target's
+ * law, so one equals a deterministic proposal d with probability p(d),
+ * the acceptance test's). So the n-gram's estimate stays current without
+ * probe rounds.
  *
  * Pure arithmetic over the table: no clock, no allocation, so tests inject
  * costs and check choices exactly.
@@ -30,37 +62,80 @@
 
 #include "phasemark/spec.h"
 
-enum { PM__COST_WIDTH_MAX = 64 }; /* widths 1..64 are tracked */
+enum {
+    PM__COST_WIDTH_MAX = 64, /* widths 1..64 are tracked */
+    PM__COST_RING = 8,       /* samples a median is taken over */
+    PM__COST_TRUST = 3,      /* decode samples before drafting is chosen */
+    PM__COST_HORIZON = 32,   /* tokens a catch-up is spread over, */
+    PM__COST_HORIZON_MAX = 256, /* when the request's end is unknown / far */
+    PM__COST_PROBE_MIN = 32, /* plain choices between probes, at first */
+    PM__COST_PROBE_MAX = 512 /* and at most */
+};
 
 #define PM__COST_PRIOR_SLOPE 0.35 /* extra decodes per extra verify row */
-#define PM__COST_EMA 0.2          /* weight of a new observation */
 #define PM__COST_DECAY 0.9        /* acceptance counts, per round */
+#define PM__COST_MARGIN 0.03      /* drafting must beat plain by 3 % */
+
+/* A robust running cost: the median of the last samples (ns). */
+typedef struct pm__cost_est {
+    double ring[PM__COST_RING];
+    double med;    /* the median of ring[0..n); 0 while n is 0 */
+    uint8_t n;     /* samples held, <= PM__COST_RING */
+    uint8_t next;  /* the slot the next sample replaces */
+} pm__cost_est;
 
 typedef struct pm__cost {
-    double verify_ns[PM__COST_WIDTH_MAX + 1]; /* by width; [0] unused */
-    uint8_t verify_seen[PM__COST_WIDTH_MAX + 1];
-    double step_ns[LLM_DRAFTER_COUNT];   /* one draft step, by round kind */
-    uint8_t step_seen[LLM_DRAFTER_COUNT];
+    pm__cost_est verify[PM__COST_WIDTH_MAX + 1]; /* by width; [0] unused */
+    pm__cost_est step[LLM_DRAFTER_COUNT];        /* one draft step, by kind */
+    pm__cost_est over[LLM_DRAFTER_COUNT];        /* a round's bookkeeping */
+    pm__cost_est catchup;  /* the model drafter, per token caught up on */
     double acc[LLM_DRAFTER_COUNT], rej[LLM_DRAFTER_COUNT]; /* decayed counts */
-    double prior_draft;                  /* model step / decode, unmeasured */
+    double prior_draft;    /* model step / decode, unmeasured */
+    int32_t plain_run;     /* plain choices since the last round */
+    int32_t probe_every;   /* plain choices before a probe */
+    int probing;           /* the last choice was a probe round */
+    int32_t shadow_n;      /* an n-gram proposal's length under test; 0: none */
+    int32_t shadow_i;      /* of it, tokens plain steps matched so far */
 } pm__cost;
+
+/* What the generator can do this round. */
+typedef struct pm__cost_query {
+    unsigned kinds;   /* bit 1 << LLM_DRAFTER_* for each kind that can draft */
+    int32_t k_min, k_max;
+    int32_t ngram_n;  /* tokens the n-gram match proposes (caps its k) */
+    uint32_t behind;  /* tokens the model drafter must catch up on beyond a
+                         steady round's one or two (0: in step) */
+    int64_t left;     /* tokens the request may still emit (0: unknown) */
+} pm__cost_query;
 
 /* What to do next. kind -1 and k 0: a plain decode step. */
 typedef struct pm__cost_choice {
     int kind;
     int32_t k;
+    int probe;         /* a probe round (pm__cost_next only) */
     double rate;       /* expected tokens per ns of the choice */
-    double plain_rate; /* 1 / verify(1); 0 while unmeasured */
+    double plain_rate; /* 1 / verify(1); 0 while untrusted */
 } pm__cost_choice;
 
 void pm__cost_init(pm__cost *c, double prior_draft);
 
-/* A target forward of `width` rows took ns. */
+/* Adds one sample to an estimate. */
+void pm__cost_est_add(pm__cost_est *e, double ns);
+
+/* A target forward of `width` rows (and its decision) took ns. */
 void pm__cost_verify(pm__cost *c, int32_t width, uint64_t ns);
 
 /* A round's drafting by `kind` took ns over `steps` steps (model: its
- * forwards; n-gram: 1). */
+ * forwards; n-gram: 1), in a steady round (no catch-up). */
 void pm__cost_draft(pm__cost *c, int kind, uint32_t steps, uint64_t ns);
+
+/* A model round fed its draft `fed` (> 2) tokens and ran `steps` forwards
+ * in ns: the part beyond steps * step is the catch-up over fed - 1 tokens.
+ * Ignored until a step is measured. */
+void pm__cost_catchup(pm__cost *c, uint32_t fed, uint32_t steps, uint64_t ns);
+
+/* A round by `kind` spent ns outside its drafting and its verify. */
+void pm__cost_overhead(pm__cost *c, int kind, uint64_t ns);
 
 /* A round by `kind` drafted k and had `accepted` accepted. */
 void pm__cost_accept(pm__cost *c, int kind, int32_t k, int32_t accepted);
@@ -72,10 +147,26 @@ double pm__cost_width(const pm__cost *c, int32_t w);
 /* The per-token acceptance estimate of kind. */
 double pm__cost_acceptance(const pm__cost *c, int kind);
 
-/* The best choice among the kinds in `kinds` (bit 1 << LLM_DRAFTER_*),
- * k in k_min..k_max (an n-gram proposal at most ngram_n), or plain
- * decoding. */
-void pm__cost_choose(const pm__cost *c, unsigned kinds, int32_t k_min, int32_t k_max,
-                     int32_t ngram_n, pm__cost_choice *out);
+/* The best choice for q by the table alone, or plain decoding. */
+void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice *out);
+
+/* The generator's choice: pm__cost_choose, with plain runs broken by
+ * probes (above); updates plain_run, probe_every and probing. */
+void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out);
+
+/* Shadow acceptance (above): a plain step or a model round is about to
+ * run while an n-gram proposal of n tokens exists; ignored while one is
+ * under test. 1 when the caller should keep the proposal for
+ * pm__cost_shadow_step. */
+int pm__cost_shadow_start(pm__cost *c, int32_t n);
+
+/* The next token the target produced (a plain step's, or one a round
+ * committed) is the proposal's next (match 1) or another (0); the test
+ * ends, and counts, at a mismatch or the proposal's end. */
+void pm__cost_shadow_step(pm__cost *c, int match);
+
+/* An n-gram round ran, or a request starts: an unfinished test is
+ * dropped. */
+void pm__cost_shadow_drop(pm__cost *c);
 
 #endif
