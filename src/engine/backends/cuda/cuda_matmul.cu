@@ -1206,7 +1206,6 @@ __device__ __forceinline__ void q8i_prefetch(const int8_t *__restrict__ w, int64
 /* The split-K group of a warp: 1 << ks_log2 warps of the block, the pair
  * index it starts at and the stride over the grid's groups. */
 typedef struct mv_group {
-    int ks_log2;
     int64_t gi, stride;
     mv_lanes ml;
 } mv_group;
@@ -1215,7 +1214,6 @@ __device__ __forceinline__ mv_group mv_group_of(int ks_log2, int warp)
 {
     mv_group g;
     int64_t per_block = Q8I_WARPS >> ks_log2;
-    g.ks_log2 = ks_log2;
     g.gi = (int64_t)blockIdx.x * per_block + (warp >> ks_log2);
     g.stride = (int64_t)gridDim.x * per_block;
     g.ml.off = 32 * (int64_t)(warp & ((1 << ks_log2) - 1));
