@@ -67,11 +67,14 @@
  *                                 the ratio of the prefills).
  *
  * Every engine line carries the tuning it ran with: q8_int8 (1: one-row
- * Q8 products on int8 activations, 0: PHASEMARK_CUDA_Q8=f32, the
- * fp32-activation kernel) and f16_direct (1: F16 wide products on the
- * weights as they are, 0: PHASEMARK_CUDA_F16_GEMM=bf16, dequantized to
- * bf16 per call), so that runs of one build under both settings can be
- * set side by side.
+ * Q8 products on int8 activations, 4 KB a warp in flight; 3 and 2: 2 and
+ * 1 KB; 0: PHASEMARK_CUDA_Q8=f32, the fp32-activation kernel),
+ * f16_direct (1: F16 wide products on the weights as they are, 0:
+ * PHASEMARK_CUDA_F16_GEMM=bf16, dequantized to bf16 per call), kq_native
+ * (Q4_K/Q6_K on their own layouts or re-quantized to Q8), mv_split (the
+ * one-row kernels' split-K) and wide_cache (wide products over quantized
+ * weights on a bf16 copy made once, 0: dequantized per call), so that
+ * runs of one build under several settings can be set side by side.
  *
  * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps] [prefill_tokens[,more]]
  *                     [all|graph]
@@ -121,7 +124,10 @@ static void tuning_json(llm_model *m, char *buf, size_t cap)
     llm_cuda_tuning t;
     memset(&t, 0, sizeof t);
     llm_cuda_get_tuning(llm_cuda_backend_context(m->be), &t);
-    snprintf(buf, cap, "\"q8_int8\":%d,\"f16_direct\":%d", t.q8_int8, t.f16_direct);
+    snprintf(buf, cap,
+             "\"q8_int8\":%d,\"f16_direct\":%d,\"kq_native\":%d,\"mv_split\":%d,"
+             "\"wide_cache\":%d,\"mv_prefetch\":%d",
+             t.q8_int8, t.f16_direct, t.kq_native, t.mv_split, t.wide_cache, t.mv_prefetch);
 }
 
 /* Device copy of 2 GiB on its own context (released before the model is
@@ -302,7 +308,7 @@ static int bench_generate(llm_model *m, llm_session *s, const char *label, int s
             memcpy(ref, ids, (size_t)steps * sizeof *ids);
         int same = memcmp(ref, ids, (size_t)steps * sizeof *ids) == 0;
         double mw = median(wall, reps), md = median(dec, reps);
-        char tj[64];
+        char tj[160];
         tuning_json(m, tj, sizeof tj);
         printf("{\"bench\":\"engine_generate\",\"model\":\"%s\",\"dtype\":\"%s\",%s,"
                "\"argmax\":\"%s\",\"device_path\":%s,\"tokens\":%d,\"reps\":%d,"
@@ -383,7 +389,7 @@ static int bench_prefill(llm_model *m, const llm_model_info *info, const char *l
         double flops = info->n_layers * (2.0 * n * layer_params + attn) +
                        2.0 * (double)info->dim * info->n_vocab;
         double md = median(t, reps);
-        char tj[64];
+        char tj[160];
         tuning_json(m, tj, sizeof tj);
         if (mode == LLM_CUDA_PREFILL_FUSED) {
             ref->median_s = md;
@@ -460,7 +466,7 @@ static int first_request(const char *path, const char *label, int n)
         llm_cuda_decode_stats st;
         memset(&st, 0, sizeof st);
         llm_cuda_backend_decode_stats(m->be, &st);
-        char tj[64];
+        char tj[160];
         tuning_json(m, tj, sizeof tj);
         double wp = median(pre + 1, WARM), wd = median(dec + 1, WARM);
         printf("{\"bench\":\"first_request\",\"model\":\"%s\",\"dtype\":\"%s\",%s,"
@@ -593,7 +599,7 @@ int main(int argc, char **argv)
         double tps = steps / md, wbw = (double)info.weight_bytes * tps;
         llm_cuda_decode_stats st;
         llm_cuda_backend_decode_stats(m->be, &st);
-        char tj[64];
+        char tj[160];
         tuning_json(m, tj, sizeof tj);
         printf("{\"bench\":\"engine_decode\",\"model\":\"%s\",\"dtype\":\"%s\",%s,"
                "\"mode\":\"%s\",\"layers\":%d,\"dim\":%d,\"tokens\":%d,\"reps\":%d,\"context_start\":%d,"

@@ -33,7 +33,9 @@ jobs=$(nproc)
 t0=$(date +%s)
 log=$out/misc.log
 : > "$log"
-stamp() { echo "[$(($(date +%s) - t0))s] $*" | tee -a "$log"; }
+jsonl=$out/bench.jsonl
+# shellcheck source=bench/cuda/bench_lib.sh
+. bench/cuda/bench_lib.sh
 # shellcheck source=bench/cuda/device_configure.sh
 . bench/cuda/device_configure.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >> "$log" 2>&1
@@ -74,26 +76,16 @@ for p in "${synth_pids[@]}"; do wait "$p"; done
 stamp "synth done: $(ls -la "$B"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
 
 exe=$B/bench/cuda/bench_cuda_engine
-: > "$out/bench.jsonl"
-bench() {
-  local tag=$1 lim=$2
-  shift 2
-  local envs=("PM_BENCH_RUN=$tag")
-  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
-  env "${envs[@]}" timeout "$lim" "$exe" "$@" 2>> "$log" |
-    sed "s/^{/{\"run\":\"$tag\",/" >> "$out/bench.jsonl"
-  stamp "$tag $* rc=${PIPESTATUS[0]}"
-}
+: > "$jsonl"
 F4=$B/synth-8b-q4_k_m.gguf
 F8=$B/synth-8b-q8_0.gguf
 for i in $(seq 1 "$rounds"); do
   pre=0
   [ "$i" = 1 ] && pre=$prefill
-  bench "kq-native" 90 -- "$F4" llama-8b "$tokens" "$reps" "$pre" graph
-  bench "kq-requant" 90 PHASEMARK_CUDA_KQ=requant -- "$F4" llama-8b "$tokens" "$reps" "$pre" graph
+  pm_bench "kq-native" 90 -- "$F4" llama-8b "$tokens" "$reps" "$pre" graph
+  pm_bench "kq-requant" 90 PHASEMARK_CUDA_KQ=requant -- "$F4" llama-8b "$tokens" "$reps" "$pre" graph
 done
-[ "$with_q8" = 1 ] && bench "q8" 90 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
+[ "$with_q8" = 1 ] && pm_bench "q8" 90 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
 
 python3 - "$out/bench.jsonl" > "$out/summary.txt" 2>> "$log" <<'PY'
 import json, sys, collections

@@ -30,7 +30,9 @@ jobs=$(nproc)
 t0=$(date +%s)
 log=$out/misc.log
 : > "$log"
-stamp() { echo "[$(($(date +%s) - t0))s] $*" | tee -a "$log"; }
+jsonl=$out/bench.jsonl
+# shellcheck source=bench/cuda/bench_lib.sh
+. bench/cuda/bench_lib.sh
 # shellcheck source=bench/cuda/device_configure.sh
 . bench/cuda/device_configure.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >> "$log" 2>&1
@@ -69,36 +71,25 @@ for p in "${synth_pids[@]}"; do wait "$p"; done
 stamp "synth done: $(ls -la "$B"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
 
 exe=$B/bench/cuda/bench_cuda_engine
-: > "$out/bench.jsonl"
-# bench RUN_TAG SECONDS ENV... -- ARGS...: one bench process, lines tagged.
-bench() {
-  local tag=$1 lim=$2
-  shift 2
-  local envs=("PM_BENCH_RUN=$tag")
-  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
-  env "${envs[@]}" timeout "$lim" "$exe" "$@" 2>> "$log" |
-    sed "s/^{/{\"run\":\"$tag\",/" >> "$out/bench.jsonl"
-  stamp "$tag $* rc=${PIPESTATUS[0]}"
-}
+: > "$jsonl"
 F8=$B/synth-8b-q8_0.gguf
 H8=$B/synth-8b-f16.gguf
 F1=$B/synth-1b-q8_0.gguf
 for _ in $(seq 1 "$rounds"); do
-  bench "q8-int8" 150 -- "$F8" llama-8b "$tokens" "$reps" 512,2048 graph
-  bench "q8-f32" 120 PHASEMARK_CUDA_Q8=f32 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
-  bench "q8-int8u1" 120 PHASEMARK_CUDA_Q8=int8u1 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
-  bench "q8-int8" 90 -- "$F1" llama-1b "$tokens" "$reps" 512,2048 graph
-  bench "q8-f32" 90 PHASEMARK_CUDA_Q8=f32 -- "$F1" llama-1b "$tokens" "$reps" 0 graph
-  bench "q8-int8u1" 90 PHASEMARK_CUDA_Q8=int8u1 -- "$F1" llama-1b "$tokens" "$reps" 0 graph
-  bench "f16-direct" 120 -- "$H8" llama-8b 32 "$reps" 512,2048 graph
-  bench "f16-bf16" 120 PHASEMARK_CUDA_F16_GEMM=bf16 -- "$H8" llama-8b 32 "$reps" 512,2048 graph
+  pm_bench "q8-int8" 150 -- "$F8" llama-8b "$tokens" "$reps" 512,2048 graph
+  pm_bench "q8-f32" 120 PHASEMARK_CUDA_Q8=f32 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
+  pm_bench "q8-int8u1" 120 PHASEMARK_CUDA_Q8=int8u1 -- "$F8" llama-8b "$tokens" "$reps" 0 graph
+  pm_bench "q8-int8" 90 -- "$F1" llama-1b "$tokens" "$reps" 512,2048 graph
+  pm_bench "q8-f32" 90 PHASEMARK_CUDA_Q8=f32 -- "$F1" llama-1b "$tokens" "$reps" 0 graph
+  pm_bench "q8-int8u1" 90 PHASEMARK_CUDA_Q8=int8u1 -- "$F1" llama-1b "$tokens" "$reps" 0 graph
+  pm_bench "f16-direct" 120 -- "$H8" llama-8b 32 "$reps" 512,2048 graph
+  pm_bench "f16-bf16" 120 PHASEMARK_CUDA_F16_GEMM=bf16 -- "$H8" llama-8b 32 "$reps" 512,2048 graph
 done
-bench "warm" 90 -- "$F8" llama-8b first 11
-bench "cold" 90 PHASEMARK_CUDA_WARMUP=0 -- "$F8" llama-8b first 11
-bench "warm" 60 -- "$F1" llama-1b first 11
-bench "cold" 60 PHASEMARK_CUDA_WARMUP=0 -- "$F1" llama-1b first 11
-bench "warm" 90 -- "$H8" llama-8b first 11
+pm_bench "warm" 90 -- "$F8" llama-8b first 11
+pm_bench "cold" 90 PHASEMARK_CUDA_WARMUP=0 -- "$F8" llama-8b first 11
+pm_bench "warm" 60 -- "$F1" llama-1b first 11
+pm_bench "cold" 60 PHASEMARK_CUDA_WARMUP=0 -- "$F1" llama-1b first 11
+pm_bench "warm" 90 -- "$H8" llama-8b first 11
 
 python3 - "$out/bench.jsonl" > "$out/summary.txt" 2>> "$log" <<'PY'
 import json, sys, collections

@@ -215,8 +215,73 @@ static void kq_cases(uint32_t type)
     matmul_case_acc(type, 210, 768, 20, 0, 64, 1);
 }
 
-static void matvec_q4_k(void) { kq_cases(LLM_TYPE_Q4_K); }
-static void matvec_q6_k(void) { kq_cases(LLM_TYPE_Q6_K); }
+/* The k-quant kernel tests run on the native layouts whatever the
+ * default (PHASEMARK_CUDA_KQ is read at creation). */
+static void pin_native(void)
+{
+    REQUIRE(setenv("PHASEMARK_CUDA_KQ", "native", 1) == 0);
+}
+
+static void matvec_q4_k(void)
+{
+    pin_native();
+    kq_cases(LLM_TYPE_Q4_K);
+}
+
+static void matvec_q6_k(void)
+{
+    pin_native();
+    kq_cases(LLM_TYPE_Q6_K);
+}
+
+static void fused_shape_case(uint32_t type, unsigned flags, int ROWS, int COLS);
+
+/* The context's prefetch distance is `want`. */
+static void check_prefetch(llm_cuda *c, int want)
+{
+    llm_cuda_tuning t;
+    CT_OK(c, llm_cuda_get_tuning(c, &t));
+    CHECK_INT_EQ(t.mv_prefetch, want);
+}
+
+/* A row pair's columns split over 2..8 warps of a block (few pairs of
+ * wide rows, a lone last row) and the same products with the split off,
+ * on each batch size of the int8 Q8 kernel and on the native k-quant
+ * layouts, plain, accumulating and fused (RMSNorm with SwiGLU pairs or
+ * the residual add); then the int8 kernel asking L2 for weights ahead. */
+static void matvec_split(void)
+{
+    const char *q8[] = {NULL, "int8u2", "int8u1"};
+    pin_native();
+    for (int i = 0; i < 3; i++)
+        for (int split = 1; split >= 0; split--) {
+            REQUIRE(q8[i] ? setenv("PHASEMARK_CUDA_Q8", q8[i], 1) == 0
+                          : unsetenv("PHASEMARK_CUDA_Q8") == 0);
+            REQUIRE(setenv("PHASEMARK_CUDA_MV_SPLIT", split ? "1" : "0", 1) == 0);
+            matmul_case_acc(LLM_TYPE_Q8_0, 5, 8192 + 32, 1, 0, 64, 1);
+            matmul_case_acc(LLM_TYPE_Q8_0, 299, 4096, 1, 0, 64, 0);
+            fused_shape_case(LLM_TYPE_Q8_0, LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, 6, 8192);
+            if (i == 0) {
+                matmul_case_acc(LLM_TYPE_Q4_K, 7, 14336, 1, 0, 64, 1);
+                matmul_case_acc(LLM_TYPE_Q6_K, 7, 14336, 1, 0, 64, 0);
+                fused_shape_case(LLM_TYPE_Q4_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ACCUMULATE, 7,
+                                 8192);
+                fused_shape_case(LLM_TYPE_Q6_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, 6,
+                                 8192);
+            }
+        }
+    REQUIRE(unsetenv("PHASEMARK_CUDA_Q8") == 0 && unsetenv("PHASEMARK_CUDA_MV_SPLIT") == 0);
+    /* L2 requests ahead of the loads, across a warp's row pairs and past
+     * the last one (nothing is asked for there). */
+    REQUIRE(setenv("PHASEMARK_CUDA_MV_PREFETCH", "3", 1) == 0);
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    int64_t rows = (int64_t)llm_cuda_sm_count(c) * 3 * 8 * 2 * 2 + 3;
+    check_prefetch(c, 3);
+    llm_cuda_free(c);
+    matmul_case_acc(LLM_TYPE_Q8_0, rows, 416, 1, 0, 64, 1);
+    matmul_case_acc(LLM_TYPE_Q8_0, 5, 8192 + 32, 1, 0, 64, 0);
+    REQUIRE(unsetenv("PHASEMARK_CUDA_MV_PREFETCH") == 0);
+}
 
 static void matvec_batch(void)
 {
@@ -426,18 +491,20 @@ static void q8_fused_acts(llm_cuda *c, uint32_t type, unsigned flags, const floa
     free(xg);
 }
 
-/* The decode fusions against the unfused definition in double. */
-static void fused_rows_case(uint32_t type, unsigned flags, int ROWS)
+/* The decode fusions against the unfused definition in double, ROWS rows
+ * of COLS columns. */
+static void fused_shape_case(uint32_t type, unsigned flags, int ROWS, int COLS)
 {
-    enum { COLS = 1024 };
     llm_cuda *c = ct_open(8, COLS, 16, 4);
     ct_rng r = {4000u + type + flags * 17u};
     size_t rb = ct_row_bytes(type, COLS);
-    float *w = malloc(sizeof(float) * ROWS * COLS), x[COLS], g[COLS], y0[300], y[300];
-    double *deq = malloc(sizeof(double) * ROWS * COLS), ref[300], xn[COLS];
+    float *w = malloc(sizeof(float) * ROWS * COLS), y0[300], y[300];
+    float *x = malloc(sizeof(float) * COLS), *g = malloc(sizeof(float) * COLS);
+    double *deq = malloc(sizeof(double) * ROWS * COLS), ref[300];
+    double *xn = malloc(sizeof(double) * COLS);
     REQUIRE(ROWS <= 300);
     void *enc = malloc(rb * ROWS);
-    REQUIRE(w && deq && enc);
+    REQUIRE(w && deq && enc && x && g && xn);
     ct_fill(&r, w, (size_t)ROWS * COLS, 1.0f);
     ct_fill(&r, x, COLS, 2.0f);
     ct_fill(&r, y0, ROWS, 1.0f);
@@ -460,23 +527,30 @@ static void fused_rows_case(uint32_t type, unsigned flags, int ROWS)
     }
     llm_cuda_weight dw;
     CT_OK(c, llm_cuda_weight_upload(c, type, enc, COLS, ROWS, rb, &dw));
-    float *dx = ct_dev(c, sizeof x), *dg = ct_dev(c, sizeof g);
+    size_t xb = sizeof(float) * (size_t)COLS;
+    float *dx = ct_dev(c, xb), *dg = ct_dev(c, xb);
     float *dy = ct_dev(c, sizeof(float) * ROWS);
-    ct_put(c, dx, x, sizeof x);
-    ct_put(c, dg, g, sizeof g);
+    ct_put(c, dx, x, xb);
+    ct_put(c, dg, g, xb);
     ct_put(c, dy, y0, sizeof(float) * ROWS);
     llm_cuda_mv_fuse f = {flags, dg, 1e-5f, NULL};
     CT_OK(c, llm_cuda_matvec_fused(c, &dw, dx, dy, &f));
     ct_get(c, y, dy, sizeof(float) * ROWS);
     double e = ct_rel_err(y, ref, (size_t)nout);
-    printf("fused type %u flags %u rows %d: rel err %.3g\n", type, flags, ROWS, e);
+    printf("fused type %u flags %u rows %d cols %d: rel err %.3g\n", type, flags, ROWS, COLS,
+           e);
     CHECK(e <= 2e-5);
     if (pairs) /* the tail past rows/2 is not written */
         CHECK_NEAR(y[ROWS - 1], y0[ROWS - 1], 0.0);
     llm_cuda_weight_release(c, &dw);
     llm_cuda_mfree(c, dx), llm_cuda_mfree(c, dg), llm_cuda_mfree(c, dy);
     llm_cuda_free(c);
-    free(w), free(deq), free(enc);
+    free(w), free(deq), free(enc), free(x), free(g), free(xn);
+}
+
+static void fused_rows_case(uint32_t type, unsigned flags, int rows)
+{
+    fused_shape_case(type, flags, rows, 1024);
 }
 
 static void fused_case(uint32_t type, unsigned flags)
@@ -664,6 +738,7 @@ static void matvec_rope_store(void)
  * fused kernel cannot hold refused. */
 static void matvec_fused_kq(void)
 {
+    pin_native();
     const unsigned combos[] = {0, LLM_CUDA_MV_NORM, LLM_CUDA_MV_ACCUMULATE,
                                LLM_CUDA_MV_NORM | LLM_CUDA_MV_ACCUMULATE,
                                LLM_CUDA_MV_SWIGLU_PAIRS,
@@ -705,7 +780,7 @@ static const ct_case cases[] = {
     {"gemm_slices", gemm_slices}, {"rmsnorm", rmsnorm}, {"rope", rope},
     {"swiglu_add", swiglu_add}, {"embed", embed},
     {"matvec_q4_k", matvec_q4_k}, {"matvec_q6_k", matvec_q6_k},
-    {"matvec_fused_kq", matvec_fused_kq},
+    {"matvec_fused_kq", matvec_fused_kq}, {"matvec_split", matvec_split},
 };
 
 CT_MAIN(cases)

@@ -132,9 +132,10 @@ static void tuning_with(const char *q8, const char *f16, llm_cuda_tuning *t)
     REQUIRE(unsetenv("PHASEMARK_CUDA_Q8") == 0 && unsetenv("PHASEMARK_CUDA_F16_GEMM") == 0);
 }
 
-/* The switches of issue 18: the Q8 decode kernel and the F16 prefill from
- * the environment (anything unknown keeps the default), the tuning's
- * range, and the warm-up switch's arguments. */
+/* The switches of issue 18: the Q8 decode kernel, its split-K and L2
+ * prefetch, the F16 prefill and the bf16 copies of quantized weights
+ * from the environment (anything unknown keeps the default), the
+ * tuning's range, and the warm-up switch's arguments. */
 static void seam_kernel_switches(void)
 {
     CHECK_INT_EQ(llm_cuda_backend_set_warmup(NULL, 0), LLM_EINVAL);
@@ -149,17 +150,40 @@ static void seam_kernel_switches(void)
     tuning_with("int8u1", "f16", &t);
     CHECK_INT_EQ(t.q8_int8, 2);
     CHECK_INT_EQ(t.f16_direct, 1);
+    tuning_with("int8u2", NULL, &t);
+    CHECK_INT_EQ(t.q8_int8, 3);
     tuning_with("F32", "", &t);
     CHECK_INT_EQ(t.q8_int8, 1);
     CHECK_INT_EQ(t.f16_direct, 1);
+    CHECK_INT_EQ(t.mv_split, 0);
+    CHECK_INT_EQ(t.mv_prefetch, 0);
+    CHECK_INT_EQ(t.wide_cache, 1);
+    REQUIRE(setenv("PHASEMARK_CUDA_MV_SPLIT", "1", 1) == 0);
+    REQUIRE(setenv("PHASEMARK_CUDA_MV_PREFETCH", "5", 1) == 0);
+    REQUIRE(setenv("PHASEMARK_CUDA_WIDE", "dequant", 1) == 0);
+    tuning_with(NULL, NULL, &t);
+    CHECK_INT_EQ(t.mv_split, 1);
+    CHECK_INT_EQ(t.mv_prefetch, 5);
+    CHECK_INT_EQ(t.wide_cache, 0);
+    REQUIRE(setenv("PHASEMARK_CUDA_MV_PREFETCH", "9", 1) == 0); /* out of range: default */
+    tuning_with(NULL, NULL, &t);
+    CHECK_INT_EQ(t.mv_prefetch, 0);
+    REQUIRE(unsetenv("PHASEMARK_CUDA_MV_SPLIT") == 0 && unsetenv("PHASEMARK_CUDA_WIDE") == 0 &&
+            unsetenv("PHASEMARK_CUDA_MV_PREFETCH") == 0);
     char err[256];
     llm_backend *be = NULL;
     REQUIRE(llm_backend_create("cuda:0", 1, &be, err, sizeof err) == 0);
     llm_cuda *cu = llm_cuda_backend_context(be);
     REQUIRE(llm_cuda_get_tuning(cu, &t) == 0);
-    t.q8_int8 = 3;
+    t.q8_int8 = 4;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
-    t.q8_int8 = 2;
+    t.q8_int8 = 3;
+    t.mv_split = 2;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.mv_split = 0;
+    t.wide_cache = 2;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.wide_cache = 1;
     t.f16_direct = 2;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.f16_direct = 0;

@@ -31,7 +31,8 @@ struct llm_runner {
                              decode or a verify reads back every step */
     float *host_feat;     /* [LLM_FEATURES_MAX][n_batch][dim] when the
                              backend's memory is not host memory: features
-                             read back */
+                             read back; made with ws.feat at the first
+                             forward that asks for features */
     size_t host_width;    /* floats per row of host and host_fast */
     int32_t fast_rows;
     int32_t n_batch;
@@ -79,8 +80,6 @@ int llm_runner_create(llm_model *m, int32_t n_batch, uint32_t n_ctx, llm_runner 
         int32_t w = head && m->hp.n_vocab > m->hp.dim ? m->hp.n_vocab : m->hp.dim;
         r->host_width = (size_t)w;
         r->host = malloc((size_t)n_batch * r->host_width * sizeof(float));
-        r->host_feat = malloc(LLM_FEATURES_MAX * (size_t)n_batch * (size_t)m->hp.dim *
-                              sizeof(float));
         /* Page-locked memory is scarce and slow to allocate, so only the
          * rows of a decode or a verify get it; a prefill reads one row. */
         r->fast_rows = n_batch < RUNNER_FAST_ROWS ? n_batch : RUNNER_FAST_ROWS;
@@ -88,7 +87,7 @@ int llm_runner_create(llm_model *m, int32_t n_batch, uint32_t n_ctx, llm_runner 
         r->host_fast = m->be->ops->host_alloc(
             m->be, (size_t)r->fast_rows * r->host_width * sizeof(float));
         pthread_mutex_unlock(&m->lock);
-        if (!r->host || !r->host_fast || !r->host_feat) {
+        if (!r->host || !r->host_fast) {
             llm_runner_free(r);
             llm_errf(err, errlen, "runner: out of memory (host buffer, %d rows of %d)",
                      (int)n_batch, (int)w);
@@ -282,6 +281,20 @@ static int take_output(llm_runner *r, const llm_forward_in *in, llm_run_out *out
     return 0;
 }
 
+/* The features buffers, on the backend and (when its memory is not host
+ * memory) on the host, made at the first forward that asks for features
+ * (model lock held). */
+static int features_buffers(llm_runner *r)
+{
+    if (llm_workspace_features(&r->ws, r->m) != 0)
+        return LLM_ENOMEM;
+    if (r->m->be->host_visible || r->host_feat)
+        return 0;
+    r->host_feat = malloc(LLM_FEATURES_MAX * (size_t)r->n_batch * (size_t)r->m->hp.dim *
+                          sizeof(float));
+    return r->host_feat ? 0 : LLM_ENOMEM;
+}
+
 int llm_runner_run(llm_runner *r, llm_span *span, const llm_forward_in *in, llm_run_out *out,
                    char *err, size_t errlen)
 {
@@ -294,6 +307,11 @@ int llm_runner_run(llm_runner *r, llm_span *span, const llm_forward_in *in, llm_
     }
     llm_model *m = r->m;
     pthread_mutex_lock(&m->lock);
+    if ((in->out.want & LLM_OUT_FEATURES) && features_buffers(r) != 0) {
+        pthread_mutex_unlock(&m->lock);
+        llm_errf(err, errlen, "runner: out of memory (features of %d rows)", (int)r->n_batch);
+        return LLM_ENOMEM;
+    }
     llm_span_forward(m, span, &r->ws, in);
     int op_rc = take_output(r, in, out);
     rc = llm_model_backend_check(m, err, errlen);

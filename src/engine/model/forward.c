@@ -83,9 +83,8 @@ int llm_workspace_init(llm_workspace *ws, const llm_model *m, int32_t n_batch,
     ws->hb = be->ops->alloc(be, nb * hp->ffn_dim * sizeof(float));
     ws->hb2 = be->ops->alloc(be, nb * hp->ffn_dim * sizeof(float));
     ws->logits = be->ops->alloc(be, nb * hp->n_vocab * sizeof(float));
-    ws->feat = be->ops->alloc(be, LLM_FEATURES_MAX * nb * hp->dim * sizeof(float));
     if (!ws->x || !ws->xb || !ws->xb2 || !ws->q || !ws->att || !ws->hb ||
-        !ws->hb2 || !ws->logits || !ws->feat)
+        !ws->hb2 || !ws->logits)
         goto fail;
     int64_t width = max_i64(max_i64(hp->dim, hp->ffn_dim), (int64_t)q_dim);
     if (be->ops->reserve(be, n_ctx, width) != 0)
@@ -95,6 +94,15 @@ fail:
     llm_workspace_release(ws, m);
     llm_errf(err, errlen, "session buffers: out of memory (batch %d)", (int)n_batch);
     return LLM_ENOMEM;
+}
+
+int llm_workspace_features(llm_workspace *ws, const llm_model *m)
+{
+    if (ws->feat)
+        return 0;
+    size_t bytes = LLM_FEATURES_MAX * (size_t)ws->n_batch * (size_t)m->hp.dim * sizeof(float);
+    ws->feat = m->be->ops->alloc(m->be, bytes);
+    return ws->feat ? 0 : LLM_ENOMEM;
 }
 
 void llm_workspace_release(llm_workspace *ws, const llm_model *m)
@@ -131,7 +139,7 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
         op->write(be, ws->x, in->act, (size_t)in->n * m->hp.dim * sizeof(float));
     /* Rows not asked for never feed the head: for the last row alone that
      * saves n-1 passes over the largest matrix. */
-    int32_t n_feat = in->out.want & LLM_OUT_FEATURES ? in->out.n_feat : 0;
+    int32_t n_feat = in->out.want & LLM_OUT_FEATURES && ws->feat ? in->out.n_feat : 0;
     llm_step st = {m, span, ws, in->n, in->pos0,
                    span->last == m->hp.n_layers - 1 ? llm_output_head_rows(&in->out) : 0,
                    n_feat};

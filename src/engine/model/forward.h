@@ -45,7 +45,8 @@ typedef struct llm_workspace {
     float *feat;   /* [LLM_FEATURES_MAX][n][dim]: the residual stream after
                       each layer a forward asks features of, the j-th asked
                       layer at j*n*dim (packed by the forward's n, so one
-                      read takes them all) */
+                      read takes them all); NULL until the first forward
+                      that asks (llm_workspace_features) */
 } llm_workspace;
 
 /* What a forward hands back, asked for explicitly by every caller and
@@ -117,6 +118,13 @@ int llm_workspace_init(llm_workspace *ws, const llm_model *m, int32_t n_batch,
                        uint32_t n_ctx, char *err, size_t errlen);
 void llm_workspace_release(llm_workspace *ws, const llm_model *m);
 
+/* Makes the workspace's features buffer, ws->feat [LLM_FEATURES_MAX]
+ * [n_batch][dim], on its first call: a workspace has none until a forward
+ * asks for features (8 x n_batch x dim floats a session would otherwise
+ * hold for nothing). 0, or LLM_ENOMEM with ws->feat still NULL. The
+ * caller holds the model lock. */
+int llm_workspace_features(llm_workspace *ws, const llm_model *m);
+
 /* Runs layers span->first..span->last for in->n tokens at in->pos0 as the
  * backend's blocks (backend.h): embed (or write the boundary input), per
  * layer attention then feed-forward, and the head when the span ends the
@@ -126,7 +134,9 @@ void llm_workspace_release(llm_workspace *ws, const llm_model *m);
  * in->out.rows <= n. Afterwards ws->x holds the boundary activations and,
  * when the head ran, ws->logits the logits of the last in->out.rows
  * positions, [rows][n_vocab], and with LLM_OUT_FEATURES ws->feat the
- * residual stream after each asked layer. The results are void when the backend's
+ * residual stream after each asked layer (llm_workspace_features made
+ * ws->feat first; without it no features are copied). The results are
+ * void when the backend's
  * status says so (the caller checks it). */
 void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
                       const llm_forward_in *in);

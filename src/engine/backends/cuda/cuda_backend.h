@@ -99,7 +99,10 @@ int llm_cuda_bind(llm_cuda *c);
  *     Default 1.
  *   mv_prefetch: batches of weight rows (each 32 lanes x 16 bytes per
  *     unrolled load) a matrix-vector warp asks L2 for before it waits,
- *     beyond the batch it loads into registers; 0..8, default 0.
+ *     beyond the batch it loads into registers; the int8 Q8 kernel also
+ *     keeps asking that many batches ahead of the one it loads as it
+ *     goes. 0..8, default 0; PHASEMARK_CUDA_MV_PREFETCH=0..8 at creation
+ *     sets it.
  *   attn_chunk: query rows per chunk of the tensor-core prefill attention
  *     (0: automatic, at most 4 chunks of at least 512 rows; chunks never
  *     exceed what llm_cuda_reserve_attention_gemm reserved).
@@ -124,11 +127,32 @@ int llm_cuda_bind(llm_cuda *c);
  *     Q4_0 and the k-quants as uploaded) quantizes its activations to int8
  *     per 32 values with an fp32 scale, as the CPU backend does (the rule
  *     of its quantize_row: d = amax / 127, q = nearest-even of x / d), and
- *     multiplies with dp4a; 2 the same kernel with half the loads in
- *     flight a warp and more warps (for measurement); 0 the fp32-activation
- *     kernel. Rows wider than LLM_CUDA_Q8_INT8_MAX_COLS and products of
- *     2..8 activation rows keep the fp32 kernel. PHASEMARK_CUDA_Q8=f32 at
- *     creation sets 0, =int8u1 sets 2.
+ *     multiplies with dp4a, 4 KB of weights a warp in flight; 3 the same
+ *     kernel with 2 KB a warp and more warps, 2 with 1 KB (both for
+ *     measurement); 0 the fp32-activation kernel. Rows wider than
+ *     LLM_CUDA_Q8_INT8_MAX_COLS and products of 2..8 activation rows keep
+ *     the fp32 kernel. PHASEMARK_CUDA_Q8=f32 at creation sets 0, =int8u1
+ *     sets 2, =int8u2 sets 3.
+ *   mv_split: 1 the int8 and native k-quant one-row kernels split a row
+ *     pair's columns over 1, 2, 4 or 8 warps of a block, chosen per launch
+ *     from the pairs, the row width and the grid, so that the pairs spread
+ *     evenly over the grid's warps; the warps' partial sums add in a fixed
+ *     order. 0 (default: measured 2% faster on an 8B decode, see
+ *     bench/results/cuda_q8.md) one warp a pair. PHASEMARK_CUDA_MV_SPLIT=1
+ *     at creation sets 1.
+ *   wide_cache: 1 (default) the first wide product (more than
+ *     LLM_CUDA_MATVEC_MAX rows) over a Q8 layout or native k-quant weight
+ *     converts the whole matrix to bf16 once, into a copy the context
+ *     keeps until the weight is released, and every later wide product
+ *     over it multiplies that copy (the same values the per-call
+ *     dequantization gives); 2 bytes a weight of device memory (14 GB
+ *     for an 8B model's layers, on top of its quantized weights; the head
+ *     only when a wide product over it runs), taken only
+ *     while at least a quarter of the device's memory stays free after it
+ *     and never during a graph capture (else the product dequantizes a
+ *     chunk of rows at a time, as with 0). One-row products keep reading
+ *     the quantized weights. PHASEMARK_CUDA_WIDE=dequant at creation
+ *     sets 0.
  *   f16_direct: 1 (default) a wide product over F16 weights runs on them
  *     as they are, with fp16 activations (clamped to +-65504) and fp32
  *     accumulation; 0 dequantizes the weights to bf16 per call and
@@ -156,6 +180,8 @@ typedef struct llm_cuda_tuning {
     int q8_int8;
     int f16_direct;
     int kq_native;
+    int mv_split;
+    int wide_cache;
 } llm_cuda_tuning;
 
 /* The widest k-quant row the native one-row kernel takes (its quantized

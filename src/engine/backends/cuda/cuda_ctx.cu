@@ -148,16 +148,22 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     c->total_mem = prop.totalGlobalMem;
     c->pdl_ok = prop.major >= 9;
     c->tune.pdl = 1;
-    c->tune.mv_prefetch = 0;
+    const char *pf = getenv("PHASEMARK_CUDA_MV_PREFETCH");
+    c->tune.mv_prefetch = pf && pf[0] >= '0' && pf[0] <= '8' && !pf[1] ? pf[0] - '0' : 0;
     c->tune.attn_chunk = 0;
     c->tune.attn_pieces = 16;
     c->tune.attn_decode = 1;
     c->tune.attn_gemm_min = 0;
     const char *q8 = getenv("PHASEMARK_CUDA_Q8"), *f16 = getenv("PHASEMARK_CUDA_F16_GEMM");
-    c->tune.q8_int8 = q8 && strcmp(q8, "f32") == 0 ? 0 : q8 && strcmp(q8, "int8u1") == 0 ? 2 : 1;
+    c->tune.q8_int8 = !q8 ? 1 : strcmp(q8, "f32") == 0 ? 0 : strcmp(q8, "int8u1") == 0 ? 2
+                    : strcmp(q8, "int8u2") == 0 ? 3 : 1;
     c->tune.f16_direct = !(f16 && strcmp(f16, "bf16") == 0);
     const char *kq = getenv("PHASEMARK_CUDA_KQ");
     c->tune.kq_native = !(kq && strcmp(kq, "requant") == 0);
+    const char *wide = getenv("PHASEMARK_CUDA_WIDE");
+    c->tune.wide_cache = !(wide && strcmp(wide, "dequant") == 0);
+    const char *split = getenv("PHASEMARK_CUDA_MV_SPLIT");
+    c->tune.mv_split = split && strcmp(split, "1") == 0;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
@@ -176,6 +182,7 @@ void llm_cuda_free(llm_cuda *c)
     (void)cudaSetDevice(c->device);
     if (c->stream)
         (void)cudaStreamSynchronize(c->stream);
+    llm__cuda_wide_free_all(c);
     cudaFree(c->x_bf16);
     cudaFree(c->w_bf16);
     cudaFree(c->attn_part);
@@ -265,9 +272,11 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->attn_pieces >= 0 && t->attn_pieces <= 32);
     LLM_CU_ARG(c, t->attn_decode == 0 || t->attn_decode == 1);
     LLM_CU_ARG(c, t->attn_gemm_min >= 0);
-    LLM_CU_ARG(c, t->q8_int8 >= 0 && t->q8_int8 <= 2 &&
+    LLM_CU_ARG(c, t->q8_int8 >= 0 && t->q8_int8 <= 3 &&
                       (t->f16_direct == 0 || t->f16_direct == 1));
     LLM_CU_ARG(c, t->kq_native == 0 || t->kq_native == 1);
+    LLM_CU_ARG(c, t->mv_split == 0 || t->mv_split == 1);
+    LLM_CU_ARG(c, t->wide_cache == 0 || t->wide_cache == 1);
     c->tune = *t;
     return 0;
 }

@@ -30,6 +30,15 @@
 #endif
 #include "quant.h"
 
+/* A bf16 copy of a quantized weight for wide products (cuda_matmul.cu):
+ * the weight's data pointer and shape, and the copy [rows][cols]. */
+typedef struct llm_cuda_wide {
+    const void *data;
+    uint32_t type;
+    int64_t rows, cols;
+    __nv_bfloat16 *bf16;
+} llm_cuda_wide;
+
 struct llm_cuda {
     int device;
     cudaStream_t stream;
@@ -62,7 +71,12 @@ struct llm_cuda {
     const void **attn_ptrs;  /* cuBLAS batch pointers: [LLM_CUDA_ATTN_MAX_CHUNKS][6][heads] */
     int32_t attn_ptr_heads;
     void *blas_ws;           /* cuBLAS workspace, fixed so graphs can hold it */
+    llm_cuda_wide *wide;     /* [n_wide] bf16 copies (tune.wide_cache), owned here */
+    int n_wide, cap_wide;
 };
+
+/* Frees every bf16 copy of the context's weights (llm_cuda_free). */
+void llm__cuda_wide_free_all(llm_cuda *c);
 
 /* Elements of the dequantization chunk for wide products over non-bf16
  * weights: rows are converted this many at a time, so the chunk stays

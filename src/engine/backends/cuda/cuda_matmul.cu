@@ -20,8 +20,10 @@
  *
  * Wider products (prefill) go through cuBLAS with fp32 accumulation: bf16
  * weights with bf16 activations, F16 weights as they are with fp16
- * activations, Q8 and k-quant weights dequantized to bf16 a bounded chunk of rows at a
- * time into reserved scratch. FP32 weights use an fp32 GEMM.
+ * activations, Q8 and k-quant weights on a bf16 copy made at their first
+ * wide product (tune.wide_cache) or, without one, dequantized to bf16 a
+ * bounded chunk of rows at a time into reserved scratch. FP32 weights use
+ * an fp32 GEMM.
  *
  * Q8_0 lives on the device as two arrays, int8 quants [rows][cols] and fp16
  * scales [rows][cols/32], instead of ggml's interleaved 34-byte blocks, so
@@ -322,10 +324,13 @@ int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
     return 0;
 }
 
+static void wide_drop(llm_cuda *c, const llm_cuda_weight *w);
+
 void llm_cuda_weight_release(llm_cuda *c, llm_cuda_weight *w)
 {
     if (!w)
         return;
+    wide_drop(c, w);
     llm_cuda_mfree(c, w->data);
     llm_cuda_mfree(c, w->scales);
     memset(w, 0, sizeof *w);
@@ -1075,9 +1080,16 @@ static const fused_launch_fn k_fused_launch[WT_COUNT] = {
  * weight vector with four dp4a against 16 bytes of shared memory: one
  * conversion per half block instead of sixteen.
  *
- * The grid holds q8i_shape<U>::blocks x multiprocessors blocks at most; a warp
- * takes row pairs (2g, 2g+1) strided over every warp of the grid, so the
- * quantization is paid once per block, not per row. A warp has two
+ * The grid holds q8i_shape<U>::blocks x multiprocessors blocks at most; a
+ * group of ks warps of a block (split-K: ks = 1, 2, 4 or 8) takes row
+ * pairs (2g, 2g+1) strided over every group of the grid, so the
+ * quantization is paid once per block, not per row. The warps of a group
+ * take alternate runs of 32 vectors of the pair's rows and add their
+ * partial sums in shared memory in a fixed order (the result does not
+ * depend on timing); with tune.mv_split, ks is chosen per launch so that
+ * the pairs spread evenly over the warps of the grid (mv_split_log2),
+ * else it is 1 (the default: 2% faster on the H200's 8B decode). A warp
+ * has two
  * batches of weights in flight: the one it multiplies and the next one
  * (the next pair's first batch at a pair's end). The first batch is loaded
  * before the dependent-launch wait. RMSNorm is applied as in the fused
@@ -1087,10 +1099,12 @@ static const fused_launch_fn k_fused_launch[WT_COUNT] = {
 #define Q8I_WARPS 8
 
 /* Vectors a lane loads per row and batch (U), and the blocks per
- * multiprocessor that leaves registers for: U = 2 (the default, tuning
- * q8_int8 = 1) keeps 2 KB a warp in flight with 24 warps an SM; U = 1
- * (q8_int8 = 2) 1 KB a warp with 32. Both are kept for measurement. */
+ * multiprocessor that leaves registers for: U = 4 (the default, tuning
+ * q8_int8 = 1) keeps 4 KB a warp in flight with 16 warps an SM; U = 2
+ * (q8_int8 = 3) 2 KB with 24 warps; U = 1 (q8_int8 = 2) 1 KB with 32. The
+ * others are kept for measurement. */
 template <int U> struct q8i_shape;
+template <> struct q8i_shape<4> { static constexpr int blocks = 2; };
 template <> struct q8i_shape<2> { static constexpr int blocks = 3; };
 template <> struct q8i_shape<1> { static constexpr int blocks = 4; };
 
@@ -1098,19 +1112,26 @@ static_assert(LLM_CUDA_Q8_INT8_MAX_COLS + LLM_CUDA_Q8_INT8_MAX_COLS / LLM_QK8_0 
                   48 * 1024,
               "the quantized activation fits the default shared memory");
 
+/* Where a warp's vectors lie in a batch: vector base + off + lane + step u
+ * (u < U) of each row; off = 32 x the warp's place in its split-K group,
+ * step = 32 x the group's warps. */
+typedef struct mv_lanes {
+    int64_t off, step;
+} mv_lanes;
+
 /* One batch of a row pair: U 16-byte vectors and their scales a row. */
 template <int U> struct q8i_batch {
     uint4 w[U][2];
     uint16_t d[U][2];
 };
 
-/* Loads the batch of row pair gi at vector base + lane + 32u (u < U);
- * vectors past the row are not loaded (q8i_dot skips them). */
+/* Loads the batch of row pair gi at `base`; vectors past the row are not
+ * loaded (q8i_dot skips them). */
 template <int U>
 __device__ __forceinline__ void q8i_load(q8i_batch<U> &b, const int8_t *__restrict__ w,
                                          const uint16_t *__restrict__ scales, int64_t rows,
                                          int64_t cols, int64_t nch, int64_t gi, int64_t base,
-                                         int lane)
+                                         int lane, mv_lanes ml)
 {
     int64_t r0 = 2 * gi, r1 = r0 + 1 < rows ? r0 + 1 : r0;
     const uint4 *w0 = reinterpret_cast<const uint4 *>(w + r0 * cols);
@@ -1118,7 +1139,7 @@ __device__ __forceinline__ void q8i_load(q8i_batch<U> &b, const int8_t *__restri
     const uint16_t *s0 = scales + r0 * (cols / LLM_QK8_0), *s1 = scales + r1 * (cols / LLM_QK8_0);
 #pragma unroll
     for (int u = 0; u < U; u++) {
-        int64_t j = base + lane + 32 * u;
+        int64_t j = base + ml.off + lane + ml.step * u;
         if (j < nch) {
             b.w[u][0] = ld_stream(w0 + j);
             b.w[u][1] = ld_stream(w1 + j);
@@ -1131,11 +1152,12 @@ __device__ __forceinline__ void q8i_load(q8i_batch<U> &b, const int8_t *__restri
 /* acc[r] += the batch's half-block dot products with the quantized x. */
 template <int U>
 __device__ __forceinline__ void q8i_dot(const q8i_batch<U> &b, const int8_t *xq, const float *xd,
-                                        int64_t nch, int64_t base, int lane, float *acc)
+                                        int64_t nch, int64_t base, int lane, mv_lanes ml,
+                                        float *acc)
 {
 #pragma unroll
     for (int u = 0; u < U; u++) {
-        int64_t j = base + lane + 32 * u;
+        int64_t j = base + ml.off + lane + ml.step * u;
         if (j < nch) {
             uint4 xv = *reinterpret_cast<const uint4 *>(xq + 16 * j);
             float dx = xd[j >> 1];
@@ -1152,6 +1174,105 @@ __device__ __forceinline__ void q8i_dot(const q8i_batch<U> &b, const int8_t *xq,
     }
 }
 
+/* Asks L2 for the batch `ahead` batches past batch bi of pair gi in the
+ * warp's sequence of (pair, batch) (spp batches a pair, pairs gi, gi +
+ * stride, ...), so that more bytes are on their way than the registers
+ * hold; one lane per 128-byte line. Nothing past the last pair. */
+template <int U>
+__device__ __forceinline__ void q8i_prefetch(const int8_t *__restrict__ w, int64_t rows,
+                                             int64_t cols, int64_t nch, int64_t pairs,
+                                             int64_t gi, int64_t bi, int64_t spp,
+                                             int64_t stride, int64_t span, int ahead, int lane,
+                                             mv_lanes ml)
+{
+    if (ahead <= 0 || (lane & 7))
+        return;
+    int64_t t = bi + ahead, g = gi + t / spp * stride;
+    if (g >= pairs)
+        return;
+    int64_t base = t % spp * span, r0 = 2 * g, r1 = r0 + 1 < rows ? r0 + 1 : r0;
+    const uint4 *w0 = reinterpret_cast<const uint4 *>(w + r0 * cols);
+    const uint4 *w1 = reinterpret_cast<const uint4 *>(w + r1 * cols);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int64_t j = base + ml.off + lane + ml.step * u;
+        if (j < nch) {
+            llm__prefetch_l2(w0 + j);
+            llm__prefetch_l2(w1 + j);
+        }
+    }
+}
+
+/* The split-K group of a warp: 1 << ks_log2 warps of the block, the pair
+ * index it starts at and the stride over the grid's groups. */
+typedef struct mv_group {
+    int64_t gi, stride;
+    mv_lanes ml;
+} mv_group;
+
+__device__ __forceinline__ mv_group mv_group_of(int ks_log2, int warp)
+{
+    mv_group g;
+    int64_t per_block = Q8I_WARPS >> ks_log2;
+    g.gi = (int64_t)blockIdx.x * per_block + (warp >> ks_log2);
+    g.stride = (int64_t)gridDim.x * per_block;
+    g.ml.off = 32 * (int64_t)(warp & ((1 << ks_log2) - 1));
+    g.ml.step = (int64_t)32 << ks_log2;
+    return g;
+}
+
+/* Adds the partial sums a0, a1 of a split-K group's warps (the warp sums,
+ * in every lane) in the order of the warps, through part[par] (par
+ * alternates per pair, so a slot is rewritten only after the group has
+ * passed the next pair's barrier). All lanes of the group's warps call it;
+ * true in the group's first warp, which then holds the row pair's sums. */
+__device__ __forceinline__ bool mv_split_sum(float (*part)[2], int ks_log2, int warp, int lane,
+                                             float &a0, float &a1)
+{
+    if (ks_log2 == 0)
+        return true;
+    if (lane == 0) {
+        part[warp][0] = a0;
+        part[warp][1] = a1;
+    }
+    int ks = 1 << ks_log2, first = warp & ~(ks - 1);
+    /* Named barrier 1 + group (0 is __syncthreads'), the group's threads. */
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + (warp >> ks_log2)), "r"(32 * ks) : "memory");
+    if (warp != first)
+        return false;
+    a0 = 0.0f;
+    a1 = 0.0f;
+    for (int i = 0; i < ks; i++) {
+        a0 += part[first + i][0];
+        a1 += part[first + i][1];
+    }
+    return true;
+}
+
+/* The end of a row pair (2gi, 2gi+1) with dot products a0, a1 (lane 0 of
+ * the warp that holds them): the RMSNorm scale, then RoPE and the cache
+ * store, SwiGLU, or a plain (accumulating) store, as FLAGS say. */
+template <int FLAGS>
+__device__ __forceinline__ void mv_pair_out(const llm_cuda_rope_store &rp, float *__restrict__ y,
+                                            int64_t gi, int64_t rows, float inv, float a0,
+                                            float a1)
+{
+    if (FLAGS & MV_NORM) {
+        a0 *= inv;
+        a1 *= inv;
+    }
+    int64_t row0 = 2 * gi;
+    if (FLAGS & MV_ROPE) {
+        rope_store_pair(rp, row0, a0, a1, y);
+    } else if (FLAGS & MV_PAIRS) {
+        float h = a0 / (1.0f + expf(-a0)) * a1;
+        y[gi] = (FLAGS & MV_ACC) ? y[gi] + h : h;
+    } else {
+        y[row0] = (FLAGS & MV_ACC) ? y[row0] + a0 : a0;
+        if (row0 + 1 < rows)
+            y[row0 + 1] = (FLAGS & MV_ACC) ? y[row0 + 1] + a1 : a1;
+    }
+}
 /* nearest-even of v * id as an int8 byte: |v * id| <= 127, and adding
  * 1.5 * 2^23 leaves an integer in the low mantissa bits (the same rounding
  * as the CPU's nearbyintf of the rounded product). */
@@ -1245,63 +1366,90 @@ template <int FLAGS, int U>
 __global__ void __launch_bounds__(Q8I_WARPS * 32, q8i_shape<U>::blocks)
 matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ scales,
                   const float *__restrict__ x, const float *__restrict__ g, float eps,
-                  float *__restrict__ y, int64_t rows, int64_t cols, llm_cuda_rope_store rp)
+                  float *__restrict__ y, int64_t rows, int64_t cols, int ks_log2,
+                  int ahead, llm_cuda_rope_store rp)
 {
     extern __shared__ uint4 q8i_smem[]; /* xq [cols] int8, then xd [cols / 32] */
     __shared__ float red[Q8I_WARPS];
+    __shared__ float part[2][Q8I_WARPS][2];
     int8_t *xq = reinterpret_cast<int8_t *>(q8i_smem);
     float *xd = reinterpret_cast<float *>(xq + cols);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t pairs = (rows + 1) / 2, nch = cols / 16;
-    int64_t stride = (int64_t)gridDim.x * Q8I_WARPS;
-    int64_t gi = (int64_t)blockIdx.x * Q8I_WARPS + warp;
+    mv_group gr = mv_group_of(ks_log2, warp);
+    int64_t gi = gr.gi, span = (int64_t)32 * U << ks_log2, spp = (nch + span - 1) / span;
     q8i_batch<U> cur;
-    if (gi < pairs) /* weights never depend on an earlier kernel */
-        q8i_load(cur, w, scales, rows, cols, nch, gi, 0, lane);
+    if (gi < pairs) { /* weights never depend on an earlier kernel */
+        q8i_load(cur, w, scales, rows, cols, nch, gi, 0, lane, gr.ml);
+        for (int a = 1; a <= ahead; a++)
+            q8i_prefetch<U>(w, rows, cols, nch, pairs, gi, 0, spp, gr.stride, span, a, lane,
+                            gr.ml);
+    }
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
     if (gi >= pairs) {
         llm__pdl_trigger();
         return; /* after the barrier: the block's other warps have their x */
     }
-    for (;;) {
+    for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
-        int64_t next = gi + stride;
-        for (int64_t base = 0; base < nch; base += 32 * U) {
-            int64_t nbase = base + 32 * U;
+        int64_t next = gi + gr.stride;
+        for (int64_t base = 0, bi = 0; base < nch; base += span, bi++) {
+            int64_t nbase = base + span;
             bool more = nbase < nch, load = more || next < pairs;
             q8i_batch<U> nb;
-            if (load)
+            if (load) {
                 q8i_load(nb, w, scales, rows, cols, nch, more ? gi : next, more ? nbase : 0,
-                         lane);
-            else
+                         lane, gr.ml);
+                q8i_prefetch<U>(w, rows, cols, nch, pairs, gi, bi + 1, spp, gr.stride, span,
+                                ahead, lane, gr.ml);
+            } else
                 llm__pdl_trigger(); /* every weight load of this warp is issued */
-            q8i_dot(cur, xq, xd, nch, base, lane, acc);
+            q8i_dot(cur, xq, xd, nch, base, lane, gr.ml, acc);
             if (load)
                 cur = nb;
         }
         float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
-        if (FLAGS & MV_NORM) {
-            a0 *= inv;
-            a1 *= inv;
-        }
-        int64_t row0 = 2 * gi;
-        if (lane == 0) {
-            if (FLAGS & MV_ROPE) {
-                rope_store_pair(rp, row0, a0, a1, y);
-            } else if (FLAGS & MV_PAIRS) {
-                float h = a0 / (1.0f + expf(-a0)) * a1;
-                y[gi] = (FLAGS & MV_ACC) ? y[gi] + h : h;
-            } else {
-                y[row0] = (FLAGS & MV_ACC) ? y[row0] + a0 : a0;
-                if (row0 + 1 < rows)
-                    y[row0 + 1] = (FLAGS & MV_ACC) ? y[row0 + 1] + a1 : a1;
-            }
-        }
+        if (mv_split_sum(part[par], ks_log2, warp, lane, a0, a1) && lane == 0)
+            mv_pair_out<FLAGS>(rp, y, gi, rows, inv, a0, a1);
         if (next >= pairs)
             return;
         gi = next;
     }
+}
+
+/* The split-K factor (log2) for `pairs` row pairs of `nvec` vectors (or
+ * units) each, `per_batch` of them a warp's batch, on a grid of at most
+ * `warps` warps: the one with the fewest sequential batches a warp, a
+ * pair's reduction counted as half a batch; ties keep the smaller. */
+static int mv_split_log2(const llm_cuda *c, int64_t pairs, int64_t nvec, int64_t per_batch,
+                         int64_t warps)
+{
+    if (!c->tune.mv_split)
+        return 0;
+    int best = 0;
+    int64_t best_cost = -1;
+    for (int l = 0; (1 << l) <= Q8I_WARPS; l++) {
+        int64_t groups = warps >> l;
+        int64_t rounds = (pairs + groups - 1) / groups;
+        int64_t batches = (nvec + (per_batch << l) - 1) / (per_batch << l);
+        int64_t cost = rounds * (2 * batches + 1);
+        if (best_cost < 0 || cost < best_cost) {
+            best = l;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+/* The grid of a pair kernel: at most `per_sm` blocks a multiprocessor,
+ * no more than the pairs' groups need. */
+static unsigned mv_pair_blocks(const llm_cuda *c, int64_t pairs, int ks_log2, int per_sm)
+{
+    int64_t per_block = Q8I_WARPS >> ks_log2;
+    int64_t blocks = (pairs + per_block - 1) / per_block;
+    int64_t cap = (int64_t)c->sm_count * per_sm;
+    return (unsigned)(blocks < cap ? blocks : cap);
 }
 
 template <int FLAGS, int U>
@@ -1309,26 +1457,30 @@ static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, con
                                 const llm_cuda_mv_fuse *f, float *y)
 {
     int64_t pairs = (w->rows + 1) / 2;
-    int64_t blocks = (pairs + Q8I_WARPS - 1) / Q8I_WARPS;
-    int64_t cap = (int64_t)c->sm_count * q8i_shape<U>::blocks;
-    blocks = blocks < cap ? blocks : cap;
+    int ks = mv_split_log2(c, pairs, w->cols / 16, 32 * U,
+                           (int64_t)c->sm_count * q8i_shape<U>::blocks * Q8I_WARPS);
     size_t smem = (size_t)w->cols + (size_t)(w->cols / LLM_QK8_0) * sizeof(float);
     llm_cuda_rope_store rp;
     memset(&rp, 0, sizeof rp);
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
-    return llm__launch(c, matvec_q8i_kernel<FLAGS, U>, dim3((unsigned)blocks),
+    return llm__launch(c, matvec_q8i_kernel<FLAGS, U>,
+                       dim3(mv_pair_blocks(c, pairs, ks, q8i_shape<U>::blocks)),
                        dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
                        (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
-                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, rp);
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
+                       c->tune.mv_prefetch, rp);
 }
 
 template <int FLAGS>
 static cudaError_t launch_q8i(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
                               const llm_cuda_mv_fuse *f, float *y)
 {
-    return c->tune.q8_int8 == 2 ? launch_q8i_u<FLAGS, 1>(c, w, x, f, y)
-                                : launch_q8i_u<FLAGS, 2>(c, w, x, f, y);
+    switch (c->tune.q8_int8) {
+    case 2: return launch_q8i_u<FLAGS, 1>(c, w, x, f, y);
+    case 3: return launch_q8i_u<FLAGS, 2>(c, w, x, f, y);
+    default: return launch_q8i_u<FLAGS, 4>(c, w, x, f, y);
+    }
 }
 
 /* Whether the int8-activation kernel runs a one-row product over w: Q8
@@ -1370,21 +1522,22 @@ static cudaError_t launch_q8i_flags(const llm_cuda *c, const llm_cuda_weight *w,
  * dx * d*sc * (dot(q6, xq) - 32 sum(xq)), q6 = the low 4 and high 2 bits
  * put together (0..63).
  *
- * The grid and the pairing of rows are matvec_q8i_kernel's. A lane's unit
- * of work: Q4_K one 16-byte vector of nibbles (32 values: half of two
- * sub-blocks) and the super-block's 16-byte header (d, dmin, scales; its
- * 8 lanes read the same header in one request); Q6_K the three vectors
- * that hold 64 values (16 of each quarter of a half super-block: ql of
- * two quarters, ql of the other two, their qh) and the 16 scale bytes. A
- * warp's request is whole super-blocks, 576 and 1664 contiguous bytes. */
-#define KQ_BLOCKS 2 /* blocks a multiprocessor (registers: two batches a warp) */
+ * The grid, the pairing of rows and the split-K groups are
+ * matvec_q8i_kernel's. A lane's unit of work: Q4_K two 16-byte vectors of
+ * nibbles (64 values: two whole sub-blocks, so one scale and min decode
+ * serves 32 values) and the super-block's 16-byte header (d, dmin,
+ * scales; its 4 lanes read the same header in one request); Q6_K the
+ * three vectors that hold 64 values (16 of each quarter of a half
+ * super-block: ql of two quarters, ql of the other two, their qh) and the
+ * 16 scale bytes. A warp's request is whole super-blocks, 1152 and 1664
+ * contiguous bytes. */
 
 template <int KT> struct kq_info;
 template <> struct kq_info<KQ_Q4K> {
-    static constexpr int units = 8, vecs = LLM_CUDA_Q4K_BLOCK / 16, U = 2;
+    static constexpr int units = 4, vecs = LLM_CUDA_Q4K_BLOCK / 16, U = 1, blocks = 2;
 };
 template <> struct kq_info<KQ_Q6K> {
-    static constexpr int units = 4, vecs = LLM_CUDA_Q6K_BLOCK / 16, U = 1;
+    static constexpr int units = 4, vecs = LLM_CUDA_Q6K_BLOCK / 16, U = 1, blocks = 2;
 };
 
 static_assert(LLM_CUDA_KQ_MAX_COLS % LLM_QK_K == 0 &&
@@ -1392,23 +1545,33 @@ static_assert(LLM_CUDA_KQ_MAX_COLS % LLM_QK_K == 0 &&
                           LLM_CUDA_KQ_MAX_COLS / 16 * 4 <= 48 * 1024,
               "the k-quant kernel's activation fits the default shared memory");
 
-/* One batch of a row pair: U units a row (Q4_K uses v[.][.][0..1]). */
+/* One batch of a row pair: U units a row (Q4_K uses v[.][.][0..2]). */
 template <int KT> struct kq_batch {
     uint4 v[kq_info<KT>::U][2][4];
     uint16_t d[kq_info<KT>::U][2];
 };
 
+/* The order a Q4_K lane reads its four 16-value x runs in (r: bit 0 swaps
+ * the two vectors, bit 1 the two sub-blocks): chosen by the unit's place
+ * so that, at each of the four steps, the 32 lanes of a warp (8
+ * super-blocks x 4 units) spread over all 8 16-byte bank groups of shared
+ * memory, 4 lanes each, the fewest a 512-byte read can take. */
+__device__ __forceinline__ int kq_q4k_order(int64_t j)
+{
+    return (int)((j >> 1) & 1) | (int)(((j >> 2) & 1) << 1);
+}
+
 template <int KT>
 __device__ __forceinline__ void kq_load(kq_batch<KT> &b, const uint4 *__restrict__ w,
                                         const uint16_t *__restrict__ scales, int64_t rows,
                                         int64_t nsb, int64_t nu, int64_t gi, int64_t base,
-                                        int lane)
+                                        int lane, mv_lanes ml)
 {
     constexpr int UN = kq_info<KT>::units, V = kq_info<KT>::vecs;
     int64_t r0 = 2 * gi, r1 = r0 + 1 < rows ? r0 + 1 : r0;
 #pragma unroll
     for (int u = 0; u < kq_info<KT>::U; u++) {
-        int64_t j = base + lane + 32 * u;
+        int64_t j = base + ml.off + lane + ml.step * u;
         if (j < nu) {
             int64_t sb = j / UN;
             int k = (int)(j % UN);
@@ -1416,8 +1579,10 @@ __device__ __forceinline__ void kq_load(kq_batch<KT> &b, const uint4 *__restrict
             for (int r = 0; r < 2; r++) {
                 const uint4 *p = w + ((r ? r1 : r0) * nsb + sb) * V;
                 if (KT == KQ_Q4K) {
-                    b.v[u][r][0] = ld_stream(p + 1 + k);
-                    b.v[u][r][1] = ld_stream(p);
+                    int o = kq_q4k_order(j) & 1;
+                    b.v[u][r][0] = ld_stream(p + 1 + 2 * k + o);
+                    b.v[u][r][1] = ld_stream(p + 2 + 2 * k - o);
+                    b.v[u][r][2] = ld_stream(p);
                 } else {
                     int h = k >> 1, o = k & 1;
                     b.v[u][r][0] = ld_stream(p + 4 * h + o);     /* ql, quarters 0 and 2 */
@@ -1463,36 +1628,44 @@ __device__ __forceinline__ void kq_scale_min(uint4 hd, int s, float &sc, float &
 template <int KT>
 __device__ __forceinline__ void kq_dot(const kq_batch<KT> &b, const int8_t *xq, const float *xd,
                                        const int *xs, int64_t nu, int64_t base, int lane,
-                                       float *acc)
+                                       mv_lanes ml, float *acc)
 {
     constexpr int UN = kq_info<KT>::units;
 #pragma unroll
     for (int u = 0; u < kq_info<KT>::U; u++) {
-        int64_t j = base + lane + 32 * u;
+        int64_t j = base + ml.off + lane + ml.step * u;
         if (j >= nu)
             continue;
         int64_t e0 = j / UN * LLM_QK_K;
         int k = (int)(j % UN);
         if (KT == KQ_Q4K) {
-            /* Vector k: values 16h.. of sub-blocks 2p (low nibbles) and
-             * 2p+1 (high). Lanes with p >= 2 take the high half first, so
-             * the 8 lanes of a super-block read 8 different bank groups. */
-            int p = k >> 1, sel = p >> 1;
-            int64_t ea = e0 + 64 * p + 16 * (k & 1) + 32 * sel, eb = ea ^ 32;
-            uint4 xa = *reinterpret_cast<const uint4 *>(xq + ea);
-            uint4 xb = *reinterpret_cast<const uint4 *>(xq + eb);
+            /* Unit k: the 32 bytes of values 64k.. (sub-block 2k in the low
+             * nibbles, 2k+1 in the high ones); v[0] holds values 16o.. of
+             * both and v[1] the other 16 (o = order bit 0). Step t reads
+             * sub-block 2k + (t >> 1 ^ r1), half t & 1 ^ o. */
+            int ord = kq_q4k_order(j), o = ord & 1, r1 = ord >> 1;
+            int64_t ea = e0 + 64 * k + 32 * r1, eb = e0 + 64 * k + 32 * (r1 ^ 1);
             float dxa = xd[ea >> 5], dxb = xd[eb >> 5];
-            float ta = (float)xs[ea >> 4], tb = (float)xs[eb >> 4];
+            int2 tsa = *reinterpret_cast<const int2 *>(xs + (ea >> 4));
+            int2 tsb = *reinterpret_cast<const int2 *>(xs + (eb >> 4));
+            float ta = (float)(tsa.x + tsa.y), tb = (float)(tsb.x + tsb.y);
+            uint4 x0 = *reinterpret_cast<const uint4 *>(xq + ea + 16 * o);
+            uint4 x1 = *reinterpret_cast<const uint4 *>(xq + ea + 16 * (o ^ 1));
+            uint4 x2 = *reinterpret_cast<const uint4 *>(xq + eb + 16 * o);
+            uint4 x3 = *reinterpret_cast<const uint4 *>(xq + eb + 16 * (o ^ 1));
+            int sha = 4 * r1, shb = 4 * (r1 ^ 1);
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                uint4 q = b.v[u][r][0], hd = b.v[u][r][1];
-                uint4 lo = kq_mask(q, 0, 0x0f0f0f0fu), hi = kq_mask(q, 4, 0x0f0f0f0fu);
-                int sa = kq_dot16(sel ? hi : lo, xa), sb = kq_dot16(sel ? lo : hi, xb);
+                uint4 q0 = b.v[u][r][0], q1 = b.v[u][r][1], hd = b.v[u][r][2];
+                int sa = kq_dot16(kq_mask(q0, sha, 0x0f0f0f0fu), x0);
+                sa += kq_dot16(kq_mask(q1, sha, 0x0f0f0f0fu), x1);
+                int sb = kq_dot16(kq_mask(q0, shb, 0x0f0f0f0fu), x2);
+                sb += kq_dot16(kq_mask(q1, shb, 0x0f0f0f0fu), x3);
                 float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xffff)));
                 float dm = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
                 float sca, ma, scb, mb;
-                kq_scale_min(hd, 2 * p + sel, sca, ma);
-                kq_scale_min(hd, 2 * p + 1 - sel, scb, mb);
+                kq_scale_min(hd, 2 * k + r1, sca, ma);
+                kq_scale_min(hd, 2 * k + (r1 ^ 1), scb, mb);
                 float va = fmaf(d * sca, (float)sa, -(dm * ma) * ta);
                 float vb = fmaf(d * scb, (float)sb, -(dm * mb) * tb);
                 acc[r] = fmaf(va, dxa, fmaf(vb, dxb, acc[r]));
@@ -1524,24 +1697,26 @@ __device__ __forceinline__ void kq_dot(const kq_batch<KT> &b, const int8_t *xq, 
 }
 
 template <int KT, int FLAGS>
-__global__ void __launch_bounds__(Q8I_WARPS * 32, KQ_BLOCKS)
+__global__ void __launch_bounds__(Q8I_WARPS * 32, kq_info<KT>::blocks)
 matvec_kq_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ scales,
                  const float *__restrict__ x, const float *__restrict__ g, float eps,
-                 float *__restrict__ y, int64_t rows, int64_t cols, llm_cuda_rope_store rp)
+                 float *__restrict__ y, int64_t rows, int64_t cols, int ks_log2,
+                 llm_cuda_rope_store rp)
 {
     extern __shared__ uint4 kq_smem[]; /* xq [cols], xd [cols / 32], xs [cols / 16] */
     __shared__ float red[Q8I_WARPS];
+    __shared__ float part[2][Q8I_WARPS][2];
     constexpr int U = kq_info<KT>::U;
     int8_t *xq = reinterpret_cast<int8_t *>(kq_smem);
     float *xd = reinterpret_cast<float *>(xq + cols);
     int *xs = reinterpret_cast<int *>(xd + cols / 32);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t pairs = (rows + 1) / 2, nsb = cols / LLM_QK_K, nu = nsb * kq_info<KT>::units;
-    int64_t stride = (int64_t)gridDim.x * Q8I_WARPS;
-    int64_t gi = (int64_t)blockIdx.x * Q8I_WARPS + warp;
+    mv_group gr = mv_group_of(ks_log2, warp);
+    int64_t gi = gr.gi, span = (int64_t)32 * U << ks_log2;
     kq_batch<KT> cur;
     if (gi < pairs) /* weights never depend on an earlier kernel */
-        kq_load<KT>(cur, w, scales, rows, nsb, nu, gi, 0, lane);
+        kq_load<KT>(cur, w, scales, rows, nsb, nu, gi, 0, lane, gr.ml);
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
     for (int64_t i = threadIdx.x; i < cols / 16; i += blockDim.x)
@@ -1552,40 +1727,25 @@ matvec_kq_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ scale
         llm__pdl_trigger();
         return; /* after the barriers: the block's other warps have their x */
     }
-    for (;;) {
+    for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
-        int64_t next = gi + stride;
-        for (int64_t base = 0; base < nu; base += 32 * U) {
-            int64_t nbase = base + 32 * U;
+        int64_t next = gi + gr.stride;
+        for (int64_t base = 0; base < nu; base += span) {
+            int64_t nbase = base + span;
             bool more = nbase < nu, load = more || next < pairs;
             kq_batch<KT> nb;
             if (load)
                 kq_load<KT>(nb, w, scales, rows, nsb, nu, more ? gi : next, more ? nbase : 0,
-                            lane);
+                            lane, gr.ml);
             else
                 llm__pdl_trigger(); /* every weight load of this warp is issued */
-            kq_dot<KT>(cur, xq, xd, xs, nu, base, lane, acc);
+            kq_dot<KT>(cur, xq, xd, xs, nu, base, lane, gr.ml, acc);
             if (load)
                 cur = nb;
         }
         float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
-        if (FLAGS & MV_NORM) {
-            a0 *= inv;
-            a1 *= inv;
-        }
-        int64_t row0 = 2 * gi;
-        if (lane == 0) {
-            if (FLAGS & MV_ROPE) {
-                rope_store_pair(rp, row0, a0, a1, y);
-            } else if (FLAGS & MV_PAIRS) {
-                float h = a0 / (1.0f + expf(-a0)) * a1;
-                y[gi] = (FLAGS & MV_ACC) ? y[gi] + h : h;
-            } else {
-                y[row0] = (FLAGS & MV_ACC) ? y[row0] + a0 : a0;
-                if (row0 + 1 < rows)
-                    y[row0 + 1] = (FLAGS & MV_ACC) ? y[row0 + 1] + a1 : a1;
-            }
-        }
+        if (mv_split_sum(part[par], ks_log2, warp, lane, a0, a1) && lane == 0)
+            mv_pair_out<FLAGS>(rp, y, gi, rows, inv, a0, a1);
         if (next >= pairs)
             return;
         gi = next;
@@ -1597,20 +1757,21 @@ static cudaError_t launch_kq(const llm_cuda *c, const llm_cuda_weight *w, const 
                              const llm_cuda_mv_fuse *f, float *y)
 {
     int64_t pairs = (w->rows + 1) / 2;
-    int64_t blocks = (pairs + Q8I_WARPS - 1) / Q8I_WARPS;
-    int64_t cap = (int64_t)c->sm_count * KQ_BLOCKS;
-    blocks = blocks < cap ? blocks : cap;
+    int ks = mv_split_log2(c, pairs, w->cols / LLM_QK_K * kq_info<KT>::units,
+                           32 * kq_info<KT>::U,
+                           (int64_t)c->sm_count * kq_info<KT>::blocks * Q8I_WARPS);
     size_t smem = (size_t)w->cols + (size_t)(w->cols / 32) * sizeof(float) +
                   (size_t)(w->cols / 16) * sizeof(int);
     llm_cuda_rope_store rp;
     memset(&rp, 0, sizeof rp);
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
-    return llm__launch(c, matvec_kq_kernel<KT, FLAGS>, dim3((unsigned)blocks),
+    return llm__launch(c, matvec_kq_kernel<KT, FLAGS>,
+                       dim3(mv_pair_blocks(c, pairs, ks, kq_info<KT>::blocks)),
                        dim3(Q8I_WARPS * 32), smem, (const uint4 *)w->data,
                        (const uint16_t *)w->scales, x,
                        (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
-                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, rp);
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks, rp);
 }
 
 template <int KT>
@@ -1631,7 +1792,6 @@ static cudaError_t launch_kq_type(const llm_cuda *c, const llm_cuda_weight *w, c
     default: return cudaErrorInvalidValue;
     }
 }
-
 /* Whether the native k-quant kernel takes a one-row product over w with
  * activation x (16-byte aligned, a row that fits its shared memory). */
 static int kq_takes(const llm_cuda_weight *w, const float *x)
@@ -1769,6 +1929,129 @@ __global__ void dequant_q8_bf16_kernel(__nv_bfloat16 *dst, const int8_t *__restr
     }
 }
 
+/* ---- bf16 copies for wide products (tune.wide_cache) --------------------- */
+
+/* The copy that holds w's rows: one made for w, or for a weight whose rows
+ * w views (llm_cuda_weight_rows); NULL when none. */
+static const __nv_bfloat16 *wide_find(const llm_cuda *c, const llm_cuda_weight *w)
+{
+    const layout_info *l = find_layout(w->type);
+    size_t rb = layout_row_bytes(l, w->cols);
+    for (int i = 0; i < c->n_wide; i++) {
+        const llm_cuda_wide *e = &c->wide[i];
+        const char *d0 = (const char *)e->data, *d = (const char *)w->data;
+        if (e->type != w->type || e->cols != w->cols || d < d0 ||
+            (size_t)(d - d0) % rb != 0)
+            continue;
+        int64_t r0 = (int64_t)((size_t)(d - d0) / rb);
+        if (r0 + w->rows <= e->rows)
+            return e->bf16 + (size_t)r0 * (size_t)w->cols;
+    }
+    return NULL;
+}
+
+/* Rows [0, rows) of w as bf16 into dst [rows][cols], a bounded chunk of
+ * rows a launch (the Q8 kernel counts vectors in 32 bits). */
+static int dequant_rows(llm_cuda *c, const llm_cuda_weight *w, __nv_bfloat16 *dst, int64_t r0,
+                        int64_t rows)
+{
+    int64_t k = w->cols, chunk = (int64_t)(LLM_CUDA_DEQ_ELEMS / (size_t)k);
+    LLM_CU_ARG(c, chunk > 0);
+    unsigned cap = (unsigned)c->sm_count * 8u;
+    for (int64_t a = r0; a < r0 + rows; a += chunk) {
+        int64_t nr = r0 + rows - a < chunk ? r0 + rows - a : chunk;
+        size_t cnt = (size_t)nr * (size_t)k;
+        __nv_bfloat16 *out = dst + (size_t)(a - r0) * (size_t)k;
+        if (w->type == LLM_TYPE_Q8_0) { /* cnt / 16 < 2^32: cnt <= LLM_CUDA_DEQ_ELEMS */
+            unsigned blocks = llm__cuda_blocks(cnt / 16, 256);
+            dequant_q8_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
+                out, (const int8_t *)w->data, w->scales, a, (uint32_t)(cnt / 16),
+                (uint32_t)(k / 16));
+            LLM_CU_LAUNCHED(c, "dequant_q8_bf16_kernel");
+        } else {
+            unsigned blocks = llm__cuda_blocks(cnt, 256);
+            dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
+                out, w->data, w->scales, (int)w->type, a, nr, k);
+            LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
+        }
+    }
+    return 0;
+}
+
+/* The bf16 copy of a quantized weight for a wide product, made at its
+ * first one when the tuning asks for it, no graph is being captured and
+ * at least a quarter of the device's memory stays free after it; NULL
+ * (the caller dequantizes per call) otherwise. A copy that cannot be made
+ * is no failure: the memory checks and a refused allocation leave the
+ * context's status as it was. */
+static const __nv_bfloat16 *wide_copy(llm_cuda *c, const llm_cuda_weight *w)
+{
+    if (!c->tune.wide_cache || c->capturing)
+        return NULL;
+    const __nv_bfloat16 *have = wide_find(c, w);
+    if (have)
+        return have;
+    size_t bytes = (size_t)w->rows * (size_t)w->cols * sizeof(__nv_bfloat16);
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < bytes ||
+        free_b - bytes < total_b / 4) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    if (c->n_wide == c->cap_wide) {
+        int cap = c->cap_wide ? 2 * c->cap_wide : 64;
+        llm_cuda_wide *grown = (llm_cuda_wide *)realloc(c->wide, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        c->wide = grown;
+        c->cap_wide = cap;
+    }
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    if (dequant_rows(c, w, (__nv_bfloat16 *)p, 0, w->rows) != 0) {
+        cudaFree(p);
+        return NULL; /* the launch failure is the context's status */
+    }
+    llm_cuda_wide *e = &c->wide[c->n_wide++];
+    e->data = w->data;
+    e->type = w->type;
+    e->rows = w->rows;
+    e->cols = w->cols;
+    e->bf16 = (__nv_bfloat16 *)p;
+    return e->bf16;
+}
+
+/* Frees the copies made for w or for views of its rows (at its release). */
+static void wide_drop(llm_cuda *c, const llm_cuda_weight *w)
+{
+    const layout_info *l = find_layout(w->type);
+    if (!c || !w->data || !l)
+        return;
+    const char *d0 = (const char *)w->data;
+    const char *d1 = d0 + layout_row_bytes(l, w->cols) * (size_t)w->rows;
+    int keep = 0;
+    for (int i = 0; i < c->n_wide; i++) {
+        const char *d = (const char *)c->wide[i].data;
+        if (d >= d0 && d < d1)
+            llm_cuda_mfree(c, c->wide[i].bf16);
+        else
+            c->wide[keep++] = c->wide[i];
+    }
+    c->n_wide = keep;
+}
+
+void llm__cuda_wide_free_all(llm_cuda *c)
+{
+    for (int i = 0; i < c->n_wide; i++)
+        cudaFree(c->wide[i].bf16);
+    free(c->wide);
+    c->wide = NULL;
+    c->n_wide = c->cap_wide = 0;
+}
+
 /* C (m x n, column-major, ldc) = op(A)^T B (+ C when acc) with A [k][m]
  * (lda = k) and B [k][n] (ldb = k) of `ab` type, fp32 accumulation and
  * output. */
@@ -1803,25 +2086,19 @@ static int gemm_slice(llm_cuda *c, const llm_cuda_weight *w, const float *x,
         return rc;
     if (how == GEMM_BF16)
         return gemm_tn(c, m, n, k, w->data, CUDA_R_16BF, c->x_bf16, y, m, acc);
+    const __nv_bfloat16 *copy =
+        find_layout(w->type)->gemm == GEMM_DEQUANT ? wide_copy(c, w) : NULL;
+    if (copy)
+        return gemm_tn(c, m, n, k, copy, CUDA_R_16BF, c->x_bf16, y, m, acc);
+    if (c->status)
+        return c->status; /* a failed copy's launch */
     int64_t chunk = (int64_t)(LLM_CUDA_DEQ_ELEMS / (size_t)k);
     LLM_CU_ARG(c, chunk > 0);
     for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
         int64_t nr = w->rows - r0 < chunk ? w->rows - r0 : chunk;
-        size_t cnt = (size_t)nr * (size_t)k;
-        unsigned cap = (unsigned)c->sm_count * 8u;
-        if (w->type == LLM_TYPE_Q8_0) { /* cnt / 16 < 2^32: cnt <= LLM_CUDA_DEQ_ELEMS */
-            unsigned blocks = llm__cuda_blocks(cnt / 16, 256);
-            dequant_q8_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
-                c->w_bf16, (const int8_t *)w->data, w->scales, r0, (uint32_t)(cnt / 16),
-                (uint32_t)(k / 16));
-            LLM_CU_LAUNCHED(c, "dequant_q8_bf16_kernel");
-        } else {
-            unsigned blocks = llm__cuda_blocks(cnt, 256);
-            dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
-                c->w_bf16, w->data, w->scales, (int)w->type, r0, nr, k);
-            LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
-        }
-        rc = gemm_tn(c, (int)nr, n, k, c->w_bf16, CUDA_R_16BF, c->x_bf16, y + r0, m, acc);
+        rc = dequant_rows(c, w, c->w_bf16, r0, nr);
+        if (rc == 0)
+            rc = gemm_tn(c, (int)nr, n, k, c->w_bf16, CUDA_R_16BF, c->x_bf16, y + r0, m, acc);
         if (rc)
             return rc;
     }
