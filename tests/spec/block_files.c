@@ -51,6 +51,10 @@ static int gen_row(void *ctx, uint64_t row, float *dst, uint64_t n)
 {
     const gen *g = ctx;
     for (uint64_t i = 0; i < n; i++) {
+        if (g->s->zero && !strcmp(g->s->zero, g->name)) {
+            dst[i] = 0.0f;
+            continue;
+        }
         if (g->s->value) {
             dst[i] = g->s->value(g->s->value_user, g->name, row, i);
             continue;

@@ -31,6 +31,7 @@ typedef struct bf_spec {
                               longer; NULL */
     const char *retype;    /* a tensor written as q4_0 (matrices) or f16
                               (vectors); NULL */
+    const char *zero;      /* a tensor written as zeros; NULL */
     bf_value_fn value;     /* chosen weights; NULL: random */
     void *value_user;
 } bf_spec;

@@ -8,8 +8,10 @@
  *   test_spec_parity kjv K [OPT...]            the shipped trained pair
  *
  * OPT: "adaptive" (acceptance-driven k), "cost" (cost-aware k),
- * "drafter=model|ngram|hybrid" (an llm_drafter of that kind proposes;
- * default: the draft session given to llm_spec_create).
+ * "drafter=model|ngram|hybrid|block" (an llm_drafter of that kind proposes;
+ * block: a random head of block size 8 written for the target, whose
+ * proposals are mostly rejected, which parity does not mind; default: the
+ * draft session given to llm_spec_create).
  *   test_spec_parity self synth TYPE K | self kjv K   the target drafts for itself:
  *                                              acceptance exactly 1.0
  *
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "block_files.h"
 #include "pm_check.h"
 #include "spec_common.h"
 
@@ -99,6 +102,7 @@ typedef struct setup {
     int self;
     int light; /* 6 prompts: self-drafting, and the KJV adaptive case */
     int drafter; /* LLM_DRAFTER_*, or -1: the draft session itself */
+    char head[512]; /* drafter=block: the head's file */
 } setup;
 
 /* 20 prompts of 1..17 ids over the synthetic vocabulary of 160. */
@@ -207,6 +211,8 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
         llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
         dp.kind = su->drafter;
         dp.draft = d;
+        dp.head_path = su->head;
+        dp.target = t;
         if (llm_drafter_create(&dp, &dr, err, sizeof err) != 0) {
             fprintf(stderr, "llm_drafter_create: %s\n", err);
             exit(1);
@@ -255,6 +261,11 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
     CHECK_U64_EQ(by_accepted, st.accepted);
     if (su->drafter == LLM_DRAFTER_NGRAM)
         CHECK_U64_EQ(st.by[LLM_DRAFTER_MODEL].rounds, 0);
+    if (su->drafter == LLM_DRAFTER_BLOCK) {
+        /* One head forward per round, every round the block's. */
+        CHECK_U64_EQ(st.by[LLM_DRAFTER_BLOCK].rounds, st.rounds);
+        CHECK_U64_EQ(st.by[LLM_DRAFTER_BLOCK].forwards, st.rounds);
+    }
     if (su->self) {
         CHECK_U64_EQ(st.accepted, st.drafted);
         CHECK(st.acceptance == 1.0);
@@ -273,7 +284,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: test_spec_parity synth TYPE K [OPT...] | kjv K [OPT...] | "
                     "self synth TYPE K | self kjv K\n"
-                    "  OPT: adaptive | cost | drafter=model|ngram|hybrid\n");
+                    "  OPT: adaptive | cost | drafter=model|ngram|hybrid|block\n");
     return 2;
 }
 
@@ -352,6 +363,10 @@ int main(int argc, char **argv)
         synth_prompts(&su);
     else
         kjv_prompts(&su);
+    if (su.drafter == LLM_DRAFTER_BLOCK) {
+        sc_path(su.head, sizeof su.head, "parity_head");
+        bf_write_for(su.head, su.target, 8, 5);
+    }
     llm_spec_params sprm = LLM_SPEC_PARAMS_INIT;
     sprm.k = k;
     sprm.adaptive = adaptive;
@@ -366,5 +381,7 @@ int main(int argc, char **argv)
         unlink(tp);
         unlink(dp);
     }
+    if (su.head[0])
+        unlink(su.head);
     return pm_check_result();
 }
