@@ -17,6 +17,11 @@
  *   refuse_*  a head that does not fit the target or is malformed or
  *             truncated is refused with exactly one line naming it
  *   target    a generator refuses a block drafter made for another target
+ *   continue  three requests on one target without a reset (the first
+ *             ending at a stop token, which the cache keeps) give the
+ *             tokens and positions llm_generate gives, greedy: the
+ *             features of each new prompt join the head's context after
+ *             what the earlier requests committed
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -593,6 +598,88 @@ static int case_target(void)
     return 0;
 }
 
+static int collect(void *user, int32_t tok)
+{
+    sc_run *r = user;
+    if (r->n < SC_MAX_OUT)
+        r->ids[r->n++] = tok;
+    return 0;
+}
+
+static int case_continue(void)
+{
+    char tp[512], hp[512];
+    sc_path(tp, sizeof tp, "block_cont_target");
+    sc_path(hp, sizeof hp, "block_cont_head");
+    synth_spec sp = synth_default();
+    sp.hp.n_layers = 3;
+    REQUIRE(synth_write(tp, &sp) == 0);
+    llm_model *m = synth_open(tp, 1);
+    bf_write_for(hp, m, 8, 21);
+    llm_session *ar = sc_session(m, 128, 16, 1), *t = sc_session(m, 128, 16, 2);
+    llm_sampler *smp = sc_sampler(m, 0.0f, 0, 1.0f, 1);
+    llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
+    dp.kind = LLM_DRAFTER_BLOCK;
+    dp.head_path = hp;
+    dp.target = t;
+    llm_drafter *dr;
+    char err[256];
+    REQUIRE(llm_drafter_create(&dp, &dr, err, sizeof err) == 0);
+    llm_spec_params p = LLM_SPEC_PARAMS_INIT;
+    p.k = 5;
+    p.drafter = dr;
+    llm_spec *sd;
+    REQUIRE(llm_spec_create(t, NULL, &p, &sd, err, sizeof err) == 0);
+    static const int32_t p1[4] = {7, 70, 140, 3}, p2[3] = {11, 12, 13}, p3[2] = {99, 1};
+    const int32_t *prompts[3] = {p1, p2, p3};
+    const size_t lens[3] = {4, 3, 2};
+    /* The first request stops at a stop token: its plain run's 6th token
+     * (or an earlier place that token takes). */
+    sc_run first;
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = 20;
+    REQUIRE(sc_run_ar(ar, smp, p1, 4, &gp, &first) == 0);
+    REQUIRE(first.n == 20);
+    int32_t stop = first.ids[5];
+    llm_session_reset(ar);
+    for (int r = 0; r < 3; r++) {
+        sc_run a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        llm_generate_params g = LLM_GENERATE_PARAMS_INIT;
+        g.max_tokens = 20;
+        g.stop_tokens = &stop;
+        g.n_stop_tokens = r == 0 ? 1 : 0;
+        CHECK_INT_EQ(llm_generate(ar, smp, prompts[r], lens[r], &g, collect, &a, NULL, &a.reason), 0);
+        CHECK_INT_EQ(llm_spec_generate(sd, smp, prompts[r], lens[r], &g, collect, &b, NULL,
+                                       &b.reason), 0);
+        a.end_pos = llm_session_pos(ar);
+        b.end_pos = llm_session_pos(t);
+        char what[32];
+        snprintf(what, sizeof what, "request %d", r);
+        CHECK(sc_same(&a, &b, what));
+        if (r == 0) {
+            int at = 0;
+            while (first.ids[at] != stop)
+                at++;
+            CHECK_INT_EQ(a.reason, LLM_STOP_TOKEN);
+            CHECK_INT_EQ((int)a.n, at); /* the stop token's first place */
+        }
+    }
+    llm_spec_stats st;
+    llm_spec_get_stats(sd, &st);
+    CHECK(st.by[LLM_DRAFTER_BLOCK].rounds > 0);
+    llm_spec_free(sd);
+    llm_drafter_free(dr);
+    llm_sampler_free(smp);
+    llm_session_free(t);
+    llm_session_free(ar);
+    llm_model_free(m);
+    unlink(tp);
+    unlink(hp);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -603,6 +690,8 @@ int main(int argc, char **argv)
         case_crop();
     else if (!strcmp(argv[1], "target"))
         case_target();
+    else if (!strcmp(argv[1], "continue"))
+        case_continue();
     else if (!strncmp(argv[1], "refuse_", 7)) {
         if (case_refuse(argv[1] + 7) == 2)
             return 2;
