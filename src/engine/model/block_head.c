@@ -375,11 +375,13 @@ static int alloc_state(pm_block *b, int32_t n_threads, char *err, size_t errlen)
     return rc;
 }
 
-int pm__block_open(const char *path, const llm_model *target, uint32_t n_ctx, int32_t n_threads,
-                   pm_block **out, char *err, size_t errlen)
+/* Opens the head from a file (path) or a caller's bytes (buf, len). */
+static int block_open(const char *path, const void *buf, size_t len, const llm_model *target,
+                      uint32_t n_ctx, int32_t n_threads, pm_block **out, char *err,
+                      size_t errlen)
 {
     *out = NULL;
-    if (!path || !target || n_ctx == 0) {
+    if ((!path && !buf) || !target || n_ctx == 0 || n_ctx > (1u << 24)) {
         llm_errf(err, errlen, "block head: a file, a target and a context are required");
         return LLM_EINVAL;
     }
@@ -396,7 +398,8 @@ int pm__block_open(const char *path, const llm_model *target, uint32_t n_ctx, in
     b->n_ctx = n_ctx;
     b->n_vocab = target->hp.n_vocab;
     char gerr[256];
-    int rc = llm_gguf_open(path, &b->g, gerr, sizeof gerr);
+    int rc = path ? llm_gguf_open(path, &b->g, gerr, sizeof gerr)
+                  : llm_gguf_open_memory(buf, len, &b->g, gerr, sizeof gerr);
     if (rc)
         llm_errf(err, errlen, "block head: %s", gerr);
     if (rc == 0)
@@ -414,6 +417,18 @@ int pm__block_open(const char *path, const llm_model *target, uint32_t n_ctx, in
     }
     *out = b;
     return 0;
+}
+
+int pm__block_open(const char *path, const llm_model *target, uint32_t n_ctx, int32_t n_threads,
+                   pm_block **out, char *err, size_t errlen)
+{
+    return block_open(path, NULL, 0, target, n_ctx, n_threads, out, err, errlen);
+}
+
+int pm__block_open_memory(const void *buf, size_t len, const llm_model *target, uint32_t n_ctx,
+                          int32_t n_threads, pm_block **out, char *err, size_t errlen)
+{
+    return block_open(NULL, buf, len, target, n_ctx, n_threads, out, err, errlen);
 }
 
 void pm__block_free(pm_block *b)

@@ -66,6 +66,12 @@ typedef struct pm_block_info {
 int pm__block_open(const char *path, const llm_model *target, uint32_t n_ctx, int32_t n_threads,
                    pm_block **out, char *err, size_t errlen);
 
+/* pm__block_open over a caller's bytes (the fuzzer's entry), which must
+ * outlive the head and be aligned as a mapping is (f32 tensors must land
+ * 4-byte aligned; a misaligned one is refused). */
+int pm__block_open_memory(const void *buf, size_t len, const llm_model *target, uint32_t n_ctx,
+                          int32_t n_threads, pm_block **out, char *err, size_t errlen);
+
 /* Frees the head. NULL is harmless. */
 void pm__block_free(pm_block *b);
 
