@@ -168,7 +168,7 @@ enum {
 typedef struct llm_drafter_params {
     uint16_t version;  /* LLM_DRAFTER_PARAMS_VERSION */
     uint16_t size;     /* sizeof(llm_drafter_params) */
-    int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM, _HYBRID or _CUSTOM */
+    int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM, _HYBRID, _BLOCK or _CUSTOM */
     llm_session *draft; /* model, hybrid: the draft session (borrowed, not
                            the target's); else NULL */
     int32_t ngram_max; /* ngram, hybrid: longest suffix matched; <= 0: 4 */
@@ -296,9 +296,10 @@ LLM_API int llm_spec_check_vocab(const llm_model *target, const llm_model *draft
                                  char *err, size_t errlen);
 
 /* Creates a generator over target and draft (distinct sessions; draft may
- * be NULL only when p->propose is set). Refuses a vocabulary mismatch
- * (llm_spec_check_vocab), a k outside 1..n_batch-1 of the target, and bad
- * params (LLM_EINVAL). Makes the draft session quiet (no ranges of its
+ * be NULL when p->propose or p->drafter is set). Refuses a vocabulary
+ * mismatch (llm_spec_check_vocab), a block drafter made for another
+ * target model, a k outside 1..n_batch-1 of the target, and bad params
+ * (LLM_EINVAL). Makes the draft session quiet (no ranges of its
  * own; llm_spec_free restores it). p may be NULL (k = 4). The caller owns
  * *out (NULL on failure). */
 LLM_API int llm_spec_create(llm_session *target, llm_session *draft,

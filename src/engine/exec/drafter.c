@@ -430,6 +430,7 @@ static int take_pending(llm_drafter *d)
         return 0;
     uint32_t pos = d->pend_pos, rows = d->pend_rows;
     d->pend_rows = 0;
+    d->fed += rows;
     pm__block_crop(d->blk, pos);
     if (pm__block_ctx_len(d->blk) != pos) {
         llm_errf(d->err, sizeof d->err,
@@ -478,6 +479,7 @@ static int32_t argmax_row(const float *x, int32_t n)
 
 static int block_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, int32_t *out)
 {
+    d->fed = 0;
     int rc = take_pending(d);
     if (rc)
         return rc;

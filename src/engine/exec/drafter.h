@@ -60,7 +60,9 @@ int32_t pm__drafter_room(const llm_drafter *d, size_t n_hist);
 
 /* Tokens the last model proposal fed its session before drafting (1 in
  * a steady round, 2 after one that accepted everything; the prompt, or
- * the tokens of plain steps, otherwise). */
+ * the tokens of plain steps, otherwise); for a block proposal, the
+ * committed positions it took into the head's context (at most a verify's
+ * rows in a steady round, the prompt in the first). */
 uint32_t pm__drafter_fed(const llm_drafter *d);
 
 /* The history restarted (target at position 0): empties the session. */

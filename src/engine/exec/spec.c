@@ -24,6 +24,12 @@
  * commits d1..da and c = the target's token at row a (a correction, or a
  * bonus when a = k). Both caches are cut back to the committed positions.
  *
+ * A block drafter reads the target's own features instead of running a
+ * draft session: every target forward (prefill, verify, plain step) asks
+ * for the head's layers into the drafter's buffer, and once a round is
+ * decided the generator commits the rows of the positions the target
+ * keeps (pm__drafter_feat_commit); rejected rows are never committed.
+ *
  * Memory. Every buffer (history, proposals, the k draft distributions, a
  * target distribution and a residual) is allocated at creation.
  */
@@ -623,7 +629,9 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n)
     by->ns += t1 - t0;
     /* A draft step's cost is learned from steady rounds only: a catch-up
      * over the prompt or over plain steps is no step's price. */
-    int steady = plan->kind != LLM_DRAFTER_MODEL || pm__drafter_fed(sd->dr) <= 2;
+    int steady = plan->kind == LLM_DRAFTER_MODEL   ? pm__drafter_fed(sd->dr) <= 2
+                 : plan->kind == LLM_DRAFTER_BLOCK ? pm__drafter_fed(sd->dr) <= (uint32_t)sd->k_cap + 1
+                                                   : 1;
     if (rc == 0 && steady)
         pm__cost_draft(&sd->ct, plan->kind,
                        plan->kind == LLM_DRAFTER_MODEL ? (uint32_t)(by->forwards - fw0) : 1u, t1 - t0);
