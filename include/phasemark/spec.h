@@ -185,7 +185,9 @@ typedef struct llm_drafter_params {
     llm_session *target;   /* block: the target session it drafts for
                               (borrowed; the generator must verify on it) */
     int32_t n_threads;     /* block: threads of the head's CPU forward; <= 0:
-                              the target model's */
+                              the target model's n_threads option, else a
+                              CPU target's thread count, else all online
+                              CPUs */
 } llm_drafter_params;
 
 #define LLM_DRAFTER_PARAMS_VERSION 2

@@ -153,7 +153,15 @@ static int open_block(llm_drafter *d, char *err, size_t errlen)
 {
     llm_session *t = d->p.target;
     d->target = llm_session_model(t);
-    int32_t threads = d->p.n_threads > 0 ? d->p.n_threads : d->target->be->n_threads;
+    /* The head's threads: the caller's, else the target's as it was
+     * opened, else a CPU target's pool size; a device target's backend
+     * counts 1 host thread, which is not the head's share (0: every
+     * online CPU). */
+    const llm_backend *tbe = d->target->be;
+    int32_t threads = d->p.n_threads > 0           ? d->p.n_threads
+                      : d->target->n_threads_opt > 0 ? d->target->n_threads_opt
+                      : tbe->host_visible             ? tbe->n_threads
+                                                      : 0;
     uint32_t n_ctx = llm_session_n_ctx(t);
     int rc = pm__block_open(d->p.head_path, d->target, n_ctx, threads, &d->blk, err, errlen);
     if (rc)
