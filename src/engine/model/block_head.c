@@ -463,6 +463,11 @@ const pm_block_info *pm__block_info(const pm_block *b)
     return &b->in;
 }
 
+const float *pm__block_hidden(const pm_block *b)
+{
+    return b->h;
+}
+
 uint32_t pm__block_ctx_len(const pm_block *b)
 {
     return b->ctx_len;

@@ -98,4 +98,10 @@ int pm__block_append(pm_block *b, const float *feat, const int32_t *plane_of, si
  * 1..block_size; LLM_ECTX when ctx_len + rows would pass the cache. */
 int pm__block_forward(pm_block *b, int32_t last, int32_t rows, const float **logits);
 
+/* The last forward's rows before the output product, rmsnorm(x_i) *
+ * output_norm ([rows][dim], owned by b, valid until its next call): the
+ * logits are the target's output matrix times these (tests compare that
+ * product in float against a reference that keeps activations exact). */
+const float *pm__block_hidden(const pm_block *b);
+
 #endif
