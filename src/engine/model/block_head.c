@@ -381,8 +381,13 @@ static int block_open(const char *path, const void *buf, size_t len, const llm_m
                       size_t errlen)
 {
     *out = NULL;
-    if ((!path && !buf) || !target || n_ctx == 0 || n_ctx > (1u << 24)) {
+    if ((!path && !buf) || !target || n_ctx == 0) {
         llm_errf(err, errlen, "block head: a file, a target and a context are required");
+        return LLM_EINVAL;
+    }
+    if (n_ctx > PM_BLOCK_MAX_CTX) {
+        llm_errf(err, errlen, "block head: a context of %u positions is over its %u",
+                 (unsigned)n_ctx, (unsigned)PM_BLOCK_MAX_CTX);
         return LLM_EINVAL;
     }
     if (!target->tok_embd.data || !target->output.data) {

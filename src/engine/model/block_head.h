@@ -47,6 +47,9 @@
 #define PM_BLOCK_MAX_LAYERS 3
 #define PM_BLOCK_MAX_FEAT 8
 #define PM_BLOCK_MAX_B 16
+/* Most context positions a head caches (its buffers are sized for the
+ * target's context at open). */
+#define PM_BLOCK_MAX_CTX (1u << 24)
 
 typedef struct pm_block pm_block;
 
