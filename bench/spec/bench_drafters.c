@@ -2,7 +2,10 @@
  *
  *   bench_drafters --target T --draft D --prompts FILE [--tokens 128]
  *                  [--temp 0] [--seed 7] [--threads 2] [--reps 1]
- *                  [--n-prompts N] [--config DRAFTER:K[:cost]]...
+ *                  [--n-prompts N] [--head H.gguf] [--config DRAFTER:K[:cost]]...
+ *
+ * --head names the block drafter's head (phasemark-block GGUF for the
+ * target); configurations "block:K" need it.
  *
  * FILE holds held-out prompts, "REF<TAB>TEXT" per line
  * (bench/spec/heldout_prompts.tsv). For each configuration, each
@@ -42,7 +45,7 @@ typedef struct config {
 } config;
 
 typedef struct bench {
-    const char *target, *draft, *prompts;
+    const char *target, *draft, *prompts, *head;
     long tokens, threads, reps, n_prompts;
     double temp;
     unsigned long long seed;
@@ -109,7 +112,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--temp T]\n"
                     "       [--seed S] [--threads N] [--reps R] [--n-prompts N]\n"
-                    "       [--config DRAFTER:K[:cost]]...\n");
+                    "       [--head H.gguf] [--config DRAFTER:K[:cost]]...\n");
     return 2;
 }
 
@@ -123,6 +126,7 @@ static int parse_args(bench *b, int argc, char **argv)
         if (!strcmp(o, "--target")) b->target = v;
         else if (!strcmp(o, "--draft")) b->draft = v;
         else if (!strcmp(o, "--prompts")) b->prompts = v;
+        else if (!strcmp(o, "--head")) b->head = v;
         else if (!strcmp(o, "--tokens")) bad = parse_long(v, 1, MAX_OUT, &b->tokens);
         else if (!strcmp(o, "--threads")) bad = parse_long(v, 1, 256, &b->threads);
         else if (!strcmp(o, "--reps")) bad = parse_long(v, 1, 100, &b->reps);
@@ -224,7 +228,10 @@ static int run_config(const bench *b, const config *c, llm_session *plain, llm_s
 {
     llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
     dp.kind = c->drafter;
-    dp.draft = c->drafter == LLM_DRAFTER_NGRAM ? NULL : d;
+    dp.draft = c->drafter == LLM_DRAFTER_NGRAM || c->drafter == LLM_DRAFTER_BLOCK ? NULL : d;
+    dp.head_path = b->head;
+    dp.target = t;
+    dp.n_threads = (int32_t)b->threads;
     llm_drafter *dr = NULL;
     llm_spec *sd = NULL;
     char err[512];

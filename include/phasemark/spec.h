@@ -77,9 +77,18 @@ typedef struct llm_spec llm_spec;
  *           proposed token under sampling).
  *   hybrid  per round, the n-gram proposal when a match of at least
  *           hybrid_min tokens exists, else the model's.
- *   block   reserved for a feature-conditioned block drafter (one forward
- *           proposing k tokens from the target's hidden features); refused
- *           by llm_drafter_create until it exists.
+ *   block   a feature-conditioned block head (a small GGUF network of
+ *           architecture phasemark-block, docs/model-files.md) proposes up
+ *           to its block size B tokens in one forward of its own, from the
+ *           last emitted token, the target's embedding and output head,
+ *           and the target's residual stream at the layers the head
+ *           names: the generator asks every target forward for those
+ *           features (llm_forward_params.features_*) and hands the
+ *           committed positions' rows to the drafter, which keeps their
+ *           keys and values and drops them when the history is cut back.
+ *           Under sampling row i's proposal is a draw from q_i, the
+ *           sampler's processed distribution of the head's logits row i
+ *           (softmax(logits / T) without top-k / top-p).
  *   custom  a callback (llm_spec_propose_fn), deterministic like ngram.
  *
  * Round kinds. A round is drafted by exactly one of model, ngram, block
@@ -106,7 +115,7 @@ typedef enum llm_drafter_kind {
     LLM_DRAFTER_MODEL = 0,
     LLM_DRAFTER_NGRAM = 1,
     LLM_DRAFTER_HYBRID = 2,
-    LLM_DRAFTER_BLOCK = 3,  /* reserved (see above) */
+    LLM_DRAFTER_BLOCK = 3,
     LLM_DRAFTER_CUSTOM = 4,
     LLM_DRAFTER_COUNT
 } llm_drafter_kind;
@@ -159,7 +168,7 @@ enum {
 typedef struct llm_drafter_params {
     uint16_t version;  /* LLM_DRAFTER_PARAMS_VERSION */
     uint16_t size;     /* sizeof(llm_drafter_params) */
-    int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM, _HYBRID or _CUSTOM */
+    int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM, _HYBRID, _BLOCK or _CUSTOM */
     llm_session *draft; /* model, hybrid: the draft session (borrowed, not
                            the target's); else NULL */
     int32_t ngram_max; /* ngram, hybrid: longest suffix matched; <= 0: 4 */
@@ -171,12 +180,23 @@ typedef struct llm_drafter_params {
                             session's context, else 4096 */
     llm_spec_propose_fn propose; /* custom */
     void *propose_user;
+    /* Version 2 (the block drafter). */
+    const char *head_path; /* block: the head's GGUF file (read at creation) */
+    llm_session *target;   /* block: the target session it drafts for
+                              (borrowed; the generator must verify on it) */
+    int32_t n_threads;     /* block: threads of the head's CPU forward; <= 0:
+                              the target model's n_threads option, else a
+                              CPU target's thread count, else all online
+                              CPUs */
 } llm_drafter_params;
 
-#define LLM_DRAFTER_PARAMS_VERSION 1
+#define LLM_DRAFTER_PARAMS_VERSION 2
 #define LLM_DRAFTER_PARAMS_INIT \
     {LLM_DRAFTER_PARAMS_VERSION, (uint16_t)sizeof(llm_drafter_params), LLM_DRAFTER_MODEL, 0, \
-     0, 0, 0, 0, 0, 0}
+     0, 0, 0, 0, 0, 0, 0, 0, 0}
+/* The end of version 1 (before head_path): llm_drafter_create reads such a
+ * caller's struct and takes the version 2 fields as zero. */
+#define LLM_DRAFTER_PARAMS_V1_SIZE (offsetof(llm_drafter_params, propose_user) + sizeof(void *))
 
 /* What one drafter did since creation or its generator's reset, per round
  * kind (index LLM_DRAFTER_*; a hybrid's rounds count under model or
@@ -232,13 +252,16 @@ typedef struct llm_spec_stats {
  * Static text, thread-safe. */
 LLM_API const char *llm_drafter_kind_name(int kind);
 
-/* The LLM_DRAFTER_* named by s ("model", "ngram", "hybrid"), or
+/* The LLM_DRAFTER_* named by s ("model", "ngram", "hybrid", "block"), or
  * LLM_EINVAL. Thread-safe. */
 LLM_API int llm_drafter_kind_parse(const char *s);
 
-/* Creates a drafter. Refuses (LLM_EINVAL, a line in err) a kind that is
- * not model, ngram, hybrid or custom, a missing draft session (model,
- * hybrid) or callback (custom), and n-gram bounds out of order. The
+/* Creates a drafter. Refuses (LLM_EINVAL, a line in err) an unknown kind,
+ * a missing draft session (model, hybrid), callback (custom) or head file
+ * and target session (block), and n-gram bounds out of order; a block
+ * head that does not fit the target (another vocabulary or width, a
+ * layer it lacks) or is malformed or truncated is refused with one line
+ * naming the problem (LLM_EINVAL or LLM_EFORMAT). The
  * caller owns *out (NULL on failure) and frees it after every generator
  * using it. */
 LLM_API int llm_drafter_create(const llm_drafter_params *p, llm_drafter **out, char *err,
@@ -278,9 +301,10 @@ LLM_API int llm_spec_check_vocab(const llm_model *target, const llm_model *draft
                                  char *err, size_t errlen);
 
 /* Creates a generator over target and draft (distinct sessions; draft may
- * be NULL only when p->propose is set). Refuses a vocabulary mismatch
- * (llm_spec_check_vocab), a k outside 1..n_batch-1 of the target, and bad
- * params (LLM_EINVAL). Makes the draft session quiet (no ranges of its
+ * be NULL when p->propose or p->drafter is set). Refuses a vocabulary
+ * mismatch (llm_spec_check_vocab), a block drafter made for another
+ * target model, a k outside 1..n_batch-1 of the target, and bad params
+ * (LLM_EINVAL). Makes the draft session quiet (no ranges of its
  * own; llm_spec_free restores it). p may be NULL (k = 4). The caller owns
  * *out (NULL on failure). */
 LLM_API int llm_spec_create(llm_session *target, llm_session *draft,

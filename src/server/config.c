@@ -65,7 +65,10 @@ const char *pms_config_usage(void)
            "  --no-auth               allow a non-loopback --host without --api-key\n"
            "  --no-mmap               read the model into memory instead of mapping it\n"
            "  --drafter D             model (default with --draft), ngram (prompt lookup,\n"
-           "                          no draft model) or hybrid (n-gram, else the draft)\n"
+           "                          no draft model), hybrid (n-gram, else the draft) or\n"
+           "                          block (the --draft-head head on the target's features)\n"
+           "  --draft-head PATH       the block drafter's head (a phasemark-block GGUF made\n"
+           "                          for this model; implies --drafter block)\n"
            "  --chat-template NAME    render chat in this format instead of the model's\n"
            "                          template: plain, chatml, qwen2.5, llama3, llama3.1,\n"
            "                          llama3.2, mistral-v0, mistral-v1, mistral-v3, phi3,\n"
@@ -124,6 +127,7 @@ static int set_option(pms_config *c, const char *opt, const char *val, char *err
         {"--tokenizer", &c->tokenizer}, {"--host", &c->host}, {"--backend", &c->backend},
         {"--draft", &c->draft},   {"--placement", &c->placement}, {"--api-key", &c->api_key},
         {"--drafter", &c->drafter}, {"--chat-template", &c->chat_template},
+        {"--draft-head", &c->draft_head},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (strcmp(opt, strs[i].name) == 0) {
@@ -210,18 +214,25 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
 
 int pms_config_check_engine(const pms_config *c, char *err, size_t errlen)
 {
+    int block = c->drafter ? llm_drafter_kind_parse(c->drafter) == LLM_DRAFTER_BLOCK
+                           : c->draft_head != NULL;
+    if (block != (c->draft_head != NULL)) {
+        snprintf(err, errlen, "--draft-head goes with --drafter block, and only with it");
+        return -1;
+    }
     if (c->drafter) {
         int k = llm_drafter_kind_parse(c->drafter);
         if (k < 0) {
-            snprintf(err, errlen, "--drafter must be model, ngram or hybrid (got '%s')", c->drafter);
+            snprintf(err, errlen, "--drafter must be model, ngram, hybrid or block (got '%s')",
+                     c->drafter);
             return -1;
         }
-        if (k != LLM_DRAFTER_NGRAM && !c->draft) {
+        if (k != LLM_DRAFTER_NGRAM && k != LLM_DRAFTER_BLOCK && !c->draft) {
             snprintf(err, errlen, "--drafter %s needs --draft", c->drafter);
             return -1;
         }
     }
-    if (c->draft_k && !c->draft && !c->drafter) {
+    if (c->draft_k && !c->draft && !c->drafter && !c->draft_head) {
         snprintf(err, errlen, "--draft-k needs --draft");
         return -1;
     }

@@ -15,7 +15,7 @@
  *                      predicted_ms, predicted_per_token_ms,
  *                      predicted_per_second, plus draft_n and
  *                      draft_n_accepted (speculative decoding; 0 without),
- *                      drafter (model, ngram, hybrid; "none" without) and
+ *                      drafter (model, ngram, hybrid, block; "none" without) and
  *                      drafters ({"model": {"draft_n", "draft_n_accepted"},
  *                      "ngram": ...} for each kind that drafted rounds).
  *

@@ -78,9 +78,12 @@ typedef struct pms_config {
     const char *draft;
     const char *placement;
     int draft_k;             /* 0: the engine's default (4) */
-    const char *drafter;     /* --drafter model|ngram|hybrid; NULL: model
-                                with --draft, else none (ngram needs no
-                                draft model) */
+    const char *drafter;     /* --drafter model|ngram|hybrid|block; NULL:
+                                block with --draft-head, model with
+                                --draft, else none (ngram needs no draft
+                                model) */
+    const char *draft_head;  /* --draft-head: the block drafter's head
+                                (each worker loads its own) */
     /* Access log (NULL: none). Not set by pms_config_parse except through
      * the caller; pm-server logs to stderr unless --quiet. */
     pms_access_fn access_log;

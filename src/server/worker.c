@@ -270,13 +270,18 @@ static void *worker_main(void *arg)
 }
 
 /* The draft session (context and batch as the target's; none for the
- * ngram drafter), the drafter (--drafter, default model) and the
- * speculative generator. */
+ * ngram and block drafters), the drafter (--drafter, default block with
+ * --draft-head, else model; a block head is this worker's own, over its
+ * session) and the speculative generator. */
 static int spec_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
 {
     llm_drafter_params dp = {.version = LLM_DRAFTER_PARAMS_VERSION, .size = sizeof(llm_drafter_params)};
-    dp.kind = s->cfg.drafter ? llm_drafter_kind_parse(s->cfg.drafter) : LLM_DRAFTER_MODEL;
-    if (dp.kind != LLM_DRAFTER_NGRAM) {
+    dp.kind = s->cfg.drafter      ? llm_drafter_kind_parse(s->cfg.drafter)
+              : s->cfg.draft_head ? LLM_DRAFTER_BLOCK
+                                  : LLM_DRAFTER_MODEL;
+    dp.head_path = s->cfg.draft_head;
+    dp.target = w->session;
+    if (dp.kind == LLM_DRAFTER_MODEL || dp.kind == LLM_DRAFTER_HYBRID) {
         llm_session_options so = {.version = LLM_SESSION_OPTIONS_VERSION, .size = sizeof(llm_session_options)};
         so.n_ctx = (int32_t)llm_session_n_ctx(w->session);
         so.n_batch = s->cfg.batch;
@@ -306,7 +311,8 @@ static int worker_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
     so.placement = s->cfg.placement;
     if (llm_session_create(s->model, &so, &w->session, err, errlen))
         return -1;
-    return s->draft_model || s->cfg.drafter ? spec_init(s, w, err, errlen) : 0;
+    return s->draft_model || s->cfg.drafter || s->cfg.draft_head ? spec_init(s, w, err, errlen)
+                                                                  : 0;
 }
 
 int pms_workers_start(pms_server *s, char *err, size_t errlen)

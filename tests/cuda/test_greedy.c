@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "block_files.h"
 #include "cuda_test.h"
 #include "model.h"
 #include "phasemark/engine.h"
@@ -419,6 +420,78 @@ static void spec_kjv(void)
     llm_model_free(dm);
 }
 
+/* The block drafter over a KJV target on cuda:0 (issue 17): the target's
+ * features of every verify come back to the host, where the head runs;
+ * greedy output must be the CUDA target's own llm_generate, on both of
+ * its argmax paths. The head is a random one (block 16, target layers 1,
+ * 3, 5) written here, so acceptance is low; parity is what is tested. */
+static void spec_kjv_block(void)
+{
+    ct_require_device();
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    char tp[1024], hp[1024];
+    snprintf(tp, sizeof tp, "%s/phasemark-kjv-target-q8_0.gguf", dir && *dir ? dir : PM_REPO_MODELS);
+    if (access(tp, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s not present\n", tp);
+        exit(77);
+    }
+    llm_model *tm = open_on_cuda(tp);
+    snprintf(hp, sizeof hp, "%s/pm_cuda_block_head_%ld.gguf",
+             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
+    bf_spec bs = bf_default((uint32_t)tm->hp.dim, (uint32_t)tm->hp.n_vocab,
+                            (uint32_t)tm->hp.n_layers);
+    bs.n_feat = 3;
+    bs.feat[0] = 1, bs.feat[1] = 3, bs.feat[2] = 5;
+    bs.block_size = 16;
+    bs.type = LLM_TYPE_F16;
+    REQUIRE(bf_write(hp, &bs) == 0);
+    llm_session *ar = synth_session(tm, 256, 32, 1), *t = synth_session(tm, 256, 32, 2);
+    llm_sampler *sp = NULL;
+    REQUIRE(llm_sampler_create(NULL, tm->hp.n_vocab, &sp) == 0);
+    llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
+    dp.kind = LLM_DRAFTER_BLOCK;
+    dp.head_path = hp;
+    dp.target = t;
+    llm_drafter *dr = NULL;
+    char err[256];
+    REQUIRE(llm_drafter_create(&dp, &dr, err, sizeof err) == 0);
+    llm_spec_params prm = LLM_SPEC_PARAMS_INIT;
+    prm.k = 8;
+    prm.drafter = dr;
+    llm_spec *sd = NULL;
+    REQUIRE(llm_spec_create(t, NULL, &prm, &sd, err, sizeof err) == 0);
+    int32_t toks[128];
+    int differ = 0;
+    for (int k = 0; k < 8; k++) {
+        size_t n = 0;
+        REQUIRE(llm_model_tokenize(tm, kjv_prompts[k], strlen(kjv_prompts[k]), 1, toks, 128,
+                                   &n) == 0);
+        run_out ref = generate(ar, sp, toks, n, 40);
+        for (int dev = 0; dev <= 1; dev++) {
+            llm_session_set_device_argmax(t, dev);
+            run_out o = spec_once(sd, t, sp, toks, n, 40);
+            if (memcmp(o.toks, ref.toks, sizeof o.toks) != 0) {
+                fprintf(stderr, "block prompt %d (device argmax %d) differs from generate\n", k,
+                        dev);
+                differ++;
+            }
+        }
+    }
+    CHECK_INT_EQ(differ, 0);
+    llm_spec_stats st;
+    llm_spec_get_stats(sd, &st);
+    CHECK(st.by[LLM_DRAFTER_BLOCK].rounds > 0);
+    printf("spec kjv block: 8 prompts x 40 tokens on cuda:0 == generate (%llu rounds, "
+           "acceptance %.3f)\n", (unsigned long long)st.rounds, st.acceptance);
+    llm_spec_free(sd);
+    llm_drafter_free(dr);
+    llm_sampler_free(sp);
+    llm_session_free(t);
+    llm_session_free(ar);
+    llm_model_free(tm);
+    unlink(hp);
+}
+
 static void generate_kjv_target(void) { kjv_case("phasemark-kjv-target-q8_0.gguf"); }
 static void generate_kjv_draft(void) { kjv_case("phasemark-kjv-draft-f16.gguf"); }
 
@@ -428,6 +501,7 @@ static const ct_case cases[] = {
     {"generate_kjv_draft", generate_kjv_draft},
     {"generate_synth", generate_synth},
     {"spec_kjv", spec_kjv},
+    {"spec_kjv_block", spec_kjv_block},
 };
 
 CT_MAIN(cases)

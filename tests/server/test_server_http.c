@@ -723,11 +723,13 @@ static void greedy_text(const char *const *extra, const char *body, char *text, 
     }
 }
 
-/* --drafter ngram (no draft model) and hybrid (the model as its own
- * draft): greedy text as without; timings name the drafter and split the
- * counts per round kind, as /metrics does. The tiny model's 40 greedy
- * tokens after this prompt repeat the bigram 231 160 (tokens 12 and 24),
- * so the n-gram lookup finds a match. */
+/* --drafter ngram (no draft model), hybrid (the model as its own draft)
+ * and block (--draft-head: a random head pm-modelwriter wrote for the
+ * tiny model, beside it as server_tiny_head.gguf): greedy text as
+ * without; timings name the drafter and split the counts per round kind,
+ * as /metrics does. The tiny model's 40 greedy tokens after this prompt
+ * repeat the bigram 231 160 (tokens 12 and 24), so the n-gram lookup
+ * finds a match. */
 static int run_server(const char *const *args, pm_child_result *res);
 
 static int case_drafters(void)
@@ -737,10 +739,16 @@ static int case_drafters(void)
     long long d0, a0;
     int port = 0;
     greedy_text(NULL, body, plain, sizeof plain, &d0, &a0, &port, NULL);
+    char head[1024];
+    snprintf(head, sizeof head, "%.*s_head.gguf", (int)(strlen(tiny) - 5), tiny);
     const char *ngram[] = {"--drafter", "ngram", "--draft-k", "3", NULL};
     const char *hybrid[] = {"--drafter", "hybrid", "--draft", tiny, NULL};
-    const char *const *extras[] = {ngram, hybrid};
-    for (int i = 0; i < 2; i++) {
+    const char *block[] = {"--draft-head", head, "--draft-k", "6", NULL};
+    const char *const *extras[] = {ngram, hybrid, block};
+    static const char *const names[] = {"ngram", "hybrid", "block"};
+    for (int i = 0; i < 3; i++) {
+        /* The round kind whose counts the timings split out. */
+        const char *kind = i == 2 ? "block" : "ngram";
         srv_proc p;
         start(&p, tiny, extras[i]);
         hc_resp r;
@@ -749,31 +757,43 @@ static int case_drafters(void)
         json_t *j = body_json(&r);
         CHECK_STR_EQ(jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "(none)", plain);
         json_t *t = json_object_get(j, "timings");
-        CHECK_STR_EQ(jstr(t, "drafter") ? jstr(t, "drafter") : "(none)", i ? "hybrid" : "ngram");
+        CHECK_STR_EQ(jstr(t, "drafter") ? jstr(t, "drafter") : "(none)", names[i]);
         json_t *by = json_object_get(t, "drafters");
         long long d = jint(t, "draft_n"), a = jint(t, "draft_n_accepted");
-        long long dn = jint(json_object_get(by, "ngram"), "draft_n");
-        long long an = jint(json_object_get(by, "ngram"), "draft_n_accepted");
+        long long dn = jint(json_object_get(by, kind), "draft_n");
+        long long an = jint(json_object_get(by, kind), "draft_n_accepted");
         long long dm = json_object_get(by, "model") ? jint(json_object_get(by, "model"), "draft_n") : 0;
         long long am = json_object_get(by, "model") ? jint(json_object_get(by, "model"), "draft_n_accepted") : 0;
         CHECK(dn > 0);
         CHECK_INT_EQ(dn + dm, d);
         CHECK_INT_EQ(an + am, a);
-        if (i == 0)
+        if (i != 1)
             CHECK_INT_EQ(dm, 0);
-        CHECK(srv_metric(p.port, "phasemark_drafter_tokens_total{drafter=\"ngram\"}") == (double)dn);
-        CHECK(srv_metric(p.port, "phasemark_drafter_accepted_tokens_total{drafter=\"ngram\"}") == (double)an);
+        char mt[128], ma[128];
+        snprintf(mt, sizeof mt, "phasemark_drafter_tokens_total{drafter=\"%s\"}", kind);
+        snprintf(ma, sizeof ma, "phasemark_drafter_accepted_tokens_total{drafter=\"%s\"}", kind);
+        CHECK(srv_metric(p.port, mt) == (double)dn);
+        CHECK(srv_metric(p.port, ma) == (double)an);
         CHECK(srv_metric(p.port, "phasemark_drafter_tokens_total{drafter=\"model\"}") == (double)dm);
-        CHECK(srv_metric(p.port, "phasemark_drafter_tokens_total{drafter=\"block\"}") == 0.0);
+        CHECK(srv_metric(p.port, "phasemark_drafter_tokens_total{drafter=\"block\"}") ==
+              (i == 2 ? (double)dn : 0.0));
         CHECK(srv_metric(p.port, "phasemark_draft_tokens_total") == (double)d);
         json_decref(j);
         hc_free(&r);
         stop_ok(&p);
     }
     static pm_child_result res;
-    const char *bad[] = {"-m", tiny, "--port", "0", "--drafter", "block", NULL};
+    const char *bad[] = {"-m", tiny, "--port", "0", "--drafter", "tree", NULL};
     CHECK_INT_EQ(run_server(bad, &res), 1);
-    CHECK(strstr(res.err, "--drafter must be model, ngram or hybrid (got 'block')") != NULL);
+    CHECK(strstr(res.err, "--drafter must be model, ngram, hybrid or block (got 'tree')") != NULL);
+    const char *nohead[] = {"-m", tiny, "--port", "0", "--drafter", "block", NULL};
+    CHECK_INT_EQ(run_server(nohead, &res), 1);
+    CHECK(strstr(res.err, "--draft-head goes with --drafter block, and only with it") != NULL);
+    /* A head made for another model (the slow one has its own width). */
+    const char *wrong[] = {"-m", slow, "--port", "0", "--draft-head", head, NULL};
+    CHECK_INT_EQ(run_server(wrong, &res), 1);
+    CHECK(strstr(res.err, "block head: target.embedding_length 64 does not match the target's 256") !=
+          NULL);
     const char *nodraft[] = {"-m", tiny, "--port", "0", "--drafter", "model", NULL};
     CHECK_INT_EQ(run_server(nodraft, &res), 1);
     CHECK(strstr(res.err, "--drafter model needs --draft") != NULL);

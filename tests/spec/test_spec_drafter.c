@@ -157,7 +157,7 @@ static int case_args(void)
     CHECK_STR_EQ(err, "drafter: model needs a draft session");
     dp.kind = LLM_DRAFTER_BLOCK;
     CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), LLM_EINVAL);
-    CHECK_STR_EQ(err, "drafter: the block drafter does not exist yet");
+    CHECK_STR_EQ(err, "drafter: block needs a head file and the target session");
     dp.kind = LLM_DRAFTER_CUSTOM;
     CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), LLM_EINVAL);
     CHECK_STR_EQ(err, "drafter: custom needs a propose callback");
@@ -191,7 +191,18 @@ static int case_args(void)
     CHECK_STR_EQ(llm_drafter_kind_name(LLM_DRAFTER_BLOCK), "block");
     CHECK_STR_EQ(llm_drafter_kind_name(-1), "unknown");
     CHECK_INT_EQ(llm_drafter_kind_parse("hybrid"), LLM_DRAFTER_HYBRID);
-    CHECK_INT_EQ(llm_drafter_kind_parse("block"), LLM_EINVAL);
+    CHECK_INT_EQ(llm_drafter_kind_parse("block"), LLM_DRAFTER_BLOCK);
+    CHECK_INT_EQ(llm_drafter_kind_parse("custom"), LLM_EINVAL);
+    /* A version 1 caller's shorter struct still creates its drafter. */
+    dp = (llm_drafter_params)LLM_DRAFTER_PARAMS_INIT;
+    dp.version = 1;
+    dp.size = (uint16_t)LLM_DRAFTER_PARAMS_V1_SIZE;
+    dp.kind = LLM_DRAFTER_NGRAM;
+    CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), 0);
+    CHECK_INT_EQ(llm_drafter_get_kind(d), LLM_DRAFTER_NGRAM);
+    llm_drafter_free(d);
+    dp.size = (uint16_t)(LLM_DRAFTER_PARAMS_V1_SIZE - 1);
+    CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), LLM_EINVAL);
     CHECK_INT_EQ(llm_drafter_kind_parse("Model"), LLM_EINVAL);
     return pm_check_result();
 }

@@ -16,6 +16,11 @@
  *   hybrid     the hybrid with the target drafting for itself: the exact
  *              sequence derived from the target's output (expect_ranges),
  *              with pinned counts.
+ *   block      the block drafter with a head whose output norm is zero, so
+ *              its logits are all 0 and every proposal is token 0 (the
+ *              first maximum): the exact sequence derived from the
+ *              target's output as for ngram (expect_ranges), a head
+ *              forward per round and nothing inside its pm.draft leaves.
  *   selfdraft  the target's own model drafts (acceptance 1): rounds of 3,
  *              3 and 2 drafts; the draft's forwards (its prompt prefill
  *              included) emit nothing inside the pm.draft leaves.
@@ -29,6 +34,7 @@
 #include "phasemark/mark.h"
 #include "pm_check.h"
 #include "pm_roctx_log.h"
+#include "block_files.h"
 #include "drafter.h"
 #include "spec_common.h"
 
@@ -44,6 +50,10 @@
 #define NGRAM_STEPS 9
 #define HYBRID_ROUNDS 4
 #define HYBRID_NGRAM 1
+/* The block case: rounds of 3 drafts (2, then 1, near the end) that
+ * commit one token each unless the output has 0s, then a plain step for
+ * the last token: pinned from the output's values below. */
+#define BLOCK_ROUNDS 10
 
 /* The scripted drafter: per round, `good[round]` correct tokens taken from
  * the target's greedy continuation, then wrong ones. */
@@ -229,7 +239,9 @@ static void expect_ranges(int kind, const int32_t *prompt, const sc_run *ref, ex
         size_t start = 0;
         int32_t n = 0, m = 0;
         int ngram = 0;
-        if (k > 0) {
+        if (k > 0 && kind == LLM_DRAFTER_BLOCK) {
+            n = k; /* within the head's block of 8 */
+        } else if (k > 0) {
             m = pm__ngram_lookup(hist, N_PROMPT + g, 2, 4, k, &start, &n);
             ngram = kind == LLM_DRAFTER_NGRAM || (m >= 3 && n > 0);
             if (!ngram)
@@ -246,11 +258,14 @@ static void expect_ranges(int kind, const int32_t *prompt, const sc_run *ref, ex
         int32_t a = 0;
         while (ngram && a < n && hist[start + (size_t)a] == ref->ids[g + (size_t)a])
             a++;
-        if (!ngram)
+        while (kind == LLM_DRAFTER_BLOCK && a < n && ref->ids[g + (size_t)a] == 0)
+            a++; /* the block head proposes token 0 throughout */
+        if (!ngram && kind != LLM_DRAFTER_BLOCK)
             a = n;
         snprintf(t, sizeof t, "pm.spec_decode mode=batched req=7 draft=%d", (int)n);
         put(e, 0, t);
-        snprintf(t, sizeof t, "pm.draft req=7 tokens=%d drafter=%s", (int)n, ngram ? "ngram" : "model");
+        snprintf(t, sizeof t, "pm.draft req=7 tokens=%d drafter=%s", (int)n,
+                 kind == LLM_DRAFTER_BLOCK ? "block" : ngram ? "ngram" : "model");
         put(e, 1, t);
         snprintf(t, sizeof t,
                  "pm.layer_range mode=verify layers=0-1 shard=0 where=local backend=cpu req=7 "
@@ -284,6 +299,18 @@ static int run_drafter(llm_model *m, int kind, const int32_t *prompt, const sc_r
     llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
     dp.kind = kind;
     dp.draft = d;
+    char hp[512] = "";
+    if (kind == LLM_DRAFTER_BLOCK) {
+        llm_model_info info;
+        llm_model_get_info(m, &info);
+        bf_spec bs = bf_default((uint32_t)info.dim, (uint32_t)info.n_vocab,
+                                (uint32_t)info.n_layers);
+        bs.zero = "output_norm.weight";
+        sc_path(hp, sizeof hp, "ranges_head");
+        REQUIRE(bf_write(hp, &bs) == 0);
+        dp.head_path = hp;
+        dp.target = t;
+    }
     llm_drafter *dr;
     char err[256];
     REQUIRE(llm_drafter_create(&dp, &dr, err, sizeof err) == 0);
@@ -309,6 +336,15 @@ static int run_drafter(llm_model *m, int kind, const int32_t *prompt, const sc_r
     CHECK_U64_EQ(st.steps, (uint64_t)e.steps);
     CHECK_U64_EQ(st.by[LLM_DRAFTER_NGRAM].rounds, (uint64_t)e.ngram_rounds);
     CHECK_U64_EQ(st.by[LLM_DRAFTER_NGRAM].forwards, 0);
+    if (kind == LLM_DRAFTER_BLOCK) {
+        CHECK_U64_EQ(st.by[LLM_DRAFTER_BLOCK].rounds, (uint64_t)e.rounds);
+        CHECK_U64_EQ(st.by[LLM_DRAFTER_BLOCK].forwards, (uint64_t)e.rounds);
+        int acc = 0;
+        for (int i = 0; i < e.rounds; i++)
+            acc += e.accepted[i];
+        CHECK_U64_EQ(st.accepted, (uint64_t)acc);
+        unlink(hp);
+    }
     llm_spec_free(sd);
     llm_drafter_free(dr);
     llm_sampler_free(sp);
@@ -350,6 +386,8 @@ int main(int argc, char **argv)
         run_drafter(m, LLM_DRAFTER_NGRAM, prompt, &ref, NGRAM_ROUNDS, NGRAM_STEPS, NGRAM_ROUNDS);
     else if (strcmp(argv[1], "hybrid") == 0)
         run_drafter(m, LLM_DRAFTER_HYBRID, prompt, &ref, HYBRID_ROUNDS, 0, HYBRID_NGRAM);
+    else if (strcmp(argv[1], "block") == 0)
+        run_drafter(m, LLM_DRAFTER_BLOCK, prompt, &ref, BLOCK_ROUNDS, 1, 0);
     else if (strcmp(argv[1], "selfdraft") == 0)
         run_selfdraft(m, prompt, &ref);
     else

@@ -16,7 +16,9 @@
  *                                   ngram and hybrid start from a prompt
  *                                   that repeats 1 5 2, so n-gram rounds
  *                                   (deterministic proposals, q one-hot)
- *                                   happen whenever the draws continue it
+ *                                   happen whenever the draws continue it;
+ *                                   block: a random head written for the
+ *                                   target (its rows' q sampled per row)
  *
  * Fixed seeds make every run identical; the bound is about five standard
  * deviations over the chi-square mean, and the same counts are checked to
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "block_files.h"
 #include "pm_check.h"
 #include "spec_common.h"
 #include "synth.h"
@@ -230,11 +233,17 @@ static int case_joint(const law *lw, int kind)
     p.k = 2;
     llm_spec *sd;
     llm_drafter *dr = NULL;
-    char err[256];
+    char err[256], hp[512] = "";
     if (kind >= 0) {
         llm_drafter_params dp2 = LLM_DRAFTER_PARAMS_INIT;
         dp2.kind = kind;
         dp2.draft = kind == LLM_DRAFTER_NGRAM ? NULL : d;
+        if (kind == LLM_DRAFTER_BLOCK) {
+            sc_path(hp, sizeof hp, "sampling_head");
+            bf_write_for(hp, tm, 8, 11);
+            dp2.head_path = hp;
+            dp2.target = t;
+        }
         REQUIRE(llm_drafter_create(&dp2, &dr, err, sizeof err) == 0);
         p.drafter = dr;
     }
@@ -271,6 +280,10 @@ static int case_joint(const law *lw, int kind)
     }
     if (kind == LLM_DRAFTER_HYBRID)
         CHECK(st.by[LLM_DRAFTER_MODEL].rounds > 0);
+    if (kind == LLM_DRAFTER_BLOCK) {
+        CHECK(st.by[LLM_DRAFTER_BLOCK].rounds == st.rounds);
+        unlink(hp);
+    }
     llm_spec_free(sd);
     llm_drafter_free(dr);
     llm_sampler_free(sp);

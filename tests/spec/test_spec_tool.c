@@ -3,7 +3,12 @@
  * output without --draft (greedy parity through the CLI), the round
  * statistics go to stderr, a draft of another vocabulary fails (exit 1)
  * naming the mismatch, and a bad --draft-k is a usage error (exit 2).
- * Usage: test_spec_tool PATH-TO-pm-generate
+ * Usage: test_spec_tool PATH-TO-pm-generate [drafters [PATH-TO-pm-modelwriter]]
+ *
+ * drafters: --drafter ngram | hybrid, and with pm-modelwriter --drafter
+ * block over a random head it writes for the target (--draft-head), print
+ * the plain run's ids; a head made for another target is refused naming
+ * the mismatch (exit 1); missing and stray --draft-head are usage errors.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +35,47 @@ static int has(const char *s, const char *part)
 
 /* --drafter ngram | hybrid print the plain run's ids and name themselves;
  * bad and incomplete --drafter options are usage errors. */
-static int drafters(char *tool, char *tp, char *dp)
+/* The block drafter through both tools. */
+static void block_drafter(char *tool, char *writer, char *tp, const pm_child_result *plain)
+{
+    static pm_child_result r;
+    char hp[512], other[512], ohp[512];
+    sc_path(hp, sizeof hp, "tool_head");
+    sc_path(other, sizeof other, "tool_head_target");
+    sc_path(ohp, sizeof ohp, "tool_head_other");
+    char *a_write[] = {writer, "synth", "--arch", "phasemark-block", "--target", tp, "-o", hp,
+                       "--layers", "1,3,5", "--block-size", "16", "--seed", "3", NULL};
+    run_tool(a_write, &r);
+    CHECK(pm_child_ok(&r));
+    char *a_block[] = {tool, "-m", tp, "--drafter", "block", "--draft-head", hp, "--draft-k", "5",
+                       "-p", "And the LORD spake unto Moses, saying,", "-n", "40", "--ids",
+                       "--threads", "2", NULL};
+    run_tool(a_block, &r);
+    CHECK(pm_child_ok(&r));
+    CHECK_STR_EQ(r.out, plain->out);
+    CHECK(has(r.err, "pm-generate: speculative: drafter block; block "));
+    /* A head for a synthetic target of 160 ids. */
+    synth_spec s = synth_default();
+    REQUIRE(synth_write(other, &s) == 0);
+    char *a_wo[] = {writer, "synth", "--arch", "phasemark-block", "--target", other, "-o", ohp,
+                    "--layers", "0,1", "--block-size", "8", NULL};
+    run_tool(a_wo, &r);
+    CHECK(pm_child_ok(&r));
+    char *a_other[] = {tool, "-m", tp, "--draft-head", ohp, "-p", "And", "-n", "4", NULL};
+    run_tool(a_other, &r);
+    CHECK(r.exited && r.exit_code == 1);
+    CHECK(has(r.err, "pm-generate: block head: vocab_size 160 does not match the target's 4096"));
+    char *a_past[] = {writer, "synth", "--arch", "phasemark-block", "--target", other, "-o", ohp,
+                      "--layers", "0,2", NULL};
+    run_tool(a_past, &r);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(has(r.err, "pm-modelwriter: --layers: layer 2 is past the target's 2 layers"));
+    unlink(hp);
+    unlink(ohp);
+    unlink(other);
+}
+
+static int drafters(char *tool, char *tp, char *dp, char *writer)
 {
     static pm_child_result plain, r;
     char *prompt = "And the LORD spake unto Moses, saying,";
@@ -52,7 +97,18 @@ static int drafters(char *tool, char *tp, char *dp)
     char *a_bad[] = {tool, "-m", tp, "--drafter", "block", "-p", "And", NULL};
     run_tool(a_bad, &r);
     CHECK(r.exited && r.exit_code == 2);
-    CHECK(has(r.err, "pm-generate: bad value 'block' for --drafter"));
+    CHECK(has(r.err, "pm-generate: --draft-head HEAD goes with --drafter block, and only with it"));
+    char *a_stray[] = {tool, "-m", tp, "--drafter", "ngram", "--draft-head", "x.gguf", "-p", "And",
+                       NULL};
+    run_tool(a_stray, &r);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(has(r.err, "pm-generate: --draft-head HEAD goes with --drafter block, and only with it"));
+    char *a_unknown[] = {tool, "-m", tp, "--drafter", "tree", "-p", "And", NULL};
+    run_tool(a_unknown, &r);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(has(r.err, "pm-generate: bad value 'tree' for --drafter"));
+    if (writer)
+        block_drafter(tool, writer, tp, &plain);
     char *a_nodraft[] = {tool, "-m", tp, "--drafter", "hybrid", "-p", "And", NULL};
     run_tool(a_nodraft, &r);
     CHECK(r.exited && r.exit_code == 2);
@@ -62,8 +118,8 @@ static int drafters(char *tool, char *tp, char *dp)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s pm-generate [drafters]\n", argv[0]);
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: %s pm-generate [drafters [pm-modelwriter]]\n", argv[0]);
         return 2;
     }
     char tp[512], dp[512], other[512];
@@ -72,7 +128,7 @@ int main(int argc, char **argv)
     char *tool = argv[1];
     static pm_child_result plain, spec, r;
     if (argc > 2 && strcmp(argv[2], "drafters") == 0)
-        return drafters(tool, tp, dp);
+        return drafters(tool, tp, dp, argc > 3 ? argv[3] : NULL);
     char *a_plain[] = {tool, "-m", tp, "-p", "And the LORD spake unto Moses, saying,", "-n", "40",
                        "--ids", "--threads", "2", NULL};
     char *a_spec[] = {tool, "-m", tp, "--draft", dp, "--draft-k", "3", "-p",

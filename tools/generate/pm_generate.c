@@ -5,7 +5,8 @@
  *               [--chunk C] [--ctx N] [--tokenizer tokenizer.bin]
  *               [--backend cpu|cuda|cuda:N] [--ids] [--no-bos]
  *               [--placement SPEC]
- *               [--drafter model|ngram|hybrid] [--draft MODEL] [--draft-k K]
+ *               [--drafter model|ngram|hybrid|block] [--draft MODEL]
+ *               [--draft-head HEAD.gguf] [--draft-k K]
  *               [--adaptive-k | --cost-k] [--dump-logits FILE]
  *
  * The continuation goes to stdout as text (or as ids with --ids, one line,
@@ -21,7 +22,9 @@
  * With --draft or --drafter, generation is speculative (phasemark/spec.h):
  * the drafter (default model: the --draft model; ngram: prompt and history
  * lookup, no draft model; hybrid: the n-gram proposal when a long enough
- * match exists, else the draft model's) proposes up to K tokens per round,
+ * match exists, else the draft model's; block: the --draft-head block head
+ * over the target's own features, up to its block size per round, one
+ * forward) proposes up to K tokens per round,
  * the target verifies them in one batched forward; the round statistics,
  * per drafter, go to stderr.
  */
@@ -48,6 +51,7 @@ typedef struct args {
     unsigned long long seed;
     int ids, no_bos;
     const char *draft; /* speculative decoding with this draft model */
+    const char *draft_head; /* --draft-head: the block head */
     long draft_k;
     int adaptive_k;   /* LLM_SPEC_ADAPT_* */
     int drafter;      /* LLM_DRAFTER_*, or -1: none named */
@@ -91,7 +95,10 @@ static void usage(FILE *f)
             "  --drafter D    speculative decoding: model (the --draft model, the default\n"
             "                 with --draft), ngram (prompt lookup, no draft model) or\n"
             "                 hybrid (n-gram when a match is long enough, else the model)\n"
+            "                 or block (the --draft-head block head on the target's features)\n"
             "  --draft MODEL  the draft model (same vocabulary)\n"
+            "  --draft-head H the block drafter's head (a phasemark-block GGUF made for\n"
+            "                 this target; implies --drafter block)\n"
             "  --draft-k K    tokens drafted per round (default 4)\n"
             "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n"
             "  --cost-k       choose K (and hybrid's drafter, or plain decoding) each round\n"
@@ -143,6 +150,7 @@ static int option_value(args *a, const char *opt, const char *v)
     else if (!strcmp(opt, "--backend")) a->backend = v;
     else if (!strcmp(opt, "--placement")) a->placement = v;
     else if (!strcmp(opt, "--draft")) a->draft = v;
+    else if (!strcmp(opt, "--draft-head")) a->draft_head = v;
     else if (!strcmp(opt, "--drafter")) return (a->drafter = llm_drafter_kind_parse(v)) < 0 ? -1 : 0;
     else if (!strcmp(opt, "--draft-k")) return parse_long(v, 1, 4096, &a->draft_k);
     else if (!strcmp(opt, "-n")) return parse_long(v, 0, INT32_MAX, &a->n_predict);
@@ -200,9 +208,16 @@ static int parse_args(int argc, char **argv, args *a)
         fprintf(stderr, PROG ": -n 0 generates nothing; it needs --dump-logits FILE\n");
         return 2;
     }
+    if (a->draft_head && a->drafter < 0)
+        a->drafter = LLM_DRAFTER_BLOCK;
     if (a->draft && a->drafter < 0)
         a->drafter = LLM_DRAFTER_MODEL;
-    if (a->drafter >= 0 && a->drafter != LLM_DRAFTER_NGRAM && !a->draft) {
+    if ((a->drafter == LLM_DRAFTER_BLOCK) != (a->draft_head != NULL)) {
+        fprintf(stderr, PROG ": --draft-head HEAD goes with --drafter block, and only with it\n");
+        return 2;
+    }
+    if (a->drafter >= 0 && a->drafter != LLM_DRAFTER_NGRAM && a->drafter != LLM_DRAFTER_BLOCK &&
+        !a->draft) {
         fprintf(stderr, PROG ": --drafter %s needs --draft MODEL\n",
                 llm_drafter_kind_name(a->drafter));
         return 2;
@@ -349,11 +364,15 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
     llm_drafter *dr = NULL;
     llm_spec *sd = NULL;
     char err[512];
-    int rc = a->drafter != LLM_DRAFTER_NGRAM ? open_draft(a, &so, &dm, &ds) : 0;
+    int model = a->drafter == LLM_DRAFTER_MODEL || a->drafter == LLM_DRAFTER_HYBRID;
+    int rc = model ? open_draft(a, &so, &dm, &ds) : 0;
     if (rc == 0) {
         llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
         dp.kind = a->drafter;
         dp.draft = ds;
+        dp.head_path = a->draft_head;
+        dp.target = s;
+        dp.n_threads = (int32_t)a->threads;
         if (llm_drafter_create(&dp, &dr, err, sizeof err) != 0) {
             fprintf(stderr, PROG ": %s\n", err);
             rc = 1;

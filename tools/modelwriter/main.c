@@ -3,6 +3,8 @@
  *   pm-modelwriter synth -o out.gguf --dim D --layers L --heads H
  *       --kv-heads K --ffn F --vocab V --ctx C --type T --seed S
  *       [--tied] [--rope-base B] [--rope-scale F] [--eps E]
+ *   pm-modelwriter synth --arch phasemark-block --target T.gguf -o out.gguf
+ *       --layers 1,3,5 [--block-size B] [--head-layers N] [...] (block.c)
  *   pm-modelwriter convert-llama2c -o out.gguf --model x.bin
  *       --tokenizer tokenizer.bin [--type T]
  *   pm-modelwriter info model.gguf
@@ -27,6 +29,10 @@ static void usage(FILE *f)
             "                      --vocab V --ctx C --type T --seed S [--tied]\n"
             "                      [--rope-base B] [--rope-scale F] [--eps E]\n"
             "                      [--arch llama|qwen2|qwen3] [--head-dim N] [--sliding-window W]\n"
+            "       " MW_NAME " synth --arch phasemark-block --target T.gguf -o OUT --layers L1,L2,..\n"
+            "                      [--block-size B] [--head-layers N] [--ffn F] [--heads H]\n"
+            "                      [--kv-heads K] [--type f32|f16|q8_0] [--seed S] [--eps E]\n"
+            "                      (a random block drafter head for target T)\n"
             "       " MW_NAME " convert-llama2c -o OUT --model X.bin --tokenizer TOKENIZER.bin [--type T]\n"
             "       " MW_NAME " info MODEL.gguf\n"
             "types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K (weight matrices;\n"
@@ -229,8 +235,12 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(argv[1], "synth") == 0)
+    if (strcmp(argv[1], "synth") == 0) {
+        for (int i = 2; i + 1 < argc; i++)
+            if (strcmp(argv[i], "--arch") == 0 && strcmp(argv[i + 1], "phasemark-block") == 0)
+                return mw_block(argc, argv);
         return mw_synth(argc, argv);
+    }
     if (strcmp(argv[1], "convert-llama2c") == 0)
         return mw_convert_llama2c(argc, argv);
     if (strcmp(argv[1], "info") == 0)

@@ -59,6 +59,8 @@ uint32_t mw_weight_type(uint32_t requested, uint32_t n_dims, uint64_t ne0, unsig
 /* Subcommands: return the process exit code (0 ok, 1 failure, 2 usage). */
 int mw_synth(int argc, char **argv);
 int mw_convert_llama2c(int argc, char **argv);
+/* synth --arch phasemark-block: a random block drafter head (block.c). */
+int mw_block(int argc, char **argv);
 
 /* Option parsing helpers (print "pm-modelwriter: ..." on failure and
  * return -1). */

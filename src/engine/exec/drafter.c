@@ -15,13 +15,26 @@
  * recent occurrence first, proposes the tokens that followed that
  * occurrence. One pass over the history per round (a compare per token,
  * more only where the last token recurs); it allocates nothing.
+ *
+ * The block drafter runs its head (block_head.h) once per round. The
+ * generator writes the target's features into the drafter's buffer
+ * (pm__drafter_feat_buf) and then says which rows were committed
+ * (pm__drafter_feat_commit); those rows stay pending until the next
+ * proposal or the next request for the buffer, whichever comes first, and
+ * are then appended to the head's context, so a round's context work runs
+ * inside its pm.draft leaf. Invariant: the head's context plus the pending
+ * rows are the features of target positions 0..m-1 for some m <= the
+ * target's position.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+#include "block_head.h"
 #include "drafter.h"
 #include "errtext.h"
+#include "model.h"
 #include "phasemark/mark.h"
 #include "session.h"
 
@@ -37,6 +50,16 @@ struct llm_drafter {
     pm__draft_plan last; /* the last plan (propose follows it) */
     size_t ngram_start;  /* the last plan's continuation in hist */
     uint32_t fed;        /* tokens the last model proposal caught up on */
+    /* block */
+    pm_block *blk;       /* the head, owned */
+    const llm_model *target; /* the target model it reads (borrowed) */
+    int32_t n_planes;    /* distinct target layers asked of a forward */
+    int32_t planes[PM_BLOCK_MAX_FEAT];   /* those layers, ascending */
+    int32_t plane_of[PM_BLOCK_MAX_FEAT]; /* head layer i's plane */
+    float *feat;         /* [n_planes][feat_rows][dim], owned */
+    size_t feat_rows;
+    uint32_t pend_pos, pend_rows; /* committed rows waiting in feat */
+    size_t pend_plane;   /* the rows per plane of the forward that wrote them */
     char err[DRAFTER_ERR_MAX];
 };
 
@@ -53,22 +76,37 @@ int llm_drafter_kind_parse(const char *s)
     if (!s)
         return LLM_EINVAL;
     for (int k = 0; k < LLM_DRAFTER_COUNT; k++)
-        if (k != LLM_DRAFTER_BLOCK && k != LLM_DRAFTER_CUSTOM && !strcmp(s, kind_names[k]))
+        if (k != LLM_DRAFTER_CUSTOM && !strcmp(s, kind_names[k]))
             return k;
     return LLM_EINVAL;
 }
 
 /* ---- creation ---------------------------------------------------------- */
 
-static int check_params(const llm_drafter_params *p, char *err, size_t errlen)
+/* The params as version 2 (a version 1 struct ends before head_path). */
+static int read_params(const llm_drafter_params *p, llm_drafter_params *q, char *err,
+                       size_t errlen)
 {
+    memset(q, 0, sizeof *q);
+    if (p && p->version == 1 && p->size >= LLM_DRAFTER_PARAMS_V1_SIZE) {
+        memcpy(q, p, LLM_DRAFTER_PARAMS_V1_SIZE);
+        q->version = LLM_DRAFTER_PARAMS_VERSION;
+        q->size = (uint16_t)sizeof *q;
+        return 0;
+    }
     if (!p || p->version != LLM_DRAFTER_PARAMS_VERSION || p->size < sizeof *p) {
         llm_errf(err, errlen, "drafter: params missing or of an unknown version");
         return LLM_EINVAL;
     }
+    *q = *p;
+    return 0;
+}
+
+static int check_params(const llm_drafter_params *p, char *err, size_t errlen)
+{
     int model = p->kind == LLM_DRAFTER_MODEL || p->kind == LLM_DRAFTER_HYBRID;
-    if (p->kind == LLM_DRAFTER_BLOCK) {
-        llm_errf(err, errlen, "drafter: the block drafter does not exist yet");
+    if (p->kind == LLM_DRAFTER_BLOCK && (!p->head_path || !p->target)) {
+        llm_errf(err, errlen, "drafter: block needs a head file and the target session");
         return LLM_EINVAL;
     }
     if (p->kind < 0 || p->kind >= LLM_DRAFTER_COUNT) {
@@ -103,7 +141,50 @@ static int resolve(llm_drafter_params *p, char *err, size_t errlen)
         return LLM_EINVAL;
     }
     if (p->n_hist_max == 0)
-        p->n_hist_max = p->draft ? llm_session_n_ctx(p->draft) + 1 : HIST_MAX_DEFAULT;
+        p->n_hist_max = p->draft    ? llm_session_n_ctx(p->draft) + 1
+                        : p->target ? llm_session_n_ctx(p->target) + 1
+                                    : HIST_MAX_DEFAULT;
+    return 0;
+}
+
+/* The block drafter's head and feature buffer: the head's layers asked of
+ * the target in ascending order, each once, and its buffer for a forward
+ * of up to the target's context (a prompt's prefill) or batch. */
+static int open_block(llm_drafter *d, char *err, size_t errlen)
+{
+    llm_session *t = d->p.target;
+    d->target = llm_session_model(t);
+    /* The head's threads: the caller's, else the target's as it was
+     * opened, else a CPU target's pool size; a device target's backend
+     * counts 1 host thread, which is not the head's share (0: every
+     * online CPU). */
+    const llm_backend *tbe = d->target->be;
+    int32_t threads = d->p.n_threads > 0           ? d->p.n_threads
+                      : d->target->n_threads_opt > 0 ? d->target->n_threads_opt
+                      : tbe->host_visible             ? tbe->n_threads
+                                                      : 0;
+    uint32_t n_ctx = llm_session_n_ctx(t);
+    int rc = pm__block_open(d->p.head_path, d->target, n_ctx, threads, &d->blk, err, errlen);
+    if (rc)
+        return rc;
+    const pm_block_info *in = pm__block_info(d->blk);
+    for (int32_t l = 0; l < d->target->hp.n_layers; l++) {
+        int used = 0;
+        for (int32_t i = 0; i < in->n_feat; i++)
+            if (in->feat_layers[i] == l) {
+                d->plane_of[i] = d->n_planes;
+                used = 1;
+            }
+        if (used)
+            d->planes[d->n_planes++] = l;
+    }
+    uint32_t nb = llm_session_n_batch(t);
+    d->feat_rows = n_ctx > nb ? n_ctx : nb;
+    d->feat = malloc((size_t)d->n_planes * d->feat_rows * (size_t)in->dim * sizeof *d->feat);
+    if (!d->feat) {
+        llm_errf(err, errlen, "drafter: out of memory");
+        return LLM_ENOMEM;
+    }
     return 0;
 }
 
@@ -116,12 +197,18 @@ int llm_drafter_create(const llm_drafter_params *p, llm_drafter **out, char *err
         llm_errf(err, errlen, "drafter: out is required");
         return LLM_EINVAL;
     }
-    int rc = check_params(p, err, errlen);
+    llm_drafter_params q;
+    int rc = read_params(p, &q, err, errlen);
+    if (rc == 0)
+        rc = check_params(&q, err, errlen);
     if (rc)
         return rc;
-    llm_drafter_params q = *p;
     if (q.kind != LLM_DRAFTER_MODEL && q.kind != LLM_DRAFTER_HYBRID)
         q.draft = NULL;
+    if (q.kind != LLM_DRAFTER_BLOCK) {
+        q.target = NULL;
+        q.head_path = NULL;
+    }
     rc = resolve(&q, err, errlen);
     if (rc)
         return rc;
@@ -132,6 +219,14 @@ int llm_drafter_create(const llm_drafter_params *p, llm_drafter **out, char *err
     }
     d->p = q;
     d->draft = q.draft;
+    if (q.kind == LLM_DRAFTER_BLOCK) {
+        rc = open_block(d, err, errlen);
+        if (rc) {
+            llm_drafter_free(d);
+            return rc;
+        }
+    }
+    d->p.head_path = NULL; /* borrowed only during the call */
     if (d->draft) {
         /* Its forwards run inside the round's pm.draft leaf. */
         llm_session_set_quiet(d->draft, 1);
@@ -147,6 +242,8 @@ void llm_drafter_free(llm_drafter *d)
         return;
     if (d->draft)
         llm_session_set_quiet(d->draft, 0);
+    pm__block_free(d->blk);
+    free(d->feat);
     free(d);
 }
 
@@ -169,6 +266,9 @@ void pm__drafter_restart(llm_drafter *d)
 {
     if (d->draft)
         llm_session_truncate(d->draft, 0);
+    if (d->blk)
+        pm__block_crop(d->blk, 0);
+    d->pend_rows = 0;
 }
 
 uint32_t pm__drafter_fed(const llm_drafter *d)
@@ -178,6 +278,8 @@ uint32_t pm__drafter_fed(const llm_drafter *d)
 
 int32_t pm__drafter_room(const llm_drafter *d, size_t n_hist)
 {
+    if (d->blk)
+        return pm__block_info(d->blk)->block_size;
     if (!d->draft)
         return INT32_MAX;
     /* The draft holds hist[0..n_hist) and d1..d(k-1): n_hist - 1 + k. */
@@ -238,6 +340,8 @@ void pm__drafter_plan(llm_drafter *d, const pm__draft_round *r, int32_t k, int p
     memset(plan, 0, sizeof *plan);
     plan->kind = p->kind == LLM_DRAFTER_HYBRID ? LLM_DRAFTER_MODEL : p->kind;
     plan->n = k;
+    if (d->blk && k > pm__block_info(d->blk)->block_size)
+        plan->n = pm__block_info(d->blk)->block_size; /* one forward: B rows at most */
     if (p->kind == LLM_DRAFTER_NGRAM || p->kind == LLM_DRAFTER_HYBRID) {
         plan->match = pm__ngram_lookup(r->hist, r->n_hist, p->ngram_min, p->ngram_max, k,
                                        &d->ngram_start, &plan->ngram_n);
@@ -327,6 +431,114 @@ static int model_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, in
     return rc;
 }
 
+/* ---- the block head ---------------------------------------------------- */
+
+int32_t pm__drafter_feat_layers(const llm_drafter *d, const int32_t **layers)
+{
+    *layers = d->planes;
+    return d->blk ? d->n_planes : 0;
+}
+
+const llm_model *pm__drafter_target(const llm_drafter *d)
+{
+    return d->blk ? d->target : NULL;
+}
+
+/* Appends the pending committed rows to the head's context. */
+static int take_pending(llm_drafter *d)
+{
+    if (d->pend_rows == 0)
+        return 0;
+    uint32_t pos = d->pend_pos, rows = d->pend_rows;
+    d->pend_rows = 0;
+    d->fed += rows;
+    pm__block_crop(d->blk, pos);
+    if (pm__block_ctx_len(d->blk) != pos) {
+        llm_errf(d->err, sizeof d->err,
+                 "block drafter: features of positions %u..%u never arrived",
+                 (unsigned)pm__block_ctx_len(d->blk), (unsigned)pos - 1);
+        return LLM_ESTATE;
+    }
+    int rc = pm__block_append(d->blk, d->feat, d->plane_of, d->pend_plane, rows);
+    if (rc)
+        llm_errf(d->err, sizeof d->err, "block drafter: the context holds no more positions");
+    return rc;
+}
+
+float *pm__drafter_feat_buf(llm_drafter *d, size_t rows, size_t *cap)
+{
+    *cap = 0;
+    if (!d->blk || rows > d->feat_rows || take_pending(d) != 0)
+        return NULL;
+    *cap = (size_t)d->n_planes * rows * (size_t)pm__block_info(d->blk)->dim;
+    return d->feat;
+}
+
+void pm__drafter_feat_commit(llm_drafter *d, uint32_t pos, uint32_t rows, size_t plane_rows)
+{
+    if (!d->blk || rows == 0)
+        return;
+    d->pend_pos = pos;
+    d->pend_rows = rows;
+    d->pend_plane = plane_rows;
+}
+
+int pm__drafter_block_sync(llm_drafter *d)
+{
+    return d->blk ? take_pending(d) : 0;
+}
+
+/* The first maximum's index, the sampler's greedy rule. */
+static int32_t argmax_row(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+static int block_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, int32_t *out)
+{
+    d->fed = 0;
+    int rc = take_pending(d);
+    if (rc)
+        return rc;
+    uint32_t ctx = (uint32_t)(r->n_hist - 1);
+    if (pm__block_ctx_len(d->blk) != ctx) {
+        llm_errf(d->err, sizeof d->err,
+                 "block drafter: it holds features of %u positions, the history %u",
+                 (unsigned)pm__block_ctx_len(d->blk), (unsigned)ctx);
+        return LLM_ESTATE;
+    }
+    const float *lg = NULL;
+    rc = pm__block_forward(d->blk, r->hist[r->n_hist - 1], k, &lg);
+    if (rc) {
+        llm_errf(d->err, sizeof d->err, "block drafter: its forward failed (%s)",
+                 llm_strerror(rc));
+        return rc;
+    }
+    size_t nv = (size_t)d->target->hp.n_vocab;
+    for (int32_t i = 0; i < k; i++) {
+        const float *row = lg + (size_t)i * nv;
+        if (r->greedy) {
+            out[i] = argmax_row(row, (int32_t)nv);
+            continue;
+        }
+        /* Rows are independent given the context: each proposal is a draw
+         * from its own row's q. */
+        float *q = r->q + (size_t)i * nv;
+        rc = llm_sampler_probs(r->sp, row, q);
+        int32_t t = rc ? rc : llm_sampler_draw(r->sp, q);
+        if (t < 0) {
+            llm_errf(d->err, sizeof d->err, "block drafter: sampling failed");
+            return t;
+        }
+        out[i] = t;
+    }
+    return 0;
+}
+
 int pm__drafter_propose(llm_drafter *d, const pm__draft_round *r, const pm__draft_plan *plan,
                         int32_t *out, int *has_q, uint32_t *forwards)
 {
@@ -341,6 +553,10 @@ int pm__drafter_propose(llm_drafter *d, const pm__draft_round *r, const pm__draf
     case LLM_DRAFTER_NGRAM:
         memcpy(out, r->hist + d->ngram_start, (size_t)plan->n * sizeof *out);
         return 0;
+    case LLM_DRAFTER_BLOCK:
+        *has_q = !r->greedy;
+        *forwards = 1;
+        return block_propose(d, r, plan->n, out);
     case LLM_DRAFTER_CUSTOM: {
         int rc = d->p.propose(d->p.propose_user, r->hist, r->n_hist, plan->n, out);
         if (rc) {
@@ -390,6 +606,13 @@ int llm_drafter_observe(llm_drafter *d, int32_t accepted, uint32_t keep)
     (void)accepted; /* no drafter learns from it yet; the generator counts */
     if (!d)
         return LLM_EINVAL;
+    if (d->blk) {
+        /* Rows past keep were never committed: cut the pending ones and
+         * the context alike. */
+        if (d->pend_rows && d->pend_pos + d->pend_rows > keep)
+            d->pend_rows = keep > d->pend_pos ? keep - d->pend_pos : 0;
+        pm__block_crop(d->blk, keep);
+    }
     if (d->draft && llm_session_pos(d->draft) > keep) {
         int rc = llm_session_truncate(d->draft, keep);
         if (rc) {

@@ -36,7 +36,7 @@ typedef struct pm__draft_round {
 
 /* A round's plan. */
 typedef struct pm__draft_plan {
-    int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM or _CUSTOM */
+    int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM, _BLOCK or _CUSTOM */
     int32_t n;         /* tokens to propose, 0..k */
     int32_t match;     /* ngram / hybrid: the match length found (0: none) */
     int32_t ngram_n;   /* tokens the n-gram match could propose (<= k) */
@@ -60,7 +60,9 @@ int32_t pm__drafter_room(const llm_drafter *d, size_t n_hist);
 
 /* Tokens the last model proposal fed its session before drafting (1 in
  * a steady round, 2 after one that accepted everything; the prompt, or
- * the tokens of plain steps, otherwise). */
+ * the tokens of plain steps, otherwise); for a block proposal, the
+ * committed positions it took into the head's context (at most a verify's
+ * rows in a steady round, the prompt in the first). */
 uint32_t pm__drafter_fed(const llm_drafter *d);
 
 /* The history restarted (target at position 0): empties the session. */
@@ -68,6 +70,32 @@ void pm__drafter_restart(llm_drafter *d);
 
 /* The draft session, or NULL. */
 llm_session *pm__drafter_session(const llm_drafter *d);
+
+/* ---- the block drafter's features ------------------------------------- */
+
+/* The target layers (ascending, distinct) a target forward must report
+ * features of for this drafter: their count (0: none, not a block
+ * drafter) and *layers. */
+int32_t pm__drafter_feat_layers(const llm_drafter *d, const int32_t **layers);
+
+/* The model a block drafter reads the embedding and head of, else NULL. */
+const llm_model *pm__drafter_target(const llm_drafter *d);
+
+/* The buffer a target forward of `rows` tokens writes its features into
+ * (llm_forward_params.features, *cap floats), after the rows committed
+ * before were taken into the head's context. NULL (and *cap 0) for
+ * another drafter, rows past the buffer, or a failure taking them (the
+ * detail in llm_drafter_error). */
+float *pm__drafter_feat_buf(llm_drafter *d, size_t rows, size_t *cap);
+
+/* The buffer's rows 0..rows-1 (of a forward of plane_rows tokens) are the
+ * features of committed target positions pos..pos+rows-1; the head takes
+ * them in before its next proposal. */
+void pm__drafter_feat_commit(llm_drafter *d, uint32_t pos, uint32_t rows, size_t plane_rows);
+
+/* Takes the committed rows into the head's context now (tests). 0, or
+ * negative with the detail in llm_drafter_error. */
+int pm__drafter_block_sync(llm_drafter *d);
 
 /* The longest-suffix n-gram lookup on its own (the ngram drafter's rule):
  * the match length (0: none) and the continuation's start in hist, at most

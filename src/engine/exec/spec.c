@@ -24,6 +24,12 @@
  * commits d1..da and c = the target's token at row a (a correction, or a
  * bonus when a = k). Both caches are cut back to the committed positions.
  *
+ * A block drafter reads the target's own features instead of running a
+ * draft session: every target forward (prefill, verify, plain step) asks
+ * for the head's layers into the drafter's buffer, and once a round is
+ * decided the generator commits the rows of the positions the target
+ * keeps (pm__drafter_feat_commit); rejected rows are never committed.
+ *
  * Memory. Every buffer (history, proposals, the k draft distributions, a
  * target distribution and a residual) is allocated at creation.
  */
@@ -67,6 +73,7 @@ struct llm_spec {
     int32_t *commit;     /* [k_cap + 1] tokens a round commits */
     int32_t *shadow;     /* [k_cap] cost-aware k: an n-gram proposal plain
                             steps test (spec_cost.h: shadow acceptance) */
+    int32_t vrows;       /* the last verify's rows (its features' planes) */
     int has_q;           /* the round's proposals have q rows (sampled model) */
     float *q;            /* [k_cap][n_vocab] draft distributions */
     float *pr;           /* [n_vocab] target distribution */
@@ -84,6 +91,9 @@ typedef struct gen_run {
     llm_token_cb cb;
     void *user;
     int greedy;      /* forwards hand back argmax ids instead of logits */
+    int32_t n_feat;  /* target layers every target forward reports (the
+                        block drafter's), 0: none */
+    const int32_t *feat_layers;
     uint64_t req;    /* the request id of every range and forward */
     int32_t eos;
     size_t generated;
@@ -300,6 +310,11 @@ int llm_spec_create(llm_session *target, llm_session *draft, const llm_spec_para
     rc = check_params(&q, k_cap, err, errlen);
     if (rc == 0 && dm)
         rc = llm_spec_check_vocab(tm, dm, err, errlen);
+    if (rc == 0 && q.drafter && pm__drafter_target(q.drafter) &&
+        pm__drafter_target(q.drafter) != tm) {
+        llm_errf(err, errlen, "spec: the block drafter was made for another target model");
+        rc = LLM_EINVAL;
+    }
     if (rc)
         return rc;
     llm_spec *sd = calloc(1, sizeof *sd);
@@ -457,7 +472,24 @@ static int forward(const gen_run *g, llm_session *s, pm_phase phase, const int32
     fp.chunk = chunk;
     fp.output = rows == 0 ? LLM_OUTPUT_NONE : g->greedy ? LLM_OUTPUT_ARGMAX : LLM_OUTPUT_LOGITS;
     fp.rows = rows;
+    if (g->n_feat && s == g->sd->target) {
+        /* The block drafter reads the target's features of every position
+         * the target runs; the caller commits the rows that stand. */
+        fp.n_features_layers = g->n_feat;
+        fp.features_layers = g->feat_layers;
+        fp.features = pm__drafter_feat_buf(g->sd->dr, n, &fp.features_cap);
+        if (!fp.features)
+            return fail(g->sd, LLM_ESTATE, "%s", llm_drafter_error(g->sd->dr)[0]
+                                                   ? llm_drafter_error(g->sd->dr)
+                                                   : "block drafter: no room for features");
+    }
     return llm_forward(s, &fp, toks, n, logits, ids);
+}
+
+/* A target forward failed: its detail, unless the generator wrote one. */
+static int target_fail(llm_spec *sd, int rc)
+{
+    return sd->err[0] ? rc : fail(sd, rc, "target: %s", llm_session_error(sd->target));
 }
 
 /* A forward handing back the next token: its id into *tok (greedy), or its
@@ -572,8 +604,9 @@ static int commit_round(gen_run *g, int32_t n)
         sd->hist[j] = sd->commit[j - base - 1];
     int rc = llm_session_truncate(sd->target, keep);
     if (rc)
-        return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+        return target_fail(sd, rc);
     sd->hlen = keep;
+    pm__drafter_feat_commit(sd->dr, base, keep - base, (size_t)sd->vrows);
     rc = llm_drafter_observe(sd->dr, n - 1, keep);
     return rc ? fail(sd, rc, "%s", llm_drafter_error(sd->dr)) : 0;
 }
@@ -597,21 +630,23 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n,
     by->ns += t1 - t0;
     /* A draft step's cost is learned from steady rounds only: a catch-up
      * over the prompt or over plain steps is no step's price. */
-    int model = plan->kind == LLM_DRAFTER_MODEL;
-    uint32_t fed = model ? pm__drafter_fed(sd->dr) : 0, fw = (uint32_t)(by->forwards - fw0);
-    if (rc == 0 && fed <= 2)
+    int model = plan->kind == LLM_DRAFTER_MODEL, block = plan->kind == LLM_DRAFTER_BLOCK;
+    uint32_t fed = model || block ? pm__drafter_fed(sd->dr) : 0, fw = (uint32_t)(by->forwards - fw0);
+    int steady = model ? fed <= 2 : block ? fed <= (uint32_t)sd->k_cap + 1 : 1;
+    if (rc == 0 && steady)
         pm__cost_draft(&sd->ct, plan->kind, model ? fw : 1u, t1 - t0);
-    else if (rc == 0)
+    else if (rc == 0 && model)
         pm__cost_catchup(&sd->ct, fed, fw, t1 - t0); /* what falling behind costs */
     if (rc)
         return rc;
     const float *rows = NULL;
+    sd->vrows = k + 1;
     rc = forward(g, sd->target, PM_PHASE_VERIFY, sd->vtok, (size_t)k + 1, 0, k + 1, &rows,
                  sd->vgreedy);
     uint64_t t2 = llm_now_ns();
     sd->st.verify_ns += t2 - t1;
     if (rc)
-        return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+        return target_fail(sd, rc);
     int32_t last = -1;
     int32_t a = g->greedy ? accept_greedy(g, k, &last) : accept_sampled(g, rows, k, &last);
     uint64_t t3 = llm_now_ns();
@@ -678,7 +713,8 @@ static int32_t plain_step(gen_run *g, int32_t last)
     uint64_t t0 = llm_now_ns();
     int rc = forward_next(g, sd->target, PM_PHASE_DECODE, &last, 1, 0, &lg, &tok);
     if (rc)
-        return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+        return target_fail(sd, rc);
+    pm__drafter_feat_commit(sd->dr, sd->hlen, 1, 1);
     sd->hist[sd->hlen++] = last;
     sd->st.steps++;
     if (!g->greedy)
@@ -742,8 +778,9 @@ static int prefill_prompt(gen_run *g, const int32_t *prompt, size_t n, int32_t c
     const float *logits = NULL;
     int rc = forward_next(g, sd->target, PM_PHASE_EXACT, prompt, n, chunk, &logits, first);
     if (rc)
-        return fail(sd, rc, "target: %s", llm_session_error(sd->target));
+        return target_fail(sd, rc);
     memcpy(sd->hist + sd->hlen, prompt, n * sizeof *prompt);
+    pm__drafter_feat_commit(sd->dr, sd->hlen, (uint32_t)n, n);
     sd->pfx_start = sd->hlen;
     sd->hlen += (uint32_t)n;
     sd->pfx_end = sd->hlen;
@@ -883,8 +920,9 @@ int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size
     /* Greedy ids are asked of both sessions' forwards: the sampler covers
      * the target's vocabulary (checked above), which is the draft's
      * (llm_spec_check_vocab). */
-    gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f),
+    gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f), 0, NULL,
                  llm_generate_request(sd->target, p), info.eos, 0, -1};
+    g.n_feat = pm__drafter_feat_layers(sd->dr, &g.feat_layers);
     int32_t tok = 0;
     pm__cost_shadow_drop(&sd->ct); /* a test belongs to one history */
     rc = prefill_prompt(&g, prompt, n_prompt, p->chunk, &tok);
