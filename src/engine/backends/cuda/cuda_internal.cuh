@@ -62,7 +62,17 @@ struct llm_cuda {
     const void **attn_ptrs;  /* cuBLAS batch pointers: [LLM_CUDA_ATTN_MAX_CHUNKS][6][heads] */
     int32_t attn_ptr_heads;
     void *blas_ws;           /* cuBLAS workspace, fixed so graphs can hold it */
+    int32_t mv_rows;         /* activation rows of the fused product being
+                                launched (llm_cuda_matvec_fused_rows); 0 or 1
+                                between calls */
 };
+
+/* The grid's y extent of a fused product: one block row per activation
+ * row. */
+static inline unsigned llm__mv_rows(const llm_cuda *c)
+{
+    return c->mv_rows > 1 ? (unsigned)c->mv_rows : 1u;
+}
 
 /* Elements of the dequantization chunk for wide products over non-bf16
  * weights: rows are converted this many at a time, so the chunk stays

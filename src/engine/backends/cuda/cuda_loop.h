@@ -1,0 +1,134 @@
+/* cuda_loop.h — greedy generation whose steps and speculative rounds stay
+ * on the device (issue 16, item 2).
+ *
+ * The engine's ordinary decode (llm_generate) replays one CUDA graph per
+ * step but still waits for each step's token on the host before it can
+ * launch the next. A device loop records whole steps instead, bookkeeping
+ * included, so the host only launches:
+ *
+ *   plain (k = 0): one graph per token of the target session: embed the
+ *     token in a device slot, the fused decode step (positions from the
+ *     context's register), the head, the greedy id written back into the
+ *     slot and appended to a ring, the register advanced. The host
+ *     launches up to LLM_CUDA_LOOP_BATCH steps and reads the ring once.
+ *   speculative (1 <= k <= LLM_CUDA_LOOP_K_MAX, a draft session): per
+ *     round one graph on the draft's context (its k greedy steps: a
+ *     two-row forward re-feeding the last accepted token and feeding the
+ *     next one, then k-1 one-row steps, each id fed back on the device)
+ *     and one on the target's (the verify of k+1 rows as the fused step's
+ *     kernels over k+1 block rows, so each row has the bits the decode
+ *     step at its position has; the greedy id of each row; the acceptance:
+ *     accepted count, next token, both registers, the committed ids into a
+ *     record). The two contexts' streams order each other through events.
+ *     The host launches a batch of rounds and reads their records in one
+ *     copy.
+ *
+ * Exactness. Every target row a round commits was computed by the same
+ * kernels with the same inputs as the plain loop's step at that position,
+ * so the greedy ids equal the plain loop's (and llm_generate's under the
+ * seam's graph decode) token for token.
+ *
+ * Markers (PHASEMARK=1) are the engine's, emitted by the host around the
+ * launches and never waiting for the device: plain, one "pm.decode" per
+ * step; speculative, per round one "pm.spec_decode mode=batched req=R
+ * draft=K" enclosing one "pm.draft ... drafter=model" leaf (the first
+ * round's includes the draft's prompt prefill) and one "pm.layer_range
+ * mode=verify" leaf. A batch runs whole: rounds or steps launched past a
+ * stop (EOS, max_tokens) are marked though their tokens are dropped.
+ *
+ * Limits. Monolithic sessions on CUDA backends whose every layer and head
+ * take the fused step (llm_cuda_backend_loop_takes); greedy sampling only
+ * (temperature > 0 is refused with LLM_EUNSUP); both sessions quiet of
+ * their own ranges while the loop runs. One thread at a time per loop and
+ * its sessions. Graphs are captured lazily, one for plain and one pair per
+ * k, and again after a reservation replaced buffers they use.
+ *
+ * Errors: 0 or a negative LLM_E* status; detail in llm_cuda_loop_error.
+ */
+#ifndef LLM_CUDA_LOOP_H
+#define LLM_CUDA_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_backend.h"
+#include "phasemark/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most drafted tokens a device round verifies (k + 1 rows a verify). */
+#define LLM_CUDA_LOOP_K_MAX 16
+/* Ints of one round's record: the count, then up to k + 1 ids. */
+#define LLM_CUDA_LOOP_REC (LLM_CUDA_LOOP_K_MAX + 2)
+/* Most plain steps (or rounds) launched before the host reads back. */
+#define LLM_CUDA_LOOP_BATCH 16
+
+/* ---- kernels (cuda_loop.cu) -------------------------------------------- */
+
+/* Appends *tok to ring[*count % cap], bumps *count and c's position
+ * register (one plain step's bookkeeping). Stream-ordered. */
+int llm_cuda_loop_commit1(llm_cuda *c, const int32_t *tok, int32_t *ring, uint32_t cap,
+                          uint32_t *count);
+
+/* A greedy round's acceptance on c's stream: a = the longest prefix of
+ * vin[1..k] equal to g[0..a), next = g[a]; the record rec[*round % cap]
+ * ([LLM_CUDA_LOOP_REC] ints) gets a + 1 and vin[1..a], next; then vin[0] =
+ * next, din = {vin[a], next}, c's register += a + 1, *draft_pos = c's new
+ * register - 1, *round += 1. */
+int llm_cuda_loop_accept(llm_cuda *c, const int32_t *g, int32_t *vin, int32_t *din, int32_t k,
+                         uint32_t *draft_pos, int32_t *rec, uint32_t rec_cap, uint32_t *round);
+
+/* c's position register, writable by the loop's kernels. */
+uint32_t *llm_cuda_loop_pos(llm_cuda *c);
+
+/* An event that orders one context's stream after another's (both on the
+ * same device): _xwait records it on signaler's stream and makes waiter's
+ * stream wait for it. Not while either captures. */
+typedef struct llm_cuda_xevent llm_cuda_xevent;
+int llm_cuda_xevent_create(llm_cuda *c, llm_cuda_xevent **out);
+void llm_cuda_xevent_free(llm_cuda_xevent *x);
+int llm_cuda_xwait(llm_cuda *waiter, llm_cuda *signaler, llm_cuda_xevent *x);
+
+/* ---- the loop (cuda_loop.c) -------------------------------------------- */
+
+typedef struct llm_cuda_loop llm_cuda_loop;
+
+/* What a loop ran since creation. */
+typedef struct llm_cuda_loop_stats {
+    uint64_t plain_steps;  /* plain steps launched */
+    uint64_t rounds;       /* speculative rounds launched */
+    uint64_t drafted;      /* ids drafted in rounds whose tokens were read */
+    uint64_t accepted;     /* of them accepted */
+    uint64_t committed;    /* tokens those rounds committed (accepted + 1 each) */
+    uint64_t readbacks;    /* host waits for the device */
+    uint64_t captures;     /* graphs captured */
+} llm_cuda_loop_stats;
+
+/* A loop over target (and draft, NULL for plain decoding only), which it
+ * borrows: they must outlive it, be monolithic, on CUDA backends of one
+ * device, and share a vocabulary. Allocates its device state up front.
+ * The caller owns *out (NULL on failure). 0, LLM_EINVAL / LLM_EUNSUP /
+ * LLM_ENOMEM / LLM_EBACKEND with one line in err. */
+int llm_cuda_loop_create(llm_session *target, llm_session *draft, llm_cuda_loop **out,
+                         char *err, size_t errlen);
+void llm_cuda_loop_free(llm_cuda_loop *l);
+
+/* llm_generate's contract (prefill, then tokens until a stop) run by the
+ * device loop: k = 0 plain, else speculative rounds of k drafted tokens
+ * (the draft session needed). Both sessions are reset first. The sampler
+ * must be greedy; callbacks and stops as llm_generate's, the session's
+ * position afterwards as llm_generate leaves it. */
+int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const int32_t *prompt,
+                           size_t n_prompt, const llm_generate_params *p, llm_token_cb cb,
+                           void *user, size_t *n_generated, int *stop_reason);
+
+const char *llm_cuda_loop_error(const llm_cuda_loop *l);
+void llm_cuda_loop_get_stats(const llm_cuda_loop *l, llm_cuda_loop_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
