@@ -17,10 +17,16 @@
  * stops: EOS, a stop token and a callback end both loops exactly where
  *   llm_generate ends (same ids, reason and position), max_tokens 1 runs
  *   no step.
+ * sampled_law: at temperature 0.7 the plain loop and the rounds (k = 3)
+ *   draw from the target's law: over 1200 seeds the histograms of the
+ *   first two device-drawn tokens agree with llm_generate's host draws
+ *   (two-sample chi-square, far beyond chance only when they differ);
+ *   the same seed repeats a run exactly.
  * refusals_cpu (no device needed): a CPU session is refused at creation
- *   with one line; refusals: a sampling sampler, k out of range or
- *   without a draft session each give one clear refusal.
+ *   with one line; refusals: a top-k sampler, k out of range or without a
+ *   draft session each give one clear refusal.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +198,14 @@ static void rows_case(llm_cuda *c, uint32_t type, unsigned flags, int32_t n)
     uint32_t kvd = 4 * 64, ctx = 64;
     float *kc = ct_dev(c, (size_t)ctx * kvd * sizeof(float)), *vc = ct_dev(c, (size_t)ctx * kvd * sizeof(float));
     float *kc1 = ct_dev(c, (size_t)ctx * kvd * sizeof(float)), *vc1 = ct_dev(c, (size_t)ctx * kvd * sizeof(float));
+    size_t cache_b = (size_t)ctx * kvd * sizeof(float);
+    float *zero = calloc(1, cache_b);
+    REQUIRE(zero);
+    ct_put(c, kc, zero, cache_b); /* rows the products do not write compare too */
+    ct_put(c, vc, zero, cache_b);
+    ct_put(c, kc1, zero, cache_b);
+    ct_put(c, vc1, zero, cache_b);
+    free(zero);
     double *freq = ct_dev(c, 32 * sizeof(double));
     double hf[32];
     for (int i = 0; i < 32; i++)
@@ -448,6 +462,95 @@ static void stops(void)
     pair_close(&p);
 }
 
+/* ---- sampling ------------------------------------------------------------- */
+
+#define LAW_RUNS 1200
+
+/* Two-sample chi-square of equal-size histograms a, b over n bins, bins
+ * with fewer than 10 draws in both together pooled into one; *df gets
+ * the degrees of freedom. */
+static double chi2_two(const int *a, const int *b, int n, int *df)
+{
+    double x = 0.0, pa = 0.0, pb = 0.0;
+    int bins = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i] + b[i] < 10) {
+            pa += a[i];
+            pb += b[i];
+            continue;
+        }
+        x += (double)(a[i] - b[i]) * (a[i] - b[i]) / (double)(a[i] + b[i]);
+        bins++;
+    }
+    if (pa + pb > 0) {
+        x += (pa - pb) * (pa - pb) / (pa + pb);
+        bins++;
+    }
+    *df = bins > 1 ? bins - 1 : 1;
+    return x;
+}
+
+static void sampled_law(void)
+{
+    kjv_pair p;
+    pair_open(&p, 1);
+    int32_t toks[128];
+    size_t n = tokenize(p.tm, 0, toks);
+    int32_t v = p.tm->hp.n_vocab;
+    llm_sampler_params sp = LLM_SAMPLER_PARAMS_INIT;
+    sp.temperature = 0.7f;
+    llm_sampler *hot = NULL;
+    REQUIRE(llm_sampler_create(&sp, v, &hot) == 0);
+    llm_generate_params gp = gen_params(3);
+    int *hist = calloc((size_t)6 * (size_t)v, sizeof *hist); /* [method][token 2, 3][v] */
+    REQUIRE(hist);
+    int first_differs = 0;
+    for (int r = 0; r < LAW_RUNS; r++) {
+        run_out o[3];
+        for (int m = 0; m < 3; m++) {
+            memset(&o[m], 0, sizeof o[m]);
+            llm_sampler_reseed(hot, 1000u + (uint64_t)r);
+            if (m == 0) {
+                llm_session_reset(p.ref);
+                REQUIRE(llm_generate(p.ref, hot, toks, n, &gp, collect, &o[m], NULL, NULL) == 0);
+            } else {
+                o[m] = looped(p.loop, hot, m == 1 ? 0 : 3, toks, n, &gp, 0, NULL);
+            }
+            REQUIRE(o[m].n == 3);
+            for (int j = 0; j < 2; j++)
+                hist[((size_t)m * 2 + (size_t)j) * (size_t)v + (size_t)o[m].toks[1 + j]]++;
+        }
+        /* The first token is the host's draw from the prefill on every path. */
+        first_differs += o[1].toks[0] != o[0].toks[0] || o[2].toks[0] != o[0].toks[0];
+    }
+    CHECK_INT_EQ(first_differs, 0);
+    for (int m = 1; m < 3; m++)
+        for (int j = 0; j < 2; j++) {
+            int df = 0;
+            double x = chi2_two(hist + (size_t)j * (size_t)v,
+                                hist + ((size_t)m * 2 + (size_t)j) * (size_t)v, v, &df);
+            /* About 8 standard deviations above the mean. */
+            double bound = (double)df + 8.0 * sqrt(2.0 * (double)df) + 10.0;
+            printf("sampled law: %s token %d: chi2 %.1f, df %d (bound %.1f)\n",
+                   m == 1 ? "plain loop" : "rounds k=3", 2 + j, x, df, bound);
+            CHECK(x < bound);
+        }
+    /* The same seed repeats a sampled run exactly. */
+    llm_generate_params g16 = gen_params(16);
+    llm_sampler_reseed(hot, 5);
+    run_out a = looped(p.loop, hot, 3, toks, n, &g16, 0, NULL);
+    llm_sampler_reseed(hot, 5);
+    run_out b = looped(p.loop, hot, 3, toks, n, &g16, 0, NULL);
+    CHECK(same(&a, &b));
+    llm_cuda_loop_stats st;
+    llm_cuda_loop_get_stats(p.loop, &st);
+    printf("sampled rounds: acceptance %.3f\n",
+           (double)st.accepted / (double)(st.drafted ? st.drafted : 1));
+    free(hist);
+    llm_sampler_free(hot);
+    pair_close(&p);
+}
+
 /* ---- refusals ------------------------------------------------------------ */
 
 /* Without a device: a CPU session is refused at creation. */
@@ -477,12 +580,13 @@ static void refusals(void)
     llm_generate_params gp = gen_params(8);
     llm_sampler_params sp = LLM_SAMPLER_PARAMS_INIT;
     sp.temperature = 0.7f;
+    sp.top_k = 40;
     llm_sampler *hot = NULL;
     REQUIRE(llm_sampler_create(&sp, p.tm->hp.n_vocab, &hot) == 0);
     CHECK_INT_EQ(llm_cuda_loop_generate(p.loop, hot, 0, toks, n, &gp, NULL, NULL, NULL, NULL),
                  LLM_EUNSUP);
     CHECK_STR_EQ(llm_cuda_loop_error(p.loop),
-                 "device loop: sampling (temperature 0.7) is not supported; greedy only");
+                 "device loop: a top-k or top-p cut is not supported; temperature only");
     CHECK_INT_EQ(llm_cuda_loop_generate(p.loop, p.sp, 2, toks, n, &gp, NULL, NULL, NULL, NULL),
                  LLM_EINVAL);
     CHECK_INT_EQ(llm_cuda_loop_generate(p.loop, p.sp, LLM_CUDA_LOOP_K_MAX + 1, toks, n, &gp,
@@ -497,6 +601,7 @@ static const ct_case cases[] = {
     {"plain_kjv", plain_kjv},
     {"spec_kjv", spec_kjv},
     {"stops", stops},
+    {"sampled_law", sampled_law},
     {"refusals_cpu", refusals_cpu},
     {"refusals", refusals},
 };

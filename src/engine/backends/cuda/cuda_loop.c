@@ -45,7 +45,10 @@ enum {
     OFF_TOK = 0,
     OFF_COUNT = 1,
     OFF_ROUND = 2,
-    OFF_VIN = 4,
+    OFF_U = 3,      /* float: the plain or draft step's uniform */
+    OFF_RNG = 4,    /* uint64 [2]: seed, counter (8-byte aligned: the
+                       allocation is 256-byte aligned) */
+    OFF_VIN = 8,
     OFF_DIN = OFF_VIN + LLM_CUDA_LOOP_K_MAX + 1,
     OFF_G = OFF_DIN + 2,
     OFF_RING = OFF_G + LLM_CUDA_LOOP_K_MAX + 1 + 8, /* rounded past g */
@@ -67,8 +70,12 @@ struct llm_cuda_loop {
     loop_side t, d;         /* target; draft (d.s NULL: plain only) */
     int32_t *dev;           /* [STATE_INTS] on the device, owned */
     int32_t *host;          /* [STATE_INTS] page-locked, owned */
-    llm_cuda_graph *plain;  /* owned */
-    llm_cuda_graph *draft[LLM_CUDA_LOOP_K_MAX + 1], *verify[LLM_CUDA_LOOP_K_MAX + 1];
+    /* Graphs, owned: [0] greedy, [1] sampled at temp (captured with it). */
+    llm_cuda_graph *plain[2];
+    llm_cuda_graph *draft[2][LLM_CUDA_LOOP_K_MAX + 1], *verify[2][LLM_CUDA_LOOP_K_MAX + 1];
+    float temp;             /* the temperature the sampled graphs hold */
+    float *dlog;            /* [K_MAX][n_vocab] the draft steps' logits
+                               (sampled rounds), owned; NULL without a draft */
     unsigned gen_t, gen_d;  /* the backends' generations the graphs are of */
     llm_cuda_xevent *t2d, *d2t;
     uint32_t count, round;  /* host copies of the device counters */
@@ -112,18 +119,28 @@ static int side_init(llm_cuda_loop *l, loop_side *sd, llm_session *s, const char
     return 0;
 }
 
+/* Frees the greedy (s = 0) or sampled (s = 1) graphs. */
+static void drop_graphs(llm_cuda_loop *l, int s)
+{
+    llm_cuda_graph_free(l->plain[s]);
+    l->plain[s] = NULL;
+    for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
+        llm_cuda_graph_free(l->draft[s][k]);
+        llm_cuda_graph_free(l->verify[s][k]);
+        l->draft[s][k] = l->verify[s][k] = NULL;
+    }
+}
+
 void llm_cuda_loop_free(llm_cuda_loop *l)
 {
     if (!l)
         return;
-    llm_cuda_graph_free(l->plain);
-    for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
-        llm_cuda_graph_free(l->draft[k]);
-        llm_cuda_graph_free(l->verify[k]);
-    }
+    drop_graphs(l, 0);
+    drop_graphs(l, 1);
     llm_cuda_xevent_free(l->t2d);
     llm_cuda_xevent_free(l->d2t);
     if (l->t.cu) {
+        llm_cuda_mfree(l->t.cu, l->dlog);
         llm_cuda_mfree(l->t.cu, l->dev);
         llm_cuda_host_free(l->t.cu, l->host);
     }
@@ -158,6 +175,12 @@ int llm_cuda_loop_create(llm_session *target, llm_session *draft, llm_cuda_loop 
         rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for its state");
     l->dev = dev;
     l->host = host;
+    void *dlog = NULL;
+    if (rc == 0 && draft &&
+        llm_cuda_malloc(l->t.cu, (size_t)LLM_CUDA_LOOP_K_MAX * (size_t)l->t.m->hp.n_vocab *
+                                     sizeof(float), &dlog) != 0)
+        rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the draft's logits");
+    l->dlog = dlog;
     if (rc == 0 && draft &&
         (llm_cuda_xevent_create(l->t.cu, &l->t2d) != 0 ||
          llm_cuda_xevent_create(l->t.cu, &l->d2t) != 0))
@@ -186,8 +209,12 @@ void llm_cuda_loop_get_stats(const llm_cuda_loop *l, llm_cuda_loop_stats *out)
 
 /* Issues one quiet forward of n rows of side sd in loop mode, its ids read
  * from ids_dev on the device, the head over the last `rows` rows into the
- * workspace's logits, then their greedy ids into out_dev. Inside a capture
- * of sd's context. */
+ * workspace's logits, then (out_dev not NULL) their greedy ids into out_dev
+ * or, when temp > 0 (one row), one draw at temp with a uniform from the
+ * loop's generator. Inside a capture of sd's context. */
+static int loop_forward_s(llm_cuda_loop *l, loop_side *sd, const int32_t *ids_dev, int32_t n,
+                          int32_t rows, int32_t *out_dev, float temp);
+
 static int loop_forward(loop_side *sd, const int32_t *ids_dev, int32_t n, int32_t rows,
                         int32_t *out_dev)
 {
@@ -209,7 +236,24 @@ static int loop_forward(loop_side *sd, const int32_t *ids_dev, int32_t n, int32_
     (void)llm_cuda_backend_set_loop(sd->be, 0, NULL);
     if (sd->be->ops->status(sd->be, NULL, 0))
         return LLM_EBACKEND;
-    return llm_cuda_argmax_scan(sd->cu, sd->ws->logits, rows, sd->m->hp.n_vocab, out_dev);
+    return out_dev ? llm_cuda_argmax_scan(sd->cu, sd->ws->logits, rows, sd->m->hp.n_vocab,
+                                          out_dev)
+                   : 0;
+}
+
+static int loop_forward_s(llm_cuda_loop *l, loop_side *sd, const int32_t *ids_dev, int32_t n,
+                          int32_t rows, int32_t *out_dev, float temp)
+{
+    if (!(temp > 0.0f) || !out_dev)
+        return loop_forward(sd, ids_dev, n, rows, out_dev);
+    int rc = loop_forward(sd, ids_dev, n, rows, NULL);
+    float *u = (float *)(void *)(l->dev + OFF_U);
+    llm_cuda_sampling s = {temp, 0, 1.0f, 0.0f, u};
+    if (rc == 0)
+        rc = llm_cuda_loop_rng(sd->cu, (uint64_t *)(void *)(l->dev + OFF_RNG), u);
+    if (rc == 0)
+        rc = llm_cuda_sample(sd->cu, sd->ws->logits, sd->m->hp.n_vocab, &s, out_dev);
+    return rc;
 }
 
 /* Ends sd's capture into *g (a failed capture keeps no graph). */
@@ -231,54 +275,77 @@ static int capture_end(llm_cuda_loop *l, loop_side *sd, int rc, llm_cuda_graph *
 
 /* The plain step: the token slot embedded, its greedy id written back
  * into the slot, committed to the ring, the register advanced. */
-static int capture_plain(llm_cuda_loop *l)
+static int capture_plain(llm_cuda_loop *l, float temp)
 {
     loop_side *t = &l->t;
     int32_t *tok = l->dev + OFF_TOK;
     int rc = llm_cuda_graph_begin(t->cu);
     if (rc)
         return side_fail(l, t, rc, "plain step capture");
-    rc = loop_forward(t, tok, 1, 1, tok);
+    rc = loop_forward_s(l, t, tok, 1, 1, tok, temp);
     if (rc == 0)
         rc = llm_cuda_loop_commit1(t->cu, tok, l->dev + OFF_RING, LOOP_RING,
                                    (uint32_t *)(l->dev + OFF_COUNT));
-    return capture_end(l, t, rc, &l->plain, "plain step capture");
+    return capture_end(l, t, rc, &l->plain[temp > 0.0f], "plain step capture");
 }
 
 /* The draft's k steps: two rows (din: the token at P - 1 again, the last
  * committed at P) whose last row drafts vin[1], then one row per further
  * id, each embedding the previous one; the register moves with them. */
-static int capture_draft(llm_cuda_loop *l, int32_t k)
+/* Sampled, each step's logits are kept in dlog[i] for the acceptance
+ * (the copy before the draw, which reads them). */
+static int capture_draft(llm_cuda_loop *l, int32_t k, float temp)
 {
     loop_side *d = &l->d;
     int32_t *vin = l->dev + OFF_VIN;
+    size_t row = (size_t)d->m->hp.n_vocab;
     int rc = llm_cuda_graph_begin(d->cu);
     if (rc)
         return side_fail(l, d, rc, "draft capture");
-    rc = loop_forward(d, l->dev + OFF_DIN, 2, 1, vin + 1);
-    if (rc == 0)
-        rc = llm_cuda_pos_advance(d->cu, 2);
-    for (int32_t i = 2; rc == 0 && i <= k; i++) {
-        rc = loop_forward(d, vin + i - 1, 1, 1, vin + i);
+    for (int32_t i = 1; rc == 0 && i <= k; i++) {
+        rc = i == 1 ? loop_forward(d, l->dev + OFF_DIN, 2, 1, NULL)
+                    : loop_forward(d, vin + i - 1, 1, 1, NULL);
+        if (rc == 0 && temp > 0.0f)
+            rc = llm_cuda_copy(d->cu, l->dlog + (size_t)(i - 1) * row, d->ws->logits,
+                               row * sizeof(float));
+        if (rc == 0 && temp > 0.0f) {
+            float *u = (float *)(void *)(l->dev + OFF_U);
+            llm_cuda_sampling s = {temp, 0, 1.0f, 0.0f, u};
+            rc = llm_cuda_loop_rng(d->cu, (uint64_t *)(void *)(l->dev + OFF_RNG), u);
+            if (rc == 0)
+                rc = llm_cuda_sample(d->cu, d->ws->logits, (int32_t)row, &s, vin + i);
+        } else if (rc == 0) {
+            rc = llm_cuda_argmax_scan(d->cu, d->ws->logits, 1, (int32_t)row, vin + i);
+        }
         if (rc == 0)
-            rc = llm_cuda_pos_advance(d->cu, 1);
+            rc = llm_cuda_pos_advance(d->cu, i == 1 ? 2 : 1);
     }
-    return capture_end(l, d, rc, &l->draft[k], "draft capture");
+    return capture_end(l, d, rc, &l->draft[temp > 0.0f][k], "draft capture");
 }
 
 /* The verify of k + 1 rows, their greedy ids and the acceptance. */
-static int capture_verify(llm_cuda_loop *l, int32_t k)
+static int capture_verify(llm_cuda_loop *l, int32_t k, float temp)
 {
     loop_side *t = &l->t;
+    uint32_t *round = (uint32_t *)(l->dev + OFF_ROUND);
     int rc = llm_cuda_graph_begin(t->cu);
     if (rc)
         return side_fail(l, t, rc, "verify capture");
-    rc = loop_forward(t, l->dev + OFF_VIN, k + 1, k + 1, l->dev + OFF_G);
-    if (rc == 0)
-        rc = llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN, k,
-                                  llm_cuda_loop_pos(l->d.cu), l->dev + OFF_REC, LOOP_RECS,
-                                  (uint32_t *)(l->dev + OFF_ROUND));
-    return capture_end(l, t, rc, &l->verify[k], "verify capture");
+    if (temp > 0.0f) {
+        rc = loop_forward(t, l->dev + OFF_VIN, k + 1, k + 1, NULL);
+        if (rc == 0)
+            rc = llm_cuda_loop_accept_sampled(
+                t->cu, t->ws->logits, l->dlog, t->m->hp.n_vocab, temp,
+                (uint64_t *)(void *)(l->dev + OFF_RNG), l->dev + OFF_VIN, l->dev + OFF_DIN, k,
+                llm_cuda_loop_pos(l->d.cu), l->dev + OFF_REC, LOOP_RECS, round);
+    } else {
+        rc = loop_forward(t, l->dev + OFF_VIN, k + 1, k + 1, l->dev + OFF_G);
+        if (rc == 0)
+            rc = llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN,
+                                      k, llm_cuda_loop_pos(l->d.cu), l->dev + OFF_REC,
+                                      LOOP_RECS, round);
+    }
+    return capture_end(l, t, rc, &l->verify[temp > 0.0f][k], "verify capture");
 }
 
 /* Drops every graph when a backend replaced buffers they use. */
@@ -288,13 +355,8 @@ static void graphs_check(llm_cuda_loop *l)
     unsigned gd = l->d.s ? llm_cuda_backend_generation(l->d.be) : 0u;
     if (gt == l->gen_t && gd == l->gen_d)
         return;
-    llm_cuda_graph_free(l->plain);
-    l->plain = NULL;
-    for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
-        llm_cuda_graph_free(l->draft[k]);
-        llm_cuda_graph_free(l->verify[k]);
-        l->draft[k] = l->verify[k] = NULL;
-    }
+    drop_graphs(l, 0);
+    drop_graphs(l, 1);
     l->gen_t = gt;
     l->gen_d = gd;
 }
@@ -355,7 +417,38 @@ static int prefill(llm_session *s, uint64_t req, const int32_t *prompt, size_t n
     return llm_forward(s, &fp, prompt, n, NULL, tok);
 }
 
-static int plain_loop(llm_cuda_loop *l, uint64_t req, size_t n_prompt, gen_state *g, int32_t tok)
+/* The prompt's token drawn on the host from the prefill's logits, as
+ * llm_generate draws it. */
+static int prefill_sampled(llm_cuda_loop *l, llm_sampler *sp, uint64_t req,
+                           const int32_t *prompt, size_t n, int32_t chunk, int32_t *tok)
+{
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = PM_PHASE_EXACT;
+    fp.request = req;
+    fp.chunk = chunk;
+    fp.output = LLM_OUTPUT_LOGITS;
+    fp.rows = 1;
+    const float *logits = NULL;
+    int rc = llm_forward(l->t.s, &fp, prompt, n, &logits, NULL);
+    if (rc)
+        return loop_fail(l, rc, "device loop: prefill: %s", llm_session_error(l->t.s));
+    *tok = llm_sample(sp, logits);
+    return *tok < 0 ? loop_fail(l, *tok, "device loop: sampling the prompt's token failed") : 0;
+}
+
+/* The device generator's seed: the sampler's seed and its next draw, so a
+ * reseeded sampler repeats the run and successive calls differ. */
+static int seed_rng(llm_cuda_loop *l, llm_sampler *sp, uint64_t seed)
+{
+    uint64_t *h = (uint64_t *)(void *)(l->host + OFF_RNG);
+    h[0] = seed ^ (uint64_t)(llm_sampler_uniform(sp) * 9007199254740992.0);
+    h[1] = 0;
+    int rc = llm_cuda_upload(l->t.cu, l->dev + OFF_RNG, h, 2 * sizeof *h);
+    return rc ? side_fail(l, &l->t, rc, "generator seed") : 0;
+}
+
+static int plain_loop(llm_cuda_loop *l, int s, uint64_t req, size_t n_prompt, gen_state *g,
+                      int32_t tok)
 {
     loop_side *t = &l->t;
     uint32_t pos = (uint32_t)n_prompt, n_ctx = llm_session_n_ctx(t->s);
@@ -382,7 +475,7 @@ static int plain_loop(llm_cuda_loop *l, uint64_t req, size_t n_prompt, gen_state
         for (uint32_t i = 0; rc == 0 && i < steps; i++) {
             pm_range r __attribute__((cleanup(pm_range_pop))) =
                 llm_session_quiet(t->s) ? PM_RANGE_NONE : pm_decode_push(req, pos + i);
-            rc = llm_cuda_graph_launch(t->cu, l->plain);
+            rc = llm_cuda_graph_launch(t->cu, l->plain[s]);
         }
         if (rc == 0)
             rc = llm_cuda_download(t->cu, l->host + OFF_RING + c0, l->dev + OFF_RING + c0,
@@ -445,8 +538,9 @@ static void unlock_models(llm_cuda_loop *l)
     pthread_mutex_unlock(&l->t.m->lock);
 }
 
-static int spec_round_launch(llm_cuda_loop *l, uint64_t req, int32_t k, const pm_layer_attr *va,
-                             const int32_t *prompt, size_t n_prompt, int first)
+static int spec_round_launch(llm_cuda_loop *l, int s, uint64_t req, int32_t k,
+                             const pm_layer_attr *va, const int32_t *prompt, size_t n_prompt,
+                             int first)
 {
     loop_side *t = &l->t, *d = &l->d;
     pm_range sr __attribute__((cleanup(pm_range_pop))) =
@@ -468,7 +562,7 @@ static int spec_round_launch(llm_cuda_loop *l, uint64_t req, int32_t k, const pm
         lock_models(l);
         rc = llm_cuda_xwait(d->cu, t->cu, l->t2d);
         if (rc == 0)
-            rc = llm_cuda_graph_launch(d->cu, l->draft[k]);
+            rc = llm_cuda_graph_launch(d->cu, l->draft[s][k]);
         unlock_models(l);
         if (rc)
             return side_fail(l, d, rc, "draft steps");
@@ -478,12 +572,12 @@ static int spec_round_launch(llm_cuda_loop *l, uint64_t req, int32_t k, const pm
     lock_models(l);
     rc = llm_cuda_xwait(t->cu, d->cu, l->d2t);
     if (rc == 0)
-        rc = llm_cuda_graph_launch(t->cu, l->verify[k]);
+        rc = llm_cuda_graph_launch(t->cu, l->verify[s][k]);
     unlock_models(l);
     return rc ? side_fail(l, t, rc, "verify") : 0;
 }
 
-static int spec_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
+static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int32_t *prompt,
                      size_t n_prompt, gen_state *g, int32_t tok)
 {
     loop_side *t = &l->t, *d = &l->d;
@@ -522,7 +616,7 @@ static int spec_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *p
         uint64_t t0 = llm_now_ns();
         uint32_t r0 = l->round % LOOP_RECS;
         for (uint32_t i = 0; rc == 0 && i < rounds; i++, first = 0)
-            rc = spec_round_launch(l, req, k, &va, prompt, n_prompt, first);
+            rc = spec_round_launch(l, s, req, k, &va, prompt, n_prompt, first);
         if (rc)
             return rc;
         lock_models(l);
@@ -574,9 +668,13 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         return l ? loop_fail(l, LLM_EINVAL, "device loop: bad arguments") : LLM_EINVAL;
     llm_sampler_params spp;
     llm_sampler_get_params(sp, &spp);
-    if (spp.temperature > 0.0f)
-        return loop_fail(l, LLM_EUNSUP, "device loop: sampling (temperature %g) is not supported; greedy only",
-                         (double)spp.temperature);
+    int s = spp.temperature > 0.0f;
+    if (s && ((spp.top_k > 0 && spp.top_k < l->t.m->hp.n_vocab) ||
+              (spp.top_p > 0.0f && spp.top_p < 1.0f)))
+        return loop_fail(l, LLM_EUNSUP, "device loop: a top-k or top-p cut is not supported; "
+                                        "temperature only");
+    if (llm_sampler_n_vocab(sp) != l->t.m->hp.n_vocab)
+        return loop_fail(l, LLM_EINVAL, "device loop: the sampler's vocabulary is not the target's");
     if (k < 0 || k > LLM_CUDA_LOOP_K_MAX || (k > 0 && !l->d.s))
         return loop_fail(l, LLM_EINVAL, "device loop: k %d needs 0..%d and, above 0, a draft session",
                          (int)k, LLM_CUDA_LOOP_K_MAX);
@@ -588,9 +686,12 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     if (l->d.s)
         llm_session_reset(l->d.s);
     int32_t tok = 0;
-    int rc = prefill(l->t.s, req, prompt, n_prompt, p->chunk, LLM_OUTPUT_ARGMAX, &tok);
+    int rc = s ? prefill_sampled(l, sp, req, prompt, n_prompt, p->chunk, &tok)
+               : prefill(l->t.s, req, prompt, n_prompt, p->chunk, LLM_OUTPUT_ARGMAX, &tok);
+    if (rc && !s)
+        loop_fail(l, rc, "device loop: prefill: %s", llm_session_error(l->t.s));
     if (rc)
-        return loop_fail(l, rc, "device loop: prefill: %s", llm_session_error(l->t.s));
+        return rc;
     llm_model_info info;
     llm_model_get_info(l->t.m, &info);
     gen_state g = {p, info.eos, cb, user, 0, -1};
@@ -603,31 +704,37 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         pthread_mutex_lock(&l->t.m->lock);
     rc = llm_cuda_bind(l->t.cu);
     graphs_check(l);
-    if (rc == 0 && k == 0 && !l->plain)
+    if (s && l->temp != spp.temperature) { /* the sampled graphs hold it */
+        drop_graphs(l, 1);
+        l->temp = spp.temperature;
+    }
+    if (rc == 0 && k == 0 && !l->plain[s])
         rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, 1)
-                 ? capture_plain(l)
+                 ? capture_plain(l, s ? spp.temperature : 0.0f)
                  : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step");
-    if (rc == 0 && k > 0 && !l->verify[k]) {
+    if (rc == 0 && k > 0 && !l->verify[s][k]) {
         if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1) ||
             !llm_cuda_backend_loop_takes(l->d.be, l->d.m, l->d.span, 2))
             rc = loop_fail(l, LLM_EUNSUP, "device loop: a model does not take the fused step at k = %d",
                            (int)k);
         if (rc == 0)
-            rc = capture_draft(l, k);
+            rc = capture_draft(l, k, s ? spp.temperature : 0.0f);
         if (rc == 0)
-            rc = capture_verify(l, k);
+            rc = capture_verify(l, k, s ? spp.temperature : 0.0f);
     }
     if (k > 0)
         unlock_models(l);
     else
         pthread_mutex_unlock(&l->t.m->lock);
+    if (rc == 0 && s)
+        rc = seed_rng(l, sp, spp.seed);
     if (rc == 0 && k == 0) {
-        rc = plain_loop(l, req, n_prompt, &g, tok);
+        rc = plain_loop(l, s, req, n_prompt, &g, tok);
     } else if (rc == 0) {
         /* The draft's forwards all run inside the rounds' draft leaves. */
         int dq = llm_session_quiet(l->d.s);
         llm_session_set_quiet(l->d.s, 1);
-        rc = spec_loop(l, req, k, prompt, n_prompt, &g, tok);
+        rc = spec_loop(l, s, req, k, prompt, n_prompt, &g, tok);
         llm_session_set_quiet(l->d.s, dq);
     }
 done:

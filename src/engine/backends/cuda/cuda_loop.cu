@@ -119,3 +119,194 @@ int llm_cuda_xwait(llm_cuda *waiter, llm_cuda *signaler, llm_cuda_xevent *x)
     LLM_CU_TRY(waiter, cudaStreamWaitEvent(waiter->stream, x->ev, 0));
     return 0;
 }
+
+/* ---- sampling ------------------------------------------------------------- */
+
+/* The counter-th uniform of a seed, in [0, 1) with 24 bits: splitmix64
+ * of seed + counter * golden ratio (a counter-based stream: the draws of a
+ * generation depend on its seed and their order only). */
+__device__ __forceinline__ float loop_uniform(uint64_t seed, uint64_t counter)
+{
+    uint64_t z = seed + (counter + 1u) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+__global__ void loop_rng_kernel(uint64_t *rng, float *u)
+{
+    *u = loop_uniform(rng[0], rng[1]);
+    rng[1] += 1u;
+}
+
+int llm_cuda_loop_rng(llm_cuda *c, uint64_t *rng, float *u)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, rng && u);
+    loop_rng_kernel<<<1, 1, 0, c->stream>>>(rng, u);
+    LLM_CU_LAUNCHED(c, "loop_rng_kernel");
+    return 0;
+}
+
+#define LOOP_THREADS 1024
+
+__device__ float loop_block_reduce(float v, float *red, bool is_max)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = is_max ? fmaxf(v, w) : v + w;
+    }
+    __syncthreads();
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x >> 5) ? red[lane] : (is_max ? -INFINITY : 0.0f);
+    for (int o = 16; o > 0; o >>= 1) {
+        float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = is_max ? fmaxf(v, w) : v + w;
+    }
+    return v;
+}
+
+/* The largest logit of a row and the sum of exp((x - max) / T) over it. */
+__device__ void loop_softmax_stats(const float *row, int32_t vocab, float inv_t, float *red,
+                                   float *m_out, float *z_out)
+{
+    float m = -INFINITY;
+    for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x)
+        m = fmaxf(m, row[i]);
+    m = loop_block_reduce(m, red, true);
+    float z = 0.0f;
+    for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x)
+        z += expf((row[i] - m) * inv_t);
+    z = loop_block_reduce(z, red, false);
+    *m_out = m;
+    *z_out = z;
+}
+
+/* Draws from the unnormalized weights w(j) (j < vocab) with the uniform u:
+ * the first index whose running sum, in index order, exceeds u * total.
+ * Every thread of the block calls it; every thread gets the answer. A
+ * thread takes a contiguous chunk, the chunk sums are scanned in order. */
+template <typename W>
+__device__ int32_t loop_draw(W w, int32_t vocab, float u, float *red, float *scan, int *pick)
+{
+    int32_t per = (vocab + (int32_t)blockDim.x - 1) / (int32_t)blockDim.x;
+    int32_t lo = (int32_t)threadIdx.x * per, hi = lo + per < vocab ? lo + per : vocab;
+    float s = 0.0f;
+    for (int32_t j = lo; j < hi; j++)
+        s += w(j);
+    scan[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) { /* blockDim.x sums in order: a few microseconds */
+        float acc = 0.0f;
+        for (unsigned t = 0; t < blockDim.x; t++) {
+            float v = scan[t];
+            scan[t] = acc;
+            acc += v;
+        }
+        red[0] = acc;
+        *pick = -1;
+    }
+    __syncthreads();
+    float target = u * red[0], acc = scan[threadIdx.x];
+    if (lo < hi && acc <= target && target < acc + s) {
+        int32_t j = lo;
+        for (; j < hi - 1; j++) {
+            acc += w(j);
+            if (target < acc)
+                break;
+        }
+        atomicMax(pick, j);
+    }
+    __syncthreads();
+    int32_t r = *pick;
+    if (r < 0) { /* rounding left the target past the last sum: the last weighted index */
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int32_t j = vocab - 1; j >= 0; j--)
+                if (w(j) > 0.0f) {
+                    *pick = j;
+                    break;
+                }
+        __syncthreads();
+        r = *pick < 0 ? 0 : *pick;
+    }
+    __syncthreads();
+    return r;
+}
+
+/* A sampled round's acceptance (standard speculative sampling). */
+__global__ void __launch_bounds__(LOOP_THREADS)
+loop_accept_sampled_kernel(const float *tlog, const float *dlog, int32_t vocab, float inv_t,
+                           uint64_t *rng, int32_t *vin, int32_t *din, int32_t k,
+                           uint32_t *tpos, uint32_t *dpos, int32_t *rec, uint32_t rec_cap,
+                           uint32_t *round)
+{
+    __shared__ float red[32];
+    __shared__ float scan[LOOP_THREADS];
+    __shared__ int pick;
+    uint64_t seed = rng[0], ctr = rng[1];
+    int32_t a = 0, next = 0;
+    bool done = false;
+    for (; a < k && !done; a++) {
+        const float *pr = tlog + (size_t)a * vocab, *qr = dlog + (size_t)a * vocab;
+        float mp, zp, mq, zq;
+        loop_softmax_stats(pr, vocab, inv_t, red, &mp, &zp);
+        loop_softmax_stats(qr, vocab, inv_t, red, &mq, &zq);
+        int32_t d = vin[a + 1];
+        float p_d = expf((pr[d] - mp) * inv_t) / zp, q_d = expf((qr[d] - mq) * inv_t) / zq;
+        float u = loop_uniform(seed, ctr++);
+        if (u * q_d < p_d)
+            continue; /* accepted with probability min(1, p/q) */
+        float u2 = loop_uniform(seed, ctr++);
+        auto resid = [&](int32_t j) {
+            float r = expf((pr[j] - mp) * inv_t) / zp - expf((qr[j] - mq) * inv_t) / zq;
+            return r > 0.0f ? r : 0.0f;
+        };
+        next = loop_draw(resid, vocab, u2, red, scan, &pick);
+        done = true;
+        break;
+    }
+    if (!done) { /* every draft accepted: the bonus token from p of row k */
+        const float *pr = tlog + (size_t)k * vocab;
+        float mp, zp;
+        loop_softmax_stats(pr, vocab, inv_t, red, &mp, &zp);
+        float u = loop_uniform(seed, ctr++);
+        auto pw = [&](int32_t j) { return expf((pr[j] - mp) * inv_t); };
+        next = loop_draw(pw, vocab, u, red, scan, &pick);
+        a = k;
+    }
+    if (threadIdx.x != 0)
+        return;
+    rng[1] = ctr;
+    int32_t *r = rec + (size_t)(*round % rec_cap) * LLM_CUDA_LOOP_REC;
+    r[0] = a + 1;
+    for (int32_t i = 0; i < a; i++)
+        r[1 + i] = vin[1 + i];
+    r[1 + a] = next;
+    din[0] = vin[a];
+    din[1] = next;
+    vin[0] = next;
+    uint32_t p = *tpos + (uint32_t)a + 1u;
+    *tpos = p;
+    *dpos = p - 1u;
+    *round += 1u;
+}
+
+int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dlog,
+                                 int32_t vocab, float temperature, uint64_t *rng, int32_t *vin,
+                                 int32_t *din, int32_t k, uint32_t *draft_pos, int32_t *rec,
+                                 uint32_t rec_cap, uint32_t *round)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, tlog && dlog && rng && vin && din && draft_pos && rec && round && rec_cap > 0);
+    LLM_CU_ARG(c, k >= 1 && k <= LLM_CUDA_LOOP_K_MAX && vocab > 0 && temperature > 0.0f);
+    loop_accept_sampled_kernel<<<1, LOOP_THREADS, 0, c->stream>>>(
+        tlog, dlog, vocab, 1.0f / temperature, rng, vin, din, k, c->d_pos, draft_pos, rec,
+        rec_cap, round);
+    LLM_CU_LAUNCHED(c, "loop_accept_sampled_kernel");
+    return 0;
+}

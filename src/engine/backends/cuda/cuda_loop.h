@@ -36,9 +36,19 @@
  * mode=verify" leaf. A batch runs whole: rounds or steps launched past a
  * stop (EOS, max_tokens) are marked though their tokens are dropped.
  *
+ * Sampling (temperature > 0, no top-k or top-p cut): the plain step draws
+ * its token on the device (llm_cuda_sample with a uniform from a device
+ * generator), a round's draft steps draw theirs and keep their logits, and
+ * the acceptance runs standard speculative sampling (min(1, p/q), the
+ * residual max(0, p - q) on the first rejection, a bonus draw from p after
+ * k acceptances). The generator is seeded per call from the sampler (its
+ * seed and its next draw, after the prompt's token is drawn on the host as
+ * llm_generate draws it), so reseeding the sampler repeats a run. The
+ * output is a draw of the target's law, not llm_generate's exact draw.
+ *
  * Limits. Monolithic sessions on CUDA backends whose every layer and head
- * take the fused step (llm_cuda_backend_loop_takes); greedy sampling only
- * (temperature > 0 is refused with LLM_EUNSUP); both sessions quiet of
+ * take the fused step (llm_cuda_backend_loop_takes); a sampler with a
+ * top-k or top-p cut is refused (LLM_EUNSUP); both sessions quiet of
  * their own ranges while the loop runs. One thread at a time per loop and
  * its sessions. Graphs are captured lazily, one for plain and one pair per
  * k, and again after a reservation replaced buffers they use.
@@ -80,6 +90,21 @@ int llm_cuda_loop_commit1(llm_cuda *c, const int32_t *tok, int32_t *ring, uint32
 int llm_cuda_loop_accept(llm_cuda *c, const int32_t *g, int32_t *vin, int32_t *din, int32_t k,
                          uint32_t *draft_pos, int32_t *rec, uint32_t rec_cap, uint32_t *round);
 
+/* Sampling (temperature only). rng is device uint64 [2]: a seed and a
+ * counter; each draw takes the counter-th uniform of the seed (splitmix64)
+ * and bumps the counter. _rng writes one draw into *u (device float) for
+ * llm_cuda_sample. _accept_sampled is _accept under standard speculative
+ * sampling: p and q are softmax(logits / temperature) of the target's
+ * rows tlog [k+1][vocab] and the draft's dlog [k][vocab]; draft id d_i is
+ * accepted with probability min(1, p_i(d_i) / q_i(d_i)); the first
+ * rejection draws next from max(0, p_i - q_i) normalized; after k
+ * acceptances next is drawn from p_k. The bookkeeping is _accept's. */
+int llm_cuda_loop_rng(llm_cuda *c, uint64_t *rng, float *u);
+int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dlog,
+                                 int32_t vocab, float temperature, uint64_t *rng, int32_t *vin,
+                                 int32_t *din, int32_t k, uint32_t *draft_pos, int32_t *rec,
+                                 uint32_t rec_cap, uint32_t *round);
+
 /* c's position register, writable by the loop's kernels. */
 uint32_t *llm_cuda_loop_pos(llm_cuda *c);
 
@@ -118,8 +143,9 @@ void llm_cuda_loop_free(llm_cuda_loop *l);
 /* llm_generate's contract (prefill, then tokens until a stop) run by the
  * device loop: k = 0 plain, else speculative rounds of k drafted tokens
  * (the draft session needed). Both sessions are reset first. The sampler
- * must be greedy; callbacks and stops as llm_generate's, the session's
- * position afterwards as llm_generate leaves it. */
+ * is greedy or pure temperature (see Sampling); callbacks and stops as
+ * llm_generate's, the session's position afterwards as llm_generate
+ * leaves it. */
 int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const int32_t *prompt,
                            size_t n_prompt, const llm_generate_params *p, llm_token_cb cb,
                            void *user, size_t *n_generated, int *stop_reason);
