@@ -3,7 +3,7 @@
  *
  *   bench_cuda_loop --target T --draft D --prompts FILE [--tokens 128]
  *                   [--reps 2] [--n-prompts 24] [--k 1,2,3,4,6,8]
- *                   [--temp 0.7] [--seed 7]
+ *                   [--temp 0.7] [--seed 7] [--ngram-only 0|1]
  *
  * FILE: held-out prompts, "REF<TAB>TEXT" a line (bench/spec/
  * heldout_prompts.tsv). Every configuration runs its two sides back to
@@ -18,10 +18,12 @@
  *             device, one host wait a token), spec side = the plain device
  *             loop: the baseline's own speedup;
  *   loop      plain = the plain device loop, spec = device-resident rounds
- *             of k (model drafter), greedy (parity: every id equal to the
+ *             of k: model drafter, greedy (parity: every id equal to the
  *             plain loop's, which equals llm_generate's) and at --temp
  *             (both sides sampling on the device, the sampler reseeded
- *             with --seed + prompt index; parity "law");
+ *             with --seed + prompt index; parity "law"); n-gram drafter
+ *             (the host proposes, the device verifies), greedy, k = 2, 4,
+ *             8, 16;
  *   host      plain = llm_generate, spec = llm_spec_generate (host rounds,
  *             model drafter, fixed k), greedy and at --temp (parity
  *             "law"): today's paths, for reference.
@@ -57,6 +59,7 @@ typedef struct bench {
     unsigned long long seed;
     int32_t ks[MAX_K];
     int n_k;
+    long ngram_only; /* 1: the baseline and the n-gram rows only */
     llm_model *tm, *dm;
     llm_session *t, *d;
     llm_cuda_loop *loop;
@@ -93,7 +96,7 @@ static int collect(void *user, int32_t tok)
 static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--reps N]\n"
-                    "       [--n-prompts N] [--k K,K,...] [--temp T] [--seed S]\n");
+                    "       [--n-prompts N] [--k K,K,...] [--temp T] [--seed S] [--ngram-only 0|1]\n");
     return 2;
 }
 
@@ -146,6 +149,9 @@ static int parse_args(bench *b, int argc, char **argv)
                 return -1;
         } else if (strcmp(a, "--n-prompts") == 0) {
             if (parse_long(v, 1, MAX_PROMPTS, &b->n_prompts))
+                return -1;
+        } else if (strcmp(a, "--ngram-only") == 0) {
+            if (parse_long(v, 0, 1, &b->ngram_only))
                 return -1;
         } else if (strcmp(a, "--k") == 0) {
             if (parse_ks(b, v))
@@ -294,10 +300,14 @@ static int baseline(bench *b, llm_sampler *sp)
     return 0;
 }
 
-static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp)
+static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp, int kind)
 {
     side_sum s = {0, 0, 0, 0, 0, 0, 0, 1};
     static out plain, spec;
+    if (llm_cuda_loop_set_drafter(b->loop, kind, 0, 0) != 0) {
+        fprintf(stderr, PROG ": %s\n", llm_cuda_loop_error(b->loop));
+        return 1;
+    }
     for (long r = 0; r < b->reps; r++)
         for (int i = 0; i < b->n; i++) {
             llm_cuda_loop_stats s0, s1;
@@ -313,11 +323,14 @@ static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp)
             s.spec_tok += spec.n;
             s.drafted += s1.drafted - s0.drafted;
             s.accepted += s1.accepted - s0.accepted;
-            s.rounds += (s1.drafted - s0.drafted) / (uint64_t)k;
+            /* Model rounds launched past a stop are not read: count the
+             * read ones. N-gram rounds are all read. */
+            s.rounds += kind == LLM_DRAFTER_NGRAM ? s1.rounds - s0.rounds
+                                                  : (s1.drafted - s0.drafted) / (uint64_t)k;
             if (!(temp > 0.0))
                 s.parity &= same(&spec, &plain) && same(&plain, &b->ref[i]);
         }
-    emit_row(b, "loop", "model", k, temp, &s,
+    emit_row(b, "loop", llm_drafter_kind_name(kind), k, temp, &s,
              temp > 0.0 ? "\"law\"" : s.parity ? "true" : "false");
     if (!(temp > 0.0))
         b->bad |= !s.parity;
@@ -411,14 +424,17 @@ int main(int argc, char **argv)
         llm_sampler_create(&hp, v, &hot) || llm_sampler_create(&hp, v, &hot2))
         return 1;
     int rc = baseline(&b, greedy);
-    for (int j = 0; rc == 0 && j < b.n_k; j++)
-        rc = loop_rounds(&b, greedy, b.ks[j], 0.0);
-    for (int j = 0; rc == 0 && j < b.n_k; j++)
-        rc = loop_rounds(&b, hot, b.ks[j], b.temp);
+    for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
+        rc = loop_rounds(&b, greedy, b.ks[j], 0.0, LLM_DRAFTER_MODEL);
+    for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
+        rc = loop_rounds(&b, hot, b.ks[j], b.temp, LLM_DRAFTER_MODEL);
+    static const int32_t ngram_ks[] = {2, 4, 8, 16};
+    for (int j = 0; rc == 0 && j < 4; j++)
+        rc = loop_rounds(&b, greedy, ngram_ks[j], 0.0, LLM_DRAFTER_NGRAM);
     static const int32_t host_ks[] = {2, 4};
-    for (int j = 0; rc == 0 && j < 2; j++)
+    for (int j = 0; rc == 0 && !b.ngram_only && j < 2; j++)
         rc = host_rounds(&b, greedy, greedy2, host_ks[j], 0.0);
-    for (int j = 0; rc == 0 && j < 2; j++)
+    for (int j = 0; rc == 0 && !b.ngram_only && j < 2; j++)
         rc = host_rounds(&b, hot, hot2, host_ks[j], b.temp);
     llm_cuda_loop_stats st;
     llm_cuda_loop_get_stats(b.loop, &st);

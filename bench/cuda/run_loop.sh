@@ -8,7 +8,8 @@
 #   PM_LOOP_BIN=DIR bash bench/cuda/run_loop.sh      # binaries (and libphasemark.so.0) in DIR
 #
 # Knobs: TOKENS (128), REPS (2), N_PROMPTS (24), KS (1,2,3,4,6,8),
-# PM_LOOP_TESTS=0 skips the tests. The bench's rows go to $OUT/loop.jsonl.
+# PM_LOOP_TESTS=0 skips the tests, PM_LOOP_CASES names the loop's cases to
+# run (default: all), NGRAM_ONLY=1 benches the baseline and n-gram rows only. The bench's rows go to $OUT/loop.jsonl.
 set -u
 out=${OUT:-$PWD/out-loop}
 mkdir -p "$out"
@@ -43,8 +44,12 @@ run_cases() { # exe case...
   done
 }
 
-if [ "${PM_LOOP_TESTS:-1}" != 0 ]; then
-  run_cases test_cuda_loop rows_bits plain_kjv spec_kjv stops sampled_law refusals_cpu refusals
+if [ "${PM_LOOP_TESTS:-1}" != 0 ] && [ -n "${PM_LOOP_CASES:-}" ]; then
+  # shellcheck disable=SC2086
+  run_cases test_cuda_loop $PM_LOOP_CASES
+elif [ "${PM_LOOP_TESTS:-1}" != 0 ]; then
+  # shellcheck disable=SC2086
+  run_cases test_cuda_loop ${PM_LOOP_CASES:-rows_bits plain_kjv spec_kjv ngram_kjv stops sampled_law refusals_cpu refusals}
   run_cases test_cuda_kernels matvec_fused rope_qkv_store matmul_acc matvec_rope_store \
     matvec_bf16 matvec_f16 matvec_f32 matvec_q8_0 matvec_q4_0 matvec_q8_0_int8 matvec_batch \
     matvec_unaligned matvec_q4_k matvec_q6_k matvec_fused_kq
@@ -57,6 +62,7 @@ start=$(date +%s)
 "$bench" --target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf \
   --prompts bench/spec/heldout_prompts.tsv --tokens "${TOKENS:-128}" --reps "${REPS:-2}" \
   --n-prompts "${N_PROMPTS:-24}" --k "${KS:-1,2,3,4,6,8}" --temp 0.7 --seed 7 \
+  --ngram-only "${NGRAM_ONLY:-0}" \
   > "$out/loop.jsonl" 2> "$out/bench.log"
 echo "bench rc=$? in $(( $(date +%s) - start )) s"
 cat "$out/loop.jsonl" "$out/bench.log"

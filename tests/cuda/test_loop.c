@@ -14,6 +14,10 @@
  *   64 tokens; every round commits between 1 and k + 1 tokens, the
  *   accepted counts add up, and both sessions end where llm_generate
  *   would leave the target.
+ * ngram_kjv: n-gram rounds (host proposal, device verify and acceptance)
+ *   at k = 1, 4, 8 give llm_generate's ids and position on the 24 prompts,
+ *   one read-back a round or plain step; sampling and bad settings are
+ *   refused.
  * stops: EOS, a stop token and a callback end both loops exactly where
  *   llm_generate ends (same ids, reason and position), max_tokens 1 runs
  *   no step.
@@ -36,6 +40,7 @@
 #include "cuda_test.h"
 #include "model.h"
 #include "phasemark/engine.h"
+#include "phasemark/spec.h"
 #include "session.h"
 #include "synth.h"
 
@@ -410,6 +415,68 @@ static void spec_kjv(void)
     pair_close(&p);
 }
 
+/* N-gram rounds (the host proposes, the device verifies and accepts) give
+ * llm_generate's ids and position; every round commits 1..k+1 tokens and
+ * the unmatched tokens are plain steps. */
+static void ngram_kjv(void)
+{
+    kjv_pair p;
+    pair_open(&p, 0);
+    REQUIRE(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_NGRAM, 0, 0) == 0);
+    llm_generate_params gp = gen_params(N_TOK);
+    static const int32_t ks[] = {1, 4, 8};
+    int32_t toks[128];
+    int differ = 0;
+    for (int i = 0; i < N_PROMPTS; i++) {
+        size_t n = tokenize(p.tm, i, toks);
+        int rr = -1;
+        uint32_t pos_ref = 0;
+        run_out ref = reference(p.ref, p.sp, toks, n, &gp, 0, &rr, &pos_ref);
+        for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
+            llm_cuda_loop_stats s0, s1;
+            llm_cuda_loop_get_stats(p.loop, &s0);
+            int rs = -1;
+            run_out got = looped(p.loop, p.sp, ks[j], toks, n, &gp, 0, &rs);
+            llm_cuda_loop_get_stats(p.loop, &s1);
+            CHECK_INT_EQ(rs, rr);
+            CHECK_INT_EQ(llm_session_pos(p.t), pos_ref);
+            uint64_t rounds = s1.rounds - s0.rounds, steps = s1.plain_steps - s0.plain_steps;
+            CHECK_U64_EQ(s1.committed - s0.committed, s1.accepted - s0.accepted + rounds);
+            /* 63 tokens after the prefill's: each plain step gives 1. */
+            CHECK(s1.committed - s0.committed + steps >= (uint64_t)(N_TOK - 1));
+            CHECK(s1.drafted - s0.drafted <= rounds * (uint64_t)ks[j]);
+            CHECK_U64_EQ(s1.readbacks - s0.readbacks, rounds + steps);
+            if (!same(&got, &ref)) {
+                fprintf(stderr, "ngram prompt %d k=%d: ids differ from llm_generate\n", i,
+                        (int)ks[j]);
+                differ++;
+            }
+        }
+    }
+    CHECK_INT_EQ(differ, 0);
+    llm_cuda_loop_stats st;
+    llm_cuda_loop_get_stats(p.loop, &st);
+    CHECK(st.rounds > 0);
+    printf("ngram loop: %d prompts x %d tokens at k = 1, 4, 8 == llm_generate (%llu rounds, "
+           "acceptance %.3f, %llu plain steps)\n",
+           N_PROMPTS, N_TOK, (unsigned long long)st.rounds,
+           (double)st.accepted / (double)(st.drafted ? st.drafted : 1),
+           (unsigned long long)st.plain_steps);
+    /* Sampling is refused for n-gram rounds; bad settings too. */
+    llm_sampler_params hp = LLM_SAMPLER_PARAMS_INIT;
+    hp.temperature = 0.7f;
+    llm_sampler *hot = NULL;
+    REQUIRE(llm_sampler_create(&hp, p.tm->hp.n_vocab, &hot) == 0);
+    size_t n = tokenize(p.tm, 0, toks);
+    CHECK_INT_EQ(llm_cuda_loop_generate(p.loop, hot, 4, toks, n, &gp, NULL, NULL, NULL, NULL),
+                 LLM_EUNSUP);
+    CHECK_STR_EQ(llm_cuda_loop_error(p.loop), "device loop: n-gram rounds are greedy only");
+    CHECK_INT_EQ(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_HYBRID, 0, 0), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_NGRAM, 5, 3), LLM_EINVAL);
+    llm_sampler_free(hot);
+    pair_close(&p);
+}
+
 /* One stop condition, both loops against llm_generate. */
 static void stop_case(kjv_pair *p, const int32_t *toks, size_t n, const llm_generate_params *gp,
                       int32_t stop_at, const char *what)
@@ -429,6 +496,17 @@ static void stop_case(kjv_pair *p, const int32_t *toks, size_t n, const llm_gene
         CHECK_INT_EQ(rl, rr);
         CHECK_INT_EQ(llm_session_pos(p->t), pos_ref);
     }
+    /* And n-gram rounds. */
+    REQUIRE(llm_cuda_loop_set_drafter(p->loop, LLM_DRAFTER_NGRAM, 0, 0) == 0);
+    int rl = -1;
+    run_out got = looped(p->loop, p->sp, 4, toks, n, gp, stop_at, &rl);
+    REQUIRE(llm_cuda_loop_set_drafter(p->loop, LLM_DRAFTER_MODEL, 0, 0) == 0);
+    if (!same(&got, &ref) || rl != rr || llm_session_pos(p->t) != pos_ref)
+        fprintf(stderr, "%s ngram: %zu tokens reason %d pos %u; llm_generate %zu, %d, %u\n", what,
+                got.n, rl, (unsigned)llm_session_pos(p->t), ref.n, rr, (unsigned)pos_ref);
+    CHECK(same(&got, &ref));
+    CHECK_INT_EQ(rl, rr);
+    CHECK_INT_EQ(llm_session_pos(p->t), pos_ref);
 }
 
 static void stops(void)
@@ -600,6 +678,7 @@ static const ct_case cases[] = {
     {"rows_bits", rows_bits},
     {"plain_kjv", plain_kjv},
     {"spec_kjv", spec_kjv},
+    {"ngram_kjv", ngram_kjv},
     {"stops", stops},
     {"sampled_law", sampled_law},
     {"refusals_cpu", refusals_cpu},

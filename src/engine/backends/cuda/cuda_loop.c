@@ -35,6 +35,7 @@
 #include "phasemark/mark.h"
 #include "runner.h"
 #include "session.h"
+#include "drafter.h"
 #include "split.h"
 
 #define LOOP_RING (LLM_CUDA_LOOP_BATCH * 64)
@@ -51,6 +52,8 @@ enum {
     OFF_VIN = 8,
     OFF_DIN = OFF_VIN + LLM_CUDA_LOOP_K_MAX + 1,
     OFF_G = OFF_DIN + 2,
+    OFF_NOPOS = OFF_G + LLM_CUDA_LOOP_K_MAX + 1, /* the draft register of
+                                                    n-gram rounds (none) */
     OFF_RING = OFF_G + LLM_CUDA_LOOP_K_MAX + 1 + 8, /* rounded past g */
     OFF_REC = OFF_RING + LOOP_RING,
     STATE_INTS = OFF_REC + LOOP_RECS * LLM_CUDA_LOOP_REC
@@ -78,6 +81,12 @@ struct llm_cuda_loop {
                                (sampled rounds), owned; NULL without a draft */
     unsigned gen_t, gen_d;  /* the backends' generations the graphs are of */
     llm_cuda_xevent *t2d, *d2t;
+    /* N-gram rounds: verify graphs by width - 1 (0: a plain step), owned,
+     * the bounds, and the host's copy of the history [n_ctx + 1]. */
+    llm_cuda_graph *verify_ng[LLM_CUDA_LOOP_K_MAX + 1];
+    int drafter;            /* LLM_DRAFTER_MODEL or _NGRAM */
+    int32_t ngram_min, ngram_max;
+    int32_t *hist;          /* owned */
     uint32_t count, round;  /* host copies of the device counters */
     llm_cuda_loop_stats st;
     char err[256];
@@ -124,6 +133,10 @@ static void drop_graphs(llm_cuda_loop *l, int s)
 {
     llm_cuda_graph_free(l->plain[s]);
     l->plain[s] = NULL;
+    for (int k = 0; s == 0 && k <= LLM_CUDA_LOOP_K_MAX; k++) {
+        llm_cuda_graph_free(l->verify_ng[k]);
+        l->verify_ng[k] = NULL;
+    }
     for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
         llm_cuda_graph_free(l->draft[s][k]);
         llm_cuda_graph_free(l->verify[s][k]);
@@ -139,6 +152,7 @@ void llm_cuda_loop_free(llm_cuda_loop *l)
     drop_graphs(l, 1);
     llm_cuda_xevent_free(l->t2d);
     llm_cuda_xevent_free(l->d2t);
+    free(l->hist);
     if (l->t.cu) {
         llm_cuda_mfree(l->t.cu, l->dlog);
         llm_cuda_mfree(l->t.cu, l->dev);
@@ -175,6 +189,11 @@ int llm_cuda_loop_create(llm_session *target, llm_session *draft, llm_cuda_loop 
         rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for its state");
     l->dev = dev;
     l->host = host;
+    l->drafter = LLM_DRAFTER_MODEL;
+    l->ngram_min = 2;
+    l->ngram_max = 4;
+    if (rc == 0 && !(l->hist = malloc(((size_t)llm_session_n_ctx(target) + 1) * sizeof *l->hist)))
+        rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the history");
     void *dlog = NULL;
     if (rc == 0 && draft &&
         llm_cuda_malloc(l->t.cu, (size_t)LLM_CUDA_LOOP_K_MAX * (size_t)l->t.m->hp.n_vocab *
@@ -191,6 +210,23 @@ int llm_cuda_loop_create(llm_session *target, llm_session *draft, llm_cuda_loop 
         return rc;
     }
     *out = l;
+    return 0;
+}
+
+int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
+                              int32_t ngram_max)
+{
+    if (!l)
+        return LLM_EINVAL;
+    int32_t hi = ngram_max > 0 ? ngram_max : 4, lo = ngram_min > 0 ? ngram_min : 2;
+    if (kind != LLM_DRAFTER_MODEL && kind != LLM_DRAFTER_NGRAM)
+        return loop_fail(l, LLM_EINVAL, "device loop: drafter %d is not model or ngram", kind);
+    if (lo > hi)
+        return loop_fail(l, LLM_EINVAL, "device loop: n-gram bounds %d..%d out of order",
+                         (int)lo, (int)hi);
+    l->drafter = kind;
+    l->ngram_min = lo;
+    l->ngram_max = hi;
     return 0;
 }
 
@@ -348,6 +384,23 @@ static int capture_verify(llm_cuda_loop *l, int32_t k, float temp)
     return capture_end(l, t, rc, &l->verify[temp > 0.0f][k], "verify capture");
 }
 
+/* An n-gram round's verify of j + 1 rows (vin[0], then the j proposed
+ * ids the host uploaded) and its greedy acceptance; j = 0 is a plain step
+ * that commits the last token's greedy successor. No draft register. */
+static int capture_verify_ng(llm_cuda_loop *l, int32_t j)
+{
+    loop_side *t = &l->t;
+    int rc = llm_cuda_graph_begin(t->cu);
+    if (rc)
+        return side_fail(l, t, rc, "n-gram verify capture");
+    rc = loop_forward(t, l->dev + OFF_VIN, j + 1, j + 1, l->dev + OFF_G);
+    if (rc == 0)
+        rc = llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN, j,
+                                  (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC,
+                                  LOOP_RECS, (uint32_t *)(l->dev + OFF_ROUND));
+    return capture_end(l, t, rc, &l->verify_ng[j], "n-gram verify capture");
+}
+
 /* Drops every graph when a backend replaced buffers they use. */
 static void graphs_check(llm_cuda_loop *l)
 {
@@ -417,6 +470,22 @@ static int prefill(llm_session *s, uint64_t req, const int32_t *prompt, size_t n
     return llm_forward(s, &fp, prompt, n, NULL, tok);
 }
 
+/* The leaf layer range of a forward of the target's one span. */
+static pm_layer_attr layer_attr(const loop_side *t, pm_phase phase, uint64_t req,
+                                uint32_t tokens)
+{
+    pm_layer_attr a = PM_LAYER_ATTR_INIT;
+    a.phase = phase;
+    a.first_layer = 0;
+    a.last_layer = t->m->hp.n_layers - 1;
+    a.shard = 0;
+    a.where = PM_WHERE_LOCAL;
+    a.backend = t->be->ops->name;
+    a.req = req;
+    a.tokens = tokens;
+    return a;
+}
+
 /* The prompt's token drawn on the host from the prefill's logits, as
  * llm_generate draws it. */
 static int prefill_sampled(llm_cuda_loop *l, llm_sampler *sp, uint64_t req,
@@ -472,9 +541,13 @@ static int plain_loop(llm_cuda_loop *l, int s, uint64_t req, size_t n_prompt, ge
         uint64_t t0 = llm_now_ns();
         uint32_t c0 = l->count % LOOP_RING;
         pthread_mutex_lock(&t->m->lock);
+        pm_layer_attr la = layer_attr(t, PM_PHASE_DECODE, req, 1);
         for (uint32_t i = 0; rc == 0 && i < steps; i++) {
+            int q = llm_session_quiet(t->s);
             pm_range r __attribute__((cleanup(pm_range_pop))) =
-                llm_session_quiet(t->s) ? PM_RANGE_NONE : pm_decode_push(req, pos + i);
+                q ? PM_RANGE_NONE : pm_decode_push(req, pos + i);
+            pm_range lr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_layer_range_push(&la);
             rc = llm_cuda_graph_launch(t->cu, l->plain[s]);
         }
         if (rc == 0)
@@ -596,15 +669,7 @@ static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int
     if (rc)
         return side_fail(l, t, rc, "state upload");
     l->round = 0;
-    pm_layer_attr va = PM_LAYER_ATTR_INIT;
-    va.phase = PM_PHASE_VERIFY;
-    va.first_layer = 0;
-    va.last_layer = t->m->hp.n_layers - 1;
-    va.shard = 0;
-    va.where = PM_WHERE_LOCAL;
-    va.backend = t->be->ops->name;
-    va.req = req;
-    va.tokens = (uint32_t)k + 1u;
+    pm_layer_attr va = layer_attr(t, PM_PHASE_VERIFY, req, (uint32_t)k + 1u);
     int first = 1;
     uint64_t drafted = 0;
     while (rc == 0 && g->reason < 0) {
@@ -656,6 +721,108 @@ static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int
     return rc;
 }
 
+/* One n-gram round (j >= 1 proposed ids in l->host + OFF_VIN + 1) or plain
+ * step (j = 0), its record read back into l->host. */
+static int ngram_round(llm_cuda_loop *l, uint64_t req, int32_t j, uint32_t pos)
+{
+    loop_side *t = &l->t;
+    int q = llm_session_quiet(t->s);
+    pm_layer_attr la = layer_attr(t, j ? PM_PHASE_VERIFY : PM_PHASE_DECODE, req,
+                                  (uint32_t)j + 1u);
+    uint32_t r0 = l->round % LOOP_RECS;
+    int rc = 0;
+    pthread_mutex_lock(&t->m->lock);
+    {
+        pm_range r __attribute__((cleanup(pm_range_pop))) =
+            q ? PM_RANGE_NONE : j ? pm_spec_decode_push(req, (uint32_t)j) : pm_decode_push(req, pos);
+        if (j > 0) { /* the proposal is the host's: its leaf holds no forward */
+            pm_range dr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)j, "ngram");
+            rc = llm_cuda_upload(t->cu, l->dev + OFF_VIN + 1, l->host + OFF_VIN + 1,
+                                 (size_t)j * sizeof(int32_t));
+        }
+        pm_range lr __attribute__((cleanup(pm_range_pop))) =
+            q ? PM_RANGE_NONE : pm_layer_range_push(&la);
+        if (rc == 0)
+            rc = llm_cuda_graph_launch(t->cu, l->verify_ng[j]);
+    }
+    if (rc == 0)
+        rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                               l->dev + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                               LLM_CUDA_LOOP_REC * sizeof(int32_t));
+    pthread_mutex_unlock(&t->m->lock);
+    if (rc)
+        return side_fail(l, t, rc, j ? "n-gram round" : "plain step");
+    l->round++;
+    l->st.readbacks++;
+    return 0;
+}
+
+/* N-gram rounds: the host proposes from its copy of the history, the
+ * device verifies and accepts; one read-back a round. */
+static int ngram_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
+                      size_t n_prompt, gen_state *g, int32_t tok)
+{
+    loop_side *t = &l->t;
+    uint32_t n_ctx = llm_session_n_ctx(t->s), pos = (uint32_t)n_prompt;
+    memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
+    l->hist[n_prompt] = tok; /* the history the target has seen, then last */
+    size_t n_hist = n_prompt + 1;
+    l->host[OFF_ROUND] = 0;
+    l->host[OFF_VIN] = tok;
+    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
+    int rc = llm_cuda_pos_set(t->cu, pos);
+    if (rc)
+        return side_fail(l, t, rc, "state upload");
+    l->round = 0;
+    while (g->reason < 0) {
+        if (pos >= n_ctx) {
+            g->reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        uint64_t t0 = llm_now_ns();
+        /* At most k ids, none past max_tokens, every row within the cache. */
+        int32_t cut = k;
+        size_t left = (size_t)g->p->max_tokens - g->emitted;
+        if (left - 1 < (size_t)cut)
+            cut = (int32_t)(left - 1);
+        if (n_ctx - pos - 1 < (uint32_t)cut)
+            cut = (int32_t)(n_ctx - pos - 1);
+        size_t start = 0;
+        int32_t j = 0;
+        if (cut > 0 && pm__ngram_lookup(l->hist, n_hist, l->ngram_min, l->ngram_max, cut, &start,
+                                        &j) == 0)
+            j = 0;
+        memcpy(l->host + OFF_VIN + 1, l->hist + start, (size_t)j * sizeof(int32_t));
+        rc = ngram_round(l, req, j, pos);
+        if (rc)
+            return rc;
+        const int32_t *rec = l->host + OFF_REC + (size_t)((l->round - 1) % LOOP_RECS) *
+                                                     LLM_CUDA_LOOP_REC;
+        int32_t cnt = rec[0];
+        if (cnt < 1 || cnt > j + 1)
+            return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens", (int)cnt);
+        if (j > 0) {
+            l->st.rounds++;
+            l->st.drafted += (uint64_t)j;
+            l->st.accepted += (uint64_t)(cnt - 1);
+            l->st.committed += (uint64_t)cnt;
+        } else {
+            l->st.plain_steps++;
+        }
+        uint32_t fed = 0;
+        for (int32_t i = 0; i < cnt && g->reason < 0; i++) {
+            fed++;
+            l->hist[n_hist++] = rec[1 + i];
+            emit(g, rec[1 + i]);
+        }
+        pos += fed;
+        llm_session_device_moved(t->s, pos, j > 0, llm_now_ns() - t0, (uint64_t)j + 1u);
+    }
+    return 0;
+}
+
 int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const int32_t *prompt,
                            size_t n_prompt, const llm_generate_params *p, llm_token_cb cb,
                            void *user, size_t *n_generated, int *stop_reason)
@@ -675,10 +842,14 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
                                         "temperature only");
     if (llm_sampler_n_vocab(sp) != l->t.m->hp.n_vocab)
         return loop_fail(l, LLM_EINVAL, "device loop: the sampler's vocabulary is not the target's");
-    if (k < 0 || k > LLM_CUDA_LOOP_K_MAX || (k > 0 && !l->d.s))
+    int ngram = k > 0 && l->drafter == LLM_DRAFTER_NGRAM;
+    if (ngram && s)
+        return loop_fail(l, LLM_EUNSUP, "device loop: n-gram rounds are greedy only");
+    if (k < 0 || k > LLM_CUDA_LOOP_K_MAX || (k > 0 && !ngram && !l->d.s))
         return loop_fail(l, LLM_EINVAL, "device loop: k %d needs 0..%d and, above 0, a draft session",
                          (int)k, LLM_CUDA_LOOP_K_MAX);
-    if (k > 0 && (llm_session_n_batch(l->t.s) < (uint32_t)k + 1u || llm_session_n_batch(l->d.s) < 2))
+    if (k > 0 && (llm_session_n_batch(l->t.s) < (uint32_t)k + 1u ||
+                  (!ngram && llm_session_n_batch(l->d.s) < 2)))
         return loop_fail(l, LLM_EINVAL, "device loop: the target's batch (%u) is below k + 1 = %d",
                          (unsigned)llm_session_n_batch(l->t.s), (int)k + 1);
     uint64_t req = llm_generate_request(l->t.s, p);
@@ -698,7 +869,7 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     if (emit(&g, tok))
         goto done;
     /* Captures hold the models' locks (as every forward does). */
-    if (k > 0)
+    if (k > 0 && !ngram)
         lock_models(l);
     else
         pthread_mutex_lock(&l->t.m->lock);
@@ -712,7 +883,13 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, 1)
                  ? capture_plain(l, s ? spp.temperature : 0.0f)
                  : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step");
-    if (rc == 0 && k > 0 && !l->verify[s][k]) {
+    for (int32_t j = 0; rc == 0 && ngram && j <= k; j++)
+        if (!l->verify_ng[j])
+            rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, j + 1)
+                     ? capture_verify_ng(l, j)
+                     : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
+                                 (int)j + 1);
+    if (rc == 0 && k > 0 && !ngram && !l->verify[s][k]) {
         if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1) ||
             !llm_cuda_backend_loop_takes(l->d.be, l->d.m, l->d.span, 2))
             rc = loop_fail(l, LLM_EUNSUP, "device loop: a model does not take the fused step at k = %d",
@@ -722,7 +899,7 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         if (rc == 0)
             rc = capture_verify(l, k, s ? spp.temperature : 0.0f);
     }
-    if (k > 0)
+    if (k > 0 && !ngram)
         unlock_models(l);
     else
         pthread_mutex_unlock(&l->t.m->lock);
@@ -730,6 +907,8 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         rc = seed_rng(l, sp, spp.seed);
     if (rc == 0 && k == 0) {
         rc = plain_loop(l, s, req, n_prompt, &g, tok);
+    } else if (rc == 0 && ngram) {
+        rc = ngram_loop(l, req, k, prompt, n_prompt, &g, tok);
     } else if (rc == 0) {
         /* The draft's forwards all run inside the rounds' draft leaves. */
         int dq = llm_session_quiet(l->d.s);

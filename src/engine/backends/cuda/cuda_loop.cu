@@ -68,7 +68,7 @@ int llm_cuda_loop_accept(llm_cuda *c, const int32_t *g, int32_t *vin, int32_t *d
 {
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, g && vin && din && draft_pos && rec && round && rec_cap > 0);
-    LLM_CU_ARG(c, k >= 1 && k <= LLM_CUDA_LOOP_K_MAX);
+    LLM_CU_ARG(c, k >= 0 && k <= LLM_CUDA_LOOP_K_MAX);
     loop_accept_kernel<<<1, 1, 0, c->stream>>>(g, vin, din, k, c->d_pos, draft_pos, rec,
                                                rec_cap, round);
     LLM_CU_LAUNCHED(c, "loop_accept_kernel");

@@ -30,9 +30,10 @@
  *
  * Markers (PHASEMARK=1) are the engine's, emitted by the host around the
  * launches and never waiting for the device: plain, one "pm.decode" per
- * step; speculative, per round one "pm.spec_decode mode=batched req=R
- * draft=K" enclosing one "pm.draft ... drafter=model" leaf (the first
- * round's includes the draft's prompt prefill) and one "pm.layer_range
+ * step enclosing its "pm.layer_range mode=decode" leaf; speculative, per
+ * round one "pm.spec_decode mode=batched req=R draft=K" enclosing one
+ * "pm.draft ... drafter=D" leaf (model: the first round's includes the
+ * draft's prompt prefill; ngram: no forward) and one "pm.layer_range
  * mode=verify" leaf. A batch runs whole: rounds or steps launched past a
  * stop (EOS, max_tokens) are marked though their tokens are dropped.
  *
@@ -82,7 +83,8 @@ extern "C" {
 int llm_cuda_loop_commit1(llm_cuda *c, const int32_t *tok, int32_t *ring, uint32_t cap,
                           uint32_t *count);
 
-/* A greedy round's acceptance on c's stream: a = the longest prefix of
+/* A greedy round's acceptance on c's stream (k = 0: a plain step in the
+ * round's form, committing g[0]): a = the longest prefix of
  * vin[1..k] equal to g[0..a), next = g[a]; the record rec[*round % cap]
  * ([LLM_CUDA_LOOP_REC] ints) gets a + 1 and vin[1..a], next; then vin[0] =
  * next, din = {vin[a], next}, c's register += a + 1, *draft_pos = c's new
@@ -122,7 +124,8 @@ typedef struct llm_cuda_loop llm_cuda_loop;
 
 /* What a loop ran since creation. */
 typedef struct llm_cuda_loop_stats {
-    uint64_t plain_steps;  /* plain steps launched */
+    uint64_t plain_steps;  /* plain steps launched (n-gram rounds without a
+                              match included) */
     uint64_t rounds;       /* speculative rounds launched */
     uint64_t drafted;      /* ids drafted in rounds whose tokens were read */
     uint64_t accepted;     /* of them accepted */
@@ -149,6 +152,18 @@ void llm_cuda_loop_free(llm_cuda_loop *l);
 int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const int32_t *prompt,
                            size_t n_prompt, const llm_generate_params *p, llm_token_cb cb,
                            void *user, size_t *n_generated, int *stop_reason);
+
+/* Who drafts the speculative rounds: LLM_DRAFTER_MODEL (the default, the
+ * draft session) or LLM_DRAFTER_NGRAM (greedy only): per round the host
+ * looks the history up (the longest suffix of ngram_max down to ngram_min
+ * tokens seen before, spec.h's ngram rule, at most k tokens), uploads the
+ * proposal and launches the target's verify of its width with the device
+ * acceptance, then reads the round's record: one read-back a round, since
+ * the next proposal needs the committed tokens. No match: a plain step,
+ * the one-row verify of the last token. ngram_min/max <= 0 take spec.h's
+ * defaults (2 and 4). LLM_EINVAL for another kind or bad bounds. */
+int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
+                              int32_t ngram_max);
 
 const char *llm_cuda_loop_error(const llm_cuda_loop *l);
 void llm_cuda_loop_get_stats(const llm_cuda_loop *l, llm_cuda_loop_stats *out);
