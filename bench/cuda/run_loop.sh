@@ -25,8 +25,8 @@ else
   . bench/cuda/device_configure.sh
   : > "$out/build.log"
   pm_device_configure "$B" "$out/build.log" || { tail -40 "$out/build.log"; exit 1; }
-  cmake --build "$B" -j"$(nproc)" --target test_cuda_loop test_cuda_kernels test_cuda_greedy \
-    test_cuda_engine bench_cuda_loop >> "$out/build.log" 2>&1 ||
+  cmake --build "$B" -j"$(nproc)" --target test_cuda_loop test_cuda_loop_ranges test_cuda_kernels \
+    test_cuda_greedy test_cuda_engine bench_cuda_loop >> "$out/build.log" 2>&1 ||
     { grep -E "error" "$out/build.log" | head -40; exit 1; }
   t=$B/tests/cuda
   bench=$B/bench/cuda/bench_cuda_loop
@@ -50,6 +50,7 @@ if [ "${PM_LOOP_TESTS:-1}" != 0 ] && [ -n "${PM_LOOP_CASES:-}" ]; then
 elif [ "${PM_LOOP_TESTS:-1}" != 0 ]; then
   # shellcheck disable=SC2086
   run_cases test_cuda_loop ${PM_LOOP_CASES:-rows_bits plain_kjv spec_kjv ngram_kjv stops sampled_law refusals_cpu refusals}
+  run_cases test_cuda_loop_ranges ranges
   run_cases test_cuda_kernels matvec_fused rope_qkv_store matmul_acc matvec_rope_store \
     matvec_bf16 matvec_f16 matvec_f32 matvec_q8_0 matvec_q4_0 matvec_q8_0_int8 matvec_batch \
     matvec_unaligned matvec_q4_k matvec_q6_k matvec_fused_kq
