@@ -24,6 +24,8 @@
  *             with --seed + prompt index; parity "law"); n-gram drafter
  *             (the host proposes, the device verifies), greedy, k = 2, 4,
  *             8, 16;
+ *   loop-device-lookup  the same n-gram rows with the lookup on the device
+ *             too (rounds in batches, llm_cuda_loop_set_ngram_device);
  *   host      plain = llm_generate, spec = llm_spec_generate (host rounds,
  *             model drafter, fixed k), greedy and at --temp (parity
  *             "law"): today's paths, for reference.
@@ -300,11 +302,12 @@ static int baseline(bench *b, llm_sampler *sp)
     return 0;
 }
 
-static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp, int kind)
+static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp, int kind, int dev)
 {
     side_sum s = {0, 0, 0, 0, 0, 0, 0, 1};
     static out plain, spec;
-    if (llm_cuda_loop_set_drafter(b->loop, kind, 0, 0) != 0) {
+    if (llm_cuda_loop_set_drafter(b->loop, kind, 0, 0) != 0 ||
+        llm_cuda_loop_set_ngram_device(b->loop, dev) != 0) {
         fprintf(stderr, PROG ": %s\n", llm_cuda_loop_error(b->loop));
         return 1;
     }
@@ -325,12 +328,14 @@ static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp, int ki
             s.accepted += s1.accepted - s0.accepted;
             /* Model rounds launched past a stop are not read: count the
              * read ones. N-gram rounds are all read. */
-            s.rounds += kind == LLM_DRAFTER_NGRAM ? s1.rounds - s0.rounds
-                                                  : (s1.drafted - s0.drafted) / (uint64_t)k;
+            s.rounds += kind == LLM_DRAFTER_NGRAM && !dev ? s1.rounds - s0.rounds
+                        : kind == LLM_DRAFTER_NGRAM ? (s1.committed - s0.committed) -
+                                                          (s1.accepted - s0.accepted)
+                                                    : (s1.drafted - s0.drafted) / (uint64_t)k;
             if (!(temp > 0.0))
                 s.parity &= same(&spec, &plain) && same(&plain, &b->ref[i]);
         }
-    emit_row(b, "loop", llm_drafter_kind_name(kind), k, temp, &s,
+    emit_row(b, dev ? "loop-device-lookup" : "loop", llm_drafter_kind_name(kind), k, temp, &s,
              temp > 0.0 ? "\"law\"" : s.parity ? "true" : "false");
     if (!(temp > 0.0))
         b->bad |= !s.parity;
@@ -425,12 +430,13 @@ int main(int argc, char **argv)
         return 1;
     int rc = baseline(&b, greedy);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
-        rc = loop_rounds(&b, greedy, b.ks[j], 0.0, LLM_DRAFTER_MODEL);
+        rc = loop_rounds(&b, greedy, b.ks[j], 0.0, LLM_DRAFTER_MODEL, 0);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
-        rc = loop_rounds(&b, hot, b.ks[j], b.temp, LLM_DRAFTER_MODEL);
+        rc = loop_rounds(&b, hot, b.ks[j], b.temp, LLM_DRAFTER_MODEL, 0);
     static const int32_t ngram_ks[] = {2, 4, 8, 16};
-    for (int j = 0; rc == 0 && j < 4; j++)
-        rc = loop_rounds(&b, greedy, ngram_ks[j], 0.0, LLM_DRAFTER_NGRAM);
+    for (int dev = 0; dev < 2; dev++)
+        for (int j = 0; rc == 0 && j < 4; j++)
+            rc = loop_rounds(&b, greedy, ngram_ks[j], 0.0, LLM_DRAFTER_NGRAM, dev);
     static const int32_t host_ks[] = {2, 4};
     for (int j = 0; rc == 0 && !b.ngram_only && j < 2; j++)
         rc = host_rounds(&b, greedy, greedy2, host_ks[j], 0.0);

@@ -16,8 +16,9 @@
  *   would leave the target.
  * ngram_kjv: n-gram rounds (host proposal, device verify and acceptance)
  *   at k = 1, 4, 8 give llm_generate's ids and position on the 24 prompts,
- *   one read-back a round or plain step; sampling and bad settings are
- *   refused.
+ *   one read-back a round or plain step; with the lookup on the device
+ *   too, in batches of rounds (fewer read-backs than rounds); sampling
+ *   and bad settings are refused.
  * stops: EOS, a stop token and a callback end both loops exactly where
  *   llm_generate ends (same ids, reason and position), max_tokens 1 runs
  *   no step.
@@ -451,6 +452,22 @@ static void ngram_kjv(void)
                         (int)ks[j]);
                 differ++;
             }
+            /* The same rounds with the lookup on the device. */
+            REQUIRE(llm_cuda_loop_set_ngram_device(p.loop, 1) == 0);
+            llm_cuda_loop_get_stats(p.loop, &s0);
+            got = looped(p.loop, p.sp, ks[j], toks, n, &gp, 0, &rs);
+            llm_cuda_loop_get_stats(p.loop, &s1);
+            REQUIRE(llm_cuda_loop_set_ngram_device(p.loop, 0) == 0);
+            CHECK_INT_EQ(rs, rr);
+            CHECK_INT_EQ(llm_session_pos(p.t), pos_ref);
+            CHECK(s1.committed - s0.committed >= (uint64_t)(N_TOK - 1));
+            CHECK(s1.accepted - s0.accepted <= s1.drafted - s0.drafted);
+            CHECK(s1.readbacks - s0.readbacks < s1.rounds - s0.rounds);
+            if (!same(&got, &ref)) {
+                fprintf(stderr, "device ngram prompt %d k=%d: ids differ from llm_generate\n",
+                        i, (int)ks[j]);
+                differ++;
+            }
         }
     }
     CHECK_INT_EQ(differ, 0);
@@ -473,6 +490,7 @@ static void ngram_kjv(void)
     CHECK_STR_EQ(llm_cuda_loop_error(p.loop), "device loop: n-gram rounds are greedy only");
     CHECK_INT_EQ(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_HYBRID, 0, 0), LLM_EINVAL);
     CHECK_INT_EQ(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_NGRAM, 5, 3), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_loop_set_ngram_device(p.loop, 2), LLM_EINVAL);
     llm_sampler_free(hot);
     pair_close(&p);
 }

@@ -16,7 +16,8 @@
  *   ngram   k = 4: the n-gram rule replayed over the reference ids gives
  *           each round's proposal length and acceptance: a round is
  *           pm.spec_decode + drafter=ngram leaf + verify leaf, no match a
- *           plain pm.decode with its leaf.
+ *           plain pm.decode with its leaf; with the lookup on the device,
+ *           every launched round is a round of k = 4.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -231,6 +232,21 @@ static void ranges(void)
     put_prefill(&w, (int)n);
     expect_ngram(&w, prompt, n, &ref, 4);
     check_sequence(&w, "ngram");
+    CHECK_INT_EQ(memcmp(got.v, ref.v, sizeof ref.v), 0);
+
+    /* The lookup on the device: every launched round is marked as one of
+     * k = 4 (the host does not know the proposal's length). */
+    REQUIRE(llm_cuda_loop_set_ngram_device(l, 1) == 0);
+    llm_cuda_loop_get_stats(l, &s0);
+    got.n = 0;
+    pm_roctx_log_clear();
+    REQUIRE(llm_cuda_loop_generate(l, sp, 4, prompt, n, &gp, collect, &got, NULL, NULL) == 0);
+    llm_cuda_loop_get_stats(l, &s1);
+    w.n = 0;
+    put_prefill(&w, (int)n);
+    for (uint64_t r = 0; r < s1.rounds - s0.rounds; r++)
+        put_round(&w, 4, "ngram");
+    check_sequence(&w, "device ngram");
     CHECK_INT_EQ(memcmp(got.v, ref.v, sizeof ref.v), 0);
 
     llm_cuda_loop_free(l);

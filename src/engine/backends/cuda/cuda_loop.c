@@ -54,6 +54,7 @@ enum {
     OFF_G = OFF_DIN + 2,
     OFF_NOPOS = OFF_G + LLM_CUDA_LOOP_K_MAX + 1, /* the draft register of
                                                     n-gram rounds (none) */
+    OFF_KEFF = OFF_NOPOS + 1, /* a device n-gram round's proposal length */
     OFF_RING = OFF_G + LLM_CUDA_LOOP_K_MAX + 1 + 8, /* rounded past g */
     OFF_REC = OFF_RING + LOOP_RING,
     STATE_INTS = OFF_REC + LOOP_RECS * LLM_CUDA_LOOP_REC
@@ -87,6 +88,9 @@ struct llm_cuda_loop {
     int drafter;            /* LLM_DRAFTER_MODEL or _NGRAM */
     int32_t ngram_min, ngram_max;
     int32_t *hist;          /* owned */
+    int ngram_dev;          /* 1: n-gram rounds on the device */
+    int32_t *dhist;         /* [n_ctx + K_MAX + 2] the device history, owned */
+    llm_cuda_graph *verify_ngd[LLM_CUDA_LOOP_K_MAX + 1]; /* by k, owned */
     uint32_t count, round;  /* host copies of the device counters */
     llm_cuda_loop_stats st;
     char err[256];
@@ -135,7 +139,8 @@ static void drop_graphs(llm_cuda_loop *l, int s)
     l->plain[s] = NULL;
     for (int k = 0; s == 0 && k <= LLM_CUDA_LOOP_K_MAX; k++) {
         llm_cuda_graph_free(l->verify_ng[k]);
-        l->verify_ng[k] = NULL;
+        llm_cuda_graph_free(l->verify_ngd[k]);
+        l->verify_ng[k] = l->verify_ngd[k] = NULL;
     }
     for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
         llm_cuda_graph_free(l->draft[s][k]);
@@ -154,6 +159,7 @@ void llm_cuda_loop_free(llm_cuda_loop *l)
     llm_cuda_xevent_free(l->d2t);
     free(l->hist);
     if (l->t.cu) {
+        llm_cuda_mfree(l->t.cu, l->dhist);
         llm_cuda_mfree(l->t.cu, l->dlog);
         llm_cuda_mfree(l->t.cu, l->dev);
         llm_cuda_host_free(l->t.cu, l->host);
@@ -194,6 +200,11 @@ int llm_cuda_loop_create(llm_session *target, llm_session *draft, llm_cuda_loop 
     l->ngram_max = 4;
     if (rc == 0 && !(l->hist = malloc(((size_t)llm_session_n_ctx(target) + 1) * sizeof *l->hist)))
         rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the history");
+    void *dh = NULL;
+    if (rc == 0 && llm_cuda_malloc(l->t.cu, ((size_t)llm_session_n_ctx(target) +
+                                            LLM_CUDA_LOOP_K_MAX + 2) * sizeof(int32_t), &dh) != 0)
+        rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the device history");
+    l->dhist = dh;
     void *dlog = NULL;
     if (rc == 0 && draft &&
         llm_cuda_malloc(l->t.cu, (size_t)LLM_CUDA_LOOP_K_MAX * (size_t)l->t.m->hp.n_vocab *
@@ -227,6 +238,14 @@ int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
     l->drafter = kind;
     l->ngram_min = lo;
     l->ngram_max = hi;
+    return 0;
+}
+
+int llm_cuda_loop_set_ngram_device(llm_cuda_loop *l, int on)
+{
+    if (!l || (on != 0 && on != 1))
+        return LLM_EINVAL;
+    l->ngram_dev = on;
     return 0;
 }
 
@@ -401,6 +420,25 @@ static int capture_verify_ng(llm_cuda_loop *l, int32_t j)
     return capture_end(l, t, rc, &l->verify_ng[j], "n-gram verify capture");
 }
 
+/* A device n-gram round of k: the lookup over the device history, the
+ * verify of k + 1 rows and the acceptance over the proposal's length. */
+static int capture_verify_ngd(llm_cuda_loop *l, int32_t k)
+{
+    loop_side *t = &l->t;
+    int rc = llm_cuda_graph_begin(t->cu);
+    if (rc)
+        return side_fail(l, t, rc, "device n-gram capture");
+    rc = llm_cuda_loop_ngram_lookup(t->cu, l->dhist, l->ngram_min, l->ngram_max, k,
+                                    l->dev + OFF_VIN, l->dev + OFF_KEFF);
+    if (rc == 0)
+        rc = loop_forward(t, l->dev + OFF_VIN, k + 1, k + 1, l->dev + OFF_G);
+    if (rc == 0)
+        rc = llm_cuda_loop_accept_ngram(t->cu, l->dev + OFF_G, l->dev + OFF_VIN,
+                                        l->dev + OFF_KEFF, l->dhist, l->dev + OFF_REC, LOOP_RECS,
+                                        (uint32_t *)(l->dev + OFF_ROUND));
+    return capture_end(l, t, rc, &l->verify_ngd[k], "device n-gram capture");
+}
+
 /* Drops every graph when a backend replaced buffers they use. */
 static void graphs_check(llm_cuda_loop *l)
 {
@@ -572,12 +610,23 @@ static int plain_loop(llm_cuda_loop *l, int s, uint64_t req, size_t n_prompt, ge
     return rc;
 }
 
+/* rounds_next for a loop of one context of n_ctx positions. */
+static uint32_t rounds_next_ctx(const llm_cuda_loop *l, int32_t k, uint32_t pos, size_t left,
+                                uint32_t ctx);
+
 /* Rounds to launch in the next batch: enough for the tokens left at the
  * acceptance so far, within the batch, the records before they wrap, and
  * the contexts (each round writes positions up to P + k). */
 static uint32_t rounds_next(const llm_cuda_loop *l, int32_t k, uint32_t pos, size_t left)
 {
-    double per = l->st.rounds ? (double)l->st.committed / (double)(l->st.rounds ? l->st.rounds : 1)
+    uint32_t ctx_t = llm_session_n_ctx(l->t.s), ctx_d = llm_session_n_ctx(l->d.s);
+    return rounds_next_ctx(l, k, pos, left, ctx_t < ctx_d ? ctx_t : ctx_d);
+}
+
+static uint32_t rounds_next_ctx(const llm_cuda_loop *l, int32_t k, uint32_t pos, size_t left,
+                                uint32_t ctx)
+{
+    double per = l->st.rounds ? (double)l->st.committed / (double)l->st.rounds
                               : (double)k / 2.0 + 1.0;
     if (per < 1.0)
         per = 1.0;
@@ -588,8 +637,6 @@ static uint32_t rounds_next(const llm_cuda_loop *l, int32_t k, uint32_t pos, siz
     uint32_t wrap = LOOP_RECS - l->round % LOOP_RECS;
     if (r > wrap)
         r = wrap;
-    uint32_t ctx_t = llm_session_n_ctx(l->t.s), ctx_d = llm_session_n_ctx(l->d.s);
-    uint32_t ctx = ctx_t < ctx_d ? ctx_t : ctx_d;
     uint32_t need = (uint32_t)k + 1u; /* most positions a round moves */
     uint32_t room = pos + (uint32_t)k + 1u <= ctx ? (ctx - pos - (uint32_t)k - 1u) / need + 1u : 0u;
     return r < room ? r : room;
@@ -823,6 +870,81 @@ static int ngram_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *
     return 0;
 }
 
+/* N-gram rounds on the device: batches of rounds, one read-back a batch. */
+static int ngram_dev_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
+                          size_t n_prompt, gen_state *g, int32_t tok)
+{
+    loop_side *t = &l->t;
+    uint32_t pos = (uint32_t)n_prompt, n_ctx = llm_session_n_ctx(t->s);
+    memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
+    l->hist[n_prompt] = tok;
+    l->host[OFF_ROUND] = 0;
+    l->host[OFF_VIN] = tok;
+    /* l->hist is pageable memory: the runtime stages the copy before the
+     * call returns (the device history then grows on the device only). */
+    llm_cuda_upload(t->cu, l->dhist, l->hist, (n_prompt + 1) * sizeof *prompt);
+    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
+    int rc = llm_cuda_pos_set(t->cu, pos);
+    if (rc)
+        return side_fail(l, t, rc, "state upload");
+    l->round = 0;
+    pm_layer_attr va = layer_attr(t, PM_PHASE_VERIFY, req, (uint32_t)k + 1u);
+    int q = llm_session_quiet(t->s);
+    while (g->reason < 0) {
+        uint32_t rounds = rounds_next_ctx(l, k, pos, (size_t)g->p->max_tokens - g->emitted,
+                                          n_ctx);
+        if (rounds == 0) {
+            g->reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        uint64_t t0 = llm_now_ns();
+        uint32_t r0 = l->round % LOOP_RECS;
+        pthread_mutex_lock(&t->m->lock);
+        for (uint32_t i = 0; rc == 0 && i < rounds; i++) {
+            pm_range sr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_spec_decode_push(req, (uint32_t)k);
+            {
+                pm_range dr __attribute__((cleanup(pm_range_pop))) =
+                    q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)k, "ngram");
+            }
+            pm_range vr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_layer_range_push(&va);
+            rc = llm_cuda_graph_launch(t->cu, l->verify_ngd[k]);
+        }
+        if (rc == 0)
+            rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                                   l->dev + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                                   (size_t)rounds * LLM_CUDA_LOOP_REC * sizeof(int32_t));
+        pthread_mutex_unlock(&t->m->lock);
+        if (rc)
+            return side_fail(l, t, rc, "device n-gram rounds");
+        l->st.readbacks++;
+        l->st.rounds += rounds;
+        l->round += rounds;
+        uint32_t fed = 0;
+        uint64_t rows = 0;
+        for (uint32_t i = 0; i < rounds && g->reason < 0; i++) {
+            const int32_t *rec = l->host + OFF_REC + (size_t)(r0 + i) * LLM_CUDA_LOOP_REC;
+            int32_t cnt = rec[0], keff = rec[LLM_CUDA_LOOP_REC - 1];
+            if (keff < 0 || keff > k || cnt < 1 || cnt > keff + 1)
+                return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens (%d proposed)",
+                                 (int)cnt, (int)keff);
+            l->st.drafted += (uint64_t)keff;
+            l->st.accepted += (uint64_t)(cnt - 1);
+            l->st.committed += (uint64_t)cnt;
+            rows += (uint64_t)k + 1u;
+            for (int32_t j = 0; j < cnt && g->reason < 0; j++) {
+                fed++;
+                emit(g, rec[1 + j]);
+            }
+        }
+        pos += fed;
+        llm_session_device_moved(t->s, pos, 1, llm_now_ns() - t0, rows);
+    }
+    return rc;
+}
+
 int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const int32_t *prompt,
                            size_t n_prompt, const llm_generate_params *p, llm_token_cb cb,
                            void *user, size_t *n_generated, int *stop_reason)
@@ -883,7 +1005,12 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, 1)
                  ? capture_plain(l, s ? spp.temperature : 0.0f)
                  : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step");
-    for (int32_t j = 0; rc == 0 && ngram && j <= k; j++)
+    if (rc == 0 && ngram && l->ngram_dev && !l->verify_ngd[k])
+        rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1)
+                 ? capture_verify_ngd(l, k)
+                 : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
+                             (int)k + 1);
+    for (int32_t j = 0; rc == 0 && ngram && !l->ngram_dev && j <= k; j++)
         if (!l->verify_ng[j])
             rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, j + 1)
                      ? capture_verify_ng(l, j)
@@ -907,6 +1034,8 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         rc = seed_rng(l, sp, spp.seed);
     if (rc == 0 && k == 0) {
         rc = plain_loop(l, s, req, n_prompt, &g, tok);
+    } else if (rc == 0 && ngram && l->ngram_dev) {
+        rc = ngram_dev_loop(l, req, k, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && ngram) {
         rc = ngram_loop(l, req, k, prompt, n_prompt, &g, tok);
     } else if (rc == 0) {

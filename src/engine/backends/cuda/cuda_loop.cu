@@ -310,3 +310,102 @@ int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dl
     LLM_CU_LAUNCHED(c, "loop_accept_sampled_kernel");
     return 0;
 }
+
+/* ---- n-gram rounds on the device ------------------------------------------ */
+
+#define NGRAM_THREADS 256
+
+/* The n-gram rule of spec.h (pm__ngram_lookup) over the device history
+ * hist[0..P] (hist[P] the last committed token, P the target's register):
+ * the longest suffix of nmax down to nmin tokens that occurred before, its
+ * most recent occurrence, proposes the tokens that followed it (at most
+ * k, never past the history). vin[1..n] get them, vin[n+1..k] the last
+ * token (rows the acceptance never reads past *keff = n). */
+__global__ void __launch_bounds__(NGRAM_THREADS)
+loop_ngram_lookup_kernel(const int32_t *hist, const uint32_t *tpos, int32_t nmin, int32_t nmax,
+                         int32_t k, int32_t *vin, int32_t *keff)
+{
+    __shared__ int best;
+    int64_t n_hist = (int64_t)*tpos + 1;
+    for (int32_t m = nmax; m >= nmin && m >= 1; m--) {
+        if ((int64_t)m >= n_hist)
+            continue;
+        int64_t suf = n_hist - m;
+        if (threadIdx.x == 0)
+            best = -1;
+        __syncthreads();
+        for (int64_t j = threadIdx.x; j < suf; j += blockDim.x) {
+            bool eq = true;
+            for (int32_t i = 0; i < m && eq; i++)
+                eq = hist[j + i] == hist[suf + i];
+            if (eq)
+                atomicMax(&best, (int)j);
+        }
+        __syncthreads();
+        int b = best;
+        __syncthreads();
+        if (b >= 0) {
+            int64_t c = b + m, avail = n_hist - c;
+            int32_t n = (int32_t)(avail < k ? avail : k);
+            for (int32_t i = threadIdx.x; i < k; i += blockDim.x)
+                vin[1 + i] = i < n ? hist[c + i] : hist[n_hist - 1];
+            if (threadIdx.x == 0)
+                *keff = n;
+            return;
+        }
+    }
+    __syncthreads();
+    for (int32_t i = threadIdx.x; i < k; i += blockDim.x)
+        vin[1 + i] = hist[n_hist - 1];
+    if (threadIdx.x == 0)
+        *keff = 0; /* no match: the round commits one token */
+}
+
+int llm_cuda_loop_ngram_lookup(llm_cuda *c, const int32_t *hist, int32_t nmin, int32_t nmax,
+                               int32_t k, int32_t *vin, int32_t *keff)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, hist && vin && keff && k >= 1 && k <= LLM_CUDA_LOOP_K_MAX);
+    LLM_CU_ARG(c, nmin >= 1 && nmin <= nmax);
+    loop_ngram_lookup_kernel<<<1, NGRAM_THREADS, 0, c->stream>>>(hist, c->d_pos, nmin, nmax, k,
+                                                                vin, keff);
+    LLM_CU_LAUNCHED(c, "loop_ngram_lookup_kernel");
+    return 0;
+}
+
+/* The greedy acceptance of a device n-gram round: as loop_accept_kernel
+ * over the first *keff drafted rows, the committed ids also appended to
+ * the history, and the proposal's length kept in the record. */
+__global__ void loop_accept_ngram_kernel(const int32_t *g, int32_t *vin, const int32_t *keff,
+                                         int32_t *hist, uint32_t *tpos, int32_t *rec,
+                                         uint32_t rec_cap, uint32_t *round)
+{
+    int32_t k = *keff, a = 0;
+    while (a < k && vin[a + 1] == g[a])
+        a++;
+    int32_t next = g[a];
+    uint32_t p = *tpos;
+    int32_t *r = rec + (size_t)(*round % rec_cap) * LLM_CUDA_LOOP_REC;
+    r[0] = a + 1;
+    for (int32_t i = 0; i < a; i++) {
+        r[1 + i] = vin[1 + i];
+        hist[p + 1u + (uint32_t)i] = vin[1 + i];
+    }
+    r[1 + a] = next;
+    r[LLM_CUDA_LOOP_REC - 1] = k;
+    hist[p + 1u + (uint32_t)a] = next;
+    vin[0] = next;
+    *tpos = p + (uint32_t)a + 1u;
+    *round += 1u;
+}
+
+int llm_cuda_loop_accept_ngram(llm_cuda *c, const int32_t *g, int32_t *vin, const int32_t *keff,
+                               int32_t *hist, int32_t *rec, uint32_t rec_cap, uint32_t *round)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, g && vin && keff && hist && rec && round && rec_cap > 0);
+    loop_accept_ngram_kernel<<<1, 1, 0, c->stream>>>(g, vin, keff, hist, c->d_pos, rec, rec_cap,
+                                                    round);
+    LLM_CU_LAUNCHED(c, "loop_accept_ngram_kernel");
+    return 0;
+}

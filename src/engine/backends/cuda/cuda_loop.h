@@ -71,8 +71,9 @@ extern "C" {
 
 /* Most drafted tokens a device round verifies (k + 1 rows a verify). */
 #define LLM_CUDA_LOOP_K_MAX 16
-/* Ints of one round's record: the count, then up to k + 1 ids. */
-#define LLM_CUDA_LOOP_REC (LLM_CUDA_LOOP_K_MAX + 2)
+/* Ints of one round's record: the count, then up to k + 1 ids, and last
+ * the proposal's length (device n-gram rounds). */
+#define LLM_CUDA_LOOP_REC (LLM_CUDA_LOOP_K_MAX + 3)
 /* Most plain steps (or rounds) launched before the host reads back. */
 #define LLM_CUDA_LOOP_BATCH 16
 
@@ -106,6 +107,18 @@ int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dl
                                  int32_t vocab, float temperature, uint64_t *rng, int32_t *vin,
                                  int32_t *din, int32_t k, uint32_t *draft_pos, int32_t *rec,
                                  uint32_t rec_cap, uint32_t *round);
+
+/* Device n-gram rounds. _lookup applies spec.h's n-gram rule (suffixes of
+ * nmax down to nmin tokens, most recent occurrence first, at most k ids)
+ * to the device history hist[0..P] (P = c's register, hist[P] the last
+ * committed token), writes the proposal to vin[1..n], the last token to
+ * vin[n+1..k] and n to *keff (0: no match). _accept_ngram is _accept over
+ * the first *keff rows that also appends the committed ids to hist and
+ * writes *keff into the record's last int. */
+int llm_cuda_loop_ngram_lookup(llm_cuda *c, const int32_t *hist, int32_t nmin, int32_t nmax,
+                               int32_t k, int32_t *vin, int32_t *keff);
+int llm_cuda_loop_accept_ngram(llm_cuda *c, const int32_t *g, int32_t *vin, const int32_t *keff,
+                               int32_t *hist, int32_t *rec, uint32_t rec_cap, uint32_t *round);
 
 /* c's position register, writable by the loop's kernels. */
 uint32_t *llm_cuda_loop_pos(llm_cuda *c);
@@ -164,6 +177,16 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
  * defaults (2 and 4). LLM_EINVAL for another kind or bad bounds. */
 int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
                               int32_t ngram_max);
+
+/* on = 1: n-gram rounds run on the device instead: the history is kept
+ * there, every round is one graph (the lookup kernel, the verify of k + 1
+ * rows, the acceptance over the proposal's length) and rounds are
+ * launched in batches like the model drafter's, read back once a batch.
+ * A round without a match still verifies k + 1 rows and commits one
+ * token; its markers are a round's (draft=k, drafter=ngram), since the
+ * host does not know the proposal's length when it marks. 0 (the
+ * default): the host looks up, one read-back a round. */
+int llm_cuda_loop_set_ngram_device(llm_cuda_loop *l, int on);
 
 const char *llm_cuda_loop_error(const llm_cuda_loop *l);
 void llm_cuda_loop_get_stats(const llm_cuda_loop *l, llm_cuda_loop_stats *out);
