@@ -12,4 +12,10 @@ void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta,
                  const float *a, int lda, const float *b, int ldb, float beta,
                  float *c, int ldc);
 
+/* The two OpenBLAS extensions the CPU backend calls: the shim has one
+ * thread and names its core "shim" (not a weak core, so the backend keeps
+ * its own choice of products). */
+void openblas_set_num_threads(int n);
+char *openblas_get_corename(void);
+
 #endif

@@ -172,6 +172,11 @@ llm_model *llm_runner_model(const llm_runner *r)
     return r->m;
 }
 
+llm_workspace *llm_runner_workspace(llm_runner *r)
+{
+    return &r->ws;
+}
+
 int llm_features_check(const llm_output *o, int32_t first, int32_t last, char *err,
                        size_t errlen)
 {

@@ -120,4 +120,8 @@ int llm_runner_argmax_on_device(const llm_runner *r);
 /* The runner's model. */
 llm_model *llm_runner_model(const llm_runner *r);
 
+/* The runner's workspace (borrowed, lives as long as the runner): for a
+ * device loop that records forwards over it (cuda_loop.h). */
+llm_workspace *llm_runner_workspace(llm_runner *r);
+
 #endif

@@ -165,6 +165,29 @@ llm_split *llm_session_split(const llm_session *s)
     return s && s->placed ? s->split : NULL;
 }
 
+int llm_session_quiet(const llm_session *s)
+{
+    return s->quiet;
+}
+
+llm_split *llm_session_split_any(llm_session *s)
+{
+    return s ? s->split : NULL;
+}
+
+void llm_session_device_moved(llm_session *s, uint32_t pos, int verify, uint64_t ns,
+                              uint64_t tokens)
+{
+    s->pos = pos < s->n_ctx ? pos : s->n_ctx;
+    if (verify) {
+        s->t.verify_ns += ns;
+        s->t.verify_tokens += tokens;
+    } else {
+        s->t.decode_ns += ns;
+        s->t.decode_tokens += tokens;
+    }
+}
+
 int llm_session_device_argmax(const llm_session *s)
 {
     return s && llm_split_argmax_on_device(s->split);

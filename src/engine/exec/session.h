@@ -25,6 +25,21 @@ struct llm_split *llm_session_split(const llm_session *s);
  * the session's default (the shorter params of the first release). */
 uint64_t llm_generate_request(const llm_session *s, const llm_generate_params *p);
 
+/* The session's split whether or not a placement was given (a monolithic
+ * session's one-shard split included): for a device loop that runs the
+ * shard's span itself (cuda_loop.h). Borrowed. */
+struct llm_split *llm_session_split_any(llm_session *s);
+
+/* 1 when the session emits no ranges (llm_session_set_quiet). */
+int llm_session_quiet(const llm_session *s);
+
+/* Records forwards a device loop ran on the session's caches behind its
+ * back: the position becomes pos (at most n_ctx; cache rows past it are
+ * void, as after llm_session_truncate), and ns with `tokens` decode steps
+ * (verify 0) or verified rows (verify 1) go to the timings. */
+void llm_session_device_moved(llm_session *s, uint32_t pos, int verify, uint64_t ns,
+                              uint64_t tokens);
+
 /* Adds time spent sampling on the session's behalf to its timings. */
 void llm_session_add_sample_ns(llm_session *s, uint64_t ns);
 

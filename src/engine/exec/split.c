@@ -210,6 +210,16 @@ int llm_split_open(llm_model *m, const char *spec, uint32_t n_ctx, int32_t n_bat
     return rc ? rc : open_placement(m, &pl, n_ctx, n_batch, 0, out, err, errlen);
 }
 
+int llm_split_local_parts(llm_split *sp, llm_span **span, llm_workspace **ws)
+{
+    if (!sp || sp->n != 1 || sp->sh[0].remote || !sp->sh[0].span || sp->sh[0].own_model ||
+        sp->sh[0].spec.first != 0 || sp->sh[0].spec.last != sp->m->hp.n_layers - 1)
+        return LLM_EINVAL;
+    *span = sp->sh[0].span;
+    *ws = llm_runner_workspace(sp->sh[0].runner);
+    return 0;
+}
+
 int llm_split_open_monolithic(llm_model *m, uint32_t n_ctx, int32_t n_batch, llm_split **out,
                               char *err, size_t errlen)
 {

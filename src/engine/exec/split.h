@@ -179,6 +179,13 @@ void llm_split_reset(llm_split *sp);
  * marks its own leaves, in its own process). */
 void llm_split_set_quiet(llm_split *sp, int quiet);
 
+/* A monolithic split's one shard (llm_split_open_monolithic, or a
+ * placement of one local shard on the session model's backend over every
+ * layer): its KV cache and its runner's workspace, which a device loop
+ * (cuda_loop.h) records forwards over. Borrowed: they live as long as the
+ * split. LLM_EINVAL for any other placement. */
+int llm_split_local_parts(llm_split *sp, llm_span **span, llm_workspace **ws);
+
 /* The number of shards, and the process id of shard i's spawned daemon
  * (0 when it is not a spawned shard or none runs now). */
 int llm_split_n_shards(const llm_split *sp);

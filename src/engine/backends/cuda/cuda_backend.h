@@ -367,6 +367,18 @@ typedef struct llm_cuda_mv_fuse {
 int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
                           float *y, const llm_cuda_mv_fuse *f);
 
+/* llm_cuda_matvec_fused over n activation rows (1..LLM_CUDA_MV_ROWS_MAX):
+ * x [n][w->cols], y [n][w->rows] (rows/2 with SWIGLU_PAIRS), row i at
+ * position base + i for ROPE_STORE. Each row runs the one-row kernel's
+ * very arithmetic (the same blocks, in a grid of n block rows), so row i
+ * has the bits a one-row call on x[i] at that position gives: a verify
+ * of n tokens then commits exactly what n decode steps would. The weights
+ * are read once per row, mostly from L2. Not for the native k-quant
+ * layouts (LLM_EINVAL when n > 1). */
+#define LLM_CUDA_MV_ROWS_MAX 32
+int llm_cuda_matvec_fused_rows(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                               int32_t n, float *y, const llm_cuda_mv_fuse *f);
+
 /* out[i] = silu(gu[2i]) * gu[2i+1] for i < len: SwiGLU over interleaved
  * gate/up outputs (a product with a pair-interleaved weight, n rows). */
 int llm_cuda_swiglu_pairs(llm_cuda *c, float *out, const float *gu, size_t len);
@@ -629,6 +641,29 @@ int llm_cuda_backend_decode_stats(struct llm_backend *be, llm_cuda_decode_stats 
 
 /* The context behind a CUDA backend (for device-side sampling). */
 llm_cuda *llm_cuda_backend_context(struct llm_backend *be);
+
+/* Loop mode, for a device loop (cuda_loop.h) that captures forwards into
+ * graphs of its own: while on, a forward of n rows runs the fused decode
+ * step's kernels (n > 1: over n block rows, llm_cuda_matvec_fused_rows),
+ * its positions from the context's register (row i at register + i) and
+ * its token ids read from ids_dev (device int32 [n]) instead of uploaded;
+ * nothing is looked up in or added to the seam's graph cache and the host
+ * writes no position. A forward the fused step cannot take (see
+ * _loop_takes) fails the backend (LLM_EUNSUP, sticky). Under the model's
+ * lock; LLM_EINVAL for a non-CUDA backend or on not 0/1. */
+struct llm_span;
+int llm_cuda_backend_set_loop(struct llm_backend *be, int on, const int32_t *ids_dev);
+
+/* 1 when a loop-mode forward of n rows over span (of model m) can run:
+ * every layer fused in the vector layout, the head's matrix too, n at
+ * most LLM_CUDA_MV_ROWS_MAX and (n > 1) no native k-quant layout. */
+int llm_cuda_backend_loop_takes(struct llm_backend *be, const struct llm_model *m,
+                                const struct llm_span *span, int32_t n);
+
+/* A counter bumped whenever buffers a captured graph may refer to are
+ * replaced (a reservation that grew): a graph captured at another value
+ * must be captured again. */
+unsigned llm_cuda_backend_generation(struct llm_backend *be);
 
 #ifdef __cplusplus
 }

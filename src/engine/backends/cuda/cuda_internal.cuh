@@ -73,10 +73,20 @@ struct llm_cuda {
     void *blas_ws;           /* cuBLAS workspace, fixed so graphs can hold it */
     llm_cuda_wide *wide;     /* [n_wide] bf16 copies (tune.wide_cache), owned here */
     int n_wide, cap_wide;
+    int32_t mv_rows;         /* activation rows of the fused product being
+                                launched (llm_cuda_matvec_fused_rows); 0 or 1
+                                between calls */
 };
 
 /* Frees every bf16 copy of the context's weights (llm_cuda_free). */
 void llm__cuda_wide_free_all(llm_cuda *c);
+
+/* The grid's y extent of a fused product: one block row per activation
+ * row. */
+static inline unsigned llm__mv_rows(const llm_cuda *c)
+{
+    return c->mv_rows > 1 ? (unsigned)c->mv_rows : 1u;
+}
 
 /* Elements of the dequantization chunk for wide products over non-bf16
  * weights: rows are converted this many at a time, so the chunk stays

@@ -931,6 +931,18 @@ __device__ __forceinline__ void rope_store_pair(const llm_cuda_rope_store &rp, i
     }
 }
 
+/* Activation row blockIdx.y of a product over several rows
+ * (llm_cuda_matvec_fused_rows): its input row, its output row and its
+ * position, so that every row runs exactly the one-row arithmetic. Row 0
+ * (every one-row launch) is unchanged. */
+#define MV_ROW_OFFSET(FLAGS, x, y, rp, rows, cols)                                    \
+    do {                                                                            \
+        size_t r_ = blockIdx.y;                                                     \
+        x += r_ * (size_t)(cols);                                                   \
+        y += r_ * (size_t)(((FLAGS) & MV_PAIRS) ? (rows) / 2 : (rows));             \
+        rp.pos.pos0 += (uint32_t)r_;                                                \
+    } while (0)
+
 template <int WT, int FLAGS>
 __global__ void __launch_bounds__(MVF_WARPS * 32)
 matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
@@ -941,6 +953,7 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
     constexpr int CH = wt_info<WT>::chunk;
     constexpr int R = fused_rows<FLAGS>::value;
     constexpr int U = R == 2 ? 2 : MV_UNROLL;
+    MV_ROW_OFFSET(FLAGS, x, y, rp, rows, cols);
     int lane = threadIdx.x & 31;
     int64_t row0 = ((int64_t)blockIdx.x * MVF_WARPS + (threadIdx.x >> 5)) * R;
     if (row0 >= rows)
@@ -1036,7 +1049,8 @@ static cudaError_t launch_fused(const llm_cuda *c, const llm_cuda_weight *w, con
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
     return llm__launch(c, matvec_fused_kernel<WT, FLAGS>,
-                       dim3(llm__cuda_blocks((size_t)warps, MVF_WARPS)), dim3(MVF_WARPS * 32),
+                       dim3(llm__cuda_blocks((size_t)warps, MVF_WARPS), llm__mv_rows(c)),
+                       dim3(MVF_WARPS * 32),
                        0, w->data, w->scales, x, f->norm, f->eps, y, w->rows, w->cols,
                        c->tune.mv_prefetch, rp);
 }
@@ -1374,6 +1388,7 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
     __shared__ float part[2][Q8I_WARPS][2];
     int8_t *xq = reinterpret_cast<int8_t *>(q8i_smem);
     float *xd = reinterpret_cast<float *>(xq + cols);
+    MV_ROW_OFFSET(FLAGS, x, y, rp, rows, cols);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t pairs = (rows + 1) / 2, nch = cols / 16;
     mv_group gr = mv_group_of(ks_log2, warp);
@@ -1465,7 +1480,7 @@ static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, con
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
     return llm__launch(c, matvec_q8i_kernel<FLAGS, U>,
-                       dim3(mv_pair_blocks(c, pairs, ks, q8i_shape<U>::blocks)),
+                       dim3(mv_pair_blocks(c, pairs, ks, q8i_shape<U>::blocks), llm__mv_rows(c)),
                        dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
                        (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
                        (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
@@ -1819,6 +1834,18 @@ static int rope_store_ok(const llm_cuda_weight *w, const llm_cuda_mv_fuse *f)
     if (r->n_heads <= 0 || r->n_kv_heads <= 0 || r->head_dim <= 0 || r->head_dim % 2)
         return 0;
     return w->rows == ((int64_t)r->n_heads + 2 * (int64_t)r->n_kv_heads) * r->head_dim;
+}
+
+int llm_cuda_matvec_fused_rows(llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                               int32_t n, float *y, const llm_cuda_mv_fuse *f)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, n >= 1 && n <= LLM_CUDA_MV_ROWS_MAX && w);
+    LLM_CU_ARG(c, n == 1 || (find_layout(w->type) && find_layout(w->type)->kq == KQ_NONE));
+    c->mv_rows = n;
+    int rc = llm_cuda_matvec_fused(c, w, x, y, f);
+    c->mv_rows = 1;
+    return rc;
 }
 
 int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,

@@ -119,7 +119,12 @@ typedef struct span_graph {
 } span_graph;
 
 /* How the blocks of the forward in progress run (set by step_begin). */
-typedef enum step_path { PATH_OPS = 0, PATH_STEP = 1, PATH_PREFILL = 2 } step_path;
+typedef enum step_path {
+    PATH_OPS = 0,
+    PATH_STEP = 1,
+    PATH_PREFILL = 2,
+    PATH_VSTEP = 3 /* loop mode, n > 1: the step's kernels over n block rows */
+} step_path;
 
 typedef struct cuda_be {
     llm_backend base;
@@ -150,6 +155,11 @@ typedef struct cuda_be {
     const void **key;    /* [key_cap] the key of the step being run */
     size_t key_cap;
     int warmup;          /* 1: prepare runs the warm-up forwards */
+    /* Loop mode (llm_cuda_backend_set_loop): forwards are recorded by a
+     * device loop's capture, with their positions in the register the
+     * loop keeps and their token ids already on the device. */
+    int loop;
+    const int32_t *loop_ids; /* device [n]: the ids embed reads */
     llm_cuda_decode_stats stats;
 } cuda_be;
 
@@ -816,6 +826,32 @@ static void graph_run(cuda_be *c, span_graph *g, uint32_t pos)
     c->stats.replays++;
 }
 
+/* Whether a loop forward of n rows over span can run the fused step's
+ * kernels: every layer and the head in the vector layout, n block rows of
+ * the product (no native k-quant layout for n > 1) and n rows of q/k/v in
+ * the scratch. */
+static int loop_takes(const cuda_be *c, const llm_model *m, const llm_span *span, int32_t n)
+{
+    const llm_hparams *hp = &m->hp;
+    const cuda_head *h = m->dev;
+    int64_t qkv_w = (int64_t)(hp->n_heads + 2 * hp->n_kv_heads) * hp->head_dim;
+    if (n < 1 || n > LLM_CUDA_MV_ROWS_MAX || !span_fused(m, span, 1) ||
+        (size_t)n * (size_t)qkv_w > c->scratch_len ||
+        (span->last == hp->n_layers - 1 && (!h || !h->output_mv)))
+        return 0;
+    for (int32_t l = span->first; n > 1 && l <= span->last; l++) {
+        const cuda_layer *cl = m->layers[l].dev;
+        const llm_cuda_weight *w[4] = {&cl->qkv, &cl->gu, &cl->wo, &cl->down};
+        for (int i = 0; i < 4; i++)
+            if (w[i]->type == LLM_TYPE_Q4_K || w[i]->type == LLM_TYPE_Q6_K)
+                return 0;
+    }
+    if (n > 1 && h && h->output_mv &&
+        (h->output.type == LLM_TYPE_Q4_K || h->output.type == LLM_TYPE_Q6_K))
+        return 0;
+    return 1;
+}
+
 /* A decode step: replayed from the cache (1), or to be issued as fused
  * blocks (0), directly or into a capture (c->capturing). */
 static int begin_decode_step(cuda_be *c, const llm_step *st)
@@ -860,6 +896,17 @@ static int seam_step_begin(llm_backend *be, const llm_step *st)
     c->capturing = NULL;
     if (!seam_live(c))
         return 1; /* the forward is void either way; issue nothing more */
+    if (c->loop) {
+        /* The loop's capture records this forward: the step's kernels,
+         * positions from the register, no cache lookup, no position
+         * written from the host. */
+        if (!loop_takes(c, st->m, st->span, st->n) || st->n_feat > 0) {
+            seam_failf(c, LLM_EUNSUP, "device loop: a layer, the head or the width does not take the fused step", -1);
+            return 1;
+        }
+        c->path = st->n == 1 ? PATH_STEP : PATH_VSTEP;
+        return 0;
+    }
     if (st->n == 1 && c->decode != LLM_CUDA_DECODE_OPS)
         return begin_decode_step(c, st);
     if (st->n > LLM_CUDA_MATVEC_MAX && c->prefill == LLM_CUDA_PREFILL_FUSED &&
@@ -897,6 +944,13 @@ static void seam_embed(llm_backend *be, const llm_model *m, const int32_t *ids, 
 {
     cuda_be *c = cb(be);
     const cuda_head *h = seam_live(c) ? head_of(c, m) : NULL;
+    if (h && c->loop) { /* the ids are on the device already (the loop's) */
+        if (!c->loop_ids)
+            seam_failf(c, LLM_EINVAL, "device loop: no token ids to embed", -1);
+        else
+            seam_fail(c, llm_cuda_embed(c->cu, &h->embd, c->loop_ids, n, out));
+        return;
+    }
     for (int32_t t0 = 0; h && t0 < n; t0 += SEAM_IDS) {
         int32_t nt = n - t0 < SEAM_IDS ? n - t0 : SEAM_IDS;
         if (!seam_ok(c, llm_cuda_upload(c->cu, c->ids_dev, ids + t0,
@@ -920,32 +974,46 @@ static int32_t pair_slice(const cuda_be *c, int64_t pair_rows)
 static llm_cuda_positions positions(const cuda_be *c, uint32_t pos0)
 {
     llm_cuda_positions p = {pos0, NULL};
-    if (c->path == PATH_STEP) {
+    if (c->path == PATH_STEP || c->path == PATH_VSTEP) {
         p.pos0 = 0;
         p.dpos = llm_cuda_pos(c->cu);
     }
     return p;
 }
 
-/* The decode step's attention: three kernels. */
+/* The decode step's attention: three kernels. On the loop's verify path
+ * (PATH_VSTEP) the same three over b->n rows: the products in n block
+ * rows (row i the one-row arithmetic at position base + i), attention in
+ * split-K pieces of at most SEAM_SPLITK_ROWS rows, each row's
+ * pieces cut by its own context as a decode step's are, so every row has
+ * the bits of the decode step at its position. */
+#define SEAM_SPLITK_ROWS 8
 static void step_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
                            const double *freq)
 {
     const llm_hparams *hp = &b->m->hp;
     llm_workspace *ws = b->ws;
+    int32_t n = b->n, q_dim = hp->n_heads * hp->head_dim;
     int32_t qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hp->head_dim;
-    float *qkv = c->scratch; /* [qkv_w]: q, k, v of the token, rotated */
+    float *qkv = c->scratch; /* [n][qkv_w]: q, k, v of the tokens, rotated */
     llm_cuda_positions pos = positions(c, b->pos0);
     llm_cuda_rope_store rs = {pos, freq, hp->rope_scale, hp->n_heads, hp->n_kv_heads,
                               hp->head_dim, b->k, b->v};
     llm_cuda_mv_fuse fq = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE, cl->attn_norm,
                            hp->norm_eps, &rs};
     llm_cuda_mv_fuse acc = {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL};
-    llm_cuda_attn a = {qkv, b->k, b->v, ws->att, 1, pos, hp->n_heads, hp->n_kv_heads,
-                       hp->head_dim, qkv_w};
-    if (seam_ok(c, llm_cuda_matvec_fused(c->cu, &cl->qkv, ws->x, qkv, &fq)) &&
-        seam_ok(c, llm_cuda_attention(c->cu, &a)))
-        seam_fail(c, llm_cuda_matvec_fused(c->cu, &cl->wo, ws->att, ws->x, &acc));
+    if (!seam_ok(c, llm_cuda_matvec_fused_rows(c->cu, &cl->qkv, ws->x, n, qkv, &fq)))
+        return;
+    for (int32_t r0 = 0; r0 < n; r0 += SEAM_SPLITK_ROWS) {
+        int32_t nr = n - r0 < SEAM_SPLITK_ROWS ? n - r0 : SEAM_SPLITK_ROWS;
+        llm_cuda_positions pr = {pos.pos0 + (uint32_t)r0, pos.dpos};
+        llm_cuda_attn a = {qkv + (size_t)r0 * (size_t)qkv_w, b->k, b->v,
+                           ws->att + (size_t)r0 * (size_t)q_dim, nr, pr, hp->n_heads,
+                           hp->n_kv_heads, hp->head_dim, qkv_w};
+        if (!seam_ok(c, llm_cuda_attention(c->cu, &a)))
+            return;
+    }
+    seam_fail(c, llm_cuda_matvec_fused_rows(c->cu, &cl->wo, ws->att, n, ws->x, &acc));
 }
 
 /* The fused prefill's attention for b->n rows. q/k/v rows ([rows][qkv_w])
@@ -1040,7 +1108,7 @@ static void seam_attention(llm_backend *be, const llm_block *b)
     const cuda_head *h = cl ? head_of(c, b->m) : NULL;
     if (!h)
         return;
-    if (c->path == PATH_STEP)
+    if (c->path == PATH_STEP || c->path == PATH_VSTEP)
         step_attention(c, b, cl, h->freq);
     else if (c->path == PATH_PREFILL)
         prefill_attention(c, b, cl, h->freq);
@@ -1056,8 +1124,8 @@ static void step_ffn(cuda_be *c, const llm_block *b, const cuda_layer *cl)
     llm_cuda_mv_fuse fg = {LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, cl->ffn_norm,
                            hp->norm_eps, NULL};
     llm_cuda_mv_fuse acc = {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL};
-    if (seam_ok(c, llm_cuda_matvec_fused(c->cu, &cl->gu, ws->x, ws->hb, &fg)))
-        seam_fail(c, llm_cuda_matvec_fused(c->cu, &cl->down, ws->hb, ws->x, &acc));
+    if (seam_ok(c, llm_cuda_matvec_fused_rows(c->cu, &cl->gu, ws->x, b->n, ws->hb, &fg)))
+        seam_fail(c, llm_cuda_matvec_fused_rows(c->cu, &cl->down, ws->hb, b->n, ws->x, &acc));
 }
 
 /* The fused prefill's feed-forward: the interleaved gate/up products
@@ -1125,7 +1193,7 @@ static void seam_ffn(llm_backend *be, const llm_block *b)
     const cuda_layer *cl = !c->failed ? layer_of(c, b->m, b->layer) : NULL;
     if (!cl)
         return;
-    if (c->path == PATH_STEP)
+    if (c->path == PATH_STEP || c->path == PATH_VSTEP)
         step_ffn(c, b, cl);
     else if (c->path == PATH_PREFILL)
         prefill_ffn(c, b, cl);
@@ -1143,12 +1211,12 @@ static void seam_head(llm_backend *be, const llm_model *m, llm_workspace *ws, in
     if (!h)
         return;
     const llm_hparams *hp = &m->hp;
-    if (c->path == PATH_STEP && h->output_mv) {
+    const float *src = ws->x + (size_t)(n - rows) * hp->dim;
+    if ((c->path == PATH_STEP || c->path == PATH_VSTEP) && h->output_mv) {
         llm_cuda_mv_fuse fo = {LLM_CUDA_MV_NORM, h->out_norm, hp->norm_eps, NULL};
-        seam_fail(c, llm_cuda_matvec_fused(c->cu, &h->output, ws->x, ws->logits, &fo));
+        seam_fail(c, llm_cuda_matvec_fused_rows(c->cu, &h->output, src, rows, ws->logits, &fo));
         return;
     }
-    const float *src = ws->x + (size_t)(n - rows) * hp->dim;
     if (seam_ok(c, llm_cuda_rmsnorm(c->cu, ws->xb, src, h->out_norm, rows, hp->dim,
                                     hp->norm_eps)))
         seam_fail(c, llm_cuda_matmul(c->cu, &h->output, ws->xb, rows, ws->logits));
@@ -1321,4 +1389,25 @@ int llm_cuda_backend_decode_stats(llm_backend *be, llm_cuda_decode_stats *out)
         return LLM_EINVAL;
     *out = cb(be)->stats;
     return 0;
+}
+
+int llm_cuda_backend_set_loop(llm_backend *be, int on, const int32_t *ids_dev)
+{
+    if (!is_cuda(be) || (on != 0 && on != 1))
+        return LLM_EINVAL;
+    cuda_be *c = cb(be);
+    c->loop = on;
+    c->loop_ids = on ? ids_dev : NULL;
+    return 0;
+}
+
+int llm_cuda_backend_loop_takes(llm_backend *be, const llm_model *m, const llm_span *span,
+                                int32_t n)
+{
+    return is_cuda(be) && loop_takes(cb(be), m, span, n);
+}
+
+unsigned llm_cuda_backend_generation(llm_backend *be)
+{
+    return is_cuda(be) ? cb(be)->gen : 0u;
 }

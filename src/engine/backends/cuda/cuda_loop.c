@@ -1,0 +1,1054 @@
+/* cuda_loop.c — the device loop (cuda_loop.h): plain steps and greedy
+ * speculative rounds recorded as CUDA graphs, launched in batches, read
+ * back once per batch.
+ *
+ * Device state (one allocation on the target's device, loop-owned):
+ *   tok    [1]            the plain step's token: embedded, then replaced
+ *                         by the step's greedy id
+ *   count  [1]            plain steps committed (the ring's write index)
+ *   round  [1]            speculative rounds committed (the record index)
+ *   vin    [K_MAX + 1]    a verify's input: the last committed token, then
+ *                         the drafted ids (the draft's argmax writes them)
+ *   din    [2]            the draft's two-row input: the token before the
+ *                         last committed one, and that one
+ *   g      [K_MAX + 1]    the verify rows' greedy ids
+ *   ring   [RING]         plain tokens; rec [RECS][LLM_CUDA_LOOP_REC]
+ * The positions are the two contexts' registers: the target's is the
+ * target's filled cache length P (the next token is fed at P), the draft's
+ * P - 1 at a round's start (its cache holds every position below).
+ *
+ * Batches never wrap the ring or the records (their sizes are multiples
+ * of the batch), so one copy reads a batch.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cuda_loop.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "forward.h"
+#include "model.h"
+#include "phasemark/mark.h"
+#include "runner.h"
+#include "session.h"
+#include "drafter.h"
+#include "split.h"
+
+#define LOOP_RING (LLM_CUDA_LOOP_BATCH * 64)
+#define LOOP_RECS (LLM_CUDA_LOOP_BATCH * 4)
+
+/* Int offsets into the device state. */
+enum {
+    OFF_TOK = 0,
+    OFF_COUNT = 1,
+    OFF_ROUND = 2,
+    OFF_U = 3,      /* float: the plain or draft step's uniform */
+    OFF_RNG = 4,    /* uint64 [2]: seed, counter (8-byte aligned: the
+                       allocation is 256-byte aligned) */
+    OFF_VIN = 8,
+    OFF_DIN = OFF_VIN + LLM_CUDA_LOOP_K_MAX + 1,
+    OFF_G = OFF_DIN + 2,
+    OFF_NOPOS = OFF_G + LLM_CUDA_LOOP_K_MAX + 1, /* the draft register of
+                                                    n-gram rounds (none) */
+    OFF_KEFF = OFF_NOPOS + 1, /* a device n-gram round's proposal length */
+    OFF_RING = OFF_G + LLM_CUDA_LOOP_K_MAX + 1 + 8, /* rounded past g */
+    OFF_REC = OFF_RING + LOOP_RING,
+    STATE_INTS = OFF_REC + LOOP_RECS * LLM_CUDA_LOOP_REC
+};
+
+/* One model's side of the loop. */
+typedef struct loop_side {
+    llm_session *s;
+    llm_model *m;
+    llm_backend *be;
+    llm_cuda *cu;
+    llm_span *span;
+    llm_workspace *ws;
+} loop_side;
+
+struct llm_cuda_loop {
+    loop_side t, d;         /* target; draft (d.s NULL: plain only) */
+    int32_t *dev;           /* [STATE_INTS] on the device, owned */
+    int32_t *host;          /* [STATE_INTS] page-locked, owned */
+    /* Graphs, owned: [0] greedy, [1] sampled at temp (captured with it). */
+    llm_cuda_graph *plain[2];
+    llm_cuda_graph *draft[2][LLM_CUDA_LOOP_K_MAX + 1], *verify[2][LLM_CUDA_LOOP_K_MAX + 1];
+    float temp;             /* the temperature the sampled graphs hold */
+    float *dlog;            /* [K_MAX][n_vocab] the draft steps' logits
+                               (sampled rounds), owned; NULL without a draft */
+    unsigned gen_t, gen_d;  /* the backends' generations the graphs are of */
+    llm_cuda_xevent *t2d, *d2t;
+    /* N-gram rounds: verify graphs by width - 1 (0: a plain step), owned,
+     * the bounds, and the host's copy of the history [n_ctx + 1]. */
+    llm_cuda_graph *verify_ng[LLM_CUDA_LOOP_K_MAX + 1];
+    int drafter;            /* LLM_DRAFTER_MODEL or _NGRAM */
+    int32_t ngram_min, ngram_max;
+    int32_t *hist;          /* owned */
+    int ngram_dev;          /* 1: n-gram rounds on the device */
+    int32_t *dhist;         /* [n_ctx + K_MAX + 2] the device history, owned */
+    llm_cuda_graph *verify_ngd[LLM_CUDA_LOOP_K_MAX + 1]; /* by k, owned */
+    uint32_t count, round;  /* host copies of the device counters */
+    llm_cuda_loop_stats st;
+    char err[256];
+};
+
+static int loop_fail(llm_cuda_loop *l, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int loop_fail(llm_cuda_loop *l, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->err, sizeof l->err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* A CUDA failure of a side: the backend's reason when it has one. */
+static int side_fail(llm_cuda_loop *l, const loop_side *sd, int rc, const char *what)
+{
+    char why[200] = "";
+    if (sd->be->ops->status(sd->be, why, sizeof why) == 0)
+        snprintf(why, sizeof why, "%s", llm_cuda_error(sd->cu));
+    loop_fail(l, LLM_EBACKEND, "device loop: %s: %s (%d)", what, why, rc);
+    return LLM_EBACKEND;
+}
+
+static int side_init(llm_cuda_loop *l, loop_side *sd, llm_session *s, const char *who)
+{
+    sd->s = s;
+    sd->m = (llm_model *)llm_session_model(s);
+    sd->be = sd->m->be;
+    sd->cu = llm_cuda_backend_context(sd->be);
+    if (!sd->cu)
+        return loop_fail(l, LLM_EUNSUP, "device loop: the %s session is not on a CUDA backend",
+                         who);
+    if (llm_split_local_parts(llm_session_split_any(s), &sd->span, &sd->ws) != 0)
+        return loop_fail(l, LLM_EUNSUP, "device loop: the %s session is not monolithic", who);
+    return 0;
+}
+
+/* Frees the greedy (s = 0) or sampled (s = 1) graphs. */
+static void drop_graphs(llm_cuda_loop *l, int s)
+{
+    llm_cuda_graph_free(l->plain[s]);
+    l->plain[s] = NULL;
+    for (int k = 0; s == 0 && k <= LLM_CUDA_LOOP_K_MAX; k++) {
+        llm_cuda_graph_free(l->verify_ng[k]);
+        llm_cuda_graph_free(l->verify_ngd[k]);
+        l->verify_ng[k] = l->verify_ngd[k] = NULL;
+    }
+    for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
+        llm_cuda_graph_free(l->draft[s][k]);
+        llm_cuda_graph_free(l->verify[s][k]);
+        l->draft[s][k] = l->verify[s][k] = NULL;
+    }
+}
+
+void llm_cuda_loop_free(llm_cuda_loop *l)
+{
+    if (!l)
+        return;
+    drop_graphs(l, 0);
+    drop_graphs(l, 1);
+    llm_cuda_xevent_free(l->t2d);
+    llm_cuda_xevent_free(l->d2t);
+    free(l->hist);
+    if (l->t.cu) {
+        llm_cuda_mfree(l->t.cu, l->dhist);
+        llm_cuda_mfree(l->t.cu, l->dlog);
+        llm_cuda_mfree(l->t.cu, l->dev);
+        llm_cuda_host_free(l->t.cu, l->host);
+    }
+    free(l);
+}
+
+int llm_cuda_loop_create(llm_session *target, llm_session *draft, llm_cuda_loop **out,
+                         char *err, size_t errlen)
+{
+    if (!out)
+        return LLM_EINVAL;
+    *out = NULL;
+    if (!target) {
+        llm_errf(err, errlen, "device loop: a target session is required");
+        return LLM_EINVAL;
+    }
+    llm_cuda_loop *l = calloc(1, sizeof *l);
+    if (!l) {
+        llm_errf(err, errlen, "device loop: out of memory");
+        return LLM_ENOMEM;
+    }
+    int rc = side_init(l, &l->t, target, "target");
+    if (rc == 0 && draft)
+        rc = side_init(l, &l->d, draft, "draft");
+    if (rc == 0 && draft && l->d.m->hp.n_vocab != l->t.m->hp.n_vocab)
+        rc = loop_fail(l, LLM_EINVAL, "device loop: the draft's vocabulary (%d) is not the target's (%d)",
+                       (int)l->d.m->hp.n_vocab, (int)l->t.m->hp.n_vocab);
+    void *dev = NULL, *host = NULL;
+    if (rc == 0 && (llm_cuda_bind(l->t.cu) != 0 ||
+                    llm_cuda_malloc(l->t.cu, STATE_INTS * sizeof(int32_t), &dev) != 0 ||
+                    llm_cuda_host_alloc(l->t.cu, STATE_INTS * sizeof(int32_t), &host) != 0))
+        rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for its state");
+    l->dev = dev;
+    l->host = host;
+    l->drafter = LLM_DRAFTER_MODEL;
+    l->ngram_min = 2;
+    l->ngram_max = 4;
+    if (rc == 0 && !(l->hist = malloc(((size_t)llm_session_n_ctx(target) + 1) * sizeof *l->hist)))
+        rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the history");
+    void *dh = NULL;
+    if (rc == 0 && llm_cuda_malloc(l->t.cu, ((size_t)llm_session_n_ctx(target) +
+                                            LLM_CUDA_LOOP_K_MAX + 2) * sizeof(int32_t), &dh) != 0)
+        rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the device history");
+    l->dhist = dh;
+    void *dlog = NULL;
+    if (rc == 0 && draft &&
+        llm_cuda_malloc(l->t.cu, (size_t)LLM_CUDA_LOOP_K_MAX * (size_t)l->t.m->hp.n_vocab *
+                                     sizeof(float), &dlog) != 0)
+        rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the draft's logits");
+    l->dlog = dlog;
+    if (rc == 0 && draft &&
+        (llm_cuda_xevent_create(l->t.cu, &l->t2d) != 0 ||
+         llm_cuda_xevent_create(l->t.cu, &l->d2t) != 0))
+        rc = loop_fail(l, LLM_EBACKEND, "device loop: events: %s", llm_cuda_error(l->t.cu));
+    if (rc) {
+        llm_errf(err, errlen, "%s", l->err);
+        llm_cuda_loop_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
+                              int32_t ngram_max)
+{
+    if (!l)
+        return LLM_EINVAL;
+    int32_t hi = ngram_max > 0 ? ngram_max : 4, lo = ngram_min > 0 ? ngram_min : 2;
+    if (kind != LLM_DRAFTER_MODEL && kind != LLM_DRAFTER_NGRAM)
+        return loop_fail(l, LLM_EINVAL, "device loop: drafter %d is not model or ngram", kind);
+    if (lo > hi)
+        return loop_fail(l, LLM_EINVAL, "device loop: n-gram bounds %d..%d out of order",
+                         (int)lo, (int)hi);
+    l->drafter = kind;
+    l->ngram_min = lo;
+    l->ngram_max = hi;
+    return 0;
+}
+
+int llm_cuda_loop_set_ngram_device(llm_cuda_loop *l, int on)
+{
+    if (!l || (on != 0 && on != 1))
+        return LLM_EINVAL;
+    l->ngram_dev = on;
+    return 0;
+}
+
+const char *llm_cuda_loop_error(const llm_cuda_loop *l)
+{
+    return l ? l->err : "";
+}
+
+void llm_cuda_loop_get_stats(const llm_cuda_loop *l, llm_cuda_loop_stats *out)
+{
+    if (l && out)
+        *out = l->st;
+}
+
+/* ---- capture ----------------------------------------------------------- */
+
+/* Issues one quiet forward of n rows of side sd in loop mode, its ids read
+ * from ids_dev on the device, the head over the last `rows` rows into the
+ * workspace's logits, then (out_dev not NULL) their greedy ids into out_dev
+ * or, when temp > 0 (one row), one draw at temp with a uniform from the
+ * loop's generator. Inside a capture of sd's context. */
+static int loop_forward_s(llm_cuda_loop *l, loop_side *sd, const int32_t *ids_dev, int32_t n,
+                          int32_t rows, int32_t *out_dev, float temp);
+
+static int loop_forward(loop_side *sd, const int32_t *ids_dev, int32_t n, int32_t rows,
+                        int32_t *out_dev)
+{
+    static const int32_t dummy[LLM_CUDA_LOOP_K_MAX + 1];
+    llm_forward_in in;
+    memset(&in, 0, sizeof in);
+    in.phase = n == 1 ? PM_PHASE_DECODE : PM_PHASE_VERIFY;
+    in.n = n;
+    in.tokens = dummy; /* the seam embeds ids_dev instead */
+    in.out.want = LLM_OUT_ARGMAX;
+    in.out.rows = rows;
+    int rc = llm_cuda_backend_set_loop(sd->be, 1, ids_dev);
+    if (rc)
+        return rc;
+    int quiet = sd->span->quiet;
+    sd->span->quiet = 1;
+    llm_span_forward(sd->m, sd->span, sd->ws, &in);
+    sd->span->quiet = quiet;
+    (void)llm_cuda_backend_set_loop(sd->be, 0, NULL);
+    if (sd->be->ops->status(sd->be, NULL, 0))
+        return LLM_EBACKEND;
+    return out_dev ? llm_cuda_argmax_scan(sd->cu, sd->ws->logits, rows, sd->m->hp.n_vocab,
+                                          out_dev)
+                   : 0;
+}
+
+static int loop_forward_s(llm_cuda_loop *l, loop_side *sd, const int32_t *ids_dev, int32_t n,
+                          int32_t rows, int32_t *out_dev, float temp)
+{
+    if (!(temp > 0.0f) || !out_dev)
+        return loop_forward(sd, ids_dev, n, rows, out_dev);
+    int rc = loop_forward(sd, ids_dev, n, rows, NULL);
+    float *u = (float *)(void *)(l->dev + OFF_U);
+    llm_cuda_sampling s = {temp, 0, 1.0f, 0.0f, u};
+    if (rc == 0)
+        rc = llm_cuda_loop_rng(sd->cu, (uint64_t *)(void *)(l->dev + OFF_RNG), u);
+    if (rc == 0)
+        rc = llm_cuda_sample(sd->cu, sd->ws->logits, sd->m->hp.n_vocab, &s, out_dev);
+    return rc;
+}
+
+/* Ends sd's capture into *g (a failed capture keeps no graph). */
+static int capture_end(llm_cuda_loop *l, loop_side *sd, int rc, llm_cuda_graph **g,
+                       const char *what)
+{
+    llm_cuda_graph *cg = NULL;
+    int rc2 = llm_cuda_graph_end(sd->cu, &cg);
+    if (rc == 0)
+        rc = rc2;
+    if (rc) {
+        llm_cuda_graph_free(cg);
+        return side_fail(l, sd, rc, what);
+    }
+    *g = cg;
+    l->st.captures++;
+    return 0;
+}
+
+/* The plain step: the token slot embedded, its greedy id written back
+ * into the slot, committed to the ring, the register advanced. */
+static int capture_plain(llm_cuda_loop *l, float temp)
+{
+    loop_side *t = &l->t;
+    int32_t *tok = l->dev + OFF_TOK;
+    int rc = llm_cuda_graph_begin(t->cu);
+    if (rc)
+        return side_fail(l, t, rc, "plain step capture");
+    rc = loop_forward_s(l, t, tok, 1, 1, tok, temp);
+    if (rc == 0)
+        rc = llm_cuda_loop_commit1(t->cu, tok, l->dev + OFF_RING, LOOP_RING,
+                                   (uint32_t *)(l->dev + OFF_COUNT));
+    return capture_end(l, t, rc, &l->plain[temp > 0.0f], "plain step capture");
+}
+
+/* The draft's k steps: two rows (din: the token at P - 1 again, the last
+ * committed at P) whose last row drafts vin[1], then one row per further
+ * id, each embedding the previous one; the register moves with them. */
+/* Sampled, each step's logits are kept in dlog[i] for the acceptance
+ * (the copy before the draw, which reads them). */
+static int capture_draft(llm_cuda_loop *l, int32_t k, float temp)
+{
+    loop_side *d = &l->d;
+    int32_t *vin = l->dev + OFF_VIN;
+    size_t row = (size_t)d->m->hp.n_vocab;
+    int rc = llm_cuda_graph_begin(d->cu);
+    if (rc)
+        return side_fail(l, d, rc, "draft capture");
+    for (int32_t i = 1; rc == 0 && i <= k; i++) {
+        rc = i == 1 ? loop_forward(d, l->dev + OFF_DIN, 2, 1, NULL)
+                    : loop_forward(d, vin + i - 1, 1, 1, NULL);
+        if (rc == 0 && temp > 0.0f)
+            rc = llm_cuda_copy(d->cu, l->dlog + (size_t)(i - 1) * row, d->ws->logits,
+                               row * sizeof(float));
+        if (rc == 0 && temp > 0.0f) {
+            float *u = (float *)(void *)(l->dev + OFF_U);
+            llm_cuda_sampling s = {temp, 0, 1.0f, 0.0f, u};
+            rc = llm_cuda_loop_rng(d->cu, (uint64_t *)(void *)(l->dev + OFF_RNG), u);
+            if (rc == 0)
+                rc = llm_cuda_sample(d->cu, d->ws->logits, (int32_t)row, &s, vin + i);
+        } else if (rc == 0) {
+            rc = llm_cuda_argmax_scan(d->cu, d->ws->logits, 1, (int32_t)row, vin + i);
+        }
+        if (rc == 0)
+            rc = llm_cuda_pos_advance(d->cu, i == 1 ? 2 : 1);
+    }
+    return capture_end(l, d, rc, &l->draft[temp > 0.0f][k], "draft capture");
+}
+
+/* The verify of k + 1 rows, their greedy ids and the acceptance. */
+static int capture_verify(llm_cuda_loop *l, int32_t k, float temp)
+{
+    loop_side *t = &l->t;
+    uint32_t *round = (uint32_t *)(l->dev + OFF_ROUND);
+    int rc = llm_cuda_graph_begin(t->cu);
+    if (rc)
+        return side_fail(l, t, rc, "verify capture");
+    if (temp > 0.0f) {
+        rc = loop_forward(t, l->dev + OFF_VIN, k + 1, k + 1, NULL);
+        if (rc == 0)
+            rc = llm_cuda_loop_accept_sampled(
+                t->cu, t->ws->logits, l->dlog, t->m->hp.n_vocab, temp,
+                (uint64_t *)(void *)(l->dev + OFF_RNG), l->dev + OFF_VIN, l->dev + OFF_DIN, k,
+                llm_cuda_loop_pos(l->d.cu), l->dev + OFF_REC, LOOP_RECS, round);
+    } else {
+        rc = loop_forward(t, l->dev + OFF_VIN, k + 1, k + 1, l->dev + OFF_G);
+        if (rc == 0)
+            rc = llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN,
+                                      k, llm_cuda_loop_pos(l->d.cu), l->dev + OFF_REC,
+                                      LOOP_RECS, round);
+    }
+    return capture_end(l, t, rc, &l->verify[temp > 0.0f][k], "verify capture");
+}
+
+/* An n-gram round's verify of j + 1 rows (vin[0], then the j proposed
+ * ids the host uploaded) and its greedy acceptance; j = 0 is a plain step
+ * that commits the last token's greedy successor. No draft register. */
+static int capture_verify_ng(llm_cuda_loop *l, int32_t j)
+{
+    loop_side *t = &l->t;
+    int rc = llm_cuda_graph_begin(t->cu);
+    if (rc)
+        return side_fail(l, t, rc, "n-gram verify capture");
+    rc = loop_forward(t, l->dev + OFF_VIN, j + 1, j + 1, l->dev + OFF_G);
+    if (rc == 0)
+        rc = llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN, j,
+                                  (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC,
+                                  LOOP_RECS, (uint32_t *)(l->dev + OFF_ROUND));
+    return capture_end(l, t, rc, &l->verify_ng[j], "n-gram verify capture");
+}
+
+/* A device n-gram round of k: the lookup over the device history, the
+ * verify of k + 1 rows and the acceptance over the proposal's length. */
+static int capture_verify_ngd(llm_cuda_loop *l, int32_t k)
+{
+    loop_side *t = &l->t;
+    int rc = llm_cuda_graph_begin(t->cu);
+    if (rc)
+        return side_fail(l, t, rc, "device n-gram capture");
+    rc = llm_cuda_loop_ngram_lookup(t->cu, l->dhist, l->ngram_min, l->ngram_max, k,
+                                    l->dev + OFF_VIN, l->dev + OFF_KEFF);
+    if (rc == 0)
+        rc = loop_forward(t, l->dev + OFF_VIN, k + 1, k + 1, l->dev + OFF_G);
+    if (rc == 0)
+        rc = llm_cuda_loop_accept_ngram(t->cu, l->dev + OFF_G, l->dev + OFF_VIN,
+                                        l->dev + OFF_KEFF, l->dhist, l->dev + OFF_REC, LOOP_RECS,
+                                        (uint32_t *)(l->dev + OFF_ROUND));
+    return capture_end(l, t, rc, &l->verify_ngd[k], "device n-gram capture");
+}
+
+/* Drops every graph when a backend replaced buffers they use. */
+static void graphs_check(llm_cuda_loop *l)
+{
+    unsigned gt = llm_cuda_backend_generation(l->t.be);
+    unsigned gd = l->d.s ? llm_cuda_backend_generation(l->d.be) : 0u;
+    if (gt == l->gen_t && gd == l->gen_d)
+        return;
+    drop_graphs(l, 0);
+    drop_graphs(l, 1);
+    l->gen_t = gt;
+    l->gen_d = gd;
+}
+
+/* ---- generation ---------------------------------------------------------- */
+
+/* The stop reason for tok, or -1 to emit it (generate.c's rule). */
+static int stop_before(int32_t eos, const llm_generate_params *p, int32_t tok)
+{
+    if (p->stop_at_eos && eos >= 0 && tok == eos)
+        return LLM_STOP_EOS;
+    for (size_t i = 0; i < p->n_stop_tokens; i++)
+        if (p->stop_tokens[i] == tok)
+            return LLM_STOP_TOKEN;
+    return -1;
+}
+
+/* Where a generation stands: what was emitted and why it ended. */
+typedef struct gen_state {
+    const llm_generate_params *p;
+    int32_t eos;  /* the target's, -1 when it has none */
+    llm_token_cb cb;
+    void *user;
+    size_t emitted;
+    int reason; /* -1 while going on */
+} gen_state;
+
+/* Emits tok unless it stops the generation; 1 when it has ended. */
+static int emit(gen_state *g, int32_t tok)
+{
+    int stop = stop_before(g->eos, g->p, tok);
+    if (stop >= 0) {
+        g->reason = stop;
+        return 1;
+    }
+    g->emitted++;
+    if (g->cb && g->cb(g->user, tok)) {
+        g->reason = LLM_STOP_CALLBACK;
+        return 1;
+    }
+    if (g->emitted >= (size_t)g->p->max_tokens) {
+        g->reason = LLM_STOP_LENGTH;
+        return 1;
+    }
+    return 0;
+}
+
+/* The prefill through the session's ordinary path, its greedy id in *tok. */
+static int prefill(llm_session *s, uint64_t req, const int32_t *prompt, size_t n, int32_t chunk,
+                   int32_t output, int32_t *tok)
+{
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = PM_PHASE_EXACT;
+    fp.request = req;
+    fp.chunk = chunk;
+    fp.output = output;
+    fp.rows = 1;
+    return llm_forward(s, &fp, prompt, n, NULL, tok);
+}
+
+/* The leaf layer range of a forward of the target's one span. */
+static pm_layer_attr layer_attr(const loop_side *t, pm_phase phase, uint64_t req,
+                                uint32_t tokens)
+{
+    pm_layer_attr a = PM_LAYER_ATTR_INIT;
+    a.phase = phase;
+    a.first_layer = 0;
+    a.last_layer = t->m->hp.n_layers - 1;
+    a.shard = 0;
+    a.where = PM_WHERE_LOCAL;
+    a.backend = t->be->ops->name;
+    a.req = req;
+    a.tokens = tokens;
+    return a;
+}
+
+/* The prompt's token drawn on the host from the prefill's logits, as
+ * llm_generate draws it. */
+static int prefill_sampled(llm_cuda_loop *l, llm_sampler *sp, uint64_t req,
+                           const int32_t *prompt, size_t n, int32_t chunk, int32_t *tok)
+{
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = PM_PHASE_EXACT;
+    fp.request = req;
+    fp.chunk = chunk;
+    fp.output = LLM_OUTPUT_LOGITS;
+    fp.rows = 1;
+    const float *logits = NULL;
+    int rc = llm_forward(l->t.s, &fp, prompt, n, &logits, NULL);
+    if (rc)
+        return loop_fail(l, rc, "device loop: prefill: %s", llm_session_error(l->t.s));
+    *tok = llm_sample(sp, logits);
+    return *tok < 0 ? loop_fail(l, *tok, "device loop: sampling the prompt's token failed") : 0;
+}
+
+/* The device generator's seed: the sampler's seed and its next draw, so a
+ * reseeded sampler repeats the run and successive calls differ. */
+static int seed_rng(llm_cuda_loop *l, llm_sampler *sp, uint64_t seed)
+{
+    uint64_t *h = (uint64_t *)(void *)(l->host + OFF_RNG);
+    h[0] = seed ^ (uint64_t)(llm_sampler_uniform(sp) * 9007199254740992.0);
+    h[1] = 0;
+    int rc = llm_cuda_upload(l->t.cu, l->dev + OFF_RNG, h, 2 * sizeof *h);
+    return rc ? side_fail(l, &l->t, rc, "generator seed") : 0;
+}
+
+static int plain_loop(llm_cuda_loop *l, int s, uint64_t req, size_t n_prompt, gen_state *g,
+                      int32_t tok)
+{
+    loop_side *t = &l->t;
+    uint32_t pos = (uint32_t)n_prompt, n_ctx = llm_session_n_ctx(t->s);
+    l->host[OFF_TOK] = tok;
+    l->host[OFF_COUNT] = 0;
+    llm_cuda_upload(t->cu, l->dev + OFF_TOK, l->host + OFF_TOK, 2 * sizeof(int32_t));
+    llm_cuda_pos_set(t->cu, pos);
+    l->count = 0;
+    int rc = llm_cuda_status(t->cu);
+    while (rc == 0 && g->reason < 0) {
+        if (pos >= n_ctx) {
+            g->reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        size_t left = (size_t)g->p->max_tokens - g->emitted;
+        uint32_t steps = LLM_CUDA_LOOP_BATCH;
+        if (left < steps)
+            steps = (uint32_t)left;
+        if (n_ctx - pos < steps)
+            steps = n_ctx - pos;
+        uint64_t t0 = llm_now_ns();
+        uint32_t c0 = l->count % LOOP_RING;
+        pthread_mutex_lock(&t->m->lock);
+        pm_layer_attr la = layer_attr(t, PM_PHASE_DECODE, req, 1);
+        for (uint32_t i = 0; rc == 0 && i < steps; i++) {
+            int q = llm_session_quiet(t->s);
+            pm_range r __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_decode_push(req, pos + i);
+            pm_range lr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_layer_range_push(&la);
+            rc = llm_cuda_graph_launch(t->cu, l->plain[s]);
+        }
+        if (rc == 0)
+            rc = llm_cuda_download(t->cu, l->host + OFF_RING + c0, l->dev + OFF_RING + c0,
+                                   steps * sizeof(int32_t));
+        pthread_mutex_unlock(&t->m->lock);
+        if (rc)
+            return side_fail(l, t, rc, "plain steps");
+        l->st.readbacks++;
+        l->st.plain_steps += steps;
+        l->count += steps;
+        uint32_t used = 0;
+        while (used < steps && !emit(g, l->host[OFF_RING + c0 + used]))
+            used++;
+        used = used < steps ? used + 1 : steps; /* the step that ended it ran */
+        pos += used;
+        llm_session_device_moved(t->s, pos, 0, llm_now_ns() - t0, used);
+    }
+    /* Each step fed one token: the position is llm_generate's (every
+     * emitted token fed but the last, or all of them when a token that
+     * was not emitted ended it). */
+    return rc;
+}
+
+/* rounds_next for a loop of one context of n_ctx positions. */
+static uint32_t rounds_next_ctx(const llm_cuda_loop *l, int32_t k, uint32_t pos, size_t left,
+                                uint32_t ctx);
+
+/* Rounds to launch in the next batch: enough for the tokens left at the
+ * acceptance so far, within the batch, the records before they wrap, and
+ * the contexts (each round writes positions up to P + k). */
+static uint32_t rounds_next(const llm_cuda_loop *l, int32_t k, uint32_t pos, size_t left)
+{
+    uint32_t ctx_t = llm_session_n_ctx(l->t.s), ctx_d = llm_session_n_ctx(l->d.s);
+    return rounds_next_ctx(l, k, pos, left, ctx_t < ctx_d ? ctx_t : ctx_d);
+}
+
+static uint32_t rounds_next_ctx(const llm_cuda_loop *l, int32_t k, uint32_t pos, size_t left,
+                                uint32_t ctx)
+{
+    double per = l->st.rounds ? (double)l->st.committed / (double)l->st.rounds
+                              : (double)k / 2.0 + 1.0;
+    if (per < 1.0)
+        per = 1.0;
+    uint32_t r = (uint32_t)((double)left / per) + 1u;
+    uint32_t cap = LLM_CUDA_LOOP_BATCH / 2;
+    if (r > cap)
+        r = cap;
+    uint32_t wrap = LOOP_RECS - l->round % LOOP_RECS;
+    if (r > wrap)
+        r = wrap;
+    uint32_t need = (uint32_t)k + 1u; /* most positions a round moves */
+    uint32_t room = pos + (uint32_t)k + 1u <= ctx ? (ctx - pos - (uint32_t)k - 1u) / need + 1u : 0u;
+    return r < room ? r : room;
+}
+
+/* Launches and read-backs hold both models' locks (the draft's prefill,
+ * through the session, takes its own). */
+static void lock_models(llm_cuda_loop *l)
+{
+    pthread_mutex_lock(&l->t.m->lock);
+    if (l->d.m != l->t.m)
+        pthread_mutex_lock(&l->d.m->lock);
+}
+
+static void unlock_models(llm_cuda_loop *l)
+{
+    if (l->d.m != l->t.m)
+        pthread_mutex_unlock(&l->d.m->lock);
+    pthread_mutex_unlock(&l->t.m->lock);
+}
+
+static int spec_round_launch(llm_cuda_loop *l, int s, uint64_t req, int32_t k,
+                             const pm_layer_attr *va, const int32_t *prompt, size_t n_prompt,
+                             int first)
+{
+    loop_side *t = &l->t, *d = &l->d;
+    pm_range sr __attribute__((cleanup(pm_range_pop))) =
+        llm_session_quiet(t->s) ? PM_RANGE_NONE : pm_spec_decode_push(req, (uint32_t)k);
+    int rc = 0;
+    {
+        pm_range dr __attribute__((cleanup(pm_range_pop))) =
+            llm_session_quiet(t->s) ? PM_RANGE_NONE
+                                    : pm_draft_by_push(req, (uint32_t)k, "model");
+        if (first && n_prompt > 1) /* the draft catches up on the prompt */
+            rc = prefill(d->s, req, prompt, n_prompt - 1, 0, LLM_OUTPUT_NONE, NULL);
+        if (rc == 0 && first) {
+            rc = llm_cuda_pos_set(d->cu, (uint32_t)n_prompt - 1u);
+            if (rc)
+                return side_fail(l, d, rc, "draft position");
+        }
+        if (rc)
+            return loop_fail(l, rc, "device loop: draft prefill: %s", llm_session_error(d->s));
+        lock_models(l);
+        rc = llm_cuda_xwait(d->cu, t->cu, l->t2d);
+        if (rc == 0)
+            rc = llm_cuda_graph_launch(d->cu, l->draft[s][k]);
+        unlock_models(l);
+        if (rc)
+            return side_fail(l, d, rc, "draft steps");
+    }
+    pm_range vr __attribute__((cleanup(pm_range_pop))) =
+        llm_session_quiet(t->s) ? PM_RANGE_NONE : pm_layer_range_push(va);
+    lock_models(l);
+    rc = llm_cuda_xwait(t->cu, d->cu, l->d2t);
+    if (rc == 0)
+        rc = llm_cuda_graph_launch(t->cu, l->verify[s][k]);
+    unlock_models(l);
+    return rc ? side_fail(l, t, rc, "verify") : 0;
+}
+
+static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int32_t *prompt,
+                     size_t n_prompt, gen_state *g, int32_t tok)
+{
+    loop_side *t = &l->t, *d = &l->d;
+    uint32_t pos = (uint32_t)n_prompt;
+    /* The state a first round starts from: din = {prompt's last, tok},
+     * vin[0] = tok, the target at P = n_prompt (the draft's register is set
+     * after its prompt prefill, inside the first round's draft leaf). */
+    l->host[OFF_ROUND] = 0;
+    l->host[OFF_VIN] = tok;
+    l->host[OFF_DIN] = prompt[n_prompt - 1];
+    l->host[OFF_DIN + 1] = tok;
+    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_DIN, l->host + OFF_DIN, 2 * sizeof(int32_t));
+    int rc = llm_cuda_pos_set(t->cu, pos);
+    if (rc)
+        return side_fail(l, t, rc, "state upload");
+    l->round = 0;
+    pm_layer_attr va = layer_attr(t, PM_PHASE_VERIFY, req, (uint32_t)k + 1u);
+    int first = 1;
+    uint64_t drafted = 0;
+    while (rc == 0 && g->reason < 0) {
+        uint32_t rounds = rounds_next(l, k, pos, (size_t)g->p->max_tokens - g->emitted);
+        if (rounds == 0) {
+            g->reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        uint64_t t0 = llm_now_ns();
+        uint32_t r0 = l->round % LOOP_RECS;
+        for (uint32_t i = 0; rc == 0 && i < rounds; i++, first = 0)
+            rc = spec_round_launch(l, s, req, k, &va, prompt, n_prompt, first);
+        if (rc)
+            return rc;
+        lock_models(l);
+        rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                               l->dev + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                               (size_t)rounds * LLM_CUDA_LOOP_REC * sizeof(int32_t));
+        unlock_models(l);
+        if (rc)
+            return side_fail(l, t, rc, "round records");
+        l->st.readbacks++;
+        l->st.rounds += rounds;
+        l->round += rounds;
+        uint32_t fed = 0;
+        for (uint32_t i = 0; i < rounds && g->reason < 0; i++) {
+            const int32_t *rec = l->host + OFF_REC + (size_t)(r0 + i) * LLM_CUDA_LOOP_REC;
+            int32_t cnt = rec[0];
+            if (cnt < 1 || cnt > k + 1)
+                return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens", (int)cnt);
+            l->st.drafted += (uint64_t)k;
+            l->st.accepted += (uint64_t)(cnt - 1);
+            l->st.committed += (uint64_t)cnt;
+            drafted += (uint64_t)k + 1u;
+            for (int32_t j = 0; j < cnt && g->reason < 0; j++) {
+                fed++;
+                emit(g, rec[1 + j]);
+            }
+        }
+        pos += fed;
+        llm_session_device_moved(t->s, pos, 1, llm_now_ns() - t0, drafted);
+        drafted = 0;
+    }
+    /* pos counts the tokens after the first one read from the records, up
+     * to the one that ended the generation: llm_generate's position either
+     * way (see plain_loop). The draft's cache is valid below it. */
+    llm_session_device_moved(t->s, pos, 1, 0, 0);
+    llm_session_device_moved(d->s, pos - 1, 0, 0, 0);
+    return rc;
+}
+
+/* One n-gram round (j >= 1 proposed ids in l->host + OFF_VIN + 1) or plain
+ * step (j = 0), its record read back into l->host. */
+static int ngram_round(llm_cuda_loop *l, uint64_t req, int32_t j, uint32_t pos)
+{
+    loop_side *t = &l->t;
+    int q = llm_session_quiet(t->s);
+    pm_layer_attr la = layer_attr(t, j ? PM_PHASE_VERIFY : PM_PHASE_DECODE, req,
+                                  (uint32_t)j + 1u);
+    uint32_t r0 = l->round % LOOP_RECS;
+    int rc = 0;
+    pthread_mutex_lock(&t->m->lock);
+    {
+        pm_range r __attribute__((cleanup(pm_range_pop))) =
+            q ? PM_RANGE_NONE : j ? pm_spec_decode_push(req, (uint32_t)j) : pm_decode_push(req, pos);
+        if (j > 0) { /* the proposal is the host's: its leaf holds no forward */
+            pm_range dr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)j, "ngram");
+            rc = llm_cuda_upload(t->cu, l->dev + OFF_VIN + 1, l->host + OFF_VIN + 1,
+                                 (size_t)j * sizeof(int32_t));
+        }
+        pm_range lr __attribute__((cleanup(pm_range_pop))) =
+            q ? PM_RANGE_NONE : pm_layer_range_push(&la);
+        if (rc == 0)
+            rc = llm_cuda_graph_launch(t->cu, l->verify_ng[j]);
+    }
+    if (rc == 0)
+        rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                               l->dev + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                               LLM_CUDA_LOOP_REC * sizeof(int32_t));
+    pthread_mutex_unlock(&t->m->lock);
+    if (rc)
+        return side_fail(l, t, rc, j ? "n-gram round" : "plain step");
+    l->round++;
+    l->st.readbacks++;
+    return 0;
+}
+
+/* N-gram rounds: the host proposes from its copy of the history, the
+ * device verifies and accepts; one read-back a round. */
+static int ngram_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
+                      size_t n_prompt, gen_state *g, int32_t tok)
+{
+    loop_side *t = &l->t;
+    uint32_t n_ctx = llm_session_n_ctx(t->s), pos = (uint32_t)n_prompt;
+    memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
+    l->hist[n_prompt] = tok; /* the history the target has seen, then last */
+    size_t n_hist = n_prompt + 1;
+    l->host[OFF_ROUND] = 0;
+    l->host[OFF_VIN] = tok;
+    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
+    int rc = llm_cuda_pos_set(t->cu, pos);
+    if (rc)
+        return side_fail(l, t, rc, "state upload");
+    l->round = 0;
+    while (g->reason < 0) {
+        if (pos >= n_ctx) {
+            g->reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        uint64_t t0 = llm_now_ns();
+        /* At most k ids, none past max_tokens, every row within the cache. */
+        int32_t cut = k;
+        size_t left = (size_t)g->p->max_tokens - g->emitted;
+        if (left - 1 < (size_t)cut)
+            cut = (int32_t)(left - 1);
+        if (n_ctx - pos - 1 < (uint32_t)cut)
+            cut = (int32_t)(n_ctx - pos - 1);
+        size_t start = 0;
+        int32_t j = 0;
+        if (cut > 0 && pm__ngram_lookup(l->hist, n_hist, l->ngram_min, l->ngram_max, cut, &start,
+                                        &j) == 0)
+            j = 0;
+        memcpy(l->host + OFF_VIN + 1, l->hist + start, (size_t)j * sizeof(int32_t));
+        rc = ngram_round(l, req, j, pos);
+        if (rc)
+            return rc;
+        const int32_t *rec = l->host + OFF_REC + (size_t)((l->round - 1) % LOOP_RECS) *
+                                                     LLM_CUDA_LOOP_REC;
+        int32_t cnt = rec[0];
+        if (cnt < 1 || cnt > j + 1)
+            return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens", (int)cnt);
+        if (j > 0) {
+            l->st.rounds++;
+            l->st.drafted += (uint64_t)j;
+            l->st.accepted += (uint64_t)(cnt - 1);
+            l->st.committed += (uint64_t)cnt;
+        } else {
+            l->st.plain_steps++;
+        }
+        uint32_t fed = 0;
+        for (int32_t i = 0; i < cnt && g->reason < 0; i++) {
+            fed++;
+            l->hist[n_hist++] = rec[1 + i];
+            emit(g, rec[1 + i]);
+        }
+        pos += fed;
+        llm_session_device_moved(t->s, pos, j > 0, llm_now_ns() - t0, (uint64_t)j + 1u);
+    }
+    return 0;
+}
+
+/* N-gram rounds on the device: batches of rounds, one read-back a batch. */
+static int ngram_dev_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
+                          size_t n_prompt, gen_state *g, int32_t tok)
+{
+    loop_side *t = &l->t;
+    uint32_t pos = (uint32_t)n_prompt, n_ctx = llm_session_n_ctx(t->s);
+    memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
+    l->hist[n_prompt] = tok;
+    l->host[OFF_ROUND] = 0;
+    l->host[OFF_VIN] = tok;
+    /* l->hist is pageable memory: the runtime stages the copy before the
+     * call returns (the device history then grows on the device only). */
+    llm_cuda_upload(t->cu, l->dhist, l->hist, (n_prompt + 1) * sizeof *prompt);
+    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
+    int rc = llm_cuda_pos_set(t->cu, pos);
+    if (rc)
+        return side_fail(l, t, rc, "state upload");
+    l->round = 0;
+    pm_layer_attr va = layer_attr(t, PM_PHASE_VERIFY, req, (uint32_t)k + 1u);
+    int q = llm_session_quiet(t->s);
+    while (g->reason < 0) {
+        uint32_t rounds = rounds_next_ctx(l, k, pos, (size_t)g->p->max_tokens - g->emitted,
+                                          n_ctx);
+        if (rounds == 0) {
+            g->reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        uint64_t t0 = llm_now_ns();
+        uint32_t r0 = l->round % LOOP_RECS;
+        pthread_mutex_lock(&t->m->lock);
+        for (uint32_t i = 0; rc == 0 && i < rounds; i++) {
+            pm_range sr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_spec_decode_push(req, (uint32_t)k);
+            {
+                pm_range dr __attribute__((cleanup(pm_range_pop))) =
+                    q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)k, "ngram");
+            }
+            pm_range vr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_layer_range_push(&va);
+            rc = llm_cuda_graph_launch(t->cu, l->verify_ngd[k]);
+        }
+        if (rc == 0)
+            rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                                   l->dev + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                                   (size_t)rounds * LLM_CUDA_LOOP_REC * sizeof(int32_t));
+        pthread_mutex_unlock(&t->m->lock);
+        if (rc)
+            return side_fail(l, t, rc, "device n-gram rounds");
+        l->st.readbacks++;
+        l->st.rounds += rounds;
+        l->round += rounds;
+        uint32_t fed = 0;
+        uint64_t rows = 0;
+        for (uint32_t i = 0; i < rounds && g->reason < 0; i++) {
+            const int32_t *rec = l->host + OFF_REC + (size_t)(r0 + i) * LLM_CUDA_LOOP_REC;
+            int32_t cnt = rec[0], keff = rec[LLM_CUDA_LOOP_REC - 1];
+            if (keff < 0 || keff > k || cnt < 1 || cnt > keff + 1)
+                return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens (%d proposed)",
+                                 (int)cnt, (int)keff);
+            l->st.drafted += (uint64_t)keff;
+            l->st.accepted += (uint64_t)(cnt - 1);
+            l->st.committed += (uint64_t)cnt;
+            rows += (uint64_t)k + 1u;
+            for (int32_t j = 0; j < cnt && g->reason < 0; j++) {
+                fed++;
+                emit(g, rec[1 + j]);
+            }
+        }
+        pos += fed;
+        llm_session_device_moved(t->s, pos, 1, llm_now_ns() - t0, rows);
+    }
+    return rc;
+}
+
+int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const int32_t *prompt,
+                           size_t n_prompt, const llm_generate_params *p, llm_token_cb cb,
+                           void *user, size_t *n_generated, int *stop_reason)
+{
+    if (n_generated)
+        *n_generated = 0;
+    if (!l || !sp || !p || !prompt || n_prompt < 1 || p->version != LLM_GENERATE_PARAMS_VERSION ||
+        p->size < offsetof(llm_generate_params, has_request) || p->max_tokens < 1 ||
+        (p->n_stop_tokens && !p->stop_tokens))
+        return l ? loop_fail(l, LLM_EINVAL, "device loop: bad arguments") : LLM_EINVAL;
+    llm_sampler_params spp;
+    llm_sampler_get_params(sp, &spp);
+    int s = spp.temperature > 0.0f;
+    if (s && ((spp.top_k > 0 && spp.top_k < l->t.m->hp.n_vocab) ||
+              (spp.top_p > 0.0f && spp.top_p < 1.0f)))
+        return loop_fail(l, LLM_EUNSUP, "device loop: a top-k or top-p cut is not supported; "
+                                        "temperature only");
+    if (llm_sampler_n_vocab(sp) != l->t.m->hp.n_vocab)
+        return loop_fail(l, LLM_EINVAL, "device loop: the sampler's vocabulary is not the target's");
+    int ngram = k > 0 && l->drafter == LLM_DRAFTER_NGRAM;
+    if (ngram && s)
+        return loop_fail(l, LLM_EUNSUP, "device loop: n-gram rounds are greedy only");
+    if (k < 0 || k > LLM_CUDA_LOOP_K_MAX || (k > 0 && !ngram && !l->d.s))
+        return loop_fail(l, LLM_EINVAL, "device loop: k %d needs 0..%d and, above 0, a draft session",
+                         (int)k, LLM_CUDA_LOOP_K_MAX);
+    if (k > 0 && (llm_session_n_batch(l->t.s) < (uint32_t)k + 1u ||
+                  (!ngram && llm_session_n_batch(l->d.s) < 2)))
+        return loop_fail(l, LLM_EINVAL, "device loop: the target's batch (%u) is below k + 1 = %d",
+                         (unsigned)llm_session_n_batch(l->t.s), (int)k + 1);
+    uint64_t req = llm_generate_request(l->t.s, p);
+    llm_session_reset(l->t.s);
+    if (l->d.s)
+        llm_session_reset(l->d.s);
+    int32_t tok = 0;
+    int rc = s ? prefill_sampled(l, sp, req, prompt, n_prompt, p->chunk, &tok)
+               : prefill(l->t.s, req, prompt, n_prompt, p->chunk, LLM_OUTPUT_ARGMAX, &tok);
+    if (rc && !s)
+        loop_fail(l, rc, "device loop: prefill: %s", llm_session_error(l->t.s));
+    if (rc)
+        return rc;
+    llm_model_info info;
+    llm_model_get_info(l->t.m, &info);
+    gen_state g = {p, info.eos, cb, user, 0, -1};
+    if (emit(&g, tok))
+        goto done;
+    /* Captures hold the models' locks (as every forward does). */
+    if (k > 0 && !ngram)
+        lock_models(l);
+    else
+        pthread_mutex_lock(&l->t.m->lock);
+    rc = llm_cuda_bind(l->t.cu);
+    graphs_check(l);
+    if (s && l->temp != spp.temperature) { /* the sampled graphs hold it */
+        drop_graphs(l, 1);
+        l->temp = spp.temperature;
+    }
+    if (rc == 0 && k == 0 && !l->plain[s])
+        rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, 1)
+                 ? capture_plain(l, s ? spp.temperature : 0.0f)
+                 : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step");
+    if (rc == 0 && ngram && l->ngram_dev && !l->verify_ngd[k])
+        rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1)
+                 ? capture_verify_ngd(l, k)
+                 : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
+                             (int)k + 1);
+    for (int32_t j = 0; rc == 0 && ngram && !l->ngram_dev && j <= k; j++)
+        if (!l->verify_ng[j])
+            rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, j + 1)
+                     ? capture_verify_ng(l, j)
+                     : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
+                                 (int)j + 1);
+    if (rc == 0 && k > 0 && !ngram && !l->verify[s][k]) {
+        if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1) ||
+            !llm_cuda_backend_loop_takes(l->d.be, l->d.m, l->d.span, 2))
+            rc = loop_fail(l, LLM_EUNSUP, "device loop: a model does not take the fused step at k = %d",
+                           (int)k);
+        if (rc == 0)
+            rc = capture_draft(l, k, s ? spp.temperature : 0.0f);
+        if (rc == 0)
+            rc = capture_verify(l, k, s ? spp.temperature : 0.0f);
+    }
+    if (k > 0 && !ngram)
+        unlock_models(l);
+    else
+        pthread_mutex_unlock(&l->t.m->lock);
+    if (rc == 0 && s)
+        rc = seed_rng(l, sp, spp.seed);
+    if (rc == 0 && k == 0) {
+        rc = plain_loop(l, s, req, n_prompt, &g, tok);
+    } else if (rc == 0 && ngram && l->ngram_dev) {
+        rc = ngram_dev_loop(l, req, k, prompt, n_prompt, &g, tok);
+    } else if (rc == 0 && ngram) {
+        rc = ngram_loop(l, req, k, prompt, n_prompt, &g, tok);
+    } else if (rc == 0) {
+        /* The draft's forwards all run inside the rounds' draft leaves. */
+        int dq = llm_session_quiet(l->d.s);
+        llm_session_set_quiet(l->d.s, 1);
+        rc = spec_loop(l, s, req, k, prompt, n_prompt, &g, tok);
+        llm_session_set_quiet(l->d.s, dq);
+    }
+done:
+    if (n_generated)
+        *n_generated = g.emitted;
+    if (stop_reason)
+        *stop_reason = g.reason < 0 ? LLM_STOP_LENGTH : g.reason;
+    return rc;
+}
