@@ -362,9 +362,12 @@ static run_out spec_once(llm_spec *sd, llm_session *t, llm_sampler *sp, const in
 }
 
 /* Speculative greedy decoding with the KJV target (q8_0) and draft (f16)
- * both on cuda:0: the draft's proposals and the target's verify rows taken
- * on the device (target, draft or both) give exactly the ids of the host
- * path, which reads the same logits. */
+ * both on cuda:0, at k 4 (adaptive) and a fixed k 16: every output is the
+ * CUDA target's own llm_generate (a verify's rows are the decode step's
+ * bits; the verify once multiplied f32 activations where the step rounds
+ * them to 8 bits, and near-ties flipped), and the draft's proposals and
+ * the target's verify rows taken on the device (target, draft or both)
+ * give exactly the ids of the host path, which reads the same logits. */
 static void spec_kjv(void)
 {
     ct_require_device();
@@ -377,43 +380,57 @@ static void spec_kjv(void)
         exit(77);
     }
     llm_model *tm = open_on_cuda(tp), *dm = open_on_cuda(dp);
+    llm_session *ar = synth_session(tm, 256, 32, 3);
     llm_session *t = synth_session(tm, 256, 32, 1), *d = synth_session(dm, 256, 32, 2);
     llm_sampler *sp = NULL;
     REQUIRE(llm_sampler_create(NULL, tm->hp.n_vocab, &sp) == 0);
-    llm_spec_params prm = LLM_SPEC_PARAMS_INIT;
-    prm.k = 4;
-    prm.adaptive = 1;
-    llm_spec *sd = NULL;
-    char err[256];
-    REQUIRE(llm_spec_create(t, d, &prm, &sd, err, sizeof err) == 0);
-    int32_t toks[128];
-    int differ = 0;
-    for (int k = 0; k < 8; k++) {
-        size_t n = 0;
-        REQUIRE(llm_model_tokenize(tm, kjv_prompts[k], strlen(kjv_prompts[k]), 1, toks, 128,
-                                   &n) == 0);
-        run_out ref;
-        memset(&ref, 0, sizeof ref);
-        for (int mask = 0; mask <= 3; mask++) {
-            llm_session_set_device_argmax(t, mask & 1);
-            llm_session_set_device_argmax(d, mask >> 1);
-            uint64_t a0 = argmaxes_of(tm) + argmaxes_of(dm);
-            run_out o = spec_once(sd, t, sp, toks, n, 40);
-            uint64_t used = argmaxes_of(tm) + argmaxes_of(dm) - a0;
-            CHECK_INT_EQ(used > 0, mask != 0);
-            if (mask == 0)
-                ref = o;
-            else if (memcmp(o.toks, ref.toks, sizeof o.toks) != 0) {
-                fprintf(stderr, "spec prompt %d: device mask %d differs from the host path\n",
-                        k, mask);
-                differ++;
+    static const struct { int32_t k, adaptive; } configs[] = {{4, 1}, {16, 0}};
+    int differ = 0, vs_plain = 0;
+    for (size_t ci = 0; ci < sizeof configs / sizeof configs[0]; ci++) {
+        llm_spec_params prm = LLM_SPEC_PARAMS_INIT;
+        prm.k = configs[ci].k;
+        prm.adaptive = configs[ci].adaptive;
+        llm_spec *sd = NULL;
+        char err[256];
+        REQUIRE(llm_spec_create(t, d, &prm, &sd, err, sizeof err) == 0);
+        int32_t toks[128];
+        for (int k = 0; k < 8; k++) {
+            size_t n = 0;
+            REQUIRE(llm_model_tokenize(tm, kjv_prompts[k], strlen(kjv_prompts[k]), 1, toks,
+                                       128, &n) == 0);
+            llm_session_set_device_argmax(ar, 0);
+            run_out plain = generate(ar, sp, toks, n, 40);
+            run_out ref;
+            memset(&ref, 0, sizeof ref);
+            for (int mask = 0; mask <= 3; mask++) {
+                llm_session_set_device_argmax(t, mask & 1);
+                llm_session_set_device_argmax(d, mask >> 1);
+                uint64_t a0 = argmaxes_of(tm) + argmaxes_of(dm);
+                run_out o = spec_once(sd, t, sp, toks, n, 40);
+                uint64_t used = argmaxes_of(tm) + argmaxes_of(dm) - a0;
+                CHECK_INT_EQ(used > 0, mask != 0);
+                if (mask == 0) {
+                    ref = o;
+                    if (memcmp(o.toks, plain.toks, sizeof o.toks) != 0) {
+                        fprintf(stderr, "spec k %d prompt %d differs from generate\n",
+                                (int)prm.k, k);
+                        vs_plain++;
+                    }
+                } else if (memcmp(o.toks, ref.toks, sizeof o.toks) != 0) {
+                    fprintf(stderr, "spec k %d prompt %d: device mask %d differs from the host "
+                            "path\n", (int)prm.k, k, mask);
+                    differ++;
+                }
             }
         }
+        llm_spec_free(sd);
     }
     CHECK_INT_EQ(differ, 0);
-    printf("spec kjv: 8 prompts x 40 tokens, device argmax (target, draft, both) == host\n");
-    llm_spec_free(sd);
+    CHECK_INT_EQ(vs_plain, 0);
+    printf("spec kjv: k 4 adaptive and k 16, 8 prompts x 40 tokens == generate; device argmax "
+           "(target, draft, both) == host\n");
     llm_sampler_free(sp);
+    llm_session_free(ar);
     llm_session_free(t);
     llm_session_free(d);
     llm_model_free(tm);

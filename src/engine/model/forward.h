@@ -47,6 +47,13 @@ typedef struct llm_workspace {
                       layer at j*n*dim (packed by the forward's n, so one
                       read takes them all); NULL until the first forward
                       that asks (llm_workspace_features) */
+    int32_t rows_exact; /* set per forward: 1 for a verify, whose rows
+                           must each come out bit for bit as the one-row
+                           decode step at that position would (greedy
+                           speculative decoding is exact only so): a
+                           backend keeps such rows on its row kernels and
+                           never takes a batched product that rounds
+                           differently */
 } llm_workspace;
 
 /* What a forward hands back, asked for explicitly by every caller and

@@ -566,28 +566,39 @@ static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
     }
 }
 
-static int takes_gemm(const cpu_backend *c, const llm_type_kernels *kt, int32_t n)
+/* exact: the rows must each equal a one-row product bit for bit (a
+ * verify), which only the row loop gives; it takes up to LLM_CPU_ROWS_MAX
+ * rows (a wider verify than that is not exact). */
+static int takes_gemm(const cpu_backend *c, const llm_type_kernels *kt, int32_t n, int exact)
 {
+    if (exact && n <= LLM_CPU_ROWS_MAX)
+        return 0;
     return n >= (kt->acts_q8 ? c->gemm_min_quant : c->gemm_min_float);
 }
 
 void llm_cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
                        int32_t n, float *y)
 {
+    llm_cpu_matmul_rows(be, w, x, n, y, 0);
+}
+
+void llm_cpu_matmul_rows(llm_backend *be, const llm_tensor *w, const float *x, int32_t n,
+                         float *y, int exact)
+{
     cpu_backend *c = cpu(be);
     const llm_type_kernels *kt = kernels_for(c, w);
-    if (takes_gemm(c, kt, n) && kt->batched) {
+    if (takes_gemm(c, kt, n, exact) && kt->batched) {
         qgemm(c, kt, w, x, n, y);
         return;
     }
-    if (takes_gemm(c, kt, n)) {
+    if (takes_gemm(c, kt, n, exact)) {
         gemm_job j = {c, kt, w, x, n, y, {0}};
         llm_pool_run(c->pool, gemm_worker, &j);
         return;
     }
     float *const ys[1] = {y};
     const llm_tensor *const ws[1] = {w};
-    llm_cpu_matmul_many(be, ws, 1, x, n, ys);
+    llm_cpu_matmul_many_rows(be, ws, 1, x, n, ys, exact);
 }
 
 /* One hand-off to the pool and one quantization of x for all the weights
@@ -596,14 +607,20 @@ void llm_cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x,
 void llm_cpu_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t count,
                             const float *x, int32_t n, float *const *y)
 {
+    llm_cpu_matmul_many_rows(be, w, count, x, n, y, 0);
+}
+
+void llm_cpu_matmul_many_rows(llm_backend *be, const llm_tensor *const *w, int32_t count,
+                              const float *x, int32_t n, float *const *y, int exact)
+{
     cpu_backend *c = cpu(be);
     mv_job j;
     memset(&j, 0, sizeof j);
     int quantized = 0;
     for (int32_t i = 0; i < count; i++) {
         const llm_type_kernels *kt = kernels_for(c, w[i]);
-        if (takes_gemm(c, kt, n) || j.count == MV_MAX) {
-            llm_cpu_matmul(be, w[i], x, n, y[i]);
+        if (takes_gemm(c, kt, n, exact) || j.count == MV_MAX) {
+            llm_cpu_matmul_rows(be, w[i], x, n, y[i], exact);
             continue;
         }
         int32_t at = j.count++;

@@ -20,7 +20,7 @@ void llm_cpu_attention_block(llm_backend *be, const llm_block *b)
     llm_cpu_rmsnorm(be, ws->xb, ws->x, L->attn_norm, n, hp->dim, hp->norm_eps);
     const llm_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_out[3] = {ws->q, kslot, vslot};
-    llm_cpu_matmul_many(be, qkv, 3, ws->xb, n, qkv_out);
+    llm_cpu_matmul_many_rows(be, qkv, 3, ws->xb, n, qkv_out, ws->rows_exact);
     /* qwen2's biases, then qwen3's per-head norms (rows of head_dim), both
      * before RoPE as the models define them; a llama layer has neither. */
     if (L->bq)
@@ -39,7 +39,7 @@ void llm_cpu_attention_block(llm_backend *be, const llm_block *b)
     llm_attn a = {ws->q, b->k, b->v, ws->att, n, b->pos0, hp->n_heads, hp->n_kv_heads,
                   hp->head_dim, (uint32_t)hp->window};
     llm_cpu_attention(be, &a);
-    llm_cpu_matmul(be, &L->wo, ws->att, n, ws->xb2);
+    llm_cpu_matmul_rows(be, &L->wo, ws->att, n, ws->xb2, ws->rows_exact);
     llm_cpu_add(be, ws->x, ws->xb2, (size_t)n * hp->dim);
 }
 
@@ -51,9 +51,9 @@ void llm_cpu_ffn_block(llm_backend *be, const llm_block *b)
     llm_cpu_rmsnorm(be, ws->xb, ws->x, L->ffn_norm, b->n, hp->dim, hp->norm_eps);
     const llm_tensor *gate_up[2] = {&L->w_gate, &L->w_up};
     float *const gate_up_out[2] = {ws->hb, ws->hb2};
-    llm_cpu_matmul_many(be, gate_up, 2, ws->xb, b->n, gate_up_out);
+    llm_cpu_matmul_many_rows(be, gate_up, 2, ws->xb, b->n, gate_up_out, ws->rows_exact);
     llm_cpu_swiglu(be, ws->hb, ws->hb2, (size_t)b->n * hp->ffn_dim);
-    llm_cpu_matmul(be, &L->w_down, ws->hb, b->n, ws->xb2);
+    llm_cpu_matmul_rows(be, &L->w_down, ws->hb, b->n, ws->xb2, ws->rows_exact);
     llm_cpu_add(be, ws->x, ws->xb2, (size_t)b->n * hp->dim);
 }
 
@@ -63,5 +63,5 @@ void llm_cpu_head(llm_backend *be, const llm_model *m, llm_workspace *ws, int32_
     const llm_hparams *hp = &m->hp;
     const float *src = ws->x + (size_t)(n - rows) * hp->dim;
     llm_cpu_rmsnorm(be, ws->xb, src, m->out_norm, rows, hp->dim, hp->norm_eps);
-    llm_cpu_matmul(be, &m->output, ws->xb, rows, ws->logits);
+    llm_cpu_matmul_rows(be, &m->output, ws->xb, rows, ws->logits, ws->rows_exact);
 }

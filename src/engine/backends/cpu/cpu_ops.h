@@ -49,6 +49,13 @@ void llm_cpu_matmul(llm_backend *be, const llm_tensor *w, const float *x, int32_
  * pool for q/k/v, or gate/up. */
 void llm_cpu_matmul_many(llm_backend *be, const llm_tensor *const *w, int32_t count,
                          const float *x, int32_t n, float *const *y);
+/* The same two with exact set: every row bit for bit its one-row product
+ * (the row loop, up to 64 rows), whatever the batched product's threshold;
+ * a verify's products run so (llm_workspace.rows_exact). */
+void llm_cpu_matmul_rows(llm_backend *be, const llm_tensor *w, const float *x, int32_t n,
+                         float *y, int exact);
+void llm_cpu_matmul_many_rows(llm_backend *be, const llm_tensor *const *w, int32_t count,
+                              const float *x, int32_t n, float *const *y, int exact);
 /* y[i] = x[i] / rms(x[i]) * weight: [n][dim]; y may equal x. */
 void llm_cpu_rmsnorm(llm_backend *be, float *y, const float *x, const float *weight,
                      int32_t n, int32_t dim, float eps);

@@ -123,7 +123,7 @@ typedef enum step_path {
     PATH_OPS = 0,
     PATH_STEP = 1,
     PATH_PREFILL = 2,
-    PATH_VSTEP = 3 /* loop mode, n > 1: the step's kernels over n block rows */
+    PATH_VSTEP = 3 /* a verify (or the loop's), n > 1: the step's kernels over n block rows */
 } step_path;
 
 typedef struct cuda_be {
@@ -909,6 +909,18 @@ static int seam_step_begin(llm_backend *be, const llm_step *st)
     }
     if (st->n == 1 && c->decode != LLM_CUDA_DECODE_OPS)
         return begin_decode_step(c, st);
+    /* A verify's rows must each be the decode step's bits (greedy
+     * speculative decoding is exact only so): the step's kernels over n
+     * block rows, issued directly, as the device loop's verify runs them.
+     * The ops path would multiply f32 activations where the step rounds
+     * them to 8 bits, and flip near-ties. */
+    if (st->ws->rows_exact && st->n > 1 && c->decode != LLM_CUDA_DECODE_OPS &&
+        loop_takes(c, st->m, st->span, st->n)) {
+        c->path = PATH_VSTEP;
+        seam_fail(c, llm_cuda_pos_set(c->cu, st->pos0));
+        c->stats.direct++;
+        return 0;
+    }
     if (st->n > LLM_CUDA_MATVEC_MAX && c->prefill == LLM_CUDA_PREFILL_FUSED &&
         span_fused(st->m, st->span, 0)) {
         c->path = PATH_PREFILL;
