@@ -193,6 +193,13 @@ int llm_kernels_avx512(llm_kernels *k);
 void llm_kernels_add_k_scalar(llm_kernels *k);
 void llm_kernels_add_k_avx2(llm_kernels *k);
 
+/* On a set that llm_kernels_avx512 accepted: the k-quants' matrix–vector
+ * products through AVX-512 VNNI (kernels_kquant_avx512.c), replacing the
+ * AVX2 ones (dequant and batched entries kept). Not bitwise the scalar
+ * set: the same exact integer sums, the per-block f32 terms added in
+ * eight lanes (agreement within f32 rounding of the sum of |terms|). */
+void llm_kernels_add_k_avx512(llm_kernels *k);
+
 /* The same for Q4_1, Q5_0, Q5_1 (kernels_legacy.c). */
 void llm_kernels_add_legacy_scalar(llm_kernels *k);
 void llm_kernels_add_legacy_avx2(llm_kernels *k);

@@ -1,0 +1,360 @@
+/* kernels_kquant_avx512.c — the avx512 set's matrix–vector products of the
+ * k-quants (Q4_K, Q5_K, Q6_K) through AVX-512 VNNI (see kernels.h).
+ *
+ * The activations are the row loop's (llm_acts): quantized once per matmul
+ * to 8-bit blocks of 32 with an f32 scale d_x[b] and the block's quant sum
+ * (xsum, stored as -128 * sum). A Q4_K/Q5_K sub-block of 32 is one such
+ * block and a Q6_K block covers two 16-element sub-blocks, so the integer
+ * decomposition is kernels_k.c's:
+ *   Q4_K/Q5_K: d_x[b] * ((d * sc) * sum(q * x) - (dmin * m) * sum(x))
+ *   Q6_K:      d_x[b] * d * (sc0 * sum0((q - 32) * x) + sc1 * sum1(...))
+ * What changes is how the sums become floats. The AVX2 kernel folds the
+ * eight terms of a super-block into one f32 one after another (a chain of
+ * dependent adds per weight row, with the 6-bit scales decoded one by one),
+ * which bound a 2-thread Q4_K decode at 0.4-0.5 of llama.cpp's speed here.
+ * This one keeps the whole super-block in vectors:
+ *   - vpdpbusd multiplies 64 weight values (unsigned: nibbles, 5- or 6-bit
+ *     values) by 64 activation bytes at a time, four products per 32-bit
+ *     lane; a fixed shuffle-and-add tree reduces a super-block's four such
+ *     vectors to one int32 per sub-block (exact);
+ *   - the 6-bit scales and mins are unpacked with integer word operations
+ *     into 8 lanes, and the eight terms are computed lane-parallel and
+ *     added into an 8-lane f32 accumulator per (weight row, activation
+ *     row), summed across lanes once at the end of the row;
+ *   - Q6_K's "- 32" uses the activations' 16-element sums, computed once
+ *     per super-block for the whole tile of weight rows.
+ * Up to four weight rows share each super-block's activation loads and
+ * per-block vectors, and each row's next tile is prefetched into L2 (as
+ * kernels_avx512.c does for Q8_0).
+ *
+ * The integer sums are exactly the scalar kernel's; only the f32 rounding
+ * of the per-block terms and their order of addition differ (eight lane
+ * chains added pairwise at the end instead of one chain), so results agree
+ * with the scalar set to f32 rounding of the sum of |terms|, not bitwise
+ * (tests: engine_matvec_avx512 check_kquants, relative 1e-5 of that sum).
+ * Each result still depends only on its own weight row and activation row,
+ * never on the tile or thread that computed it.
+ */
+#include "kernels.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define KQ_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+
+/* Weight rows per tile: they share the activation's loads and vectors. */
+#define KQ_TILE 4
+
+/* Prefetch the same bytes one tile of rows down into L2: rows are
+ * contiguous, so that is the next tile's block, one tile ahead of each
+ * row's stream whatever the row width (kernels_avx512.c, PREFETCH_TILE). */
+#define KQ_PREFETCH(p, R, row_bytes) \
+    _mm_prefetch((const char *)(p) + (size_t)(R) * (row_bytes), _MM_HINT_T1)
+
+KQ_FN static ALWAYS_INLINE float f16_at(const unsigned char *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+KQ_FN static ALWAYS_INLINE __m512i load512(const void *p)
+{
+    return _mm512_loadu_si512(p);
+}
+
+/* Two 32-byte pieces as one vector: lo in bytes 0..31, hi in 32..63. */
+KQ_FN static ALWAYS_INLINE __m512i load2x256(const void *lo, const void *hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
+                              _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+
+/* p0..p3 hold int32 partial sums in 128-bit lanes: lane l of vector v is
+ * four partials of one group. Returns per 128-bit lane l the four groups'
+ * totals [p0_l, p1_l, p2_l, p3_l]. Integer adds: exact in any order. */
+KQ_FN static ALWAYS_INLINE __m512i reduce_lanes(__m512i p0, __m512i p1, __m512i p2, __m512i p3)
+{
+    __m512i e = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    __m512i f = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(e, f), _mm512_unpackhi_epi64(e, f));
+}
+
+/* Q4_K/Q5_K: p0 = sub-blocks (0 | 2), p1 = (1 | 3), p2 = (4 | 6),
+ * p3 = (5 | 7), 8 partial lanes each: the eight sub-block sums in order. */
+KQ_FN static ALWAYS_INLINE __m256i reduce_k45(__m512i p0, __m512i p1, __m512i p2, __m512i p3)
+{
+    __m512i g = reduce_lanes(p0, p1, p2, p3);
+    /* 128-bit lanes 0+1 hold sub-blocks 0,1,4,5 and lanes 2+3 2,3,6,7. */
+    __m512i h = _mm512_add_epi32(g, _mm512_shuffle_i32x4(g, g, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 1, 8, 9, 2, 3, 10, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, h));
+}
+
+/* Q6_K: p_k = elements 64k..64k+63, one 16-element sub-block per 128-bit
+ * lane: the sixteen sub-block sums in order. */
+KQ_FN static ALWAYS_INLINE __m512i reduce_q6(__m512i p0, __m512i p1, __m512i p2, __m512i p3)
+{
+    __m512i g = reduce_lanes(p0, p1, p2, p3); /* g[4l + k] = sub-block 4k + l */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(order, g);
+}
+
+KQ_FN static ALWAYS_INLINE float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- Q4_K and Q5_K ------------------------------------------------------ */
+
+/* One activation row's super-block, in the vectors every weight row uses. */
+typedef struct k45_act {
+    __m512i x[4];  /* activation bytes for p0..p3 of reduce_k45 */
+    __m256 dx;     /* d_x of the eight blocks */
+    __m256 dxsum;  /* d_x * sum(x) of the eight blocks */
+} k45_act;
+
+KQ_FN static ALWAYS_INLINE void k45_act_load(const llm_acts *a, int32_t t, int64_t sb, k45_act *v)
+{
+    int64_t nb = a->len / LLM_ACTS_QK;
+    const int8_t *x = a->q + t * a->len + sb * LLM_QK_K;
+    v->x[0] = load2x256(x, x + 64);
+    v->x[1] = load2x256(x + 32, x + 96);
+    v->x[2] = load2x256(x + 128, x + 192);
+    v->x[3] = load2x256(x + 160, x + 224);
+    v->dx = _mm256_loadu_ps(a->d + t * nb + sb * 8);
+    /* xsum is -128 * sum: the convert is exact (|.| < 2^24), as is 1/128. */
+    __m256 sum = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a->xsum + t * nb + sb * 8))),
+                               _mm256_set1_ps(-1.0f / 128.0f));
+    v->dxsum = _mm256_mul_ps(v->dx, sum);
+}
+
+/* The eight 6-bit scales (lanes of *sc) and mins (*m) of 12 bytes s,
+ * unpacked four at a time in 32-bit words (llm_q4k_scale_min's layout:
+ * sub-blocks 0..3 in the low 6 bits of bytes 0..3 and 4..7, sub-blocks
+ * 4..7 in the nibbles of bytes 8..11 and the top 2 bits of bytes 0..7). */
+KQ_FN static ALWAYS_INLINE void k45_scales(const unsigned char *s, __m256i *sc, __m256i *m)
+{
+    uint32_t a, b, c;
+    memcpy(&a, s, 4);
+    memcpy(&b, s + 4, 4);
+    memcpy(&c, s + 8, 4);
+    uint32_t sc_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
+    uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    __m128i v = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+    *sc = _mm256_cvtepu8_epi32(v);
+    *m = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
+}
+
+/* Adds one Q4_K (five = 0) or Q5_K super-block's eight terms to acc. */
+KQ_FN static ALWAYS_INLINE __m256 k45_block(const unsigned char *blk, const k45_act *v, __m256 acc,
+                                            const int five)
+{
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    const unsigned char *qs = blk + (five ? 48 : 16);
+    __m512i raw0 = load512(qs), raw1 = load512(qs + 64);
+    __m512i q[4] = {_mm512_and_si512(raw0, low), _mm512_and_si512(_mm512_srli_epi16(raw0, 4), low),
+                    _mm512_and_si512(raw1, low), _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low)};
+    if (five) {
+        /* Bit j of qh[l] is bit 4 of sub-block j's element l; q[k] holds
+         * sub-blocks (0|2), (1|3), (4|6), (5|7). */
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16)));
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        static const int8_t bit_lo[4] = {1, 2, 16, 32}, bit_hi[4] = {4, 8, 64, -128};
+        for (int k = 0; k < 4; k++) {
+            __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(bit_lo[k]), _mm256_set1_epi8(bit_hi[k]), 1);
+            __mmask64 set = _mm512_test_epi8_mask(qh, sel);
+            q[k] = _mm512_mask_add_epi8(q[k], set, q[k], sixteen); /* q < 16: add is or */
+        }
+    }
+    const __m512i zero = _mm512_setzero_si512();
+    __m256i isum = reduce_k45(_mm512_dpbusd_epi32(zero, q[0], v->x[0]), _mm512_dpbusd_epi32(zero, q[1], v->x[1]),
+                              _mm512_dpbusd_epi32(zero, q[2], v->x[2]), _mm512_dpbusd_epi32(zero, q[3], v->x[3]));
+    __m256i sc, m;
+    k45_scales(blk + 4, &sc, &m);
+    __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk)), _mm256_cvtepi32_ps(sc));
+    __m256 dm = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk + 2)), _mm256_cvtepi32_ps(m));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dsc, _mm256_cvtepi32_ps(isum)), v->dx, acc);
+    return _mm256_fnmadd_ps(dm, v->dxsum, acc);
+}
+
+/* R weight rows (1..KQ_TILE) against every activation row. */
+KQ_FN static ALWAYS_INLINE void k45_tile(const unsigned char *w, size_t row_bytes, const llm_acts *a,
+                                         float *y, int64_t ldy, const int R, const int five)
+{
+    const size_t bytes = five ? LLM_Q5_K_BYTES : LLM_Q4_K_BYTES;
+    int64_t n_sb = a->len / LLM_QK_K;
+    for (int32_t t = 0; t < a->n; t++) {
+        __m256 acc[KQ_TILE];
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_setzero_ps();
+        for (int64_t sb = 0; sb < n_sb; sb++) {
+            k45_act v;
+            k45_act_load(a, t, sb, &v);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)sb * bytes;
+                if (t == 0) {
+                    KQ_PREFETCH(blk, R, row_bytes);
+                    KQ_PREFETCH(blk + 64, R, row_bytes);
+                    KQ_PREFETCH(blk + 128, R, row_bytes);
+                }
+                acc[r] = k45_block(blk, &v, acc[r], five);
+            }
+        }
+        for (int r = 0; r < R; r++)
+            y[t * ldy + r] = hsum8(acc[r]);
+    }
+}
+
+KQ_FN static ALWAYS_INLINE void k45_matvec(const void *w, size_t row_bytes, int64_t rows,
+                                           const llm_acts *a, float *y, int64_t ldy, const int five)
+{
+    const unsigned char *p = w;
+    int64_t r = 0;
+    for (; r + KQ_TILE <= rows; r += KQ_TILE)
+        k45_tile(p + (size_t)r * row_bytes, row_bytes, a, y + r, ldy, KQ_TILE, five);
+    for (; r < rows; r++)
+        k45_tile(p + (size_t)r * row_bytes, row_bytes, a, y + r, ldy, 1, five);
+}
+
+KQ_FN static void matvec_q4_k(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                              float *y, int64_t ldy)
+{
+    k45_matvec(w, row_bytes, rows, a, y, ldy, 0);
+}
+
+KQ_FN static void matvec_q5_k(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                              float *y, int64_t ldy)
+{
+    k45_matvec(w, row_bytes, rows, a, y, ldy, 1);
+}
+
+/* ---- Q6_K --------------------------------------------------------------- */
+
+typedef struct q6_act {
+    __m512i x[4];  /* elements 64k..64k+63 */
+    __m512i xs32;  /* 32 * sum(x) of each 16-element sub-block */
+    __m256 dx;     /* d_x of the eight blocks */
+} q6_act;
+
+KQ_FN static ALWAYS_INLINE void q6_act_load(const llm_acts *a, int32_t t, int64_t sb, q6_act *v)
+{
+    const int8_t *x = a->q + t * a->len + sb * LLM_QK_K;
+    const __m512i zero = _mm512_setzero_si512(), ones = _mm512_set1_epi8(1);
+    for (int k = 0; k < 4; k++)
+        v->x[k] = load512(x + 64 * k);
+    __m512i s = reduce_q6(_mm512_dpbusd_epi32(zero, ones, v->x[0]), _mm512_dpbusd_epi32(zero, ones, v->x[1]),
+                          _mm512_dpbusd_epi32(zero, ones, v->x[2]), _mm512_dpbusd_epi32(zero, ones, v->x[3]));
+    v->xs32 = _mm512_slli_epi32(s, 5);
+    v->dx = _mm256_loadu_ps(a->d + t * (a->len / LLM_ACTS_QK) + sb * 8);
+}
+
+/* Adds one Q6_K super-block's eight block terms to acc. Element i of
+ * 128-element half h, i = 32g + l: low bits from nibble g >> 1 of
+ * ql[64h + 32(g & 1) + l], high bits 2g, 2g+1 of qh[32h + l]. So the 64
+ * bytes ql[64h..] give elements 0..63 of the half in their low nibbles
+ * and 64..127 in their high nibbles. */
+KQ_FN static ALWAYS_INLINE __m256 q6_block(const unsigned char *blk, const q6_act *v, __m256 acc)
+{
+    const __m512i low = _mm512_set1_epi8(0x0f), hmask = _mm512_set1_epi8(0x30);
+    /* Per 64-bit lane: bytes 0..31 take qh bits (0,1) resp. (4,5) into bits
+     * 4,5, bytes 32..63 bits (2,3) resp. (6,7). */
+    const __m512i up = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
+    const __m512i down = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+    __m512i q[4];
+    for (int h = 0; h < 2; h++) {
+        __m512i ql = load512(blk + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
+        __m512i hi0 = _mm512_and_si512(_mm512_sllv_epi64(qh, up), hmask);
+        __m512i hi1 = _mm512_and_si512(_mm512_srlv_epi64(qh, down), hmask);
+        q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, low), hi0);
+        q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low), hi1);
+    }
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i s = reduce_q6(_mm512_dpbusd_epi32(zero, q[0], v->x[0]), _mm512_dpbusd_epi32(zero, q[1], v->x[1]),
+                          _mm512_dpbusd_epi32(zero, q[2], v->x[2]), _mm512_dpbusd_epi32(zero, q[3], v->x[3]));
+    /* sc * sum((q - 32) x) per sub-block, then pairs: one int32 per block
+     * of 32 (|.| < 2^24: 2 * 128 * 32 * 127 * 16). */
+    __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    __m512i t16 = _mm512_mullo_epi32(_mm512_sub_epi32(s, v->xs32), sc);
+    __m256i t32 = _mm512_cvtepi64_epi32(_mm512_add_epi32(t16, _mm512_srli_epi64(t16, 32)));
+    __m256 dt = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk + 208)), _mm256_cvtepi32_ps(t32));
+    return _mm256_fmadd_ps(dt, v->dx, acc);
+}
+
+KQ_FN static ALWAYS_INLINE void q6_tile(const unsigned char *w, size_t row_bytes, const llm_acts *a,
+                                        float *y, int64_t ldy, const int R)
+{
+    int64_t n_sb = a->len / LLM_QK_K;
+    for (int32_t t = 0; t < a->n; t++) {
+        __m256 acc[KQ_TILE];
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_setzero_ps();
+        for (int64_t sb = 0; sb < n_sb; sb++) {
+            q6_act v;
+            q6_act_load(a, t, sb, &v);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)sb * LLM_Q6_K_BYTES;
+                if (t == 0) {
+                    KQ_PREFETCH(blk, R, row_bytes);
+                    KQ_PREFETCH(blk + 64, R, row_bytes);
+                    KQ_PREFETCH(blk + 128, R, row_bytes);
+                    KQ_PREFETCH(blk + 192, R, row_bytes);
+                }
+                acc[r] = q6_block(blk, &v, acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++)
+            y[t * ldy + r] = hsum8(acc[r]);
+    }
+}
+
+KQ_FN static void matvec_q6_k(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                              float *y, int64_t ldy)
+{
+    const unsigned char *p = w;
+    int64_t r = 0;
+    for (; r + KQ_TILE <= rows; r += KQ_TILE)
+        q6_tile(p + (size_t)r * row_bytes, row_bytes, a, y + r, ldy, KQ_TILE);
+    for (; r < rows; r++)
+        q6_tile(p + (size_t)r * row_bytes, row_bytes, a, y + r, ldy, 1);
+}
+
+/* Replaces the matvec of an entry the set already has (the AVX2 set's k-quant
+ * entries), keeping its dequant and its batched product. */
+static void replace_matvec(llm_kernels *k, uint32_t type, llm_matvec_fn matvec)
+{
+    const llm_type_kernels *old = llm_kernels_find(k, type);
+    if (!old)
+        return;
+    llm_type_kernels e = *old;
+    e.matvec = matvec;
+    (void)llm_kernels_set(k, &e); /* replaces: the table does not grow */
+}
+
+void llm_kernels_add_k_avx512(llm_kernels *k)
+{
+    replace_matvec(k, LLM_TYPE_Q4_K, matvec_q4_k);
+    replace_matvec(k, LLM_TYPE_Q5_K, matvec_q5_k);
+    replace_matvec(k, LLM_TYPE_Q6_K, matvec_q6_k);
+}
+
+#else
+
+void llm_kernels_add_k_avx512(llm_kernels *k)
+{
+    (void)k;
+}
+
+#endif
