@@ -137,22 +137,28 @@ KQ_FN static ALWAYS_INLINE void k45_act_load(const llm_acts *a, int32_t t, int64
     v->dxsum = _mm256_mul_ps(v->dx, sum);
 }
 
-/* The eight 6-bit scales (lanes of *sc) and mins (*m) of 12 bytes s,
- * unpacked four at a time in 32-bit words (llm_q4k_scale_min's layout:
- * sub-blocks 0..3 in the low 6 bits of bytes 0..3 and 4..7, sub-blocks
- * 4..7 in the nibbles of bytes 8..11 and the top 2 bits of bytes 0..7). */
-KQ_FN static ALWAYS_INLINE void k45_scales(const unsigned char *s, __m256i *sc, __m256i *m)
+/* d * sc_j (lanes 0..7) and dmin * m_j (lanes 8..15) of a Q4_K/Q5_K
+ * super-block. The 6-bit scales and mins are llm_q4k_scale_min's layout:
+ * with the 12 bytes at blk + 4 as words a, b, c, sub-blocks 0..3 are the
+ * low 6 bits of the bytes of a (scales) and b (mins); sub-blocks 4..7 take
+ * the nibbles of c, low for scales and high for mins, with the top 2 bits
+ * of the bytes of a and b above them. Unpacked here as four 32-bit lanes
+ * [sc 0..3, sc 4..7, m 0..3, m 4..7] (the load's fourth word, the first
+ * quants, is shuffled away). */
+KQ_FN static ALWAYS_INLINE __m512 k45_scales(const unsigned char *blk)
 {
-    uint32_t a, b, c;
-    memcpy(&a, s, 4);
-    memcpy(&b, s + 4, 4);
-    memcpy(&c, s + 8, 4);
-    uint32_t sc_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
-    uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
-    uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
-    __m128i v = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
-    *sc = _mm256_cvtepu8_epi32(v);
-    *m = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
+    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4));
+    __m128i lo = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
+    lo = _mm_and_si128(lo, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i hi = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2);
+    hi = _mm_and_si128(hi, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    __m512 scm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(lo, hi)));
+    /* fp16 d and dmin, broadcast as [d x 8, dmin x 8] */
+    uint32_t dd;
+    memcpy(&dd, blk, 4);
+    __m512 ddv = _mm512_cvtph_ps(_mm256_set1_epi32((int)dd));
+    ddv = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), ddv);
+    return _mm512_mul_ps(scm, ddv);
 }
 
 /* Adds one Q4_K (five = 0) or Q5_K super-block's eight terms to acc. */
@@ -179,10 +185,8 @@ KQ_FN static ALWAYS_INLINE __m256 k45_block(const unsigned char *blk, const k45_
     const __m512i zero = _mm512_setzero_si512();
     __m256i isum = reduce_k45(_mm512_dpbusd_epi32(zero, q[0], v->x[0]), _mm512_dpbusd_epi32(zero, q[1], v->x[1]),
                               _mm512_dpbusd_epi32(zero, q[2], v->x[2]), _mm512_dpbusd_epi32(zero, q[3], v->x[3]));
-    __m256i sc, m;
-    k45_scales(blk + 4, &sc, &m);
-    __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk)), _mm256_cvtepi32_ps(sc));
-    __m256 dm = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk + 2)), _mm256_cvtepi32_ps(m));
+    __m512 scm = k45_scales(blk);
+    __m256 dsc = _mm512_castps512_ps256(scm), dm = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(scm), 1));
     acc = _mm256_fmadd_ps(_mm256_mul_ps(dsc, _mm256_cvtepi32_ps(isum)), v->dx, acc);
     return _mm256_fnmadd_ps(dm, v->dxsum, acc);
 }
