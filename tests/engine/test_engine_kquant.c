@@ -37,7 +37,7 @@
 
 #define MAX_ROWS 61
 #define MAX_LEN 2304 /* 9 super-blocks */
-#define MAX_N 7
+#define MAX_N 19
 #define SENTINEL 12345.0f
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -101,6 +101,7 @@ static void check_tolerance(const llm_kernels *k, const llm_kernels *ref, bufs *
     const int64_t lens[] = {256, 768, 2304};
     const int64_t rows[] = {1, 3, 4, 5, 13, 61};
     const int32_t ns[] = {1, 2, 7};
+    /* (the batched product's own check covers larger batches) */
     int checked = 0;
     for (size_t ti = 0; ti < 3; ti++) {
         const llm_type_kernels *kt = llm_kernels_find(k, types[ti]), *rt = llm_kernels_find(ref, types[ti]);
@@ -148,6 +149,129 @@ static void check_tolerance(const llm_kernels *k, const llm_kernels *ref, bufs *
     }
     /* 3 types x 3 lengths x (1+3+4+5+13+61 rows) x (1+2+7) activations. */
     CHECK_INT_EQ(checked, 3 * 3 * 87 * 10);
+}
+
+/* The unsigned quant values (Q4_K: 0..15, Q5_K: 0..31, Q6_K: 0..63) of one
+ * super-block, in element order, read from the block layout (quant.h). */
+static void k_values(uint32_t type, const unsigned char *blk, int v[256])
+{
+    for (int e = 0; e < 256; e++) {
+        if (type == LLM_TYPE_Q6_K) {
+            int h = e / 128, q = (e % 128) / 32, l = e % 32;
+            int lo = (blk[64 * h + 32 * (q & 1) + l] >> (4 * (q >> 1))) & 15;
+            int hi = (blk[128 + 32 * h + l] >> (2 * q)) & 3;
+            v[e] = lo | hi << 4;
+        } else {
+            int j = e / 32, l = e % 32;
+            const unsigned char *qs = blk + (type == LLM_TYPE_Q5_K ? 48 : 16);
+            v[e] = (qs[32 * (j / 2) + l] >> (4 * (j & 1))) & 15;
+            if (type == LLM_TYPE_Q5_K)
+                v[e] |= ((blk[16 + l] >> j) & 1) << 4;
+        }
+    }
+}
+
+static float f16_at(const unsigned char *p)
+{
+    return llm_fp16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
+
+/* The batched product's documented chain for one result (kernels_kquant_
+ * avx512.c), in plain C with fmaf over exact integer sums. */
+static float batched_chain(uint32_t type, const unsigned char *row, const llm_acts *a, int32_t t)
+{
+    size_t bytes = type == LLM_TYPE_Q4_K ? LLM_Q4_K_BYTES : type == LLM_TYPE_Q5_K ? LLM_Q5_K_BYTES
+                                                                                 : LLM_Q6_K_BYTES;
+    int64_t nb = a->len / 32;
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < a->len / 256; sb++) {
+        const unsigned char *blk = row + (size_t)sb * bytes;
+        int v[256];
+        k_values(type, blk, v);
+        for (int b = 0; b < 8; b++) {
+            const int8_t *x = a->q + t * a->len + (sb * 8 + b) * 32;
+            float dx = a->d[t * nb + sb * 8 + b];
+            if (type == LLM_TYPE_Q6_K) {
+                const signed char *sc = (const signed char *)(blk + 192);
+                int32_t s0 = 0, s1 = 0;
+                for (int l = 0; l < 16; l++) {
+                    s0 += (v[32 * b + l] - 32) * x[l];
+                    s1 += (v[32 * b + 16 + l] - 32) * x[16 + l];
+                }
+                acc = fmaf(f16_at(blk + 208) * dx, (float)(sc[2 * b] * s0 + sc[2 * b + 1] * s1), acc);
+            } else {
+                int sc, m;
+                int32_t isum = 0, xs = 0;
+                llm_q4k_scale_min(blk + 4, b, &sc, &m);
+                for (int l = 0; l < 32; l++) {
+                    isum += v[32 * b + l] * x[l];
+                    xs += x[l];
+                }
+                float dxs = dx * (float)xs;
+                acc = fmaf((f16_at(blk) * (float)sc) * dx, (float)isum, acc);
+                acc = fmaf(-(f16_at(blk + 2) * (float)m), dxs, acc);
+            }
+        }
+    }
+    return acc;
+}
+
+/* The batched products (prefill) against batched_chain bitwise, and the
+ * exact dot within the tolerance above: rows around the 16-row panels,
+ * batches around the groups of four, columns past the rows untouched. */
+static void check_batched(const llm_kernels *k, const llm_kernels *ref, bufs *b)
+{
+    const uint32_t types[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
+    const int64_t lens[] = {256, 2304};
+    const int64_t rows[] = {1, 15, 16, 17, 61};
+    const int32_t ns[] = {1, 4, 7, 19};
+    int checked = 0;
+    for (size_t ti = 0; ti < 3; ti++) {
+        llm_matvec_fn bt = llm_kernels_find(k, types[ti])->batched;
+        REQUIRE(bt);
+        for (size_t li = 0; li < 2; li++)
+            for (size_t ri = 0; ri < 5; ri++)
+                for (size_t ni = 0; ni < 4; ni++) {
+                    int64_t len = lens[li], nr = rows[ri], ldy = nr + 3;
+                    int32_t n = ns[ni];
+                    uint64_t rb;
+                    REQUIRE(llm_type_row_bytes(types[ti], (uint64_t)len, &rb) == 0);
+                    fill(types[ti], b, (size_t)rb, nr, len);
+                    llm_acts a;
+                    llm_acts_quantize(ref, b->x, n, len, &b->s, &a);
+                    for (int64_t i = 0; i < MAX_N * (MAX_ROWS + 3); i++)
+                        b->y[i] = SENTINEL;
+                    bt(b->w, (size_t)rb, nr, &a, b->y, ldy);
+                    int bad = 0;
+                    for (int32_t t = 0; t < n; t++) {
+                        for (int64_t r = 0; r < nr; r++) {
+                            const unsigned char *row = b->w + (size_t)r * rb;
+                            float want = batched_chain(types[ti], row, &a, t), got = b->y[t * ldy + r];
+                            llm_dequantize_row(types[ti], row, b->wf, (size_t)len);
+                            double sum = 0.0, mag = 0.0;
+                            for (int64_t i = 0; i < len; i++) {
+                                double xi = (double)a.d[t * (len / 32) + i / 32] * a.q[t * len + i];
+                                sum += (double)b->wf[i] * xi;
+                                mag += fabs((double)b->wf[i] * xi);
+                            }
+                            if ((memcmp(&got, &want, sizeof got) != 0 ||
+                                 fabs((double)got - sum) > 1e-5 * mag + 1e-6) && bad++ < 3)
+                                fprintf(stderr, "batched %s len %lld rows %lld n %d y[%d][%lld]: %.9g, "
+                                        "chain %.9g, exact %.9g\n", llm_type_name(types[ti]),
+                                        (long long)len, (long long)nr, (int)n, (int)t,
+                                        (long long)r, got, want, sum);
+                            checked++;
+                        }
+                        for (int64_t r = nr; r < ldy; r++)
+                            CHECK(b->y[t * ldy + r] == SENTINEL);
+                    }
+                    for (int64_t i = (int64_t)n * ldy; i < MAX_N * ldy; i++)
+                        CHECK(b->y[i] == SENTINEL);
+                    CHECK_INT_EQ(bad, 0);
+                }
+    }
+    /* 3 types x 2 lengths x (1+15+16+17+61 rows) x (1+4+7+19) activations. */
+    CHECK_INT_EQ(checked, 3 * 2 * 110 * 31);
 }
 
 /* Each result computed alone (one weight row, one activation row
@@ -230,6 +354,7 @@ int main(void)
         CHECK(e->matvec != e2->matvec);
         CHECK(e->dequant == e2->dequant);
         CHECK(e->acts_q8 == 1);
+        CHECK(e->batched != NULL && e2->batched == NULL);
     }
 
     bufs b;
@@ -243,6 +368,7 @@ int main(void)
 
     check_tolerance(&k, &scalar, &b);
     check_alone(&k, &scalar, &b);
+    check_batched(&k, &scalar, &b);
     check_backend("avx512", &k, &b);
     check_backend("avx2", &avx2, &b);
     printf("avx512 k-quant products within tolerance of the scalar set\n");

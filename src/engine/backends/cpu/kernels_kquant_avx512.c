@@ -335,23 +335,252 @@ KQ_FN static void matvec_q6_k(const void *w, size_t row_bytes, int64_t rows, con
         q6_tile(p + (size_t)r * row_bytes, row_bytes, a, y + r, ldy, 1);
 }
 
+/* ---- batched products (prefill) ---------------------------------------- */
+
+/* As the batched Q8_0 product (kernels_avx512.c): a 32-bit lane is one of
+ * 16 weight rows, and each super-block of those rows is repacked once per
+ * call into a panel where wq[b][g] holds, in lane r, the four values
+ * (unsigned: nibble, 5- or 6-bit) of row r's elements 32b+4g..32b+4g+3;
+ * those come from one 32-bit word of each row's block, so the panel is
+ * built with gathers. Every activation row then takes 8 vpdpbusd per
+ * block of 32 against four broadcast activation bytes, with nothing to
+ * reduce across lanes, and the per-row scales are lane vectors. The
+ * activation rows (up to four at a time) share each panel load. Per
+ * result, the float operations are one fixed chain over the blocks in
+ * order, whatever the batch and the rows around it:
+ *   Q4_K/Q5_K: acc = fma(d*sc * d_x, (float)isum, acc);
+ *              acc = acc - (dmin*m) * (d_x * (float)sum(x))   (one fnmadd)
+ *   Q6_K:      acc = fma(d * d_x, (float)(sc0 * s0 + sc1 * s1), acc)
+ * with the integer sums exact (s0/s1: sum((q - 32) x) of each half). */
+
+#define KP_ROWS 16
+
+typedef struct kpanel {
+    __m512i wq[8][8]; /* [block][group of 4] */
+    __m512 s0[8];     /* Q4_K/Q5_K: d * sc_b; Q6_K: d (s0[0] only) */
+    __m512 s1[8];     /* Q4_K/Q5_K: dmin * m_b */
+    __m512i sc[16];   /* Q6_K: the 16 sub-block scales */
+} kpanel;
+
+/* Word `off` (bytes from each row's block start) of every row r < rows
+ * (mask m; 0 elsewhere). */
+KQ_FN static ALWAYS_INLINE __m512i gather_word(const unsigned char *blk, __m512i row_off, __mmask16 m,
+                                               int off)
+{
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, row_off, blk + off, 1);
+}
+
+/* (v >> shift) & mask in each 32-bit lane. */
+KQ_FN static ALWAYS_INLINE __m512i bits(__m512i v, int shift, int mask)
+{
+    return _mm512_and_si512(_mm512_srli_epi32(v, (unsigned)shift), _mm512_set1_epi32(mask));
+}
+
+/* fp16 in bits 0..15 (hi = 0) or 16..31 (hi = 1) of each lane, as f32. */
+KQ_FN static ALWAYS_INLINE __m512 lane_f16(__m512i v, const int hi)
+{
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hi ? _mm512_srli_epi32(v, 16) : v));
+}
+
+/* Super-block `blk` (row 0's; rows row_off bytes apart) of a Q4_K/Q5_K
+ * panel. Scales as llm_q4k_scale_min: with the 12 scale bytes as words
+ * a, b, c, sub-blocks 0..3 are bytes of a (scales) and b (mins), low 6
+ * bits; 4..7 the nibbles of c below the top 2 bits of a's and b's bytes. */
+KQ_FN static ALWAYS_INLINE void kp_pack_k45(const unsigned char *blk, __m512i row_off, __mmask16 m,
+                                            kpanel *p, const int five)
+{
+    __m512i dd = gather_word(blk, row_off, m, 0);
+    __m512 d = lane_f16(dd, 0), dmin = lane_f16(dd, 1);
+    __m512i a = gather_word(blk, row_off, m, 4), b = gather_word(blk, row_off, m, 8);
+    __m512i c = gather_word(blk, row_off, m, 12);
+    for (int j = 0; j < 4; j++) {
+        __m512i sc_hi = _mm512_or_si512(bits(c, 8 * j, 15), bits(a, 8 * j + 2, 0x30));
+        __m512i m_hi = _mm512_or_si512(bits(c, 8 * j + 4, 15), bits(b, 8 * j + 2, 0x30));
+        p->s0[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(bits(a, 8 * j, 63)));
+        p->s1[j] = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(bits(b, 8 * j, 63)));
+        p->s0[4 + j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc_hi));
+        p->s1[4 + j] = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m_hi));
+    }
+    const int qs = five ? 48 : 16;
+    const __m512i low = _mm512_set1_epi32(0x0f0f0f0f);
+    for (int g = 0; g < 8; g++) {
+        __m512i qh = five ? gather_word(blk, row_off, m, 16 + 4 * g) : _mm512_setzero_si512();
+        for (int pair = 0; pair < 4; pair++) {
+            /* sub-blocks 2 pair (low nibbles) and 2 pair + 1 (high) */
+            __m512i wv = gather_word(blk, row_off, m, qs + 32 * pair + 4 * g);
+            __m512i v0 = _mm512_and_si512(wv, low), v1 = _mm512_and_si512(_mm512_srli_epi32(wv, 4), low);
+            if (five) {
+                v0 = _mm512_or_si512(v0, _mm512_slli_epi32(bits(qh, 2 * pair, 0x01010101), 4));
+                v1 = _mm512_or_si512(v1, _mm512_slli_epi32(bits(qh, 2 * pair + 1, 0x01010101), 4));
+            }
+            p->wq[2 * pair][g] = v0;
+            p->wq[2 * pair + 1][g] = v1;
+        }
+    }
+}
+
+/* The same for Q6_K: element 32 b + l of the super-block (b = 4h + q):
+ * low bits from nibble q >> 1 of ql[64h + 32(q & 1) + l], high bits
+ * 2q, 2q+1 of qh[32h + l]; int8 scales at 192, fp16 d at 208 (read as the
+ * upper half of the word at 206, inside the block). */
+KQ_FN static ALWAYS_INLINE void kp_pack_q6(const unsigned char *blk, __m512i row_off, __mmask16 m,
+                                           kpanel *p)
+{
+    p->s0[0] = lane_f16(gather_word(blk, row_off, m, 206), 1);
+    for (int w = 0; w < 4; w++) {
+        __m512i sw = gather_word(blk, row_off, m, 192 + 4 * w);
+        for (int k = 0; k < 4; k++)
+            p->sc[4 * w + k] = _mm512_srai_epi32(_mm512_slli_epi32(sw, (unsigned)(24 - 8 * k)), 24);
+    }
+    const __m512i three = _mm512_set1_epi32(0x03030303);
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 8; g++) {
+            __m512i qh = gather_word(blk, row_off, m, 128 + 32 * h + 4 * g);
+            for (int odd = 0; odd < 2; odd++) {
+                __m512i ql = gather_word(blk, row_off, m, 64 * h + 32 * odd + 4 * g);
+                for (int top = 0; top < 2; top++) {
+                    int q = 2 * top + odd;
+                    __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, (unsigned)(2 * q)), three), 4);
+                    p->wq[4 * h + q][g] = _mm512_or_si512(bits(ql, 4 * top, 0x0f0f0f0f), hi);
+                }
+            }
+        }
+}
+
+KQ_FN static ALWAYS_INLINE __m512i bcast_word(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Activation rows t..t+TQ-1 against the panel of super-block sb; results
+ * of earlier super-blocks wait in y (masked to the panel's rows m). */
+KQ_FN static ALWAYS_INLINE void kp_rows(const kpanel *p, const llm_acts *a, int64_t sb, int32_t t,
+                                        float *y, int64_t ldy, __mmask16 m, const int TQ, const int six)
+{
+    const int64_t len = a->len, nb = len / LLM_ACTS_QK;
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < TQ; q++)
+        acc[q] = sb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + (t + q) * ldy);
+    for (int b = 0; b < 8; b++) {
+        int64_t blk = sb * 8 + b;
+        __m512i s0[4], s1[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < TQ; q++) {
+            if (six) {
+                /* -32 * sum(x) of each half: xbias holds -128 * the sums of
+                 * its groups of four (exact multiples of 4). */
+                const int32_t *xb = a->xbias + (blk * a->n + t + q) * 8;
+                s0[q] = _mm512_set1_epi32((xb[0] + xb[1] + xb[2] + xb[3]) / 4);
+                s1[q] = _mm512_set1_epi32((xb[4] + xb[5] + xb[6] + xb[7]) / 4);
+            } else {
+                s0[q] = s1[q] = _mm512_setzero_si512();
+            }
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m512i wv = p->wq[b][g];
+#pragma GCC unroll 4
+            for (int q = 0; q < TQ; q++) {
+                __m512i xv = bcast_word(a->q + (t + q) * len + blk * LLM_ACTS_QK + 4 * g);
+                if (six && g >= 4)
+                    s1[q] = _mm512_dpbusd_epi32(s1[q], wv, xv);
+                else
+                    s0[q] = _mm512_dpbusd_epi32(s0[q], wv, xv);
+            }
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < TQ; q++) {
+            float dx = a->d[(t + q) * nb + blk];
+            if (six) {
+                __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(p->sc[2 * b], s0[q]),
+                                              _mm512_mullo_epi32(p->sc[2 * b + 1], s1[q]));
+                acc[q] = _mm512_fmadd_ps(_mm512_mul_ps(p->s0[0], _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(is), acc[q]);
+            } else {
+                /* xsum is -128 * sum(x): exact in f32, as is 1/128 */
+                float dxs = dx * ((float)a->xsum[(t + q) * nb + blk] * (-1.0f / 128.0f));
+                acc[q] = _mm512_fmadd_ps(_mm512_mul_ps(p->s0[b], _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(s0[q]), acc[q]);
+                acc[q] = _mm512_fnmadd_ps(p->s1[b], _mm512_set1_ps(dxs), acc[q]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < TQ; q++)
+        _mm512_mask_storeu_ps(y + (t + q) * ldy, m, acc[q]);
+}
+
+/* type: 4, 5 or 6 (Q4_K, Q5_K, Q6_K). */
+KQ_FN static ALWAYS_INLINE void kp_panel(const unsigned char *w, size_t row_bytes, int rows,
+                                         const llm_acts *a, float *y, int64_t ldy, const int type)
+{
+    kpanel p;
+    const size_t bytes = type == 4 ? LLM_Q4_K_BYTES : type == 5 ? LLM_Q5_K_BYTES : LLM_Q6_K_BYTES;
+    const __mmask16 m = (__mmask16)(rows >= KP_ROWS ? 0xffffu : (1u << rows) - 1u);
+    const __m512i row_off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32((int)row_bytes));
+    for (int64_t sb = 0; sb < a->len / LLM_QK_K; sb++) {
+        const unsigned char *blk = w + (size_t)sb * bytes;
+        if (type == 6)
+            kp_pack_q6(blk, row_off, m, &p);
+        else
+            kp_pack_k45(blk, row_off, m, &p, type == 5);
+        int32_t t = 0;
+        for (; t + 4 <= a->n; t += 4)
+            kp_rows(&p, a, sb, t, y, ldy, m, 4, type == 6);
+        for (; t < a->n; t++)
+            kp_rows(&p, a, sb, t, y, ldy, m, 1, type == 6);
+    }
+}
+
+KQ_FN static ALWAYS_INLINE void kp_batched(const void *w, size_t row_bytes, int64_t rows,
+                                           const llm_acts *a, float *y, int64_t ldy, const int type)
+{
+    const unsigned char *p = w;
+    for (int64_t r = 0; r < rows; r += KP_ROWS) {
+        int n = rows - r < KP_ROWS ? (int)(rows - r) : KP_ROWS;
+        kp_panel(p + (size_t)r * row_bytes, row_bytes, n, a, y + r, ldy, type);
+    }
+}
+
+KQ_FN static void batched_q4_k(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                               float *y, int64_t ldy)
+{
+    kp_batched(w, row_bytes, rows, a, y, ldy, 4);
+}
+
+KQ_FN static void batched_q5_k(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                               float *y, int64_t ldy)
+{
+    kp_batched(w, row_bytes, rows, a, y, ldy, 5);
+}
+
+KQ_FN static void batched_q6_k(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                               float *y, int64_t ldy)
+{
+    kp_batched(w, row_bytes, rows, a, y, ldy, 6);
+}
+
 /* Replaces the matvec of an entry the set already has (the AVX2 set's k-quant
  * entries), keeping its dequant and its batched product. */
-static void replace_matvec(llm_kernels *k, uint32_t type, llm_matvec_fn matvec)
+static void replace_matvec(llm_kernels *k, uint32_t type, llm_matvec_fn matvec,
+                           llm_matvec_fn batched)
 {
     const llm_type_kernels *old = llm_kernels_find(k, type);
     if (!old)
         return;
     llm_type_kernels e = *old;
     e.matvec = matvec;
+    e.batched = batched;
     (void)llm_kernels_set(k, &e); /* replaces: the table does not grow */
 }
 
 void llm_kernels_add_k_avx512(llm_kernels *k)
 {
-    replace_matvec(k, LLM_TYPE_Q4_K, matvec_q4_k);
-    replace_matvec(k, LLM_TYPE_Q5_K, matvec_q5_k);
-    replace_matvec(k, LLM_TYPE_Q6_K, matvec_q6_k);
+    replace_matvec(k, LLM_TYPE_Q4_K, matvec_q4_k, batched_q4_k);
+    replace_matvec(k, LLM_TYPE_Q5_K, matvec_q5_k, batched_q5_k);
+    replace_matvec(k, LLM_TYPE_Q6_K, matvec_q6_k, batched_q6_k);
 }
 
 #else
