@@ -172,15 +172,16 @@ KQ_FN static ALWAYS_INLINE __m256 k45_block(const unsigned char *blk, const k45_
                     _mm512_and_si512(raw1, low), _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low)};
     if (five) {
         /* Bit j of qh[l] is bit 4 of sub-block j's element l; q[k] holds
-         * sub-blocks (0|2), (1|3), (4|6), (5|7). */
+         * sub-blocks (0|2), (1|3), (4|6), (5|7), and q < 16, so the
+         * masked add sets that bit. */
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16)));
         const __m512i sixteen = _mm512_set1_epi8(16);
-        static const int8_t bit_lo[4] = {1, 2, 16, 32}, bit_hi[4] = {4, 8, 64, -128};
-        for (int k = 0; k < 4; k++) {
-            __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(bit_lo[k]), _mm256_set1_epi8(bit_hi[k]), 1);
-            __mmask64 set = _mm512_test_epi8_mask(qh, sel);
-            q[k] = _mm512_mask_add_epi8(q[k], set, q[k], sixteen); /* q < 16: add is or */
-        }
+#define KQ_SEL(lo, hi) _mm512_inserti64x4(_mm512_set1_epi8((char)(lo)), _mm256_set1_epi8((char)(hi)), 1)
+        q[0] = _mm512_mask_add_epi8(q[0], _mm512_test_epi8_mask(qh, KQ_SEL(1, 4)), q[0], sixteen);
+        q[1] = _mm512_mask_add_epi8(q[1], _mm512_test_epi8_mask(qh, KQ_SEL(2, 8)), q[1], sixteen);
+        q[2] = _mm512_mask_add_epi8(q[2], _mm512_test_epi8_mask(qh, KQ_SEL(16, 64)), q[2], sixteen);
+        q[3] = _mm512_mask_add_epi8(q[3], _mm512_test_epi8_mask(qh, KQ_SEL(32, 128)), q[3], sixteen);
+#undef KQ_SEL
     }
     const __m512i zero = _mm512_setzero_si512();
     __m256i isum = reduce_k45(_mm512_dpbusd_epi32(zero, q[0], v->x[0]), _mm512_dpbusd_epi32(zero, q[1], v->x[1]),
