@@ -184,7 +184,8 @@ int llm_kernels_vnni(llm_kernels *k);
  * The matrix–vector products stay bit for bit the AVX2+VNNI set's: each
  * 512-bit accumulator holds two 256-bit accumulators of the AVX2 kernel
  * side by side, lane for lane the same operations, summed in the same
- * order at the end. */
+ * order at the end. Except the k-quants': the set also takes
+ * llm_kernels_add_k_avx512's, which are not. */
 int llm_kernels_avx512(llm_kernels *k);
 
 /* The k-quants' entries (kernels_k.c), added to a filled set: the scalar
