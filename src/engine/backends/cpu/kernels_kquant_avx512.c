@@ -47,8 +47,12 @@
 #define KQ_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define ALWAYS_INLINE __attribute__((always_inline)) inline
 
-/* Weight rows per tile: they share the activation's loads and vectors. */
+/* Weight rows per tile: they share the activation's loads and vectors.
+ * With several activation rows, a tile's decoded weights are kept in
+ * registers instead (KQ_TILE_MANY rows) and every activation row passes
+ * over them. */
 #define KQ_TILE 4
+#define KQ_TILE_MANY 2
 
 /* Prefetch the same bytes one tile of rows down into L2: rows are
  * contiguous, so that is the next tile's block, one tile ahead of each
@@ -161,9 +165,13 @@ KQ_FN static ALWAYS_INLINE __m512 k45_scales(const unsigned char *blk)
     return _mm512_mul_ps(scm, ddv);
 }
 
-/* Adds one Q4_K (five = 0) or Q5_K super-block's eight terms to acc. */
-KQ_FN static ALWAYS_INLINE __m256 k45_block(const unsigned char *blk, const k45_act *v, __m256 acc,
-                                            const int five)
+/* One Q4_K/Q5_K super-block of one weight row, decoded for k45_apply. */
+typedef struct k45_w {
+    __m512i q[4];    /* values of sub-blocks (0|2), (1|3), (4|6), (5|7) */
+    __m256 dsc, dm;  /* d * sc_j, dmin * m_j */
+} k45_w;
+
+KQ_FN static ALWAYS_INLINE void k45_decode(const unsigned char *blk, k45_w *o, const int five)
 {
     const __m512i low = _mm512_set1_epi8(0x0f);
     const unsigned char *qs = blk + (five ? 48 : 16);
@@ -183,13 +191,56 @@ KQ_FN static ALWAYS_INLINE __m256 k45_block(const unsigned char *blk, const k45_
         q[3] = _mm512_mask_add_epi8(q[3], _mm512_test_epi8_mask(qh, KQ_SEL(32, 128)), q[3], sixteen);
 #undef KQ_SEL
     }
-    const __m512i zero = _mm512_setzero_si512();
-    __m256i isum = reduce_k45(_mm512_dpbusd_epi32(zero, q[0], v->x[0]), _mm512_dpbusd_epi32(zero, q[1], v->x[1]),
-                              _mm512_dpbusd_epi32(zero, q[2], v->x[2]), _mm512_dpbusd_epi32(zero, q[3], v->x[3]));
+    for (int k = 0; k < 4; k++)
+        o->q[k] = q[k];
     __m512 scm = k45_scales(blk);
-    __m256 dsc = _mm512_castps512_ps256(scm), dm = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(scm), 1));
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(dsc, _mm256_cvtepi32_ps(isum)), v->dx, acc);
-    return _mm256_fnmadd_ps(dm, v->dxsum, acc);
+    o->dsc = _mm512_castps512_ps256(scm);
+    o->dm = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(scm), 1));
+}
+
+/* Adds the super-block's eight terms, one per lane, to acc. */
+KQ_FN static ALWAYS_INLINE __m256 k45_apply(const k45_w *o, const k45_act *v, __m256 acc)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    __m256i isum = reduce_k45(_mm512_dpbusd_epi32(zero, o->q[0], v->x[0]), _mm512_dpbusd_epi32(zero, o->q[1], v->x[1]),
+                              _mm512_dpbusd_epi32(zero, o->q[2], v->x[2]), _mm512_dpbusd_epi32(zero, o->q[3], v->x[3]));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(o->dsc, _mm256_cvtepi32_ps(isum)), v->dx, acc);
+    return _mm256_fnmadd_ps(o->dm, v->dxsum, acc);
+}
+
+/* Several activation rows: each row tile's super-block is decoded once and
+ * applied to every activation row, the accumulators waiting in acc_buf
+ * between super-blocks. The operations per (weight row, activation row)
+ * are k45_tile's, so the results are its bits. */
+KQ_FN static ALWAYS_INLINE void k45_tile_many(const unsigned char *w, size_t row_bytes, const llm_acts *a,
+                                              float *y, int64_t ldy, const int R, const int five)
+{
+    const size_t bytes = five ? LLM_Q5_K_BYTES : LLM_Q4_K_BYTES;
+    __m256 acc_buf[LLM_ACTS_MAX][KQ_TILE_MANY];
+    for (int32_t t = 0; t < a->n; t++)
+        for (int r = 0; r < R; r++)
+            acc_buf[t][r] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < a->len / LLM_QK_K; sb++) {
+        k45_w o[KQ_TILE_MANY];
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)sb * bytes;
+            KQ_PREFETCH(blk, R, row_bytes);
+            KQ_PREFETCH(blk + 64, R, row_bytes);
+            KQ_PREFETCH(blk + 128, R, row_bytes);
+            k45_decode(blk, &o[r], five);
+        }
+        for (int32_t t = 0; t < a->n; t++) {
+            k45_act v;
+            k45_act_load(a, t, sb, &v);
+#pragma GCC unroll 2
+            for (int r = 0; r < R; r++)
+                acc_buf[t][r] = k45_apply(&o[r], &v, acc_buf[t][r]);
+        }
+    }
+    for (int32_t t = 0; t < a->n; t++)
+        for (int r = 0; r < R; r++)
+            y[t * ldy + r] = hsum8(acc_buf[t][r]);
 }
 
 /* R weight rows (1..KQ_TILE) against every activation row. */
@@ -213,7 +264,9 @@ KQ_FN static ALWAYS_INLINE void k45_tile(const unsigned char *w, size_t row_byte
                     KQ_PREFETCH(blk + 64, R, row_bytes);
                     KQ_PREFETCH(blk + 128, R, row_bytes);
                 }
-                acc[r] = k45_block(blk, &v, acc[r], five);
+                k45_w o;
+                k45_decode(blk, &o, five);
+                acc[r] = k45_apply(&o, &v, acc[r]);
             }
         }
         for (int r = 0; r < R; r++)
@@ -226,6 +279,13 @@ KQ_FN static ALWAYS_INLINE void k45_matvec(const void *w, size_t row_bytes, int6
 {
     const unsigned char *p = w;
     int64_t r = 0;
+    if (a->n > 1) {
+        for (; r + KQ_TILE_MANY <= rows; r += KQ_TILE_MANY)
+            k45_tile_many(p + (size_t)r * row_bytes, row_bytes, a, y + r, ldy, KQ_TILE_MANY, five);
+        for (; r < rows; r++)
+            k45_tile_many(p + (size_t)r * row_bytes, row_bytes, a, y + r, ldy, 1, five);
+        return;
+    }
     for (; r + KQ_TILE <= rows; r += KQ_TILE)
         k45_tile(p + (size_t)r * row_bytes, row_bytes, a, y + r, ldy, KQ_TILE, five);
     for (; r < rows; r++)
