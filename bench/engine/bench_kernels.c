@@ -6,6 +6,7 @@
  * on one weight matrix per type.
  *
  *   bench_kernels [--sets avx2+vnni,avx512] [--types q8_0,f16,bf16,f32]
+ *                 (also q4_K, q5_K, q6_K)
  *                 [--rows R] [--cols K] [--n 1,2,4,8,16,64] [--reps N]
  *                 [--wide-from W | --both]
  *
@@ -311,7 +312,8 @@ int main(int argc, char **argv)
         const char *name;
         uint32_t type;
     } types[] = {{"q8_0", LLM_TYPE_Q8_0}, {"f16", LLM_TYPE_F16}, {"bf16", LLM_TYPE_BF16},
-                 {"f32", LLM_TYPE_F32}};
+                 {"f32", LLM_TYPE_F32}, {"q4_K", LLM_TYPE_Q4_K}, {"q5_K", LLM_TYPE_Q5_K},
+                 {"q6_K", LLM_TYPE_Q6_K}};
     for (size_t t = 0; rc == 0 && t < sizeof types / sizeof types[0]; t++)
         if (listed(o.types, types[t].name) &&
             bench_type(types[t].type, types[t].name, &o, sets, o.n_sets, &b) != 0)

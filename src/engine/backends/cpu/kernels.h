@@ -184,7 +184,8 @@ int llm_kernels_vnni(llm_kernels *k);
  * The matrix–vector products stay bit for bit the AVX2+VNNI set's: each
  * 512-bit accumulator holds two 256-bit accumulators of the AVX2 kernel
  * side by side, lane for lane the same operations, summed in the same
- * order at the end. */
+ * order at the end. Except the k-quants': the set also takes
+ * llm_kernels_add_k_avx512's, which are not. */
 int llm_kernels_avx512(llm_kernels *k);
 
 /* The k-quants' entries (kernels_k.c), added to a filled set: the scalar
@@ -192,6 +193,13 @@ int llm_kernels_avx512(llm_kernels *k);
  * that llm_kernels_avx2 accepted). */
 void llm_kernels_add_k_scalar(llm_kernels *k);
 void llm_kernels_add_k_avx2(llm_kernels *k);
+
+/* On a set that llm_kernels_avx512 accepted: the k-quants' matrix–vector
+ * products through AVX-512 VNNI (kernels_kquant_avx512.c), replacing the
+ * AVX2 ones (dequant and batched entries kept). Not bitwise the scalar
+ * set: the same exact integer sums, the per-block f32 terms added in
+ * eight lanes (agreement within f32 rounding of the sum of |terms|). */
+void llm_kernels_add_k_avx512(llm_kernels *k);
 
 /* The same for Q4_1, Q5_0, Q5_1 (kernels_legacy.c). */
 void llm_kernels_add_legacy_scalar(llm_kernels *k);

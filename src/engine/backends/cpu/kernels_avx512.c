@@ -544,6 +544,7 @@ int llm_kernels_avx512(llm_kernels *k)
     replace(k, LLM_TYPE_F16, matvec_f16, dequant_f16, NULL);
     replace(k, LLM_TYPE_BF16, matvec_bf16, dequant_bf16, NULL);
     replace(k, LLM_TYPE_Q8_0, matvec_q8_0, NULL, matmul_q8_0_batched);
+    llm_kernels_add_k_avx512(k);
     return 0;
 }
 
