@@ -22,6 +22,12 @@
  * avx512 host checks the avx2+vnni hashes, and "vnni" checks that the
  * older set still produces them.
  *
+ * One deliberate change since: a verify keeps to the row loop at every
+ * width, so that each row is the decode step's bits (greedy speculative
+ * decoding is exact only so; test_engine_verify checks it directly). The
+ * draft's native verify widths 8..11, which took OpenBLAS's sgemm from 8
+ * float rows, were re-recorded then; every other hash is the original.
+ *
  * usage: test_engine_lock check|print scalar|native|vnni MODEL.gguf
  */
 #define _POSIX_C_SOURCE 200809L

@@ -1,4 +1,7 @@
-/* test_engine_verify — llm_verify's k rows equal k single decode steps,
+/* test_engine_verify — llm_verify's k rows equal k single decode steps
+ * (bit for bit, at every width up to 17 and for every weight class: a
+ * verify never takes the batched product that rounds differently, or
+ * greedy speculative decoding would flip near-ties),
  * llm_session_truncate rolls back so the same tokens give the same rows
  * again, and different tokens after a rollback see none of the forgotten
  * ones (equal to a fresh session fed the same history).
@@ -10,6 +13,7 @@
 
 #include "phasemark/engine.h"
 #include "pm_check.h"
+#include "quant.h"
 #include "synth.h"
 
 #define K 5
@@ -25,8 +29,52 @@ static double diff(const float *a, const float *b, int n)
     return m;
 }
 
+/* A verify of 17 rows (k 16, past both batched-product thresholds) over
+ * weights of `type`: each row's logits are exactly the decode step's. */
+static void verify_rows_bitwise(uint32_t type, const char *tag)
+{
+    enum { W = 17, P = 6 };
+    synth_spec sp = synth_default();
+    sp.type = type;
+    char path[512];
+    synth_path(path, sizeof path, tag);
+    REQUIRE(synth_write(path, &sp) == 0);
+    llm_model *m = synth_open(path, 2);
+    int32_t prompt[P], draft[W];
+    for (int i = 0; i < P; i++)
+        prompt[i] = (i * 17 + 4) % V;
+    for (int i = 0; i < W; i++)
+        draft[i] = (i * 53 + 11) % V;
+    llm_session *a = synth_session(m, 64, 32, 1), *b = synth_session(m, 64, 32, 2);
+    static float rows[W][V];
+    const float *lg;
+    CHECK_INT_EQ(llm_prefill(a, prompt, P, 0, NULL), 0);
+    CHECK_INT_EQ(llm_prefill(b, prompt, P, 0, NULL), 0);
+    CHECK_INT_EQ(llm_verify(a, draft, W, &lg), 0);
+    memcpy(rows, lg, sizeof rows);
+    int differ = 0;
+    for (int i = 0; i < W; i++) {
+        CHECK_INT_EQ(llm_decode(b, draft[i], &lg), 0);
+        if (memcmp(rows[i], lg, sizeof rows[i]) != 0) {
+            fprintf(stderr, "%s: verify row %d of %d is not the decode step's bits\n", tag, i,
+                    W);
+            differ++;
+        }
+    }
+    CHECK_INT_EQ(differ, 0);
+    llm_session_free(a);
+    llm_session_free(b);
+    llm_model_free(m);
+    unlink(path);
+}
+
 int main(void)
 {
+    verify_rows_bitwise(LLM_TYPE_F32, "verify-f32");
+    verify_rows_bitwise(LLM_TYPE_F16, "verify-f16");
+    verify_rows_bitwise(LLM_TYPE_Q8_0, "verify-q8_0");
+    verify_rows_bitwise(LLM_TYPE_Q4_0, "verify-q4_0");
+
     synth_spec sp = synth_default();
     char path[512];
     synth_path(path, sizeof path, "verify");
