@@ -918,7 +918,6 @@ static int seam_step_begin(llm_backend *be, const llm_step *st)
         loop_takes(c, st->m, st->span, st->n)) {
         c->path = PATH_VSTEP;
         seam_fail(c, llm_cuda_pos_set(c->cu, st->pos0));
-        c->stats.direct++;
         return 0;
     }
     if (st->n > LLM_CUDA_MATVEC_MAX && c->prefill == LLM_CUDA_PREFILL_FUSED &&
