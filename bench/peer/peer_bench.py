@@ -267,14 +267,18 @@ def gpu_facts():
 
 
 def membw_probe(a):
-    """Our read-bandwidth probe (CPU) at --threads, before the pairs."""
+    """Our read-bandwidth probe (CPU) at --threads, before the pairs: the
+    default-page GB/s and the huge-page one (None where not printed)."""
     try:
         out = run([a.ours_cpu, "--models", "none", "--threads", str(a.threads), "--reps", "2"],
                   a.timeout)
     except RuntimeError:
-        return None
-    vals = [j["GBps"] for j in json_lines(out) if j.get("bench") == "membw"]
-    return vals[0] if vals else None
+        return None, None
+    got = {}
+    for j in json_lines(out):
+        if j.get("bench") == "membw":
+            got.setdefault(j.get("pages", "default"), j["GBps"])
+    return got.get("default"), got.get("huge")
 
 
 def host_facts(a):
@@ -373,7 +377,7 @@ def main(argv):
     a = parse_args(argv)
     facts = host_facts(a)
     if a.device == "cpu":
-        facts["membw_GBps_start"] = membw_probe(a)
+        facts["membw_GBps_start"], facts["membw_huge_GBps_start"] = membw_probe(a)
     results, failed = [], 0
     for m in a.models:
         for t in a.types:
