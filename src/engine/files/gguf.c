@@ -590,7 +590,8 @@ static int open_regular(cursor *c, const char *path, int *fd, size_t *size)
 static void want_huge_pages(void *p, size_t len)
 {
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, len, MADV_HUGEPAGE);
+    if (len >= (size_t)2 << 20) /* else no huge page fits: leave the VMA whole */
+        (void)madvise(p, len, MADV_HUGEPAGE);
 #else
     (void)p;
     (void)len;
