@@ -8,7 +8,7 @@
  *   bench_kernels [--sets avx2+vnni,avx512] [--types q8_0,f16,bf16,f32]
  *                 (also q4_K, q5_K, q6_K)
  *                 [--rows R] [--cols K] [--n 1,2,4,8,16,64] [--reps N]
- *                 [--wide-from W | --both]
+ *                 [--wide-from W | --both] [--pages 4k,huge]
  *
  * A repetition times every set once, in alternating order; each set keeps
  * its fastest repetition, which on a busy host is the one least disturbed.
@@ -20,12 +20,19 @@
  * activation rows for quantized weights, 8 for float ones), or from W
  * rows for every type with --wide-from; --both times both paths of every
  * set at every n (alternating like the sets), to place the threshold.
+ * --pages puts the weights on 4 KiB pages, on 2 MiB pages (anonymous
+ * memory with MADV_NOHUGEPAGE / MADV_HUGEPAGE; Linux), or both, one copy
+ * each, timed in alternation like the sets: with a head-sized matrix this
+ * shows what the TLB costs a streaming kernel (under a VM's nested paging
+ * the most of any single factor measured). Default: 4k.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "kernels.h"
@@ -50,6 +57,7 @@ typedef struct opts {
     int ns[MAX_NS], n_ns, reps;
     int wide_from; /* 0: the backend's defaults */
     int both;      /* 1: both paths at every n */
+    int pages[2], n_pages; /* 0: 4 KiB, 1: 2 MiB */
 } opts;
 
 static double now_s(void)
@@ -137,9 +145,21 @@ static int parse_sets(const char *s, opts *o)
     return o->n_sets ? 0 : -1;
 }
 
+static int parse_pages(const char *s, opts *o)
+{
+    o->n_pages = 0;
+    if (listed(s, "4k"))
+        o->pages[o->n_pages++] = 0;
+    if (listed(s, "huge"))
+        o->pages[o->n_pages++] = 1;
+    return o->n_pages && (size_t)o->n_pages == 1 + (strchr(s, ',') != NULL) ? 0 : -1;
+}
+
 static int parse_opts(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
+    o->pages[0] = 0;
+    o->n_pages = 1;
     parse_sets("avx2+vnni,avx512", o);
     snprintf(o->types, sizeof o->types, "q8_0,f16,bf16,f32");
     o->rows = 2048;
@@ -163,6 +183,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--reps")) { if (parse_i64(v, 1, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--both")) { o->both = 1; i--; }
         else if (!strcmp(a, "--wide-from")) { if (parse_i64(v, 1, MAX_N, &x)) return -1; o->wide_from = (int)x; }
+        else if (!strcmp(a, "--pages")) { if (parse_pages(v, o)) return -1; }
         else return -1;
     }
     return 0;
@@ -170,7 +191,9 @@ static int parse_opts(int argc, char **argv, opts *o)
 
 /* Buffers for one type's products; all owned here. */
 typedef struct bufs {
-    unsigned char *w;
+    unsigned char *w;       /* the weights on pages[0]'s page size */
+    unsigned char *wp[2];   /* [page kind]: 4 KiB, 2 MiB (NULL: not asked) */
+    size_t wp_len;
     float *x, *y, *panel;
     llm_acts_scratch s;
 } bufs;
@@ -227,40 +250,50 @@ static int bench_type(uint32_t type, const char *tname, const opts *o, llm_kerne
         llm_quantize_row(type, row, b->w + (size_t)r * rb, (size_t)o->cols);
     }
     free(row);
+    for (int p = 0; p < 2; p++)
+        if (b->wp[p] && b->wp[p] != b->w)
+            memcpy(b->wp[p], b->w, (size_t)o->rows * rb);
     for (int ni = 0; ni < o->n_ns; ni++) {
         int32_t n = o->ns[ni];
         int wide = n >= (o->wide_from ? o->wide_from
                                       : llm_kernels_find(&sets[0], type)->acts_q8 ? 12 : 8);
-        /* variants: (set, path) pairs, timed in turn */
-        int vs[2 * MAX_SETS], vw[2 * MAX_SETS], nv = 0;
+        /* variants: (set, path, pages) triples, timed in turn */
+        int vs[4 * MAX_SETS], vw[4 * MAX_SETS], vp[4 * MAX_SETS], nv = 0;
         for (int s = 0; s < n_sets; s++)
             for (int w = 0; w < 2; w++)
-                if (o->both ? 1 : w == wide) {
-                    vs[nv] = s;
-                    vw[nv++] = w;
-                }
-        double best[2 * MAX_SETS];
+                for (int p = 0; p < o->n_pages; p++)
+                    if (o->both ? 1 : w == wide) {
+                        vs[nv] = s;
+                        vw[nv] = w;
+                        vp[nv++] = o->pages[p];
+                    }
+        double best[4 * MAX_SETS];
+        unsigned char *home = b->w;
         for (int v = 0; v < nv; v++) {
             best[v] = 1e30;
+            b->w = b->wp[vp[v]];
             product(&sets[vs[v]], llm_kernels_find(&sets[vs[v]], type), o, rb, n, vw[v], b);
         }
         for (int rep = 0; rep < o->reps; rep++)
             for (int i = 0; i < nv; i++) {
                 int v = rep % 2 ? nv - 1 - i : i;
+                b->w = b->wp[vp[v]];
                 double t0 = now_s();
                 product(&sets[vs[v]], llm_kernels_find(&sets[vs[v]], type), o, rb, n, vw[v], b);
                 double dt = now_s() - t0;
                 if (dt < best[v])
                     best[v] = dt;
             }
+        b->w = home;
         for (int v = 0; v < nv; v++) {
             const llm_type_kernels *kt = llm_kernels_find(&sets[vs[v]], type);
             double macs = (double)o->rows * (double)o->cols * n;
             printf("{\"bench\":\"kernels\",\"type\":\"%s\",\"set\":\"%s\",\"rows\":%lld,\"cols\":%lld,"
-                   "\"n\":%d,\"path\":\"%s\",\"reps\":%d,\"seconds\":%.6e,\"weight_GBps\":%.3f,"
-                   "\"GMACps\":%.3f,\"time_vs_first\":%.3f}\n",
+                   "\"n\":%d,\"path\":\"%s\",\"pages\":\"%s\",\"reps\":%d,\"seconds\":%.6e,"
+                   "\"weight_GBps\":%.3f,\"GMACps\":%.3f,\"time_vs_first\":%.3f}\n",
                    tname, sets[vs[v]].name, (long long)o->rows, (long long)o->cols, (int)n,
-                   !vw[v] ? "matvec" : kt->batched ? "batched" : GEMM_NAME, o->reps, best[v],
+                   !vw[v] ? "matvec" : kt->batched ? "batched" : GEMM_NAME,
+                   vp[v] ? "huge" : "4k", o->reps, best[v],
                    (double)rb * (double)o->rows / best[v] / 1e9, macs / best[v] / 1e9,
                    best[v] / best[0]);
         }
@@ -269,13 +302,29 @@ static int bench_type(uint32_t type, const char *tname, const opts *o, llm_kerne
     return 0;
 }
 
+/* Anonymous memory for the weights on 4 KiB (huge 0) or 2 MiB pages;
+ * NULL when it cannot be mapped. Huge pages are advice: a kernel without
+ * THP leaves 4 KiB ones (AnonHugePages in /proc/meminfo tells). */
+static unsigned char *map_weights(size_t len, int huge)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    (void)madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+    (void)huge;
+#endif
+    return p;
+}
+
 int main(int argc, char **argv)
 {
     opts o;
     if (parse_opts(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_kernels [--sets avx2+vnni,avx512] [--types q8_0,f16,bf16,f32] "
                         "[--rows R] [--cols K (multiple of 256)] [--n 1,2,4,8,16,64] [--reps N] "
-                        "[--wide-from W]\n");
+                        "[--wide-from W | --both] [--pages 4k,huge]\n");
         return 2;
     }
 #if LLM_HAVE_OPENBLAS
@@ -290,7 +339,11 @@ int main(int argc, char **argv)
         }
     size_t w = (size_t)o.cols, rows = (size_t)o.rows;
     bufs b;
-    b.w = malloc(rows * w * 4);
+    b.wp_len = rows * w * 4;
+    b.wp[0] = b.wp[1] = NULL;
+    for (int p = 0; p < o.n_pages; p++)
+        b.wp[o.pages[p]] = map_weights(b.wp_len, o.pages[p]);
+    b.w = b.wp[o.pages[0]];
     b.x = malloc(sizeof(float) * MAX_N * w);
     b.y = malloc(sizeof(float) * MAX_N * rows);
     b.panel = malloc(sizeof(float) * 256 * w);
@@ -301,7 +354,7 @@ int main(int argc, char **argv)
     b.s.xbias = malloc(sizeof(int32_t) * MAX_N * w / 4);
     b.s.xsum = malloc(sizeof(int32_t) * MAX_N * w / 32);
     int rc = 0;
-    if (!b.w || !b.x || !b.y || !b.panel || !b.s.d || !b.s.q || !b.s.dt || !b.s.qb ||
+    if (!b.w || (o.n_pages > 1 && !b.wp[o.pages[1]]) || !b.x || !b.y || !b.panel || !b.s.d || !b.s.q || !b.s.dt || !b.s.qb ||
         !b.s.xbias || !b.s.xsum) {
         fprintf(stderr, "bench_kernels: out of memory\n");
         rc = 1;
@@ -318,7 +371,9 @@ int main(int argc, char **argv)
         if (listed(o.types, types[t].name) &&
             bench_type(types[t].type, types[t].name, &o, sets, o.n_sets, &b) != 0)
             rc = 1;
-    free(b.w);
+    for (int p = 0; p < 2; p++)
+        if (b.wp[p])
+            munmap(b.wp[p], b.wp_len);
     free(b.x);
     free(b.y);
     free(b.panel);

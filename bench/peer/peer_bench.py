@@ -23,6 +23,17 @@ The two sides are set up to do the same work:
            attention path per backend and no switch;
   KV cache ours f32; llama-bench in this snapshot accepts no f32 cache
            type, so theirs is its default f16 (stated in the output).
+  page cache both sides map the same file, so they read the same page
+           cache; how it was filled sets the page size of both mappings.
+           A file just written (--page-cache written, the default) sits
+           mostly in small folios and both map it with 4 KiB pages; with
+           --page-cache cold the script drops the file from the cache
+           after writing it (fsync, POSIX_FADV_DONTNEED: only that file)
+           and the first process reads it back, which on recent kernels
+           (large-folio readahead) fills 2 MiB folios that both then map
+           with huge pages, as after a reboot. Under a VM's nested paging
+           the two states can differ in decode speed, so compare runs only
+           with the same setting (recorded in "settings").
 Each process warms up once before it measures (both do this themselves).
 
 Usage (CPU):
@@ -163,9 +174,22 @@ def write_model(a, model, typ):
     return path, True
 
 
+def drop_from_cache(path):
+    """Evicts path's clean pages (after writing back its dirty ones), so
+    the next mapping reads it from disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def bench_pair(a, model, typ, facts):
     """Returns result objects for the pair's phases (or one with error)."""
     path, created = write_model(a, model, typ)
+    if a.page_cache == "cold":
+        drop_from_cache(path)
     label = f"{model}_{typ}"
     samples = {"ours": {"prefill": [], "decode": []}, "theirs": {"prefill": [], "decode": []}}
     ours = ours_cuda if a.device == "cuda" else ours_cpu
@@ -243,14 +267,18 @@ def gpu_facts():
 
 
 def membw_probe(a):
-    """Our read-bandwidth probe (CPU) at --threads, before the pairs."""
+    """Our read-bandwidth probe (CPU) at --threads, before the pairs: the
+    default-page GB/s and the huge-page one (None where not printed)."""
     try:
         out = run([a.ours_cpu, "--models", "none", "--threads", str(a.threads), "--reps", "2"],
                   a.timeout)
     except RuntimeError:
-        return None
-    vals = [j["GBps"] for j in json_lines(out) if j.get("bench") == "membw"]
-    return vals[0] if vals else None
+        return None, None
+    got = {}
+    for j in json_lines(out):
+        if j.get("bench") == "membw":
+            got.setdefault(j.get("pages", "default"), j["GBps"])
+    return got.get("default"), got.get("huge")
 
 
 def host_facts(a):
@@ -285,6 +313,8 @@ def parse_args(argv):
     p.add_argument("--llama-args", default="", help="extra llama-bench arguments (recorded)")
     p.add_argument("--note", default="", help="recorded as is (e.g. 'host busy')")
     p.add_argument("--keep-models", action="store_true")
+    p.add_argument("--page-cache", choices=("written", "cold"), default="written",
+                   help="page cache of each model file when measured (see the docstring)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per process")
     a = p.parse_args(argv)
     if a.models is None:
@@ -347,7 +377,7 @@ def main(argv):
     a = parse_args(argv)
     facts = host_facts(a)
     if a.device == "cpu":
-        facts["membw_GBps_start"] = membw_probe(a)
+        facts["membw_GBps_start"], facts["membw_huge_GBps_start"] = membw_probe(a)
     results, failed = [], 0
     for m in a.models:
         for t in a.types:
@@ -376,6 +406,7 @@ def main(argv):
             "kv_cache": "ours f32; theirs f16 (llama-bench takes no f32 cache type)",
             "decode_start_pos": "ours 0, theirs 0" if a.device == "cpu" else "ours 16, theirs 0",
             "models": "pm-modelwriter synth, seed 1, random weights",
+            "page_cache": a.page_cache,
         },
         "results": results,
     }

@@ -6,7 +6,10 @@
  *   - the activation quantizer: scale = max|x|/127 and round-half-even,
  *     bit-identical between the two sets;
  *   - the NT matrix product and panel dequantization of the batched path;
- *   - the thread pool's slices cover 0..n exactly once.
+ *   - the thread pool's slices cover 0..n exactly once;
+ *   - its owned claims: each thread takes its own contiguous part front to
+ *     back, then what is left of the others in turn, and across a run
+ *     every unit is claimed exactly once whatever the interleaving.
  * When the CPU lacks AVX2 the SIMD comparisons are reported and skipped;
  * the scalar checks still run.
  */
@@ -249,6 +252,97 @@ static void test_pool(void)
     llm_pool_free(NULL);
 }
 
+/* Claims of thread ith until none is left, into out (at most cap). */
+static int drain(llm_pool *p, int32_t ith, int64_t units, int32_t *visited, int64_t *out,
+                 int cap)
+{
+    int n = 0;
+    int64_t u;
+    while (n < cap && llm_pool_owned_next(p, ith, units, visited, &u))
+        out[n++] = u;
+    return n;
+}
+
+/* The claim order, driven from one thread so that it is exact: parts of
+ * 10 units over 3 threads are [0,3) [3,6) [6,10). */
+static void test_owned_order(void)
+{
+    llm_pool *p;
+    REQUIRE(llm_pool_create(3, &p) == 0);
+    int64_t got[16];
+    int32_t v0 = 0, v1 = 0, v2 = 0;
+    int64_t u;
+    /* Thread 1 takes two of its own units; thread 0 then drains: its own
+     * part, the one unit left of part 1, all of part 2. */
+    CHECK(llm_pool_owned_next(p, 1, 10, &v1, &u) == 1);
+    CHECK_INT_EQ(u, 3);
+    CHECK(llm_pool_owned_next(p, 1, 10, &v1, &u) == 1);
+    CHECK_INT_EQ(u, 4);
+    static const int64_t want0[] = {0, 1, 2, 5, 6, 7, 8, 9};
+    CHECK_INT_EQ(drain(p, 0, 10, &v0, got, 16), 8);
+    CHECK(memcmp(got, want0, sizeof want0) == 0);
+    CHECK_INT_EQ(drain(p, 1, 10, &v1, got, 16), 0);
+    CHECK_INT_EQ(drain(p, 2, 10, &v2, got, 16), 0);
+
+    /* After a reset thread 2 steals from part 0 (2 + 1 wraps to 0). */
+    llm_pool_owned_reset(p);
+    v0 = v1 = v2 = 0;
+    static const int64_t want2[] = {6, 7, 8, 9, 0, 1, 2, 3, 4, 5};
+    CHECK_INT_EQ(drain(p, 2, 10, &v2, got, 16), 10);
+    CHECK(memcmp(got, want2, sizeof want2) == 0);
+
+    /* Fewer units than threads: part 0 is empty, so thread 0's first
+     * claim is unit 0 of part 1 ([0,0) [0,1) [1,2)). */
+    llm_pool_owned_reset(p);
+    v0 = 0;
+    static const int64_t want_small[] = {0, 1};
+    CHECK_INT_EQ(drain(p, 0, 2, &v0, got, 16), 2);
+    CHECK(memcmp(got, want_small, sizeof want_small) == 0);
+    llm_pool_owned_reset(p);
+    v0 = 0;
+    CHECK_INT_EQ(drain(p, 0, 0, &v0, got, 16), 0);
+    llm_pool_free(p);
+}
+
+typedef struct owned_cover {
+    llm_pool *pool;
+    int64_t units;
+    int hits[1000];
+} owned_cover;
+
+static void mark_owned(void *ctx, int32_t ith, int32_t nth)
+{
+    owned_cover *c = ctx;
+    int32_t visited = 0;
+    int64_t u;
+    (void)nth;
+    while (llm_pool_owned_next(c->pool, ith, c->units, &visited, &u))
+        __atomic_fetch_add(&c->hits[u], 1, __ATOMIC_RELAXED);
+}
+
+/* Every unit exactly once across real runs, for unit counts below, at and
+ * above the thread count. */
+static void test_owned_cover(void)
+{
+    static const int64_t counts[] = {0, 1, 3, 7, 96, 1000};
+    for (int32_t n = 1; n <= 4; n++) {
+        llm_pool *p;
+        REQUIRE(llm_pool_create(n, &p) == 0);
+        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+            for (int round = 0; round < 20; round++) {
+                owned_cover c;
+                memset(&c, 0, sizeof c);
+                c.pool = p;
+                c.units = counts[k];
+                llm_pool_owned_reset(p);
+                llm_pool_run(p, mark_owned, &c);
+                for (int64_t i = 0; i < 1000; i++)
+                    CHECK_INT_EQ(c.hits[i], i < counts[k] ? 1 : 0);
+            }
+        llm_pool_free(p);
+    }
+}
+
 int main(void)
 {
     llm_kernels scalar, simd;
@@ -270,5 +364,7 @@ int main(void)
         printf("AVX2 kernels unavailable on this CPU: scalar checks only\n");
     }
     test_pool();
+    test_owned_order();
+    test_owned_cover();
     return pm_check_result();
 }

@@ -536,25 +536,28 @@ static void qgemm(cpu_backend *c, const llm_type_kernels *kt, const llm_tensor *
 
 /* The row loop over up to MV_MAX weights with one input: units of
  * LLM_CPU_GRAIN rows, numbered across the weights in turn (weight i owns
- * units [first[i], first[i + 1])), claimed one at a time by the pool's
- * threads. */
+ * units [first[i], first[i + 1])), shared by the pool's threads as owned
+ * parts (pool.h): each thread streams one contiguous run of rows, the way
+ * a read-bandwidth probe does, and takes over what a preempted thread has
+ * left. (Claiming every unit from one counter interleaves the threads
+ * unit by unit.) */
 typedef struct mv_job {
+    llm_pool *pool;
     const llm_tensor *w[MV_MAX];
     float *y[MV_MAX];
     llm_matvec_fn matvec[MV_MAX]; /* the kernel for w[i]'s type */
     int64_t first[MV_MAX + 1];
     int32_t count;
     llm_acts acts; /* x in the kernels' layouts */
-    llm_pool_counter next;
 } mv_job;
 
 static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
 {
     mv_job *j = ctx;
-    int64_t u, u1;
-    (void)ith;
+    int64_t u;
+    int32_t visited = 0;
     (void)nth;
-    while (llm_pool_next(&j->next, j->first[j->count], 1, &u, &u1)) {
+    while (llm_pool_owned_next(j->pool, ith, j->first[j->count], &visited, &u)) {
         int32_t i = 0;
         while (u >= j->first[i + 1])
             i++;
@@ -639,6 +642,8 @@ void llm_cpu_matmul_many_rows(llm_backend *be, const llm_tensor *const *w, int32
         llm_acts_scratch sc = {c->qd, c->qq, c->qdt, c->qb, c->xbias, c->xsum};
         llm_acts_quantize(&c->k, x, n, j.w[0]->ne0, &sc, &j.acts);
     }
+    j.pool = c->pool;
+    llm_pool_owned_reset(c->pool);
     llm_pool_run(c->pool, matvec_worker, &j);
 }
 

@@ -24,6 +24,13 @@
  * the very vCPU that is about to receive work. */
 #define POOL_SPIN 50000
 
+/* One thread's part of an owned loop (pool.h), alone on its cache line:
+ * the owner bumps it once per unit, so sharing a line with another part
+ * would bounce it between the cores at every claim. */
+typedef struct owned_part {
+    _Alignas(64) int64_t next; /* atomic: units of the part claimed */
+} owned_part;
+
 typedef struct worker {
     llm_pool *pool;
     int32_t index;
@@ -34,6 +41,7 @@ struct llm_pool {
     int32_t n_threads;
     worker *workers; /* [n_threads - 1] */
     int32_t started; /* workers successfully created */
+    owned_part *parts; /* [n_threads] */
     llm_pool_fn fn;
     void *ctx;
     unsigned generation; /* atomic */
@@ -88,12 +96,20 @@ int llm_pool_create(int32_t n_threads, llm_pool **out)
     if (!p)
         return LLM_ENOMEM;
     p->n_threads = n_threads;
+    p->parts = aligned_alloc(_Alignof(owned_part), (size_t)n_threads * sizeof *p->parts);
+    if (!p->parts) {
+        free(p);
+        return LLM_ENOMEM;
+    }
+    llm_pool_owned_reset(p);
     if (pthread_mutex_init(&p->mutex, NULL) != 0) {
+        free(p->parts);
         free(p);
         return LLM_ENOMEM;
     }
     if (pthread_cond_init(&p->cond, NULL) != 0) {
         pthread_mutex_destroy(&p->mutex);
+        free(p->parts);
         free(p);
         return LLM_ENOMEM;
     }
@@ -128,6 +144,7 @@ void llm_pool_free(llm_pool *p)
     for (int32_t i = 0; i < p->started; i++)
         pthread_join(p->workers[i].thread, NULL);
     free(p->workers);
+    free(p->parts);
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->mutex);
     free(p);
@@ -158,6 +175,30 @@ void llm_pool_run(llm_pool *p, llm_pool_fn fn, void *ctx)
         else
             sched_yield();
     }
+}
+
+void llm_pool_owned_reset(llm_pool *p)
+{
+    for (int32_t i = 0; i < p->n_threads; i++)
+        __atomic_store_n(&p->parts[i].next, 0, __ATOMIC_RELAXED);
+}
+
+int llm_pool_owned_next(llm_pool *p, int32_t ith, int64_t units, int32_t *visited,
+                        int64_t *unit)
+{
+    int32_t nth = p->n_threads;
+    for (; *visited < nth; (*visited)++) {
+        int32_t t = (int32_t)((ith + *visited) % nth);
+        int64_t b = units * t / nth, e = units * (t + 1) / nth;
+        if (b + __atomic_load_n(&p->parts[t].next, __ATOMIC_RELAXED) >= e)
+            continue; /* done: do not bump a finished part's counter */
+        int64_t u = b + __atomic_fetch_add(&p->parts[t].next, 1, __ATOMIC_RELAXED);
+        if (u < e) {
+            *unit = u;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void llm_pool_slice(int64_t total, int64_t grain, int32_t ith, int32_t nth,

@@ -49,6 +49,23 @@ static inline int llm_pool_next(llm_pool_counter *c, int64_t total, int64_t grai
     return 1;
 }
 
+/* Owned sharing of a loop over units 0..units: the units are cut into one
+ * contiguous part per thread, in thread order, and thread ith claims the
+ * units of its own part from the front, one at a time, then those left in
+ * the other parts (ith + 1, ith + 2, ... in turn). On a quiet host each
+ * thread thus streams one contiguous range, which the prefetchers follow
+ * from one claim into the next, instead of every other unit; a thread the
+ * OS preempts still delays the loop by at most one unit, since the others
+ * take what is left of its part. `*visited` is the caller's cursor (0 at
+ * the start of each run). Reset the parts (llm_pool_owned_reset) before
+ * each run, from the caller, while no run is in flight. */
+void llm_pool_owned_reset(llm_pool *pool);
+
+/* Claims the next unit for thread ith into *unit; 1 when claimed, 0 when
+ * every part is done. */
+int llm_pool_owned_next(llm_pool *pool, int32_t ith, int64_t units, int32_t *visited,
+                        int64_t *unit);
+
 /* The half-open slice [*begin, *end) of 0..total that thread ith of nth
  * takes, in units of `grain` (slices are multiples of grain except the
  * last). */
