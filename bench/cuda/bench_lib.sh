@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # bench_lib.sh — sourced by the device benchmark scripts (run_q8.sh,
-# run_kq.sh, run_fast.sh): their log stamp and their one bench process.
+# run_kq.sh, run_fast.sh): their log stamp, their one bench process and
+# their shared set-up (below).
 # The caller sets t0 (its start, in seconds), log (the misc log), exe
 # (bench_cuda_engine) and jsonl (the bench lines' file).
 #
@@ -24,4 +25,71 @@ pm_bench() {
   env "${envs[@]}" timeout "$lim" "$exe" "$@" 2>> "$log" |
     sed "s/^{/{\"run\":\"$tag\",/" >> "$jsonl"
   stamp "$tag $* rc=${PIPESTATUS[0]}"
+}
+
+# The set-up every device benchmark script shares (run_q8.sh, run_kq.sh,
+# run_fast.sh): sourcing this file also sources device_configure.sh.
+#
+#   pm_bench_start DEFAULT_OUT
+#       out ($OUT or ./DEFAULT_OUT), jobs, t0, log, jsonl; the GPU's facts
+#       into the log
+#   pm_bench_writer BUILD
+#       configures BUILD (sm_90a, benchmarks on) and builds pm-modelwriter;
+#       sets MW. 1 (and the build log's errors on stdout) on a failure
+#   pm_bench_synth BUILD "NAME TYPE WRITER-ARG..."...
+#       writes each synthetic file BUILD/synth-NAME.gguf in the background
+#       (the writer is single-threaded; the build and the tests run
+#       meanwhile); their pids in synth_pids
+#   pm_bench_build BUILD TARGET...
+#       builds the targets; 1 (and the errors) on a failure
+#   pm_bench_synth_wait BUILD
+#       waits for pm_bench_synth's writers and stamps the files' sizes
+
+# shellcheck source=bench/cuda/device_configure.sh
+. bench/cuda/device_configure.sh
+
+pm_bench_start() {
+  out=${OUT:-$PWD/$1}
+  mkdir -p "$out"
+  jobs=$(nproc)
+  t0=$(date +%s)
+  log=$out/misc.log
+  : > "$log"
+  jsonl=$out/bench.jsonl
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >> "$log" 2>&1
+}
+
+pm_bench_writer() {
+  local b=$1
+  : > "$out/build.log"
+  pm_device_configure "$b" "$out/build.log" -DPHASEMARK_BENCH=ON || { tail -40 "$out/build.log"; return 1; }
+  cmake --build "$b" -j"$jobs" --target pm-modelwriter >> "$out/build.log" 2>&1 ||
+    { grep -E "error" "$out/build.log" | head -40; return 1; }
+  MW=$b/tools/modelwriter/pm-modelwriter
+}
+
+pm_bench_synth() {
+  local b=$1 spec
+  local -a a
+  shift
+  synth_pids=()
+  for spec in "$@"; do
+    read -r -a a <<< "$spec"
+    ( "$MW" synth -o "$b/synth-${a[0]}.gguf" "${a[@]:2}" --type "${a[1]}" --seed 3 >> "$log" 2>&1
+      echo "synth ${a[0]} rc=$? at $(($(date +%s) - t0))s" >> "$log" ) &
+    synth_pids+=($!)
+  done
+}
+
+pm_bench_build() {
+  local b=$1
+  shift
+  cmake --build "$b" -j"$jobs" --target "$@" >> "$out/build.log" 2>&1 ||
+    { grep -E "error" "$out/build.log" | head -40; return 1; }
+}
+
+pm_bench_synth_wait() {
+  local p
+  for p in "${synth_pids[@]}"; do wait "$p"; done
+  stamp "synth done: $(ls -la "$1"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
 }

@@ -27,50 +27,26 @@ set -u
 tokens=${1:-128}
 reps=${2:-3}
 with_tests=${3:-1}
-out=${OUT:-$PWD/out-fast}
-mkdir -p "$out"
-jobs=$(nproc)
-t0=$(date +%s)
-log=$out/misc.log
-: > "$log"
-jsonl=$out/bench.jsonl
 # shellcheck source=bench/cuda/bench_lib.sh
 . bench/cuda/bench_lib.sh
-# shellcheck source=bench/cuda/device_configure.sh
-. bench/cuda/device_configure.sh
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >> "$log" 2>&1
+pm_bench_start out-fast
 
 B=build-h200
-: > "$out/build.log"
 stamp "configure"
-pm_device_configure "$B" "$out/build.log" -DPHASEMARK_BENCH=ON || { tail -40 "$out/build.log"; exit 1; }
-cmake --build "$B" -j"$jobs" --target pm-modelwriter >> "$out/build.log" 2>&1 ||
-  { grep -E "error" "$out/build.log" | head -40; exit 1; }
-MW=$B/tools/modelwriter/pm-modelwriter
+pm_bench_writer "$B" || exit 1
 M8="--dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --ctx 4096 --rope-base 500000"
 M1="--dim 2048 --layers 16 --heads 32 --kv-heads 8 --ffn 8192 --vocab 128256 --ctx 4096 --rope-base 500000 --tied"
-synth_pids=()
-for spec in "8b-q8_0 q8_0 $M8" "8b-q4_k_m q4_K_M $M8" "1b-q8_0 q8_0 $M1"; do
-  # shellcheck disable=SC2086
-  set -- $spec
-  name=$1 type=$2
-  shift 2
-  ( "$MW" synth -o "$B/synth-$name.gguf" "$@" --type "$type" --seed 3 >> "$log" 2>&1
-    echo "synth $name rc=$? at $(($(date +%s) - t0))s" >> "$log" ) &
-  synth_pids+=($!)
-done
+pm_bench_synth "$B" "8b-q8_0 q8_0 $M8" "8b-q4_k_m q4_K_M $M8" "1b-q8_0 q8_0 $M1"
 stamp "build"
 targets=(bench_cuda_engine)
 [ "$with_tests" = 1 ] && targets+=("${PM_DEVICE_TEST_TARGETS[@]}")
-cmake --build "$B" -j"$jobs" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
-  { grep -E "error" "$out/build.log" | head -40; exit 1; }
+pm_bench_build "$B" "${targets[@]}" || exit 1
 stamp "built"
 if [ "$with_tests" = 1 ]; then
   pm_device_tests "$B" "$out/tests.log" | tee -a "$log"
   stamp "tests done"
 fi
-for p in "${synth_pids[@]}"; do wait "$p"; done
-stamp "synth done: $(ls -la "$B"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
+pm_bench_synth_wait "$B"
 
 exe=$B/bench/cuda/bench_cuda_engine
 : > "$jsonl"

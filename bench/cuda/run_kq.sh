@@ -27,44 +27,21 @@ with_tests=${4:-1}
 layers=${5:-32}
 with_q8=${6:-1}
 prefill=${7:-512}
-out=${OUT:-$PWD/out-kq}
-mkdir -p "$out"
-jobs=$(nproc)
-t0=$(date +%s)
-log=$out/misc.log
-: > "$log"
-jsonl=$out/bench.jsonl
 # shellcheck source=bench/cuda/bench_lib.sh
 . bench/cuda/bench_lib.sh
-# shellcheck source=bench/cuda/device_configure.sh
-. bench/cuda/device_configure.sh
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >> "$log" 2>&1
+pm_bench_start out-kq
 
 B=build-h200
-: > "$out/build.log"
 stamp "configure (8B width, $layers layers)"
-pm_device_configure "$B" "$out/build.log" -DPHASEMARK_BENCH=ON || { tail -40 "$out/build.log"; exit 1; }
-cmake --build "$B" -j"$jobs" --target pm-modelwriter >> "$out/build.log" 2>&1 ||
-  { grep -E "error" "$out/build.log" | head -40; exit 1; }
-MW=$B/tools/modelwriter/pm-modelwriter
+pm_bench_writer "$B" || exit 1
 M8="--dim 4096 --layers $layers --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --ctx 4096 --rope-base 500000"
-synth_pids=()
 specs=("8b-q4_k_m q4_K_M $M8")
 [ "$with_q8" = 1 ] && specs+=("8b-q8_0 q8_0 $M8")
-for spec in "${specs[@]}"; do
-  # shellcheck disable=SC2086
-  set -- $spec
-  name=$1 type=$2
-  shift 2
-  ( "$MW" synth -o "$B/synth-$name.gguf" "$@" --type "$type" --seed 3 >> "$log" 2>&1
-    echo "synth $name rc=$? at $(($(date +%s) - t0))s" >> "$log" ) &
-  synth_pids+=($!)
-done
+pm_bench_synth "$B" "${specs[@]}"
 stamp "build"
 targets=(bench_cuda_engine)
 [ "$with_tests" = 1 ] && targets+=("${PM_DEVICE_TEST_TARGETS[@]}")
-cmake --build "$B" -j"$jobs" --target "${targets[@]}" >> "$out/build.log" 2>&1 ||
-  { grep -E "error" "$out/build.log" | head -40; exit 1; }
+pm_bench_build "$B" "${targets[@]}" || exit 1
 stamp "built"
 
 if [ "$with_tests" = 1 ]; then
@@ -72,8 +49,7 @@ if [ "$with_tests" = 1 ]; then
   stamp "tests done"
 fi
 
-for p in "${synth_pids[@]}"; do wait "$p"; done
-stamp "synth done: $(ls -la "$B"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
+pm_bench_synth_wait "$B"
 
 exe=$B/bench/cuda/bench_cuda_engine
 : > "$jsonl"
