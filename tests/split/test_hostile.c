@@ -15,6 +15,8 @@
  *                                     is an error frame and a log line;
  *                                     max_body 0 is refused at handshake
  *   test_hostile auth_backoff         wrong tokens back off per address
+ *   test_hostile auth_backoff_race    a success that began before a failure
+ *                                     keeps the failure's backoff
  *   test_hostile token_short          a weak token for a non-loopback bind
  *
  * Daemons listen on Unix sockets under /tmp; deadlines are generous
@@ -593,6 +595,144 @@ static int case_auth_backoff(void)
     return pm_check_result();
 }
 
+/* A byte relay between a client's socketpair end and the daemon that holds
+ * the daemon's bytes back until opened, so a handshake can be stalled after
+ * the daemon has begun it (it answers the client's hello). */
+typedef struct gated_relay {
+    int client, daemon;
+    pthread_mutex_t mu;
+    int daemon_spoke, open, stop;
+} gated_relay;
+
+static void *relay_run(void *arg)
+{
+    gated_relay *r = arg;
+    char held[4096];
+    size_t n_held = 0;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        int open = r->open, stop = r->stop;
+        pthread_mutex_unlock(&r->mu);
+        if (stop)
+            return NULL;
+        if (open && n_held > 0) {
+            REQUIRE(write(r->client, held, n_held) == (ssize_t)n_held);
+            n_held = 0;
+        }
+        struct pollfd pf[2] = {{r->client, POLLIN, 0}, {r->daemon, POLLIN, 0}};
+        if (n_held == sizeof held)
+            pf[1].fd = -1;
+        if (poll(pf, 2, 5) <= 0)
+            continue;
+        char buf[4096];
+        if (pf[0].revents) {
+            ssize_t k = read(r->client, buf, sizeof buf);
+            if (k <= 0)
+                return NULL;
+            REQUIRE(write(r->daemon, buf, (size_t)k) == k);
+        }
+        if (pf[1].fd >= 0 && pf[1].revents) {
+            ssize_t k = read(r->daemon, held + n_held, sizeof held - n_held);
+            if (k <= 0)
+                return NULL;
+            n_held += (size_t)k;
+            pthread_mutex_lock(&r->mu);
+            r->daemon_spoke = 1;
+            pthread_mutex_unlock(&r->mu);
+        }
+    }
+}
+
+typedef struct client_job {
+    int fd;
+    const char *token;
+    pmw_conn *c;
+    int rc;
+    char err[300];
+} client_job;
+
+static void *client_run(void *arg)
+{
+    client_job *j = arg;
+    pmw_options o;
+    pmw_options_default(&o);
+    o.timeout_ms = 20000;
+    o.token = j->token;
+    o.token_len = strlen(j->token);
+    j->rc = pmw_conn_client(j->fd, &o, &j->c, j->err, sizeof j->err);
+    return NULL;
+}
+
+/* Two handshakes from one address in parallel: a right token's begins
+ * (the daemon has answered its hello), a wrong token's fails meanwhile
+ * (backoff 100 ms), then the right one completes and is served. The
+ * failure came after the success began, so it is not forgotten: the next
+ * wrong token's backoff is 200 ms, not 100 as after a fresh start. */
+static int case_auth_backoff_race(void)
+{
+    make_model();
+    char tok[128], log[128];
+    snprintf(tok, sizeof tok, "/tmp/pm_hostile_%ld.token", (long)getpid());
+    snprintf(log, sizeof log, "/tmp/pm_hostile_%ld.log", (long)getpid());
+    const char *good = "0123456789abcdefGHIJ", *bad = "wrong-token-wrong-token";
+    write_file(tok, good);
+    su_daemon d;
+    const char *extra[] = {"--token-file", tok, NULL};
+    stderr_to(log);
+    int started = su_daemon_start_with(&d, g_model, 0, 1, 0, g_listen, extra);
+    stderr_back();
+    REQUIRE(started == 0);
+
+    int sp[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0);
+    gated_relay r = {.client = sp[1], .daemon = raw_connect()};
+    pthread_mutex_init(&r.mu, NULL);
+    client_job job = {.fd = sp[0], .token = good};
+    pthread_t relay, client;
+    REQUIRE(pthread_create(&relay, NULL, relay_run, &r) == 0);
+    REQUIRE(pthread_create(&client, NULL, client_run, &job) == 0);
+    double end = now_ms() + 20000;
+    struct timespec pause = {0, 2 * 1000000L};
+    for (int spoke = 0; !spoke && now_ms() < end; nanosleep(&pause, NULL)) {
+        pthread_mutex_lock(&r.mu);
+        spoke = r.daemon_spoke;
+        pthread_mutex_unlock(&r.mu);
+    }
+    char err[300];
+    CHECK_INT_EQ(connect_token(&d, bad, err, sizeof err), PMW_E_AUTH);
+    await_waits(log, 1);
+    pthread_mutex_lock(&r.mu);
+    r.open = 1;
+    pthread_mutex_unlock(&r.mu);
+    pthread_join(client, NULL);
+    CHECK_INT_EQ(job.rc, 0);
+    if (job.rc == 0) {
+        int32_t ids[2] = {3, 4};
+        pmw_msg a = forward(job.c, 2, 0, ids, NULL, PMW_OUT_ACTIVATIONS);
+        CHECK_INT_EQ(a.kind, PMW_MSG_REPLY);
+    }
+    CHECK_INT_EQ(connect_token(&d, bad, err, sizeof err), PMW_E_AUTH);
+    await_waits(log, 2);
+    long got[16];
+    CHECK_INT_EQ(logged_waits(log, got, 16), 2);
+    CHECK_INT_EQ(got[0], 100);
+    CHECK_INT_EQ(got[1], 200);
+    pmw_conn_close(job.c);
+    pthread_mutex_lock(&r.mu);
+    r.stop = 1;
+    pthread_mutex_unlock(&r.mu);
+    pthread_join(relay, NULL);
+    close(sp[1]);
+    close(r.daemon);
+    pthread_mutex_destroy(&r.mu);
+    CHECK(daemon_alive(&d));
+    su_daemon_stop(&d, SIGTERM);
+    unlink(tok);
+    unlink(log);
+    unlink(g_model);
+    return pm_check_result();
+}
+
 /* A non-loopback bind with a short or patterned token exits 1 naming the
  * rule, before anything is bound; loopback accepts any token. */
 static int case_token_short(void)
@@ -639,6 +779,8 @@ int main(int argc, char **argv)
         return case_max_body();
     if (argc >= 2 && strcmp(argv[1], "auth_backoff") == 0)
         return case_auth_backoff();
+    if (argc >= 2 && strcmp(argv[1], "auth_backoff_race") == 0)
+        return case_auth_backoff_race();
     if (argc >= 2 && strcmp(argv[1], "token_short") == 0)
         return case_token_short();
     fprintf(stderr, "usage: test_hostile CASE\n");

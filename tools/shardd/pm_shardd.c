@@ -80,6 +80,7 @@ typedef struct backoff {
     char addr[64]; /* "" when free */
     int failures;
     int64_t until;
+    uint64_t last_failure; /* s->handshakes when the latest failure was noted */
 } backoff;
 
 /* One engine session: its connection and the KV cache of the span. The
@@ -121,6 +122,7 @@ typedef struct server {
     backoff backoffs[BACKOFF_SLOTS]; /* guarded by lock */
     int n_served;         /* peers past their handshake */
     uint64_t n_accepted;  /* clients accepted so far (guarded by lock) */
+    uint64_t handshakes;  /* handshake outcomes noted so far (guarded by lock) */
     int stop;             /* a shutdown request (atomic) */
     int64_t clock_shift;  /* ns added to the clock it reports (tests) */
     /* The recorder's entry point for a measured offset, when preloaded. */
@@ -779,13 +781,27 @@ static void backoff_wait(server *s, peer *p, const char *key)
     }
 }
 
-/* Records the outcome of key's handshake: a failed authentication doubles
- * its backoff, a success forgets it. Returns the backoff now set, in ms
- * (0 when none). */
-static int64_t backoff_note(server *s, const char *key, int rc)
+/* The count of outcomes noted so far: a handshake takes it when it starts,
+ * so that its success can tell failures noted while it ran. */
+static uint64_t backoff_epoch(server *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t epoch = s->handshakes;
+    pthread_mutex_unlock(&s->lock);
+    return epoch;
+}
+
+/* Records the outcome of key's handshake, which started at epoch: a failed
+ * authentication doubles its backoff; a success forgets it unless a failure
+ * from the address was noted after the success's handshake started (two
+ * handshakes in parallel: the later failure must not be erased by a success
+ * that merely finished after it). Returns the backoff now set, in ms (0
+ * when none). */
+static int64_t backoff_note(server *s, const char *key, int rc, uint64_t epoch)
 {
     int64_t ms = 0;
     pthread_mutex_lock(&s->lock);
+    s->handshakes++;
     backoff *b = backoff_find(s, key, rc == PMW_E_AUTH);
     if (b && rc == PMW_E_AUTH) {
         ms = 100;
@@ -794,7 +810,8 @@ static int64_t backoff_note(server *s, const char *key, int rc)
         ms = ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
         b->failures++;
         b->until = now_ms() + ms;
-    } else if (b && rc == 0) {
+        b->last_failure = s->handshakes;
+    } else if (b && rc == 0 && b->last_failure <= epoch) {
         memset(b, 0, sizeof *b);
     }
     pthread_mutex_unlock(&s->lock);
@@ -815,11 +832,12 @@ static void *peer_thread(void *arg)
     pmw_conn *c = NULL;
     peer_key(p->fd, key, sizeof key);
     backoff_wait(s, p, key);
+    uint64_t epoch = backoff_epoch(s);
     int fd2 = dup(p->fd);
     int rc = fd2 < 0 ? PMW_E_IO : pmw_conn_server(fd2, &hs, &c, err, sizeof err);
     if (fd2 < 0)
         snprintf(err, sizeof err, "dup: %s", strerror(errno));
-    int64_t backoff_ms = backoff_note(s, key, rc);
+    int64_t backoff_ms = backoff_note(s, key, rc, epoch);
     pthread_mutex_lock(&s->lock);
     close(p->fd);
     p->fd = -1;
