@@ -4,6 +4,7 @@
  *   bench_cuda_loop --target T --draft D --prompts FILE [--tokens 128]
  *                   [--reps 2] [--n-prompts 24] [--k 1,2,3,4,6,8]
  *                   [--temp 0.7] [--seed 7] [--ngram-only 0|1]
+ *                   [--head H] [--block-only 0|1] [--block-k 4,6,8,12,16]
  *
  * FILE: held-out prompts, "REF<TAB>TEXT" a line (bench/spec/
  * heldout_prompts.tsv). Every configuration runs its two sides back to
@@ -29,6 +30,13 @@
  *   host      plain = llm_generate, spec = llm_spec_generate (host rounds,
  *             model drafter, fixed k), greedy and at --temp (parity
  *             "law"): today's paths, for reference.
+ *   loop, drafter "block" (--head H, a block head file): the plain device
+ *             loop against block rounds (llm_cuda_loop_set_block) at each
+ *             --block-k, greedy and at --temp, alternating per prompt
+ *             like the model rows; --block-only 1 runs the baseline, the
+ *             block rows and the model rows at --k only. A "costs" row
+ *             gives the head's forward alone (a graph of it, timed by
+ *             device events over 200 replays) for each --block-k.
  * Exit 0, 1 on a failure or a greedy parity break, 2 usage.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -38,6 +46,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "block_head.h"
+#include "cuda_block.h"
 #include "cuda_loop.h"
 #include "model.h"
 #include "phasemark/engine.h"
@@ -62,6 +72,10 @@ typedef struct bench {
     int32_t ks[MAX_K];
     int n_k;
     long ngram_only; /* 1: the baseline and the n-gram rows only */
+    const char *head; /* block head file, or NULL */
+    long block_only;
+    int32_t bks[MAX_K];
+    int n_bk;
     llm_model *tm, *dm;
     llm_session *t, *d;
     llm_cuda_loop *loop;
@@ -98,7 +112,8 @@ static int collect(void *user, int32_t tok)
 static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--reps N]\n"
-                    "       [--n-prompts N] [--k K,K,...] [--temp T] [--seed S] [--ngram-only 0|1]\n");
+                    "       [--n-prompts N] [--k K,K,...] [--temp T] [--seed S] [--ngram-only 0|1]\n"
+                    "       [--head H] [--block-only 0|1] [--block-k K,K,...]\n");
     return 2;
 }
 
@@ -113,21 +128,22 @@ static int parse_long(const char *s, long lo, long hi, long *val)
     return 0;
 }
 
-static int parse_ks(bench *b, const char *s)
+static int parse_ks(bench *b, const char *s, int32_t *ks, int *n_k)
 {
-    b->n_k = 0;
+    (void)b;
+    *n_k = 0;
     while (*s) {
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (errno || end == s || v < 1 || v > LLM_CUDA_LOOP_K_MAX || b->n_k == MAX_K)
+        if (errno || end == s || v < 1 || v > LLM_CUDA_LOOP_K_MAX || *n_k == MAX_K)
             return -1;
-        b->ks[b->n_k++] = (int32_t)v;
+        ks[(*n_k)++] = (int32_t)v;
         s = *end == ',' ? end + 1 : end;
         if (*end && *end != ',')
             return -1;
     }
-    return b->n_k ? 0 : -1;
+    return *n_k ? 0 : -1;
 }
 
 static int parse_args(bench *b, int argc, char **argv)
@@ -156,7 +172,15 @@ static int parse_args(bench *b, int argc, char **argv)
             if (parse_long(v, 0, 1, &b->ngram_only))
                 return -1;
         } else if (strcmp(a, "--k") == 0) {
-            if (parse_ks(b, v))
+            if (parse_ks(b, v, b->ks, &b->n_k))
+                return -1;
+        } else if (strcmp(a, "--block-k") == 0) {
+            if (parse_ks(b, v, b->bks, &b->n_bk))
+                return -1;
+        } else if (strcmp(a, "--head") == 0) {
+            b->head = v;
+        } else if (strcmp(a, "--block-only") == 0) {
+            if (parse_long(v, 0, 1, &b->block_only))
                 return -1;
         } else if (strcmp(a, "--temp") == 0) {
             char *end;
@@ -394,6 +418,66 @@ static int host_rounds(bench *b, llm_sampler *sp, llm_sampler *sp2, int32_t k, d
     return 0;
 }
 
+/* The head's forward alone at each block k: one graph of it on the
+ * target's context (a context of 128 positions of zero features), 200
+ * replays between two device events. One JSON line. */
+static int head_costs(bench *b)
+{
+    llm_cuda *cu = llm_cuda_backend_context(b->tm->be);
+    pm_block *head = NULL;
+    llm_cuda_block *hb = NULL;
+    char err[512] = "";
+    int rc = pm__block_open(b->head, b->tm, 512, 1, &head, err, sizeof err);
+    if (rc == 0)
+        rc = llm_cuda_block_create(cu, b->tm->be, b->tm, head, 512, &hb, err, sizeof err);
+    pm__block_free(head);
+    if (rc) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return 1;
+    }
+    const int32_t *layers = NULL;
+    size_t np = (size_t)llm_cuda_block_planes(hb, &layers), dim = (size_t)b->tm->hp.dim;
+    float *zero = calloc(np * 128 * dim, sizeof *zero);
+    void *last = NULL;
+    int32_t tok = 1;
+    rc = !zero || llm_cuda_malloc(cu, sizeof tok, &last) != 0 ||
+         llm_cuda_upload(cu, last, &tok, sizeof tok) != 0 ||
+         llm_cuda_block_append_host(hb, zero, 128, 128, 0) != 0;
+    printf("{\"device\": \"%s\", \"bench\": \"bench/cuda/run_loop.sh\", \"mode\": \"costs\", "
+           "\"drafter\": \"block\", \"ctx\": 128, \"head_forward_us\": {",
+           b->device);
+    for (int j = 0; rc == 0 && j < b->n_bk; j++) {
+        llm_cuda_graph *g = NULL;
+        llm_cuda_positions pos = {128, NULL};
+        rc = llm_cuda_graph_begin(cu);
+        int rc2 = rc ? rc : llm_cuda_block_forward(hb, last, b->bks[j], pos);
+        if (rc == 0)
+            rc = llm_cuda_graph_end(cu, &g);
+        rc = rc ? rc : rc2;
+        for (int i = 0; rc == 0 && i < 20; i++)
+            rc = llm_cuda_graph_launch(cu, g);
+        if (rc == 0)
+            rc = llm_cuda_event_record(cu, 0);
+        for (int i = 0; rc == 0 && i < 200; i++)
+            rc = llm_cuda_graph_launch(cu, g);
+        float ms = 0.0f;
+        if (rc == 0)
+            rc = llm_cuda_event_record(cu, 1);
+        if (rc == 0)
+            rc = llm_cuda_elapsed_ms(cu, 0, 1, &ms);
+        llm_cuda_graph_free(g);
+        printf("%s\"%d\": %.2f", j ? ", " : "", (int)b->bks[j], (double)ms * 1000.0 / 200.0);
+    }
+    printf("}}\n");
+    fflush(stdout);
+    if (rc)
+        fprintf(stderr, PROG ": head costs: %s\n", llm_cuda_error(cu));
+    llm_cuda_mfree(cu, last);
+    free(zero);
+    llm_cuda_block_free(hb);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static bench b;
@@ -405,6 +489,9 @@ int main(int argc, char **argv)
     static const int32_t ks_default[] = {1, 2, 3, 4, 6, 8};
     memcpy(b.ks, ks_default, sizeof ks_default);
     b.n_k = 6;
+    static const int32_t bks_default[] = {4, 6, 8, 12, 16};
+    memcpy(b.bks, bks_default, sizeof bks_default);
+    b.n_bk = 5;
     if (parse_args(&b, argc, argv))
         return usage();
     b.tm = open_model(b.target);
@@ -429,18 +516,28 @@ int main(int argc, char **argv)
         llm_sampler_create(&hp, v, &hot) || llm_sampler_create(&hp, v, &hot2))
         return 1;
     int rc = baseline(&b, greedy);
+    if (rc == 0 && b.head && llm_cuda_loop_set_block(b.loop, b.head) != 0) {
+        fprintf(stderr, PROG ": %s\n", llm_cuda_loop_error(b.loop));
+        rc = 1;
+    }
+    if (rc == 0 && b.head)
+        rc = head_costs(&b);
+    for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
+        rc = loop_rounds(&b, greedy, b.bks[j], 0.0, LLM_DRAFTER_BLOCK, 0);
+    for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
+        rc = loop_rounds(&b, hot, b.bks[j], b.temp, LLM_DRAFTER_BLOCK, 0);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
         rc = loop_rounds(&b, greedy, b.ks[j], 0.0, LLM_DRAFTER_MODEL, 0);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
         rc = loop_rounds(&b, hot, b.ks[j], b.temp, LLM_DRAFTER_MODEL, 0);
     static const int32_t ngram_ks[] = {2, 4, 8, 16};
-    for (int dev = 0; dev < 2; dev++)
+    for (int dev = 0; dev < 2 && !b.block_only; dev++)
         for (int j = 0; rc == 0 && j < 4; j++)
             rc = loop_rounds(&b, greedy, ngram_ks[j], 0.0, LLM_DRAFTER_NGRAM, dev);
     static const int32_t host_ks[] = {2, 4};
-    for (int j = 0; rc == 0 && !b.ngram_only && j < 2; j++)
+    for (int j = 0; rc == 0 && !b.ngram_only && !b.block_only && j < 2; j++)
         rc = host_rounds(&b, greedy, greedy2, host_ks[j], 0.0);
-    for (int j = 0; rc == 0 && !b.ngram_only && j < 2; j++)
+    for (int j = 0; rc == 0 && !b.ngram_only && !b.block_only && j < 2; j++)
         rc = host_rounds(&b, hot, hot2, host_ks[j], b.temp);
     llm_cuda_loop_stats st;
     llm_cuda_loop_get_stats(b.loop, &st);

@@ -167,7 +167,8 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
                            void *user, size_t *n_generated, int *stop_reason);
 
 /* Who drafts the speculative rounds: LLM_DRAFTER_MODEL (the default, the
- * draft session) or LLM_DRAFTER_NGRAM (greedy only): per round the host
+ * draft session), LLM_DRAFTER_BLOCK (a head loaded by
+ * llm_cuda_loop_set_block, below) or LLM_DRAFTER_NGRAM (greedy only): per round the host
  * looks the history up (the longest suffix of ngram_max down to ngram_min
  * tokens seen before, spec.h's ngram rule, at most k tokens), uploads the
  * proposal and launches the target's verify of its width with the device
@@ -177,6 +178,25 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
  * defaults (2 and 4). LLM_EINVAL for another kind or bad bounds. */
 int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
                               int32_t ngram_max);
+
+/* Loads the block drafter's head at head_path (a phasemark-block GGUF,
+ * validated against the target) onto the target's device and makes it the
+ * drafter (LLM_DRAFTER_BLOCK; llm_cuda_loop_set_drafter switches back and
+ * forth while the head stays loaded). Block rounds, greedy or sampled,
+ * 1 <= k <= the head's block size: per round one graph on the target's
+ * context runs the head (cuda_block.h) over k block rows after the
+ * committed context, whose rows' greedy ids (sampled: a draw from each
+ * row's softmax at the temperature) are the drafts, and a second graph
+ * runs the verify of k + 1 rows with the head's feature planes, appends
+ * those rows to the head's context and runs the acceptance (greedy, or
+ * min(1, p/q) with q the head's rows). The prompt's prefill asks the
+ * target for the features of every prompt position, read back once and
+ * uploaded into the head's context. Markers per round: "pm.spec_decode
+ * mode=batched" enclosing "pm.draft ... drafter=block" (the head's graph)
+ * and the verify's "pm.layer_range mode=verify". A head that does not fit
+ * (see cuda_block.h) is refused with one line; the previous head, if any,
+ * stays. Setup only (it uploads and synchronizes). */
+int llm_cuda_loop_set_block(llm_cuda_loop *l, const char *head_path);
 
 /* on = 1: n-gram rounds run on the device instead: the history is kept
  * there, every round is one graph (the lookup kernel, the verify of k + 1
