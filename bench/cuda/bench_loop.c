@@ -35,8 +35,10 @@
  *             --block-k, greedy and at --temp, alternating per prompt
  *             like the model rows; --block-only 1 runs the baseline, the
  *             block rows and the model rows at --k only. A "costs" row
- *             gives the head's forward alone (a graph of it, timed by
- *             device events over 200 replays) for each --block-k.
+ *             gives, for each --block-k, the device time of the loop's
+ *             own graphs: the head's forward, the verify of k + 1 rows
+ *             (with the context append and the acceptance) and the plain
+ *             step, 100 replays each at position 128.
  * Exit 0, 1 on a failure or a greedy parity break, 2 usage.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -46,8 +48,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "block_head.h"
-#include "cuda_block.h"
 #include "cuda_loop.h"
 #include "model.h"
 #include "phasemark/engine.h"
@@ -418,63 +418,26 @@ static int host_rounds(bench *b, llm_sampler *sp, llm_sampler *sp2, int32_t k, d
     return 0;
 }
 
-/* The head's forward alone at each block k: one graph of it on the
- * target's context (a context of 128 positions of zero features), 200
- * replays between two device events. One JSON line. */
-static int head_costs(bench *b)
+/* Per-forward device costs at each block k (llm_cuda_loop_block_costs:
+ * the loop's own graphs replayed at position 128 between device events,
+ * after the greedy block rows captured them). One JSON line. */
+static int block_costs(bench *b)
 {
-    llm_cuda *cu = llm_cuda_backend_context(b->tm->be);
-    pm_block *head = NULL;
-    llm_cuda_block *hb = NULL;
-    char err[512] = "";
-    int rc = pm__block_open(b->head, b->tm, 512, 1, &head, err, sizeof err);
-    if (rc == 0)
-        rc = llm_cuda_block_create(cu, b->tm->be, b->tm, head, 512, &hb, err, sizeof err);
-    pm__block_free(head);
-    if (rc) {
-        fprintf(stderr, PROG ": %s\n", err);
-        return 1;
-    }
-    const int32_t *layers = NULL;
-    size_t np = (size_t)llm_cuda_block_planes(hb, &layers), dim = (size_t)b->tm->hp.dim;
-    float *zero = calloc(np * 128 * dim, sizeof *zero);
-    void *last = NULL;
-    int32_t tok = 1;
-    rc = !zero || llm_cuda_malloc(cu, sizeof tok, &last) != 0 ||
-         llm_cuda_upload(cu, last, &tok, sizeof tok) != 0 ||
-         llm_cuda_block_append_host(hb, zero, 128, 128, 0) != 0;
     printf("{\"device\": \"%s\", \"bench\": \"bench/cuda/run_loop.sh\", \"mode\": \"costs\", "
-           "\"drafter\": \"block\", \"ctx\": 128, \"head_forward_us\": {",
+           "\"drafter\": \"block\", \"pos\": 128, \"reps\": 100, \"us\": {",
            b->device);
+    int rc = 0;
     for (int j = 0; rc == 0 && j < b->n_bk; j++) {
-        llm_cuda_graph *g = NULL;
-        llm_cuda_positions pos = {128, NULL};
-        rc = llm_cuda_graph_begin(cu);
-        int rc2 = rc ? rc : llm_cuda_block_forward(hb, last, b->bks[j], pos);
+        llm_cuda_loop_costs c;
+        rc = llm_cuda_loop_block_costs(b->loop, b->bks[j], 128, 100, &c);
         if (rc == 0)
-            rc = llm_cuda_graph_end(cu, &g);
-        rc = rc ? rc : rc2;
-        for (int i = 0; rc == 0 && i < 20; i++)
-            rc = llm_cuda_graph_launch(cu, g);
-        if (rc == 0)
-            rc = llm_cuda_event_record(cu, 0);
-        for (int i = 0; rc == 0 && i < 200; i++)
-            rc = llm_cuda_graph_launch(cu, g);
-        float ms = 0.0f;
-        if (rc == 0)
-            rc = llm_cuda_event_record(cu, 1);
-        if (rc == 0)
-            rc = llm_cuda_elapsed_ms(cu, 0, 1, &ms);
-        llm_cuda_graph_free(g);
-        printf("%s\"%d\": %.2f", j ? ", " : "", (int)b->bks[j], (double)ms * 1000.0 / 200.0);
+            printf("%s\"%d\": {\"head\": %.2f, \"verify\": %.2f, \"plain_step\": %.2f}",
+                   j ? ", " : "", (int)b->bks[j], c.head_us, c.verify_us, c.plain_us);
     }
     printf("}}\n");
     fflush(stdout);
     if (rc)
-        fprintf(stderr, PROG ": head costs: %s\n", llm_cuda_error(cu));
-    llm_cuda_mfree(cu, last);
-    free(zero);
-    llm_cuda_block_free(hb);
+        fprintf(stderr, PROG ": costs: %s\n", llm_cuda_loop_error(b->loop));
     return rc ? 1 : 0;
 }
 
@@ -520,10 +483,10 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", llm_cuda_loop_error(b.loop));
         rc = 1;
     }
-    if (rc == 0 && b.head)
-        rc = head_costs(&b);
     for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
         rc = loop_rounds(&b, greedy, b.bks[j], 0.0, LLM_DRAFTER_BLOCK, 0);
+    if (rc == 0 && b.head)
+        rc = block_costs(&b);
     for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
         rc = loop_rounds(&b, hot, b.bks[j], b.temp, LLM_DRAFTER_BLOCK, 0);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)

@@ -243,12 +243,14 @@ static void parity_case(llm_model *tm, const char *head_path, const char *what)
         llm_session_reset(s);
         llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
         fp.phase = PM_PHASE_EXACT;
-        fp.output = LLM_OUTPUT_NONE;
+        fp.output = LLM_OUTPUT_ARGMAX;
+        fp.rows = 1;
         fp.n_features_layers = np;
         fp.features_layers = planes;
         fp.features = feat;
         fp.features_cap = (size_t)np * 128 * dim;
-        REQUIRE(llm_forward(s, &fp, toks, n, NULL, NULL) == 0);
+        int32_t next = -1;
+        REQUIRE(llm_forward(s, &fp, toks, n, NULL, &next) == 0);
         size_t n1 = n / 2;
         pm__block_crop(cpu, 0);
         planes_slice(part, feat, np, n, 0, n1, dim);
@@ -259,8 +261,8 @@ static void parity_case(llm_model *tm, const char *head_path, const char *what)
         REQUIRE(pm__block_append(cpu, part, plane_of, n - n1, (uint32_t)(n - n1)) == 0);
         REQUIRE(llm_cuda_block_append_host(hb, part, n - n1, (uint32_t)(n - n1), (uint32_t)n1) ==
                 0);
-        compare_forward(cpu, hb, cu, last_dev, 13 + k, B, (uint32_t)n, tm->hp.n_vocab, &pr);
-        compare_forward(cpu, hb, cu, last_dev, 13 + k, 3, (uint32_t)n, tm->hp.n_vocab, &pr);
+        compare_forward(cpu, hb, cu, last_dev, next, B, (uint32_t)n, tm->hp.n_vocab, &pr);
+        compare_forward(cpu, hb, cu, last_dev, next, 3, (uint32_t)n, tm->hp.n_vocab, &pr);
     }
     printf("%s: %d rows, max |logit diff| %.6f (tolerance %.3f), argmax checked on %d rows, "
            "%d differ\n",

@@ -18,6 +18,9 @@
  *           pm.spec_decode + drafter=ngram leaf + verify leaf, no match a
  *           plain pm.decode with its leaf; with the lookup on the device,
  *           every launched round is a round of k = 4.
+ *   ranges_block (its own case) k = 4 with the shipped block head: per
+ *           launched round pm.spec_decode, the drafter=block leaf, one
+ *           verify leaf of 5 tokens.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>

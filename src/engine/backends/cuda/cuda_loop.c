@@ -19,6 +19,12 @@
  *
  * Batches never wrap the ring or the records (their sizes are multiples
  * of the batch), so one copy reads a batch.
+ *
+ * Block rounds keep everything on the target's context: the head's
+ * context length is the target's register P (its caches hold the
+ * positions the target has run), so the head's graph and the verify's
+ * read the same register and need no draft register (the acceptance
+ * writes the unused OFF_NOPOS, as n-gram rounds do).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cuda_loop.h"
@@ -301,6 +307,52 @@ int llm_cuda_loop_set_ngram_device(llm_cuda_loop *l, int on)
     return 0;
 }
 
+/* Mean device microseconds of reps replays of g at pos. */
+static int graph_us(llm_cuda *c, llm_cuda_graph *g, uint32_t pos, int32_t reps, double *us)
+{
+    double sum = 0.0;
+    int rc = 0;
+    for (int32_t r = 0; rc == 0 && r < reps; r++) {
+        float ms = 0.0f;
+        rc = llm_cuda_pos_set(c, pos);
+        if (rc == 0)
+            rc = llm_cuda_event_record(c, LLM_CUDA_EVENTS - 2);
+        if (rc == 0)
+            rc = llm_cuda_graph_launch(c, g);
+        if (rc == 0)
+            rc = llm_cuda_event_record(c, LLM_CUDA_EVENTS - 1);
+        if (rc == 0)
+            rc = llm_cuda_elapsed_ms(c, LLM_CUDA_EVENTS - 2, LLM_CUDA_EVENTS - 1, &ms);
+        sum += (double)ms * 1000.0;
+    }
+    *us = reps > 0 ? sum / (double)reps : 0.0;
+    return rc;
+}
+
+int llm_cuda_loop_block_costs(llm_cuda_loop *l, int32_t k, uint32_t pos, int32_t reps,
+                              llm_cuda_loop_costs *out)
+{
+    if (!l || !out || reps < 1 || k < 1 || k > LLM_CUDA_LOOP_K_MAX)
+        return l ? loop_fail(l, LLM_EINVAL, "device loop: bad cost arguments") : LLM_EINVAL;
+    if (!l->blk || !l->bhead[0][k] || !l->bverify[0][k] || !l->plain[0])
+        return loop_fail(l, LLM_EINVAL, "device loop: the greedy block graphs of k = %d and the "
+                                        "plain graph are not captured", (int)k);
+    if ((uint64_t)pos + (uint64_t)k + 1u > llm_session_n_ctx(l->t.s))
+        return loop_fail(l, LLM_EINVAL, "device loop: position %u + %d rows pass the context",
+                         (unsigned)pos, (int)k + 1);
+    loop_side *t = &l->t;
+    pthread_mutex_lock(&t->m->lock);
+    int rc = llm_cuda_bind(t->cu);
+    if (rc == 0)
+        rc = graph_us(t->cu, l->bhead[0][k], pos, reps, &out->head_us);
+    if (rc == 0)
+        rc = graph_us(t->cu, l->bverify[0][k], pos, reps, &out->verify_us);
+    if (rc == 0)
+        rc = graph_us(t->cu, l->plain[0], pos, reps, &out->plain_us);
+    pthread_mutex_unlock(&t->m->lock);
+    return rc ? side_fail(l, t, rc, "cost replays") : 0;
+}
+
 const char *llm_cuda_loop_error(const llm_cuda_loop *l)
 {
     return l ? l->err : "";
@@ -526,13 +578,9 @@ static int capture_block_head(llm_cuda_loop *l, int32_t k, float temp)
     const float *lg = llm_cuda_block_logits(l->blk);
     if (rc == 0 && !(temp > 0.0f))
         rc = llm_cuda_argmax_scan(t->cu, lg, k, v, vin + 1);
-    for (int32_t i = 0; rc == 0 && temp > 0.0f && i < k; i++) {
-        float *u = (float *)(void *)(l->dev + OFF_U);
-        llm_cuda_sampling sm = {temp, 0, 1.0f, 0.0f, u};
-        rc = llm_cuda_loop_rng(t->cu, (uint64_t *)(void *)(l->dev + OFF_RNG), u);
-        if (rc == 0)
-            rc = llm_cuda_sample(t->cu, lg + (size_t)i * (size_t)v, v, &sm, vin + 1 + i);
-    }
+    else if (rc == 0)
+        rc = llm_cuda_loop_draw_rows(t->cu, lg, k, v, temp,
+                                     (uint64_t *)(void *)(l->dev + OFF_RNG), vin + 1);
     return capture_end(l, t, rc, &l->bhead[temp > 0.0f][k], "block head capture");
 }
 

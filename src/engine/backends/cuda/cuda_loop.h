@@ -33,8 +33,8 @@
  * step enclosing its "pm.layer_range mode=decode" leaf; speculative, per
  * round one "pm.spec_decode mode=batched req=R draft=K" enclosing one
  * "pm.draft ... drafter=D" leaf (model: the first round's includes the
- * draft's prompt prefill; ngram: no forward) and one "pm.layer_range
- * mode=verify" leaf. A batch runs whole: rounds or steps launched past a
+ * draft's prompt prefill; ngram: no forward; block: the head's graph) and
+ * one "pm.layer_range mode=verify" leaf. A batch runs whole: rounds or steps launched past a
  * stop (EOS, max_tokens) are marked though their tokens are dropped.
  *
  * Sampling (temperature > 0, no top-k or top-p cut): the plain step draws
@@ -107,6 +107,12 @@ int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dl
                                  int32_t vocab, float temperature, uint64_t *rng, int32_t *vin,
                                  int32_t *din, int32_t k, uint32_t *draft_pos, int32_t *rec,
                                  uint32_t rec_cap, uint32_t *round);
+
+/* Draws out[r] (r < rows) from softmax(logits[r] / temperature), row r
+ * with the generator's (counter + r)-th uniform, then moves the counter
+ * past them: the block drafter's sampled proposals in two launches. */
+int llm_cuda_loop_draw_rows(llm_cuda *c, const float *logits, int32_t rows, int32_t vocab,
+                            float temperature, uint64_t *rng, int32_t *out);
 
 /* Device n-gram rounds. _lookup applies spec.h's n-gram rule (suffixes of
  * nmax down to nmin tokens, most recent occurrence first, at most k ids)
@@ -207,6 +213,22 @@ int llm_cuda_loop_set_block(llm_cuda_loop *l, const char *head_path);
  * host does not know the proposal's length when it marks. 0 (the
  * default): the host looks up, one read-back a round. */
 int llm_cuda_loop_set_ngram_device(llm_cuda_loop *l, int on);
+
+/* Per-forward device time of the graphs a block round and a plain step
+ * replay (for benchmarks): the head's graph at k, the verify graph at k
+ * (verify of k + 1 rows with the feature copies, the head's context
+ * append and the acceptance) and the plain step's, each replayed reps
+ * times at position pos (the register set before each replay) between
+ * two device events, in microseconds a replay. Needs the greedy block
+ * graphs of k and the greedy plain graph (a greedy generation at k and
+ * one at 0 captured them); the replays leave the loop's device state
+ * meaningless until the next generation, which sets it afresh. LLM_EINVAL
+ * when a graph is missing or pos + k + 1 passes the context. */
+typedef struct llm_cuda_loop_costs {
+    double head_us, verify_us, plain_us;
+} llm_cuda_loop_costs;
+int llm_cuda_loop_block_costs(llm_cuda_loop *l, int32_t k, uint32_t pos, int32_t reps,
+                              llm_cuda_loop_costs *out);
 
 const char *llm_cuda_loop_error(const llm_cuda_loop *l);
 void llm_cuda_loop_get_stats(const llm_cuda_loop *l, llm_cuda_loop_stats *out);
