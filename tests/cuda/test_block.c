@@ -47,8 +47,9 @@
 /* The largest difference a CUDA head logit may have from the CPU head's.
  * The products differ in rounding only: the output matrix (Q8_0) is
  * multiplied over 8-bit activations on the device, the norms are folded
- * into the products, and the softmax sums run in another order. */
-#define HEAD_TOL 0.1
+ * into the products, and the softmax sums run in another order. Measured
+ * on the H200: 0.0065 (shipped head), 0.0034 (the random head). */
+#define HEAD_TOL 0.05
 
 #define TARGET "phasemark-kjv-target-q8_0.gguf"
 #define HEAD "phasemark-kjv-block-f16.gguf"
