@@ -4,6 +4,7 @@
  *   bench_cuda_loop --target T --draft D --prompts FILE [--tokens 128]
  *                   [--reps 2] [--n-prompts 24] [--k 1,2,3,4,6,8]
  *                   [--temp 0.7] [--seed 7] [--ngram-only 0|1]
+ *                   [--head H] [--block-only 0|1] [--block-k 4,6,8,12,16]
  *
  * FILE: held-out prompts, "REF<TAB>TEXT" a line (bench/spec/
  * heldout_prompts.tsv). Every configuration runs its two sides back to
@@ -29,6 +30,15 @@
  *   host      plain = llm_generate, spec = llm_spec_generate (host rounds,
  *             model drafter, fixed k), greedy and at --temp (parity
  *             "law"): today's paths, for reference.
+ *   loop, drafter "block" (--head H, a block head file): the plain device
+ *             loop against block rounds (llm_cuda_loop_set_block) at each
+ *             --block-k, greedy and at --temp, alternating per prompt
+ *             like the model rows; --block-only 1 runs the baseline, the
+ *             block rows and the model rows at --k only. A "costs" row
+ *             gives, for each --block-k, the device time of the loop's
+ *             own graphs: the head's forward, the verify of k + 1 rows
+ *             (with the context append and the acceptance) and the plain
+ *             step, 100 replays each at position 128.
  * Exit 0, 1 on a failure or a greedy parity break, 2 usage.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -62,6 +72,10 @@ typedef struct bench {
     int32_t ks[MAX_K];
     int n_k;
     long ngram_only; /* 1: the baseline and the n-gram rows only */
+    const char *head; /* block head file, or NULL */
+    long block_only;
+    int32_t bks[MAX_K];
+    int n_bk;
     llm_model *tm, *dm;
     llm_session *t, *d;
     llm_cuda_loop *loop;
@@ -98,7 +112,8 @@ static int collect(void *user, int32_t tok)
 static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--reps N]\n"
-                    "       [--n-prompts N] [--k K,K,...] [--temp T] [--seed S] [--ngram-only 0|1]\n");
+                    "       [--n-prompts N] [--k K,K,...] [--temp T] [--seed S] [--ngram-only 0|1]\n"
+                    "       [--head H] [--block-only 0|1] [--block-k K,K,...]\n");
     return 2;
 }
 
@@ -113,21 +128,22 @@ static int parse_long(const char *s, long lo, long hi, long *val)
     return 0;
 }
 
-static int parse_ks(bench *b, const char *s)
+static int parse_ks(bench *b, const char *s, int32_t *ks, int *n_k)
 {
-    b->n_k = 0;
+    (void)b;
+    *n_k = 0;
     while (*s) {
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (errno || end == s || v < 1 || v > LLM_CUDA_LOOP_K_MAX || b->n_k == MAX_K)
+        if (errno || end == s || v < 1 || v > LLM_CUDA_LOOP_K_MAX || *n_k == MAX_K)
             return -1;
-        b->ks[b->n_k++] = (int32_t)v;
+        ks[(*n_k)++] = (int32_t)v;
         s = *end == ',' ? end + 1 : end;
         if (*end && *end != ',')
             return -1;
     }
-    return b->n_k ? 0 : -1;
+    return *n_k ? 0 : -1;
 }
 
 static int parse_args(bench *b, int argc, char **argv)
@@ -156,7 +172,15 @@ static int parse_args(bench *b, int argc, char **argv)
             if (parse_long(v, 0, 1, &b->ngram_only))
                 return -1;
         } else if (strcmp(a, "--k") == 0) {
-            if (parse_ks(b, v))
+            if (parse_ks(b, v, b->ks, &b->n_k))
+                return -1;
+        } else if (strcmp(a, "--block-k") == 0) {
+            if (parse_ks(b, v, b->bks, &b->n_bk))
+                return -1;
+        } else if (strcmp(a, "--head") == 0) {
+            b->head = v;
+        } else if (strcmp(a, "--block-only") == 0) {
+            if (parse_long(v, 0, 1, &b->block_only))
                 return -1;
         } else if (strcmp(a, "--temp") == 0) {
             char *end;
@@ -394,6 +418,29 @@ static int host_rounds(bench *b, llm_sampler *sp, llm_sampler *sp2, int32_t k, d
     return 0;
 }
 
+/* Per-forward device costs at each block k (llm_cuda_loop_block_costs:
+ * the loop's own graphs replayed at position 128 between device events,
+ * after the greedy block rows captured them). One JSON line. */
+static int block_costs(bench *b)
+{
+    printf("{\"device\": \"%s\", \"bench\": \"bench/cuda/run_loop.sh\", \"mode\": \"costs\", "
+           "\"drafter\": \"block\", \"pos\": 128, \"reps\": 100, \"us\": {",
+           b->device);
+    int rc = 0;
+    for (int j = 0; rc == 0 && j < b->n_bk; j++) {
+        llm_cuda_loop_costs c;
+        rc = llm_cuda_loop_block_costs(b->loop, b->bks[j], 128, 100, &c);
+        if (rc == 0)
+            printf("%s\"%d\": {\"head\": %.2f, \"verify\": %.2f, \"plain_step\": %.2f}",
+                   j ? ", " : "", (int)b->bks[j], c.head_us, c.verify_us, c.plain_us);
+    }
+    printf("}}\n");
+    fflush(stdout);
+    if (rc)
+        fprintf(stderr, PROG ": costs: %s\n", llm_cuda_loop_error(b->loop));
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static bench b;
@@ -405,6 +452,9 @@ int main(int argc, char **argv)
     static const int32_t ks_default[] = {1, 2, 3, 4, 6, 8};
     memcpy(b.ks, ks_default, sizeof ks_default);
     b.n_k = 6;
+    static const int32_t bks_default[] = {4, 6, 8, 12, 16};
+    memcpy(b.bks, bks_default, sizeof bks_default);
+    b.n_bk = 5;
     if (parse_args(&b, argc, argv))
         return usage();
     b.tm = open_model(b.target);
@@ -429,18 +479,28 @@ int main(int argc, char **argv)
         llm_sampler_create(&hp, v, &hot) || llm_sampler_create(&hp, v, &hot2))
         return 1;
     int rc = baseline(&b, greedy);
+    if (rc == 0 && b.head && llm_cuda_loop_set_block(b.loop, b.head) != 0) {
+        fprintf(stderr, PROG ": %s\n", llm_cuda_loop_error(b.loop));
+        rc = 1;
+    }
+    for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
+        rc = loop_rounds(&b, greedy, b.bks[j], 0.0, LLM_DRAFTER_BLOCK, 0);
+    if (rc == 0 && b.head)
+        rc = block_costs(&b);
+    for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
+        rc = loop_rounds(&b, hot, b.bks[j], b.temp, LLM_DRAFTER_BLOCK, 0);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
         rc = loop_rounds(&b, greedy, b.ks[j], 0.0, LLM_DRAFTER_MODEL, 0);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
         rc = loop_rounds(&b, hot, b.ks[j], b.temp, LLM_DRAFTER_MODEL, 0);
     static const int32_t ngram_ks[] = {2, 4, 8, 16};
-    for (int dev = 0; dev < 2; dev++)
+    for (int dev = 0; dev < 2 && !b.block_only; dev++)
         for (int j = 0; rc == 0 && j < 4; j++)
             rc = loop_rounds(&b, greedy, ngram_ks[j], 0.0, LLM_DRAFTER_NGRAM, dev);
     static const int32_t host_ks[] = {2, 4};
-    for (int j = 0; rc == 0 && !b.ngram_only && j < 2; j++)
+    for (int j = 0; rc == 0 && !b.ngram_only && !b.block_only && j < 2; j++)
         rc = host_rounds(&b, greedy, greedy2, host_ks[j], 0.0);
-    for (int j = 0; rc == 0 && !b.ngram_only && j < 2; j++)
+    for (int j = 0; rc == 0 && !b.ngram_only && !b.block_only && j < 2; j++)
         rc = host_rounds(&b, hot, hot2, host_ks[j], b.temp);
     llm_cuda_loop_stats st;
     llm_cuda_loop_get_stats(b.loop, &st);

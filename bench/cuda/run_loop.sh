@@ -9,7 +9,12 @@
 #
 # Knobs: TOKENS (128), REPS (2), N_PROMPTS (24), KS (1,2,3,4,6,8),
 # PM_LOOP_TESTS=0 skips the tests, PM_LOOP_CASES names the loop's cases to
-# run (default: all), NGRAM_ONLY=1 benches the baseline and n-gram rows only. The bench's rows go to $OUT/loop.jsonl.
+# run (default: all), NGRAM_ONLY=1 benches the baseline and n-gram rows only.
+# Block drafter (issues 16/17): HEAD (default models/phasemark-kjv-block-f16.gguf;
+# HEAD= for none) adds block rows at BLOCK_KS (4,6,8,12,16) and the head's
+# cost row; BLOCK_ONLY=1 runs the baseline, block and model rows only;
+# PM_BLOCK_TESTS=1 runs only the block drafter's tests (cuda.block.*,
+# cuda.loop.ranges_block). The bench's rows go to $OUT/loop.jsonl.
 set -u
 out=${OUT:-$PWD/out-loop}
 mkdir -p "$out"
@@ -26,7 +31,7 @@ else
   : > "$out/build.log"
   pm_device_configure "$B" "$out/build.log" || { tail -40 "$out/build.log"; exit 1; }
   cmake --build "$B" -j"$(nproc)" --target test_cuda_loop test_cuda_loop_ranges test_cuda_kernels \
-    test_cuda_greedy test_cuda_engine bench_cuda_loop >> "$out/build.log" 2>&1 ||
+    test_cuda_greedy test_cuda_engine test_cuda_block bench_cuda_loop >> "$out/build.log" 2>&1 ||
     { grep -E "error" "$out/build.log" | head -40; exit 1; }
   t=$B/tests/cuda
   bench=$B/bench/cuda/bench_cuda_loop
@@ -44,13 +49,17 @@ run_cases() { # exe case...
   done
 }
 
-if [ "${PM_LOOP_TESTS:-1}" != 0 ] && [ -n "${PM_LOOP_CASES:-}" ]; then
+if [ "${PM_LOOP_TESTS:-1}" != 0 ] && [ "${PM_BLOCK_TESTS:-0}" = 1 ]; then
+  run_cases test_cuda_block head_parity loop_kjv sampled_law refusals
+  run_cases test_cuda_loop_ranges ranges ranges_block
+elif [ "${PM_LOOP_TESTS:-1}" != 0 ] && [ -n "${PM_LOOP_CASES:-}" ]; then
   # shellcheck disable=SC2086
   run_cases test_cuda_loop $PM_LOOP_CASES
 elif [ "${PM_LOOP_TESTS:-1}" != 0 ]; then
   # shellcheck disable=SC2086
   run_cases test_cuda_loop ${PM_LOOP_CASES:-rows_bits plain_kjv spec_kjv ngram_kjv stops sampled_law refusals_cpu refusals}
-  run_cases test_cuda_loop_ranges ranges
+  run_cases test_cuda_loop_ranges ranges ranges_block
+  run_cases test_cuda_block head_parity loop_kjv sampled_law refusals
   run_cases test_cuda_kernels matvec_fused rope_qkv_store matmul_acc matvec_rope_store \
     matvec_bf16 matvec_f16 matvec_f32 matvec_q8_0 matvec_q4_0 matvec_q8_0_int8 matvec_batch \
     matvec_unaligned matvec_q4_k matvec_q6_k matvec_fused_kq
@@ -59,11 +68,15 @@ elif [ "${PM_LOOP_TESTS:-1}" != 0 ]; then
   run_cases test_cuda_engine engine_f32 engine_f16 engine_q8_0 engine_kjv_target engine_kjv_draft \
     engine_session_api engine_graph_cache engine_q4_k_m
 fi
+head=${HEAD-models/phasemark-kjv-block-f16.gguf}
+block_args=()
+[ -n "$head" ] && block_args=(--head "$head" --block-k "${BLOCK_KS:-4,6,8,12,16}"
+  --block-only "${BLOCK_ONLY:-0}")
 start=$(date +%s)
 "$bench" --target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf \
   --prompts bench/spec/heldout_prompts.tsv --tokens "${TOKENS:-128}" --reps "${REPS:-2}" \
   --n-prompts "${N_PROMPTS:-24}" --k "${KS:-1,2,3,4,6,8}" --temp 0.7 --seed 7 \
-  --ngram-only "${NGRAM_ONLY:-0}" \
+  --ngram-only "${NGRAM_ONLY:-0}" "${block_args[@]}" \
   > "$out/loop.jsonl" 2> "$out/bench.log"
 echo "bench rc=$? in $(( $(date +%s) - start )) s"
 cat "$out/loop.jsonl" "$out/bench.log"

@@ -18,6 +18,9 @@
  *           pm.spec_decode + drafter=ngram leaf + verify leaf, no match a
  *           plain pm.decode with its leaf; with the lookup on the device,
  *           every launched round is a round of k = 4.
+ *   ranges_block (its own case) k = 4 with the shipped block head: per
+ *           launched round pm.spec_decode, the drafter=block leaf, one
+ *           verify leaf of 5 tokens.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -258,6 +261,65 @@ static void ranges(void)
     llm_model_free(dm);
 }
 
-static const ct_case cases[] = {{"ranges", ranges}};
+/* Block rounds (shipped head, k = 4): the prefill's two ranges (its
+ * features are copies inside the same forward), then per launched round
+ * pm.spec_decode, the drafter=block leaf (the head's graph) and one
+ * verify leaf of 5 tokens; the ids are llm_generate's. */
+static void ranges_block(void)
+{
+#ifdef PHASEMARK_DISABLED
+    fprintf(stderr, "skipped: markers are compiled out\n");
+    exit(77);
+#endif
+    if (setenv("PHASEMARK", "roctx", 1) != 0)
+        exit(1);
+    ct_require_device();
+    char hp[1024];
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    snprintf(hp, sizeof hp, "%s/phasemark-kjv-block-f16.gguf", dir && *dir ? dir : PM_REPO_MODELS);
+    if (access(hp, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s not present\n", hp);
+        exit(77);
+    }
+    llm_model *tm = open_on_cuda("phasemark-kjv-target-q8_0.gguf");
+    llm_session *t = synth_session(tm, 256, 32, REQ), *ref_s = synth_session(tm, 256, 32, REQ);
+    llm_sampler *sp = NULL;
+    REQUIRE(llm_sampler_create(NULL, tm->hp.n_vocab, &sp) == 0);
+    llm_cuda_loop *l = NULL;
+    char err[256];
+    REQUIRE(llm_cuda_loop_create(t, NULL, &l, err, sizeof err) == 0);
+    REQUIRE(llm_cuda_loop_set_block(l, hp) == 0);
+    int32_t prompt[64];
+    size_t n = 0;
+    const char *text = "And it came to pass, when the king heard";
+    REQUIRE(llm_model_tokenize(tm, text, strlen(text), 1, prompt, 64, &n) == 0);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = MAX_TOKENS;
+    gp.stop_at_eos = 0;
+    ids ref = {{0}, 0};
+    REQUIRE(llm_generate(ref_s, sp, prompt, n, &gp, collect, &ref, NULL, NULL) == 0);
+    REQUIRE(ref.n == MAX_TOKENS);
+    static want w;
+    ids got = {{0}, 0};
+    llm_cuda_loop_stats s0, s1;
+    llm_cuda_loop_get_stats(l, &s0);
+    pm_roctx_log_clear();
+    REQUIRE(llm_cuda_loop_generate(l, sp, 4, prompt, n, &gp, collect, &got, NULL, NULL) == 0);
+    llm_cuda_loop_get_stats(l, &s1);
+    w.n = 0;
+    put_prefill(&w, (int)n);
+    for (uint64_t r = 0; r < s1.rounds - s0.rounds; r++)
+        put_round(&w, 4, "block");
+    check_sequence(&w, "block");
+    CHECK(s1.rounds - s0.rounds >= 3); /* 11 tokens at most 5 a round */
+    CHECK_INT_EQ(memcmp(got.v, ref.v, sizeof ref.v), 0);
+    llm_cuda_loop_free(l);
+    llm_sampler_free(sp);
+    llm_session_free(t);
+    llm_session_free(ref_s);
+    llm_model_free(tm);
+}
+
+static const ct_case cases[] = {{"ranges", ranges}, {"ranges_block", ranges_block}};
 
 CT_MAIN(cases)

@@ -473,6 +473,28 @@ const float *pm__block_hidden(const pm_block *b)
     return b->h;
 }
 
+void pm__block_weights(const pm_block *b, pm_block_weights *out)
+{
+    memset(out, 0, sizeof *out);
+    out->fc = &b->fc;
+    out->fc_norm = b->fc_norm;
+    out->mask_embd = b->mask_embd;
+    out->out_norm = b->out_norm;
+    for (int32_t l = 0; l < b->in.n_layers; l++) {
+        const block_layer *L = &b->layers[l];
+        out->layer[l].attn_norm = L->attn_norm;
+        out->layer[l].ffn_norm = L->ffn_norm;
+        out->layer[l].wq = &L->wq;
+        out->layer[l].wk = &L->wk;
+        out->layer[l].wv = &L->wv;
+        out->layer[l].wo = &L->wo;
+        out->layer[l].w_gate = &L->w_gate;
+        out->layer[l].w_up = &L->w_up;
+        out->layer[l].w_down = &L->w_down;
+    }
+    out->inv_freq = b->inv_freq;
+}
+
 uint32_t pm__block_ctx_len(const pm_block *b)
 {
     return b->ctx_len;

@@ -107,4 +107,20 @@ int pm__block_forward(pm_block *b, int32_t last, int32_t rows, const float **log
  * product in float against a reference that keeps activations exact). */
 const float *pm__block_hidden(const pm_block *b);
 
+/* The head's weights as its file holds them, for a backend that keeps a
+ * copy of its own (the CUDA device loop): pointers owned by b, valid while
+ * it lives. Matrices are the file's llm_tensor views (ne0 = columns);
+ * vectors are f32 [dim]; inv_freq is the RoPE frequencies [head_dim/2]. */
+typedef struct pm_block_weights {
+    const llm_tensor *fc; /* ne0=n_feat*dim, ne1=dim */
+    const float *fc_norm, *mask_embd, *out_norm;
+    struct {
+        const float *attn_norm, *ffn_norm;
+        const llm_tensor *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    } layer[PM_BLOCK_MAX_LAYERS];
+    const double *inv_freq;
+} pm_block_weights;
+
+void pm__block_weights(const pm_block *b, pm_block_weights *out);
+
 #endif

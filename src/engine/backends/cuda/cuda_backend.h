@@ -660,6 +660,17 @@ int llm_cuda_backend_set_loop(struct llm_backend *be, int on, const int32_t *ids
 int llm_cuda_backend_loop_takes(struct llm_backend *be, const struct llm_model *m,
                                 const struct llm_span *span, int32_t n);
 
+/* The device copies of a model's token embedding and output matrix as
+ * the seam prepared them (owned by the backend, valid while the model is
+ * prepared on it), and whether the decode step's matrix-vector kernel
+ * takes the output matrix (*output_mv): for the block drafter's head,
+ * which shares both with its target. LLM_EINVAL for a non-CUDA backend or
+ * an unprepared model, LLM_EUNSUP when the model's one span lacks either
+ * end. */
+int llm_cuda_backend_model_io(struct llm_backend *be, const struct llm_model *m,
+                              const llm_cuda_weight **embd, const llm_cuda_weight **output,
+                              int *output_mv);
+
 /* A counter bumped whenever buffers a captured graph may refer to are
  * replaced (a reservation that grew): a graph captured at another value
  * must be captured again. */

@@ -19,6 +19,12 @@
  *
  * Batches never wrap the ring or the records (their sizes are multiples
  * of the batch), so one copy reads a batch.
+ *
+ * Block rounds keep everything on the target's context: the head's
+ * context length is the target's register P (its caches hold the
+ * positions the target has run), so the head's graph and the verify's
+ * read the same register and need no draft register (the acceptance
+ * writes the unused OFF_NOPOS, as n-gram rounds do).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cuda_loop.h"
@@ -30,6 +36,8 @@
 #include <string.h>
 
 #include "backend.h"
+#include "block_head.h"
+#include "cuda_block.h"
 #include "forward.h"
 #include "model.h"
 #include "phasemark/mark.h"
@@ -91,6 +99,12 @@ struct llm_cuda_loop {
     int ngram_dev;          /* 1: n-gram rounds on the device */
     int32_t *dhist;         /* [n_ctx + K_MAX + 2] the device history, owned */
     llm_cuda_graph *verify_ngd[LLM_CUDA_LOOP_K_MAX + 1]; /* by k, owned */
+    /* Block rounds: the head on the device (owned), the host buffer a
+     * prefill's features land in ([n_planes][n_ctx][dim], owned), and per
+     * k a head graph and a verify graph, [0] greedy, [1] sampled (owned). */
+    llm_cuda_block *blk;
+    float *blk_feat;
+    llm_cuda_graph *bhead[2][LLM_CUDA_LOOP_K_MAX + 1], *bverify[2][LLM_CUDA_LOOP_K_MAX + 1];
     uint32_t count, round;  /* host copies of the device counters */
     llm_cuda_loop_stats st;
     char err[256];
@@ -145,7 +159,10 @@ static void drop_graphs(llm_cuda_loop *l, int s)
     for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
         llm_cuda_graph_free(l->draft[s][k]);
         llm_cuda_graph_free(l->verify[s][k]);
+        llm_cuda_graph_free(l->bhead[s][k]);
+        llm_cuda_graph_free(l->bverify[s][k]);
         l->draft[s][k] = l->verify[s][k] = NULL;
+        l->bhead[s][k] = l->bverify[s][k] = NULL;
     }
 }
 
@@ -158,6 +175,8 @@ void llm_cuda_loop_free(llm_cuda_loop *l)
     llm_cuda_xevent_free(l->t2d);
     llm_cuda_xevent_free(l->d2t);
     free(l->hist);
+    free(l->blk_feat);
+    llm_cuda_block_free(l->blk);
     if (l->t.cu) {
         llm_cuda_mfree(l->t.cu, l->dhist);
         llm_cuda_mfree(l->t.cu, l->dlog);
@@ -230,8 +249,12 @@ int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
     if (!l)
         return LLM_EINVAL;
     int32_t hi = ngram_max > 0 ? ngram_max : 4, lo = ngram_min > 0 ? ngram_min : 2;
-    if (kind != LLM_DRAFTER_MODEL && kind != LLM_DRAFTER_NGRAM)
-        return loop_fail(l, LLM_EINVAL, "device loop: drafter %d is not model or ngram", kind);
+    if (kind == LLM_DRAFTER_BLOCK && !l->blk)
+        return loop_fail(l, LLM_EINVAL, "device loop: the block drafter needs a head "
+                                        "(llm_cuda_loop_set_block)");
+    if (kind != LLM_DRAFTER_MODEL && kind != LLM_DRAFTER_NGRAM && kind != LLM_DRAFTER_BLOCK)
+        return loop_fail(l, LLM_EINVAL, "device loop: drafter %d is not model, ngram or block",
+                         kind);
     if (lo > hi)
         return loop_fail(l, LLM_EINVAL, "device loop: n-gram bounds %d..%d out of order",
                          (int)lo, (int)hi);
@@ -241,12 +264,93 @@ int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
     return 0;
 }
 
+int llm_cuda_loop_set_block(llm_cuda_loop *l, const char *head_path)
+{
+    if (!l || !head_path)
+        return l ? loop_fail(l, LLM_EINVAL, "device loop: a head file is required") : LLM_EINVAL;
+    loop_side *t = &l->t;
+    uint32_t n_ctx = llm_session_n_ctx(t->s);
+    pm_block *head = NULL;
+    llm_cuda_block *hb = NULL;
+    char err[256] = "";
+    int rc = pm__block_open(head_path, t->m, n_ctx, 1, &head, err, sizeof err);
+    if (rc == 0) {
+        pthread_mutex_lock(&t->m->lock);
+        rc = llm_cuda_block_create(t->cu, t->be, t->m, head, n_ctx, &hb, err, sizeof err);
+        pthread_mutex_unlock(&t->m->lock);
+    }
+    pm__block_free(head);
+    if (rc)
+        return loop_fail(l, rc, "device loop: %s", err);
+    const int32_t *layers = NULL;
+    size_t cap = (size_t)llm_cuda_block_planes(hb, &layers) * n_ctx * (size_t)t->m->hp.dim;
+    float *feat = malloc(cap * sizeof *feat);
+    if (!feat) {
+        llm_cuda_block_free(hb);
+        return loop_fail(l, LLM_ENOMEM, "device loop: no memory for the head's features");
+    }
+    drop_graphs(l, 0);
+    drop_graphs(l, 1);
+    llm_cuda_block_free(l->blk);
+    free(l->blk_feat);
+    l->blk = hb;
+    l->blk_feat = feat;
+    l->drafter = LLM_DRAFTER_BLOCK;
+    return 0;
+}
+
 int llm_cuda_loop_set_ngram_device(llm_cuda_loop *l, int on)
 {
     if (!l || (on != 0 && on != 1))
         return LLM_EINVAL;
     l->ngram_dev = on;
     return 0;
+}
+
+/* Mean device microseconds of reps replays of g at pos. */
+static int graph_us(llm_cuda *c, llm_cuda_graph *g, uint32_t pos, int32_t reps, double *us)
+{
+    double sum = 0.0;
+    int rc = 0;
+    for (int32_t r = 0; rc == 0 && r < reps; r++) {
+        float ms = 0.0f;
+        rc = llm_cuda_pos_set(c, pos);
+        if (rc == 0)
+            rc = llm_cuda_event_record(c, LLM_CUDA_EVENTS - 2);
+        if (rc == 0)
+            rc = llm_cuda_graph_launch(c, g);
+        if (rc == 0)
+            rc = llm_cuda_event_record(c, LLM_CUDA_EVENTS - 1);
+        if (rc == 0)
+            rc = llm_cuda_elapsed_ms(c, LLM_CUDA_EVENTS - 2, LLM_CUDA_EVENTS - 1, &ms);
+        sum += (double)ms * 1000.0;
+    }
+    *us = reps > 0 ? sum / (double)reps : 0.0;
+    return rc;
+}
+
+int llm_cuda_loop_block_costs(llm_cuda_loop *l, int32_t k, uint32_t pos, int32_t reps,
+                              llm_cuda_loop_costs *out)
+{
+    if (!l || !out || reps < 1 || k < 1 || k > LLM_CUDA_LOOP_K_MAX)
+        return l ? loop_fail(l, LLM_EINVAL, "device loop: bad cost arguments") : LLM_EINVAL;
+    if (!l->blk || !l->bhead[0][k] || !l->bverify[0][k] || !l->plain[0])
+        return loop_fail(l, LLM_EINVAL, "device loop: the greedy block graphs of k = %d and the "
+                                        "plain graph are not captured", (int)k);
+    if ((uint64_t)pos + (uint64_t)k + 1u > llm_session_n_ctx(l->t.s))
+        return loop_fail(l, LLM_EINVAL, "device loop: position %u + %d rows pass the context",
+                         (unsigned)pos, (int)k + 1);
+    loop_side *t = &l->t;
+    pthread_mutex_lock(&t->m->lock);
+    int rc = llm_cuda_bind(t->cu);
+    if (rc == 0)
+        rc = graph_us(t->cu, l->bhead[0][k], pos, reps, &out->head_us);
+    if (rc == 0)
+        rc = graph_us(t->cu, l->bverify[0][k], pos, reps, &out->verify_us);
+    if (rc == 0)
+        rc = graph_us(t->cu, l->plain[0], pos, reps, &out->plain_us);
+    pthread_mutex_unlock(&t->m->lock);
+    return rc ? side_fail(l, t, rc, "cost replays") : 0;
 }
 
 const char *llm_cuda_loop_error(const llm_cuda_loop *l)
@@ -270,8 +374,19 @@ void llm_cuda_loop_get_stats(const llm_cuda_loop *l, llm_cuda_loop_stats *out)
 static int loop_forward_s(llm_cuda_loop *l, loop_side *sd, const int32_t *ids_dev, int32_t n,
                           int32_t rows, int32_t *out_dev, float temp);
 
+/* loop_forward that also copies the residual stream after each of the
+ * head's layers into the workspace's feature planes (hb not NULL). */
+static int loop_forward_f(loop_side *sd, const int32_t *ids_dev, int32_t n, int32_t rows,
+                          int32_t *out_dev, const llm_cuda_block *hb);
+
 static int loop_forward(loop_side *sd, const int32_t *ids_dev, int32_t n, int32_t rows,
                         int32_t *out_dev)
+{
+    return loop_forward_f(sd, ids_dev, n, rows, out_dev, NULL);
+}
+
+static int loop_forward_f(loop_side *sd, const int32_t *ids_dev, int32_t n, int32_t rows,
+                          int32_t *out_dev, const llm_cuda_block *hb)
 {
     static const int32_t dummy[LLM_CUDA_LOOP_K_MAX + 1];
     llm_forward_in in;
@@ -281,6 +396,12 @@ static int loop_forward(loop_side *sd, const int32_t *ids_dev, int32_t n, int32_
     in.tokens = dummy; /* the seam embeds ids_dev instead */
     in.out.want = LLM_OUT_ARGMAX;
     in.out.rows = rows;
+    if (hb) {
+        const int32_t *layers = NULL;
+        in.out.n_feat = llm_cuda_block_planes(hb, &layers);
+        memcpy(in.out.feat, layers, (size_t)in.out.n_feat * sizeof *layers);
+        in.out.want |= LLM_OUT_FEATURES;
+    }
     int rc = llm_cuda_backend_set_loop(sd->be, 1, ids_dev);
     if (rc)
         return rc;
@@ -437,6 +558,58 @@ static int capture_verify_ngd(llm_cuda_loop *l, int32_t k)
                                         l->dev + OFF_KEFF, l->dhist, l->dev + OFF_REC, LOOP_RECS,
                                         (uint32_t *)(l->dev + OFF_ROUND));
     return capture_end(l, t, rc, &l->verify_ngd[k], "device n-gram capture");
+}
+
+/* A block round's head forward (the target's context; its register is
+ * the head's context length P): k block rows from vin[0], the drafted ids
+ * into vin[1..k], greedy (argmax of each row) or sampled (row i drawn
+ * from softmax(logits_i / temp), each with its own uniform). The logits
+ * stay in the head's buffer, the q rows of the sampled acceptance. */
+static int capture_block_head(llm_cuda_loop *l, int32_t k, float temp)
+{
+    loop_side *t = &l->t;
+    int32_t *vin = l->dev + OFF_VIN;
+    int32_t v = t->m->hp.n_vocab;
+    llm_cuda_positions pos = {0, llm_cuda_pos(t->cu)};
+    int rc = llm_cuda_graph_begin(t->cu);
+    if (rc)
+        return side_fail(l, t, rc, "block head capture");
+    rc = llm_cuda_block_forward(l->blk, vin, k, pos);
+    const float *lg = llm_cuda_block_logits(l->blk);
+    if (rc == 0 && !(temp > 0.0f))
+        rc = llm_cuda_argmax_scan(t->cu, lg, k, v, vin + 1);
+    else if (rc == 0)
+        rc = llm_cuda_loop_draw_rows(t->cu, lg, k, v, temp,
+                                     (uint64_t *)(void *)(l->dev + OFF_RNG), vin + 1);
+    return capture_end(l, t, rc, &l->bhead[temp > 0.0f][k], "block head capture");
+}
+
+/* A block round's verify of k + 1 rows with the head's feature planes,
+ * the head's context rows of all k + 1 positions (those past the accepted
+ * ones are overwritten by later rounds before anything reads them), then
+ * the acceptance, which moves the register. */
+static int capture_block_verify(llm_cuda_loop *l, int32_t k, float temp)
+{
+    loop_side *t = &l->t;
+    uint32_t *round = (uint32_t *)(l->dev + OFF_ROUND);
+    llm_cuda_positions pos = {0, llm_cuda_pos(t->cu)};
+    int rc = llm_cuda_graph_begin(t->cu);
+    if (rc)
+        return side_fail(l, t, rc, "block verify capture");
+    int s = temp > 0.0f;
+    rc = loop_forward_f(t, l->dev + OFF_VIN, k + 1, k + 1, s ? NULL : l->dev + OFF_G, l->blk);
+    if (rc == 0)
+        rc = llm_cuda_block_append(l->blk, t->ws->feat, k + 1, k + 1, pos);
+    if (rc == 0 && s)
+        rc = llm_cuda_loop_accept_sampled(
+            t->cu, t->ws->logits, llm_cuda_block_logits(l->blk), t->m->hp.n_vocab, temp,
+            (uint64_t *)(void *)(l->dev + OFF_RNG), l->dev + OFF_VIN, l->dev + OFF_DIN, k,
+            (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC, LOOP_RECS, round);
+    else if (rc == 0)
+        rc = llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN, k,
+                                  (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC,
+                                  LOOP_RECS, round);
+    return capture_end(l, t, rc, &l->bverify[s][k], "block verify capture");
 }
 
 /* Drops every graph when a backend replaced buffers they use. */
@@ -768,6 +941,121 @@ static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int
     return rc;
 }
 
+/* The prompt's prefill for block rounds: the target's forward with the
+ * head's feature planes (positions 0..n-1, read back to the host), then
+ * the head's context built from them on the device. The first token is
+ * the prefill's greedy id, or (sampled) drawn on the host from its logits
+ * as llm_generate draws it. */
+static int block_prefill(llm_cuda_loop *l, llm_sampler *sp, int sampled, uint64_t req,
+                         const int32_t *prompt, size_t n, int32_t chunk, int32_t *tok)
+{
+    loop_side *t = &l->t;
+    const int32_t *layers = NULL;
+    int32_t np = llm_cuda_block_planes(l->blk, &layers);
+    if (n > llm_session_n_ctx(t->s)) /* the features buffer holds n_ctx rows */
+        return loop_fail(l, LLM_ECTX, "device loop: a prompt of %zu tokens is over the context",
+                         n);
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = PM_PHASE_EXACT;
+    fp.request = req;
+    fp.chunk = chunk;
+    fp.output = sampled ? LLM_OUTPUT_LOGITS : LLM_OUTPUT_ARGMAX;
+    fp.rows = 1;
+    fp.n_features_layers = np;
+    fp.features_layers = layers;
+    fp.features = l->blk_feat;
+    fp.features_cap = (size_t)np * n * (size_t)t->m->hp.dim;
+    const float *logits = NULL;
+    int rc = llm_forward(t->s, &fp, prompt, n, sampled ? &logits : NULL, sampled ? NULL : tok);
+    if (rc)
+        return loop_fail(l, rc, "device loop: prefill: %s", llm_session_error(t->s));
+    if (sampled) {
+        *tok = llm_sample(sp, logits);
+        if (*tok < 0)
+            return loop_fail(l, *tok, "device loop: sampling the prompt's token failed");
+    }
+    pthread_mutex_lock(&t->m->lock);
+    rc = llm_cuda_bind(t->cu);
+    if (rc == 0)
+        rc = llm_cuda_block_append_host(l->blk, l->blk_feat, n, (uint32_t)n, 0);
+    pthread_mutex_unlock(&t->m->lock);
+    return rc ? side_fail(l, t, rc, "the head's context") : 0;
+}
+
+/* Block rounds: per round the head's graph inside the round's draft leaf
+ * and the verify's inside its verify leaf, both on the target's stream;
+ * a batch of rounds, one read-back. */
+static int block_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, size_t n_prompt,
+                      gen_state *g, int32_t tok)
+{
+    loop_side *t = &l->t;
+    uint32_t pos = (uint32_t)n_prompt, n_ctx = llm_session_n_ctx(t->s);
+    l->host[OFF_ROUND] = 0;
+    l->host[OFF_VIN] = tok;
+    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
+    int rc = llm_cuda_pos_set(t->cu, pos);
+    if (rc)
+        return side_fail(l, t, rc, "state upload");
+    l->round = 0;
+    pm_layer_attr va = layer_attr(t, PM_PHASE_VERIFY, req, (uint32_t)k + 1u);
+    int q = llm_session_quiet(t->s);
+    while (g->reason < 0) {
+        uint32_t rounds = rounds_next_ctx(l, k, pos, (size_t)g->p->max_tokens - g->emitted,
+                                          n_ctx);
+        if (rounds == 0) {
+            g->reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        uint64_t t0 = llm_now_ns();
+        uint32_t r0 = l->round % LOOP_RECS;
+        pthread_mutex_lock(&t->m->lock);
+        for (uint32_t i = 0; rc == 0 && i < rounds; i++) {
+            pm_range sr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_spec_decode_push(req, (uint32_t)k);
+            {
+                pm_range dr __attribute__((cleanup(pm_range_pop))) =
+                    q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)k, "block");
+                rc = llm_cuda_graph_launch(t->cu, l->bhead[s][k]);
+            }
+            pm_range vr __attribute__((cleanup(pm_range_pop))) =
+                q || rc ? PM_RANGE_NONE : pm_layer_range_push(&va);
+            if (rc == 0)
+                rc = llm_cuda_graph_launch(t->cu, l->bverify[s][k]);
+        }
+        if (rc == 0)
+            rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                                   l->dev + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                                   (size_t)rounds * LLM_CUDA_LOOP_REC * sizeof(int32_t));
+        pthread_mutex_unlock(&t->m->lock);
+        if (rc)
+            return side_fail(l, t, rc, "block rounds");
+        l->st.readbacks++;
+        l->st.rounds += rounds;
+        l->round += rounds;
+        uint32_t fed = 0;
+        uint64_t rows = 0;
+        for (uint32_t i = 0; i < rounds && g->reason < 0; i++) {
+            const int32_t *rec = l->host + OFF_REC + (size_t)(r0 + i) * LLM_CUDA_LOOP_REC;
+            int32_t cnt = rec[0];
+            if (cnt < 1 || cnt > k + 1)
+                return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens",
+                                 (int)cnt);
+            l->st.drafted += (uint64_t)k;
+            l->st.accepted += (uint64_t)(cnt - 1);
+            l->st.committed += (uint64_t)cnt;
+            rows += (uint64_t)k + 1u;
+            for (int32_t j = 0; j < cnt && g->reason < 0; j++) {
+                fed++;
+                emit(g, rec[1 + j]);
+            }
+        }
+        pos += fed;
+        llm_session_device_moved(t->s, pos, 1, llm_now_ns() - t0, rows);
+    }
+    return rc;
+}
+
 /* One n-gram round (j >= 1 proposed ids in l->host + OFF_VIN + 1) or plain
  * step (j = 0), its record read back into l->host. */
 static int ngram_round(llm_cuda_loop *l, uint64_t req, int32_t j, uint32_t pos)
@@ -965,13 +1253,17 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     if (llm_sampler_n_vocab(sp) != l->t.m->hp.n_vocab)
         return loop_fail(l, LLM_EINVAL, "device loop: the sampler's vocabulary is not the target's");
     int ngram = k > 0 && l->drafter == LLM_DRAFTER_NGRAM;
+    int blk = k > 0 && l->drafter == LLM_DRAFTER_BLOCK;
     if (ngram && s)
         return loop_fail(l, LLM_EUNSUP, "device loop: n-gram rounds are greedy only");
-    if (k < 0 || k > LLM_CUDA_LOOP_K_MAX || (k > 0 && !ngram && !l->d.s))
+    if (k < 0 || k > LLM_CUDA_LOOP_K_MAX || (k > 0 && !ngram && !blk && !l->d.s))
         return loop_fail(l, LLM_EINVAL, "device loop: k %d needs 0..%d and, above 0, a draft session",
                          (int)k, LLM_CUDA_LOOP_K_MAX);
+    if (blk && k > llm_cuda_block_info(l->blk)->block_size)
+        return loop_fail(l, LLM_EINVAL, "device loop: k %d is over the head's block size %d",
+                         (int)k, (int)llm_cuda_block_info(l->blk)->block_size);
     if (k > 0 && (llm_session_n_batch(l->t.s) < (uint32_t)k + 1u ||
-                  (!ngram && llm_session_n_batch(l->d.s) < 2)))
+                  (!ngram && !blk && llm_session_n_batch(l->d.s) < 2)))
         return loop_fail(l, LLM_EINVAL, "device loop: the target's batch (%u) is below k + 1 = %d",
                          (unsigned)llm_session_n_batch(l->t.s), (int)k + 1);
     uint64_t req = llm_generate_request(l->t.s, p);
@@ -979,9 +1271,10 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     if (l->d.s)
         llm_session_reset(l->d.s);
     int32_t tok = 0;
-    int rc = s ? prefill_sampled(l, sp, req, prompt, n_prompt, p->chunk, &tok)
-               : prefill(l->t.s, req, prompt, n_prompt, p->chunk, LLM_OUTPUT_ARGMAX, &tok);
-    if (rc && !s)
+    int rc = blk ? block_prefill(l, sp, s, req, prompt, n_prompt, p->chunk, &tok)
+             : s ? prefill_sampled(l, sp, req, prompt, n_prompt, p->chunk, &tok)
+                 : prefill(l->t.s, req, prompt, n_prompt, p->chunk, LLM_OUTPUT_ARGMAX, &tok);
+    if (rc && !s && !blk)
         loop_fail(l, rc, "device loop: prefill: %s", llm_session_error(l->t.s));
     if (rc)
         return rc;
@@ -991,7 +1284,7 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     if (emit(&g, tok))
         goto done;
     /* Captures hold the models' locks (as every forward does). */
-    if (k > 0 && !ngram)
+    if (k > 0 && !ngram && !blk)
         lock_models(l);
     else
         pthread_mutex_lock(&l->t.m->lock);
@@ -1016,7 +1309,18 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
                      ? capture_verify_ng(l, j)
                      : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
                                  (int)j + 1);
-    if (rc == 0 && k > 0 && !ngram && !l->verify[s][k]) {
+    if (rc == 0 && blk && !l->bverify[s][k]) {
+        if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1))
+            rc = loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
+                           (int)k + 1);
+        else if (llm_workspace_features(l->t.ws, l->t.m) != 0)
+            rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the target's features");
+        if (rc == 0)
+            rc = capture_block_head(l, k, s ? spp.temperature : 0.0f);
+        if (rc == 0)
+            rc = capture_block_verify(l, k, s ? spp.temperature : 0.0f);
+    }
+    if (rc == 0 && k > 0 && !ngram && !blk && !l->verify[s][k]) {
         if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1) ||
             !llm_cuda_backend_loop_takes(l->d.be, l->d.m, l->d.span, 2))
             rc = loop_fail(l, LLM_EUNSUP, "device loop: a model does not take the fused step at k = %d",
@@ -1026,7 +1330,7 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         if (rc == 0)
             rc = capture_verify(l, k, s ? spp.temperature : 0.0f);
     }
-    if (k > 0 && !ngram)
+    if (k > 0 && !ngram && !blk)
         unlock_models(l);
     else
         pthread_mutex_unlock(&l->t.m->lock);
@@ -1038,6 +1342,8 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         rc = ngram_dev_loop(l, req, k, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && ngram) {
         rc = ngram_loop(l, req, k, prompt, n_prompt, &g, tok);
+    } else if (rc == 0 && blk) {
+        rc = block_loop(l, s, req, k, n_prompt, &g, tok);
     } else if (rc == 0) {
         /* The draft's forwards all run inside the rounds' draft leaves. */
         int dq = llm_session_quiet(l->d.s);

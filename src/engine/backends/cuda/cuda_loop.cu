@@ -311,6 +311,46 @@ int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dl
     return 0;
 }
 
+/* Row r of logits [rows][vocab] drawn from softmax(row / T) with the
+ * (counter + r)-th uniform of the generator: one block a row, the rows at
+ * once (the block drafter's proposals, independent given the context). */
+__global__ void __launch_bounds__(LOOP_THREADS)
+loop_draw_rows_kernel(const float *logits, int32_t vocab, float inv_t, const uint64_t *rng,
+                      int32_t *out)
+{
+    __shared__ float red[32];
+    __shared__ float scan[LOOP_THREADS];
+    __shared__ int pick;
+    const float *row = logits + (size_t)blockIdx.x * vocab;
+    float m, z;
+    loop_softmax_stats(row, vocab, inv_t, red, &m, &z);
+    float u = loop_uniform(rng[0], rng[1] + blockIdx.x);
+    auto w = [&](int32_t j) { return expf((row[j] - m) * inv_t); };
+    int32_t t = loop_draw(w, vocab, u, red, scan, &pick);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = t;
+}
+
+/* The generator's counter past the draws of loop_draw_rows_kernel (a
+ * kernel of its own: every row's block reads the counter first). */
+__global__ void loop_rng_skip_kernel(uint64_t *rng, uint32_t n)
+{
+    rng[1] += n;
+}
+
+int llm_cuda_loop_draw_rows(llm_cuda *c, const float *logits, int32_t rows, int32_t vocab,
+                            float temperature, uint64_t *rng, int32_t *out)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, logits && rng && out && rows >= 1 && vocab > 0 && temperature > 0.0f);
+    loop_draw_rows_kernel<<<(unsigned)rows, LOOP_THREADS, 0, c->stream>>>(
+        logits, vocab, 1.0f / temperature, rng, out);
+    LLM_CU_LAUNCHED(c, "loop_draw_rows_kernel");
+    loop_rng_skip_kernel<<<1, 1, 0, c->stream>>>(rng, (uint32_t)rows);
+    LLM_CU_LAUNCHED(c, "loop_rng_skip_kernel");
+    return 0;
+}
+
 /* ---- n-gram rounds on the device ------------------------------------------ */
 
 #define NGRAM_THREADS 256

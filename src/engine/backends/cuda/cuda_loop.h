@@ -33,8 +33,8 @@
  * step enclosing its "pm.layer_range mode=decode" leaf; speculative, per
  * round one "pm.spec_decode mode=batched req=R draft=K" enclosing one
  * "pm.draft ... drafter=D" leaf (model: the first round's includes the
- * draft's prompt prefill; ngram: no forward) and one "pm.layer_range
- * mode=verify" leaf. A batch runs whole: rounds or steps launched past a
+ * draft's prompt prefill; ngram: no forward; block: the head's graph) and
+ * one "pm.layer_range mode=verify" leaf. A batch runs whole: rounds or steps launched past a
  * stop (EOS, max_tokens) are marked though their tokens are dropped.
  *
  * Sampling (temperature > 0, no top-k or top-p cut): the plain step draws
@@ -108,6 +108,12 @@ int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dl
                                  int32_t *din, int32_t k, uint32_t *draft_pos, int32_t *rec,
                                  uint32_t rec_cap, uint32_t *round);
 
+/* Draws out[r] (r < rows) from softmax(logits[r] / temperature), row r
+ * with the generator's (counter + r)-th uniform, then moves the counter
+ * past them: the block drafter's sampled proposals in two launches. */
+int llm_cuda_loop_draw_rows(llm_cuda *c, const float *logits, int32_t rows, int32_t vocab,
+                            float temperature, uint64_t *rng, int32_t *out);
+
 /* Device n-gram rounds. _lookup applies spec.h's n-gram rule (suffixes of
  * nmax down to nmin tokens, most recent occurrence first, at most k ids)
  * to the device history hist[0..P] (P = c's register, hist[P] the last
@@ -167,7 +173,8 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
                            void *user, size_t *n_generated, int *stop_reason);
 
 /* Who drafts the speculative rounds: LLM_DRAFTER_MODEL (the default, the
- * draft session) or LLM_DRAFTER_NGRAM (greedy only): per round the host
+ * draft session), LLM_DRAFTER_BLOCK (a head loaded by
+ * llm_cuda_loop_set_block, below) or LLM_DRAFTER_NGRAM (greedy only): per round the host
  * looks the history up (the longest suffix of ngram_max down to ngram_min
  * tokens seen before, spec.h's ngram rule, at most k tokens), uploads the
  * proposal and launches the target's verify of its width with the device
@@ -178,6 +185,25 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
 int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
                               int32_t ngram_max);
 
+/* Loads the block drafter's head at head_path (a phasemark-block GGUF,
+ * validated against the target) onto the target's device and makes it the
+ * drafter (LLM_DRAFTER_BLOCK; llm_cuda_loop_set_drafter switches back and
+ * forth while the head stays loaded). Block rounds, greedy or sampled,
+ * 1 <= k <= the head's block size: per round one graph on the target's
+ * context runs the head (cuda_block.h) over k block rows after the
+ * committed context, whose rows' greedy ids (sampled: a draw from each
+ * row's softmax at the temperature) are the drafts, and a second graph
+ * runs the verify of k + 1 rows with the head's feature planes, appends
+ * those rows to the head's context and runs the acceptance (greedy, or
+ * min(1, p/q) with q the head's rows). The prompt's prefill asks the
+ * target for the features of every prompt position, read back once and
+ * uploaded into the head's context. Markers per round: "pm.spec_decode
+ * mode=batched" enclosing "pm.draft ... drafter=block" (the head's graph)
+ * and the verify's "pm.layer_range mode=verify". A head that does not fit
+ * (see cuda_block.h) is refused with one line; the previous head, if any,
+ * stays. Setup only (it uploads and synchronizes). */
+int llm_cuda_loop_set_block(llm_cuda_loop *l, const char *head_path);
+
 /* on = 1: n-gram rounds run on the device instead: the history is kept
  * there, every round is one graph (the lookup kernel, the verify of k + 1
  * rows, the acceptance over the proposal's length) and rounds are
@@ -187,6 +213,22 @@ int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
  * host does not know the proposal's length when it marks. 0 (the
  * default): the host looks up, one read-back a round. */
 int llm_cuda_loop_set_ngram_device(llm_cuda_loop *l, int on);
+
+/* Per-forward device time of the graphs a block round and a plain step
+ * replay (for benchmarks): the head's graph at k, the verify graph at k
+ * (verify of k + 1 rows with the feature copies, the head's context
+ * append and the acceptance) and the plain step's, each replayed reps
+ * times at position pos (the register set before each replay) between
+ * two device events, in microseconds a replay. Needs the greedy block
+ * graphs of k and the greedy plain graph (a greedy generation at k and
+ * one at 0 captured them); the replays leave the loop's device state
+ * meaningless until the next generation, which sets it afresh. LLM_EINVAL
+ * when a graph is missing or pos + k + 1 passes the context. */
+typedef struct llm_cuda_loop_costs {
+    double head_us, verify_us, plain_us;
+} llm_cuda_loop_costs;
+int llm_cuda_loop_block_costs(llm_cuda_loop *l, int32_t k, uint32_t pos, int32_t reps,
+                              llm_cuda_loop_costs *out);
 
 const char *llm_cuda_loop_error(const llm_cuda_loop *l);
 void llm_cuda_loop_get_stats(const llm_cuda_loop *l, llm_cuda_loop_stats *out);

@@ -900,10 +900,13 @@ static int seam_step_begin(llm_backend *be, const llm_step *st)
         /* The loop's capture records this forward: the step's kernels,
          * positions from the register, no cache lookup, no position
          * written from the host. */
-        if (!loop_takes(c, st->m, st->span, st->n) || st->n_feat > 0) {
+        if (!loop_takes(c, st->m, st->span, st->n)) {
             seam_failf(c, LLM_EUNSUP, "device loop: a layer, the head or the width does not take the fused step", -1);
             return 1;
         }
+        /* Features asked (the block drafter's rounds) are copies of x
+         * between the layers, recorded in the loop's own graph: they
+         * change no product, so the rows keep the step's bits. */
         c->path = st->n == 1 ? PATH_STEP : PATH_VSTEP;
         return 0;
     }
@@ -1416,6 +1419,21 @@ int llm_cuda_backend_loop_takes(llm_backend *be, const llm_model *m, const llm_s
                                 int32_t n)
 {
     return is_cuda(be) && loop_takes(cb(be), m, span, n);
+}
+
+int llm_cuda_backend_model_io(llm_backend *be, const llm_model *m,
+                              const llm_cuda_weight **embd, const llm_cuda_weight **output,
+                              int *output_mv)
+{
+    if (!is_cuda(be) || !m || !m->dev)
+        return LLM_EINVAL;
+    const cuda_head *h = m->dev;
+    if (!h->embd.data || !h->output.data)
+        return LLM_EUNSUP;
+    *embd = &h->embd;
+    *output = &h->output;
+    *output_mv = h->output_mv;
+    return 0;
 }
 
 unsigned llm_cuda_backend_generation(llm_backend *be)
