@@ -17,19 +17,25 @@
 #     (PHASEMARK_CUDA_WARMUP=1), and a 16-token prompt (a row count the
 #     warm-up forwards ran), on the 8B-wide Q8_0 file and the 1B one.
 #
-# At most five files go to $OUT: misc.log, build.log, tests.log,
-# bench.jsonl (each line tagged with "run"), summary.txt.
+#   - with ncu 1, Nsight Compute's time, DRAM bytes and throughput of the
+#     matrix-vector kernels of one Q4_K_M decode step (ncu.csv).
 #
-# Usage: bench/cuda/run_kern.sh [decode_tokens] [reps] [rounds] [tests] [layers]
-#        (defaults 128 3 2 1 32; tests 0 skips the tests, 2 runs every
-#        cuda.* test; layers < 32 writes 8B-wide files of fewer layers,
-#        which take less time to write: about 3 minutes for 32)
+# At most six files go to $OUT: misc.log, build.log, tests.log,
+# bench.jsonl (each line tagged with "run"), summary.txt, ncu.csv.
+#
+# Usage: bench/cuda/run_kern.sh [decode_tokens] [reps] [rounds] [tests] [layers] [ncu]
+#        (defaults 128 3 2 1 32 0; tests 0 skips the tests, 1 runs the
+#        kernel, seam and warm-up / Q4_K_M engine cases, 2 every cuda.*
+#        test and test_split cuda; layers < 32 writes 8B-wide files of
+#        fewer layers, which take less time to write: about 3 minutes
+#        for 32)
 set -u
 tokens=${1:-128}
 reps=${2:-3}
 rounds=${3:-2}
 with_tests=${4:-1}
 layers=${5:-32}
+with_ncu=${6:-0}
 # shellcheck source=bench/cuda/bench_lib.sh
 . bench/cuda/bench_lib.sh
 pm_bench_start out-kern
@@ -45,7 +51,7 @@ targets=(bench_cuda_engine)
 if [ "$with_tests" = 2 ]; then
   targets+=("${PM_DEVICE_TEST_TARGETS[@]}")
 elif [ "$with_tests" = 1 ]; then
-  targets+=(test_cuda_kernels test_cuda_seam test_cuda_engine test_cuda_greedy)
+  targets+=(test_cuda_kernels test_cuda_seam test_cuda_engine)
 fi
 pm_bench_build "$B" "${targets[@]}" || exit 1
 stamp "built"
@@ -54,7 +60,7 @@ if [ "$with_tests" = 2 ]; then
   pm_device_tests "$B" "$out/tests.log" | tee -a "$log"
 elif [ "$with_tests" = 1 ]; then
   (cd "$B" && timeout 200 ctest --output-on-failure --timeout 150 -j4 \
-     -R '^cuda\.(kernels|seam|greedy)\.|^cuda\.engine\.engine_(warmup|q4_k_m|q8_0|kjv_target)$') \
+     -R '^cuda\.(kernels|seam)\.|^cuda\.engine\.engine_(warmup|q4_k_m)$') \
     > "$out/tests.log" 2>&1
   grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$out/tests.log" | tee -a "$log"
 fi
@@ -82,6 +88,16 @@ for _ in $(seq 1 "$rounds"); do
 done
 pm_bench "warm2-16" 60 -- "$F1" llama-1b first 16
 pm_bench "warm1-16" 60 PHASEMARK_CUDA_WARMUP=1 -- "$F1" llama-1b first 16
+if [ "$with_ncu" = 1 ]; then
+  # One decode step's matrix-vector kernels (4 a layer and the head),
+  # past the warm-up's and the first steps' launches.
+  n=$((4 * layers + 1))
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout 90 "$NCU" --clock-control none -k regex:matvec_ --launch-skip $((8 * n)) --launch-count "$n" \
+    --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+    "$exe" "$F4" llama-8b 8 1 0 graph > "$out/ncu.csv" 2>> "$log"
+  stamp "ncu rc=$?"
+fi
 
 python3 - "$jsonl" > "$out/summary.txt" 2>> "$log" <<'PY'
 import json, sys, collections
