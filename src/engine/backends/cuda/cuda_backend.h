@@ -253,7 +253,8 @@ typedef struct llm_cuda_weight {
     int64_t cols;   /* input width (row length) */
     void *data;     /* F32/F16/BF16: [rows][cols]; Q8_0: int8 [rows][cols];
                        Q4_K: [rows][cols/256] 144-byte super-blocks; Q6_K:
-                       [rows][cols/256] 208 bytes (ql, qh, scales) */
+                       [rows][cols/256] 208 bytes (ql, qh, scales); the
+                       k-quants' rows rearranged when `layout` says so */
     uint16_t *scales; /* Q8_0: fp16 [rows][cols/32]; Q6_K: fp16 d
                          [rows][cols/256]; else NULL */
     size_t bytes;   /* device bytes held */
