@@ -72,8 +72,10 @@
  * f16_direct (1: F16 wide products on the weights as they are, 0:
  * PHASEMARK_CUDA_F16_GEMM=bf16, dequantized to bf16 per call), kq_native
  * (Q4_K/Q6_K on their own layouts or re-quantized to Q8), mv_split (the
- * one-row kernels' split-K) and wide_cache (wide products over quantized
- * weights on a bf16 copy made once, 0: dequantized per call), so that
+ * one-row kernels' split-K), wide_cache (wide products over quantized
+ * weights on a bf16 copy made once, 0: dequantized per call) and kq_grouped
+ * (the Q4_K layout and kernel: 1 grouped, 2 grouped with two batches a
+ * load, 0 the file's super-blocks), so that
  * runs of one build under several settings can be set side by side.
  *
  * Usage: bench_engine MODEL.gguf LABEL [decode_tokens] [reps] [prefill_tokens[,more]]
@@ -126,8 +128,9 @@ static void tuning_json(llm_model *m, char *buf, size_t cap)
     llm_cuda_get_tuning(llm_cuda_backend_context(m->be), &t);
     snprintf(buf, cap,
              "\"q8_int8\":%d,\"f16_direct\":%d,\"kq_native\":%d,\"mv_split\":%d,"
-             "\"wide_cache\":%d,\"mv_prefetch\":%d",
-             t.q8_int8, t.f16_direct, t.kq_native, t.mv_split, t.wide_cache, t.mv_prefetch);
+             "\"wide_cache\":%d,\"mv_prefetch\":%d,\"kq_grouped\":%d",
+             t.q8_int8, t.f16_direct, t.kq_native, t.mv_split, t.wide_cache, t.mv_prefetch,
+             t.kq_grouped);
 }
 
 /* Device copy of 2 GiB on its own context (released before the model is

@@ -222,10 +222,24 @@ static void pin_native(void)
     REQUIRE(setenv("PHASEMARK_CUDA_KQ", "native", 1) == 0);
 }
 
+/* The Q4_K layouts and kernels of tuning kq_grouped (PHASEMARK_CUDA_KQ_LAYOUT, read at
+ * creation): i = 0 the grouped layout, one batch a lane (the default), 1
+ * the same with two, 2 the file's super-blocks; -1 unsets the switch. */
+static void pin_kq_layout(int i)
+{
+    const char *v[] = {"grouped", "grouped2", "blocks"};
+    REQUIRE(i < 0 ? unsetenv("PHASEMARK_CUDA_KQ_LAYOUT") == 0
+                  : setenv("PHASEMARK_CUDA_KQ_LAYOUT", v[i], 1) == 0);
+}
+
 static void matvec_q4_k(void)
 {
     pin_native();
-    kq_cases(LLM_TYPE_Q4_K);
+    for (int i = 0; i < 3; i++) {
+        pin_kq_layout(i);
+        kq_cases(LLM_TYPE_Q4_K);
+    }
+    pin_kq_layout(-1);
 }
 
 static void matvec_q6_k(void)
@@ -745,11 +759,19 @@ static void matvec_fused_kq(void)
                                LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS,
                                LLM_CUDA_MV_ACCUMULATE | LLM_CUDA_MV_SWIGLU_PAIRS};
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
-        fused_case(LLM_TYPE_Q4_K, combos[i]);
+        for (int k = 0; k < 3; k++) {
+            pin_kq_layout(k);
+            fused_case(LLM_TYPE_Q4_K, combos[i]);
+        }
+        pin_kq_layout(-1);
         fused_case(LLM_TYPE_Q6_K, combos[i]);
     }
-    fused_rows_case(LLM_TYPE_Q4_K, LLM_CUDA_MV_NORM, 257);
-    rope_store_case(LLM_TYPE_Q4_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE);
+    for (int k = 0; k < 3; k++) {
+        pin_kq_layout(k);
+        fused_rows_case(LLM_TYPE_Q4_K, LLM_CUDA_MV_NORM, 257);
+        rope_store_case(LLM_TYPE_Q4_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE);
+    }
+    pin_kq_layout(-1);
     rope_store_case(LLM_TYPE_Q6_K, LLM_CUDA_MV_ROPE_STORE);
     llm_cuda *c = ct_open(8, 64, 16, 4);
     llm_cuda_weight w;

@@ -158,6 +158,14 @@ static void seam_kernel_switches(void)
     CHECK_INT_EQ(t.mv_split, 0);
     CHECK_INT_EQ(t.mv_prefetch, 0);
     CHECK_INT_EQ(t.wide_cache, 1);
+    CHECK_INT_EQ(t.kq_grouped, 1);
+    const char *kq_grouped[][2] = {{"blocks", "0"}, {"grouped2", "2"}, {"grouped", "1"}, {"x", "1"}};
+    for (int i = 0; i < 4; i++) {
+        REQUIRE(setenv("PHASEMARK_CUDA_KQ_LAYOUT", kq_grouped[i][0], 1) == 0);
+        tuning_with(NULL, NULL, &t);
+        CHECK_INT_EQ(t.kq_grouped, kq_grouped[i][1][0] - '0');
+    }
+    REQUIRE(unsetenv("PHASEMARK_CUDA_KQ_LAYOUT") == 0);
     REQUIRE(setenv("PHASEMARK_CUDA_MV_SPLIT", "1", 1) == 0);
     REQUIRE(setenv("PHASEMARK_CUDA_MV_PREFETCH", "5", 1) == 0);
     REQUIRE(setenv("PHASEMARK_CUDA_WIDE", "dequant", 1) == 0);
@@ -184,11 +192,15 @@ static void seam_kernel_switches(void)
     t.wide_cache = 2;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.wide_cache = 1;
+    t.kq_grouped = 3;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.kq_grouped = 1;
     t.f16_direct = 2;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.f16_direct = 0;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), 0);
-    CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, 2), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, 3), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, 2), 0);
     CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, -1), LLM_EINVAL);
     CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, 0), 0);
     CHECK_INT_EQ(llm_cuda_backend_set_warmup(be, 1), 0);

@@ -168,6 +168,13 @@ int llm_cuda_bind(llm_cuda *c);
  *     at upload, as before (Q5_K always is). Read at upload: a weight
  *     keeps the layout it was uploaded with. PHASEMARK_CUDA_KQ=requant at
  *     creation sets 0.
+ *   kq_grouped: how native Q4_K and Q6_K upload and decode. 1 (default):
+ *     rows in the grouped layout (LLM_CUDA_LAYOUT_GROUPED: the same
+ *     bytes, moved so that every 16-byte load of a warp is part of 512
+ *     contiguous bytes) and their kernels for it; 2: the same, Q4_K
+ *     loading two batches a lane at once; 0: the file's super-blocks as
+ *     they are and the kernels before. Read at upload, as kq_native.
+ *     PHASEMARK_CUDA_KQ_LAYOUT=blocks / grouped2 at creation set 0 / 2.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -182,6 +189,7 @@ typedef struct llm_cuda_tuning {
     int kq_native;
     int mv_split;
     int wide_cache;
+    int kq_grouped;
 } llm_cuda_tuning;
 
 /* The widest k-quant row the native one-row kernel takes (its quantized
@@ -245,11 +253,22 @@ typedef struct llm_cuda_weight {
     int64_t cols;   /* input width (row length) */
     void *data;     /* F32/F16/BF16: [rows][cols]; Q8_0: int8 [rows][cols];
                        Q4_K: [rows][cols/256] 144-byte super-blocks; Q6_K:
-                       [rows][cols/256] 208 bytes (ql, qh, scales) */
+                       [rows][cols/256] 208 bytes (ql, qh, scales); the
+                       k-quants' rows rearranged when `layout` says so */
     uint16_t *scales; /* Q8_0: fp16 [rows][cols/32]; Q6_K: fp16 d
                          [rows][cols/256]; else NULL */
     size_t bytes;   /* device bytes held */
+    uint32_t layout; /* 0: the type's layout above; LLM_CUDA_LAYOUT_GROUPED:
+                        Q4_K / Q6_K rows of the same bytes, the quants of
+                        8 super-blocks regrouped for coalesced loads, then
+                        every super-block's header (Q4_K: d, dmin and
+                        scales) or int8 scales (Q6_K); docs/cuda.md,
+                        "k-quant decode" */
 } llm_cuda_weight;
+
+/* llm_cuda_weight.layout of a Q4_K / Q6_K weight uploaded with tuning
+ * kq_grouped >= 1. */
+#define LLM_CUDA_LAYOUT_GROUPED 1u
 
 /* Uploads a host matrix stored as ggml rows (row_bytes apart) of `type`
  * (F32, F16, BF16, Q8_0, Q4_0). Q8_0 and Q4_0 are split into 16-byte
@@ -563,9 +582,12 @@ int llm_cuda_backend_set_fuse_from(struct llm_backend *be, int32_t layer);
  * LLM_CUDA_PREFILL_TF32_MIN and 16 rows, a 4-row verify, two decode steps,
  * the argmax) on a small cache and workspace of its own, so that the
  * first request does not pay for loading kernels, cuBLAS's first kernel
- * choices and the first graph instantiation. Nothing of it is kept (the
- * counters stay as before except warmups and warmup_us). The environment
- * variable PHASEMARK_CUDA_WARMUP=0 sets 0 at creation. Before prepare.
+ * choices and the first graph instantiation; on = 2 (the default) also
+ * runs the first layer's wide products for every row count from 9 to 63,
+ * so that a prompt of any such length finds cuBLAS's kernels loaded, 1
+ * only the forwards. Nothing of it is kept (the counters stay as before
+ * except warmups and warmup_us). The environment variable
+ * PHASEMARK_CUDA_WARMUP=0 / 1 sets 0 / 1 at creation. Before prepare.
  * LLM_EINVAL for a non-CUDA backend or another value. */
 int llm_cuda_backend_set_warmup(struct llm_backend *be, int on);
 

@@ -162,6 +162,9 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     c->tune.kq_native = !(kq && strcmp(kq, "requant") == 0);
     const char *wide = getenv("PHASEMARK_CUDA_WIDE");
     c->tune.wide_cache = !(wide && strcmp(wide, "dequant") == 0);
+    const char *kql = getenv("PHASEMARK_CUDA_KQ_LAYOUT");
+    c->tune.kq_grouped = !kql ? 1 : strcmp(kql, "blocks") == 0 ? 0
+                       : strcmp(kql, "grouped2") == 0 ? 2 : 1;
     const char *split = getenv("PHASEMARK_CUDA_MV_SPLIT");
     c->tune.mv_split = split && strcmp(split, "1") == 0;
     int rc = create_handles(c, err, errlen);
@@ -277,6 +280,7 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->kq_native == 0 || t->kq_native == 1);
     LLM_CU_ARG(c, t->mv_split == 0 || t->mv_split == 1);
     LLM_CU_ARG(c, t->wide_cache == 0 || t->wide_cache == 1);
+    LLM_CU_ARG(c, t->kq_grouped >= 0 && t->kq_grouped <= 2);
     c->tune = *t;
     return 0;
 }

@@ -301,6 +301,47 @@ __device__ __forceinline__ void llm__pdl_trigger(void)
 #define LLM_CUDA_Q4K_BLOCK 144
 #define LLM_CUDA_Q6K_BLOCK 208
 
+/* The type code the per-element device readers take (llm__kq_at): the
+ * weight's type, or LLM__Q4K_GROUPED / LLM__Q6K_GROUPED for a k-quant
+ * weight in the grouped layout. */
+#define LLM__Q4K_GROUPED ((int)LLM_TYPE_Q4_K | 0x100)
+#define LLM__Q6K_GROUPED ((int)LLM_TYPE_Q6_K | 0x100)
+
+static inline int llm__weight_code(const llm_cuda_weight *w)
+{
+    return w->layout == LLM_CUDA_LAYOUT_GROUPED ? (int)w->type | 0x100 : (int)w->type;
+}
+
+/* Where nibble vector v (0..7: qs bytes 16v..16v+15 of the file's
+ * super-block) of super-block sb (of nsb a row) lies in a row of the
+ * grouped Q4_K layout, in 16-byte vectors from the row's start. Super-
+ * blocks go in groups of G = 8 (fewer in a row's last group); in a group,
+ * the vectors of half h (v & 1) of every sub-block pair p (v >> 1) come
+ * as h * 4G + 4 * (sb % 8) + p, so that lane l of a warp reading vector
+ * l, then vector 4G + l, holds both halves of pair l % 4 of super-block
+ * l / 4. The 16-byte headers (d, dmin, scales) follow the row's 128 * nsb
+ * bytes of nibbles, in super-block order. */
+__host__ __device__ static inline int64_t llm__q4k_grouped_vec(int64_t nsb, int64_t sb, int v)
+{
+    int64_t g = sb / 8, G = nsb - 8 * g < 8 ? nsb - 8 * g : 8;
+    return 64 * g + (v & 1) * 4 * G + 4 * (sb % 8) + (v >> 1);
+}
+
+/* The same for Q6_K: the 12 data vectors of a super-block, for unit u =
+ * 2h + t (0..3: values 128h + 16t + 32i + 0..15 of the four quarters i),
+ * are A = ql bytes 64h + 16t.. (quarters 0 and 2), B = ql 64h + 32 + 16t..
+ * (1 and 3) and C = qh 32h + 16t.. (the two high bits of all four); kind
+ * K (0, 1, 2 for A, B, C) of unit u of super-block sb lies at vector
+ * 96g + K * 4G + 4 * (sb % 8) + u of its group. The 16 int8 scales of
+ * each super-block follow the row's 192 * nsb bytes of data; d stays in
+ * the weight's scales array. */
+__host__ __device__ static inline int64_t llm__q6k_grouped_vec(int64_t nsb, int64_t sb, int kind,
+                                                               int u)
+{
+    int64_t g = sb / 8, G = nsb - 8 * g < 8 ? nsb - 8 * g : 8;
+    return 96 * g + kind * 4 * G + 4 * (sb % 8) + u;
+}
+
 /* Element i of row `row` (cols wide) of a native k-quant weight, as the
  * CPU's dequantization computes it (quant_k.c): Q4_K d*sc*q - dmin*m,
  * Q6_K d*sc*(q-32). For the per-element paths (embedding lookup,
@@ -310,11 +351,18 @@ __device__ __forceinline__ float llm__kq_at(const void *w, const uint16_t *scale
 {
     int64_t nsb = cols / LLM_QK_K, sb = row * nsb + i / LLM_QK_K;
     int e = (int)(i % LLM_QK_K);
-    if (type == (int)LLM_TYPE_Q4_K) {
+    if (type == (int)LLM_TYPE_Q4_K || type == LLM__Q4K_GROUPED) {
         const unsigned char *b = (const unsigned char *)w + sb * LLM_CUDA_Q4K_BLOCK;
-        const uint16_t *h = (const uint16_t *)b;
         int j = e / 32, l = e % 32, sc, m;
-        unsigned char q = b[16 + 32 * (j / 2) + l];
+        unsigned char q;
+        if (type == LLM__Q4K_GROUPED) {
+            const unsigned char *r = (const unsigned char *)w + row * nsb * LLM_CUDA_Q4K_BLOCK;
+            int64_t s = i / LLM_QK_K;
+            q = r[16 * llm__q4k_grouped_vec(nsb, s, 2 * (j / 2) + l / 16) + l % 16];
+            b = r + 128 * nsb + 16 * s; /* the header */
+        } else
+            q = b[16 + 32 * (j / 2) + l];
+        const uint16_t *h = (const uint16_t *)b;
         q = (j & 1) ? q >> 4 : q & 0x0f;
         const unsigned char *s = b + 4;
         if (j < 4) {
@@ -329,11 +377,22 @@ __device__ __forceinline__ float llm__kq_at(const void *w, const uint16_t *scale
         return d * (float)sc * (float)q - dmin * (float)m;
     }
     const unsigned char *b = (const unsigned char *)w + sb * LLM_CUDA_Q6K_BLOCK;
-    int hh = e / 128, g = (e % 128) / 32, l = e % 32;
-    int lo = (b[64 * hh + l + 32 * (g & 1)] >> (4 * (g >> 1))) & 0x0f;
-    int hi = (b[128 + 32 * hh + l] >> (2 * g)) & 3;
+    int hh = e / 128, g = (e % 128) / 32, l = e % 32, lo, hi;
+    signed char sc;
+    if (type == LLM__Q6K_GROUPED) {
+        const unsigned char *r = (const unsigned char *)w + row * nsb * LLM_CUDA_Q6K_BLOCK;
+        int64_t s = i / LLM_QK_K;
+        int u = 2 * hh + l / 16;
+        lo = (r[16 * llm__q6k_grouped_vec(nsb, s, g & 1, u) + l % 16] >> (4 * (g >> 1))) & 0x0f;
+        hi = (r[16 * llm__q6k_grouped_vec(nsb, s, 2, u) + l % 16] >> (2 * g)) & 3;
+        sc = (signed char)r[192 * nsb + 16 * s + e / 16];
+    } else {
+        lo = (b[64 * hh + l + 32 * (g & 1)] >> (4 * (g >> 1))) & 0x0f;
+        hi = (b[128 + 32 * hh + l] >> (2 * g)) & 3;
+        sc = (signed char)b[192 + e / 16];
+    }
     float d = __half2float(__ushort_as_half(scales[sb]));
-    return d * (float)(signed char)b[192 + e / 16] * (float)((lo | hi << 4) - 32);
+    return d * (float)sc * (float)((lo | hi << 4) - 32);
 }
 
 /* Asks L2 for the line holding p. A hint only: it returns no data and L2

@@ -428,6 +428,72 @@ static int upload_quant(llm_cuda *c, const upload_type *u, const void *host,
     return rc;
 }
 
+/* One file row of Q4_K super-blocks (nsb of them) into the grouped
+ * layout (llm__q4k_grouped_vec): the same bytes, moved. */
+static void group_q4k_row(const unsigned char *src, unsigned char *dst, uint16_t *d,
+                          int64_t nsb)
+{
+    (void)d; /* Q4_K keeps d and dmin in its headers */
+    for (int64_t sb = 0; sb < nsb; sb++, src += LLM_Q4_K_BYTES) {
+        memcpy(dst + 128 * nsb + 16 * sb, src, 16);
+        for (int v = 0; v < 8; v++)
+            memcpy(dst + 16 * llm__q4k_grouped_vec(nsb, sb, v), src + 16 + 16 * v, 16);
+    }
+}
+
+/* One file row of Q6_K super-blocks into the grouped layout
+ * (llm__q6k_grouped_vec), each d into d[sb]. */
+static void group_q6k_row(const unsigned char *src, unsigned char *dst, uint16_t *d,
+                          int64_t nsb)
+{
+    for (int64_t sb = 0; sb < nsb; sb++, src += LLM_Q6_K_BYTES) {
+        for (int u = 0; u < 4; u++) {
+            int h = u >> 1, t = u & 1;
+            memcpy(dst + 16 * llm__q6k_grouped_vec(nsb, sb, 0, u), src + 64 * h + 16 * t, 16);
+            memcpy(dst + 16 * llm__q6k_grouped_vec(nsb, sb, 1, u), src + 64 * h + 32 + 16 * t,
+                   16);
+            memcpy(dst + 16 * llm__q6k_grouped_vec(nsb, sb, 2, u), src + 128 + 32 * h + 16 * t,
+                   16);
+        }
+        memcpy(dst + 192 * nsb + 16 * sb, src + 192, 16);
+        memcpy(&d[sb], src + LLM_CUDA_Q6K_BLOCK, 2);
+    }
+}
+
+/* Native k-quant rows into the grouped layout through a bounded staging
+ * buffer: data rows of rb bytes, then (Q6_K) their fp16 d. */
+static int upload_grouped(llm_cuda *c, const layout_info *l, const void *host,
+                          size_t row_bytes, llm_cuda_weight *w, row_place pl)
+{
+    int64_t nsb = w->cols / LLM_QK_K;
+    size_t rb = layout_row_bytes(l, w->cols), rs = layout_row_scales(l, w->cols) * 2;
+    int64_t chunk = (int64_t)(((size_t)8 << 20) / (rb + rs));
+    chunk = chunk < 1 ? 1 : chunk > pl.rows ? pl.rows : chunk;
+    unsigned char *stage = (unsigned char *)malloc((size_t)chunk * (rb + rs));
+    if (!stage)
+        return llm__cuda_fail(c, LLM_ENOMEM, 0, "out of host memory");
+    int rc = 0;
+    for (int64_t r0 = 0; r0 < pl.rows && rc == 0; r0 += chunk) {
+        int64_t nr = pl.rows - r0 < chunk ? pl.rows - r0 : chunk;
+        uint16_t *d = (uint16_t *)(stage + (size_t)nr * rb);
+        for (int64_t r = 0; r < nr; r++) {
+            const unsigned char *src = (const unsigned char *)host + (size_t)(r0 + r) * row_bytes;
+            if (l->kq == KQ_Q4K)
+                group_q4k_row(src, stage + (size_t)r * rb, NULL, nsb);
+            else
+                group_q6k_row(src, stage + (size_t)r * rb, d + r * nsb, nsb);
+        }
+        row_place sub = {pl.row0 + r0 * pl.step, pl.step, nr};
+        rc = upload_placed(c, w->data, rb, stage, rb, rb, sub);
+        if (rc == 0 && rs)
+            rc = upload_placed(c, w->scales, rs, d, rs, rs, sub);
+        /* upload_placed's copies from pageable memory have taken the
+         * staging bytes before it returns */
+    }
+    free(stage);
+    return rc;
+}
+
 /* Uploads native k-quant rows, through a bounded host staging buffer when
  * their blocks are repacked. */
 static int upload_native(llm_cuda *c, const native_type *nt, const void *host,
@@ -435,6 +501,8 @@ static int upload_native(llm_cuda *c, const native_type *nt, const void *host,
 {
     const layout_info *l = find_layout(nt->type);
     size_t rb = layout_row_bytes(l, w->cols), rs = layout_row_scales(l, w->cols) * 2;
+    if (w->layout == LLM_CUDA_LAYOUT_GROUPED)
+        return upload_grouped(c, l, host, row_bytes, w, pl);
     if (!nt->repack)
         return upload_placed(c, w->data, rb, host, row_bytes, rb, pl);
     int64_t nb = w->cols / l->blk;
@@ -557,6 +625,8 @@ int llm_cuda_weight_upload_mixed(llm_cuda *c, const uint32_t *types, int64_t col
                                    rows, w);
     if (rc)
         return rc;
+    if (nt && c->tune.kq_grouped >= 1)
+        w->layout = LLM_CUDA_LAYOUT_GROUPED;
     int64_t row0 = 0;
     for (int i = 0; i < count && rc == 0; i++) {
         row_place pl = {interleave ? i : row0, interleave ? count : 1, parts[i].rows};
@@ -758,7 +828,9 @@ __device__ __forceinline__ float weight_at(const void *w, const uint16_t *scales
     case LLM_TYPE_F16: return __half2float(((const __half *)w)[e]);
     case LLM_TYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)w)[e]);
     case LLM_TYPE_Q4_K:
-    case LLM_TYPE_Q6_K: return llm__kq_at(w, scales, type, row, cols, i);
+    case LLM__Q4K_GROUPED:
+    case LLM_TYPE_Q6_K:
+    case LLM__Q6K_GROUPED: return llm__kq_at(w, scales, type, row, cols, i);
     default:
         return (float)((const int8_t *)w)[e] *
                __half2float(__ushort_as_half(scales[row * (cols / LLM_QK8_0) + i / LLM_QK8_0]));
@@ -821,7 +893,7 @@ static int matvec(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     if (!vec) {
         matvec_any_kernel<<<llm__cuda_blocks((size_t)w->rows, MV_WARPS),
                             MV_WARPS * 32, 0, c->stream>>>(
-            w->data, w->scales, (int)w->type, x, y, w->rows, w->cols, n, acc_out);
+            w->data, w->scales, llm__weight_code(w), x, y, w->rows, w->cols, n, acc_out);
         LLM_CU_LAUNCHED(c, "matvec_any_kernel");
         return 0;
     }
@@ -1807,6 +1879,386 @@ static cudaError_t launch_kq_type(const llm_cuda *c, const llm_cuda_weight *w, c
     default: return cudaErrorInvalidValue;
     }
 }
+/* ---- Q4_K decode on the grouped layout ------------------------------------ */
+
+/* matvec_kq_kernel on Q4_K reads the file's 144-byte super-blocks: a
+ * lane's two nibble vectors and its header are three 16-byte loads into
+ * three halves of different 32-byte sectors, so a warp asks L2 for most
+ * sectors twice, and it decodes through masks and shifts per nibble
+ * half. The grouped layout (tune.kq_grouped >= 1, llm__q4k_grouped_vec) holds the
+ * same bytes with each of a warp's loads 512 contiguous bytes of nibbles
+ * (the headers after the row's nibbles, 64 contiguous bytes a load), and
+ * this kernel keeps matvec_kq_kernel's unit of work: a lane takes both
+ * halves of one sub-block pair (64 values, one decode of two scales and
+ * mins) and reads its four 16-value runs of x in the same conflict-free
+ * order. A nibble half is one AND: the low nibbles as they are, the high
+ * ones as 16 x q with dp4a taking them unsigned (dp4a.u32.s32) and the
+ * sum shifted back by 4, which is exact. The activation is quantized as
+ * the Q8 kernel does; xm keeps dx times the int sum of each 32 values
+ * for the mins. Per sub-block of 32 and row:
+ * dx * (d*sc*dot(q, xq) - dmin*m*sum(xq)) = d * sc*dot * dx - dmin * m * xm.
+ * U sub-block pairs a lane and row are loaded per batch (tune.kq_grouped = 1: one,
+ * 2: two), with the next batch in flight as in the other pair kernels. */
+template <int U> struct kq4g_batch {
+    uint4 q[U][2][2]; /* [unit][row][the half read first, the other] */
+    uint4 h[U][2];    /* [unit][row] the super-block's header */
+};
+
+template <int U>
+__device__ __forceinline__ void kq4g_load(kq4g_batch<U> &b, const uint4 *__restrict__ w,
+                                          int64_t rows, int64_t nsb, int64_t nu, int64_t gi,
+                                          int64_t base, int lane, mv_lanes ml)
+{
+    int64_t r0 = 2 * gi, r1 = r0 + 1 < rows ? r0 + 1 : r0;
+    int64_t rv = nsb * (LLM_CUDA_Q4K_BLOCK / 16); /* vectors a row */
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int64_t j = base + ml.off + lane + ml.step * u;
+        if (j < nu) {
+            int64_t g = j >> 5, G = nsb - 8 * g < 8 ? nsb - 8 * g : 8;
+            int o = kq_q4k_order(j) & 1;
+            int64_t v0 = 64 * g + (j & 31), v1 = v0 + 4 * G;
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint4 *p = w + (r ? r1 : r0) * rv;
+                b.q[u][r][0] = ld_stream(p + (o ? v1 : v0));
+                b.q[u][r][1] = ld_stream(p + (o ? v0 : v1));
+                b.h[u][r] = ld_stream(p + 8 * nsb + (j >> 2));
+            }
+        }
+    }
+}
+
+/* dp4a of unsigned bytes a with signed bytes b. */
+__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c)
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ int kq4g_dot16(uint4 q, uint32_t m, uint4 x, int s)
+{
+    s = dp4a_us(q.x & m, x.x, s);
+    s = dp4a_us(q.y & m, x.y, s);
+    s = dp4a_us(q.z & m, x.z, s);
+    return dp4a_us(q.w & m, x.w, s);
+}
+
+template <int U>
+__device__ __forceinline__ void kq4g_dot(const kq4g_batch<U> &b, const int8_t *xq,
+                                         const float *xd, const float *xm, int64_t nu,
+                                         int64_t base, int lane, mv_lanes ml, float *acc)
+{
+    /* Lane constants (j and lane agree mod 32): the pair p, the order of
+     * its reads (o: the half read first, r1: sub-block 2p + r1 is "a"),
+     * and the scale decode of pair p's two sub-blocks 2p, 2p+1
+     * (llm_q4k_scale_min's rule on the header words y, z, w, two bytes at
+     * a time: p < 2 their 6 low bits, p >= 2 4 bits of w and 2 of y or z). */
+    int ord = kq_q4k_order(lane), o = ord & 1, r1 = ord >> 1, p = lane & 3, hp = p >> 1;
+    uint32_t ma = r1 ? 0xf0f0f0f0u : 0x0f0f0f0fu, mb = ~ma;
+    int sha = 4 * r1, shb = 4 - sha, s16 = 16 * (p & 1), sb2 = s16 + 2, sm = s16 + 4 * hp;
+    uint32_t mlo = hp ? 0x0f0fu : 0x3f3fu, mhi = hp ? 0x3030u : 0u;
+    uint32_t sela = r1 ? 0x4441u : 0x4440u, selb = r1 ? 0x4440u : 0x4441u;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int64_t j = base + ml.off + lane + ml.step * u;
+        if (j >= nu)
+            continue;
+        int64_t ka = 8 * (j >> 2) + 2 * p + r1, kb = ka ^ 1; /* blocks of 32 in the row */
+        float dxa = xd[ka], dxb = xd[kb], xma = xm[ka], xmb = xm[kb];
+        const uint4 *xa = reinterpret_cast<const uint4 *>(xq + 32 * ka);
+        const uint4 *xb = reinterpret_cast<const uint4 *>(xq + 32 * kb);
+        uint4 x0 = xa[o], x1 = xa[o ^ 1], x2 = xb[o], x3 = xb[o ^ 1];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            uint4 q0 = b.q[u][r][0], q1 = b.q[u][r][1], hd = b.h[u][r];
+            int ia = kq4g_dot16(q1, ma, x1, kq4g_dot16(q0, ma, x0, 0)) >> sha;
+            int ib = kq4g_dot16(q1, mb, x3, kq4g_dot16(q0, mb, x2, 0)) >> shb;
+            uint32_t sc2 = (((hp ? hd.w : hd.y) >> s16) & mlo) | ((hd.y >> sb2) & mhi);
+            uint32_t m2 = (((hp ? hd.w : hd.z) >> sm) & mlo) | ((hd.z >> sb2) & mhi);
+            int sca = (int)__byte_perm(sc2, 0, sela), scb = (int)__byte_perm(sc2, 0, selb);
+            int mna = (int)__byte_perm(m2, 0, sela), mnb = (int)__byte_perm(m2, 0, selb);
+            float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xffff)));
+            float dm = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+            float fd = fmaf((float)(ia * sca), dxa, (float)(ib * scb) * dxb);
+            float fm = fmaf((float)mna, xma, (float)mnb * xmb);
+            acc[r] = fmaf(d, fd, fmaf(-dm, fm, acc[r]));
+        }
+    }
+}
+
+template <int FLAGS, int U>
+__global__ void __launch_bounds__(Q8I_WARPS * 32, 2)
+matvec_kq4g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
+                   const float *__restrict__ g, float eps, float *__restrict__ y, int64_t rows,
+                   int64_t cols, int ks_log2, llm_cuda_rope_store rp)
+{
+    extern __shared__ uint4 kq4g_smem[]; /* xq [cols], xd [cols / 32], xm [cols / 32] */
+    __shared__ float red[Q8I_WARPS];
+    __shared__ float part[2][Q8I_WARPS][2];
+    int8_t *xq = reinterpret_cast<int8_t *>(kq4g_smem);
+    float *xd = reinterpret_cast<float *>(xq + cols);
+    float *xm = xd + cols / 32;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t pairs = (rows + 1) / 2, nsb = cols / LLM_QK_K, nu = nsb * 4;
+    mv_group gr = mv_group_of(ks_log2, warp);
+    int64_t gi = gr.gi, span = (int64_t)32 * U << ks_log2;
+    kq4g_batch<U> cur;
+    if (gi < pairs) /* weights never depend on an earlier kernel */
+        kq4g_load<U>(cur, w, rows, nsb, nu, gi, 0, lane, gr.ml);
+    llm__pdl_wait();
+    float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
+    for (int64_t i = threadIdx.x; i < cols / 32; i += blockDim.x) {
+        const uint4 *v = reinterpret_cast<const uint4 *>(xq + 32 * i);
+        uint4 one = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
+        xm[i] = xd[i] * (float)(kq_dot16(one, v[0]) + kq_dot16(one, v[1]));
+    }
+    __syncthreads();
+    if (gi >= pairs) {
+        llm__pdl_trigger();
+        return; /* after the barriers: the block's other warps have their x */
+    }
+    for (int par = 0;; par ^= 1) {
+        float acc[2] = {0.0f, 0.0f};
+        int64_t next = gi + gr.stride;
+        for (int64_t base = 0; base < nu; base += span) {
+            int64_t nbase = base + span;
+            bool more = nbase < nu, load = more || next < pairs;
+            kq4g_batch<U> nb;
+            if (load)
+                kq4g_load<U>(nb, w, rows, nsb, nu, more ? gi : next, more ? nbase : 0, lane,
+                             gr.ml);
+            else
+                llm__pdl_trigger(); /* every weight load of this warp is issued */
+            kq4g_dot<U>(cur, xq, xd, xm, nu, base, lane, gr.ml, acc);
+            if (load)
+                cur = nb;
+        }
+        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
+        if (mv_split_sum(part[par], ks_log2, warp, lane, a0, a1) && lane == 0)
+            mv_pair_out<FLAGS>(rp, y, gi, rows, inv, a0, a1);
+        if (next >= pairs)
+            return;
+        gi = next;
+    }
+}
+
+template <int FLAGS, int U>
+static cudaError_t launch_kq4g(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                               const llm_cuda_mv_fuse *f, float *y)
+{
+    int64_t pairs = (w->rows + 1) / 2;
+    int ks = mv_split_log2(c, pairs, w->cols / LLM_QK_K * 4, 32 * U,
+                           (int64_t)c->sm_count * 2 * Q8I_WARPS);
+    size_t smem = (size_t)w->cols + (size_t)(w->cols / 32) * 2 * sizeof(float);
+    llm_cuda_rope_store rp;
+    memset(&rp, 0, sizeof rp);
+    if (FLAGS & MV_ROPE)
+        rp = *f->rope;
+    return llm__launch(c, matvec_kq4g_kernel<FLAGS, U>, dim3(mv_pair_blocks(c, pairs, ks, 2)),
+                       dim3(Q8I_WARPS * 32), smem, (const uint4 *)w->data, x,
+                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks, rp);
+}
+
+template <int U>
+static cudaError_t launch_kq4g_u(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                 const llm_cuda_mv_fuse *f, float *y)
+{
+    switch (f->flags) {
+    case 0: return launch_kq4g<0, U>(c, w, x, f, y);
+    case MV_NORM: return launch_kq4g<MV_NORM, U>(c, w, x, f, y);
+    case MV_ACC: return launch_kq4g<MV_ACC, U>(c, w, x, f, y);
+    case MV_NORM | MV_ACC: return launch_kq4g<MV_NORM | MV_ACC, U>(c, w, x, f, y);
+    case MV_PAIRS: return launch_kq4g<MV_PAIRS, U>(c, w, x, f, y);
+    case MV_NORM | MV_PAIRS: return launch_kq4g<MV_NORM | MV_PAIRS, U>(c, w, x, f, y);
+    case MV_ACC | MV_PAIRS: return launch_kq4g<MV_ACC | MV_PAIRS, U>(c, w, x, f, y);
+    case MV_NORM | MV_ACC | MV_PAIRS:
+        return launch_kq4g<MV_NORM | MV_ACC | MV_PAIRS, U>(c, w, x, f, y);
+    case MV_ROPE: return launch_kq4g<MV_ROPE, U>(c, w, x, f, y);
+    case MV_NORM | MV_ROPE: return launch_kq4g<MV_NORM | MV_ROPE, U>(c, w, x, f, y);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* ---- Q6_K decode on the grouped layout ------------------------------------ */
+
+/* The same for Q6_K (llm__q6k_grouped_vec): a lane's unit stays
+ * matvec_kq_kernel's (16 values of each quarter of half h, 48 bytes of
+ * data and 4 scales), its three data vectors are three 512-byte loads of
+ * the warp, and the 6-bit values are put together a word at a time with
+ * one shift and one three-way logic operation each (quarter 0: A & 0x0f
+ * | C << 4 & 0x30, 1: B & 0x0f | C << 2 & 0x30, 2: A >> 4 & 0x0f | C &
+ * 0x30, 3: B >> 4 & 0x0f | C >> 2 & 0x30). Per quarter and row:
+ * d * sc * dx * (dot(q6, xq) - 32 sum(xq)), summed in int up to the dx. */
+struct kq6g_batch {
+    uint4 v[2][3];   /* [row] A, B, C */
+    uint2 s[2];      /* [row] scale bytes 8h .. 8h + 7 */
+    uint16_t d[2];   /* [row] the super-block's fp16 d */
+};
+
+__device__ __forceinline__ void kq6g_load(kq6g_batch &b, const uint4 *__restrict__ w,
+                                          const uint16_t *__restrict__ scales, int64_t rows,
+                                          int64_t nsb, int64_t nu, int64_t gi, int64_t base,
+                                          int lane, mv_lanes ml)
+{
+    int64_t r0 = 2 * gi, r1 = r0 + 1 < rows ? r0 + 1 : r0;
+    int64_t rv = nsb * (LLM_CUDA_Q6K_BLOCK / 16), j = base + ml.off + lane;
+    if (j >= nu)
+        return;
+    int64_t g = j >> 5, G = nsb - 8 * g < 8 ? nsb - 8 * g : 8, v0 = 96 * g + (j & 31);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int64_t row = r ? r1 : r0;
+        const uint4 *p = w + row * rv;
+        b.v[r][0] = ld_stream(p + v0);
+        b.v[r][1] = ld_stream(p + v0 + 4 * G);
+        b.v[r][2] = ld_stream(p + v0 + 8 * G);
+        b.s[r] = __ldg(reinterpret_cast<const uint2 *>(p + 12 * nsb + (j >> 2)) + ((j >> 1) & 1));
+        b.d[r] = __ldg(scales + row * nsb + (j >> 2));
+    }
+}
+
+__device__ __forceinline__ void kq6g_dot(const kq6g_batch &b, const int8_t *xq, const float *xd,
+                                         const int *xs, int64_t nu, int64_t base, int lane,
+                                         mv_lanes ml, float *acc)
+{
+    int64_t j = base + ml.off + lane;
+    if (j >= nu)
+        return;
+    int h = (lane >> 1) & 1, t = lane & 1; /* unit 2h + t = j & 3 */
+    int64_t sb = j >> 2, k32 = 8 * sb + 4 * h, k16 = 16 * sb + 8 * h + t;
+    const int8_t *xe = xq + 256 * sb + 128 * h + 16 * t;
+    uint4 x[4];
+    float dx[4];
+    int ts[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        x[i] = *reinterpret_cast<const uint4 *>(xe + 32 * i);
+        dx[i] = xd[k32 + i];
+        ts[i] = 32 * xs[k16 + 2 * i];
+    }
+    const uint32_t lo = 0x0f0f0f0fu, hi = 0x30303030u;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uint4 A = b.v[r][0], B = b.v[r][1], C = b.v[r][2];
+        uint4 q[4];
+        q[0] = make_uint4((A.x & lo) | ((C.x << 4) & hi), (A.y & lo) | ((C.y << 4) & hi),
+                          (A.z & lo) | ((C.z << 4) & hi), (A.w & lo) | ((C.w << 4) & hi));
+        q[1] = make_uint4((B.x & lo) | ((C.x << 2) & hi), (B.y & lo) | ((C.y << 2) & hi),
+                          (B.z & lo) | ((C.z << 2) & hi), (B.w & lo) | ((C.w << 2) & hi));
+        q[2] = make_uint4(((A.x >> 4) & lo) | (C.x & hi), ((A.y >> 4) & lo) | (C.y & hi),
+                          ((A.z >> 4) & lo) | (C.z & hi), ((A.w >> 4) & lo) | (C.w & hi));
+        q[3] = make_uint4(((B.x >> 4) & lo) | ((C.x >> 2) & hi),
+                          ((B.y >> 4) & lo) | ((C.y >> 2) & hi),
+                          ((B.z >> 4) & lo) | ((C.z >> 2) & hi),
+                          ((B.w >> 4) & lo) | ((C.w >> 2) & hi));
+        /* scale 8h + t + 2i: byte t (i even) or t + 2 (i odd) of word i >> 1 */
+        const uint32_t sw[2] = {b.s[r].x, b.s[r].y};
+        float f = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int sc = (int)(int8_t)(sw[i >> 1] >> (8 * (t + 2 * (i & 1))));
+            f = fmaf((float)(sc * (kq_dot16(q[i], x[i]) - ts[i])), dx[i], f);
+        }
+        acc[r] = fmaf(__half2float(__ushort_as_half(b.d[r])), f, acc[r]);
+    }
+}
+
+template <int FLAGS>
+__global__ void __launch_bounds__(Q8I_WARPS * 32, 2)
+matvec_kq6g_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ scales,
+                   const float *__restrict__ x, const float *__restrict__ g, float eps,
+                   float *__restrict__ y, int64_t rows, int64_t cols, int ks_log2,
+                   llm_cuda_rope_store rp)
+{
+    extern __shared__ uint4 kq6g_smem[]; /* xq [cols], xd [cols / 32], xs [cols / 16] */
+    __shared__ float red[Q8I_WARPS];
+    __shared__ float part[2][Q8I_WARPS][2];
+    int8_t *xq = reinterpret_cast<int8_t *>(kq6g_smem);
+    float *xd = reinterpret_cast<float *>(xq + cols);
+    int *xs = reinterpret_cast<int *>(xd + cols / 32);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t pairs = (rows + 1) / 2, nsb = cols / LLM_QK_K, nu = nsb * 4;
+    mv_group gr = mv_group_of(ks_log2, warp);
+    int64_t gi = gr.gi, span = (int64_t)32 << ks_log2;
+    kq6g_batch cur;
+    if (gi < pairs) /* weights never depend on an earlier kernel */
+        kq6g_load(cur, w, scales, rows, nsb, nu, gi, 0, lane, gr.ml);
+    llm__pdl_wait();
+    float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
+    for (int64_t i = threadIdx.x; i < cols / 16; i += blockDim.x)
+        xs[i] = kq_dot16(make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u),
+                         *reinterpret_cast<const uint4 *>(xq + 16 * i));
+    __syncthreads();
+    if (gi >= pairs) {
+        llm__pdl_trigger();
+        return; /* after the barriers: the block's other warps have their x */
+    }
+    for (int par = 0;; par ^= 1) {
+        float acc[2] = {0.0f, 0.0f};
+        int64_t next = gi + gr.stride;
+        for (int64_t base = 0; base < nu; base += span) {
+            int64_t nbase = base + span;
+            bool more = nbase < nu, load = more || next < pairs;
+            kq6g_batch nb;
+            if (load)
+                kq6g_load(nb, w, scales, rows, nsb, nu, more ? gi : next, more ? nbase : 0, lane,
+                          gr.ml);
+            else
+                llm__pdl_trigger(); /* every weight load of this warp is issued */
+            kq6g_dot(cur, xq, xd, xs, nu, base, lane, gr.ml, acc);
+            if (load)
+                cur = nb;
+        }
+        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
+        if (mv_split_sum(part[par], ks_log2, warp, lane, a0, a1) && lane == 0)
+            mv_pair_out<FLAGS>(rp, y, gi, rows, inv, a0, a1);
+        if (next >= pairs)
+            return;
+        gi = next;
+    }
+}
+
+template <int FLAGS>
+static cudaError_t launch_kq6g(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                               const llm_cuda_mv_fuse *f, float *y)
+{
+    int64_t pairs = (w->rows + 1) / 2;
+    int ks = mv_split_log2(c, pairs, w->cols / LLM_QK_K * 4, 32,
+                           (int64_t)c->sm_count * 2 * Q8I_WARPS);
+    size_t smem = (size_t)w->cols + (size_t)(w->cols / 32) * sizeof(float) +
+                  (size_t)(w->cols / 16) * sizeof(int);
+    llm_cuda_rope_store rp;
+    memset(&rp, 0, sizeof rp);
+    if (FLAGS & MV_ROPE)
+        rp = *f->rope;
+    return llm__launch(c, matvec_kq6g_kernel<FLAGS>, dim3(mv_pair_blocks(c, pairs, ks, 2)),
+                       dim3(Q8I_WARPS * 32), smem, (const uint4 *)w->data,
+                       (const uint16_t *)w->scales, x,
+                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks, rp);
+}
+
+static cudaError_t launch_kq6g_flags(const llm_cuda *c, const llm_cuda_weight *w,
+                                     const float *x, const llm_cuda_mv_fuse *f, float *y)
+{
+    switch (f->flags) {
+    case 0: return launch_kq6g<0>(c, w, x, f, y);
+    case MV_NORM: return launch_kq6g<MV_NORM>(c, w, x, f, y);
+    case MV_ACC: return launch_kq6g<MV_ACC>(c, w, x, f, y);
+    case MV_NORM | MV_ACC: return launch_kq6g<MV_NORM | MV_ACC>(c, w, x, f, y);
+    case MV_PAIRS: return launch_kq6g<MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_PAIRS: return launch_kq6g<MV_NORM | MV_PAIRS>(c, w, x, f, y);
+    case MV_ACC | MV_PAIRS: return launch_kq6g<MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_ACC | MV_PAIRS: return launch_kq6g<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_ROPE: return launch_kq6g<MV_ROPE>(c, w, x, f, y);
+    case MV_NORM | MV_ROPE: return launch_kq6g<MV_NORM | MV_ROPE>(c, w, x, f, y);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
 /* Whether the native k-quant kernel takes a one-row product over w with
  * activation x (16-byte aligned, a row that fits its shared memory). */
 static int kq_takes(const llm_cuda_weight *w, const float *x)
@@ -1819,6 +2271,12 @@ static int kq_takes(const llm_cuda_weight *w, const float *x)
 static cudaError_t launch_kq_flags(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
                                    const llm_cuda_mv_fuse *f, float *y)
 {
+    if (w->layout == LLM_CUDA_LAYOUT_GROUPED) { /* the layout it was uploaded with */
+        if (w->type == LLM_TYPE_Q6_K)
+            return launch_kq6g_flags(c, w, x, f, y);
+        return c->tune.kq_grouped == 2 ? launch_kq4g_u<2>(c, w, x, f, y)
+                                       : launch_kq4g_u<1>(c, w, x, f, y);
+    }
     return find_layout(w->type)->kq == KQ_Q4K ? launch_kq_type<KQ_Q4K>(c, w, x, f, y)
                                                : launch_kq_type<KQ_Q6K>(c, w, x, f, y);
 }
@@ -1998,7 +2456,7 @@ static int dequant_rows(llm_cuda *c, const llm_cuda_weight *w, __nv_bfloat16 *ds
         } else {
             unsigned blocks = llm__cuda_blocks(cnt, 256);
             dequant_bf16_kernel<<<blocks < cap ? blocks : cap, 256, 0, c->stream>>>(
-                out, w->data, w->scales, (int)w->type, a, nr, k);
+                out, w->data, w->scales, llm__weight_code(w), a, nr, k);
             LLM_CU_LAUNCHED(c, "dequant_bf16_kernel");
         }
     }

@@ -356,7 +356,8 @@ __global__ void embed_kernel(const void *w, const uint16_t *scales, int type,
                 v = __half2float(((const __half *)w)[e]);
             else if (type == LLM_TYPE_BF16)
                 v = __bfloat162float(((const __nv_bfloat16 *)w)[e]);
-            else if (type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K)
+            else if (type == LLM_TYPE_Q4_K || type == LLM__Q4K_GROUPED ||
+                     type == LLM_TYPE_Q6_K || type == LLM__Q6K_GROUPED)
                 v = llm__kq_at(w, scales, type, id, cols, i);
             else
                 v = (float)((const int8_t *)w)[e] *
@@ -372,7 +373,7 @@ int llm_cuda_embed(llm_cuda *c, const llm_cuda_weight *embd, const int32_t *ids,
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, embd && embd->data && ids && out && n > 0);
     LLM_CU_TRY(c, llm__launch(c, embed_kernel, dim3((unsigned)n), dim3(256), 0, embd->data,
-                              embd->scales, (int)embd->type, embd->rows, embd->cols, ids,
+                              embd->scales, llm__weight_code(embd), embd->rows, embd->cols, ids,
                               out));
     LLM_CU_LAUNCHED(c, "embed_kernel");
     return 0;

@@ -610,6 +610,47 @@ static void warm_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
     llm_span_forward(m, span, ws, &in);
 }
 
+/* cuBLAS chooses a kernel per product shape, and the runtime loads each
+ * kernel at its first launch, so a prompt whose length no warm-up forward
+ * had (an 11-token one after the 64- and 16-row prefills) still paid
+ * about a millisecond more on its first prefill. With warm-up level 2
+ * (the default) the warm-up also runs the four wide products of the
+ * span's first fused layer, as the fused prefill issues them (q/k/v and
+ * gate/up plain, output and down adding), for every row count from
+ * LLM_CUDA_MATVEC_MAX + 1 to SEAM_WARM_LONG - 1: every layer has those
+ * shapes. Inputs are uniform noise in scratch of its own; nothing is
+ * kept. Out of memory skips it; a device failure is the seam's. */
+static void warm_shapes(cuda_be *c, const llm_model *m)
+{
+    const cuda_layer *cl = m->layers[m->span_first].dev;
+    if (!cl || !cl->fused)
+        return;
+    const llm_cuda_weight *w[4] = {&cl->qkv, &cl->wo, &cl->gu, &cl->down};
+    int64_t cols = 0, rows = 0;
+    for (int i = 0; i < 4; i++) {
+        cols = w[i]->cols > cols ? w[i]->cols : cols;
+        rows = w[i]->rows > rows ? w[i]->rows : rows;
+    }
+    void *x = NULL, *y = NULL;
+    size_t nx = (size_t)SEAM_WARM_LONG * (size_t)cols, ny = (size_t)SEAM_WARM_LONG * (size_t)rows;
+    if (llm_cuda_malloc(c->cu, nx * sizeof(float), &x) == 0 &&
+        llm_cuda_malloc(c->cu, ny * sizeof(float), &y) == 0) {
+        seam_fail(c, llm_cuda_fill_uniform(c->cu, x, LLM_TYPE_F32, nx, 11, 1.0f));
+        seam_fail(c, llm_cuda_fill_uniform(c->cu, y, LLM_TYPE_F32, ny, 12, 1.0f));
+        for (int32_t n = LLM_CUDA_MATVEC_MAX + 1; n < SEAM_WARM_LONG && !c->failed; n++) {
+            if (n == SEAM_WARM_SHORT)
+                continue; /* the short warm-up prefill ran it */
+            for (int i = 0; i < 4 && !c->failed; i++)
+                seam_fail(c, (i & 1) ? llm_cuda_matmul_acc(c->cu, w[i], x, n, y)
+                                     : llm_cuda_matmul(c->cu, w[i], x, n, y));
+        }
+        if (!c->failed)
+            seam_fail(c, llm_cuda_sync(c->cu));
+    }
+    llm_cuda_mfree(c->cu, x);
+    llm_cuda_mfree(c->cu, y);
+}
+
 /* The first forward of a process pays for loading kernels (the runtime
  * loads a module's kernels at their first launch), cuBLAS's first choice
  * of kernels for each shape and the first graph instantiation: tens of
@@ -652,6 +693,8 @@ static int seam_warmup(cuda_be *c, llm_model *m)
         int32_t tok;
         if (last && !c->failed)
             (void)c->base.ops->argmax(&c->base, ws.logits, 1, hp->n_vocab, &tok);
+        if (c->warmup >= 2 && !c->failed)
+            warm_shapes(c, m);
         if (!c->failed)
             seam_fail(c, llm_cuda_sync(c->cu));
     }
@@ -1294,12 +1337,12 @@ static int decode_mode_env(void)
     return LLM_CUDA_DECODE_GRAPH;
 }
 
-/* PHASEMARK_CUDA_WARMUP=0 skips the warm-up at prepare; anything else
- * (or nothing) keeps it. */
+/* PHASEMARK_CUDA_WARMUP=0 skips the warm-up at prepare, =1 runs only its
+ * forwards (not warm_shapes); anything else (or nothing) is level 2. */
 static int warmup_env(void)
 {
     const char *e = getenv("PHASEMARK_CUDA_WARMUP");
-    return !(e && strcmp(e, "0") == 0);
+    return e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : 2;
 }
 
 /* PHASEMARK_CUDA_PREFILL=ops|fused; anything else is the default. */
@@ -1365,7 +1408,7 @@ int llm_cuda_backend_set_fuse_from(llm_backend *be, int32_t layer)
 
 int llm_cuda_backend_set_warmup(llm_backend *be, int on)
 {
-    if (!is_cuda(be) || (on != 0 && on != 1))
+    if (!is_cuda(be) || on < 0 || on > 2)
         return LLM_EINVAL;
     cb(be)->warmup = on;
     return 0;
