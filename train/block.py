@@ -137,19 +137,42 @@ def target_forward(model, ids, layers=(), cache=None, pos0=0):
 
 
 @torch.no_grad()
-def greedy_cached(model, prefix, n_new):
+def continue_cached(model, prefix, n_new, temps=None, gen=None):
     """prefix [B, Lp] (same length for all rows) -> [B, Lp + n_new] with the
-    target's greedy tokens appended, using a KV cache (one prefill, then one
-    token per step)."""
+    target's tokens appended, using a KV cache (one prefill, then one token
+    per step). temps [B] (float, on prefix's device): row r takes the argmax
+    where temps[r] == 0 and samples softmax(logits / temps[r]) otherwise,
+    drawing from gen (a generator on the same device); temps None: all
+    greedy."""
     cache = []
     logits, _ = target_forward(model, prefix, cache=cache, pos0=0)
-    seq = [prefix, logits[:, -1].argmax(-1, keepdim=True)]
+    seq = [prefix, next_tokens(logits[:, -1], temps, gen)]
     pos = prefix.shape[1]
     for _ in range(n_new - 1):
         logits, _ = target_forward(model, seq[-1], cache=cache, pos0=pos)
         pos += 1
-        seq.append(logits[:, -1].argmax(-1, keepdim=True))
+        seq.append(next_tokens(logits[:, -1], temps, gen))
     return torch.cat(seq, dim=1)
+
+
+def next_tokens(logits, temps, gen):
+    """logits [B, V] -> [B, 1]: argmax, or a draw at each row's temperature."""
+    greedy = logits.argmax(-1, keepdim=True)
+    if temps is None:
+        return greedy
+    hot = temps > 0
+    if not bool(hot.any()):
+        return greedy
+    t = torch.where(hot, temps, torch.ones_like(temps))
+    probs = (logits.float() / t[:, None]).softmax(-1)
+    drawn = torch.multinomial(probs, 1, generator=gen)
+    return torch.where(hot[:, None], drawn, greedy)
+
+
+@torch.no_grad()
+def greedy_cached(model, prefix, n_new):
+    """continue_cached, every row greedy."""
+    return continue_cached(model, prefix, n_new)
 
 
 @torch.no_grad()
@@ -340,6 +363,80 @@ class BlockHead(nn.Module):
             x = layer(x, c, pos_x, pos_c, mask, self.rope_cos, self.rope_sin)
         logits = self.norm(x) @ self.output.t().to(x.dtype)
         return logits.view(s, k, bsz, -1)
+
+
+# --------------------------------------------------------------------------
+# The training objective and the acceptance it stands for
+
+
+def row_weights(blens, block, decay):
+    """[S, K, block] loss weights: decay^i on rows i < blens, 0 past them.
+    Acceptance is a prefix (row i counts only when rows 0..i-1 were
+    accepted), so later rows weigh less."""
+    rows = torch.arange(block, device=blens.device)
+    valid = (rows[None, None, :] < blens[:, :, None]).float()
+    return (decay ** rows.float())[None, None, :] * valid
+
+
+def target_logits(target, hidden):
+    """The target's logits from the residual stream after its last layer
+    (the features of layer n_layers-1): output . (rmsnorm(h) * norm)."""
+    return target.output(target.norm(hidden))
+
+
+def distill_loss(logits, labels, t_logits, weights, hard):
+    """Per-row mixture of the hard cross-entropy on the sequence's own next
+    token and KL(p_target || q_head) on the target's distribution there.
+
+    logits, t_logits [..., V]; labels [...] long; weights [...] (0 = row
+    unused); hard: a float, or a tensor broadcasting to weights (per
+    sequence: greedy continuations want the argmax, sampled ones only the
+    distribution). Returns (loss, weighted mean CE, weighted mean KL)."""
+    logq = logits.float().log_softmax(-1)
+    logp = t_logits.float().log_softmax(-1)
+    ce = -logq.gather(-1, labels[..., None])[..., 0]
+    kl = (logp.exp() * (logp - logq)).sum(-1)
+    hard = torch.as_tensor(hard, dtype=ce.dtype, device=ce.device)
+    per_row = hard * ce + (1.0 - hard) * kl
+    total = weights.sum()
+    return ((per_row * weights).sum() / total, (ce * weights).sum() / total,
+            (kl * weights).sum() / total)
+
+
+def row_overlap(logits, t_logits, temp):
+    """sum_x min(p(x), q(x)) per row at temperature temp: the probability
+    that speculative sampling accepts a token drafted from q = softmax(logits
+    / temp) against the target's p = softmax(t_logits / temp)."""
+    q = (logits.float() / temp).softmax(-1)
+    p = (t_logits.float() / temp).softmax(-1)
+    return torch.minimum(p, q).sum(-1)
+
+
+def expected_prefix(row_prob):
+    """[..., b] per-row acceptance probabilities -> [...] expected accepted
+    rows when row i is accepted only if rows 0..i-1 were (independent rows):
+    sum_i prod_{j <= i} row_prob_j."""
+    return torch.cumprod(row_prob, -1).sum(-1)
+
+
+def spec_sample_verify(drafts, q, p, u, residual_draw):
+    """One speculative-sampling verify of a block. drafts: b token ids
+    drafted from the rows of q [b, V]; p [b+1, V] the target's distributions
+    at the same positions (row b: the bonus position); u: b uniforms in
+    [0, 1). Row i is accepted when u_i * q_i(d_i) < p_i(d_i) (probability
+    min(1, p/q)); at the first rejection the token is
+    residual_draw(max(p_i - q_i, 0)), else residual_draw(p_b) after all b.
+    Returns (accepted count, committed ids)."""
+    out = []
+    for i, d in enumerate(drafts):
+        if float(u[i]) * float(q[i, d]) < float(p[i, d]):
+            out.append(int(d))
+            continue
+        res = torch.clamp(p[i] - q[i], min=0.0)
+        if float(res.sum()) <= 0.0:   # p == q up to rounding: any draw from p
+            res = p[i]
+        return i, out + [int(residual_draw(res / res.sum()))]
+    return len(drafts), out + [int(residual_draw(p[len(drafts)]))]
 
 
 # --------------------------------------------------------------------------

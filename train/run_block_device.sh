@@ -5,20 +5,18 @@
 #
 # Usage (repository root; corpus prepared by make_corpus.sh + prepare.py):
 #   OUT=/some/dir train/run_block_device.sh [train_block.py options]
-# If a step after training fails, the trained weights come back as
-# head-state.npz (F16) so the export can be redone without the GPU.
+# train_block.py writes straight into $OUT, each file as soon as it exists
+# (head-state.npz, F16, when training ends; block.gguf; block-stats.json
+# after every measure), so a run cut short still returns what it made.
 set -euo pipefail
 out=${OUT:?set OUT to the directory that receives the results}
 mkdir -p "$out"
-work=$(mktemp -d)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 rc=0
-PYTHONUNBUFFERED=1 python3 train/train_block.py --out "$work" "$@" 2>&1 | tee "$out/block-train.log" || rc=$?
+PYTHONUNBUFFERED=1 python3 train/train_block.py --out "$out" "$@" 2>&1 | tee "$out/block-train.log" || rc=$?
 if [ "$rc" -ne 0 ]; then
-    [ -f "$work/head-state.npz" ] && cp "$work/head-state.npz" "$out/"
     echo "run_block_device.sh: train_block.py failed ($rc)" >&2
     exit "$rc"
 fi
-cp "$work/block.gguf" "$work/block-stats.json" "$out/"
-(cd "$work" && sha256sum block.gguf) >"$out/SHA256SUMS"
+(cd "$out" && sha256sum block.gguf) >"$out/SHA256SUMS"
 ls -l "$out"

@@ -231,6 +231,126 @@ class ExportTest(unittest.TestCase):
             block.load_block_gguf(self.path, shallow)
 
 
+@unittest.skipUnless(HAVE_TORCH, "torch/numpy are not installed")
+class ObjectiveTest(unittest.TestCase):
+    def test_row_weights(self):
+        w = block.row_weights(torch.tensor([[2, 4]]), 4, 0.5)
+        self.assertEqual(w.tolist(), [[[1.0, 0.5, 0.0, 0.0], [1.0, 0.5, 0.25, 0.125]]])
+
+    def test_distill_loss_hard_is_cross_entropy(self):
+        # Row 0: uniform logits over 4 tokens, CE = ln 4; row 1: label 0 of
+        # logits (ln 3, 0, 0, 0): q_0 = 3/6, CE = ln 2. Weights 1 and 3.
+        logits = torch.tensor([[0.0, 0, 0, 0], [math.log(3.0), 0, 0, 0]])
+        labels = torch.tensor([2, 0])
+        w = torch.tensor([1.0, 3.0])
+        loss, ce, kl = block.distill_loss(logits, labels, logits.clone(), w, 1.0)
+        want = (math.log(4.0) + 3 * math.log(2.0)) / 4
+        self.assertAlmostEqual(float(loss), want, places=6)
+        self.assertAlmostEqual(float(ce), want, places=6)
+        self.assertAlmostEqual(float(kl), 0.0, places=6)   # same distributions
+
+    def test_distill_loss_soft_is_kl(self):
+        # p = (1/2, 1/2), q = (1/4, 3/4): KL = 1/2 ln 2 + 1/2 ln (2/3).
+        logits = torch.tensor([[0.0, math.log(3.0)]])
+        t_logits = torch.tensor([[0.0, 0.0]])
+        want = 0.5 * math.log(2.0) + 0.5 * math.log(2.0 / 3.0)
+        loss, _, kl = block.distill_loss(logits, torch.tensor([0]), t_logits, torch.ones(1), 0.0)
+        self.assertAlmostEqual(float(loss), want, places=6)
+        self.assertAlmostEqual(float(kl), want, places=6)
+        # Per-sequence mixing: hard 0.25 -> 0.25 CE (ln 4) + 0.75 KL.
+        mixed, _, _ = block.distill_loss(logits, torch.tensor([0]), t_logits, torch.ones(1),
+                                         torch.tensor([0.25]))
+        self.assertAlmostEqual(float(mixed), 0.25 * math.log(4.0) + 0.75 * want, places=6)
+
+    def test_distill_loss_ignores_unweighted_rows(self):
+        logits = torch.tensor([[0.0, 0.0], [50.0, -50.0]])
+        t_logits = torch.tensor([[0.0, 0.0], [-50.0, 50.0]])
+        loss, _, _ = block.distill_loss(logits, torch.tensor([1, 1]), t_logits,
+                                        torch.tensor([1.0, 0.0]), 0.5)
+        self.assertAlmostEqual(float(loss), 0.5 * math.log(2.0), places=6)
+
+    def test_row_overlap_and_expected_prefix(self):
+        # At T = 1: p = (1/2, 1/2), q = (1/4, 3/4): overlap 1/4 + 1/2.
+        ov = block.row_overlap(torch.tensor([[0.0, math.log(3.0)]]), torch.tensor([[0.0, 0.0]]), 1.0)
+        self.assertAlmostEqual(float(ov[0]), 0.75, places=6)
+        # T = 0.5 squares the odds: q = (1/10, 9/10), overlap 1/10 + 1/2.
+        ov = block.row_overlap(torch.tensor([[0.0, math.log(3.0)]]), torch.tensor([[0.0, 0.0]]), 0.5)
+        self.assertAlmostEqual(float(ov[0]), 0.6, places=6)
+        e = block.expected_prefix(torch.tensor([[0.5, 0.5, 1.0], [1.0, 0.0, 1.0]]))
+        self.assertEqual(e.tolist(), [0.5 + 0.25 + 0.25, 1.0])
+
+    def test_target_logits_from_last_features(self):
+        from model import Config, Transformer
+        torch.manual_seed(3)
+        t = Transformer(Config(vocab_size=32, dim=32, n_layers=2, n_heads=4, n_kv_heads=2,
+                               ffn_dim=64, max_seq_len=16), tied=False).eval()
+        ids = torch.randint(0, 32, (2, 7))
+        logits, f = block.target_forward(t, ids, [0, 1])
+        got = block.target_logits(t, f[..., 32:])
+        self.assertLess(float((got - logits).abs().max()), 1e-5)
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch/numpy are not installed")
+class SpecSampleVerifyTest(unittest.TestCase):
+    def setUp(self):
+        self.q = torch.tensor([[0.5, 0.5, 0.0], [0.25, 0.25, 0.5]])
+        self.p = torch.tensor([[0.25, 0.75, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+        self.drawn = []
+
+    def draw(self, dist):
+        self.drawn.append(dist.tolist())
+        return 1
+
+    def test_all_accepted_then_bonus(self):
+        # Row 0 drafts 1 (p/q = 1.5: always); row 1 drafts 0 (p/q = 2).
+        a, out = block.spec_sample_verify([1, 0], self.q, self.p, torch.tensor([0.99, 0.99]), self.draw)
+        self.assertEqual((a, out), (2, [1, 0, 1]))
+        self.assertEqual(self.drawn, [[0.0, 0.0, 1.0]])      # the bonus row's p
+
+    def test_reject_draws_the_residual(self):
+        # Row 0 drafts 0: p/q = 1/2, u = 0.6 rejects; residual max(p - q, 0)
+        # = (0, 1/4, 0), normalised (0, 1, 0).
+        a, out = block.spec_sample_verify([0, 0], self.q, self.p, torch.tensor([0.6, 0.0]), self.draw)
+        self.assertEqual((a, out), (0, [1]))
+        self.assertEqual(self.drawn, [[0.0, 1.0, 0.0]])
+
+    def test_accept_below_ratio(self):
+        # u = 0.4 < p/q = 1/2 accepts row 0; row 1 drafts 2 (p = 0): rejected
+        # whatever u; residual (1/4, 1/4, 0) -> (1/2, 1/2, 0).
+        a, out = block.spec_sample_verify([0, 2], self.q, self.p, torch.tensor([0.4, 0.0]), self.draw)
+        self.assertEqual((a, out), (1, [0, 1]))
+        self.assertEqual(self.drawn, [[0.5, 0.5, 0.0]])
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch/numpy are not installed")
+class ContinueCachedTest(unittest.TestCase):
+    def setUp(self):
+        from model import Config, Transformer
+        torch.manual_seed(4)
+        self.t = Transformer(Config(vocab_size=32, dim=32, n_layers=2, n_heads=4, n_kv_heads=2,
+                                    ffn_dim=64, max_seq_len=32), tied=False).eval()
+        self.prefix = torch.randint(0, 32, (3, 5))
+
+    def test_greedy_rows_match_full_forwards(self):
+        temps = torch.tensor([0.0, 0.7, 0.0])
+        out = block.continue_cached(self.t, self.prefix, 6, temps, torch.Generator().manual_seed(1))
+        self.assertEqual(out.shape, (3, 11))
+        self.assertTrue(torch.equal(out[:, :5], self.prefix))
+        for r in (0, 2):   # greedy rows: each token the argmax of a full forward
+            for j in range(5, 11):
+                logits, _ = block.target_forward(self.t, out[r:r + 1, :j])
+                self.assertEqual(int(out[r, j]), int(logits[0, -1].argmax()))
+        self.assertTrue(torch.equal(block.greedy_cached(self.t, self.prefix, 6)[[0, 2]], out[[0, 2]]))
+
+    def test_sampled_rows_follow_the_generator(self):
+        temps = torch.tensor([0.7, 0.7, 0.7])
+        a = block.continue_cached(self.t, self.prefix, 8, temps, torch.Generator().manual_seed(5))
+        b = block.continue_cached(self.t, self.prefix, 8, temps, torch.Generator().manual_seed(5))
+        self.assertTrue(torch.equal(a, b))
+        g = block.greedy_cached(self.t, self.prefix, 8)
+        self.assertFalse(torch.equal(a, g))   # 24 draws at T = 0.7 from a random model
+
+
 def need_file(path):
     if not os.path.exists(path):
         raise unittest.SkipTest(f"{path} is missing")
