@@ -305,7 +305,10 @@ LLM_API int llm_spec_check_vocab(const llm_model *target, const llm_model *draft
  * mismatch (llm_spec_check_vocab), a block drafter made for another
  * target model, a k outside 1..n_batch-1 of the target, and bad params
  * (LLM_EINVAL). Makes the draft session quiet (no ranges of its
- * own; llm_spec_free restores it). p may be NULL (k = 4). The caller owns
+ * own; llm_spec_free restores it), and when both models compute on CPU
+ * backends of one thread count, runs the draft's forwards on the target
+ * model's worker threads (llm_spec_free gives it its own again; unless
+ * PHASEMARK_SHARE_THREADS=0). p may be NULL (k = 4). The caller owns
  * *out (NULL on failure). */
 LLM_API int llm_spec_create(llm_session *target, llm_session *draft,
                             const llm_spec_params *p, llm_spec **out, char *err,

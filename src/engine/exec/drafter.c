@@ -167,6 +167,9 @@ static int open_block(llm_drafter *d, char *err, size_t errlen)
     int rc = pm__block_open(d->p.head_path, d->target, n_ctx, threads, &d->blk, err, errlen);
     if (rc)
         return rc;
+    /* The head runs between the target's forwards: on a CPU target, on
+     * the target's threads (backend.h, llm_backend_share_threads). */
+    llm_backend_share_threads(pm__block_backend(d->blk), d->target->be);
     const pm_block_info *in = pm__block_info(d->blk);
     for (int32_t l = 0; l < d->target->hp.n_layers; l++) {
         int used = 0;
