@@ -217,7 +217,10 @@ typedef struct llm_drafter_counts {
  * falling behind priced in), or a plain decode step when none beats plain
  * decoding by 3 % (n-gram proposals tested against the plain steps'
  * tokens, and probe rounds at a backed-off interval of 32 to 512 plain
- * steps, keep the estimates current; docs/spec.md). It depends on
+ * steps, keep the estimates current; docs/spec.md). A guard times whole
+ * steps and, after 32 tokens of its choices that ran slower per token than
+ * its plain steps do, decodes plainly for 32 steps, doubling up to 512
+ * while that repeats, so a mispriced choice costs little. It depends on
  * timings: greedy output is still the target's own; under sampling the
  * law is the target's but a seed no longer fixes the sequence.
  *
