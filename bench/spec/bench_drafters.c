@@ -2,7 +2,7 @@
  *
  *   bench_drafters --target T --draft D --prompts FILE [--tokens 128]
  *                  [--temp 0] [--seed 7] [--threads 2] [--reps 1]
- *                  [--n-prompts N] [--head H.gguf] [--config DRAFTER:K[:cost]]...
+ *                  [--n-prompts N] [--head H.gguf] [--config DRAFTER:K[:cost][:own]]...
  *
  * --head names the block drafter's head (phasemark-block GGUF for the
  * target); configurations "block:K" need it.
@@ -17,8 +17,12 @@
  * sampling the outputs are different draws of the same law (checked by
  * tests/spec's chi-square), so parity is reported as "law".
  *
+ * A ":own" suffix gives the draft model (or the block head) threads of
+ * its own instead of the target's (PHASEMARK_SHARE_THREADS=0 around the
+ * generator's creation): the A/B of sharing them, in one process.
+ *
  * One JSON object per configuration on stdout: drafter, k, cost (1: cost-
- * aware k up to K), temperature, plain_tok_s, spec_tok_s, speedup,
+ * aware k up to K), own_threads, temperature, plain_tok_s, spec_tok_s, speedup,
  * acceptance, tokens_per_round, rounds and tokens/round per round kind,
  * plain steps, parity. Exit 0, 1 on failure or a parity break, 2 usage.
  */
@@ -42,6 +46,7 @@ typedef struct config {
     int drafter;
     int32_t k;
     int cost;
+    int own; /* ":own": the draft (or head) keeps threads of its own */
 } config;
 
 typedef struct bench {
@@ -88,7 +93,7 @@ static int parse_long(const char *s, long lo, long hi, long *v)
     return 0;
 }
 
-/* "ngram:4" or "hybrid:4:cost". */
+/* "ngram:4", "hybrid:4:cost" or "model:1:own" (suffixes in any order). */
 static int parse_config(const char *s, config *c)
 {
     char name[16];
@@ -104,15 +109,23 @@ static int parse_config(const char *s, config *c)
     if (c->drafter < 0 || errno || end == colon + 1 || k < 1 || k > 32)
         return -1;
     c->k = (int32_t)k;
-    c->cost = strcmp(end, ":cost") == 0;
-    return *end && !c->cost ? -1 : 0;
+    c->cost = c->own = 0;
+    while (*end) {
+        if (!strncmp(end, ":cost", 5) && !c->cost)
+            c->cost = 1, end += 5;
+        else if (!strncmp(end, ":own", 4) && !c->own)
+            c->own = 1, end += 4;
+        else
+            return -1;
+    }
+    return 0;
 }
 
 static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--temp T]\n"
                     "       [--seed S] [--threads N] [--reps R] [--n-prompts N]\n"
-                    "       [--head H.gguf] [--config DRAFTER:K[:cost]]...\n");
+                    "       [--head H.gguf] [--config DRAFTER:K[:cost][:own]]...\n");
     return 2;
 }
 
@@ -238,11 +251,17 @@ static int run_config(const bench *b, const config *c, llm_session *plain, llm_s
     llm_spec_params sp = LLM_SPEC_PARAMS_INIT;
     sp.k = c->k;
     sp.adaptive = c->cost ? LLM_SPEC_ADAPT_COST : LLM_SPEC_ADAPT_OFF;
+    /* The engine reads the switch where it shares threads: at the
+     * creation of a block drafter and of a generator. */
+    if (c->own)
+        setenv("PHASEMARK_SHARE_THREADS", "0", 1);
     int rc = llm_drafter_create(&dp, &dr, err, sizeof err);
     if (rc == 0) {
         sp.drafter = dr;
         rc = llm_spec_create(t, NULL, &sp, &sd, err, sizeof err);
     }
+    if (c->own)
+        unsetenv("PHASEMARK_SHARE_THREADS");
     if (rc) {
         fprintf(stderr, PROG ": %s\n", err);
         llm_drafter_free(dr);
@@ -296,14 +315,21 @@ static double rate(uint64_t tok, uint64_t ns)
 static void report(const bench *b, const config *c, const totals *tt, const llm_spec_stats *st)
 {
     double pr = rate(tt->plain_tok, tt->plain_ns), sr = rate(tt->spec_tok, tt->spec_ns);
-    printf("{\"drafter\": \"%s\", \"k\": %d, \"cost\": %d, \"temperature\": %.2f, "
+    printf("{\"drafter\": \"%s\", \"k\": %d, \"cost\": %d, \"own_threads\": %d, "
+           "\"temperature\": %.2f, "
            "\"prompts\": %d, \"tokens\": %ld, \"reps\": %ld, \"threads\": %ld, "
            "\"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, \"speedup\": %.4f, "
            "\"acceptance\": %.4f, \"tokens_per_round\": %.3f, \"rounds\": %llu, "
            "\"plain_steps\": %llu",
-           llm_drafter_kind_name(c->drafter), (int)c->k, c->cost, b->temp, b->n, b->tokens,
+           llm_drafter_kind_name(c->drafter), (int)c->k, c->cost, c->own, b->temp, b->n, b->tokens,
            b->reps, b->threads, pr, sr, pr > 0 ? sr / pr : 0.0, st->acceptance,
            st->tokens_per_round, (unsigned long long)st->rounds, (unsigned long long)st->steps);
+    /* Where the speculative time went: drafting, verifying, deciding,
+     * and the rest (prefill, plain steps, bookkeeping), summed. */
+    printf(", \"plain_ms\": %.2f, \"spec_ms\": %.2f, \"draft_ms\": %.2f, \"verify_ms\": %.2f, "
+           "\"accept_ms\": %.2f",
+           (double)tt->plain_ns / 1e6, (double)tt->spec_ns / 1e6, (double)st->draft_ns / 1e6,
+           (double)st->verify_ns / 1e6, (double)st->accept_ns / 1e6);
     static const int kinds[] = {LLM_DRAFTER_MODEL, LLM_DRAFTER_NGRAM};
     for (int i = 0; i < 2; i++) {
         const llm_drafter_counts *by = &st->by[kinds[i]];

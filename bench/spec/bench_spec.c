@@ -9,6 +9,11 @@
  *       against one llm_decode (what a round's verify costs in decodes);
  *       with a draft, one more line: a draft decode as a round meets it
  *       (after a target verify), against the target's decode
+ *   bench_spec alternate --model M --draft D [--threads N] [--reps R]
+ *       a k = 1 model round's pieces (a draft decode, a verify of 2) and a
+ *       plain decode, with the draft on threads of its own and on the
+ *       target's, taking turns in blocks: medians per piece and mode, and
+ *       the process's CPU time per decode and per round
  *   bench_spec loop --model M --n N [--threads T] [--reps R]
  *       R forwards of width N (0: a decode) back to back after a 32-token
  *       history, for a profiler (perf record) to look at one shape; one line
@@ -267,6 +272,86 @@ static int cmd_cost(const opts *o)
                "\"what\":\"decode, mean of %d after a target verify of %d\",\"ms\":%.4f,"
                "\"vs_target_decode\":%.3f}\n",
                o->draft, o->model, o->threads, COST_ROUND_K, COST_ROUND_K + 1, v / 1e6, v / dec);
+    }
+    rc = 0;
+done:
+    llm_session_free(ds);
+    llm_model_free(dm);
+    llm_session_free(s);
+    llm_model_free(m);
+    return rc;
+}
+
+/* ---- alternate ------------------------------------------------------------ */
+
+static double cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* What a k = 1 model round's forwards cost when the draft model has
+ * threads of its own and when it runs on the target's (llm_model_share_
+ * threads), in one process: blocks of ALT_BLOCK plain target decodes and
+ * of ALT_BLOCK rounds (a draft decode, then a target verify of 2), the
+ * two thread modes taking turns block by block, so a neighbour's load
+ * falls on both alike; medians of wall time per piece, and the process's
+ * CPU time per decode and per round (block totals): on a busy host wall
+ * time is mostly waiting for a core, while CPU time still shows the
+ * work a mode adds, a spinning worker's included. The first block of
+ * each mode warms up. */
+#define ALT_BLOCK 20
+#define ALT_MAX (MAX_REPS * ALT_BLOCK)
+static int cmd_alternate(const opts *o)
+{
+    llm_model *m = NULL, *dm = NULL;
+    llm_session *s = NULL, *ds = NULL;
+    int rc = 1, blocks = o->reps * 2 > MAX_REPS ? MAX_REPS : o->reps * 2;
+    /* [mode][piece][sample]: pieces decode, draft, verify, round. */
+    static double t[2][4][ALT_MAX], cpu[2][2][MAX_REPS];
+    int n[2] = {0, 0}, nb[2] = {0, 0};
+    if (open_with_history(o->model, o->threads, 1, &m, &s) != 0 || !o->draft ||
+        open_with_history(o->draft, o->threads, 2, &dm, &ds) != 0)
+        goto done;
+    for (int b = -1; b < blocks; b++)
+        for (int mode = 0; mode < 2; mode++) {
+            if (llm_model_share_threads(dm, mode ? m : NULL) < 0)
+                goto done;
+            double c0 = cpu_ns(), dec[ALT_BLOCK];
+            for (int i = 0; i < ALT_BLOCK; i++)
+                if ((dec[i] = forward_once(s, 0)) < 0)
+                    goto done;
+            double c1 = cpu_ns();
+            for (int i = 0; i < ALT_BLOCK; i++) {
+                double dr = forward_once(ds, 0), vr = dr < 0 ? -1 : forward_once(s, 2);
+                if (vr < 0)
+                    goto done;
+                if (b >= 0) {
+                    int j = n[mode]++;
+                    t[mode][0][j] = dec[i], t[mode][1][j] = dr, t[mode][2][j] = vr;
+                    t[mode][3][j] = dr + vr;
+                }
+            }
+            double c2 = cpu_ns();
+            if (b >= 0) {
+                cpu[mode][0][nb[mode]] = (c1 - c0) / ALT_BLOCK;
+                cpu[mode][1][nb[mode]++] = (c2 - c1) / ALT_BLOCK;
+            }
+        }
+    static const char *const piece[4] = {"decode", "draft", "verify2", "round"};
+    for (int mode = 0; mode < 2; mode++) {
+        double med[4];
+        for (int p = 0; p < 4; p++)
+            med[p] = median(t[mode][p], n[mode]);
+        double cd = median(cpu[mode][0], nb[mode]), cr = median(cpu[mode][1], nb[mode]);
+        printf("{\"bench\":\"alternate\",\"threads\":%d,\"draft_threads\":\"%s\",\"samples\":%d",
+               o->threads, mode ? "shared" : "own", n[mode]);
+        for (int p = 0; p < 4; p++)
+            printf(",\"%s_ms\":%.4f", piece[p], med[p] / 1e6);
+        printf(",\"round_vs_decode\":%.3f,\"cpu_decode_ms\":%.4f,\"cpu_round_ms\":%.4f,"
+               "\"cpu_round_vs_decode\":%.3f}\n",
+               med[3] / med[0], cd / 1e6, cr / 1e6, cr / cd);
     }
     rc = 0;
 done:
@@ -692,6 +777,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: " PROG " derive IN OUT [--layers L] [--type T]\n"
             "       " PROG " cost --model M [--draft D] [--threads N] [--reps R]\n"
+            "       " PROG " alternate --model M --draft D [--threads N] [--reps R]\n"
             "       " PROG " loop --model M --n N [--threads T] [--reps R]\n"
             "       " PROG " kernels [--reps R]\n"
             "       " PROG " ops --model M [--n N] [--threads T] [--reps R]\n"
@@ -720,6 +806,8 @@ int main(int argc, char **argv)
         return usage();
     if (!strcmp(argv[1], "cost") && o.model)
         return cmd_cost(&o);
+    if (!strcmp(argv[1], "alternate") && o.model && o.draft)
+        return cmd_alternate(&o);
     if (!strcmp(argv[1], "loop") && o.model)
         return cmd_loop(&o);
     if (!strcmp(argv[1], "ops") && o.model)

@@ -34,7 +34,8 @@ COMMON="--target $TARGET --draft $SRC/models/phasemark-kjv-draft-f16.gguf --head
 # bitwise the decode steps; a wider one (k up to the head's 16) may flip a
 # near-tie, which bench_drafters reports as a parity break (exit 1).
 # Cost-aware k may go up to 16. A run that breaks parity is reported and
-# the script goes on.
+# the script goes on. ":own" rows run the head on threads of its own
+# instead of the target's (own_threads in the JSON): the A/B of sharing.
 run() {
     "$@" || echo "block.sh: bench_drafters exited $? (a parity break is in its rows)" >&2
 }
@@ -42,7 +43,8 @@ uptime >&2
 # shellcheck disable=SC2086
 run "$@" "$BD" $COMMON --temp 0 \
     --config block:2 --config block:4 --config block:6 --config block:8 --config block:10 \
-    --config block:10:cost --config block:16:cost --config model:4 --config ngram:8
+    --config block:10:cost --config block:16:cost --config model:4 --config ngram:8 \
+    --config block:4:own --config block:16:cost:own
 uptime >&2
 # shellcheck disable=SC2086
 run "$@" "$BD" $COMMON --temp 0.7 \

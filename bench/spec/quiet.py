@@ -34,10 +34,10 @@ def pm_rows(path, a, common):
             if not line:
                 continue
             r = json.loads(line)
-            key = (r["drafter"], r["k"], r["cost"], r["temperature"])
+            key = (r["drafter"], r["k"], r["cost"], r["temperature"], r.get("own_threads", 0))
             groups.setdefault(key, []).append(r)
     rows = []
-    for (drafter, k, cost, temp), rs in groups.items():
+    for (drafter, k, cost, temp, own), rs in groups.items():
         tok = sum(r["prompts"] * r["tokens"] for r in rs)
         pt = sum(r["prompts"] * r["tokens"] / r["plain_tok_s"] for r in rs if r["plain_tok_s"])
         st = sum(r["prompts"] * r["tokens"] / r["spec_tok_s"] for r in rs if r["spec_tok_s"])
@@ -46,7 +46,7 @@ def pm_rows(path, a, common):
         parity = "law" if temp > 0 else all(p is True for p in par)
         plain, spec = (tok / pt if pt else 0.0), (tok / st if st else 0.0)
         row = dict(common, engine="phasemark", drafter=drafter, k=k, cost_aware=bool(cost),
-                   temperature=temp, plain_tok_s=round(plain, 2), spec_tok_s=round(spec, 2),
+                   own_threads=bool(own), temperature=temp, plain_tok_s=round(plain, 2), spec_tok_s=round(spec, 2),
                    speedup=round(spec / plain, 4) if plain else 0.0,
                    acceptance=round(mean("acceptance"), 4),
                    tokens_per_round=round(mean("tokens_per_round"), 3),
@@ -169,6 +169,8 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         k = ("cost<=%d" % r["k"]) if r["cost_aware"] else str(r["k"])
+        if r.get("own_threads"):
+            k += " own"
         print("| %s | %.1f | %s | %s | %.0f | %.0f | %.2fx | %.3f | %.2f | %s |" % (
             r["engine"], r["temperature"], r["drafter"], k, r["plain_tok_s"], r["spec_tok_s"],
             r["speedup"], r["acceptance"], r["tokens_per_round"], r["parity"]))

@@ -1,9 +1,11 @@
 #!/bin/sh
 # quiet.sh — issue 16's CPU benchmark in one run: phasemark's plain and
 # speculative decoding (drafters model k = 1..4 and cost-aware, ngram,
-# hybrid) and llama.cpp's plain decode (llama-cli) and llama-speculative,
-# all on the shipped KJV pair, the held-out prompts, greedy and T = 0.7
-# with a fixed seed, at THREADS engine threads.
+# hybrid; model k = 1 and cost-aware again with the draft on threads of
+# its own, "own": the A/B of sharing the target's) and llama.cpp's plain
+# decode (llama-cli) and llama-speculative, all on the shipped KJV pair,
+# the held-out prompts, greedy and T = 0.7 with a fixed seed, at THREADS
+# engine threads.
 #
 #   bench/spec/quiet.sh BUILD_DIR LLAMA_BIN_DIR OUT_JSON
 #
@@ -23,7 +25,7 @@
 # Environment: N_PROMPTS (24), TOKENS (128), REPS (2), THREADS (2), SEED (7),
 # LLAMA_K ("2 4": llama-speculative --draft-max values), LABEL (a note on
 # every row, e.g. "smoke"), WRAP (a command prefix, e.g. "taskset -c 0,1").
-# Budget: the defaults take about 5 minutes on a quiet 2-core host (the
+# Budget: the defaults take about 6 minutes on a quiet 2-core host (the
 # smoke setting, 2 prompts x 32 tokens x 1 rep, about 1 minute under load).
 set -eu
 [ $# -eq 3 ] || { echo "usage: $0 BUILD_DIR LLAMA_BIN_DIR OUT_JSON" >&2; exit 2; }
@@ -78,6 +80,7 @@ while [ "$rep" -le "$REPS" ]; do
             --config model:1 --config model:2 --config model:3 --config model:4 \
             --config model:4:cost --config ngram:4 --config ngram:8:cost \
             --config hybrid:4 --config hybrid:4:cost \
+            --config model:1:own --config model:4:cost:own \
             >>"$TMP/pm.jsonl" 2>>"$TMP/pm.err" || echo "rep $rep T $T: bench_drafters exit $?" >>"$TMP/pm.err"
         i=0
         head -n "$N" "$PROMPTS" | cut -f2 >"$TMP/prompts.txt"

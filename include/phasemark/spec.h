@@ -217,7 +217,10 @@ typedef struct llm_drafter_counts {
  * falling behind priced in), or a plain decode step when none beats plain
  * decoding by 3 % (n-gram proposals tested against the plain steps'
  * tokens, and probe rounds at a backed-off interval of 32 to 512 plain
- * steps, keep the estimates current; docs/spec.md). It depends on
+ * steps, keep the estimates current; docs/spec.md). A guard times whole
+ * steps and, after 32 tokens of its choices that ran slower per token than
+ * its plain steps do, decodes plainly for 32 steps, doubling up to 512
+ * while that repeats, so a mispriced choice costs little. It depends on
  * timings: greedy output is still the target's own; under sampling the
  * law is the target's but a seed no longer fixes the sequence.
  *
@@ -305,7 +308,10 @@ LLM_API int llm_spec_check_vocab(const llm_model *target, const llm_model *draft
  * mismatch (llm_spec_check_vocab), a block drafter made for another
  * target model, a k outside 1..n_batch-1 of the target, and bad params
  * (LLM_EINVAL). Makes the draft session quiet (no ranges of its
- * own; llm_spec_free restores it). p may be NULL (k = 4). The caller owns
+ * own; llm_spec_free restores it), and when both models compute on CPU
+ * backends of one thread count, runs the draft's forwards on the target
+ * model's worker threads (llm_spec_free gives it its own again; unless
+ * PHASEMARK_SHARE_THREADS=0). p may be NULL (k = 4). The caller owns
  * *out (NULL on failure). */
 LLM_API int llm_spec_create(llm_session *target, llm_session *draft,
                             const llm_spec_params *p, llm_spec **out, char *err,

@@ -14,6 +14,11 @@
  *             and replaced equals, bit for bit, a forward of a fresh head
  *             fed the surviving history only; the drafter drops pending
  *             rows past what the target kept
+ *   stage     committed rows arriving as the generator hands them over (a
+ *             prompt of 4, a verify of 3 of which 1 was kept, then 4
+ *             plain steps) reach the head's context in one append at the
+ *             proposal (the drafter reports 9 rows fed there), and the
+ *             proposals are those of a fresh head fed all 9 at once
  *   refuse_*  a head that does not fit the target or is malformed or
  *             truncated is refused with exactly one line naming it
  *   target    a generator refuses a block drafter made for another target
@@ -446,6 +451,73 @@ static int case_crop(void)
     return 0;
 }
 
+/* One forward's worth of features: rows r..r+n-1 of src (planes of CR_N
+ * rows) into the drafter's buffer, committed as positions r.. (keep of
+ * them). */
+static void hand_over(llm_drafter *dr, const float *src, int r, int n, int keep)
+{
+    size_t cap;
+    float *buf = pm__drafter_feat_buf(dr, (size_t)n, &cap);
+    REQUIRE(buf && cap == (size_t)(2 * n * 64));
+    for (int p = 0; p < 2; p++)
+        memcpy(buf + (size_t)p * n * 64, src + ((size_t)p * CR_N + r) * 64,
+               (size_t)n * 64 * sizeof(float));
+    pm__drafter_feat_commit(dr, (uint32_t)r, (uint32_t)keep, (size_t)n);
+}
+
+static int case_stage(void)
+{
+    char tp[512], hp[512];
+    sc_path(tp, sizeof tp, "block_stage_target");
+    sc_path(hp, sizeof hp, "block_stage_head");
+    synth_spec sp = synth_default();
+    REQUIRE(synth_write(tp, &sp) == 0);
+    llm_model *m = synth_open(tp, 1);
+    bf_write_for(hp, m, 8, 7);
+    static const int32_t toks[CR_N] = {5, 17, 99, 3, 42, 8, 120, 64, 2, 77};
+    llm_session *s = sc_session(m, 64, 16, 1);
+    static float fa[2 * CR_N * 64], all[2 * 9 * 64];
+    target_features(s, toks, CR_N, fa, sizeof fa / sizeof(float));
+    char err[256];
+    llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
+    dp.kind = LLM_DRAFTER_BLOCK;
+    dp.head_path = hp;
+    dp.target = s;
+    llm_drafter *dr;
+    REQUIRE(llm_drafter_create(&dp, &dr, err, sizeof err) == 0);
+    hand_over(dr, fa, 0, 4, 4);          /* the prompt */
+    hand_over(dr, fa, 4, 3, 1);          /* a verify of 3, position 4 kept */
+    CHECK_INT_EQ(llm_drafter_observe(dr, 0, 5), 0);
+    for (int r = 5; r < 9; r++)
+        hand_over(dr, fa, r, 1, 1);      /* plain steps */
+    int32_t out[8], n_out = 0;
+    CHECK_INT_EQ(llm_drafter_propose(dr, toks, CR_N, 8, out, &n_out, NULL), 0);
+    CHECK_INT_EQ(n_out, 8);
+    CHECK_INT_EQ((int)pm__drafter_fed(dr), 9);
+    /* A fresh head fed positions 0..8 in one append. */
+    pm_block *b;
+    REQUIRE(pm__block_open(hp, m, 64, 1, &b, err, sizeof err) == 0);
+    static const int32_t plane_of[2] = {0, 1};
+    for (int p = 0; p < 2; p++)
+        memcpy(all + (size_t)p * 9 * 64, fa + (size_t)p * CR_N * 64, 9 * 64 * sizeof(float));
+    CHECK_INT_EQ(pm__block_append(b, all, plane_of, 9, 9), 0);
+    const float *lb;
+    CHECK_INT_EQ(pm__block_forward(b, toks[9], 8, &lb), 0);
+    for (int i = 0; i < 8; i++) {
+        int best = 0;
+        for (int t = 1; t < 160; t++)
+            best = lb[i * 160 + t] > lb[i * 160 + best] ? t : best;
+        CHECK_INT_EQ(out[i], best);
+    }
+    pm__block_free(b);
+    llm_drafter_free(dr);
+    llm_session_free(s);
+    llm_model_free(m);
+    unlink(tp);
+    unlink(hp);
+    return 0;
+}
+
 /* ---- refusals ---------------------------------------------------------- */
 
 typedef struct refusal {
@@ -692,6 +764,8 @@ int main(int argc, char **argv)
         case_target();
     else if (!strcmp(argv[1], "continue"))
         case_continue();
+    else if (!strcmp(argv[1], "stage"))
+        case_stage();
     else if (!strncmp(argv[1], "refuse_", 7)) {
         if (case_refuse(argv[1] + 7) == 2)
             return 2;

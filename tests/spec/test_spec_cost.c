@@ -19,6 +19,15 @@
  *               spread over what the request has left
  *   probe       plain runs broken by probes; backoff and reset
  *   shadow      n-gram acceptance learnt from plain steps, no verify
+ *   guard_measure  no plain reference: a window forces 9 plain steps, of
+ *               which the last 8 are the reference
+ *   guard_trip  windows slower than plain decoding force 32, 64, ... 512
+ *               plain steps; a faster one resets the backoff
+ *   guard_mixed the table's own plain steps count in a window; a window of
+ *               plain choices only is not judged
+ *   guard_refresh  512 tokens of winning rounds without a steady plain
+ *               step: plain decoding is measured again
+ *   guard_break a request's first plain step is no reference
  */
 #include <math.h>
 #include <stdio.h>
@@ -465,6 +474,142 @@ static int case_shadow(void)
     return pm_check_result();
 }
 
+
+/* ---- the guard ---------------------------------------------------------- */
+
+/* n forced plain steps of ns each; 0 when the guard forced exactly n. */
+static int forced_run(pm__guard *g, int n, uint64_t ns)
+{
+    for (int i = 0; i < n; i++) {
+        if (!pm__guard_forced(g))
+            return -1;
+        pm__guard_plain(g, 1, ns);
+    }
+    return pm__guard_forced(g) ? -1 : 0;
+}
+
+/* Rounds of 2 tokens at ns each, until the guard forces plain steps or
+ * `max` rounds ran; the rounds run. */
+static int rounds_until_forced(pm__guard *g, uint64_t ns, int max)
+{
+    int n = 0;
+    while (n < max && !pm__guard_forced(g)) {
+        pm__guard_round(g, ns, 2);
+        n++;
+    }
+    return n;
+}
+
+/* A guard whose plain reference is 500 ns: the measuring stretch after
+ * the first window (16 rounds of 2 tokens). */
+static void guard_with_plain(pm__guard *g, uint64_t round_ns)
+{
+    pm__guard_init(g);
+    CHECK_INT_EQ(rounds_until_forced(g, round_ns, 100), 16);
+    CHECK_INT_EQ(forced_run(g, PM__GUARD_MEASURE, 500), 0);
+}
+
+static int case_guard_measure(void)
+{
+    pm__guard g;
+    pm__guard_init(&g);
+    CHECK(!pm__guard_forced(&g));
+    /* 32 tokens of rounds close the first window; with no plain reference
+     * it measures: 9 plain steps, the first one after a round. */
+    CHECK_INT_EQ(rounds_until_forced(&g, 700, 100), 16);
+    CHECK_INT_EQ(g.measures, 1u);
+    CHECK_INT_EQ(g.trips + g.passes, 0u);
+    pm__guard_plain(&g, 1, 9000); /* after a round: not steady, not kept */
+    CHECK_INT_EQ(forced_run(&g, PM__GUARD_MEASURE - 1, 500), 0);
+    CHECK_INT_EQ(g.plain.n, 8);
+    CHECK_NEAR(g.plain.med, 500.0, 1e-9);
+    /* 350 ns a token beats 500: a pass, no plain step. */
+    CHECK_INT_EQ(rounds_until_forced(&g, 700, 16), 16);
+    CHECK_INT_EQ(g.passes, 1u);
+    CHECK(!pm__guard_forced(&g));
+    return pm_check_result();
+}
+
+static int case_guard_trip(void)
+{
+    pm__guard g;
+    guard_with_plain(&g, 1100);
+    /* 550 ns a token against 500: each window trips, and the plain
+     * stretch doubles up to 512. */
+    static const int want[] = {32, 64, 128, 256, 512, 512};
+    for (int i = 0; i < 6; i++) {
+        CHECK_INT_EQ(rounds_until_forced(&g, 1100, 100), 16);
+        CHECK_INT_EQ(forced_run(&g, want[i], 500), 0);
+    }
+    CHECK_INT_EQ(g.trips, 6u);
+    /* At exactly the plain rate (1000 ns for 2 tokens) it is no trip; the
+     * backoff starts from 32 again. */
+    CHECK_INT_EQ(rounds_until_forced(&g, 1000, 16), 16);
+    CHECK(!pm__guard_forced(&g));
+    CHECK_INT_EQ(g.passes, 1u);
+    CHECK_INT_EQ(rounds_until_forced(&g, 1002, 100), 16);
+    CHECK_INT_EQ(forced_run(&g, 32, 500), 0);
+    return pm_check_result();
+}
+
+static int case_guard_mixed(void)
+{
+    pm__guard g;
+    guard_with_plain(&g, 900);
+    /* 40 plain choices of the table: no round in the windows, no verdict
+     * (and they refresh the reference: 600 ns now, the median of 8). */
+    for (int i = 0; i < 40; i++)
+        pm__guard_plain(&g, 0, 600);
+    CHECK(!pm__guard_forced(&g));
+    CHECK_INT_EQ(g.trips + g.passes, 0u);
+    CHECK_NEAR(g.plain.med, 600.0, 1e-9);
+    CHECK_INT_EQ(g.win_tok, 8); /* the window after the first 32 */
+    /* 8 open + 8 rounds of 2 at 1300 (16 tokens) + 8 more plain choices
+     * = 32 tokens, 8 * 600 + 8 * 1300 + 8 * 600 = 20000 > 32 * 600 = 19200:
+     * a trip, judged at the plain step that closes the window. */
+    for (int i = 0; i < 8; i++)
+        pm__guard_round(&g, 1300, 2);
+    CHECK(!pm__guard_forced(&g));
+    for (int i = 0; i < 7; i++)
+        pm__guard_plain(&g, 0, 600);
+    CHECK(!pm__guard_forced(&g));
+    pm__guard_plain(&g, 0, 600);
+    CHECK(pm__guard_forced(&g));
+    CHECK_INT_EQ(g.trips, 1u);
+    return pm_check_result();
+}
+
+static int case_guard_refresh(void)
+{
+    pm__guard g;
+    guard_with_plain(&g, 700);
+    /* Winning windows: 512 tokens of rounds (256 rounds) with no steady
+     * plain step make the reference stale; the window after them
+     * measures again. */
+    CHECK_INT_EQ(rounds_until_forced(&g, 700, 1000), 256);
+    CHECK_INT_EQ(g.passes, 15u);
+    CHECK_INT_EQ(g.measures, 2u);
+    CHECK_INT_EQ(forced_run(&g, PM__GUARD_MEASURE, 500), 0);
+    CHECK_INT_EQ(g.stale, 0);
+    return pm_check_result();
+}
+
+static int case_guard_break(void)
+{
+    pm__guard g;
+    pm__guard_init(&g);
+    pm__guard_plain(&g, 0, 500); /* follows nothing */
+    pm__guard_plain(&g, 0, 500);
+    CHECK_INT_EQ(g.plain.n, 1);
+    pm__guard_break(&g); /* a request ends */
+    pm__guard_plain(&g, 0, 9000);
+    CHECK_INT_EQ(g.plain.n, 1);
+    pm__guard_plain(&g, 0, 500);
+    CHECK_INT_EQ(g.plain.n, 2);
+    CHECK_INT_EQ(g.win_tok, 4);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -475,11 +620,14 @@ int main(int argc, char **argv)
                  {"nothing_pays", case_nothing_pays}, {"trust", case_trust},
                  {"median", case_median},         {"overhead", case_overhead},
                  {"catchup", case_catchup},       {"probe", case_probe},
-                 {"shadow", case_shadow}};
+                 {"shadow", case_shadow},         {"guard_measure", case_guard_measure},
+                 {"guard_trip", case_guard_trip}, {"guard_mixed", case_guard_mixed},
+                 {"guard_refresh", case_guard_refresh}, {"guard_break", case_guard_break}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].run();
     fprintf(stderr, "usage: test_spec_cost CASE (unmeasured, trust, median, widths, cpu, hybrid, "
-                    "flat, acceptance, nothing_pays, overhead, catchup, probe, shadow)\n");
+                    "flat, acceptance, nothing_pays, overhead, catchup, probe, shadow, "
+                    "guard_measure, guard_trip, guard_mixed, guard_refresh, guard_break)\n");
     return 2;
 }

@@ -20,9 +20,13 @@
  * generator writes the target's features into the drafter's buffer
  * (pm__drafter_feat_buf) and then says which rows were committed
  * (pm__drafter_feat_commit); those rows stay pending until the next
- * proposal or the next request for the buffer, whichever comes first, and
- * are then appended to the head's context, so a round's context work runs
- * inside its pm.draft leaf. Invariant: the head's context plus the pending
+ * proposal or the next request for the buffer, whichever comes first. Then
+ * they are copied into a stage behind the rows staged before (up to
+ * STAGE_ROWS; a prompt's rows go to the head's context directly), and the
+ * stage is appended to the head's context at the next proposal, in one
+ * batch: a plain stretch between rounds costs one batched append, not one
+ * a step, and a round's context work runs inside its pm.draft leaf.
+ * Invariant: the head's context, then the staged rows, then the pending
  * rows are the features of target positions 0..m-1 for some m <= the
  * target's position.
  */
@@ -43,6 +47,11 @@
 #define NGRAM_MIN_DEFAULT 2
 #define HYBRID_MIN_DEFAULT 3
 #define HIST_MAX_DEFAULT 4096
+/* Committed positions the block drafter holds back for one batched append
+ * to the head's context: a plain stretch's rows, one a step, cost a
+ * matrix-vector pass over the head's context weights each when appended
+ * one by one, and about one pass per 8 rows together. */
+#define STAGE_ROWS 64
 
 struct llm_drafter {
     llm_drafter_params p;
@@ -60,6 +69,9 @@ struct llm_drafter {
     size_t feat_rows;
     uint32_t pend_pos, pend_rows; /* committed rows waiting in feat */
     size_t pend_plane;   /* the rows per plane of the forward that wrote them */
+    float *stage;        /* [n_planes][STAGE_ROWS][dim], owned: committed rows
+                            of positions stage_pos.. copied out of feat */
+    uint32_t stage_pos, stage_rows;
     char err[DRAFTER_ERR_MAX];
 };
 
@@ -167,6 +179,9 @@ static int open_block(llm_drafter *d, char *err, size_t errlen)
     int rc = pm__block_open(d->p.head_path, d->target, n_ctx, threads, &d->blk, err, errlen);
     if (rc)
         return rc;
+    /* The head runs between the target's forwards: on a CPU target, on
+     * the target's threads (backend.h, llm_backend_share_threads). */
+    llm_backend_share_threads(pm__block_backend(d->blk), d->target->be);
     const pm_block_info *in = pm__block_info(d->blk);
     for (int32_t l = 0; l < d->target->hp.n_layers; l++) {
         int used = 0;
@@ -181,7 +196,8 @@ static int open_block(llm_drafter *d, char *err, size_t errlen)
     uint32_t nb = llm_session_n_batch(t);
     d->feat_rows = n_ctx > nb ? n_ctx : nb;
     d->feat = malloc((size_t)d->n_planes * d->feat_rows * (size_t)in->dim * sizeof *d->feat);
-    if (!d->feat) {
+    d->stage = malloc((size_t)d->n_planes * STAGE_ROWS * (size_t)in->dim * sizeof *d->stage);
+    if (!d->feat || !d->stage) {
         llm_errf(err, errlen, "drafter: out of memory");
         return LLM_ENOMEM;
     }
@@ -244,6 +260,7 @@ void llm_drafter_free(llm_drafter *d)
         llm_session_set_quiet(d->draft, 0);
     pm__block_free(d->blk);
     free(d->feat);
+    free(d->stage);
     free(d);
 }
 
@@ -269,6 +286,7 @@ void pm__drafter_restart(llm_drafter *d)
     if (d->blk)
         pm__block_crop(d->blk, 0);
     d->pend_rows = 0;
+    d->stage_rows = 0;
 }
 
 uint32_t pm__drafter_fed(const llm_drafter *d)
@@ -444,13 +462,11 @@ const llm_model *pm__drafter_target(const llm_drafter *d)
     return d->blk ? d->target : NULL;
 }
 
-/* Appends the pending committed rows to the head's context. */
-static int take_pending(llm_drafter *d)
+/* Appends rows of positions pos.. (planes of plane_rows rows at feat) to
+ * the head's context. */
+static int append_rows(llm_drafter *d, uint32_t pos, const float *feat, size_t plane_rows,
+                       uint32_t rows)
 {
-    if (d->pend_rows == 0)
-        return 0;
-    uint32_t pos = d->pend_pos, rows = d->pend_rows;
-    d->pend_rows = 0;
     d->fed += rows;
     pm__block_crop(d->blk, pos);
     if (pm__block_ctx_len(d->blk) != pos) {
@@ -459,10 +475,56 @@ static int take_pending(llm_drafter *d)
                  (unsigned)pm__block_ctx_len(d->blk), (unsigned)pos - 1);
         return LLM_ESTATE;
     }
-    int rc = pm__block_append(d->blk, d->feat, d->plane_of, d->pend_plane, rows);
+    int rc = pm__block_append(d->blk, feat, d->plane_of, plane_rows, rows);
     if (rc)
         llm_errf(d->err, sizeof d->err, "block drafter: the context holds no more positions");
     return rc;
+}
+
+/* Appends the staged rows to the head's context. */
+static int flush_stage(llm_drafter *d)
+{
+    if (d->stage_rows == 0)
+        return 0;
+    uint32_t rows = d->stage_rows;
+    d->stage_rows = 0;
+    return append_rows(d, d->stage_pos, d->stage, STAGE_ROWS, rows);
+}
+
+/* Copies rows 0..rows-1 of every plane of feat (plane_rows rows a plane)
+ * behind the staged ones. */
+static void stage_copy(llm_drafter *d, size_t plane_rows, uint32_t rows)
+{
+    size_t dim = (size_t)pm__block_info(d->blk)->dim;
+    for (int32_t p = 0; p < d->n_planes; p++)
+        memcpy(d->stage + ((size_t)p * STAGE_ROWS + d->stage_rows) * dim,
+               d->feat + (size_t)p * plane_rows * dim, (size_t)rows * dim * sizeof *d->stage);
+    d->stage_rows += rows;
+}
+
+/* Takes the pending committed rows out of feat before it is written
+ * again: behind the staged ones when they follow them and fit, else after
+ * appending the staged ones; a prompt's rows, more than the stage holds,
+ * go to the head's context at once. The head's context is complete only
+ * after flush_stage (a proposal does it). */
+static int take_pending(llm_drafter *d)
+{
+    if (d->pend_rows == 0)
+        return 0;
+    uint32_t pos = d->pend_pos, rows = d->pend_rows;
+    d->pend_rows = 0;
+    if (d->stage_rows && (pos != d->stage_pos + d->stage_rows ||
+                          rows > STAGE_ROWS - d->stage_rows)) {
+        int rc = flush_stage(d);
+        if (rc)
+            return rc;
+    }
+    if (rows > STAGE_ROWS)
+        return append_rows(d, pos, d->feat, d->pend_plane, rows);
+    if (d->stage_rows == 0)
+        d->stage_pos = pos;
+    stage_copy(d, d->pend_plane, rows);
+    return 0;
 }
 
 float *pm__drafter_feat_buf(llm_drafter *d, size_t rows, size_t *cap)
@@ -485,7 +547,8 @@ void pm__drafter_feat_commit(llm_drafter *d, uint32_t pos, uint32_t rows, size_t
 
 int pm__drafter_block_sync(llm_drafter *d)
 {
-    return d->blk ? take_pending(d) : 0;
+    int rc = d->blk ? take_pending(d) : 0;
+    return rc || !d->blk ? rc : flush_stage(d);
 }
 
 /* The first maximum's index, the sampler's greedy rule. */
@@ -502,6 +565,8 @@ static int block_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, in
 {
     d->fed = 0;
     int rc = take_pending(d);
+    if (rc == 0)
+        rc = flush_stage(d);
     if (rc)
         return rc;
     uint32_t ctx = (uint32_t)(r->n_hist - 1);
@@ -611,6 +676,8 @@ int llm_drafter_observe(llm_drafter *d, int32_t accepted, uint32_t keep)
          * the context alike. */
         if (d->pend_rows && d->pend_pos + d->pend_rows > keep)
             d->pend_rows = keep > d->pend_pos ? keep - d->pend_pos : 0;
+        if (d->stage_rows && d->stage_pos + d->stage_rows > keep)
+            d->stage_rows = keep > d->stage_pos ? keep - d->stage_pos : 0;
         pm__block_crop(d->blk, keep);
     }
     if (d->draft && llm_session_pos(d->draft) > keep) {

@@ -160,6 +160,11 @@ const llm_model *llm_session_model(const llm_session *s)
     return s->m;
 }
 
+int llm_session_share_threads(llm_session *dst, const llm_session *src)
+{
+    return llm_model_share_threads(dst->m, src ? src->m : NULL);
+}
+
 llm_split *llm_session_split(const llm_session *s)
 {
     return s && s->placed ? s->split : NULL;

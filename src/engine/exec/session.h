@@ -30,6 +30,11 @@ uint64_t llm_generate_request(const llm_session *s, const llm_generate_params *p
  * shard's span itself (cuda_loop.h). Borrowed. */
 struct llm_split *llm_session_split_any(llm_session *s);
 
+/* Makes dst's model run its forwards on the worker threads of src's
+ * model (src NULL: on its own again); llm_model_share_threads' return
+ * value (1: as asked). */
+int llm_session_share_threads(llm_session *dst, const llm_session *src);
+
 /* 1 when the session emits no ranges (llm_session_set_quiet). */
 int llm_session_quiet(const llm_session *s);
 

@@ -56,6 +56,8 @@ struct llm_spec {
     llm_session *target, *draft; /* draft: the drafter's session, or NULL */
     llm_drafter *dr;     /* who proposes */
     int own_dr;          /* dr was made from the params: freed with sd */
+    int shared_threads;  /* the draft's model runs on the target's threads
+                            (llm_session_share_threads), until freed */
     llm_spec_params p;
     int32_t n_vocab;
     int32_t k_cap;       /* largest k: target n_batch - 1 (and k_max) */
@@ -80,6 +82,7 @@ struct llm_spec {
     float *res;          /* [n_vocab] residual max(0, p - q) */
     llm_spec_stats st;
     pm__cost ct;         /* cost-aware k: measured costs, acceptance */
+    pm__guard guard;     /* cost-aware k: its choices against plain decoding */
     char err[SPEC_ERR_MAX];
 };
 
@@ -229,6 +232,7 @@ static void resolve_k(llm_spec *sd, const llm_model *tm, const llm_model *dm)
     else
         sd->cost = 0.0; /* an external proposer: taken as free */
     pm__cost_init(&sd->ct, sd->cost);
+    pm__guard_init(&sd->guard);
 }
 
 static int alloc_buffers(llm_spec *sd)
@@ -338,6 +342,10 @@ int llm_spec_create(llm_session *target, llm_session *draft, const llm_spec_para
         llm_spec_free(sd);
         return rc;
     }
+    /* Draft and target forwards alternate on the same cores: one set of
+     * workers serves both, so neither's workers spin against the other's
+     * (docs/spec.md, "Threads"). */
+    sd->shared_threads = ds && llm_session_share_threads(ds, target) == 1;
     sd->hlen = llm_session_pos(target);
     pm__drafter_restart(sd->dr); /* its history is unknown */
     llm_spec_reset_stats(sd);
@@ -349,6 +357,8 @@ void llm_spec_free(llm_spec *sd)
 {
     if (!sd)
         return;
+    if (sd->shared_threads)
+        llm_session_share_threads(sd->draft, NULL); /* and its own threads */
     if (sd->own_dr)
         llm_drafter_free(sd->dr); /* gives the draft session its ranges back */
     free(sd->hist);
@@ -872,15 +882,21 @@ static void plan_round(gen_run *g, int32_t k, pm__draft_plan *plan)
         plan->n = room;
 }
 
-/* Rounds (or plain steps) after the first token until a stop. */
+/* Rounds (or plain steps) after the first token until a stop. Under
+ * cost-aware k each step is timed whole, planning to emitting, for the
+ * guard (spec_cost.h), which may force plain steps. */
 static int generate_loop(gen_run *g, int32_t last)
 {
     llm_spec *sd = g->sd;
+    int cost = sd->p.adaptive == LLM_SPEC_ADAPT_COST;
     while (g->reason < 0) {
         int32_t k = room_for_k(g);
         pm__draft_plan plan = {0, 0, 0, 0};
+        int forced = cost && pm__guard_forced(&sd->guard);
+        uint64_t t0 = llm_now_ns();
+        size_t gen0 = g->generated;
         sd->hist[sd->hlen] = last;
-        if (k > 0)
+        if (k > 0 && !forced)
             plan_round(g, k, &plan);
         if (plan.n == 0) {
             int32_t tok = plain_step(g, last);
@@ -890,11 +906,15 @@ static int generate_loop(gen_run *g, int32_t last)
                 pm__cost_shadow_step(&sd->ct, tok == sd->shadow[sd->ct.shadow_i]);
             emit(g, tok, g->sd->hlen);
             last = tok;
+            if (cost)
+                pm__guard_plain(&sd->guard, forced, llm_now_ns() - t0);
             continue;
         }
         int rc = round_run(g, last, &plan, &last);
         if (rc)
             return rc;
+        if (cost)
+            pm__guard_round(&sd->guard, llm_now_ns() - t0, (int32_t)(g->generated - gen0));
     }
     return 0;
 }
@@ -925,6 +945,7 @@ int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size
     g.n_feat = pm__drafter_feat_layers(sd->dr, &g.feat_layers);
     int32_t tok = 0;
     pm__cost_shadow_drop(&sd->ct); /* a test belongs to one history */
+    pm__guard_break(&sd->guard);   /* the prefill comes between plain steps */
     rc = prefill_prompt(&g, prompt, n_prompt, p->chunk, &tok);
     if (rc == 0) {
         emit(&g, tok, sd->hlen);

@@ -229,3 +229,82 @@ void pm__cost_shadow_drop(pm__cost *c)
 {
     c->shadow_n = c->shadow_i = 0;
 }
+
+/* ---- the guard ---------------------------------------------------------- */
+
+void pm__guard_init(pm__guard *g)
+{
+    memset(g, 0, sizeof *g);
+    g->backoff = PM__GUARD_PLAIN_MIN;
+}
+
+int pm__guard_forced(const pm__guard *g)
+{
+    return g->forced > 0;
+}
+
+static void window_reset(pm__guard *g)
+{
+    g->win_ns = 0.0;
+    g->win_tok = 0;
+    g->win_rounds = 0;
+}
+
+/* Closes a full window: a trip, a pass, or (no plain reference yet, or a
+ * stale one) a stretch that measures plain decoding. */
+static void judge(pm__guard *g)
+{
+    if (g->win_rounds == 0) {
+        window_reset(g); /* the table chose plain throughout: nothing to judge */
+        return;
+    }
+    if (g->plain.n < PM__COST_TRUST || g->stale >= PM__GUARD_REFRESH) {
+        g->forced = PM__GUARD_MEASURE;
+        g->measures++;
+        window_reset(g);
+        return;
+    }
+    if (g->win_ns > g->plain.med * (double)g->win_tok) {
+        g->forced = g->backoff;
+        g->backoff = g->backoff * 2 < PM__GUARD_PLAIN_MAX ? g->backoff * 2 : PM__GUARD_PLAIN_MAX;
+        g->trips++;
+    } else {
+        g->backoff = PM__GUARD_PLAIN_MIN;
+        g->passes++;
+    }
+    window_reset(g);
+}
+
+void pm__guard_plain(pm__guard *g, int forced, uint64_t ns)
+{
+    if (g->last_plain) {
+        pm__cost_est_add(&g->plain, (double)ns);
+        g->stale = 0;
+    }
+    g->last_plain = 1;
+    if (forced) {
+        if (g->forced > 0)
+            g->forced--;
+        return;
+    }
+    g->win_ns += (double)ns;
+    g->win_tok++;
+    if (g->win_tok >= PM__GUARD_WINDOW)
+        judge(g);
+}
+
+void pm__guard_round(pm__guard *g, uint64_t ns, int32_t tokens)
+{
+    g->last_plain = 0;
+    g->win_ns += (double)ns;
+    g->win_tok += tokens;
+    g->win_rounds++;
+    g->stale += tokens;
+    if (g->win_tok >= PM__GUARD_WINDOW)
+        judge(g);
+}
+
+void pm__guard_break(pm__guard *g)
+{
+    g->last_plain = 0;
+}

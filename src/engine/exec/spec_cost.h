@@ -52,6 +52,24 @@
  * the acceptance test's). So the n-gram's estimate stays current without
  * probe rounds.
  *
+ * The guard (pm__guard_*). The table prices a round from its parts, each
+ * measured alone; what a round really costs can be more (a host where the
+ * draft's forwards slow the target's, or the other way round; work no
+ * part is charged for). So the generator also times whole steps (from
+ * planning to the last token emitted) and compares what the table's
+ * choices realise with plain decoding: every PM__GUARD_WINDOW tokens of
+ * the table's choices (its rounds and its own plain steps, at least one
+ * round among them) are one window, judged against the median of the
+ * last PM__COST_RING steady plain steps (a plain step after a plain step:
+ * the cores as a plain run holds them). A window slower per token than
+ * plain decoding trips the guard: the next `backoff` steps are plain,
+ * whatever the table says, and backoff doubles (PM__GUARD_PLAIN_MIN up to
+ * PM__GUARD_PLAIN_MAX), so a policy that keeps losing loses at most one
+ * window in ever longer plain stretches; a window that wins resets it.
+ * With fewer than PM__COST_TRUST steady plain samples, or after
+ * PM__GUARD_REFRESH tokens of the table's choices without a new one, the
+ * next PM__GUARD_MEASURE steps are plain, to measure plain decoding.
+ *
  * Pure arithmetic over the table: no clock, no allocation, so tests inject
  * costs and check choices exactly.
  */
@@ -70,6 +88,16 @@ enum {
     PM__COST_HORIZON_MAX = 256, /* when the request's end is unknown / far */
     PM__COST_PROBE_MIN = 32, /* plain choices between probes, at first */
     PM__COST_PROBE_MAX = 512 /* and at most */
+};
+
+enum {
+    PM__GUARD_WINDOW = 32,     /* tokens of the table's choices judged at once */
+    PM__GUARD_PLAIN_MIN = 32,  /* plain steps a trip forces, at first */
+    PM__GUARD_PLAIN_MAX = 512, /* and at most */
+    PM__GUARD_MEASURE = PM__COST_RING + 1, /* plain steps that measure plain
+                                              decoding (the first is not steady) */
+    PM__GUARD_REFRESH = 512    /* tokens of the table's choices before the plain
+                                  reference is measured again */
 };
 
 #define PM__COST_PRIOR_SLOPE 0.35 /* extra decodes per extra verify row */
@@ -98,7 +126,23 @@ typedef struct pm__cost {
     int32_t shadow_i;      /* of it, tokens plain steps matched so far */
 } pm__cost;
 
-/* What the generator can do this round. */
+/* The guard's state (above). */
+typedef struct pm__guard {
+    pm__cost_est plain; /* ns of a steady plain step */
+    double win_ns;      /* the open window: its steps' wall time, */
+    int64_t win_tok;    /* their tokens */
+    int32_t win_rounds; /* and rounds among them */
+    int64_t stale;      /* tokens of the table's choices since the last
+                           steady plain sample */
+    int32_t forced;     /* plain steps still forced; 0: the table chooses */
+    int32_t backoff;    /* plain steps the next trip forces */
+    int last_plain;     /* the last step was a plain one */
+    uint32_t trips;     /* windows that lost to plain decoding */
+    uint32_t passes;    /* windows that did not */
+    uint32_t measures;  /* stretches forced to measure plain decoding */
+} pm__guard;
+
+
 typedef struct pm__cost_query {
     unsigned kinds;   /* bit 1 << LLM_DRAFTER_* for each kind that can draft */
     int32_t k_min, k_max;
@@ -168,5 +212,24 @@ void pm__cost_shadow_step(pm__cost *c, int match);
 /* An n-gram round ran, or a request starts: an unfinished test is
  * dropped. */
 void pm__cost_shadow_drop(pm__cost *c);
+
+void pm__guard_init(pm__guard *g);
+
+/* 1 when the next step must be a plain step (the guard tripped, or it
+ * measures plain decoding). */
+int pm__guard_forced(const pm__guard *g);
+
+/* A plain step of ns wall time ran, forced (by the guard: 1) or the
+ * table's choice (0); its one token counts in the open window when it was
+ * the table's. */
+void pm__guard_plain(pm__guard *g, int forced, uint64_t ns);
+
+/* A round the table chose took ns wall time and emitted `tokens`; judges
+ * the window once it holds PM__GUARD_WINDOW tokens. */
+void pm__guard_round(pm__guard *g, uint64_t ns, int32_t tokens);
+
+/* A request ends or starts: the next plain step follows no plain step
+ * (the window stays open: requests of one generator share it). */
+void pm__guard_break(pm__guard *g);
 
 #endif

@@ -175,6 +175,21 @@ int llm_backend_create(const char *name, int32_t n_threads, llm_backend **out,
 int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,
                            char *err, size_t errlen);
 
+/* Makes dst, a CPU backend, run its work on the worker threads of src,
+ * another CPU backend with as many threads, instead of its own (src
+ * NULL: on a pool of its own again). Two models used in turn on one
+ * core set, as a speculative generator's draft and target are, then hand
+ * the cores to each other without two sets of workers spinning against
+ * each other; the pool serializes runs, so the two may still be used
+ * from different threads. Returns 1 when dst now runs as asked (shared,
+ * or already so), 0 when it cannot or need not (either is not a CPU
+ * backend, the thread counts differ, dst has its own pool already, or
+ * PHASEMARK_SHARE_THREADS is 0, off, no or false: for benchmarks that
+ * compare both), LLM_ENOMEM when a pool of its own cannot start (dst
+ * then keeps the shared one). Call with no forward in flight on dst (its
+ * model lock held); src may be running. */
+int llm_backend_share_threads(llm_backend *dst, llm_backend *src);
+
 /* The CPU backend's kernel set in use: "avx512", "avx2+vnni", "avx2" or
  * "scalar". */
 const char *llm_cpu_backend_kernels(const llm_backend *be);

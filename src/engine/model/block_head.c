@@ -468,6 +468,11 @@ const pm_block_info *pm__block_info(const pm_block *b)
     return &b->in;
 }
 
+struct llm_backend *pm__block_backend(pm_block *b)
+{
+    return b->be;
+}
+
 const float *pm__block_hidden(const pm_block *b)
 {
     return b->h;

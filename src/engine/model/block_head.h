@@ -80,6 +80,10 @@ void pm__block_free(pm_block *b);
 
 const pm_block_info *pm__block_info(const pm_block *b);
 
+/* The head's own CPU backend (borrowed: for llm_backend_share_threads,
+ * which the block drafter calls with a CPU target's backend). */
+struct llm_backend *pm__block_backend(pm_block *b);
+
 /* Context positions whose keys and values are held. */
 uint32_t pm__block_ctx_len(const pm_block *b);
 

@@ -91,6 +91,14 @@ int llm_model_backend_check(const llm_model *m, char *err, size_t errlen)
     return m->be->ops->status(m->be, err, errlen) ? LLM_EBACKEND : 0;
 }
 
+int llm_model_share_threads(llm_model *dst, const llm_model *src)
+{
+    pthread_mutex_lock(&dst->lock);
+    int rc = llm_backend_share_threads(dst->be, src ? src->be : NULL);
+    pthread_mutex_unlock(&dst->lock);
+    return rc;
+}
+
 /* Llama 3.1's frequency factors: a GGUF tensor rope_freqs.weight of
  * head_dim/2 f32 values (llama.cpp's converter computes them from the
  * "llama3" rope_scaling of config.json) divides each frequency. 0 with

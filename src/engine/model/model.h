@@ -199,6 +199,12 @@ int llm_model_load_llama2c(struct llm_model *m, const char *path,
  * fault that happened asynchronously (the forward's results are void). */
 int llm_model_backend_check(const struct llm_model *m, char *err, size_t errlen);
 
+/* Makes dst's forwards run on src's worker threads (src NULL: on its
+ * own again): llm_backend_share_threads under dst's model lock, so no
+ * forward of dst is in flight; its return value. src's model need not be
+ * idle. */
+int llm_model_share_threads(struct llm_model *dst, const struct llm_model *src);
+
 /* Allocates m->norms for n_floats and returns it; LLM_ENOMEM on failure. */
 int llm_model_alloc_norms(struct llm_model *m, size_t n_floats, char *err,
                           size_t errlen);

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -68,7 +69,8 @@ _Static_assert(LLM_CPU_ROWS_MAX <= LLM_ACTS_MAX, "the kernels take every row the
 
 typedef struct cpu_backend {
     llm_backend base;
-    llm_pool *pool;
+    llm_pool *pool;     /* owned with every backend sharing it (llm_pool_ref) */
+    int pool_shared;    /* pool is another backend's (llm_backend_share_threads) */
     llm_kernels k;
     int use_blas;       /* batched products: OpenBLAS (1) or k.gemm_nt (0) */
     int32_t gemm_min_float; /* rows from which F32/F16/BF16 weights use the
@@ -643,8 +645,7 @@ void llm_cpu_matmul_many_rows(llm_backend *be, const llm_tensor *const *w, int32
         llm_acts_quantize(&c->k, x, n, j.w[0]->ne0, &sc, &j.acts);
     }
     j.pool = c->pool;
-    llm_pool_owned_reset(c->pool);
-    llm_pool_run(c->pool, matvec_worker, &j);
+    llm_pool_run_owned(c->pool, matvec_worker, &j);
 }
 
 /* ---- lifetime -------------------------------------------------------------- */
@@ -840,6 +841,46 @@ static int choose_kernels(llm_kernels *k, int simd, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+/* Whether PHASEMARK_SHARE_THREADS allows sharing: unset or anything but
+ * 0 / off / no / false does. */
+static int share_allowed(void)
+{
+    const char *e = getenv("PHASEMARK_SHARE_THREADS");
+    if (!e)
+        return 1;
+    static const char *const off[] = {"0", "off", "no", "false"};
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+        if (!strcasecmp(e, off[i]))
+            return 0;
+    return 1;
+}
+
+int llm_backend_share_threads(llm_backend *dst, llm_backend *src)
+{
+    if (!dst || dst->ops != &cpu_ops || (src && src->ops != &cpu_ops))
+        return 0;
+    cpu_backend *d = cpu(dst);
+    llm_pool *p = NULL;
+    if (src) {
+        cpu_backend *s = cpu(src);
+        if (s->pool == d->pool)
+            return 1;
+        /* The scratch is per thread of dst's count: the pool must match. */
+        if (!share_allowed() || llm_pool_threads(s->pool) != d->base.n_threads)
+            return 0;
+        p = llm_pool_ref(s->pool);
+    } else {
+        if (!d->pool_shared)
+            return 0;
+        if (llm_pool_create(d->base.n_threads, &p) != 0)
+            return LLM_ENOMEM; /* dst keeps the shared pool: still correct */
+    }
+    llm_pool_free(d->pool);
+    d->pool = p;
+    d->pool_shared = src != NULL;
+    return 1;
 }
 
 int llm_cpu_backend_create(int32_t n_threads, int simd, llm_backend **out,

@@ -5,7 +5,8 @@
  * generation runs its share and decrements `pending` (release). The caller
  * runs share 0 and then waits for `pending` to reach 0 (acquire). Sleepers
  * are woken through `cond` under `mutex`; the generation is re-checked under
- * the mutex so a wake-up is never lost.
+ * the mutex so a wake-up is never lost. `run_lock` is held for a whole
+ * run, so owners sharing the pool (llm_pool_ref) take turns.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "pool.h"
@@ -47,6 +48,8 @@ struct llm_pool {
     unsigned generation; /* atomic */
     int32_t pending;     /* atomic */
     int stop;            /* atomic */
+    int32_t refs;        /* atomic: owners (llm_pool_ref) */
+    pthread_mutex_t run_lock; /* held for a whole run */
     pthread_mutex_t mutex;
     pthread_cond_t cond;
 };
@@ -102,13 +105,21 @@ int llm_pool_create(int32_t n_threads, llm_pool **out)
         return LLM_ENOMEM;
     }
     llm_pool_owned_reset(p);
+    p->refs = 1;
+    if (pthread_mutex_init(&p->run_lock, NULL) != 0) {
+        free(p->parts);
+        free(p);
+        return LLM_ENOMEM;
+    }
     if (pthread_mutex_init(&p->mutex, NULL) != 0) {
+        pthread_mutex_destroy(&p->run_lock);
         free(p->parts);
         free(p);
         return LLM_ENOMEM;
     }
     if (pthread_cond_init(&p->cond, NULL) != 0) {
         pthread_mutex_destroy(&p->mutex);
+        pthread_mutex_destroy(&p->run_lock);
         free(p->parts);
         free(p);
         return LLM_ENOMEM;
@@ -133,9 +144,15 @@ fail:
     return LLM_ENOMEM;
 }
 
+llm_pool *llm_pool_ref(llm_pool *p)
+{
+    __atomic_fetch_add(&p->refs, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
 void llm_pool_free(llm_pool *p)
 {
-    if (!p)
+    if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
     pthread_mutex_lock(&p->mutex);
     __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
@@ -147,6 +164,7 @@ void llm_pool_free(llm_pool *p)
     free(p->parts);
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->mutex);
+    pthread_mutex_destroy(&p->run_lock);
     free(p);
 }
 
@@ -155,7 +173,8 @@ int32_t llm_pool_threads(const llm_pool *p)
     return p->n_threads;
 }
 
-void llm_pool_run(llm_pool *p, llm_pool_fn fn, void *ctx)
+/* One run; the caller holds run_lock. */
+static void run_locked(llm_pool *p, llm_pool_fn fn, void *ctx)
 {
     if (p->n_threads == 1) {
         fn(ctx, 0, 1);
@@ -175,6 +194,21 @@ void llm_pool_run(llm_pool *p, llm_pool_fn fn, void *ctx)
         else
             sched_yield();
     }
+}
+
+void llm_pool_run(llm_pool *p, llm_pool_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&p->run_lock);
+    run_locked(p, fn, ctx);
+    pthread_mutex_unlock(&p->run_lock);
+}
+
+void llm_pool_run_owned(llm_pool *p, llm_pool_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&p->run_lock);
+    llm_pool_owned_reset(p);
+    run_locked(p, fn, ctx);
+    pthread_mutex_unlock(&p->run_lock);
 }
 
 void llm_pool_owned_reset(llm_pool *p)

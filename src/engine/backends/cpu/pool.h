@@ -7,7 +7,11 @@
  * hundred runs back to back) and then sleeping on a condition variable, so
  * an idle pool costs nothing. A run allocates nothing.
  *
- * One caller at a time: the owner serializes runs (the model lock does).
+ * Runs are serialized by the pool itself: two backends may share one pool
+ * (llm_pool_ref; the draft model of a speculative generator runs on the
+ * target's, so the two never hold the cores against each other), and a
+ * run of one waits for the other's to finish. Uncontended, that costs a
+ * lock and an unlock per run (tens of ns against runs of microseconds).
  */
 #ifndef LLM_CPU_POOL_H
 #define LLM_CPU_POOL_H
@@ -21,12 +25,22 @@ typedef void (*llm_pool_fn)(void *ctx, int32_t ith, int32_t nth);
  * negative status with *out NULL. */
 int llm_pool_create(int32_t n_threads, llm_pool **out);
 
-/* Stops and joins the workers. NULL is harmless. */
+/* Adds an owner: the pool lives until every owner has called
+ * llm_pool_free. Returns pool. Thread-safe. */
+llm_pool *llm_pool_ref(llm_pool *pool);
+
+/* Drops one owner; the last one stops and joins the workers. NULL is
+ * harmless. */
 void llm_pool_free(llm_pool *pool);
 
 int32_t llm_pool_threads(const llm_pool *pool);
 
 void llm_pool_run(llm_pool *pool, llm_pool_fn fn, void *ctx);
+
+/* llm_pool_run for a loop shared as owned parts (below): resets the parts
+ * and runs, both under the pool's run lock, so a run of another owner of
+ * the pool cannot come between the reset and the run. */
+void llm_pool_run_owned(llm_pool *pool, llm_pool_fn fn, void *ctx);
 
 /* Dynamic sharing of a loop: threads call llm_pool_next() until it returns
  * 0, each call claiming the next `grain` indices of 0..total. A thread the
@@ -57,8 +71,9 @@ static inline int llm_pool_next(llm_pool_counter *c, int64_t total, int64_t grai
  * from one claim into the next, instead of every other unit; a thread the
  * OS preempts still delays the loop by at most one unit, since the others
  * take what is left of its part. `*visited` is the caller's cursor (0 at
- * the start of each run). Reset the parts (llm_pool_owned_reset) before
- * each run, from the caller, while no run is in flight. */
+ * the start of each run). Run such a loop with llm_pool_run_owned, or
+ * reset the parts (llm_pool_owned_reset) before each llm_pool_run, from
+ * the caller, while no run is in flight and no other owner can start one. */
 void llm_pool_owned_reset(llm_pool *pool);
 
 /* Claims the next unit for thread ith into *unit; 1 when claimed, 0 when
