@@ -2297,6 +2297,9 @@ static void need_cuda_kjv(const char *draft)
     }
 }
 
+/* Said twice, so that the n-gram lookup matches in its first round. */
+#define LOOP_PROMPT "And the LORD spake unto Moses, saying, And the LORD spake unto Moses, saying,"
+
 /* On a GPU: for plain decoding, the n-gram and the model drafter, a
  * server with --device-loop on answers a greedy request with the text of
  * one with off; its timings say the loop ran (off's say it did not), the
@@ -2308,7 +2311,7 @@ static int case_device_loop_cuda(void)
     char draft[1024];
     kjv_draft_path(draft, sizeof draft);
     need_cuda_kjv(draft);
-    const char *body = "{\"prompt\":\"And the LORD spake unto Moses, saying,\",\"max_tokens\":48,\"temperature\":0}";
+    const char *body = "{\"prompt\":\"" LOOP_PROMPT "\",\"max_tokens\":48,\"temperature\":0}";
     const char *const setups[3][8] = {
         {"--backend", "cuda:0", NULL},
         {"--backend", "cuda:0", "--drafter", "ngram", "--draft-k", "4", NULL},
@@ -2348,7 +2351,7 @@ static int case_device_loop_cuda(void)
         }
         hc_resp r;
         REQUIRE(hc_request(p.port, "POST", "/v1/completions",
-                           "{\"prompt\":\"And the LORD spake unto Moses, saying,\",\"max_tokens\":48,"
+                           "{\"prompt\":\"" LOOP_PROMPT "\",\"max_tokens\":48,"
                            "\"temperature\":0,\"stream\":true}",
                            &r, TIMEOUT) == 0);
         json_t *ev[256];
