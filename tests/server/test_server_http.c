@@ -2272,22 +2272,34 @@ static int case_device_loop(void)
     return pm_check_result();
 }
 
-/* The shipped draft beside the shipped target (same folder). */
-static void kjv_draft_path(char *buf, size_t cap)
+/* The shipped pair: in $PHASEMARK_REPO_MODELS when set (a GPU machine
+ * running binaries built elsewhere), else beside PM_KJV_MODEL. */
+static char kjv_target[1024], kjv_draft[1024];
+
+static void kjv_paths(void)
 {
+    const char *env = getenv("PHASEMARK_REPO_MODELS");
     const char *slash = strrchr(PM_KJV_MODEL, '/');
     int dir = slash ? (int)(slash - PM_KJV_MODEL) : 1;
-    snprintf(buf, cap, "%.*s/phasemark-kjv-draft-f16.gguf", dir, slash ? PM_KJV_MODEL : ".");
+    if (env && *env) {
+        snprintf(kjv_target, sizeof kjv_target, "%s/phasemark-kjv-target-q8_0.gguf", env);
+        snprintf(kjv_draft, sizeof kjv_draft, "%s/phasemark-kjv-draft-f16.gguf", env);
+    } else {
+        snprintf(kjv_target, sizeof kjv_target, "%s", PM_KJV_MODEL);
+        snprintf(kjv_draft, sizeof kjv_draft, "%.*s/phasemark-kjv-draft-f16.gguf", dir,
+                 slash ? PM_KJV_MODEL : ".");
+    }
 }
 
 /* Skips (77) without the shipped pair or a CUDA device (pm-generate
  * opening the target on cuda:0 is the probe). */
-static void need_cuda_kjv(const char *draft)
+static void need_cuda_kjv(void)
 {
     struct stat st;
-    if (stat(PM_KJV_MODEL, &st) != 0 || stat(draft, &st) != 0)
+    kjv_paths();
+    if (stat(kjv_target, &st) != 0 || stat(kjv_draft, &st) != 0)
         PM_SKIP("the shipped KJV pair is absent");
-    char *probe[] = {(char *)generate_bin, "-m", PM_KJV_MODEL, "--backend", "cuda:0", "--tokens", "1", "-n",
+    char *probe[] = {(char *)generate_bin, "-m", kjv_target, "--backend", "cuda:0", "--tokens", "1", "-n",
                      "1", "--device-loop", "off", NULL};
     pm_child_result r;
     REQUIRE(pm_child_exec(probe, NULL, TIMEOUT, &r) == 0);
@@ -2308,9 +2320,8 @@ static void need_cuda_kjv(const char *draft)
  * drafter's) and a top-k one is refused with 400 naming why. */
 static int case_device_loop_cuda(void)
 {
-    char draft[1024];
-    kjv_draft_path(draft, sizeof draft);
-    need_cuda_kjv(draft);
+    need_cuda_kjv();
+    const char *draft = kjv_draft;
     const char *body = "{\"prompt\":\"" LOOP_PROMPT "\",\"max_tokens\":48,\"temperature\":0}";
     const char *const setups[3][8] = {
         {"--backend", "cuda:0", NULL},
@@ -2330,12 +2341,12 @@ static int case_device_loop_cuda(void)
         long long d_off = -1, d_on = -1;
         srv_proc p;
         args[n + 1] = "off";
-        start(&p, PM_KJV_MODEL, args);
+        start(&p, kjv_target, args);
         loop_completion(p.port, body, off_text, sizeof off_text, &loop, &d_off);
         CHECK_INT_EQ(loop, 0);
         stop_ok(&p);
         args[n + 1] = "on";
-        start(&p, PM_KJV_MODEL, args);
+        start(&p, kjv_target, args);
         loop_completion(p.port, body, on_text, sizeof on_text, &loop, &d_on);
         CHECK_STR_EQ(on_text, off_text);
         CHECK_INT_EQ(loop, 1);
@@ -2391,7 +2402,9 @@ static int marker_driver(const char *ids_path, int loop)
 {
     srv_proc p;
     const char *on_loop[] = {"--backend", "cuda:0", "--device-loop", "on", NULL};
-    start(&p, loop ? PM_KJV_MODEL : tiny, loop ? on_loop : NULL);
+    if (loop)
+        kjv_paths();
+    start(&p, loop ? kjv_target : tiny, loop ? on_loop : NULL);
     FILE *f = fopen(ids_path, "w");
     REQUIRE(f != NULL);
     for (int i = 0; i < 2; i++) {
@@ -2434,11 +2447,8 @@ static int case_markers(const char *self, int loop)
 {
     if (!phasemark_bin)
         PM_SKIP("the phasemark command was not built");
-    if (loop) {
-        char draft[1024];
-        kjv_draft_path(draft, sizeof draft);
-        need_cuda_kjv(draft);
-    }
+    if (loop)
+        need_cuda_kjv();
     char dir[] = "/tmp/pm_server_markers_XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
     char ids_path[128], csv[128];

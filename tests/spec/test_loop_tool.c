@@ -155,12 +155,17 @@ static int case_auto(void)
 
 static char tp[512], dp[512];
 
-/* Skips (77) unless the shipped pair is present and pm-generate opens
- * the target on cuda:0. */
+/* Skips (77) unless the shipped pair is present (in
+ * $PHASEMARK_REPO_MODELS when set, for binaries built elsewhere, else the
+ * source tree's models/) and pm-generate opens the target on cuda:0. */
 static void need_cuda(void)
 {
-    if (sc_kjv_paths(tp, dp, sizeof tp) != 0)
-        PM_SKIP("the shipped KJV models are not in models/");
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    dir = dir && *dir ? dir : PM_REPO_MODELS;
+    snprintf(tp, sizeof tp, "%s/phasemark-kjv-target-q8_0.gguf", dir);
+    snprintf(dp, sizeof dp, "%s/phasemark-kjv-draft-f16.gguf", dir);
+    if (access(tp, R_OK) != 0 || access(dp, R_OK) != 0)
+        PM_SKIP("the shipped KJV models are not in the models folder");
     static pm_child_result r;
     char *probe[] = {tool, "-m", tp, "--backend", "cuda:0", "--tokens", "1", "-n", "1",
                      "--device-loop", "off", NULL};
