@@ -22,6 +22,7 @@ ar rcs "$B/shim/libopenblas.a" "$B/shim/cblas_shim.o"
 for d in /usr/lib/x86_64-linux-gnu/pkgconfig /usr/share/pkgconfig /usr/lib/pkgconfig; do
   [ -d "$d" ] || continue
   for pc in "$d"/*.pc; do
+    [ -e "$pc" ] || continue
     case $(basename "$pc") in openblas*) ;; *) cp -n "$pc" "$B/pkgconfig/" ;; esac
   done
 done

@@ -160,7 +160,7 @@ static int parse_u64(const char *s, unsigned long long *out)
 
 static int parse_loop_mode(const char *s, int *out)
 {
-    static const char *const names[] = {"auto", "on", "off"};
+    static const char *const names[] = {"auto", "on", "off"}; /* LOOP_* order */
     for (int i = 0; i < 3; i++)
         if (!strcmp(s, names[i])) {
             *out = i;
