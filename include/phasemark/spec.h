@@ -348,6 +348,110 @@ LLM_API void llm_spec_get_stats(const llm_spec *sd, llm_spec_stats *st);
  * configured k. */
 LLM_API void llm_spec_reset_stats(llm_spec *sd);
 
+/* ---- the device loop ----------------------------------------------------
+ *
+ * On a CUDA build, generation can keep its steps and speculative rounds on
+ * the device: the host launches whole steps (or draft + verify rounds) as
+ * CUDA graphs in batches of at most 16 and reads their tokens back once a
+ * batch, instead of waiting for every token (docs/cuda.md, "The device
+ * loop"). This is the entry tools and the server use; it runs only where
+ * it gives llm_generate's (or, drafting, llm_spec_generate's) greedy ids
+ * exactly, and otherwise says why so the caller falls back to them.
+ *
+ * It takes: target (and, for the model drafter, draft) monolithic on one
+ * CUDA device, every layer and the head taking the fused decode step at
+ * the widths the loop runs; drafter none (plain), model or ngram (not
+ * hybrid, block or custom); a fixed k in 1..LLM_DEVICE_LOOP_K_MAX within
+ * the target's batch - 1; per generation, a greedy sampler, or one at a
+ * temperature with no top-k or top-p cut (model drafter or plain only).
+ * Under temperature > 0 the output follows the target's law (standard
+ * speculative sampling on the device), not llm_generate's exact draws.
+ *
+ * Markers are the engine's (docs/markers.md): per plain step one
+ * "pm.decode" around its mode=decode leaf; per round one "pm.spec_decode
+ * mode=batched" around a "pm.draft ... drafter=D" leaf and the
+ * mode=verify leaf; all on the calling thread, inside whatever range the
+ * caller holds. Stops as llm_generate's: the callback is called once per
+ * emitted token after each batch's read-back, so returning nonzero there
+ * (cancellation) ends generation within one batch.
+ *
+ * Handles and threading. llm_device_loop borrows the sessions (they must
+ * outlive it) and owns its device state and graphs, created once: make
+ * one per session pair and reuse it across generations. One thread at a
+ * time for the loop and its sessions. Errors: 0 or a negative LLM_E*
+ * code; creation writes one line into err, generation keeps its detail
+ * in the handle (llm_device_loop_error). */
+
+typedef struct llm_device_loop llm_device_loop;
+
+/* Most tokens one device round drafts. */
+#define LLM_DEVICE_LOOP_K_MAX 16
+
+typedef struct llm_device_loop_params {
+    uint16_t version;  /* LLM_DEVICE_LOOP_PARAMS_VERSION */
+    uint16_t size;     /* sizeof(llm_device_loop_params) */
+    int32_t drafter;   /* -1: plain decoding; LLM_DRAFTER_MODEL (the draft
+                          session) or LLM_DRAFTER_NGRAM (no draft) */
+    int32_t k;         /* tokens drafted per round (ignored when plain) */
+    int32_t ngram_min, ngram_max; /* n-gram bounds; <= 0: 2 and 4 */
+    int32_t adaptive;  /* LLM_SPEC_ADAPT_*; the loop drafts a fixed k, so
+                          anything but OFF (with a drafter) is refused */
+} llm_device_loop_params;
+
+#define LLM_DEVICE_LOOP_PARAMS_VERSION 1
+#define LLM_DEVICE_LOOP_PARAMS_INIT \
+    {LLM_DEVICE_LOOP_PARAMS_VERSION, (uint16_t)sizeof(llm_device_loop_params), -1, 4, 0, 0, 0}
+
+/* What a loop ran since creation. */
+typedef struct llm_device_loop_stats {
+    uint64_t plain_steps; /* plain steps (n-gram rounds without a match too) */
+    uint64_t rounds;      /* speculative rounds launched */
+    uint64_t drafted;     /* tokens drafted in rounds that were read */
+    uint64_t accepted;    /* of them accepted */
+    uint64_t committed;   /* tokens those rounds committed */
+    uint64_t readbacks;   /* host waits for the device */
+    uint64_t captures;    /* graphs captured */
+    int32_t drafter;      /* the loop's drafter (-1: plain) */
+    int32_t k;            /* its k (0: plain) */
+} llm_device_loop_stats;
+
+/* Creates a loop for target (and draft: the model drafter's session,
+ * else ignored and may be NULL) under p. When the combination cannot run
+ * on the device, LLM_EUNSUP and err holds one line beginning "device
+ * loop: " that names why (a CPU target: "device loop: the target runs on
+ * the cpu backend, not CUDA", in every build; a build without CUDA: "this
+ * build has no CUDA backend"); bad arguments LLM_EINVAL; LLM_ENOMEM,
+ * LLM_EBACKEND from the device. The caller owns *out (NULL on failure). */
+LLM_API int llm_device_loop_create(llm_session *target, llm_session *draft,
+                                   const llm_device_loop_params *p, llm_device_loop **out,
+                                   char *err, size_t errlen);
+
+/* Frees a loop (not its sessions). NULL is harmless. */
+LLM_API void llm_device_loop_free(llm_device_loop *l);
+
+/* 1 when a generation with sampler sp runs on the loop; 0 with one line
+ * in why (may be NULL) otherwise (top-k / top-p, an n-gram loop under
+ * temperature, another vocabulary). Consumes nothing. */
+LLM_API int llm_device_loop_takes(const llm_device_loop *l, const llm_sampler *sp, char *why,
+                                  size_t whylen);
+
+/* llm_generate's contract run on the device: both sessions are emptied
+ * first (position 0), then the prompt is prefilled and tokens generated
+ * until the same stops with the same semantics and ids (greedy), the
+ * target left where llm_generate leaves it. The sessions may also serve
+ * an llm_spec: empty the target (llm_session_reset) before its next
+ * llm_spec_generate, which then restarts its history. LLM_EUNSUP when llm_device_loop_takes refuses sp. */
+LLM_API int llm_device_loop_generate(llm_device_loop *l, llm_sampler *sp, const int32_t *prompt,
+                                     size_t n_prompt, const llm_generate_params *p,
+                                     llm_token_cb cb, void *user, size_t *n_generated,
+                                     int *stop_reason);
+
+/* The detail line of the last failure ("" when none); owned by l. */
+LLM_API const char *llm_device_loop_error(const llm_device_loop *l);
+
+/* Fills *st with the totals since creation (zero, drafter -1, for NULL). */
+LLM_API void llm_device_loop_get_stats(const llm_device_loop *l, llm_device_loop_stats *st);
+
 #ifdef __cplusplus
 }
 #endif

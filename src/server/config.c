@@ -29,6 +29,7 @@ void pms_config_defaults(pms_config *c)
     c->header_timeout_s = 5;
     c->reserve = -1;
     c->http_nice = 19;
+    c->device_loop = PMS_DEVICE_LOOP_AUTO;
 }
 
 const char *pms_config_usage(void)
@@ -69,6 +70,8 @@ const char *pms_config_usage(void)
            "                          block (the --draft-head head on the target's features)\n"
            "  --draft-head PATH       the block drafter's head (a phasemark-block GGUF made\n"
            "                          for this model; implies --drafter block)\n"
+           "  --device-loop MODE      auto (default): the CUDA device loop for the requests\n"
+           "                          it takes; on: it or a refusal; off: never\n"
            "  --chat-template NAME    render chat in this format instead of the model's\n"
            "                          template: plain, chatml, qwen2.5, llama3, llama3.1,\n"
            "                          llama3.2, mistral-v0, mistral-v1, mistral-v3, phi3,\n"
@@ -134,6 +137,17 @@ static int set_option(pms_config *c, const char *opt, const char *val, char *err
             *strs[i].dst = val;
             return 0;
         }
+    if (strcmp(opt, "--device-loop") == 0) {
+        static const struct { const char *name; int mode; } modes[] = {
+            {"auto", PMS_DEVICE_LOOP_AUTO}, {"on", PMS_DEVICE_LOOP_ON}, {"off", PMS_DEVICE_LOOP_OFF}};
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            if (strcmp(val, modes[i].name) == 0) {
+                c->device_loop = modes[i].mode;
+                return 0;
+            }
+        snprintf(err, errlen, "--device-loop must be auto, on or off (got '%s')", val);
+        return -1;
+    }
     if (strcmp(opt, "--max-body") == 0) {
         long v;
         if (parse_int(val, 1, 1L << 30, &v)) {

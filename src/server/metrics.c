@@ -35,6 +35,7 @@ void pms_metrics_init(pms_metrics *m)
     for (int i = 0; i <= PMS_N_BUCKETS; i++)
         atomic_init(&m->duration[i], 0);
     atomic_init(&m->completed, 0);
+    atomic_init(&m->device_loop, 0);
     atomic_init(&m->queued, 0);
     atomic_init(&m->running, 0);
 }
@@ -179,6 +180,8 @@ int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
                 get(&m->timeouts)) ||
         render_cuts(m, o) ||
         counter(o, "phasemark_generations_total", "Generations that ran to a stop condition.", get(&m->completed)) ||
+        counter(o, "phasemark_device_loop_generations_total",
+                "Generations the CUDA device loop ran (--device-loop).", get(&m->device_loop)) ||
         counter(o, "phasemark_prompt_tokens_total", "Prompt tokens prefilled.", get(&m->prompt_tokens)) ||
         counter(o, "phasemark_generated_tokens_total", "Tokens generated and returned.", get(&m->generated_tokens)) ||
         counter(o, "phasemark_draft_tokens_total", "Tokens proposed by the draft model.", get(&m->drafted_tokens)) ||

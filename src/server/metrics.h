@@ -43,6 +43,7 @@ typedef struct pms_metrics {
     atomic_uint_fast64_t request_ns;      /* queue wait + generation, summed */
     atomic_uint_fast64_t duration[PMS_N_BUCKETS + 1]; /* per bucket (not cumulative); last: +Inf */
     atomic_uint_fast64_t completed;       /* generations that finished */
+    atomic_uint_fast64_t device_loop;     /* generations the device loop ran */
     atomic_int_fast64_t queued;           /* gauge: waiting in the queue */
     atomic_int_fast64_t running;          /* gauge: being generated */
 } pms_metrics;

@@ -84,6 +84,12 @@ typedef struct pms_config {
                                 model) */
     const char *draft_head;  /* --draft-head: the block drafter's head
                                 (each worker loads its own) */
+    int device_loop;         /* --device-loop: PMS_DEVICE_LOOP_AUTO (the
+                                default: the CUDA device loop for requests
+                                it takes, the host paths for the rest),
+                                _ON (every request on it: start-up and
+                                requests it cannot take are refused) or
+                                _OFF (the host paths only) */
     /* Access log (NULL: none). Not set by pms_config_parse except through
      * the caller; pm-server logs to stderr unless --quiet. */
     pms_access_fn access_log;
@@ -102,6 +108,8 @@ typedef struct pms_config {
                                   template; NULL: recognize the model's
                                   (an unrecognized one is refused) */
 } pms_config;
+
+enum { PMS_DEVICE_LOOP_AUTO = 0, PMS_DEVICE_LOOP_ON = 1, PMS_DEVICE_LOOP_OFF = 2 };
 
 /* Fills *c with the documented defaults (docs/server.md). */
 void pms_config_defaults(pms_config *c);

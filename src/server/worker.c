@@ -15,6 +15,16 @@
  * target's alone, and the round statistics in the response's timings.
  * With a placement (--placement) the target session is split over local
  * and remote shards below the session API; nothing here changes.
+ *
+ * --device-loop (phasemark/spec.h, the device loop): each worker creates
+ * one loop over its sessions at start-up, when the configuration takes
+ * (a monolithic CUDA target, no drafter or the model / ngram one), and a
+ * request whose sampler it takes runs on it; the rest run as above (auto)
+ * or are refused with 400 (on). The same callback serves stop strings,
+ * cancellation and shutdown: the loop calls it for every token after each
+ * batch's read-back, so a cancel is honoured within one batch (at most 16
+ * steps or 8 rounds). The loop's ranges carry the job's id like the host
+ * paths' (the same generate params).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,6 +41,7 @@ typedef struct gen_ctx {
     size_t max_stop;   /* longest stop string */
     int stopped;       /* a stop string matched */
     int cancelled;
+    int refused;       /* --device-loop on and the loop does not take it */
     char detail[256];  /* the engine's failure line */
 } gen_ctx;
 
@@ -101,6 +112,12 @@ static int on_token(void *user, int32_t tok)
     return g->stopped || g->cancelled;
 }
 
+/* The engine's reason without its "device loop: " lead (the option names it). */
+static const char *loop_reason(const char *why)
+{
+    return strncmp(why, "device loop: ", 13) == 0 ? why + 13 : why;
+}
+
 static int make_sampler(const pms_server *s, const pms_job *j, llm_sampler **out)
 {
     llm_sampler_params p = {.version = LLM_SAMPLER_PARAMS_VERSION, .size = sizeof(llm_sampler_params)};
@@ -124,6 +141,20 @@ static int run_generation(pms_worker *w, pms_job *j, llm_sampler *smp, gen_ctx *
     gp.has_request = 1; /* every range of the job carries its id */
     gp.request = j->id;
     size_t n_gen = 0;
+    char why[200] = "";
+    if (w->loop && llm_device_loop_takes(w->loop, smp, why, sizeof why)) {
+        j->stats.device_loop = 1;
+        int rc = llm_device_loop_generate(w->loop, smp, j->prompt, j->n_prompt, &gp, on_token, g,
+                                          &n_gen, reason);
+        if (rc)
+            snprintf(g->detail, sizeof g->detail, "%s", llm_device_loop_error(w->loop));
+        return rc;
+    }
+    if (w->srv->cfg.device_loop == PMS_DEVICE_LOOP_ON) {
+        g->refused = 1;
+        snprintf(g->detail, sizeof g->detail, "%s", loop_reason(why));
+        return LLM_EUNSUP;
+    }
     if (!w->spec)
         return llm_generate(w->session, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
     llm_spec_reset_stats(w->spec);
@@ -133,7 +164,27 @@ static int run_generation(pms_worker *w, pms_job *j, llm_sampler *smp, gen_ctx *
     return rc;
 }
 
-static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns)
+/* The device loop's share of the stats: what its counters moved by
+ * during the job (before: their values when it started). Rounds are the
+ * session's verify time (the loop records them there). */
+static void fill_loop_stats(pms_worker *w, pms_job *j, const llm_device_loop_stats *before,
+                            const llm_timings *t)
+{
+    llm_device_loop_stats now;
+    llm_device_loop_get_stats(w->loop, &now);
+    pms_gen_stats *st = &j->stats;
+    st->drafter = now.drafter;
+    if (now.drafter < 0)
+        return;
+    st->drafted = now.drafted - before->drafted;
+    st->accepted = now.accepted - before->accepted;
+    st->by_drafted[now.drafter] = st->drafted;
+    st->by_accepted[now.drafter] = st->accepted;
+    st->rounds_committed = now.committed - before->committed;
+    st->rounds_ns = t->verify_ns;
+}
+
+static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns, const llm_device_loop_stats *before)
 {
     llm_timings t;
     llm_session_get_timings(w->session, &t);
@@ -147,7 +198,9 @@ static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns)
     st->predicted_n = j->n_generated;
     st->predicted_ns = wall_ns > t.prefill_ns ? wall_ns - t.prefill_ns : 0;
     st->drafter = -1;
-    if (w->spec) {
+    if (st->device_loop) {
+        fill_loop_stats(w, j, before, &t);
+    } else if (w->spec) {
         llm_spec_stats ss;
         llm_spec_get_stats(w->spec, &ss);
         st->drafted = ss.drafted;
@@ -170,6 +223,8 @@ static void count(pms_server *s, const pms_job *j, int cancelled)
     const pms_gen_stats *st = &j->stats;
     atomic_fetch_add(&m->prompt_tokens, st->prompt_n);
     atomic_fetch_add(&m->generated_tokens, st->predicted_n);
+    if (st->device_loop)
+        atomic_fetch_add(&m->device_loop, 1);
     atomic_fetch_add(&m->drafted_tokens, st->drafted);
     atomic_fetch_add(&m->accepted_tokens, st->accepted);
     for (int i = 0; i < LLM_DRAFTER_COUNT; i++) {
@@ -194,6 +249,9 @@ static void finish(pms_job *j, int rc, int reason, const gen_ctx *g)
     pthread_mutex_lock(&j->mu);
     if (g->cancelled)
         j->cancelled = 1;
+    else if (g->refused)
+        pms_err_set(&j->fail, 400, "invalid_request_error", "device_loop_unsupported", NULL,
+                    "--device-loop on: %s", g->detail);
     else if (rc != 0)
         pms_err_set(&j->fail, 500, "server_error", NULL, NULL, "generation failed: %s: %s", llm_strerror(rc),
                     g->detail);
@@ -208,7 +266,7 @@ static void finish(pms_job *j, int rc, int reason, const gen_ctx *g)
 static void run_job(pms_worker *w, pms_job *j)
 {
     pms_server *s = w->srv;
-    gen_ctx g = {w, j, j->n_prompt ? j->prompt[j->n_prompt - 1] : -1, 0, 0, 0, ""};
+    gen_ctx g = {w, j, j->n_prompt ? j->prompt[j->n_prompt - 1] : -1, 0, 0, 0, 0, ""};
     for (size_t i = 0; i < j->req.n_stop; i++)
         if (j->req.stop_len[i] > g.max_stop)
             g.max_stop = j->req.stop_len[i];
@@ -231,12 +289,14 @@ static void run_job(pms_worker *w, pms_job *j)
          * (and empties the draft). */
         llm_session_reset(w->session);
         llm_sampler *smp = NULL;
+        llm_device_loop_stats before;
+        llm_device_loop_get_stats(w->loop, &before);
         uint64_t t0 = pms_now_ns();
         rc = make_sampler(s, j, &smp);
         if (rc == 0)
             rc = run_generation(w, j, smp, &g, &reason);
         llm_sampler_free(smp);
-        fill_stats(w, j, pms_now_ns() - t0);
+        fill_stats(w, j, pms_now_ns() - t0, &before);
         if (rc && !g.detail[0])
             snprintf(g.detail, sizeof g.detail, "%s", llm_session_error(w->session));
     }
@@ -297,6 +357,30 @@ static int spec_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
     return llm_spec_create(w->session, w->draft, &sp, &w->spec, err, errlen) ? -1 : 0;
 }
 
+/* The worker's device loop (--device-loop auto or on) over its sessions
+ * and drafter choice. Where it does not take: none (auto), or -1 with the
+ * reason in err (on). */
+static int loop_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
+{
+    if (s->cfg.device_loop == PMS_DEVICE_LOOP_OFF)
+        return 0;
+    llm_device_loop_params lp = LLM_DEVICE_LOOP_PARAMS_INIT;
+    if (w->drafter) {
+        lp.drafter = llm_drafter_get_kind(w->drafter);
+        lp.k = s->cfg.draft_k ? s->cfg.draft_k : 4;
+    }
+    char why[256];
+    int rc = llm_device_loop_create(w->session, w->draft, &lp, &w->loop, why, sizeof why);
+    if (rc == LLM_EUNSUP && s->cfg.device_loop == PMS_DEVICE_LOOP_AUTO)
+        return 0;
+    if (rc) {
+        snprintf(err, errlen, "--device-loop %s: %s",
+                 s->cfg.device_loop == PMS_DEVICE_LOOP_ON ? "on" : "auto", loop_reason(why));
+        return -1;
+    }
+    return 0;
+}
+
 static int worker_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
 {
     w->srv = s;
@@ -311,8 +395,9 @@ static int worker_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
     so.placement = s->cfg.placement;
     if (llm_session_create(s->model, &so, &w->session, err, errlen))
         return -1;
-    return s->draft_model || s->cfg.drafter || s->cfg.draft_head ? spec_init(s, w, err, errlen)
-                                                                  : 0;
+    if ((s->draft_model || s->cfg.drafter || s->cfg.draft_head) && spec_init(s, w, err, errlen))
+        return -1;
+    return loop_init(s, w, err, errlen);
 }
 
 int pms_workers_start(pms_server *s, char *err, size_t errlen)
@@ -385,6 +470,7 @@ void pms_workers_free(pms_server *s)
 {
     for (int i = 0; i < s->n_workers; i++) {
         pms_worker *w = &s->workers[i];
+        llm_device_loop_free(w->loop);
         llm_spec_free(w->spec);
         llm_drafter_free(w->drafter);
         llm_session_free(w->draft);

@@ -2213,15 +2213,198 @@ static int case_chat_refuse(void)
     return pm_check_result();
 }
 
+/* ---- --device-loop -------------------------------------------------------- */
+
+/* One non-streamed completion: its text, timings.device_loop (1, 0, or
+ * -1 when absent) and, in *drafted, timings.draft_n. */
+static void loop_completion(int port, const char *body, char *text, size_t cap, int *on_loop,
+                            long long *drafted)
+{
+    hc_resp r;
+    REQUIRE(hc_request(port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    snprintf(text, cap, "%s", jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "(none)");
+    json_t *t = json_object_get(j, "timings");
+    json_t *dl = json_object_get(t, "device_loop");
+    *on_loop = json_is_boolean(dl) ? json_is_true(dl) : -1;
+    if (drafted)
+        *drafted = jint(t, "draft_n");
+    json_decref(j);
+    hc_free(&r);
+}
+
+/* On the CPU: on refuses start-up with one line, a bad mode is a usage
+ * error, auto serves what off serves and says the host path ran. */
+static int case_device_loop(void)
+{
+    pm_child_result res;
+    const char *on[] = {"-m", tiny, "--port", "0", "--device-loop", "on", NULL};
+    CHECK_INT_EQ(run_server(on, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: --device-loop on: the target runs on the cpu backend, not CUDA\n");
+    const char *ngram_on[] = {"-m", tiny, "--port", "0", "--drafter", "ngram", "--device-loop", "on", NULL};
+    CHECK_INT_EQ(run_server(ngram_on, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: --device-loop on: the target runs on the cpu backend, not CUDA\n");
+    const char *hybrid_on[] = {"-m", tiny, "--port", "0", "--drafter", "hybrid", "--draft", tiny,
+                               "--device-loop", "on", NULL};
+    CHECK_INT_EQ(run_server(hybrid_on, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: --device-loop on: the hybrid drafter has no device loop (model or ngram)\n");
+    const char *bad[] = {"-m", tiny, "--port", "0", "--device-loop", "always", NULL};
+    CHECK_INT_EQ(run_server(bad, &res), 2);
+    CHECK(strncmp(res.err, "pm-server: --device-loop must be auto, on or off (got 'always')\nusage: ",
+                  strlen("pm-server: --device-loop must be auto, on or off (got 'always')\nusage: ")) == 0);
+    const char *body = "{\"prompt\":[1,100,200,300],\"max_tokens\":16,\"temperature\":0}";
+    char off_text[4096], auto_text[4096];
+    int loop_off = -1, loop_auto = -1;
+    srv_proc p;
+    const char *off[] = {"--device-loop", "off", NULL};
+    start(&p, tiny, off);
+    loop_completion(p.port, body, off_text, sizeof off_text, &loop_off, NULL);
+    stop_ok(&p);
+    start(&p, tiny, NULL);
+    loop_completion(p.port, body, auto_text, sizeof auto_text, &loop_auto, NULL);
+    CHECK_STR_EQ(auto_text, off_text);
+    CHECK_INT_EQ(loop_off, 0);
+    CHECK_INT_EQ(loop_auto, 0);
+    CHECK(srv_metric(p.port, "phasemark_device_loop_generations_total") == 0.0);
+    CHECK(srv_metric(p.port, "phasemark_generations_total") == 1.0);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
+/* The shipped pair: in $PHASEMARK_REPO_MODELS when set (a GPU machine
+ * running binaries built elsewhere), else beside PM_KJV_MODEL. */
+static char kjv_target[1024], kjv_draft[1024];
+
+static void kjv_paths(void)
+{
+    const char *env = getenv("PHASEMARK_REPO_MODELS");
+    const char *slash = strrchr(PM_KJV_MODEL, '/');
+    int dir = slash ? (int)(slash - PM_KJV_MODEL) : 1;
+    if (env && *env) {
+        snprintf(kjv_target, sizeof kjv_target, "%s/phasemark-kjv-target-q8_0.gguf", env);
+        snprintf(kjv_draft, sizeof kjv_draft, "%s/phasemark-kjv-draft-f16.gguf", env);
+    } else {
+        snprintf(kjv_target, sizeof kjv_target, "%s", PM_KJV_MODEL);
+        snprintf(kjv_draft, sizeof kjv_draft, "%.*s/phasemark-kjv-draft-f16.gguf", dir,
+                 slash ? PM_KJV_MODEL : ".");
+    }
+}
+
+/* Skips (77) without the shipped pair or a CUDA device (pm-generate
+ * opening the target on cuda:0 is the probe). */
+static void need_cuda_kjv(void)
+{
+    struct stat st;
+    kjv_paths();
+    if (stat(kjv_target, &st) != 0 || stat(kjv_draft, &st) != 0)
+        PM_SKIP("the shipped KJV pair is absent");
+    char *probe[] = {(char *)generate_bin, "-m", kjv_target, "--backend", "cuda:0", "--tokens", "1", "-n",
+                     "1", "--device-loop", "off", NULL};
+    pm_child_result r;
+    REQUIRE(pm_child_exec(probe, NULL, TIMEOUT, &r) == 0);
+    if (!pm_child_ok(&r)) {
+        fprintf(stderr, "skipped: no CUDA device: %s", r.err);
+        exit(77);
+    }
+}
+
+/* Said twice, so that the n-gram lookup matches in its first round. */
+#define LOOP_PROMPT "And the LORD spake unto Moses, saying, And the LORD spake unto Moses, saying,"
+
+/* On a GPU: for plain decoding, the n-gram and the model drafter, a
+ * server with --device-loop on answers a greedy request with the text of
+ * one with off; its timings say the loop ran (off's say it did not), the
+ * drafted counts go to timings and /metrics per drafter, streaming gives
+ * the same text, a temperature-only request runs on the loop (the model
+ * drafter's) and a top-k one is refused with 400 naming why. */
+static int case_device_loop_cuda(void)
+{
+    need_cuda_kjv();
+    const char *draft = kjv_draft;
+    const char *body = "{\"prompt\":\"" LOOP_PROMPT "\",\"max_tokens\":48,\"temperature\":0}";
+    const char *const setups[3][8] = {
+        {"--backend", "cuda:0", NULL},
+        {"--backend", "cuda:0", "--drafter", "ngram", "--draft-k", "4", NULL},
+        {"--backend", "cuda:0", "--draft", draft, "--draft-k", "4", NULL},
+    };
+    const char *const names[3] = {"none", "ngram", "model"};
+    for (int i = 0; i < 3; i++) {
+        const char *args[12];
+        int n = 0;
+        for (; setups[i][n]; n++)
+            args[n] = setups[i][n];
+        args[n] = "--device-loop";
+        args[n + 2] = NULL;
+        char off_text[8192], on_text[8192];
+        int loop = -1;
+        long long d_off = -1, d_on = -1;
+        srv_proc p;
+        args[n + 1] = "off";
+        start(&p, kjv_target, args);
+        loop_completion(p.port, body, off_text, sizeof off_text, &loop, &d_off);
+        CHECK_INT_EQ(loop, 0);
+        stop_ok(&p);
+        args[n + 1] = "on";
+        start(&p, kjv_target, args);
+        loop_completion(p.port, body, on_text, sizeof on_text, &loop, &d_on);
+        CHECK_STR_EQ(on_text, off_text);
+        CHECK_INT_EQ(loop, 1);
+        CHECK(srv_metric(p.port, "phasemark_device_loop_generations_total") == 1.0);
+        if (i > 0) {
+            char metric[128];
+            snprintf(metric, sizeof metric, "phasemark_drafter_tokens_total{drafter=\"%s\"}", names[i]);
+            CHECK(d_on > 0);
+            CHECK(srv_metric(p.port, metric) == (double)d_on);
+            CHECK(srv_metric(p.port, "phasemark_draft_tokens_total") == (double)d_on);
+        } else {
+            CHECK_INT_EQ(d_on, 0);
+        }
+        hc_resp r;
+        REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                           "{\"prompt\":\"" LOOP_PROMPT "\",\"max_tokens\":48,"
+                           "\"temperature\":0,\"stream\":true}",
+                           &r, TIMEOUT) == 0);
+        json_t *ev[256];
+        int n_ev = 0;
+        REQUIRE(sse_events(&r, ev, 256, &n_ev) == 0);
+        char got[8192];
+        const char *finish;
+        stream_text(ev, n_ev, 0, got, sizeof got, &finish);
+        CHECK_STR_EQ(got, off_text);
+        free_events(ev, n_ev);
+        hc_free(&r);
+        REQUIRE(hc_request(p.port, "POST", "/v1/completions",
+                           "{\"prompt\":\"And\",\"max_tokens\":8,\"temperature\":0.8,\"top_k\":40}", &r,
+                           TIMEOUT) == 0);
+        CHECK_INT_EQ(r.status, 400);
+        CHECK(r.body && strstr(r.body, "--device-loop on: it samples at a temperature only (no top-k or top-p cut)"));
+        hc_free(&r);
+        if (i != 1) { /* n-gram rounds are greedy only */
+            char text[8192];
+            loop_completion(p.port, "{\"prompt\":\"And\",\"max_tokens\":8,\"temperature\":0.8,\"seed\":5}", text,
+                            sizeof text, &loop, NULL);
+            CHECK_INT_EQ(loop, 1);
+        }
+        stop_ok(&p);
+    }
+    return pm_check_result();
+}
+
 /* ---- markers: X-Request-Id is the markers' req= -------------------------- */
 
 /* Runs under `phasemark capture`: starts the server (which inherits the
  * recorder), sends two requests, writes their X-Request-Ids to ids_path
- * and stops the server. */
-static int marker_driver(const char *ids_path)
+ * and stops the server. loop: the shipped target on cuda:0 with
+ * --device-loop on (both requests run on the loop), else the tiny model
+ * on the CPU. */
+static int marker_driver(const char *ids_path, int loop)
 {
     srv_proc p;
-    start(&p, tiny, NULL);
+    const char *on_loop[] = {"--backend", "cuda:0", "--device-loop", "on", NULL};
+    if (loop)
+        kjv_paths();
+    start(&p, loop ? kjv_target : tiny, loop ? on_loop : NULL);
     FILE *f = fopen(ids_path, "w");
     REQUIRE(f != NULL);
     for (int i = 0; i < 2; i++) {
@@ -2230,6 +2413,12 @@ static int marker_driver(const char *ids_path)
                            "{\"prompt\":[1,100,200,300],\"max_tokens\":3,\"temperature\":0}", &r, TIMEOUT) == 0);
         CHECK_INT_EQ(r.status, 200);
         fprintf(f, "%lld\n", request_id(&r));
+        json_t *j = body_json(&r);
+        /* Three tokens, no EOS: the shape the counts below assume. */
+        CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), 3);
+        if (loop)
+            CHECK(json_is_true(json_object_get(json_object_get(j, "timings"), "device_loop")));
+        json_decref(j);
         hc_free(&r);
     }
     fclose(f);
@@ -2250,16 +2439,23 @@ static int count_in_file(const char *path, const char *needle)
     return n;
 }
 
-static int case_markers(const char *self)
+/* The engine's ranges of two requests, each carrying its X-Request-Id.
+ * loop: the same on the device loop (docs/cuda.md: one pm.decode a
+ * launched step around its leaf; a batch of max_tokens - 1 = 2 steps is
+ * what the host path decodes too). */
+static int case_markers(const char *self, int loop)
 {
     if (!phasemark_bin)
         PM_SKIP("the phasemark command was not built");
+    if (loop)
+        need_cuda_kjv();
     char dir[] = "/tmp/pm_server_markers_XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
     char ids_path[128], csv[128];
     snprintf(ids_path, sizeof ids_path, "%s/ids.txt", dir);
     snprintf(csv, sizeof csv, "%s/marker_api_trace.csv", dir);
-    char *argv[] = {(char *)phasemark_bin, "capture", "-o", dir, "--", (char *)self, "marker_driver",
+    char *argv[] = {(char *)phasemark_bin, "capture", "-o", dir, "--", (char *)self,
+                    loop ? "marker_driver_loop" : "marker_driver",
                     (char *)server_bin, (char *)tiny, (char *)slow, (char *)generate_bin, ids_path, NULL};
     pm_child_result res;
     REQUIRE(pm_child_exec(argv, NULL, 120000, &res) == 0);
@@ -2317,10 +2513,10 @@ int main(int argc, char **argv)
     if (stat(tiny, &st) != 0 || stat(slow, &st) != 0)
         PM_SKIP("the synthetic test models are missing (the server_models fixture did not run)");
     const char *c = argv[1];
-    if (!strcmp(c, "marker_driver"))
-        return argc > 6 ? marker_driver(argv[6]) : 2;
-    if (!strcmp(c, "markers"))
-        return case_markers(argv[0]);
+    if (!strcmp(c, "marker_driver") || !strcmp(c, "marker_driver_loop"))
+        return argc > 6 ? marker_driver(argv[6], !strcmp(c, "marker_driver_loop")) : 2;
+    if (!strcmp(c, "markers") || !strcmp(c, "markers_loop"))
+        return case_markers(argv[0], !strcmp(c, "markers_loop"));
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
         {"chat", case_chat},             {"chat_template", case_chat_template},
@@ -2338,6 +2534,7 @@ int main(int argc, char **argv)
         {"chat_stop_token", case_chat_stop_token},
         {"chat_refuse", case_chat_refuse},
         {"tokenize", case_tokenize},
+        {"device_loop", case_device_loop}, {"device_loop_cuda", case_device_loop_cuda},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(c, cases[i].name))

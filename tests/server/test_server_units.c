@@ -368,6 +368,24 @@ static int case_config(void)
     CHECK_STR_EQ(err, "--http-nice needs an integer in 0..19 (got '20')");
     const char *ht0[] = {"-m", "x", "--header-timeout", "0", NULL};
     CHECK_INT_EQ(parse(&c, ht0, err, sizeof err), -1);
+
+    /* --device-loop: auto by default, the three modes, nothing else. */
+    REQUIRE(parse(&c, plain, err, sizeof err) == 0);
+    CHECK_INT_EQ(c.device_loop, PMS_DEVICE_LOOP_AUTO);
+    /* Each after an "off", so that auto is a change the parse made. */
+    const char *const modes[] = {"off", "on", "auto"};
+    const int want[] = {PMS_DEVICE_LOOP_OFF, PMS_DEVICE_LOOP_ON, PMS_DEVICE_LOOP_AUTO};
+    for (int i = 0; i < 3; i++) {
+        const char *dl[] = {"-m", "x", "--device-loop", "off", "--device-loop", modes[i], NULL};
+        REQUIRE(parse(&c, dl, err, sizeof err) == 0);
+        CHECK_INT_EQ(c.device_loop, want[i]);
+    }
+    const char *dl_bad[] = {"-m", "x", "--device-loop", "yes", NULL};
+    CHECK_INT_EQ(parse(&c, dl_bad, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "--device-loop must be auto, on or off (got 'yes')");
+    const char *dl_none[] = {"-m", "x", "--device-loop", NULL};
+    CHECK_INT_EQ(parse(&c, dl_none, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "option --device-loop needs a value (or is unknown)");
     return pm_check_result();
 }
 

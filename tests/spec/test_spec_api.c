@@ -321,6 +321,79 @@ static void case_stops(void)
     unlink(dp);
 }
 
+/* llm_device_loop on CPU sessions (any build): argument errors, every
+ * refusal's exact line in the order the checks run (params first, then
+ * the backend), *out NULL after each, and the NULL handle's answers. */
+static void case_device_loop(void)
+{
+    char tp[512], dp[512], err[256], why[256];
+    sc_path(tp, sizeof tp, "loop_target");
+    sc_path(dp, sizeof dp, "loop_draft");
+    sc_write_synth_pair("f32", 2, 1, tp, dp);
+    llm_model *t = sc_open(tp), *d = sc_open(dp);
+    llm_session *ts = sc_session(t, 64, 16, 1), *ds = sc_session(d, 64, 16, 2);
+    llm_device_loop *l = (llm_device_loop *)(void *)&err; /* must come back NULL */
+    llm_device_loop_params p = LLM_DEVICE_LOOP_PARAMS_INIT;
+    CHECK_INT_EQ(llm_device_loop_create(ts, NULL, &p, NULL, err, sizeof err), LLM_EINVAL);
+    CHECK_INT_EQ(llm_device_loop_create(NULL, NULL, &p, &l, err, sizeof err), LLM_EINVAL);
+    CHECK(l == NULL);
+    CHECK_INT_EQ(llm_device_loop_create(ts, ts, &p, &l, err, sizeof err), LLM_EINVAL);
+    llm_device_loop_params old = p;
+    old.version = 9;
+    CHECK_INT_EQ(llm_device_loop_create(ts, NULL, &old, &l, err, sizeof err), LLM_EINVAL);
+    CHECK_STR_EQ(err, "device loop: params of version 9, size 24");
+    CHECK_INT_EQ((int)sizeof p, 24);
+    struct {
+        int32_t drafter, k, adaptive;
+        int has_draft, rc;
+        const char *line;
+    } refusals[] = {
+        {-1, 4, 0, 0, LLM_EUNSUP, "device loop: the target runs on the cpu backend, not CUDA"},
+        {LLM_DRAFTER_HYBRID, 4, 0, 1, LLM_EUNSUP,
+         "device loop: the hybrid drafter has no device loop (model or ngram)"},
+        {LLM_DRAFTER_BLOCK, 4, 0, 0, LLM_EUNSUP,
+         "device loop: the block drafter has no device loop (model or ngram)"},
+        {LLM_DRAFTER_MODEL, 4, LLM_SPEC_ADAPT_COST, 1, LLM_EUNSUP,
+         "device loop: its rounds draft a fixed k (no --adaptive-k or --cost-k)"},
+        {LLM_DRAFTER_NGRAM, 0, 0, 0, LLM_EUNSUP, "device loop: k 0 is outside 1..16"},
+        {LLM_DRAFTER_NGRAM, 17, 0, 0, LLM_EUNSUP, "device loop: k 17 is outside 1..16"},
+        {LLM_DRAFTER_MODEL, 4, 0, 0, LLM_EINVAL, "device loop: the model drafter needs a draft session"},
+        {LLM_DRAFTER_MODEL, 4, 0, 1, LLM_EUNSUP, "device loop: the target runs on the cpu backend, not CUDA"},
+        {LLM_DRAFTER_NGRAM, 16, 0, 0, LLM_EUNSUP, "device loop: the target runs on the cpu backend, not CUDA"},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        p.drafter = refusals[i].drafter;
+        p.k = refusals[i].k;
+        p.adaptive = refusals[i].adaptive;
+        l = (llm_device_loop *)(void *)&err;
+        err[0] = 0;
+        CHECK_INT_EQ(llm_device_loop_create(ts, refusals[i].has_draft ? ds : NULL, &p, &l, err, sizeof err),
+                     refusals[i].rc);
+        CHECK(l == NULL);
+        CHECK_STR_EQ(err, refusals[i].line);
+    }
+    llm_sampler *sp = sc_sampler(t, 0.0f, 0, 1.0f, 1);
+    CHECK_INT_EQ(llm_device_loop_takes(NULL, sp, why, sizeof why), 0);
+    CHECK_STR_EQ(why, "device loop: no loop or sampler");
+    CHECK_INT_EQ(llm_device_loop_generate(NULL, sp, NULL, 0, NULL, NULL, NULL, NULL, NULL), LLM_EINVAL);
+    CHECK_STR_EQ(llm_device_loop_error(NULL), "");
+    llm_device_loop_stats st;
+    memset(&st, 0xff, sizeof st);
+    llm_device_loop_get_stats(NULL, &st);
+    CHECK_INT_EQ(st.drafter, -1);
+    CHECK_INT_EQ(st.k, 0);
+    CHECK_INT_EQ((long long)st.rounds, 0);
+    CHECK_INT_EQ((long long)st.plain_steps, 0);
+    llm_device_loop_free(NULL);
+    llm_sampler_free(sp);
+    llm_session_free(ts);
+    llm_session_free(ds);
+    llm_model_free(t);
+    llm_model_free(d);
+    unlink(tp);
+    unlink(dp);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -336,6 +409,8 @@ int main(int argc, char **argv)
         case_args();
     else if (strcmp(c, "stops") == 0)
         case_stops();
+    else if (strcmp(c, "device_loop") == 0)
+        case_device_loop();
     else
         return 2;
     return pm_check_result();

@@ -8,6 +8,7 @@
  *               [--drafter model|ngram|hybrid|block] [--draft MODEL]
  *               [--draft-head HEAD.gguf] [--draft-k K]
  *               [--adaptive-k | --cost-k] [--dump-logits FILE]
+ *               [--device-loop auto|on|off]
  *
  * The continuation goes to stdout as text (or as ids with --ids, one line,
  * space-separated) while it is generated; timings with tokens per second go
@@ -27,6 +28,14 @@
  * forward) proposes up to K tokens per round,
  * the target verifies them in one batched forward; the round statistics,
  * per drafter, go to stderr.
+ *
+ * --device-loop (default auto) runs generation through the CUDA device
+ * loop (phasemark/spec.h, docs/cuda.md) when it takes: a monolithic CUDA
+ * target, no drafter or the model / ngram drafter with a fixed k, greedy
+ * or temperature-only sampling. auto falls back to the host paths
+ * silently when it does not; on refuses with one line naming why; off
+ * never uses it. The greedy ids are the same either way; stderr's
+ * "path:" line says which ran.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
@@ -57,7 +66,13 @@ typedef struct args {
     int drafter;      /* LLM_DRAFTER_*, or -1: none named */
     int no_mmap;      /* --no-mmap: read the weights into memory */
     const char *dump_logits; /* every prompt row's logits go here */
+    int device_loop;  /* LOOP_AUTO, LOOP_ON or LOOP_OFF */
 } args;
+
+enum { LOOP_AUTO, LOOP_ON, LOOP_OFF };
+
+/* try_loop's answer when the device loop did not take (auto). */
+#define LOOP_NOT_TAKEN 3
 
 typedef struct out_state {
     const llm_model *m;
@@ -102,7 +117,10 @@ static void usage(FILE *f)
             "  --draft-k K    tokens drafted per round (default 4)\n"
             "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n"
             "  --cost-k       choose K (and hybrid's drafter, or plain decoding) each round\n"
-            "                 from measured verify and draft costs (1..K)\n");
+            "                 from measured verify and draft costs (1..K)\n"
+            "  --device-loop M  auto (default): the CUDA device loop when it takes, else the\n"
+            "                 host paths; on: the device loop or a refusal naming why; off:\n"
+            "                 the host paths only\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
@@ -140,6 +158,17 @@ static int parse_u64(const char *s, unsigned long long *out)
     return 0;
 }
 
+static int parse_loop_mode(const char *s, int *out)
+{
+    static const char *const names[] = {"auto", "on", "off"}; /* LOOP_* order */
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}
+
 /* Parses one option with a value; returns 0, or -1 on a bad value. */
 static int option_value(args *a, const char *opt, const char *v)
 {
@@ -162,6 +191,7 @@ static int option_value(args *a, const char *opt, const char *v)
     else if (!strcmp(opt, "--temp")) return parse_double(v, 0.0, 100.0, &a->temp);
     else if (!strcmp(opt, "--top-p")) return parse_double(v, 0.0, 1.0, &a->top_p);
     else if (!strcmp(opt, "--seed")) return parse_u64(v, &a->seed);
+    else if (!strcmp(opt, "--device-loop")) return parse_loop_mode(v, &a->device_loop);
     else return -2;
     return 0;
 }
@@ -333,6 +363,73 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The device loop's statistics, in report_spec's shape. */
+static void report_loop(const llm_device_loop *l, uint64_t wall_ns, size_t generated)
+{
+    llm_device_loop_stats st;
+    llm_device_loop_get_stats(l, &st);
+    if (st.drafter < 0) {
+        fprintf(stderr,
+                PROG ": device loop: %" PRIu64 " plain steps, %" PRIu64 " read-backs; %zu tokens in"
+                " %.1f ms (%.2f tokens/s)\n",
+                st.plain_steps, st.readbacks, generated, (double)wall_ns / 1e6,
+                per_second(generated, wall_ns));
+        return;
+    }
+    fprintf(stderr,
+            PROG ": device loop: drafter %s k %d; %" PRIu64 " rounds, %" PRIu64 " drafted, %" PRIu64
+            " accepted (acceptance %.3f), %" PRIu64 " plain steps, %" PRIu64 " read-backs\n"
+            PROG ": device loop: %zu tokens in %.1f ms (%.2f tokens/s)\n",
+            llm_drafter_kind_name(st.drafter), (int)st.k, st.rounds, st.drafted, st.accepted,
+            st.drafted ? (double)st.accepted / (double)st.drafted : 0.0, st.plain_steps,
+            st.readbacks, generated, (double)wall_ns / 1e6, per_second(generated, wall_ns));
+}
+
+/* Generation through the device loop, as --device-loop asks: 0 when it
+ * ran, 1 when it failed or (on) was refused, with one line printed, and
+ * LOOP_NOT_TAKEN when the host paths should run instead (auto, or off).
+ * ds is the model drafter's draft session (NULL otherwise). */
+static int try_loop(const args *a, llm_session *s, llm_session *ds, llm_sampler *smp,
+                    const int32_t *ids, size_t n, const llm_generate_params *gp, out_state *o)
+{
+    if (a->device_loop == LOOP_OFF)
+        return LOOP_NOT_TAKEN;
+    llm_device_loop_params lp = LLM_DEVICE_LOOP_PARAMS_INIT;
+    lp.drafter = a->drafter;
+    lp.k = (int32_t)a->draft_k;
+    lp.adaptive = a->adaptive_k;
+    llm_device_loop *l = NULL;
+    char why[512];
+    int rc = llm_device_loop_create(s, ds, &lp, &l, why, sizeof why);
+    if (rc == 0 && !llm_device_loop_takes(l, smp, why, sizeof why))
+        rc = LLM_EUNSUP;
+    if (rc == LLM_EUNSUP && a->device_loop == LOOP_AUTO) {
+        llm_device_loop_free(l);
+        return LOOP_NOT_TAKEN;
+    }
+    if (rc) {
+        /* The engine's line begins "device loop: "; say it once. */
+        const char *w = strncmp(why, "device loop: ", 13) == 0 ? why + 13 : why;
+        fprintf(stderr, PROG ": %s%s\n", rc == LLM_EUNSUP ? "cannot run --device-loop on: " : "",
+                rc == LLM_EUNSUP ? w : why);
+        llm_device_loop_free(l);
+        return 1;
+    }
+    size_t got = 0;
+    uint64_t t0 = now_ns();
+    rc = llm_device_loop_generate(l, smp, ids, n, gp, emit, o, &got, NULL);
+    uint64_t wall = now_ns() - t0;
+    printf("\n");
+    if (rc) {
+        fprintf(stderr, PROG ": %s: %s\n", llm_strerror(rc), llm_device_loop_error(l));
+    } else {
+        report_loop(l, wall, got);
+        fprintf(stderr, PROG ": path: device loop\n");
+    }
+    llm_device_loop_free(l);
+    return rc ? 1 : 0;
+}
+
 /* Opens the draft model and its session like the target's. 0, or 1 with a
  * message printed. */
 static int open_draft(const args *a, const llm_session_options *so, llm_model **dm,
@@ -366,7 +463,13 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
     char err[512];
     int model = a->drafter == LLM_DRAFTER_MODEL || a->drafter == LLM_DRAFTER_HYBRID;
     int rc = model ? open_draft(a, &so, &dm, &ds) : 0;
+    int host = 1;
     if (rc == 0) {
+        rc = try_loop(a, s, ds, smp, ids, n, gp, o);
+        host = rc == LOOP_NOT_TAKEN;
+        rc = host ? 0 : rc;
+    }
+    if (rc == 0 && host) {
         llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
         dp.kind = a->drafter;
         dp.draft = ds;
@@ -378,7 +481,7 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
             rc = 1;
         }
     }
-    if (rc == 0) {
+    if (rc == 0 && host) {
         llm_spec_params sp = LLM_SPEC_PARAMS_INIT;
         sp.k = (int32_t)a->draft_k;
         sp.adaptive = a->adaptive_k;
@@ -388,14 +491,17 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
             rc = 1;
         }
     }
-    if (rc == 0) {
+    if (rc == 0 && host) {
         uint64_t t0 = now_ns();
         rc = llm_spec_generate(sd, smp, ids, n, gp, emit, o, NULL, NULL);
         uint64_t wall = now_ns() - t0;
-        if (rc)
-            fprintf(stderr, "\n" PROG ": %s: %s\n", llm_strerror(rc), llm_spec_error(sd));
-        else
+        printf("\n");
+        if (rc) {
+            fprintf(stderr, PROG ": %s: %s\n", llm_strerror(rc), llm_spec_error(sd));
+        } else {
             report_spec(sd, wall);
+            fprintf(stderr, PROG ": path: host\n");
+        }
         rc = rc ? 1 : 0;
     }
     llm_spec_free(sd);
@@ -493,18 +599,22 @@ static int run(const args *a, llm_model *m, const int32_t *ids, size_t n)
     out_state o = {m, a->ids, n ? ids[n - 1] : -1, 0};
     if (a->drafter >= 0) {
         rc = generate_spec(a, s, smp, ids, n, &gp, &o);
-        printf("\n");
         if (rc == 0)
             report(s, &info);
         llm_sampler_free(smp);
         llm_session_free(s);
         return rc;
     }
-    rc = llm_generate(s, smp, ids, n, &gp, emit, &o, NULL, NULL);
-    printf("\n");
-    if (rc)
-        fprintf(stderr, PROG ": %s: %s\n", llm_strerror(rc), llm_session_error(s));
-    else
+    rc = try_loop(a, s, NULL, smp, ids, n, &gp, &o);
+    if (rc == LOOP_NOT_TAKEN) {
+        rc = llm_generate(s, smp, ids, n, &gp, emit, &o, NULL, NULL);
+        printf("\n");
+        if (rc)
+            fprintf(stderr, PROG ": %s: %s\n", llm_strerror(rc), llm_session_error(s));
+        else
+            fprintf(stderr, PROG ": path: host\n");
+    }
+    if (rc == 0)
         report(s, &info);
     llm_sampler_free(smp);
     llm_session_free(s);
