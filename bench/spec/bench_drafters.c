@@ -2,10 +2,11 @@
  *
  *   bench_drafters --target T --draft D --prompts FILE [--tokens 128]
  *                  [--temp 0] [--seed 7] [--threads 2] [--reps 1]
- *                  [--n-prompts N] [--head H.gguf] [--config DRAFTER:K[:cost]]...
+ *                  [--n-prompts N] [--head H.gguf] [--config DRAFTER:K[:cost|:treeN]]...
  *
  * --head names the block drafter's head (phasemark-block GGUF for the
- * target); configurations "block:K" need it.
+ * target); configurations "block:K" need it, and "block:K:treeN" runs tree
+ * rounds of up to N nodes no deeper than K (llm_spec_set_tree; greedy).
  *
  * FILE holds held-out prompts, "REF<TAB>TEXT" per line
  * (bench/spec/heldout_prompts.tsv). For each configuration, each
@@ -19,8 +20,9 @@
  *
  * One JSON object per configuration on stdout: drafter, k, cost (1: cost-
  * aware k up to K), temperature, plain_tok_s, spec_tok_s, speedup,
- * acceptance, tokens_per_round, rounds and tokens/round per round kind,
- * plain steps, parity. Exit 0, 1 on failure or a parity break, 2 usage.
+ * acceptance, tokens_per_round, tokens_per_forward (committed tokens per
+ * target forward after the prefill: rounds and plain steps), tree (0: a
+ * chain), rounds and tokens/round per round kind, plain steps, parity. Exit 0, 1 on failure or a parity break, 2 usage.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -42,6 +44,7 @@ typedef struct config {
     int drafter;
     int32_t k;
     int cost;
+    int32_t tree; /* ":treeN": tree rounds of up to N nodes; 0: chains */
 } config;
 
 typedef struct bench {
@@ -88,7 +91,7 @@ static int parse_long(const char *s, long lo, long hi, long *v)
     return 0;
 }
 
-/* "ngram:4" or "hybrid:4:cost". */
+/* "ngram:4", "hybrid:4:cost" or "block:8:tree16". */
 static int parse_config(const char *s, config *c)
 {
     char name[16];
@@ -105,6 +108,16 @@ static int parse_config(const char *s, config *c)
         return -1;
     c->k = (int32_t)k;
     c->cost = strcmp(end, ":cost") == 0;
+    c->tree = 0;
+    if (strncmp(end, ":tree", 5) == 0) {
+        char *tend;
+        errno = 0;
+        long n = strtol(end + 5, &tend, 10);
+        if (errno || tend == end + 5 || *tend || n < 1 || n > 32)
+            return -1;
+        c->tree = (int32_t)n;
+        return 0;
+    }
     return *end && !c->cost ? -1 : 0;
 }
 
@@ -112,7 +125,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--temp T]\n"
                     "       [--seed S] [--threads N] [--reps R] [--n-prompts N]\n"
-                    "       [--head H.gguf] [--config DRAFTER:K[:cost]]...\n");
+                    "       [--head H.gguf] [--config DRAFTER:K[:cost|:treeN]]...\n");
     return 2;
 }
 
@@ -243,6 +256,8 @@ static int run_config(const bench *b, const config *c, llm_session *plain, llm_s
         sp.drafter = dr;
         rc = llm_spec_create(t, NULL, &sp, &sd, err, sizeof err);
     }
+    if (rc == 0 && c->tree)
+        rc = llm_spec_set_tree(sd, c->tree, err, sizeof err);
     if (rc) {
         fprintf(stderr, PROG ": %s\n", err);
         llm_drafter_free(dr);
@@ -296,14 +311,16 @@ static double rate(uint64_t tok, uint64_t ns)
 static void report(const bench *b, const config *c, const totals *tt, const llm_spec_stats *st)
 {
     double pr = rate(tt->plain_tok, tt->plain_ns), sr = rate(tt->spec_tok, tt->spec_ns);
+    uint64_t fw = st->rounds + st->steps; /* target forwards after the prefills */
     printf("{\"drafter\": \"%s\", \"k\": %d, \"cost\": %d, \"temperature\": %.2f, "
            "\"prompts\": %d, \"tokens\": %ld, \"reps\": %ld, \"threads\": %ld, "
            "\"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, \"speedup\": %.4f, "
-           "\"acceptance\": %.4f, \"tokens_per_round\": %.3f, \"rounds\": %llu, "
-           "\"plain_steps\": %llu",
+           "\"acceptance\": %.4f, \"tokens_per_round\": %.3f, \"tokens_per_forward\": %.3f, "
+           "\"tree\": %d, \"rounds\": %llu, \"plain_steps\": %llu",
            llm_drafter_kind_name(c->drafter), (int)c->k, c->cost, b->temp, b->n, b->tokens,
            b->reps, b->threads, pr, sr, pr > 0 ? sr / pr : 0.0, st->acceptance,
-           st->tokens_per_round, (unsigned long long)st->rounds, (unsigned long long)st->steps);
+           st->tokens_per_round, fw ? (double)(st->committed + st->steps) / (double)fw : 0.0,
+           (int)c->tree, (unsigned long long)st->rounds, (unsigned long long)st->steps);
     static const int kinds[] = {LLM_DRAFTER_MODEL, LLM_DRAFTER_NGRAM};
     for (int i = 0; i < 2; i++) {
         const llm_drafter_counts *by = &st->by[kinds[i]];
