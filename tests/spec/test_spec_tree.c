@@ -1,7 +1,9 @@
 /* test_spec_tree — tree verification for the block drafter (issue 17).
  *
  *   mask TYPE   a hand-built tree of 8 nodes verified in one forward on a
- *               synthetic target of matrix type TYPE (f32, q8_0): every
+ *               synthetic target of matrix type TYPE (f32, q8_0, or
+ *               window: f32 with a sliding window of 6 positions, shorter
+ *               than every node's keys, so the window cuts into them): every
  *               node's logits row equals, byte for byte, the decode step
  *               at its depth's position after the prompt and its own
  *               ancestors, run on a fresh session.
@@ -27,6 +29,7 @@
 #include "pm_check.h"
 #include "session.h"
 #include "spec_common.h"
+#include "synth.h"
 
 #define N_PROMPT 9
 #define N_VOCAB 160
@@ -58,6 +61,13 @@ static llm_model *synth_target(const char *type, char *tp, size_t cap)
 {
     char dp[512];
     sc_path(tp, cap, "tree_target");
+    if (strcmp(type, "window") == 0) {
+        synth_spec sp = synth_default();
+        sp.hp.n_layers = 4;
+        sp.hp.window = 6;
+        REQUIRE(synth_write(tp, &sp) == 0);
+        return sc_open(tp);
+    }
     sc_path(dp, sizeof dp, "tree_draft");
     sc_write_synth_pair(type, 4, 1, tp, dp);
     unlink(dp);
