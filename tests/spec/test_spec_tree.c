@@ -3,7 +3,9 @@
  *   mask TYPE   a hand-built tree of 8 nodes verified in one forward on a
  *               synthetic target of matrix type TYPE (f32, q8_0, or
  *               window: f32 with a sliding window of 6 positions, shorter
- *               than every node's keys, so the window cuts into them): every
+ *               than every node's keys, so the window cuts into them, or
+ *               hd64: q8_0 with 64-wide heads, whose decode attention is
+ *               the kernel set's register-blocked path): every
  *               node's logits row equals, byte for byte, the decode step
  *               at its depth's position after the prompt and its own
  *               ancestors, run on a fresh session.
@@ -61,10 +63,18 @@ static llm_model *synth_target(const char *type, char *tp, size_t cap)
 {
     char dp[512];
     sc_path(tp, cap, "tree_target");
-    if (strcmp(type, "window") == 0) {
+    if (strcmp(type, "window") == 0 || strcmp(type, "hd64") == 0) {
         synth_spec sp = synth_default();
         sp.hp.n_layers = 4;
-        sp.hp.window = 6;
+        if (strcmp(type, "window") == 0) {
+            sp.hp.window = 6;
+        } else {
+            sp.hp.dim = 128;
+            sp.hp.n_heads = 2;
+            sp.hp.n_kv_heads = 1;
+            sp.hp.ffn = 192;
+            sp.type = synth_type("q8_0");
+        }
         REQUIRE(synth_write(tp, &sp) == 0);
         return sc_open(tp);
     }
