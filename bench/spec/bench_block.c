@@ -9,7 +9,9 @@
  * (1 row), target verifies of 2..17 rows (cut back afterwards), the
  * head's forward of b = 1, 2, 4, 8, 16 rows (its block size at most), and
  * taking 1 and 5 committed positions into the head's context (cropped
- * back). One JSON object per measurement on stdout: what, rows, median_us,
+ * back), then a verify of 33 rows and tree verifies (docs/spec.md) of 9,
+ * 17 and 33 nodes shaped as a binary heap (node i under (i - 1) / 2),
+ * whose rows cost a chain's plus the attention's gather of ancestors. One JSON object per measurement on stdout: what, rows, median_us,
  * and ratio_to_decode (median over the target decode's median), so a
  * round's price (head forward + context + verify) reads against plain
  * decoding side by side. Exit 0, 1 on failure, 2 usage.
@@ -22,6 +24,7 @@
 #include <time.h>
 
 #include "block_head.h"
+#include "session.h"
 #include "model.h"
 #include "phasemark/engine.h"
 
@@ -79,8 +82,34 @@ static int target_rows(llm_session *s, const int32_t *layers, int32_t nl, float 
     fp.features_layers = layers;
     fp.features = feat;
     fp.features_cap = cap;
-    int32_t ids[32];
+    int32_t ids[64];
     int rc = llm_forward(s, &fp, toks, (size_t)n, NULL, ids);
+    return rc ? rc : llm_session_truncate(s, pos);
+}
+
+/* target_rows for a tree verify of n nodes (a binary heap), cut back. */
+static int tree_rows(llm_session *s, const int32_t *layers, int32_t nl, float *feat, size_t cap,
+                     const int32_t *toks, int32_t n)
+{
+    llm_tree t;
+    memset(&t, 0, sizeof t);
+    t.n = n;
+    t.parent[0] = -1;
+    for (int32_t i = 1; i < n; i++) {
+        t.parent[i] = (i - 1) / 2;
+        t.depth[i] = t.depth[t.parent[i]] + 1;
+    }
+    uint32_t pos = llm_session_pos(s);
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = PM_PHASE_VERIFY;
+    fp.output = LLM_OUTPUT_ARGMAX;
+    fp.rows = n;
+    fp.n_features_layers = nl;
+    fp.features_layers = layers;
+    fp.features = feat;
+    fp.features_cap = cap;
+    int32_t ids[64];
+    int rc = llm_forward_tree(s, &fp, toks, &t, NULL, ids);
     return rc ? rc : llm_session_truncate(s, pos);
 }
 
@@ -113,7 +142,7 @@ int main(int argc, char **argv)
     char err[256];
     llm_session_options so = LLM_SESSION_OPTIONS_INIT;
     so.n_ctx = (int32_t)ctx + 64;
-    so.n_batch = 32;
+    so.n_batch = 40; /* the 33-row verifies */
     if (llm_model_open(tp, &mo, &m, err, sizeof err) || llm_session_create(m, &so, &s, err, sizeof err) ||
         pm__block_open(hp, m, (uint32_t)so.n_ctx, (int32_t)threads, &b, err, sizeof err)) {
         fprintf(stderr, PROG ": %s\n", err);
@@ -134,13 +163,13 @@ int main(int argc, char **argv)
     }
     size_t cap = (size_t)nl * (size_t)(ctx + 32) * (size_t)in->dim;
     float *feat = malloc(cap * sizeof *feat);
-    int32_t *toks = malloc((size_t)(ctx + 32) * sizeof *toks);
+    int32_t *toks = malloc((size_t)(ctx + 40) * sizeof *toks);
     static series sr[N_SERIES];
     if (!feat || !toks) {
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    for (long i = 0; i < ctx + 32; i++)
+    for (long i = 0; i < ctx + 40; i++)
         toks[i] = (int32_t)(i % m->hp.n_vocab);
     int rc = target_rows(s, layers, nl, feat, cap, toks, 1); /* warm the pool */
     llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
@@ -182,6 +211,15 @@ int main(int argc, char **argv)
             sr[k].rows = n;
             sr[k++].us[r] = (double)(now_ns() - t0) / 1e3;
             pm__block_crop(b, (uint32_t)ctx);
+        }
+        static const int tree_n[4] = {33, 9, 17, 33};
+        for (int i = 0; i < 4 && rc == 0; i++) {
+            uint64_t t0 = now_ns();
+            rc = i == 0 ? target_rows(s, layers, nl, feat, cap, toks + ctx, tree_n[i])
+                        : tree_rows(s, layers, nl, feat, cap, toks + ctx, tree_n[i]);
+            snprintf(sr[k].what, sizeof sr[k].what, i == 0 ? "target_verify" : "tree_verify");
+            sr[k].rows = tree_n[i];
+            sr[k++].us[r] = (double)(now_ns() - t0) / 1e3;
         }
     }
     if (rc) {

@@ -2,10 +2,11 @@
  *
  *   bench_drafters --target T --draft D --prompts FILE [--tokens 128]
  *                  [--temp 0] [--seed 7] [--threads 2] [--reps 1]
- *                  [--n-prompts N] [--head H.gguf] [--config DRAFTER:K[:cost][:own]]...
+ *                  [--n-prompts N] [--head H.gguf] [--config DRAFTER:K[:cost|:treeN][:own]]...
  *
  * --head names the block drafter's head (phasemark-block GGUF for the
- * target); configurations "block:K" need it.
+ * target); configurations "block:K" need it, and "block:K:treeN" runs tree
+ * rounds of up to N nodes no deeper than K (llm_spec_set_tree; greedy).
  *
  * FILE holds held-out prompts, "REF<TAB>TEXT" per line
  * (bench/spec/heldout_prompts.tsv). For each configuration, each
@@ -22,9 +23,11 @@
  * generator's creation): the A/B of sharing them, in one process.
  *
  * One JSON object per configuration on stdout: drafter, k, cost (1: cost-
- * aware k up to K), own_threads, temperature, plain_tok_s, spec_tok_s, speedup,
- * acceptance, tokens_per_round, rounds and tokens/round per round kind,
- * plain steps, parity. Exit 0, 1 on failure or a parity break, 2 usage.
+ * aware k up to K), own_threads, temperature, plain_tok_s, spec_tok_s,
+ * speedup, acceptance, tokens_per_round, tokens_per_forward (committed
+ * tokens per target forward after the prefill: rounds and plain steps),
+ * tree (0: a chain), rounds and tokens/round per round kind, plain steps,
+ * parity. Exit 0, 1 on failure or a parity break, 2 usage.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -47,6 +50,7 @@ typedef struct config {
     int32_t k;
     int cost;
     int own; /* ":own": the draft (or head) keeps threads of its own */
+    int32_t tree; /* ":treeN": tree rounds of up to N nodes; 0: chains */
 } config;
 
 typedef struct bench {
@@ -93,7 +97,8 @@ static int parse_long(const char *s, long lo, long hi, long *v)
     return 0;
 }
 
-/* "ngram:4", "hybrid:4:cost" or "model:1:own" (suffixes in any order). */
+/* "ngram:4", "hybrid:4:cost", "model:1:own" or "block:8:tree16" (suffixes
+ * in any order, each at most once, :cost and :treeN not together). */
 static int parse_config(const char *s, config *c)
 {
     char name[16];
@@ -110,22 +115,32 @@ static int parse_config(const char *s, config *c)
         return -1;
     c->k = (int32_t)k;
     c->cost = c->own = 0;
+    c->tree = 0;
     while (*end) {
-        if (!strncmp(end, ":cost", 5) && !c->cost)
+        if (!strncmp(end, ":cost", 5) && !c->cost) {
             c->cost = 1, end += 5;
-        else if (!strncmp(end, ":own", 4) && !c->own)
+        } else if (!strncmp(end, ":own", 4) && !c->own) {
             c->own = 1, end += 4;
-        else
+        } else if (!strncmp(end, ":tree", 5) && !c->tree) {
+            char *tend;
+            errno = 0;
+            long n = strtol(end + 5, &tend, 10);
+            if (errno || tend == end + 5 || n < 1 || n > 32)
+                return -1;
+            c->tree = (int32_t)n;
+            end = tend;
+        } else {
             return -1;
+        }
     }
-    return 0;
+    return c->cost && c->tree ? -1 : 0;
 }
 
 static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--temp T]\n"
                     "       [--seed S] [--threads N] [--reps R] [--n-prompts N]\n"
-                    "       [--head H.gguf] [--config DRAFTER:K[:cost][:own]]...\n");
+                    "       [--head H.gguf] [--config DRAFTER:K[:cost|:treeN][:own]]...\n");
     return 2;
 }
 
@@ -262,6 +277,8 @@ static int run_config(const bench *b, const config *c, llm_session *plain, llm_s
     }
     if (c->own)
         unsetenv("PHASEMARK_SHARE_THREADS");
+    if (rc == 0 && c->tree)
+        rc = llm_spec_set_tree(sd, c->tree, err, sizeof err);
     if (rc) {
         fprintf(stderr, PROG ": %s\n", err);
         llm_drafter_free(dr);
@@ -315,15 +332,17 @@ static double rate(uint64_t tok, uint64_t ns)
 static void report(const bench *b, const config *c, const totals *tt, const llm_spec_stats *st)
 {
     double pr = rate(tt->plain_tok, tt->plain_ns), sr = rate(tt->spec_tok, tt->spec_ns);
+    uint64_t fw = st->rounds + st->steps; /* target forwards after the prefills */
     printf("{\"drafter\": \"%s\", \"k\": %d, \"cost\": %d, \"own_threads\": %d, "
            "\"temperature\": %.2f, "
            "\"prompts\": %d, \"tokens\": %ld, \"reps\": %ld, \"threads\": %ld, "
            "\"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, \"speedup\": %.4f, "
-           "\"acceptance\": %.4f, \"tokens_per_round\": %.3f, \"rounds\": %llu, "
-           "\"plain_steps\": %llu",
+           "\"acceptance\": %.4f, \"tokens_per_round\": %.3f, \"tokens_per_forward\": %.3f, "
+           "\"tree\": %d, \"rounds\": %llu, \"plain_steps\": %llu",
            llm_drafter_kind_name(c->drafter), (int)c->k, c->cost, c->own, b->temp, b->n, b->tokens,
            b->reps, b->threads, pr, sr, pr > 0 ? sr / pr : 0.0, st->acceptance,
-           st->tokens_per_round, (unsigned long long)st->rounds, (unsigned long long)st->steps);
+           st->tokens_per_round, fw ? (double)(st->committed + st->steps) / (double)fw : 0.0,
+           (int)c->tree, (unsigned long long)st->rounds, (unsigned long long)st->steps);
     /* Where the speculative time went: drafting, verifying, deciding,
      * and the rest (prefill, plain steps, bookkeeping), summed. */
     printf(", \"plain_ms\": %.2f, \"spec_ms\": %.2f, \"draft_ms\": %.2f, \"verify_ms\": %.2f, "

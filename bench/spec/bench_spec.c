@@ -411,7 +411,8 @@ static double time_op(struct llm_model *m, ops_bufs *b, int op, int32_t n)
     const llm_tensor *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
                              &L->w_down, &m->output};
     llm_rope r = {b->inv_freq, hp->rope_scale, hp->head_dim, hp->rope_neox};
-    llm_attn a = {b->q, b->k, b->v, b->att, n, 32, hp->n_heads, hp->n_kv_heads, hp->head_dim, 0};
+    llm_attn a = {b->q, b->k, b->v, b->att, n, 32, hp->n_heads, hp->n_kv_heads, hp->head_dim, 0,
+                  NULL};
     uint64_t t0 = now_ns();
     if (op <= OP_HEAD)
         llm_cpu_matmul(be, w[op], b->x, op == OP_HEAD ? 1 : n, b->y);

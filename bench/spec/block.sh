@@ -30,6 +30,8 @@ BD="$B/bench/spec/bench_drafters"
 COMMON="--target $TARGET --draft $SRC/models/phasemark-kjv-draft-f16.gguf --head $HEAD
         --prompts $SRC/bench/spec/heldout_prompts.tsv --tokens 128 --seed 7
         --n-prompts ${N_PROMPTS:-12} --threads ${THREADS:-2} --reps ${REPS:-1}"
+# Tree rounds: "block:K:treeN" (a tree of up to N nodes no deeper than K,
+# verified in one forward of N + 1 rows, each bitwise its decode step).
 # Fixed k stops at 10: on this Q8_0 target a verify of up to 11 rows is
 # bitwise the decode steps; a wider one (k up to the head's 16) may flip a
 # near-tie, which bench_drafters reports as a parity break (exit 1).
@@ -45,6 +47,13 @@ run "$@" "$BD" $COMMON --temp 0 \
     --config block:2 --config block:4 --config block:6 --config block:8 --config block:10 \
     --config block:10:cost --config block:16:cost --config model:4 --config ngram:8 \
     --config block:4:own --config block:16:cost:own
+uptime >&2
+# Tree rounds (greedy only) beside the chains of the same k, each config
+# with its own plain runs: tokens_per_forward and speedup read side by side.
+# shellcheck disable=SC2086
+run "$@" "$BD" $COMMON --temp 0 \
+    --config block:4 --config block:4:tree8 --config block:8 --config block:8:tree16 \
+    --config block:8:tree32 --config block:10:tree32
 uptime >&2
 # shellcheck disable=SC2086
 run "$@" "$BD" $COMMON --temp 0.7 \

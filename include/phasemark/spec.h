@@ -341,6 +341,21 @@ LLM_API int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prom
                               llm_token_cb cb, void *user, size_t *n_generated,
                               int *stop_reason);
 
+/* Tree verification (block drafter, greedy, a monolithic CPU target):
+ * nodes > 0 makes every block round propose a token tree of up to `nodes`
+ * tokens (1..32), grown from the head's top candidates per position by
+ * their path probability, no deeper than the round's k (and the head's
+ * block size), and verify all of it in one target forward of nodes + 1
+ * rows in which each node sees the context and its own ancestors only;
+ * the longest accepted root-to-leaf path is committed, so the ids are
+ * still plain greedy decoding's. nodes = 0 returns to the chain. The
+ * round statistics count a tree's nodes as drafted. Refused, with one line
+ * in err, for another drafter, a split or non-CPU target, adaptive k, a
+ * target batch under nodes + 1, or nodes outside 0..32 (LLM_EINVAL or
+ * LLM_EUNSUP); a sampling temperature above 0 is refused by
+ * llm_spec_generate. */
+LLM_API int llm_spec_set_tree(llm_spec *sd, int32_t nodes, char *err, size_t errlen);
+
 /* Fills *st (totals since creation or the last reset). */
 LLM_API void llm_spec_get_stats(const llm_spec *sd, llm_spec_stats *st);
 
@@ -391,16 +406,20 @@ typedef struct llm_device_loop_params {
     uint16_t version;  /* LLM_DEVICE_LOOP_PARAMS_VERSION */
     uint16_t size;     /* sizeof(llm_device_loop_params) */
     int32_t drafter;   /* -1: plain decoding; LLM_DRAFTER_MODEL (the draft
-                          session) or LLM_DRAFTER_NGRAM (no draft) */
+                          session), LLM_DRAFTER_NGRAM (no draft) or
+                          LLM_DRAFTER_BLOCK (head_path, no draft) */
     int32_t k;         /* tokens drafted per round (ignored when plain) */
     int32_t ngram_min, ngram_max; /* n-gram bounds; <= 0: 2 and 4 */
     int32_t adaptive;  /* LLM_SPEC_ADAPT_*; the loop drafts a fixed k, so
                           anything but OFF (with a drafter) is refused */
+    const char *head_path; /* LLM_DRAFTER_BLOCK: the head's GGUF file, which
+                              the loop loads onto the target's device (a
+                              head the device kernels cannot run: EUNSUP) */
 } llm_device_loop_params;
 
 #define LLM_DEVICE_LOOP_PARAMS_VERSION 1
 #define LLM_DEVICE_LOOP_PARAMS_INIT \
-    {LLM_DEVICE_LOOP_PARAMS_VERSION, (uint16_t)sizeof(llm_device_loop_params), -1, 4, 0, 0, 0}
+    {LLM_DEVICE_LOOP_PARAMS_VERSION, (uint16_t)sizeof(llm_device_loop_params), -1, 4, 0, 0, 0, NULL}
 
 /* What a loop ran since creation. */
 typedef struct llm_device_loop_stats {

@@ -368,6 +368,7 @@ static int loop_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
     if (w->drafter) {
         lp.drafter = llm_drafter_get_kind(w->drafter);
         lp.k = s->cfg.draft_k ? s->cfg.draft_k : 4;
+        lp.head_path = s->cfg.draft_head;
     }
     char why[256];
     int rc = llm_device_loop_create(w->session, w->draft, &lp, &w->loop, why, sizeof why);

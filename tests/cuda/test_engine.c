@@ -150,7 +150,7 @@ static const float *run(runner *r, const int32_t *toks, int32_t n, pm_phase phas
 {
     REQUIRE(n > 0 && n <= r->ws.n_batch && r->pos + (uint32_t)n <= r->span.n_ctx);
     llm_forward_in in = {phase, 1, r->pos, n, toks, NULL,
-                         {LLM_OUT_LOGITS, mode == ROWS_ALL ? n : 1, 0, {0}}};
+                         {LLM_OUT_LOGITS, mode == ROWS_ALL ? n : 1, 0, {0}}, NULL};
     llm_span_forward(r->m, &r->span, &r->ws, &in);
     r->pos += (uint32_t)n;
     int32_t rows = mode == ROWS_ALL ? n : 1;

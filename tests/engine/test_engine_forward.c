@@ -205,7 +205,8 @@ static int case_runner(void)
         {16, 1, 0, "unknown bits"},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        llm_forward_in in = {PM_PHASE_EXACT, 1, 0, 3, toks, NULL, {k[i].want, k[i].rows, 0, {0}}};
+        llm_forward_in in = {PM_PHASE_EXACT, 1, 0, 3, toks, NULL, {k[i].want, k[i].rows, 0, {0}},
+                             NULL};
         err[0] = '\0';
         CHECK_INT_EQ(llm_runner_run(r, k[i].first_only ? head : all, &in, &out, err, sizeof err),
                      LLM_EINVAL);
@@ -213,7 +214,7 @@ static int case_runner(void)
             fprintf(stderr, "case %zu: '%s'\n", i, err);
         CHECK(strstr(err, k[i].text) != NULL);
     }
-    llm_forward_in in = {PM_PHASE_EXACT, 1, 0, 3, toks, NULL, {LLM_OUT_ARGMAX, 3, 0, {0}}};
+    llm_forward_in in = {PM_PHASE_EXACT, 1, 0, 3, toks, NULL, {LLM_OUT_ARGMAX, 3, 0, {0}}, NULL};
     out.ids = NULL;
     CHECK_INT_EQ(llm_runner_run(r, all, &in, &out, err, sizeof err), LLM_EINVAL);
     /* Host argmax over the logits, by the sampler's rule. */

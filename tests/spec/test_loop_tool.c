@@ -12,7 +12,7 @@
  *   auto    auto on a CPU target prints the ids off prints, plain and
  *           with the n-gram drafter, and says the host path ran.
  * GPU cases (exit 77 without the shipped KJV pair or a CUDA device):
- *   cuda_plain, cuda_model, cuda_ngram  greedy ids with --device-loop on
+ *   cuda_plain, cuda_model, cuda_ngram, cuda_block  greedy ids with --device-loop on
  *           equal --device-loop off's (llm_generate's, llm_spec_generate's),
  *           64 tokens, model and ngram drafters at k 4; on says the device
  *           loop ran, off the host path; auto takes the loop too.
@@ -94,7 +94,7 @@ static int case_refuse(void)
                       "-n", "6", "--device-loop", "on", NULL};
     expect_exact(hybrid, 1,
                  "pm-generate: cannot run --device-loop on: the hybrid drafter has no device loop "
-                 "(model or ngram)\n");
+                 "(model, ngram or block)\n");
     char *adapt[] = {tool, "-m", tp, "--draft", dp, "--adaptive-k", "--tokens", "9,8,7", "-n", "6",
                      "--device-loop", "on", NULL};
     expect_exact(adapt, 1,
@@ -230,6 +230,17 @@ static int case_cuda_ngram(void)
     return parity(extra, "pm-generate: device loop: drafter ngram k 4; ");
 }
 
+static int case_cuda_block(void)
+{
+    need_cuda();
+    static char hp[512];
+    snprintf(hp, sizeof hp, "%.*s/phasemark-kjv-block-f16.gguf", (int)(strrchr(tp, '/') - tp), tp);
+    if (access(hp, R_OK) != 0)
+        PM_SKIP("the shipped block head is not in the models folder");
+    const char *extra[] = {"--draft-head", hp, "--draft-k", "4", NULL};
+    return parity(extra, "pm-generate: device loop: drafter block k 4; ");
+}
+
 static int case_cuda_sampling(void)
 {
     need_cuda();
@@ -272,6 +283,7 @@ int main(int argc, char **argv)
         {"args", case_args},           {"refuse", case_refuse},
         {"auto", case_auto},           {"cuda_plain", case_cuda_plain},
         {"cuda_model", case_cuda_model}, {"cuda_ngram", case_cuda_ngram},
+        {"cuda_block", case_cuda_block},
         {"cuda_sampling", case_cuda_sampling},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

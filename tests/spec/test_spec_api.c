@@ -341,8 +341,8 @@ static void case_device_loop(void)
     llm_device_loop_params old = p;
     old.version = 9;
     CHECK_INT_EQ(llm_device_loop_create(ts, NULL, &old, &l, err, sizeof err), LLM_EINVAL);
-    CHECK_STR_EQ(err, "device loop: params of version 9, size 24");
-    CHECK_INT_EQ((int)sizeof p, 24);
+    CHECK_STR_EQ(err, "device loop: params of version 9, size 32");
+    CHECK_INT_EQ((int)sizeof p, 32);
     struct {
         int32_t drafter, k, adaptive;
         int has_draft, rc;
@@ -350,9 +350,8 @@ static void case_device_loop(void)
     } refusals[] = {
         {-1, 4, 0, 0, LLM_EUNSUP, "device loop: the target runs on the cpu backend, not CUDA"},
         {LLM_DRAFTER_HYBRID, 4, 0, 1, LLM_EUNSUP,
-         "device loop: the hybrid drafter has no device loop (model or ngram)"},
-        {LLM_DRAFTER_BLOCK, 4, 0, 0, LLM_EUNSUP,
-         "device loop: the block drafter has no device loop (model or ngram)"},
+         "device loop: the hybrid drafter has no device loop (model, ngram or block)"},
+        {LLM_DRAFTER_BLOCK, 4, 0, 0, LLM_EINVAL, "device loop: the block drafter needs a head file"},
         {LLM_DRAFTER_MODEL, 4, LLM_SPEC_ADAPT_COST, 1, LLM_EUNSUP,
          "device loop: its rounds draft a fixed k (no --adaptive-k or --cost-k)"},
         {LLM_DRAFTER_NGRAM, 0, 0, 0, LLM_EUNSUP, "device loop: k 0 is outside 1..16"},

@@ -21,6 +21,13 @@
  *              first maximum): the exact sequence derived from the
  *              target's output as for ngram (expect_ranges), a head
  *              forward per round and nothing inside its pm.draft leaves.
+ *   block_tree the same head with tree rounds of up to 6 nodes: its rows
+ *              are uniform, so every tree holds the ids 0..3 at depth 1
+ *              and, two rows deep or more, 0 and 1 under the first of
+ *              them (draft_tree.h: ties go to the node added first); one
+ *              pm.spec_decode per round (draft = the nodes) enclosing the
+ *              pm.draft leaf and the verify's leaf of nodes + 1 tokens,
+ *              the nodes counted as drafted.
  *   selfdraft  the target's own model drafts (acceptance 1): rounds of 3,
  *              3 and 2 drafts; the draft's forwards (its prompt prefill
  *              included) emit nothing inside the pm.draft leaves.
@@ -54,6 +61,12 @@
  * commit one token each unless the output has 0s, then a plain step for
  * the last token: pinned from the output's values below. */
 #define BLOCK_ROUNDS 10
+/* block_tree: trees of up to 6 nodes; pinned as BLOCK_ROUNDS is (this
+ * output, 119 23 119 23 119 31 130 76 123 5 52 12, has no id below 4, so
+ * every tree is rejected at its root: acceptance and the kept rows are
+ * held by test_spec_tree and the parity cases). */
+#define TREE_NODES 6
+#define TREE_ROUNDS 10
 
 /* The scripted drafter: per round, `good[round]` correct tokens taken from
  * the target's greedy continuation, then wrong ones. */
@@ -212,6 +225,7 @@ typedef struct expect {
     int depth[64];
     int n;
     int rounds, steps, ngram_rounds;
+    int drafted;      /* tokens (tree nodes) proposed in all */
     int accepted[16]; /* per round */
 } expect;
 
@@ -222,7 +236,20 @@ static void put(expect *e, int depth, const char *text)
     e->depth[e->n++] = depth;
 }
 
-static void expect_ranges(int kind, const int32_t *prompt, const sc_run *ref, expect *e)
+/* Accepted nodes of a block_tree round of `depth` rows at output index g
+ * (the tree above). */
+static int32_t tree_accepted(const sc_run *ref, size_t g, int32_t depth)
+{
+    int32_t y0 = ref->ids[g];
+    if (y0 < 0 || y0 > 3)
+        return 0;
+    if (y0 != 0 || depth < 2)
+        return 1;
+    return ref->ids[g + 1] == 0 || ref->ids[g + 1] == 1 ? 2 : 1;
+}
+
+static void expect_ranges(int kind, const int32_t *prompt, const sc_run *ref, int tree,
+                          expect *e)
 {
     static const char *const prefill[] = {PREFILL_RANGES};
     int32_t hist[N_PROMPT + MAX_TOKENS];
@@ -262,6 +289,10 @@ static void expect_ranges(int kind, const int32_t *prompt, const sc_run *ref, ex
             a++; /* the block head proposes token 0 throughout */
         if (!ngram && kind != LLM_DRAFTER_BLOCK)
             a = n;
+        if (tree) { /* the tree's nodes: 4 in one row, else the budget */
+            a = tree_accepted(ref, g, n);
+            n = n == 1 ? 4 : tree;
+        }
         snprintf(t, sizeof t, "pm.spec_decode mode=batched req=7 draft=%d", (int)n);
         put(e, 0, t);
         snprintf(t, sizeof t, "pm.draft req=7 tokens=%d drafter=%s", (int)n,
@@ -272,6 +303,7 @@ static void expect_ranges(int kind, const int32_t *prompt, const sc_run *ref, ex
                  "tokens=%d", (int)n + 1);
         put(e, 1, t);
         e->accepted[e->rounds++] = a;
+        e->drafted += n;
         e->ngram_rounds += ngram;
         g += (size_t)a + 1;
         pos += (unsigned)a + 1;
@@ -281,10 +313,10 @@ static void expect_ranges(int kind, const int32_t *prompt, const sc_run *ref, ex
 /* A request through an llm_drafter of `kind` (hybrid: the target drafts
  * for itself), held to expect_ranges and to pinned counts. */
 static int run_drafter(llm_model *m, int kind, const int32_t *prompt, const sc_run *ref,
-                       int want_rounds, int want_steps, int want_ngram)
+                       int want_rounds, int want_steps, int want_ngram, int tree)
 {
     expect e;
-    expect_ranges(kind, prompt, ref, &e);
+    expect_ranges(kind, prompt, ref, tree, &e);
     fprintf(stderr, "%s: %d rounds (%d ngram), %d steps; accepted", llm_drafter_kind_name(kind),
             e.rounds, e.ngram_rounds, e.steps);
     for (int i = 0; i < e.rounds; i++)
@@ -319,6 +351,10 @@ static int run_drafter(llm_model *m, int kind, const int32_t *prompt, const sc_r
     p.drafter = dr;
     llm_spec *sd;
     REQUIRE(llm_spec_create(t, NULL, &p, &sd, err, sizeof err) == 0);
+    if (tree)
+        REQUIRE(llm_spec_set_tree(sd, tree, err, sizeof err) == 0);
+    if (tree)
+        REQUIRE(llm_spec_set_tree(sd, tree, err, sizeof err) == 0);
     llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
     gp.max_tokens = MAX_TOKENS;
     gp.chunk = 4;
@@ -343,6 +379,7 @@ static int run_drafter(llm_model *m, int kind, const int32_t *prompt, const sc_r
         for (int i = 0; i < e.rounds; i++)
             acc += e.accepted[i];
         CHECK_U64_EQ(st.accepted, (uint64_t)acc);
+        CHECK_U64_EQ(st.drafted, (uint64_t)e.drafted);
         unlink(hp);
     }
     llm_spec_free(sd);
@@ -383,11 +420,14 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "scripted") == 0)
         run_scripted(m, prompt, &ref);
     else if (strcmp(argv[1], "ngram") == 0)
-        run_drafter(m, LLM_DRAFTER_NGRAM, prompt, &ref, NGRAM_ROUNDS, NGRAM_STEPS, NGRAM_ROUNDS);
+        run_drafter(m, LLM_DRAFTER_NGRAM, prompt, &ref, NGRAM_ROUNDS, NGRAM_STEPS, NGRAM_ROUNDS,
+                    0);
     else if (strcmp(argv[1], "hybrid") == 0)
-        run_drafter(m, LLM_DRAFTER_HYBRID, prompt, &ref, HYBRID_ROUNDS, 0, HYBRID_NGRAM);
+        run_drafter(m, LLM_DRAFTER_HYBRID, prompt, &ref, HYBRID_ROUNDS, 0, HYBRID_NGRAM, 0);
     else if (strcmp(argv[1], "block") == 0)
-        run_drafter(m, LLM_DRAFTER_BLOCK, prompt, &ref, BLOCK_ROUNDS, 1, 0);
+        run_drafter(m, LLM_DRAFTER_BLOCK, prompt, &ref, BLOCK_ROUNDS, 1, 0, 0);
+    else if (strcmp(argv[1], "block_tree") == 0)
+        run_drafter(m, LLM_DRAFTER_BLOCK, prompt, &ref, TREE_ROUNDS, 1, 0, TREE_NODES);
     else if (strcmp(argv[1], "selfdraft") == 0)
         run_selfdraft(m, prompt, &ref);
     else

@@ -54,6 +54,31 @@ static void block_drafter(char *tool, char *writer, char *tp, const pm_child_res
     CHECK(pm_child_ok(&r));
     CHECK_STR_EQ(r.out, plain->out);
     CHECK(has(r.err, "pm-generate: speculative: drafter block; block "));
+    /* Tree rounds: the same ids; refused under sampling and without the
+     * block drafter. */
+    char *a_tree[] = {tool, "-m", tp, "--draft-head", hp, "--draft-k", "5", "--draft-tree", "12",
+                      "-p", "And the LORD spake unto Moses, saying,", "-n", "40", "--ids",
+                      "--threads", "2", NULL};
+    run_tool(a_tree, &r);
+    CHECK(pm_child_ok(&r));
+    CHECK_STR_EQ(r.out, plain->out);
+    CHECK(has(r.err, "pm-generate: speculative: drafter block; block "));
+    char *a_tree_t[] = {tool, "-m", tp, "--draft-head", hp, "--draft-tree", "12", "--temp", "0.5",
+                        "-p", "And", "-n", "4", NULL};
+    run_tool(a_tree_t, &r);
+    CHECK(r.exited && r.exit_code == 1);
+    CHECK(has(r.err, "pm-generate: invalid argument: a draft tree verifies greedy decoding only "
+                     "(temperature 0.5)"));
+    char *a_tree_ng[] = {tool, "-m", tp, "--drafter", "ngram", "--draft-tree", "12", "-p", "And",
+                         NULL};
+    run_tool(a_tree_ng, &r);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(has(r.err, "pm-generate: --draft-tree N goes with the block drafter (--draft-head HEAD)"));
+    char *a_tree_big[] = {tool, "-m", tp, "--draft-head", hp, "--draft-tree", "33", "-p", "And",
+                          NULL};
+    run_tool(a_tree_big, &r);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(has(r.err, "pm-generate: bad value '33' for --draft-tree"));
     /* A head for a synthetic target of 160 ids. */
     synth_spec s = synth_default();
     REQUIRE(synth_write(other, &s) == 0);

@@ -119,7 +119,7 @@ static int case_span(void)
         llm_span *span = NULL;
         REQUIRE(llm_runner_span_create(r, 0, L, 0, PM_WHERE_LOCAL, &span, err, sizeof err) == 0);
         llm_forward_in in = {PM_PHASE_EXACT, 1, 0, N_TOK, toks, NULL,
-                             {LLM_OUT_ACTIVATIONS, N_TOK, 0, {0}}};
+                             {LLM_OUT_ACTIVATIONS, N_TOK, 0, {0}}, NULL};
         llm_run_out out = {NULL, NULL, NULL, NULL};
         REQUIRE(llm_runner_run(r, span, &in, &out, err, sizeof err) == 0);
         CHECK(memcmp(out.act, feat + (size_t)L * plane, plane * sizeof(float)) == 0);

@@ -390,7 +390,7 @@ static int case_local_phase(void)
     int32_t tok = 5;
     pm_phase bad[] = {PM_PHASE_BATCHED, PM_PHASE_NONE, (pm_phase)9};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        llm_forward_in in = {bad[i], 7, 0, 1, &tok, NULL, {LLM_OUT_LOGITS, 1, 0, {0}}};
+        llm_forward_in in = {bad[i], 7, 0, 1, &tok, NULL, {LLM_OUT_LOGITS, 1, 0, {0}}, NULL};
         llm_split_result res = {NULL, NULL, NULL, 0};
         err[0] = '\0';
         CHECK_INT_EQ(llm_split_forward(sp, &in, &res, err, sizeof err), LLM_EINVAL);

@@ -7,7 +7,7 @@
  *               [--placement SPEC]
  *               [--drafter model|ngram|hybrid|block] [--draft MODEL]
  *               [--draft-head HEAD.gguf] [--draft-k K]
- *               [--adaptive-k | --cost-k] [--dump-logits FILE]
+ *               [--adaptive-k | --cost-k] [--draft-tree N] [--dump-logits FILE]
  *               [--device-loop auto|on|off]
  *
  * The continuation goes to stdout as text (or as ids with --ids, one line,
@@ -62,6 +62,7 @@ typedef struct args {
     const char *draft; /* speculative decoding with this draft model */
     const char *draft_head; /* --draft-head: the block head */
     long draft_k;
+    long draft_tree;  /* --draft-tree: tree rounds of up to N nodes; 0: chains */
     int adaptive_k;   /* LLM_SPEC_ADAPT_* */
     int drafter;      /* LLM_DRAFTER_*, or -1: none named */
     int no_mmap;      /* --no-mmap: read the weights into memory */
@@ -118,6 +119,9 @@ static void usage(FILE *f)
             "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n"
             "  --cost-k       choose K (and hybrid's drafter, or plain decoding) each round\n"
             "                 from measured verify and draft costs (1..K)\n"
+            "  --draft-tree N block drafter, greedy, monolithic CPU target: verify a tree of\n"
+            "                 up to N (1..32) proposed tokens per round, no deeper than K,\n"
+            "                 in one forward (docs/spec.md); default 0: a chain of K\n"
             "  --device-loop M  auto (default): the CUDA device loop when it takes, else the\n"
             "                 host paths; on: the device loop or a refusal naming why; off:\n"
             "                 the host paths only\n");
@@ -182,6 +186,7 @@ static int option_value(args *a, const char *opt, const char *v)
     else if (!strcmp(opt, "--draft-head")) a->draft_head = v;
     else if (!strcmp(opt, "--drafter")) return (a->drafter = llm_drafter_kind_parse(v)) < 0 ? -1 : 0;
     else if (!strcmp(opt, "--draft-k")) return parse_long(v, 1, 4096, &a->draft_k);
+    else if (!strcmp(opt, "--draft-tree")) return parse_long(v, 0, 32, &a->draft_tree);
     else if (!strcmp(opt, "-n")) return parse_long(v, 0, INT32_MAX, &a->n_predict);
     else if (!strcmp(opt, "--dump-logits")) a->dump_logits = v;
     else if (!strcmp(opt, "--threads")) return parse_long(v, 1, 256, &a->threads);
@@ -244,6 +249,10 @@ static int parse_args(int argc, char **argv, args *a)
         a->drafter = LLM_DRAFTER_MODEL;
     if ((a->drafter == LLM_DRAFTER_BLOCK) != (a->draft_head != NULL)) {
         fprintf(stderr, PROG ": --draft-head HEAD goes with --drafter block, and only with it\n");
+        return 2;
+    }
+    if (a->draft_tree > 0 && a->drafter != LLM_DRAFTER_BLOCK) {
+        fprintf(stderr, PROG ": --draft-tree N goes with the block drafter (--draft-head HEAD)\n");
         return 2;
     }
     if (a->drafter >= 0 && a->drafter != LLM_DRAFTER_NGRAM && a->drafter != LLM_DRAFTER_BLOCK &&
@@ -398,6 +407,7 @@ static int try_loop(const args *a, llm_session *s, llm_session *ds, llm_sampler 
     lp.drafter = a->drafter;
     lp.k = (int32_t)a->draft_k;
     lp.adaptive = a->adaptive_k;
+    lp.head_path = a->draft_head;
     llm_device_loop *l = NULL;
     char why[512];
     int rc = llm_device_loop_create(s, ds, &lp, &l, why, sizeof why);
@@ -487,6 +497,10 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
         sp.adaptive = a->adaptive_k;
         sp.drafter = dr;
         if (llm_spec_create(s, ds, &sp, &sd, err, sizeof err) != 0) {
+            fprintf(stderr, PROG ": %s\n", err);
+            rc = 1;
+        } else if (a->draft_tree > 0 &&
+                   llm_spec_set_tree(sd, (int32_t)a->draft_tree, err, sizeof err) != 0) {
             fprintf(stderr, PROG ": %s\n", err);
             rc = 1;
         }

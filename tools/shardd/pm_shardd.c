@@ -550,7 +550,8 @@ static int handle_forward(server *s, peer *p, const pmw_forward *f)
         p->feat_cap = nfeat;
     }
     llm_forward_in in = {f->phase, f->req_id, f->base_pos, (int32_t)f->n_tokens, f->tokens,
-                         f->activations, {f->want, (int32_t)f->rows, (int32_t)f->n_feat, {0}}};
+                         f->activations, {f->want, (int32_t)f->rows, (int32_t)f->n_feat, {0}},
+                         NULL};
     for (uint32_t j = 0; j < f->n_feat; j++)
         in.out.feat[j] = (int32_t)f->feat[j];
     llm_run_out out = {p->argmax, NULL, NULL, NULL};

@@ -37,7 +37,7 @@ struct llm_device_loop {
 #if LLM_HAVE_CUDA
     llm_cuda_loop *loop; /* owned */
 #endif
-    int32_t drafter;     /* LLM_DRAFTER_MODEL, _NGRAM, or -1: plain */
+    int32_t drafter;     /* LLM_DRAFTER_MODEL, _NGRAM, _BLOCK, or -1: plain */
     int32_t k;           /* 0: plain */
     int32_t n_vocab;     /* the target's */
     char err[256];
@@ -65,8 +65,10 @@ static int check_params(const llm_device_loop_params *p, const llm_session *draf
                  (unsigned)p->version, (unsigned)p->size);
         return LLM_EINVAL;
     }
-    if (p->drafter != -1 && p->drafter != LLM_DRAFTER_MODEL && p->drafter != LLM_DRAFTER_NGRAM) {
-        llm_errf(err, errlen, "device loop: the %s drafter has no device loop (model or ngram)",
+    if (p->drafter != -1 && p->drafter != LLM_DRAFTER_MODEL && p->drafter != LLM_DRAFTER_NGRAM &&
+        p->drafter != LLM_DRAFTER_BLOCK) {
+        llm_errf(err, errlen,
+                 "device loop: the %s drafter has no device loop (model, ngram or block)",
                  llm_drafter_kind_name(p->drafter));
         return LLM_EUNSUP;
     }
@@ -81,6 +83,10 @@ static int check_params(const llm_device_loop_params *p, const llm_session *draf
     }
     if (p->drafter == LLM_DRAFTER_MODEL && !draft) {
         llm_errf(err, errlen, "device loop: the model drafter needs a draft session");
+        return LLM_EINVAL;
+    }
+    if (p->drafter == LLM_DRAFTER_BLOCK && !p->head_path) {
+        llm_errf(err, errlen, "device loop: the block drafter needs a head file");
         return LLM_EINVAL;
     }
     return 0;
@@ -174,6 +180,13 @@ int llm_device_loop_create(llm_session *target, llm_session *draft,
         llm_cuda_loop_set_drafter(l->loop, LLM_DRAFTER_NGRAM, p->ngram_min, p->ngram_max) != 0) {
         llm_errf(err, errlen, "%s", llm_cuda_loop_error(l->loop));
         rc = LLM_EINVAL;
+    }
+    /* A head the device kernels cannot run is a reason to fall back: the
+     * host's drafter reads any valid head and names a bad file itself. */
+    if (rc == 0 && p->drafter == LLM_DRAFTER_BLOCK &&
+        llm_cuda_loop_set_block(l->loop, p->head_path) != 0) {
+        llm_errf(err, errlen, "%s", llm_cuda_loop_error(l->loop));
+        rc = LLM_EUNSUP;
     }
     if (rc) {
         llm_device_loop_free(l);

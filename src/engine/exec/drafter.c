@@ -36,6 +36,7 @@
 
 #include "backend.h"
 #include "block_head.h"
+#include "draft_tree.h"
 #include "drafter.h"
 #include "errtext.h"
 #include "model.h"
@@ -602,6 +603,54 @@ static int block_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, in
         out[i] = t;
     }
     return 0;
+}
+
+int pm__drafter_block_tree(llm_drafter *d, const pm__draft_round *r, int32_t depth,
+                           int32_t budget, int32_t width, llm_tree *tree, int32_t *tok)
+{
+    if (!d->blk || !r->greedy || depth < 1 || depth > pm__block_info(d->blk)->block_size) {
+        llm_errf(d->err, sizeof d->err, "block drafter: a tree of depth %d is not one it can "
+                 "propose", (int)depth);
+        return LLM_EINVAL;
+    }
+    d->fed = 0;
+    int rc = take_pending(d);
+    if (rc == 0)
+        rc = flush_stage(d);
+    if (rc)
+        return rc;
+    uint32_t ctx = (uint32_t)(r->n_hist - 1);
+    if (pm__block_ctx_len(d->blk) != ctx) {
+        llm_errf(d->err, sizeof d->err,
+                 "block drafter: it holds features of %u positions, the history %u",
+                 (unsigned)pm__block_ctx_len(d->blk), (unsigned)ctx);
+        return LLM_ESTATE;
+    }
+    const float *lg = NULL;
+    rc = pm__block_forward(d->blk, r->hist[r->n_hist - 1], depth, &lg);
+    if (rc) {
+        llm_errf(d->err, sizeof d->err, "block drafter: its forward failed (%s)",
+                 llm_strerror(rc));
+        return rc;
+    }
+    pm__tree_build(lg, depth, d->target->hp.n_vocab, budget, width, tree, tok, NULL);
+    return 0;
+}
+
+void pm__drafter_feat_keep(llm_drafter *d, const int32_t *rows, int32_t count,
+                           size_t plane_rows)
+{
+    if (!d->blk)
+        return;
+    size_t dim = (size_t)pm__block_info(d->blk)->dim;
+    for (int32_t p = 0; p < d->n_planes; p++) {
+        float *plane = d->feat + (size_t)p * plane_rows * dim;
+        /* Ascending, as the cache rows move (llm_session_keep_rows). */
+        for (int32_t j = 0; j < count; j++)
+            if (rows[j] != j)
+                memcpy(plane + (size_t)j * dim, plane + (size_t)rows[j] * dim,
+                       dim * sizeof(float));
+    }
 }
 
 int pm__drafter_propose(llm_drafter *d, const pm__draft_round *r, const pm__draft_plan *plan,

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "phasemark/spec.h"
+#include "tree.h"
 
 /* One round as the generator sees it. */
 typedef struct pm__draft_round {
@@ -92,6 +93,21 @@ float *pm__drafter_feat_buf(llm_drafter *d, size_t rows, size_t *cap);
  * features of committed target positions pos..pos+rows-1; the head takes
  * them in before its next proposal. */
 void pm__drafter_feat_commit(llm_drafter *d, uint32_t pos, uint32_t rows, size_t plane_rows);
+
+/* A tree round's proposal (draft_tree.h): the head's forward of `depth`
+ * rows (1..its block size) after the history r, then a tree of up to
+ * `budget` proposed nodes grown over them, at most `width` candidates per
+ * row: *tree, and tok[1..tree->n) the nodes' tokens (tok[0] is left to
+ * the caller: the root is the last committed token). Greedy rounds only.
+ * 0, or negative with the detail in llm_drafter_error. */
+int pm__drafter_block_tree(llm_drafter *d, const pm__draft_round *r, int32_t depth,
+                           int32_t budget, int32_t width, llm_tree *tree, int32_t *tok);
+
+/* After a tree verify of plane_rows nodes: the feature rows rows[j] move
+ * to row j of every plane (j < count, rows ascending, rows[j] >= j), so
+ * the accepted path's rows lie where pm__drafter_feat_commit reads them. */
+void pm__drafter_feat_keep(llm_drafter *d, const int32_t *rows, int32_t count,
+                           size_t plane_rows);
 
 /* Takes the committed rows into the head's context now (tests). 0, or
  * negative with the detail in llm_drafter_error. */

@@ -301,20 +301,20 @@ static int check_forward(llm_session *s, const llm_forward_params *p, const int3
  * the shard that failed or refused (engine.h: whatever a shard says, the
  * forward failed in the backend; the position does not move). */
 static int run_forward(llm_session *s, pm_phase phase, uint64_t req, const int32_t *tokens,
-                       int32_t n, llm_output out, llm_split_result *res)
+                       int32_t n, llm_output out, const llm_tree *tree, llm_split_result *res)
 {
-    llm_forward_in in = {phase, req, s->pos, n, tokens, NULL, out};
+    llm_forward_in in = {phase, req, s->pos, n, tokens, NULL, out, tree};
     if (llm_split_forward(s->split, &in, res, s->err, sizeof s->err) != 0)
         return LLM_EBACKEND;
     s->pos += (uint32_t)n;
     return 0;
 }
 
-int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *tokens, size_t n,
-                const float **logits, int32_t *ids)
+/* llm_forward, or with tree set a tree verify of n == tree->n rows (the
+ * caller checked the tree and the placement). */
+static int forward_rows(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
+                        size_t n, const llm_tree *tree, const float **logits, int32_t *ids)
 {
-    if (!s || !p)
-        return LLM_EINVAL;
     size_t step = 0;
     int rc = check_forward(s, p, tokens, n, ids, &step);
     if (rc)
@@ -339,7 +339,7 @@ int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *toke
             r = pm_prefill_push(p->request, s->pos, (uint32_t)len);
         else if (!s->quiet && p->phase == PM_PHASE_DECODE)
             r = pm_decode_push(p->request, s->pos);
-        rc = run_forward(s, p->phase, p->request, tokens + done, len, out, &res);
+        rc = run_forward(s, p->phase, p->request, tokens + done, len, out, tree, &res);
         if (rc)
             return rc;
     }
@@ -356,6 +356,83 @@ int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *toke
     }
     if (logits && p->output == LLM_OUTPUT_LOGITS)
         *logits = res.logits;
+    return 0;
+}
+
+int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *tokens, size_t n,
+                const float **logits, int32_t *ids)
+{
+    if (!s || !p)
+        return LLM_EINVAL;
+    return forward_rows(s, p, tokens, n, NULL, logits, ids);
+}
+
+/* ---- tree verify (tree.h) ------------------------------------------------ */
+
+int llm_session_tree_support(llm_session *s, char *err, size_t errlen)
+{
+    llm_span *span = NULL;
+    llm_workspace *ws = NULL;
+    if (!s) {
+        llm_errf(err, errlen, "tree verify: no session");
+        return LLM_EINVAL;
+    }
+    if (llm_split_local_parts(s->split, &span, &ws) != 0) {
+        llm_errf(err, errlen, "tree verify needs a monolithic target: this one is split "
+                 "over %d shards", llm_split_n_shards(s->split));
+        return LLM_EUNSUP;
+    }
+    if (strcmp(s->m->be->ops->name, "cpu") != 0) {
+        llm_errf(err, errlen, "tree verify needs a CPU target: this one runs on %s",
+                 s->m->be->ops->name);
+        return LLM_EUNSUP;
+    }
+    return 0;
+}
+
+int llm_forward_tree(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
+                     const llm_tree *tree, const float **logits, int32_t *ids)
+{
+    if (!s || !p)
+        return LLM_EINVAL;
+    if (llm_tree_valid(tree) != 0)
+        return fail(s, LLM_EINVAL, "tree verify: the tree is malformed");
+    if (p->phase != PM_PHASE_VERIFY)
+        return fail(s, LLM_EINVAL, "tree verify: phase %d is not verify", (int)p->phase);
+    int rc = llm_session_tree_support(s, s->err, sizeof s->err);
+    if (rc)
+        return rc;
+    return forward_rows(s, p, tokens, (size_t)tree->n, tree, logits, ids);
+}
+
+int llm_session_keep_rows(llm_session *s, uint32_t pos0, const int32_t *rows, int32_t count)
+{
+    llm_span *span = NULL;
+    llm_workspace *ws = NULL;
+    if (!s || !rows || count < 1)
+        return LLM_EINVAL;
+    if (llm_split_local_parts(s->split, &span, &ws) != 0)
+        return fail(s, LLM_EUNSUP, "keep rows: the target is not monolithic");
+    for (int32_t j = 0; j < count; j++)
+        if (rows[j] < j || (j > 0 && rows[j] <= rows[j - 1]) ||
+            (uint64_t)pos0 + (uint64_t)rows[j] >= s->pos)
+            return fail(s, LLM_EINVAL, "keep rows: row %d (%d) is out of order or past "
+                        "position %u", (int)j, (int)rows[j], (unsigned)s->pos);
+    const llm_hparams *hp = &s->m->hp;
+    size_t kv = (size_t)hp->n_kv_heads * hp->head_dim, bytes = kv * sizeof(float);
+    llm_backend *be = s->m->be;
+    pthread_mutex_lock(&s->m->lock);
+    /* Ascending: row j's source pos0 + rows[j] >= pos0 + j is never a
+     * destination already written, nor one a later source still needs. */
+    for (int32_t l = 0; l <= span->last - span->first; l++)
+        for (int32_t j = 0; j < count; j++) {
+            if (rows[j] == j)
+                continue;
+            size_t dst = ((size_t)pos0 + (size_t)j) * kv, src = ((size_t)pos0 + (size_t)rows[j]) * kv;
+            be->ops->copy(be, span->k[l] + dst, span->k[l] + src, bytes);
+            be->ops->copy(be, span->v[l] + dst, span->v[l] + src, bytes);
+        }
+    pthread_mutex_unlock(&s->m->lock);
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "phasemark/engine.h"
+#include "tree.h"
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t llm_now_ns(void);
@@ -62,5 +63,30 @@ int llm_session_device_argmax(const llm_session *s);
  * PHASEMARK_DEVICE_ARGMAX=0 in the environment. For tests and benchmarks
  * that compare both paths. */
 void llm_session_set_device_argmax(llm_session *s, int on);
+
+/* ---- tree verify (tree.h) ----------------------------------------------
+ * A greedy generator verifies a token tree in one forward, then keeps the
+ * accepted path's cache rows. Monolithic CPU targets only. */
+
+/* 0 when s can run a tree verify, else LLM_EUNSUP with one line in err
+ * ("tree verify needs a monolithic target: ..." / "... a CPU target: ..."). */
+int llm_session_tree_support(llm_session *s, char *err, size_t errlen);
+
+/* llm_forward (phase verify) of the tree's tree->n nodes, tokens[i] being
+ * node i's id: row i's ids or logits are those of the decode step at
+ * position pos + depth[i] after node i's ancestors. The cache slots
+ * pos..pos+n-1 hold the nodes' rows in node order and the position moves
+ * by n, as after any verify of n tokens. Errors as llm_forward's, and
+ * LLM_EINVAL for a malformed tree, LLM_EUNSUP off a monolithic CPU target
+ * (llm_session_tree_support's line in the session's error). */
+int llm_forward_tree(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
+                     const llm_tree *tree, const float **logits, int32_t *ids);
+
+/* Moves cache rows pos0 + rows[j] to pos0 + j for j < count (rows strictly
+ * ascending, rows[j] >= j, all below the position), in every layer: the
+ * accepted path of a tree verify becomes positions pos0..pos0+count-1.
+ * The position does not move (truncate next). 0, LLM_EINVAL (nothing
+ * moved) or LLM_EUNSUP for a split target. */
+int llm_session_keep_rows(llm_session *s, uint32_t pos0, const int32_t *rows, int32_t count);
 
 #endif

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "draft_tree.h"
 #include "drafter.h"
 #include "model.h"
 #include "phasemark/mark.h"
@@ -83,6 +84,11 @@ struct llm_spec {
     llm_spec_stats st;
     pm__cost ct;         /* cost-aware k: measured costs, acceptance */
     pm__guard guard;     /* cost-aware k: its choices against plain decoding */
+    int32_t tree_n;      /* tree rounds: most proposed nodes; 0: chains */
+    llm_tree tree;       /* the tree round's shape (draft_tree.h) */
+    int32_t ttok[LLM_TREE_MAX];    /* its nodes' tokens, ttok[0] = last */
+    int32_t tgreedy[LLM_TREE_MAX]; /* the target's argmax per node */
+    int32_t tpath[LLM_TREE_MAX];   /* the accepted path, root first */
     char err[SPEC_ERR_MAX];
 };
 
@@ -748,6 +754,147 @@ static int32_t room_for_k(const gen_run *g)
     return k > 0 ? (int32_t)k : 0;
 }
 
+/* ---- tree rounds (draft_tree.h) --------------------------------------- */
+
+/* Candidates a tree round keeps per head row. */
+#define SPEC_TREE_WIDTH 4
+
+int llm_spec_set_tree(llm_spec *sd, int32_t nodes, char *err, size_t errlen)
+{
+    if (!sd) {
+        llm_errf(err, errlen, "spec: no generator");
+        return LLM_EINVAL;
+    }
+    if (nodes < 0 || nodes > LLM_TREE_MAX - 1) {
+        llm_errf(err, errlen, "spec: a draft tree of %d nodes: 1..%d may be (0: off)",
+                 (int)nodes, LLM_TREE_MAX - 1);
+        return LLM_EINVAL;
+    }
+    if (nodes == 0) {
+        sd->tree_n = 0;
+        return 0;
+    }
+    if (llm_drafter_get_kind(sd->dr) != LLM_DRAFTER_BLOCK) {
+        llm_errf(err, errlen, "spec: a draft tree needs the block drafter, not %s",
+                 llm_drafter_kind_name(llm_drafter_get_kind(sd->dr)));
+        return LLM_EINVAL;
+    }
+    if (sd->p.adaptive != LLM_SPEC_ADAPT_OFF) {
+        llm_errf(err, errlen, "spec: a draft tree takes a fixed k (adaptive k is on)");
+        return LLM_EINVAL;
+    }
+    char why[200];
+    int rc = llm_session_tree_support(sd->target, why, sizeof why);
+    if (rc) {
+        llm_errf(err, errlen, "spec: %s", why);
+        return rc;
+    }
+    uint32_t nb = llm_session_n_batch(sd->target);
+    if ((uint32_t)nodes + 1 > nb) {
+        llm_errf(err, errlen, "spec: a draft tree of %d nodes needs a target batch of %d "
+                 "(it has %u)", (int)nodes, (int)nodes + 1, (unsigned)nb);
+        return LLM_EINVAL;
+    }
+    sd->tree_n = nodes;
+    return 0;
+}
+
+/* The nodes a tree of `depth` rows grows to: the budget, unless the rows'
+ * candidates run out first (one row holds only its width). */
+static int32_t tree_nodes(int32_t budget, int32_t depth, int32_t width)
+{
+    int64_t cap = 0, level = 1;
+    for (int32_t d = 0; d < depth && cap < budget; d++) {
+        level *= width;
+        cap += level;
+    }
+    return cap < budget ? (int32_t)cap : budget;
+}
+
+/* The tree verify: every node's argmax id into sd->tgreedy, the head's
+ * features of every node into the drafter's buffer. */
+static int tree_verify(gen_run *g)
+{
+    llm_spec *sd = g->sd;
+    llm_forward_params fp = LLM_FORWARD_PARAMS_INIT;
+    fp.phase = PM_PHASE_VERIFY;
+    fp.request = g->req;
+    fp.output = LLM_OUTPUT_ARGMAX;
+    fp.rows = sd->tree.n;
+    fp.n_features_layers = g->n_feat;
+    fp.features_layers = g->feat_layers;
+    fp.features = pm__drafter_feat_buf(sd->dr, (size_t)sd->tree.n, &fp.features_cap);
+    if (!fp.features)
+        return fail(sd, LLM_ESTATE, "%s", llm_drafter_error(sd->dr)[0]
+                                               ? llm_drafter_error(sd->dr)
+                                               : "block drafter: no room for features");
+    int rc = llm_forward_tree(sd->target, &fp, sd->ttok, &sd->tree, NULL, sd->tgreedy);
+    return rc ? target_fail(sd, rc) : 0;
+}
+
+/* One tree round after `last` with trees no deeper than depth: propose,
+ * verify in one forward, keep the accepted path's cache and feature rows
+ * at the positions they were computed for, commit. Ranges as a chain
+ * round's: pm.spec_decode (draft = nodes) enclosing pm.draft and the
+ * verify's leaf. */
+static int tree_round(gen_run *g, int32_t last, int32_t depth, int32_t *next)
+{
+    llm_spec *sd = g->sd;
+    int32_t room = (int32_t)(sd->n_ctx - sd->hlen - 1); /* >= depth >= 1 */
+    int32_t budget = tree_nodes(sd->tree_n < room ? sd->tree_n : room, depth, SPEC_TREE_WIDTH);
+    llm_drafter_counts *by = &sd->st.by[LLM_DRAFTER_BLOCK];
+    pm__draft_round r;
+    round_ctx(g, &r);
+    sd->ttok[0] = last;
+    pm_range rr = pm_spec_decode_push(g->req, (uint32_t)budget);
+    uint64_t t0 = llm_now_ns();
+    pm_range dr = pm_draft_by_push(g->req, (uint32_t)budget,
+                                   llm_drafter_kind_name(LLM_DRAFTER_BLOCK));
+    int rc = pm__drafter_block_tree(sd->dr, &r, depth, budget, SPEC_TREE_WIDTH, &sd->tree,
+                                    sd->ttok);
+    pm_range_pop(&dr);
+    uint64_t t1 = llm_now_ns();
+    sd->st.draft_ns += t1 - t0;
+    by->ns += t1 - t0;
+    by->forwards++;
+    if (rc)
+        rc = fail(sd, rc, "%s", llm_drafter_error(sd->dr));
+    if (rc == 0) {
+        sd->vrows = sd->tree.n;
+        rc = tree_verify(g);
+    }
+    uint64_t t2 = llm_now_ns();
+    sd->st.verify_ns += t2 - t1;
+    int32_t a = 0, tok = -1;
+    if (rc == 0) {
+        a = pm__tree_accept(&sd->tree, sd->ttok, sd->tgreedy, sd->tpath, &tok);
+        for (int32_t j = 1; j <= a; j++)
+            sd->commit[j - 1] = sd->ttok[sd->tpath[j]];
+        sd->commit[a] = tok;
+        /* The accepted nodes' rows move to positions hlen+1..hlen+a, where
+         * a decode step would have written them: bit for bit the same. */
+        rc = llm_session_keep_rows(sd->target, sd->hlen, sd->tpath, a + 1);
+        if (rc)
+            rc = target_fail(sd, rc);
+        pm__drafter_feat_keep(sd->dr, sd->tpath, a + 1, (size_t)sd->tree.n);
+    }
+    sd->st.accept_ns += llm_now_ns() - t2;
+    if (rc == 0) {
+        int32_t nodes = sd->tree.n - 1;
+        sd->st.rounds++;
+        sd->st.drafted += (uint64_t)nodes;
+        sd->st.accepted += (uint64_t)a;
+        sd->st.committed += (uint64_t)a + 1;
+        by->rounds++;
+        by->drafted += (uint64_t)nodes;
+        by->accepted += (uint64_t)a;
+        *next = tok;
+        rc = commit_round(g, a + 1);
+    }
+    pm_range_pop(&rr);
+    return rc;
+}
+
 /* ---- generate ---------------------------------------------------------- */
 
 static int check_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size_t n_prompt,
@@ -910,7 +1057,9 @@ static int generate_loop(gen_run *g, int32_t last)
                 pm__guard_plain(&sd->guard, forced, llm_now_ns() - t0);
             continue;
         }
-        int rc = round_run(g, last, &plan, &last);
+        int rc = sd->tree_n > 0 && plan.kind == LLM_DRAFTER_BLOCK
+                     ? tree_round(g, last, plan.n, &last)
+                     : round_run(g, last, &plan, &last);
         if (rc)
             return rc;
         if (cost)
@@ -940,6 +1089,9 @@ int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size
     /* Greedy ids are asked of both sessions' forwards: the sampler covers
      * the target's vocabulary (checked above), which is the draft's
      * (llm_spec_check_vocab). */
+    if (sd->tree_n > 0 && sprm.temperature > 0.0f)
+        return fail(sd, LLM_EINVAL, "a draft tree verifies greedy decoding only "
+                    "(temperature %g)", (double)sprm.temperature);
     gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f), 0, NULL,
                  llm_generate_request(sd->target, p), info.eos, 0, -1};
     g.n_feat = pm__drafter_feat_layers(sd->dr, &g.feat_layers);

@@ -123,7 +123,10 @@ typedef struct llm_backend_ops {
     /* x += attention(rmsnorm(x) * attn_norm) Wo^T for the block's rows:
      * q, k, v products, RoPE on q and the new keys, the new keys and
      * values written to cache rows pos0..pos0+n-1, causal attention with
-     * grouped kv heads. */
+     * grouped kv heads. With ws->tree set (a tree verify, tree.h; only the
+     * CPU backend implements it, and the session refuses a tree on any
+     * other) row i is node i: RoPE at pos0 + depth[i], attention over
+     * rows 0..pos0-1 and then its ancestors' rows. */
     void (*attention)(llm_backend *be, const llm_block *b);
     /* x += (silu(xb Wgate^T) * (xb Wup^T)) Wdown^T, xb = rmsnorm(x) * ffn_norm. */
     void (*ffn)(llm_backend *be, const llm_block *b);

@@ -577,7 +577,7 @@ static void block_layer_run(pm_block *b, const block_layer *L, int32_t n)
     for (int32_t i = 0; i < n; i++) {
         llm_attn a = {b->q + (size_t)i * b->q_dim, L->kc, L->vc,
                       b->att + (size_t)i * b->q_dim, 1, pos0 + (uint32_t)n - 1,
-                      in->n_heads, in->n_kv_heads, in->head_dim, 0};
+                      in->n_heads, in->n_kv_heads, in->head_dim, 0, NULL};
         llm_cpu_attention(b->be, &a);
     }
     llm_cpu_matmul(b->be, &L->wo, b->att, n, b->o);

@@ -141,6 +141,7 @@ void llm_span_forward(const llm_model *m, llm_span *span, llm_workspace *ws,
      * saves n-1 passes over the largest matrix. */
     int32_t n_feat = in->out.want & LLM_OUT_FEATURES && ws->feat ? in->out.n_feat : 0;
     ws->rows_exact = in->phase == PM_PHASE_VERIFY;
+    ws->tree = in->tree;
     llm_step st = {m, span, ws, in->n, in->pos0,
                    span->last == m->hp.n_layers - 1 ? llm_output_head_rows(&in->out) : 0,
                    n_feat};

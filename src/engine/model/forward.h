@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "model.h"
 #include "phasemark/mark.h"
+#include "tree.h"
 
 typedef struct llm_span {
     int32_t first, last; /* layers, inclusive */
@@ -54,6 +55,9 @@ typedef struct llm_workspace {
                            backend keeps such rows on its row kernels and
                            never takes a batched product that rounds
                            differently */
+    const llm_tree *tree; /* set per forward: NULL for a chain (row i at
+                             pos0 + i, causal), else the tree verify's
+                             shape (tree.h); only the CPU backend reads it */
 } llm_workspace;
 
 /* What a forward hands back, asked for explicitly by every caller and
@@ -112,6 +116,11 @@ typedef struct llm_forward_in {
                                 previous span ran in the same workspace) */
     llm_output out;          /* what the span hands back (the head runs
                                 only in a span that ends the model) */
+    const llm_tree *tree;    /* NULL, or a verify's tree of n nodes
+                                (tree.h): row i at pos0 + depth[i],
+                                attending to 0..pos0-1 and its ancestors;
+                                the caller checked that the span is the
+                                whole model on the CPU backend */
 } llm_forward_in;
 
 /* Creates a span's KV cache (n_ctx positions) on the model's backend. */

@@ -406,6 +406,17 @@ void llm_cpu_add_bias(llm_backend *be, float *y, const float *bias, int32_t n, i
         llm_cpu_add(be, y + (size_t)r * width, bias, (size_t)width);
 }
 
+void llm_cpu_rope_tree(llm_backend *be, float *x, const llm_tree *tree, int32_t n_heads,
+                       int32_t stride, uint32_t pos0, const llm_rope *r)
+{
+    /* One row at a time: a decode step rotates its one row so, and a
+     * tree's rows are few (the table is rebuilt per row; cheap next to
+     * the products). */
+    for (int32_t t = 0; t < tree->n; t++)
+        llm_cpu_rope(be, x + (size_t)t * stride, 1, n_heads, stride,
+                     pos0 + (uint32_t)tree->depth[t], r);
+}
+
 /* ---- attention ----------------------------------------------------------- */
 
 typedef struct attn_job {
@@ -431,6 +442,38 @@ static void attend_one(cpu_backend *c, const llm_attn *a, int32_t t,
     c->k.attend(q, k, v, kv_dim, len - (uint32_t)first, hd, 1.0f / sqrtf((float)hd), sc, out);
 }
 
+/* attend_one for tree node t: the kernel set's attend written over a
+ * gathered key list (its contract, kernels.h: the loop over the set's dot
+ * and axpy, in key order), so a node's output is bitwise the decode step's
+ * at its position after the context and its ancestors. */
+static void attend_tree_one(cpu_backend *c, const llm_attn *a, int32_t t, int32_t h, float *sc)
+{
+    int32_t hd = a->head_dim, kv_dim = a->n_kv_heads * hd;
+    int32_t kvh = h / (a->n_heads / a->n_kv_heads);
+    const float *q = a->q + (size_t)t * a->n_heads * hd + (size_t)h * hd;
+    float *out = a->out + (size_t)t * a->n_heads * hd + (size_t)h * hd;
+    int32_t path[LLM_TREE_MAX];
+    int32_t d = llm_tree_path(a->tree, t, path);
+    uint32_t len = a->pos0 + (uint32_t)d + 1; /* keys of position pos0 + d */
+    uint32_t first = a->window && len > a->window ? len - a->window : 0;
+    float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY, sum = 0.0f;
+    for (uint32_t p = first; p < len; p++) {
+        size_t row = p < a->pos0 ? p : a->pos0 + (size_t)path[p - a->pos0];
+        float s = c->k.dot(q, a->k + row * kv_dim + (size_t)kvh * hd, hd) * scale;
+        sc[p - first] = s;
+        mx = fmaxf(mx, s);
+    }
+    for (uint32_t p = 0; p < len - first; p++) {
+        sc[p] = expf(sc[p] - mx);
+        sum += sc[p];
+    }
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (uint32_t p = first; p < len; p++) {
+        size_t row = p < a->pos0 ? p : a->pos0 + (size_t)path[p - a->pos0];
+        c->k.axpy(out, sc[p - first] / sum, a->v + row * kv_dim + (size_t)kvh * hd, hd);
+    }
+}
+
 static void attn_worker(void *ctx, int32_t ith, int32_t nth)
 {
     attn_job *j = ctx;
@@ -439,7 +482,8 @@ static void attn_worker(void *ctx, int32_t ith, int32_t nth)
     int64_t b, e;
     (void)nth;
     while (llm_pool_next(&j->next, (int64_t)a->n * a->n_heads, 1, &b, &e))
-        attend_one(j->c, a, (int32_t)(b / a->n_heads), (int32_t)(b % a->n_heads), sc);
+        (a->tree ? attend_tree_one : attend_one)(j->c, a, (int32_t)(b / a->n_heads),
+                                                 (int32_t)(b % a->n_heads), sc);
 }
 
 void llm_cpu_attention(llm_backend *be, const llm_attn *a)

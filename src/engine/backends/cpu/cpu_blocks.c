@@ -34,10 +34,15 @@ void llm_cpu_attention_block(llm_backend *be, const llm_block *b)
     if (L->k_norm)
         llm_cpu_rmsnorm(be, kslot, kslot, L->k_norm, n * hp->n_kv_heads, hp->head_dim,
                         hp->norm_eps);
-    llm_cpu_rope(be, ws->q, n, hp->n_heads, q_dim, b->pos0, &rope);
-    llm_cpu_rope(be, kslot, n, hp->n_kv_heads, kv_dim, b->pos0, &rope);
+    if (ws->tree) { /* a tree verify: each node at its own depth's position */
+        llm_cpu_rope_tree(be, ws->q, ws->tree, hp->n_heads, q_dim, b->pos0, &rope);
+        llm_cpu_rope_tree(be, kslot, ws->tree, hp->n_kv_heads, kv_dim, b->pos0, &rope);
+    } else {
+        llm_cpu_rope(be, ws->q, n, hp->n_heads, q_dim, b->pos0, &rope);
+        llm_cpu_rope(be, kslot, n, hp->n_kv_heads, kv_dim, b->pos0, &rope);
+    }
     llm_attn a = {ws->q, b->k, b->v, ws->att, n, b->pos0, hp->n_heads, hp->n_kv_heads,
-                  hp->head_dim, (uint32_t)hp->window};
+                  hp->head_dim, (uint32_t)hp->window, ws->tree};
     llm_cpu_attention(be, &a);
     llm_cpu_matmul_rows(be, &L->wo, ws->att, n, ws->xb2, ws->rows_exact);
     llm_cpu_add(be, ws->x, ws->xb2, (size_t)n * hp->dim);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "tree.h"
 
 /* Rotary embedding of one forward: positions pos0..pos0+n-1, pair i of
  * each head rotated by angle (pos * scale) * inv_freq[i], where pair i is
@@ -39,6 +40,12 @@ typedef struct llm_attn {
     int32_t n_heads, n_kv_heads, head_dim;
     uint32_t window;      /* the row at position p sees keys p-window+1..p;
                              0: keys 0..p */
+    const llm_tree *tree; /* NULL: row t at pos0 + t over keys 0..pos0+t.
+                             Else row t is tree node t at pos0 + depth[t]:
+                             its keys are rows 0..pos0-1, then the rows
+                             pos0 + j of its path's nodes j, root first
+                             (tree.h), in that order, with the float
+                             operations of the kernel set's attend */
 } llm_attn;
 
 /* y[i] = x[i] W^T for i < n: x [n][w->ne0], y [n][w->ne1]; no overlap. */
@@ -62,6 +69,10 @@ void llm_cpu_rmsnorm(llm_backend *be, float *y, const float *x, const float *wei
 /* Rotates n rows of `stride` floats holding n_heads heads each. */
 void llm_cpu_rope(llm_backend *be, float *x, int32_t n, int32_t n_heads, int32_t stride,
                   uint32_t pos0, const llm_rope *r);
+/* The same for a tree's rows: row t at pos0 + tree->depth[t], each as
+ * llm_cpu_rope rotates one row at that position. */
+void llm_cpu_rope_tree(llm_backend *be, float *x, const llm_tree *tree, int32_t n_heads,
+                       int32_t stride, uint32_t pos0, const llm_rope *r);
 void llm_cpu_attention(llm_backend *be, const llm_attn *a);
 /* gate[i] = silu(gate[i]) * up[i] for i < len. */
 void llm_cpu_swiglu(llm_backend *be, float *gate, const float *up, size_t len);
