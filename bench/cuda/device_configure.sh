@@ -46,7 +46,8 @@ pm_device_configure() {
 # shellcheck disable=SC2034
 PM_DEVICE_TEST_TARGETS=(test_cuda_kernels test_cuda_attention test_cuda_sample test_cuda_api
                         test_cuda_seam test_cuda_engine test_cuda_features test_cuda_greedy
-                        test_cuda_loop test_cuda_loop_ranges test_split pm-shardd)
+                        test_cuda_loop test_cuda_loop_ranges test_cuda_block test_split
+                        pm-shardd)
 
 # Runs every cuda.* case in BUILD_DIR, then test_split's cuda case, into
 # TESTS_LOG (with the tolerance lines the tests print); prints ctest's

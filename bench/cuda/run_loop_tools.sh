@@ -1,7 +1,8 @@
 #!/bin/bash
 # run_loop_tools.sh — one device call for the device loop behind the tools
 # (issue 16 item 2): pm-generate --device-loop on against off on the KJV
-# pair (test_loop_tool cuda_plain, cuda_model, cuda_ngram, cuda_sampling)
+# pair (test_loop_tool cuda_plain, cuda_model, cuda_ngram, cuda_block,
+# cuda_sampling)
 # and pm-server with the loop (test_server_http device_loop_cuda and
 # markers_loop); logs to $OUT, one "NAME rc=N" line each (77: skipped).
 #
@@ -36,7 +37,7 @@ else
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
 
-for c in cuda_plain cuda_model cuda_ngram cuda_sampling; do
+for c in cuda_plain cuda_model cuda_ngram cuda_block cuda_sampling; do
   timeout 200 "$bin/test_loop_tool" "$c" "$bin/pm-generate" > "$out/loop_tool.$c.log" 2>&1
   rc=$?
   echo "loop_tool_$c rc=$rc"
