@@ -32,11 +32,9 @@ COMMON="--target $TARGET --draft $SRC/models/phasemark-kjv-draft-f16.gguf --head
         --n-prompts ${N_PROMPTS:-12} --threads ${THREADS:-2} --reps ${REPS:-1}"
 # Tree rounds: "block:K:treeN" (a tree of up to N nodes no deeper than K,
 # verified in one forward of N + 1 rows, each bitwise its decode step).
-# Fixed k stops at 10: on this Q8_0 target a verify of up to 11 rows is
-# bitwise the decode steps; a wider one (k up to the head's 16) may flip a
-# near-tie, which bench_drafters reports as a parity break (exit 1).
-# Cost-aware k may go up to 16. A run that breaks parity is reported and
-# the script goes on. ":own" rows run the head on threads of its own
+# A verify forward of up to 64 rows is bitwise its decode steps, so every
+# greedy row must hold parity (bench_drafters exits 1 on a break; the
+# script reports it and goes on). ":own" rows run the head on threads of its own
 # instead of the target's (own_threads in the JSON): the A/B of sharing.
 run() {
     "$@" || echo "block.sh: bench_drafters exited $? (a parity break is in its rows)" >&2
@@ -45,7 +43,7 @@ uptime >&2
 # shellcheck disable=SC2086
 run "$@" "$BD" $COMMON --temp 0 \
     --config block:2 --config block:4 --config block:6 --config block:8 --config block:10 \
-    --config block:10:cost --config block:16:cost --config model:4 --config ngram:8 \
+    --config block:16 --config block:10:cost --config block:16:cost --config model:4 --config ngram:8 \
     --config block:4:own --config block:16:cost:own
 uptime >&2
 # Tree rounds (greedy only) beside the chains of the same k, each config
