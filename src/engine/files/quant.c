@@ -166,6 +166,7 @@ static const llm_type_traits k_types[] = {
     {13, "q5_K", LLM_QK_K, LLM_Q5_K_BYTES, 1, 0, 17, llm_q5_k_to_f32, llm_q5_k_from_f32},
     {14, "q6_K", LLM_QK_K, LLM_Q6_K_BYTES, 1, 0, 18, llm_q6_k_to_f32, llm_q6_k_from_f32},
     {15, "q8_K", 256, 292, 1, 0, 0, NULL, NULL},
+    {20, "iq4_nl", 32, 18, 1, 0, 0, NULL, NULL}, /* llama-quantize's Q2_K/Q3_K fallback */
     {24, "i8", 1, 1, 1, 0, 0, NULL, NULL},
     {25, "i16", 1, 2, 1, 0, 0, NULL, NULL},
     {26, "i32", 1, 4, 1, 0, 0, NULL, NULL},

@@ -170,6 +170,10 @@ static void case_types(void)
     CHECK(llm_type_is_supported(LLM_TYPE_Q2_K));
     CHECK(llm_type_is_supported(LLM_TYPE_Q3_K));
     CHECK(!llm_type_is_supported(15)); /* q8_K: sized, not supported */
+    CHECK(llm_type_is_known(20) && !llm_type_is_supported(20));
+    CHECK_STR_EQ(llm_type_name(20), "iq4_nl");
+    CHECK_INT_EQ(llm_type_row_bytes(20, 1408, &n), 0); /* 44 blocks of 18 */
+    CHECK_U64_EQ(n, 792);
     CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q2_K, 512, &n), 0);
     CHECK_U64_EQ(n, 168);
     CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q3_K, 768, &n), 0);
