@@ -57,11 +57,40 @@ static inline float q3k_term(float dx, float d, int32_t isum)
     return dx * (d * (float)isum);
 }
 
-/* Q3_K's sixteen signed scales of one super-block. */
-static void q3k_scales(const unsigned char *blk, int sc[16])
+/* Q3_K's sixteen signed scales of one super-block, as the reference
+ * decodes them (llm_q3k_scale). */
+static void q3k_scales_ref(const unsigned char *blk, int sc[16])
 {
     for (int k = 0; k < 16; k++)
         sc[k] = llm_q3k_scale(blk + 96, k);
+}
+
+/* The same sixteen 6-bit values (biased by 32), four at a time in 32-bit
+ * words: with the 12 bytes as words a0, a1 (bytes 0..7) and c (8..11),
+ * sub-blocks 0..3 are the low nibbles of a0's bytes under bits 0..1 of
+ * c's, 4..7 the low nibbles of a1 under bits 2..3, 8..11 the high nibbles
+ * of a0 under bits 4..5, 12..15 the high nibbles of a1 under bits 6..7
+ * (llm_q3k_scale's layout; engine_k23_* and engine_matvec_* hold the
+ * kernels that use this to the reference). */
+static inline void q3k_scale_words(const unsigned char *blk, uint32_t w[4])
+{
+    uint32_t a0, a1, c;
+    memcpy(&a0, blk + 96, 4);
+    memcpy(&a1, blk + 100, 4);
+    memcpy(&c, blk + 104, 4);
+    const uint32_t lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+    w[0] = (a0 & lo4) | ((c & lo2) << 4);
+    w[1] = (a1 & lo4) | (((c >> 2) & lo2) << 4);
+    w[2] = ((a0 >> 4) & lo4) | (((c >> 4) & lo2) << 4);
+    w[3] = ((a1 >> 4) & lo4) | (((c >> 6) & lo2) << 4);
+}
+
+static inline void q3k_scales(const unsigned char *blk, int sc[16])
+{
+    uint32_t w[4];
+    q3k_scale_words(blk, w);
+    for (int k = 0; k < 16; k++) /* little-endian: byte k of w is sub-block k */
+        sc[k] = (int)((w[k / 4] >> (8 * (k % 4))) & 0xffu) - 32;
 }
 
 /* ---- scalar ------------------------------------------------------------- */
@@ -101,7 +130,7 @@ static float dot_q3_k(const void *w, const llm_qrow *x, int64_t n)
     for (int64_t sb = 0; sb < n / LLM_QK_K; sb++, blk += LLM_Q3_K_BYTES) {
         float d = f16_at(blk + 108);
         int sc[16];
-        q3k_scales(blk, sc);
+        q3k_scales_ref(blk, sc);
         for (int b8 = 0; b8 < 8; b8++) {
             int64_t b = sb * 8 + b8;
             const int8_t *xq = x->q + b * 32;
@@ -353,9 +382,12 @@ K23_FN static ALWAYS_INLINE __m256 q2k_block_terms(const unsigned char *blk, con
 K23_FN static ALWAYS_INLINE __m256 q3k_block_terms(const unsigned char *blk, const k23_act *v)
 {
     __m512i ux = k23_ux(blk + 32, blk, v);
-    int sc[16];
-    q3k_scales(blk, sc);
-    __m512i scv = _mm512_loadu_si512(sc);
+    uint32_t w[4];
+    q3k_scale_words(blk, w);
+    /* built in a register, not stored and reloaded (a 16-byte load of four
+     * 4-byte stores stalls on store forwarding) */
+    __m128i sc6 = _mm_setr_epi32((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
+    __m512i scv = _mm512_sub_epi32(_mm512_cvtepu8_epi32(sc6), _mm512_set1_epi32(32));
     __m512i q = _mm512_sub_epi32(ux, _mm512_slli_epi32(v->xs, 2)); /* sum(q x) per sub-block */
     __m256i isum = pairs_to_blocks(_mm512_mullo_epi32(q, scv));
     uint16_t dh;
