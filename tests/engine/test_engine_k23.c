@@ -9,6 +9,9 @@
  * bitwise the scalar, AVX-512 within f32 rounding) is test_engine_matvec's
  * check_kquants.
  *
+ * The sets' rows to f32 (the prefill panels) are held to the reference
+ * conversion bit for bit (check_dequant).
+ *
  * Activations are built directly in the row loop's layout (llm_acts: a
  * scale d per block of 32 and int8 quants), not through the quantizer, so
  * their values are exact.
@@ -127,6 +130,54 @@ static void check_q3_k(const llm_type_kernels *e)
     }
 }
 
+/* The set's rows to f32 (prefill panels, embedding rows) against the
+ * reference conversion (quant_k.c), bit for bit: the hand-built blocks
+ * above and random ones (quantized from random rows, and raw random
+ * bytes, which reach every scale and bit pattern; the fp16 scales are
+ * kept finite so that NaN payloads do not enter the comparison). */
+static void check_dequant(const llm_type_kernels *e, uint32_t type, size_t bytes)
+{
+    enum { NSB = 8 };
+    unsigned char w[NSB * LLM_Q3_K_BYTES];
+    float x[NSB * 256], got[NSB * 256], want[NSB * 256];
+    uint32_t r = 2463534242u;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 0) {
+            for (int b = 0; b < NSB; b++) {
+                if (type == LLM_TYPE_Q2_K)
+                    q2k_block(w + b * bytes, (unsigned char)(0x30 + b));
+                else
+                    q3k_block(w + b * bytes, (unsigned char)(37 * b), (unsigned char)(0x30 + b));
+            }
+        } else if (pass == 1) {
+            for (int i = 0; i < NSB * 256; i++) {
+                r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+                x[i] = (float)((int32_t)r) * (i % 97 == 0 ? 1e-7f : 1e-9f);
+            }
+            llm_quantize_row(type, x, w, NSB * 256);
+        } else {
+            for (size_t i = 0; i < NSB * bytes; i++) {
+                r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+                w[i] = (unsigned char)(r >> 24);
+            }
+            for (int b = 0; b < NSB; b++) { /* fp16 scales: exponent below all-ones */
+                size_t at = type == LLM_TYPE_Q2_K ? 81 : 109;
+                w[b * bytes + at] &= 0x7b;
+                if (type == LLM_TYPE_Q2_K)
+                    w[b * bytes + 83] &= 0x7b;
+            }
+        }
+        e->dequant(w, got, NSB * 256);
+        llm_dequantize_row(type, w, want, NSB * 256);
+        int bad = 0;
+        for (int i = 0; i < NSB * 256; i++)
+            if (memcmp(&got[i], &want[i], sizeof got[i]) != 0 && bad++ < 3)
+                fprintf(stderr, "%s pass %d element %d: %.9g, reference %.9g\n", llm_type_name(type), pass,
+                        i, got[i], want[i]);
+        CHECK_INT_EQ(bad, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *set = argc > 1 ? argv[1] : "";
@@ -148,10 +199,14 @@ int main(int argc, char **argv)
         REQUIRE(e);
         CHECK(e->acts_q8 == 1);
         CHECK(e->batched == NULL); /* prefill: dequantized panels */
-        if (strcmp(set, "avx512") == 0) /* its own products, not the AVX2 ones */
+        if (strcmp(set, "avx512") == 0) { /* its own products and rows to f32 */
             CHECK(e->matvec != llm_kernels_find(&avx2, types[i])->matvec);
+            CHECK(e->dequant != llm_kernels_find(&avx2, types[i])->dequant);
+        }
     }
     check_q2_k(llm_kernels_find(&k, LLM_TYPE_Q2_K));
     check_q3_k(llm_kernels_find(&k, LLM_TYPE_Q3_K));
+    check_dequant(llm_kernels_find(&k, LLM_TYPE_Q2_K), LLM_TYPE_Q2_K, LLM_Q2_K_BYTES);
+    check_dequant(llm_kernels_find(&k, LLM_TYPE_Q3_K), LLM_TYPE_Q3_K, LLM_Q3_K_BYTES);
     return pm_check_result();
 }

@@ -26,8 +26,9 @@
  * row, as kernels_kquant_avx512.c does for the wider k-quants: agreement
  * with the scalar set within f32 rounding of the sum of |terms|.
  *
- * Rows to f32 (embedding rows, the batched product's panels: prefill) use
- * the reference conversions of quant_k.c.
+ * Rows to f32 (embedding rows, the batched product's panels: prefill) are
+ * quant_k.c's reference conversions, in the avx512 set vectorized bit for
+ * bit (engine_k23_avx512 compares them with memcmp).
  */
 #include "kernels.h"
 
@@ -439,20 +440,81 @@ K23_FN static ALWAYS_INLINE __m256 q3k_block_terms(const unsigned char *blk, con
 K23_MATVEC(matvec_q2_k_avx512, LLM_Q2_K_BYTES, q2k_block_terms)
 K23_MATVEC(matvec_q3_k_avx512, LLM_Q3_K_BYTES, q3k_block_terms)
 
-static void replace_matvec(llm_kernels *k, uint32_t type, llm_matvec_fn matvec)
+/* Rows to f32 for the batched product's panels (prefill), bit for bit
+ * quant_k.c's reference: per sub-block the same f32 scale products, per
+ * element the same multiply and subtract, sixteen elements at a time (the
+ * reference took a Q2_K prefill panel at half the speed of an F16 one). */
+K23_FN static ALWAYS_INLINE void k23_store16(float *dst, __m128i q8, __m512 dl, __m512 ml,
+                                             const int sub_m)
+{
+    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8));
+    __m512 y = _mm512_mul_ps(dl, q);
+    _mm512_storeu_ps(dst, sub_m ? _mm512_sub_ps(y, ml) : y);
+}
+
+K23_FN static void dequant_q2_k(const void *src, float *dst, size_t n)
+{
+    const unsigned char *s = src;
+    const __m256i three = _mm256_set1_epi8(3);
+    for (size_t b = 0; b < n / LLM_QK_K; b++, s += LLM_Q2_K_BYTES, dst += LLM_QK_K) {
+        float d = f16_at(s + 80), dmin = f16_at(s + 82);
+        for (int h = 0; h < 2; h++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(s + 16 + 32 * h));
+            for (int g = 0; g < 4; g++) {
+                __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * g), three);
+                for (int half = 0; half < 2; half++) {
+                    int k = 8 * h + 2 * g + half, sm = s[k];
+                    __m512 dl = _mm512_set1_ps(d * (float)(sm & 0x0f));
+                    __m512 ml = _mm512_set1_ps(dmin * (float)(sm >> 4));
+                    __m128i q8 = half ? _mm256_extracti128_si256(q, 1) : _mm256_castsi256_si128(q);
+                    k23_store16(dst + 128 * h + 32 * g + 16 * half, q8, dl, ml, 1);
+                }
+            }
+        }
+    }
+}
+
+K23_FN static void dequant_q3_k(const void *src, float *dst, size_t n)
+{
+    const unsigned char *s = src;
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    for (size_t b = 0; b < n / LLM_QK_K; b++, s += LLM_Q3_K_BYTES, dst += LLM_QK_K) {
+        float d = f16_at(s + 108);
+        int sc[16];
+        q3k_scales(s, sc);
+        __m256i hm = _mm256_loadu_si256((const __m256i *)s);
+        for (int h = 0; h < 2; h++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(s + 32 + 32 * h));
+            for (int g = 0; g < 4; g++) {
+                __m256i lo = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * g), three);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + g), one);
+                /* low - (high ? 0 : 4) = low + 4 * high - 4, in -4..3 */
+                __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 2)), four);
+                for (int half = 0; half < 2; half++) {
+                    __m512 dl = _mm512_set1_ps(d * (float)sc[8 * h + 2 * g + half]);
+                    __m128i q8 = half ? _mm256_extracti128_si256(q, 1) : _mm256_castsi256_si128(q);
+                    k23_store16(dst + 128 * h + 32 * g + 16 * half, q8, dl, dl, 0);
+                }
+            }
+        }
+    }
+}
+
+static void replace_entry(llm_kernels *k, uint32_t type, llm_matvec_fn matvec, llm_dequant_fn dequant)
 {
     const llm_type_kernels *old = llm_kernels_find(k, type);
     if (!old)
         return;
     llm_type_kernels e = *old;
     e.matvec = matvec;
+    e.dequant = dequant;
     (void)llm_kernels_set(k, &e); /* replaces: the table does not grow */
 }
 
 void llm_kernels_add_k23_avx512(llm_kernels *k)
 {
-    replace_matvec(k, LLM_TYPE_Q2_K, matvec_q2_k_avx512);
-    replace_matvec(k, LLM_TYPE_Q3_K, matvec_q3_k_avx512);
+    replace_entry(k, LLM_TYPE_Q2_K, matvec_q2_k_avx512, dequant_q2_k);
+    replace_entry(k, LLM_TYPE_Q3_K, matvec_q3_k_avx512, dequant_q3_k);
 }
 
 #else
