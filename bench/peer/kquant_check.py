@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """kquant_check.py: llama.cpp as the independent reference for our quantized
-file support (Q4_K_M, Q5_K_M, Q6_K and the older Q4_1, Q5_0, Q5_1 files
-written by llama.cpp's llama-quantize; its Q4_K_M / Q5_K_M hold q5_0 / q5_1
+file support (Q4_K_M, Q5_K_M, Q6_K and the older Q4_1, Q5_0, Q5_1 files, and on
+request Q2_K and Q3_K_S/M/L, written by llama.cpp's llama-quantize; its Q4_K_M / Q5_K_M hold q5_0 / q5_1
 tensors wherever rows are not whole 256-element super-blocks, as the KJV
 target's ffn_down).
 
@@ -51,6 +51,10 @@ import time
 PROG = "kquant_check"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUANTS = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q4_1", "Q5_0", "Q5_1")
+# Accepted by --quants beyond the default set (the 2- and 3-bit k-quants:
+# llama-quantize's Q2_K mix holds q2_K, q3_K and q4_K tensors, Q3_K_M
+# q3_K, q4_K, q5_K and q6_K ones).
+MORE_QUANTS = ("Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L")
 
 
 def die(msg, code=2):
@@ -381,8 +385,8 @@ def parse_args(argv):
     if any(s not in ("synth", "kjv") for s in a.sources) or not a.sources:
         die("--sources takes synth and/or kjv")
     a.quants = [q for q in a.quants.split(",") if q]
-    if any(q not in QUANTS for q in a.quants):
-        die("--quants takes " + ", ".join(QUANTS))
+    if any(q not in QUANTS + MORE_QUANTS for q in a.quants):
+        die("--quants takes " + ", ".join(QUANTS + MORE_QUANTS))
     if a.ctx < 16 or a.ctx % 2 or a.chunks < 1 or not 1 <= a.threads <= 256:
         die("--ctx must be even and >= 16, --chunks >= 1, --threads 1..256")
     a.perplexity = find_exe(a.llama_build, ("bin/llama-perplexity",))

@@ -102,6 +102,48 @@ static void decode_q6_k(const unsigned char *p, double *dst, size_t n)
     }
 }
 
+/* Q2_K super-block of 256 (84 bytes): 16 scale bytes (low nibble: the
+ * scale, high nibble: the min of elements 16k..16k+15), qs[64], fp16 d,
+ * fp16 dmin. Element e = 128h + 32g + l takes bits 2g, 2g+1 of
+ * qs[32h + l]. */
+static void decode_q2_k(const unsigned char *p, double *dst, size_t n)
+{
+    for (size_t b = 0; b < n / 256; b++) {
+        const unsigned char *blk = p + 84 * b;
+        double d = half_to_double(rd16(blk + 80)), dmin = half_to_double(rd16(blk + 82));
+        for (int e = 0; e < 256; e++) {
+            int h = e / 128, g = (e % 128) / 32, l = e % 32;
+            int q = (blk[16 + 32 * h + l] >> (2 * g)) % 4;
+            int sc = blk[e / 16] % 16, mn = blk[e / 16] / 16;
+            dst[256 * b + e] = d * sc * q - dmin * mn;
+        }
+    }
+}
+
+/* Q3_K super-block of 256 (110 bytes): hmask[32], qs[64] (as Q2_K's), 12
+ * bytes of sixteen 6-bit scales, fp16 d. Scale k: low 4 bits from byte
+ * k % 8 (low nibble for k < 8, high for k >= 8), top 2 bits from byte
+ * 8 + k % 4 at bit 2 * (k / 4); stored biased by 32. Element
+ * e = 128h + 32g + l: low bits as Q2_K, minus 4 unless bit 4h + g of
+ * hmask[l] is set. */
+static void decode_q3_k(const unsigned char *p, double *dst, size_t n)
+{
+    for (size_t b = 0; b < n / 256; b++) {
+        const unsigned char *blk = p + 110 * b;
+        const unsigned char *sb = blk + 96;
+        double d = half_to_double(rd16(blk + 108));
+        for (int e = 0; e < 256; e++) {
+            int h = e / 128, g = (e % 128) / 32, l = e % 32, k = e / 16;
+            int q = (blk[32 + 32 * h + l] >> (2 * g)) % 4;
+            if (!((blk[l] >> (4 * h + g)) & 1))
+                q -= 4;
+            int lo = k < 8 ? sb[k] % 16 : sb[k - 8] / 16;
+            int hi = (sb[8 + k % 4] >> (2 * (k / 4))) % 4;
+            dst[256 * b + e] = d * (lo + 16 * hi - 32) * q;
+        }
+    }
+}
+
 /* Q4_1 / Q5_0 / Q5_1 blocks of 32, from the GGUF layout: fp16 d, [fp16
  * m], [4 bytes: bit e of the little-endian word is element e's 16s bit],
  * 16 nibble bytes (element j low, j+16 high). x = d*q + m, or d*(q - 16)
@@ -172,6 +214,12 @@ static int decode(const llm_gguf_tensor *t, double *dst, size_t n)
         return 0;
     case 14: /* q6_K */
         decode_q6_k(p, dst, n);
+        return 0;
+    case 10: /* q2_K */
+        decode_q2_k(p, dst, n);
+        return 0;
+    case 11: /* q3_K */
+        decode_q3_k(p, dst, n);
         return 0;
     default:
         return -1;

@@ -216,14 +216,15 @@ static void check_kquants(const llm_kernels *k, case_buf *b)
 {
     llm_kernels ref;
     llm_kernels_scalar(&ref);
-    const uint32_t types[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K,
+    const uint32_t types[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K,
                               LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1};
+    enum { N_K = 5 }; /* the k-quants come first */
     const int64_t k_lens[] = {256, 512, 768}, legacy_lens[] = {32, 96, 288, 768};
     float *wf = malloc(sizeof(float) * 768), *y2 = malloc(sizeof(float) * MAX_N * 64);
     REQUIRE(wf && y2);
-    for (size_t ti = 0; ti < 6; ti++)
-        for (size_t li = 0; li < (ti < 3 ? 3u : 4u); li++) {
-            int64_t len = ti < 3 ? k_lens[li] : legacy_lens[li], rows = 13, ldy = rows + 3;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t li = 0; li < (ti < N_K ? 3u : 4u); li++) {
+            int64_t len = ti < N_K ? k_lens[li] : legacy_lens[li], rows = 13, ldy = rows + 3;
             uint64_t rb;
             REQUIRE(llm_type_row_bytes(types[ti], (uint64_t)len, &rb) == 0);
             fill_weights(types[ti], b->w, (size_t)rb, rows, len);
@@ -239,7 +240,7 @@ static void check_kquants(const llm_kernels *k, case_buf *b)
                         float got = b->y[t * ldy + r], want = y2[t * ldy + r];
                         /* The avx512 set's k-quants: a tolerance instead
                          * (test_engine_kquant); the legacy types stay AVX2. */
-                        int exact = ti >= 3 || strcmp(k->name, "avx512") != 0;
+                        int exact = ti >= N_K || strcmp(k->name, "avx512") != 0;
                         if (exact && memcmp(&got, &want, sizeof got) != 0) {
                             fprintf(stderr, "%s %s len %lld n %d y[%d][%lld] %.9g, scalar %.9g\n", k->name,
                                     llm_type_name(types[ti]), (long long)len, (int)n, (int)t, (long long)r,

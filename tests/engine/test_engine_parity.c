@@ -3,7 +3,7 @@
  * path), a short prefill (the matrix-vector path) and every decode step.
  *
  * Usage: test_engine_parity TYPE [VARIANT]
- *   TYPE     f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k (matrices
+ *   TYPE     f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k (matrices
  *            and embedding), or q4_k_m: Q4_K with attn_v, ffn_down and
  *            output in Q6_K (k-quant models are 256 wide, ffn 512: rows of
  *            whole super-blocks), or q4_k_q5_0 / q5_k_q5_1: Q4_K (Q5_K)

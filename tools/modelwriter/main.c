@@ -35,8 +35,8 @@ static void usage(FILE *f)
             "                      (a random block drafter head for target T)\n"
             "       " MW_NAME " convert-llama2c -o OUT --model X.bin --tokenizer TOKENIZER.bin [--type T]\n"
             "       " MW_NAME " info MODEL.gguf\n"
-            "types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_K q5_K q6_K (weight matrices;\n"
-            "       norms stay f32);\n"
+            "types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K (weight\n"
+            "       matrices, quantized round-to-nearest; norms stay f32);\n"
             "       synth also takes the mixes q4_K_M and q5_K_M (q6_K for the head and some\n"
             "       attn_v/ffn_down, as llama.cpp's quantizer lays them out)\n");
 }
@@ -84,7 +84,7 @@ int mw_parse_type(const char *s, uint32_t *out)
 {
     if (s && llm_type_parse(s, out) == 0)
         return 0;
-    fprintf(stderr, MW_NAME ": --type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K (got '%s')\n", s ? s : "");
+    fprintf(stderr, MW_NAME ": --type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K or q6_K (got '%s')\n", s ? s : "");
     return -1;
 }
 

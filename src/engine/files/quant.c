@@ -146,7 +146,7 @@ static void q4_0_from_f32(const float *x, void *out, size_t n)
 
 /* ---- the table ------------------------------------------------------------ */
 
-/* Every built-in type: the eleven that convert, and the block layouts of
+/* Every built-in type: the thirteen that convert, and the block layouts of
  * ggml types we only size (never convert), so that files carrying them
  * still open and report clearly. File types are llama.cpp's
  * LLAMA_FTYPE_MOSTLY_* numbers. */
@@ -160,12 +160,13 @@ static const llm_type_traits k_types[] = {
     {7, "q5_1", LLM_QK_LEGACY, LLM_Q5_1_BYTES, 1, 0, 9, llm_q5_1_to_f32, llm_q5_1_from_f32},
     {8, "q8_0", LLM_QK8_0, sizeof(llm_block_q8_0), 1, 0, 7, q8_0_to_f32, q8_0_from_f32},
     {9, "q8_1", 32, 36, 1, 0, 0, NULL, NULL},
-    {10, "q2_K", 256, 84, 1, 0, 0, NULL, NULL},
-    {11, "q3_K", 256, 110, 1, 0, 0, NULL, NULL},
+    {10, "q2_K", LLM_QK_K, LLM_Q2_K_BYTES, 1, 0, 10, llm_q2_k_to_f32, llm_q2_k_from_f32},
+    {11, "q3_K", LLM_QK_K, LLM_Q3_K_BYTES, 1, 0, 12, llm_q3_k_to_f32, llm_q3_k_from_f32},
     {12, "q4_K", LLM_QK_K, LLM_Q4_K_BYTES, 1, 0, 15, llm_q4_k_to_f32, llm_q4_k_from_f32},
     {13, "q5_K", LLM_QK_K, LLM_Q5_K_BYTES, 1, 0, 17, llm_q5_k_to_f32, llm_q5_k_from_f32},
     {14, "q6_K", LLM_QK_K, LLM_Q6_K_BYTES, 1, 0, 18, llm_q6_k_to_f32, llm_q6_k_from_f32},
     {15, "q8_K", 256, 292, 1, 0, 0, NULL, NULL},
+    {20, "iq4_nl", 32, 18, 1, 0, 0, NULL, NULL}, /* llama-quantize's Q2_K/Q3_K fallback */
     {24, "i8", 1, 1, 1, 0, 0, NULL, NULL},
     {25, "i16", 1, 2, 1, 0, 0, NULL, NULL},
     {26, "i32", 1, 4, 1, 0, 0, NULL, NULL},

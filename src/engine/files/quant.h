@@ -12,9 +12,10 @@
  * table (cpu/kernels.h, cuda/), checked against the model's tensors when
  * it loads.
  *
- * Eleven built-in types convert, so the engine computes with them: F32,
+ * Thirteen built-in types convert, so the engine computes with them: F32,
  * F16, BF16, Q8_0, Q4_0, the older 32-element types Q4_1, Q5_0, Q5_1 and
- * the k-quants Q4_K, Q5_K, Q6_K (both at the bottom of this file). The
+ * the k-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (both at the bottom of this
+ * file). The
  * table also holds the block layouts of the other
  * common ggml types, without conversions, so that a file holding them opens
  * and its tensors are sized and then refused by name. A caller may bring
@@ -250,16 +251,35 @@ static inline uint16_t llm_f32_to_bf16(float f)
  *         16 elements), fp16 d. Element 128h + 32g + l (h < 2, g < 4,
  *         l < 32): low 4 bits in ql[64h + l + 32(g&1)], nibble g>>1; high
  *         2 bits at bit 2g of qh[32h + l]; x = d * sc[e/16] * (q - 32).
+ *   Q2_K (84 bytes): 16 bytes of scales (byte k: sub-block k's 4-bit
+ *         scale in the low nibble, its 4-bit min in the high one; 16
+ *         sub-blocks of 16), 64 bytes qs, fp16 d, fp16 dmin. Element
+ *         128h + 32g + l (h < 2, g < 4, l < 32) has its 2-bit q at bit 2g
+ *         of qs[32h + l]; x = (d*sc_k)*q - dmin*m_k, k = element / 16.
+ *   Q3_K (110 bytes): 32 bytes hmask, 64 bytes qs (the 2 low bits, laid
+ *         out as Q2_K's), 12 bytes of 6-bit scales (llm_q3k_scale), fp16
+ *         d. Element 128h + 32g + l takes bit 4h + g of hmask[l] as its
+ *         high bit; q = low - (high ? 0 : 4), in -4..3;
+ *         x = (d * (scale_k - 32 stored as 0..63)) * q.
  * Quantization is round-to-nearest per block (roundf, half away from
  * zero), not ggml's search for the best scales: Q4_K/Q5_K take each
  * sub-block's range [min(x, 0), max(x)] over 15 / 31 levels, 6-bit scales
  * and mins relative to the fp16 d = max scale / 63 and dmin = max min / 63;
  * Q6_K takes each 16-element sub-block's max |x| / 31, 8-bit scales
- * relative to d = max scale / 127, q in -32..31. */
+ * relative to d = max scale / 127, q in -32..31; Q2_K takes each
+ * 16-element sub-block's range [min(x, 0), max(x)] over 3 levels, 4-bit
+ * scales and mins relative to d = max scale / 15 and dmin = max min / 15;
+ * Q3_K maps each 16-element sub-block's element of largest |x| to -4
+ * (scale = that element / -4, so scales are signed), 6-bit scales
+ * relative to d = max |scale| / 31, q in -4..3. */
 #define LLM_QK_K 256
 #define LLM_TYPE_Q4_K 12u
 #define LLM_TYPE_Q5_K 13u
 #define LLM_TYPE_Q6_K 14u
+#define LLM_TYPE_Q2_K 10u
+#define LLM_TYPE_Q3_K 11u
+#define LLM_Q2_K_BYTES 84
+#define LLM_Q3_K_BYTES 110
 #define LLM_Q4_K_BYTES 144
 #define LLM_Q5_K_BYTES 176
 #define LLM_Q6_K_BYTES 210
@@ -279,6 +299,16 @@ static inline void llm_q4k_scale_min(const unsigned char *s, int j, int *sc, int
     }
 }
 
+/* Sub-block k's (0..15) signed scale (-32..31) from Q3_K's 12 scale
+ * bytes s: the low 4 bits are the low (k < 8) or high (k >= 8) nibble of
+ * s[k % 8], the top 2 bits are bits 2*(k/4)..2*(k/4)+1 of s[8 + k % 4];
+ * the 6-bit value less 32. */
+int llm_q3k_scale(const unsigned char *s, int k);
+
+void llm_q2_k_to_f32(const void *src, float *dst, size_t n);
+void llm_q2_k_from_f32(const float *src, void *dst, size_t n);
+void llm_q3_k_to_f32(const void *src, float *dst, size_t n);
+void llm_q3_k_from_f32(const float *src, void *dst, size_t n);
 void llm_q4_k_to_f32(const void *src, float *dst, size_t n);
 void llm_q4_k_from_f32(const float *src, void *dst, size_t n);
 void llm_q5_k_to_f32(const void *src, float *dst, size_t n);

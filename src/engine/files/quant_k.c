@@ -166,3 +166,144 @@ void llm_q6_k_from_f32(const float *src, void *dst, size_t n)
         store_u16(o + 208, dh);
     }
 }
+
+/* ---- Q2_K and Q3_K ------------------------------------------------------ */
+
+/* Where element e (0..255) of a Q2_K or Q3_K super-block keeps its two low
+ * bits: byte 32 * (e / 128) + e % 32 of the 64 quant bytes, at bit
+ * 2 * ((e % 128) / 32). */
+static int k23_low2(const unsigned char *qs, int e)
+{
+    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+
+static void k23_put_low2(unsigned char *qs, int e, int v)
+{
+    qs[32 * (e / 128) + e % 32] |= (unsigned char)((v & 3) << (2 * ((e % 128) / 32)));
+}
+
+void llm_q2_k_to_f32(const void *src, float *dst, size_t n)
+{
+    const unsigned char *s = src;
+    for (size_t b = 0; b < n / LLM_QK_K; b++, s += LLM_Q2_K_BYTES, dst += LLM_QK_K) {
+        float d = llm_fp16_to_f32(load_u16(s + 80)), dmin = llm_fp16_to_f32(load_u16(s + 82));
+        for (int e = 0; e < LLM_QK_K; e++) {
+            int sm = s[e / 16];
+            float dl = d * (float)(sm & 0x0f), ml = dmin * (float)(sm >> 4);
+            dst[e] = dl * (float)k23_low2(s + 16, e) - ml;
+        }
+    }
+}
+
+void llm_q2_k_from_f32(const float *src, void *dst, size_t n)
+{
+    const float *x = src;
+    unsigned char *o = dst;
+    for (size_t b = 0; b < n / LLM_QK_K; b++, x += LLM_QK_K, o += LLM_Q2_K_BYTES) {
+        float scale[16], mins[16], max_scale = 0.0f, max_min = 0.0f;
+        for (int k = 0; k < 16; k++) {
+            float lo = 0.0f, hi = x[16 * k];
+            for (int l = 0; l < 16; l++) {
+                lo = fminf(lo, x[16 * k + l]);
+                hi = fmaxf(hi, x[16 * k + l]);
+            }
+            scale[k] = (hi - lo) / 3.0f;
+            mins[k] = -lo;
+            max_scale = fmaxf(max_scale, scale[k]);
+            max_min = fmaxf(max_min, mins[k]);
+        }
+        uint16_t dh = llm_f32_to_fp16(max_scale / 15.0f), mh = llm_f32_to_fp16(max_min / 15.0f);
+        float d = llm_fp16_to_f32(dh), dmin = llm_fp16_to_f32(mh);
+        memset(o, 0, LLM_Q2_K_BYTES);
+        for (int k = 0; k < 16; k++) {
+            int sc = d > 0.0f ? round_clamp(scale[k] / d, 0, 15) : 0;
+            int m = dmin > 0.0f ? round_clamp(mins[k] / dmin, 0, 15) : 0;
+            o[k] = (unsigned char)(sc | (m << 4));
+            float step = d * (float)sc, off = dmin * (float)m;
+            for (int l = 0; l < 16; l++) {
+                int q = step > 0.0f ? round_clamp((x[16 * k + l] + off) / step, 0, 3) : 0;
+                k23_put_low2(o + 16, 16 * k + l, q);
+            }
+        }
+        store_u16(o + 80, dh);
+        store_u16(o + 82, mh);
+    }
+}
+
+int llm_q3k_scale(const unsigned char *s, int k)
+{
+    int low = k < 8 ? s[k] & 0x0f : s[k - 8] >> 4;
+    int high = (s[8 + k % 4] >> (2 * (k / 4))) & 3;
+    return (low | (high << 4)) - 32;
+}
+
+/* Packs sub-block k's signed scale (-32..31; inverse of llm_q3k_scale)
+ * into the zeroed 12 bytes at s. */
+static void q3k_put_scale(unsigned char *s, int k, int sc)
+{
+    int v = sc + 32;
+    if (k < 8)
+        s[k] |= (unsigned char)(v & 0x0f);
+    else
+        s[k - 8] |= (unsigned char)((v & 0x0f) << 4);
+    s[8 + k % 4] |= (unsigned char)((v >> 4) << (2 * (k / 4)));
+}
+
+/* The value (-4..3) of element e of a Q3_K super-block: its low two bits,
+ * less 4 unless its high bit (bit (e / 128) * 4 + (e % 128) / 32 of
+ * hmask[e % 32]) is set. */
+static int q3k_get(const unsigned char *blk, int e)
+{
+    int bit = 4 * (e / 128) + (e % 128) / 32;
+    int hi = (blk[e % 32] >> bit) & 1;
+    return k23_low2(blk + 32, e) - (hi ? 0 : 4);
+}
+
+void llm_q3_k_to_f32(const void *src, float *dst, size_t n)
+{
+    const unsigned char *s = src;
+    for (size_t b = 0; b < n / LLM_QK_K; b++, s += LLM_Q3_K_BYTES, dst += LLM_QK_K) {
+        float d = llm_fp16_to_f32(load_u16(s + 108));
+        for (int e = 0; e < LLM_QK_K; e++) {
+            float dl = d * (float)llm_q3k_scale(s + 96, e / 16);
+            dst[e] = dl * (float)q3k_get(s, e);
+        }
+    }
+}
+
+void llm_q3_k_from_f32(const float *src, void *dst, size_t n)
+{
+    const float *x = src;
+    unsigned char *o = dst;
+    for (size_t b = 0; b < n / LLM_QK_K; b++, x += LLM_QK_K, o += LLM_Q3_K_BYTES) {
+        /* As Q4_0: the element of largest |x| maps to -4, giving the
+         * negative side the extra level; so scales carry a sign. */
+        float scale[16], amax_scale = 0.0f;
+        for (int k = 0; k < 16; k++) {
+            float amax = 0.0f, ext = 0.0f;
+            for (int l = 0; l < 16; l++)
+                if (fabsf(x[16 * k + l]) > amax) {
+                    amax = fabsf(x[16 * k + l]);
+                    ext = x[16 * k + l];
+                }
+            scale[k] = ext / -4.0f;
+            amax_scale = fmaxf(amax_scale, fabsf(scale[k]));
+        }
+        uint16_t dh = llm_f32_to_fp16(amax_scale / 31.0f);
+        float d = llm_fp16_to_f32(dh);
+        memset(o, 0, LLM_Q3_K_BYTES);
+        for (int k = 0; k < 16; k++) {
+            int sc = d > 0.0f ? round_clamp(scale[k] / d, -32, 31) : 0;
+            q3k_put_scale(o + 96, k, sc);
+            float step = d * (float)sc;
+            for (int l = 0; l < 16; l++) {
+                int e = 16 * k + l;
+                int q = step != 0.0f ? round_clamp(x[e] / step, -4, 3) : 0;
+                int u = q + 4; /* 0..7: low two bits and the high bit */
+                k23_put_low2(o + 32, e, u);
+                o[e % 32] |= (unsigned char)((u >> 2) << (4 * (e / 128) + (e % 128) / 32));
+            }
+        }
+        store_u16(o + 108, dh);
+    }
+}

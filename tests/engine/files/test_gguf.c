@@ -257,7 +257,7 @@ static void case_metadata(void)
 }
 
 /* A hand-built version 2 file with a nested array, a custom alignment and a
- * tensor of a type we can size but not compute (q2_K). */
+ * tensor of a type we can size but not compute (q8_K). */
 static void case_v2_handmade(void)
 {
     bb b = {0};
@@ -288,7 +288,7 @@ static void case_v2_handmade(void)
     bb_str(&b, "k");
     bb_u32(&b, 1);
     bb_u64(&b, 256);
-    bb_u32(&b, 10); /* q2_K: 84 bytes per 256 */
+    bb_u32(&b, 15); /* q8_K: 292 bytes per 256 */
     bb_u64(&b, 64);
     bb_pad(&b, 64);
     size_t data_start = b.n;
@@ -296,7 +296,7 @@ static void case_v2_handmade(void)
     bb_f32(&b, -2.0f);
     bb_f32(&b, 0.25f);
     bb_pad(&b, 64);
-    for (int i = 0; i < 84; i++)
+    for (int i = 0; i < 292; i++)
         bb_u8(&b, (uint8_t)i);
     /* The buffer's own alignment is irrelevant for an in-memory open. */
     llm_gguf *g;
@@ -325,7 +325,7 @@ static void case_v2_handmade(void)
     CHECK_NEAR(v[2], 0.25, 0);
     const llm_gguf_tensor *k = llm_gguf_find_tensor(g, "k");
     REQUIRE(k != NULL);
-    CHECK_U64_EQ(k->nbytes, 84);
+    CHECK_U64_EQ(k->nbytes, 292);
     CHECK((const unsigned char *)k->data == b.p + data_start + 64);
     CHECK(!llm_type_is_supported(k->type));
     llm_gguf_close(g);
@@ -622,6 +622,23 @@ static void malformed_k_quant(bb *b)
     expect_error(b, "gguf: tensor 't' data runs past end of file");
 }
 
+/* Q2_K / Q3_K tensors one byte short of their super-blocks (2 x 84 and
+ * 3 x 110 bytes), and rows that are not whole super-blocks. */
+static void malformed_k23_quant(bb *b)
+{
+    one_tensor(b, "blk.0.attn_v.weight", LLM_TYPE_Q2_K, 512, 0, 167); /* needs 168 */
+    expect_error(b, "gguf: tensor 'blk.0.attn_v.weight' data runs past end of file");
+    bb_free(b);
+    one_tensor(b, "t", LLM_TYPE_Q3_K, 768, 0, 329); /* needs 330 */
+    expect_error(b, "gguf: tensor 't' data runs past end of file");
+    bb_free(b);
+    one_tensor(b, "t", LLM_TYPE_Q2_K, 288, 0, 512);
+    expect_error(b, "gguf: tensor 't' row of 288 elements is not a multiple of q2_K's block of 256");
+    bb_free(b);
+    one_tensor(b, "t", LLM_TYPE_Q3_K, 128, 0, 512);
+    expect_error(b, "gguf: tensor 't' row of 128 elements is not a multiple of q3_K's block of 256");
+}
+
 /* Q4_1 / Q5_0 / Q5_1 tensors one byte short of their blocks, and a row
  * that is not whole blocks of 32. KJV's ffn_down rows of 1408 in q5_0:
  * 44 blocks of 22 bytes = 968 a row. */
@@ -696,6 +713,7 @@ static const struct {
     {"dims", malformed_dims},
     {"block_row", malformed_block_row},
     {"k_quant", malformed_k_quant},
+    {"k23_quant", malformed_k23_quant},
     {"legacy_quant", malformed_legacy_quant},
     {"tensor_name", malformed_tensor_name},
     {"tensor_info_truncated", malformed_tensor_info_truncated},

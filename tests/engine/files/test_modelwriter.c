@@ -329,6 +329,26 @@ static void case_synth_types(void)
     CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.ffn_down.weight")->type, LLM_TYPE_Q6_K);
     CHECK_INT_EQ(meta_u32(g, "general.file_type"), 18);
     llm_gguf_close(g);
+    /* The 2- and 3-bit k-quants: ffn_down's rows of 512 are two
+     * super-blocks, 256 rows of 2 x 84 (q2_K) and 2 x 110 (q3_K) bytes;
+     * file types 10 (Q2_K) and 12 (Q3_K_M). */
+    static const struct { const char *name; uint32_t type, ftype; uint64_t down_bytes; } kt[] = {
+        {"q2_K", LLM_TYPE_Q2_K, 10, 256 * 2 * 84},
+        {"Q3_K", LLM_TYPE_Q3_K, 12, 256 * 2 * 110},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        CHECK_INT_EQ(tool("synth", "-o", path, "--dim", "256", "--layers", "1", "--heads", "4", "--kv-heads", "2",
+                          "--ffn", "512", "--vocab", "300", "--ctx", "16", "--type", kt[i].name, "--seed", "1",
+                          NULL),
+                     0);
+        g = open_ok(path);
+        const llm_gguf_tensor *down = llm_gguf_find_tensor(g, "blk.0.ffn_down.weight");
+        CHECK_INT_EQ(down->type, kt[i].type);
+        CHECK_U64_EQ(down->nbytes, kt[i].down_bytes);
+        CHECK_INT_EQ(llm_gguf_find_tensor(g, "blk.0.attn_q.weight")->type, kt[i].type);
+        CHECK_INT_EQ(meta_u32(g, "general.file_type"), kt[i].ftype);
+        llm_gguf_close(g);
+    }
     remove(path);
 }
 
@@ -597,7 +617,7 @@ static void case_usage(void)
     CHECK_INT_EQ(tool("synth", "--dim", "abc", NULL), 2);
     CHECK(strstr(g_res.err, "pm-modelwriter: --dim needs an integer in 2..1048576 (got 'abc')") != NULL);
     CHECK_INT_EQ(tool("synth", "--type", "q8_1", NULL), 2);
-    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K (got 'q8_1')") != NULL);
+    CHECK(strstr(g_res.err, "pm-modelwriter: --type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K or q6_K (got 'q8_1')") != NULL);
     CHECK_INT_EQ(tool("synth", "-o", "/tmp/x.gguf", "--dim", "60", "--layers", "1", "--heads", "8", "--kv-heads",
                       "1", "--ffn", "64", "--vocab", "300", "--ctx", "16", "--type", "f32", "--seed", "1", NULL),
                  2);

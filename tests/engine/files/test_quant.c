@@ -167,7 +167,20 @@ static void case_types(void)
     CHECK(llm_type_is_supported(LLM_TYPE_Q4_1));
     CHECK(llm_type_is_supported(LLM_TYPE_Q5_0));
     CHECK(llm_type_is_supported(LLM_TYPE_Q5_1));
-    CHECK(!llm_type_is_supported(11)); /* q3_K */
+    CHECK(llm_type_is_supported(LLM_TYPE_Q2_K));
+    CHECK(llm_type_is_supported(LLM_TYPE_Q3_K));
+    CHECK(!llm_type_is_supported(15)); /* q8_K: sized, not supported */
+    CHECK(llm_type_is_known(20) && !llm_type_is_supported(20));
+    CHECK_STR_EQ(llm_type_name(20), "iq4_nl");
+    CHECK_INT_EQ(llm_type_row_bytes(20, 1408, &n), 0); /* 44 blocks of 18 */
+    CHECK_U64_EQ(n, 792);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q2_K, 512, &n), 0);
+    CHECK_U64_EQ(n, 168);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q3_K, 768, &n), 0);
+    CHECK_U64_EQ(n, 330);
+    CHECK_INT_EQ(llm_type_row_bytes(LLM_TYPE_Q3_K, 288, &n), -1);
+    CHECK_INT_EQ(llm_type_find(NULL, LLM_TYPE_Q2_K)->file_type, 10);
+    CHECK_INT_EQ(llm_type_find(NULL, LLM_TYPE_Q3_K)->file_type, 12);
     CHECK(llm_type_is_known(9));
     CHECK(!llm_type_is_known(4));
     CHECK_STR_EQ(llm_type_name(LLM_TYPE_BF16), "bf16");
@@ -185,6 +198,10 @@ static void case_types(void)
     CHECK_INT_EQ(llm_type_parse("Q5_1", &t), 0);
     CHECK_INT_EQ(t, LLM_TYPE_Q5_1);
     CHECK_INT_EQ(llm_type_parse("q8_1", &t), -1);
+    CHECK_INT_EQ(llm_type_parse("Q2_K", &t), 0);
+    CHECK_INT_EQ(t, LLM_TYPE_Q2_K);
+    CHECK_INT_EQ(llm_type_parse("q3_k", &t), 0);
+    CHECK_INT_EQ(t, LLM_TYPE_Q3_K);
     CHECK_INT_EQ(llm_type_find(NULL, LLM_TYPE_Q4_1)->file_type, 3);
     CHECK_INT_EQ(llm_type_find(NULL, LLM_TYPE_Q5_0)->file_type, 8);
     CHECK_INT_EQ(llm_type_find(NULL, LLM_TYPE_Q5_1)->file_type, 9);
@@ -298,6 +315,128 @@ static void case_q6_k(void)
     CHECK_NEAR(y[255], -43.75, 0);
 }
 
+/* Q2_K by hand: d = 1.0, dmin = 0.5, scale byte k = k | (15 - k) << 4
+ * (sub-block k: scale k, min 15 - k), qs[i] = i. */
+static void case_q2_k(void)
+{
+    unsigned char blk[84];
+    float y[256];
+    for (int k = 0; k < 16; k++)
+        blk[k] = (unsigned char)(k | ((15 - k) << 4));
+    for (int i = 0; i < 64; i++)
+        blk[16 + i] = (unsigned char)i;
+    blk[80] = 0x00, blk[81] = 0x3c; /* 1.0 */
+    blk[82] = 0x00, blk[83] = 0x38; /* 0.5 */
+    llm_dequantize_row(LLM_TYPE_Q2_K, blk, y, 256);
+    /* Element 0: qs[0] = 0, q 0, sub-block 0 (min 15): -7.5. Element 37
+     * (h 0, g 1, l 5): qs[5] = 0b101, bits 2..3 = 1; sub-block 2: 2*1 -
+     * 0.5*13 = -4.5. Element 200 (h 1, g 2, l 8): qs[40] = 0b101000, bits
+     * 4..5 = 2; sub-block 12: 12*2 - 0.5*3 = 22.5. Element 255 (h 1, g 3,
+     * l 31): qs[63] = 0b111111, bits 6..7 = 0; sub-block 15: 0. Element
+     * 127 (h 0, g 3, l 31): qs[31] = 0b11111, bits 6..7 = 0; sub-block 7:
+     * -4. Element 97 (h 0, g 3, l 1): qs[1] = 1, bits 6..7 = 0; sub-block 6
+     * (scale 6, min 9): -4.5. Element 66 (g 2, l 2): qs[2] = 0b10, bits
+     * 4..5 = 0, sub-block 4: -5.5; element 48 (g 1, l 16): qs[16] =
+     * 0b10000, bits 2..3 = 0, sub-block 3: -6. */
+    CHECK_NEAR(y[0], -7.5, 0);
+    CHECK_NEAR(y[37], -4.5, 0);
+    CHECK_NEAR(y[200], 22.5, 0);
+    CHECK_NEAR(y[255], 0.0, 0);
+    CHECK_NEAR(y[127], -4.0, 0);
+    CHECK_NEAR(y[97], -4.5, 0);
+    CHECK_NEAR(y[66], -5.5, 0);
+    CHECK_NEAR(y[48], -6.0, 0);
+    /* Element 176 (h 1, g 1, l 16): qs[48] = 0b110000, bits 2..3 = 0,
+     * sub-block 11: -2; element 180 (l 20): qs[52] = 0b110100, bits 2..3
+     * = 1: 11 - 2 = 9. */
+    CHECK_NEAR(y[176], -2.0, 0);
+    CHECK_NEAR(y[180], 9.0, 0);
+}
+
+/* Q3_K by hand: d = 0.25, scales k - 8 (6-bit k + 24: bytes 0..7 carry
+ * the low nibbles of sub-blocks k and k + 8, bytes 8..11 the top two bits
+ * 1, 1, 2, 2 = 0xa5), hmask[l] = 37 l mod 256, qs[i] = 5 i + 1 mod 256. */
+static void case_q3_k(void)
+{
+    unsigned char blk[110];
+    float y[256];
+    for (int l = 0; l < 32; l++)
+        blk[l] = (unsigned char)(l * 37);
+    for (int i = 0; i < 64; i++)
+        blk[32 + i] = (unsigned char)(5 * i + 1);
+    static const unsigned char sc12[12] = {0x08, 0x19, 0x2a, 0x3b, 0x4c, 0x5d, 0x6e, 0x7f,
+                                           0xa5, 0xa5, 0xa5, 0xa5};
+    memcpy(blk + 96, sc12, 12);
+    blk[108] = 0x00, blk[109] = 0x34; /* 0.25 */
+    for (int k = 0; k < 16; k++)
+        CHECK_INT_EQ(llm_q3k_scale(blk + 96, k), k - 8);
+    llm_dequantize_row(LLM_TYPE_Q3_K, blk, y, 256);
+    /* Element 0: qs[0] = 1, low 1; hmask[0] bit 0 clear: q = -3; scale -8:
+     * 6. Element 37 (h 0, g 1, l 5): qs[5] = 26 = 0b11010, bits 2..3 = 2;
+     * hmask[5] = 185 = 0b10111001, bit 1 clear: q = -2; scale -6: 3.
+     * Element 200 (h 1, g 2, l 8): qs[40] = 201 = 0b11001001, bits 4..5 =
+     * 0; hmask[8] = 40 = 0b101000, bit 6 clear: q = -4; scale 4: -4.
+     * Element 255 (h 1, g 3, l 31): qs[63] = 60 = 0b111100, bits 6..7 = 0;
+     * hmask[31] = 123 = 0b1111011, bit 7 clear: -4; scale 7: -7. Element
+     * 161 (h 1, g 1, l 1): qs[33] = 166 = 0b10100110, bits 2..3 = 1;
+     * hmask[1] = 37 = 0b100101, bit 5 set: q = 1; scale 2: 0.5. Element
+     * 2 (h 0, g 0, l 2): qs[2] = 11 = 0b1011, bits 0..1 = 3; hmask[2] = 74
+     * = 0b1001010, bit 0 clear: q = -1; scale -8: 2. Element 66 (g 2, l
+     * 2): qs[2] bits 4..5 = 0, hmask[2] bit 2 clear: -4; scale -4: 4. */
+    CHECK_NEAR(y[0], 6.0, 0);
+    CHECK_NEAR(y[37], 3.0, 0);
+    CHECK_NEAR(y[200], -4.0, 0);
+    CHECK_NEAR(y[255], -7.0, 0);
+    CHECK_NEAR(y[161], 0.5, 0);
+    CHECK_NEAR(y[2], 2.0, 0);
+    CHECK_NEAR(y[66], 4.0, 0);
+    /* Element 35 (h 0, g 1, l 3): qs[3] = 16 = 0b10000, bits 2..3 = 0;
+     * hmask[3] = 111 = 0b1101111, bit 1 set: q = 0: -0 * scale = 0. */
+    CHECK_NEAR(y[35], 0.0, 0);
+}
+
+/* The round-to-nearest quantizers on rows whose every sub-block spans
+ * exactly their levels, byte for byte as worked out by hand. Q2_K:
+ * x = e % 4 - 1, so each sub-block's range is [-1, 2]: scale and min 1,
+ * d = dmin = fp16(1/15) = 0x2c44, 4-bit scale and min
+ * round(1 / 0.06665) = 15, q = x + 1 = e % 4 (bits 2g of qs[32h + l] for
+ * e = 128h + 32g + l: l % 4 in every field, byte 85 (l % 4)). Q3_K:
+ * x = e % 8 - 4: the largest |x| is -4, scale -4 / -4 = 1, d =
+ * fp16(1/31) = 0x2821, 6-bit scale 31 (stored 63), q = x, stored as
+ * u = q + 4 = e % 8: low bits l % 4 (bytes 85 (l % 4)), high bit set
+ * where l % 8 >= 4 (hmask 0xff there, else 0). */
+static void case_k23_quantize(void)
+{
+    float x[256], y[256];
+    unsigned char q2[84], q3[110];
+    for (int e = 0; e < 256; e++)
+        x[e] = (float)(e % 4 - 1);
+    llm_quantize_row(LLM_TYPE_Q2_K, x, q2, 256);
+    for (int k = 0; k < 16; k++)
+        CHECK_INT_EQ(q2[k], 0xff);
+    for (int i = 0; i < 64; i++)
+        CHECK_INT_EQ(q2[16 + i], 85 * (i % 4));
+    CHECK_INT_EQ(q2[80] | (q2[81] << 8), 0x2c44);
+    CHECK_INT_EQ(q2[82] | (q2[83] << 8), 0x2c44);
+    llm_dequantize_row(LLM_TYPE_Q2_K, q2, y, 256);
+    for (int e = 0; e < 256; e++) /* 15 * fp16(1/15) = 0.999755859375 */
+        CHECK_NEAR(y[e], 0.999755859375 * (e % 4 - 1), 0);
+
+    for (int e = 0; e < 256; e++)
+        x[e] = (float)(e % 8 - 4);
+    llm_quantize_row(LLM_TYPE_Q3_K, x, q3, 256);
+    for (int l = 0; l < 32; l++)
+        CHECK_INT_EQ(q3[l], l % 8 >= 4 ? 0xff : 0);
+    for (int i = 0; i < 64; i++)
+        CHECK_INT_EQ(q3[32 + i], 85 * (i % 4));
+    for (int i = 0; i < 12; i++)
+        CHECK_INT_EQ(q3[96 + i], 0xff);
+    CHECK_INT_EQ(q3[108] | (q3[109] << 8), 0x2821);
+    llm_dequantize_row(LLM_TYPE_Q3_K, q3, y, 256);
+    for (int e = 0; e < 256; e++) /* 31 * fp16(1/31) = 0.999969482421875 */
+        CHECK_NEAR(y[e], 0.999969482421875 * (e % 8 - 4), 0);
+}
+
 /* Round trips: each k-quant reproduces random rows within its resolution
  * (relative RMS error, bounds about twice the measured), zeros stay zero,
  * non-finite input is no undefined behaviour. */
@@ -306,7 +445,8 @@ static void case_k_roundtrip(void)
     static const struct {
         uint32_t type;
         double bound;
-    } types[] = {{LLM_TYPE_Q4_K, 0.12}, {LLM_TYPE_Q5_K, 0.06}, {LLM_TYPE_Q6_K, 0.03}};
+    } types[] = {{LLM_TYPE_Q4_K, 0.12}, {LLM_TYPE_Q5_K, 0.06}, {LLM_TYPE_Q6_K, 0.03},
+                 {LLM_TYPE_Q2_K, 0.5}, {LLM_TYPE_Q3_K, 0.3}};
     enum { N = 1024 };
     static float x[N], y[N];
     static unsigned char q[N];
@@ -315,7 +455,7 @@ static void case_k_roundtrip(void)
         r = r * 1664525u + 1013904223u;
         x[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * (i < 512 ? 2.0f : 0.01f);
     }
-    for (size_t t = 0; t < 3; t++) {
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         llm_quantize_row(types[t].type, x, q, N);
         llm_dequantize_row(types[t].type, q, y, N);
         double e2 = 0, x2 = 0;
@@ -463,7 +603,7 @@ static void case_legacy_roundtrip(void)
         r = r * 1664525u + 1013904223u;
         x[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * (i < 512 ? 2.0f : 0.01f);
     }
-    for (size_t t = 0; t < 3; t++) {
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         llm_quantize_row(types[t].type, x, q, N);
         llm_dequantize_row(types[t].type, q, y, N);
         double e2 = 0, x2 = 0;
@@ -494,6 +634,7 @@ int main(int argc, char **argv)
     } cases[] = {{"fp16", case_fp16}, {"bf16", case_bf16}, {"q8_0", case_q8_0},
                  {"q4_0", case_q4_0}, {"types", case_types}, {"rows", case_rows},
                  {"q4_k", case_q4_k}, {"q5_k", case_q5_k}, {"q6_k", case_q6_k},
+                 {"q2_k", case_q2_k}, {"q3_k", case_q3_k}, {"k23_quantize", case_k23_quantize},
                  {"k_roundtrip", case_k_roundtrip}, {"q4_1", case_q4_1}, {"q5_0", case_q5_0},
                  {"q5_1", case_q5_1}, {"legacy_roundtrip", case_legacy_roundtrip}};
     REQUIRE(argc == 2);

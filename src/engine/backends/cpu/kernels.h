@@ -117,7 +117,7 @@ typedef struct llm_type_kernels {
 } llm_type_kernels;
 
 /* Entries a kernel set's table holds (built-in types and a caller's). */
-#define LLM_KERNEL_TYPES_MAX 16
+#define LLM_KERNEL_TYPES_MAX 24
 
 typedef struct llm_kernels {
     const char *name; /* "scalar", "avx2", "avx2+vnni" or "avx512" */
@@ -188,7 +188,8 @@ int llm_kernels_vnni(llm_kernels *k);
  * llm_kernels_add_k_avx512's, which are not. */
 int llm_kernels_avx512(llm_kernels *k);
 
-/* The k-quants' entries (kernels_k.c), added to a filled set: the scalar
+/* The k-quants' entries (kernels_k.c; Q2_K and Q3_K from kernels_k23.c),
+ * added to a filled set: the scalar
  * products, or the AVX2 ones (bitwise the scalar ones; call only on a set
  * that llm_kernels_avx2 accepted). */
 void llm_kernels_add_k_scalar(llm_kernels *k);
@@ -200,6 +201,16 @@ void llm_kernels_add_k_avx2(llm_kernels *k);
  * set: the same exact integer sums, the per-block f32 terms added in
  * eight lanes (agreement within f32 rounding of the sum of |terms|). */
 void llm_kernels_add_k_avx512(llm_kernels *k);
+
+/* The same for Q2_K and Q3_K (kernels_k23.c): the scalar products, the
+ * AVX2 ones (bitwise the scalar ones), and on a set that
+ * llm_kernels_avx512 accepted the AVX-512 VNNI ones (the same exact
+ * integer sums and per-block f32 terms, added in eight lanes: agreement
+ * within f32 rounding of the sum of |terms|). The k-quant adders above
+ * call these. */
+void llm_kernels_add_k23_scalar(llm_kernels *k);
+void llm_kernels_add_k23_avx2(llm_kernels *k);
+void llm_kernels_add_k23_avx512(llm_kernels *k);
 
 /* The same for Q4_1, Q5_0, Q5_1 (kernels_legacy.c). */
 void llm_kernels_add_legacy_scalar(llm_kernels *k);

@@ -121,6 +121,7 @@ void llm_kernels_add_k_scalar(llm_kernels *k)
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]); /* 8 built-in types <= LLM_KERNEL_TYPES_MAX */
+    llm_kernels_add_k23_scalar(k);
 }
 
 /* ---- AVX2 --------------------------------------------------------------- */
@@ -253,6 +254,7 @@ void llm_kernels_add_k_avx2(llm_kernels *k)
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]);
+    llm_kernels_add_k23_avx2(k);
 }
 
 #else

@@ -642,6 +642,7 @@ void llm_kernels_add_k_avx512(llm_kernels *k)
     replace_matvec(k, LLM_TYPE_Q4_K, matvec_q4_k, batched_q4_k);
     replace_matvec(k, LLM_TYPE_Q5_K, matvec_q5_k, batched_q5_k);
     replace_matvec(k, LLM_TYPE_Q6_K, matvec_q6_k, batched_q6_k);
+    llm_kernels_add_k23_avx512(k);
 }
 
 #else
