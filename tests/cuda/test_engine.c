@@ -601,11 +601,10 @@ static void engine_q4_1(void) { synth_case("q4_1", 20); }
 static void engine_q5_0(void) { synth_case("q5_0", 20); }
 static void engine_q5_1(void) { synth_case("q5_1", 20); }
 
-/* A Q4_K_M-like mix (Q4_K, with attn_v, ffn_down and output in Q6_K),
- * 256 wide: the device runs it on its native k-quant layouts (or, with
- * PHASEMARK_CUDA_KQ=requant, re-quantized to Q8_0), the CPU on the
- * k-quant blocks themselves. */
-static void engine_q4_k_m(void)
+/* A k-quant mix 256 wide: type for most matrices, hi for attn_v,
+ * ffn_down and output (as llama.cpp's _M files mix them); 12 prompts of 6
+ * greedy steps against the CPU on the file's own blocks, within tol. */
+static void kq_mix(const char *name, uint32_t type, uint32_t hi, double tol)
 {
     ct_require_device();
     synth_spec s = synth_default();
@@ -616,16 +615,13 @@ static void engine_q4_k_m(void)
     s.hp.vocab = 384;
     s.hp.ctx = 128;
     s.hp.n_layers = 2;
-    s.type = s.embd_type = LLM_TYPE_Q4_K;
-    s.type_hi = LLM_TYPE_Q6_K;
+    s.type = s.embd_type = type;
+    s.type_hi = hi;
     char path[512];
-    synth_path(path, sizeof path, "q4_k_m");
+    synth_path(path, sizeof path, name);
     REQUIRE(synth_write(path, &s) == 0);
     pair p;
-    const char *kq = getenv("PHASEMARK_CUDA_KQ");
-    int requant = kq && strcmp(kq, "requant") == 0;
-    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 128,
-              requant ? K_REQUANT_TOL : K_NATIVE_TOL);
+    open_pair(&p, synth_open(path, 2), synth_open(path, 2), 128, tol);
     unlink(path);
     int32_t toks[40];
     for (int k = 0; k < 12; k++) {
@@ -634,10 +630,26 @@ static void engine_q4_k_m(void)
             toks[i] = (int32_t)((i * 37 + (size_t)k * 101 + 11) % (size_t)s.hp.vocab);
         run_prompt(&p, toks, n, 6);
     }
-    printf("q4_k_m: %d greedy steps, %d near ties, max logit diff %.3g (tol %.3g)\n", p.steps, p.ties,
-           p.worst, p.tol);
+    printf("%s: %d greedy steps, %d near ties, max logit diff %.3g (tol %.3g)\n", name, p.steps,
+           p.ties, p.worst, p.tol);
     close_pair(&p);
 }
+
+/* A Q4_K_M-like mix (Q4_K, with Q6_K where the file keeps more bits): the
+ * device runs it on its native k-quant layouts (or, with
+ * PHASEMARK_CUDA_KQ=requant, re-quantized to Q8_0), the CPU on the
+ * k-quant blocks themselves. */
+static void engine_q4_k_m(void)
+{
+    const char *kq = getenv("PHASEMARK_CUDA_KQ");
+    int requant = kq && strcmp(kq, "requant") == 0;
+    kq_mix("q4_k_m", LLM_TYPE_Q4_K, LLM_TYPE_Q6_K, requant ? K_REQUANT_TOL : K_NATIVE_TOL);
+}
+
+/* Q2_K and Q3_K have no device layout of their own: re-quantized to Q8_0
+ * at upload, the second rounding of K_REQUANT_TOL's case. */
+static void engine_q2_k(void) { kq_mix("q2_k", LLM_TYPE_Q2_K, LLM_TYPE_Q4_K, K_REQUANT_TOL); }
+static void engine_q3_k_m(void) { kq_mix("q3_k_m", LLM_TYPE_Q3_K, LLM_TYPE_Q5_K, K_REQUANT_TOL); }
 
 /* The trained checkpoint (head_dim 8, GQA 8/4): 20 prompts of ids, 16
  * greedy steps each. */
@@ -1113,6 +1125,7 @@ static const ct_case cases[] = {
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
     {"engine_warmup", engine_warmup},
     {"engine_q4_0", engine_q4_0}, {"engine_q4_k_m", engine_q4_k_m},
+    {"engine_q2_k", engine_q2_k}, {"engine_q3_k_m", engine_q3_k_m},
     {"engine_q4_1", engine_q4_1}, {"engine_q5_0", engine_q5_0}, {"engine_q5_1", engine_q5_1}, {"engine_stories", engine_stories},
     {"engine_graph_cache", engine_graph_cache},
     {"engine_prefill_f32", engine_prefill_f32}, {"engine_prefill_f16", engine_prefill_f16},

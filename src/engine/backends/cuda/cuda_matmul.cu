@@ -141,7 +141,7 @@ static void split_q4_0(const unsigned char *blk, int8_t *q, uint16_t *d)
 
 static_assert(LLM_QK4_0 == LLM_QK8_0, "Q4_0 blocks become Q8 layout blocks one for one");
 
-/* The k-quants without a native layout (Q5_K, and Q4_K/Q6_K with the
+/* The k-quants without a native layout (Q2_K, Q3_K, Q5_K, and Q4_K/Q6_K with the
  * tuning's kq_native off): a super-block of 256 is dequantized on the host (the reference conversion, quant_k.c) and
  * re-quantized to eight Q8_0 blocks (the reference Q8_0 quantizer), so a
  * Q4_K_M file runs on the device's Q8 kernels. The cost, stated: device
@@ -169,6 +169,18 @@ static void split_q4_k(const unsigned char *blk, int8_t *q, uint16_t *d)
 static void split_q5_k(const unsigned char *blk, int8_t *q, uint16_t *d)
 {
     split_k(LLM_TYPE_Q5_K, blk, q, d);
+}
+
+/* Q2_K and Q3_K (2.6 and 3.4 bits a weight) take the same re-quantized
+ * route: on the device they cost Q8_0's bytes, so they run, not fast. */
+static void split_q2_k(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    split_k(LLM_TYPE_Q2_K, blk, q, d);
+}
+
+static void split_q3_k(const unsigned char *blk, int8_t *q, uint16_t *d)
+{
+    split_k(LLM_TYPE_Q3_K, blk, q, d);
 }
 
 static void split_q6_k(const unsigned char *blk, int8_t *q, uint16_t *d)
@@ -235,6 +247,8 @@ static const upload_type k_uploads[] = {
     {LLM_TYPE_Q4_K, LLM_TYPE_Q8_0, split_q4_k},
     {LLM_TYPE_Q5_K, LLM_TYPE_Q8_0, split_q5_k},
     {LLM_TYPE_Q6_K, LLM_TYPE_Q8_0, split_q6_k},
+    {LLM_TYPE_Q2_K, LLM_TYPE_Q8_0, split_q2_k},
+    {LLM_TYPE_Q3_K, LLM_TYPE_Q8_0, split_q3_k},
 };
 
 static const upload_type *find_upload(uint32_t type)
