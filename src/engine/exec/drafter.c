@@ -562,7 +562,10 @@ static int32_t argmax_row(const float *x, int32_t n)
     return best;
 }
 
-static int block_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, int32_t *out)
+/* The head's forward of k block rows after the whole committed context
+ * (pending and staged rows appended first), a chain's and a tree's alike;
+ * *lg: k rows of logits, the head's. */
+static int block_rows(llm_drafter *d, const pm__draft_round *r, int32_t k, const float **lg)
 {
     d->fed = 0;
     int rc = take_pending(d);
@@ -577,13 +580,19 @@ static int block_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, in
                  (unsigned)pm__block_ctx_len(d->blk), (unsigned)ctx);
         return LLM_ESTATE;
     }
-    const float *lg = NULL;
-    rc = pm__block_forward(d->blk, r->hist[r->n_hist - 1], k, &lg);
-    if (rc) {
+    rc = pm__block_forward(d->blk, r->hist[r->n_hist - 1], k, lg);
+    if (rc)
         llm_errf(d->err, sizeof d->err, "block drafter: its forward failed (%s)",
                  llm_strerror(rc));
+    return rc;
+}
+
+static int block_propose(llm_drafter *d, const pm__draft_round *r, int32_t k, int32_t *out)
+{
+    const float *lg = NULL;
+    int rc = block_rows(d, r, k, &lg);
+    if (rc)
         return rc;
-    }
     size_t nv = (size_t)d->target->hp.n_vocab;
     for (int32_t i = 0; i < k; i++) {
         const float *row = lg + (size_t)i * nv;
@@ -613,26 +622,10 @@ int pm__drafter_block_tree(llm_drafter *d, const pm__draft_round *r, int32_t dep
                  "propose", (int)depth);
         return LLM_EINVAL;
     }
-    d->fed = 0;
-    int rc = take_pending(d);
-    if (rc == 0)
-        rc = flush_stage(d);
+    const float *lg = NULL;
+    int rc = block_rows(d, r, depth, &lg);
     if (rc)
         return rc;
-    uint32_t ctx = (uint32_t)(r->n_hist - 1);
-    if (pm__block_ctx_len(d->blk) != ctx) {
-        llm_errf(d->err, sizeof d->err,
-                 "block drafter: it holds features of %u positions, the history %u",
-                 (unsigned)pm__block_ctx_len(d->blk), (unsigned)ctx);
-        return LLM_ESTATE;
-    }
-    const float *lg = NULL;
-    rc = pm__block_forward(d->blk, r->hist[r->n_hist - 1], depth, &lg);
-    if (rc) {
-        llm_errf(d->err, sizeof d->err, "block drafter: its forward failed (%s)",
-                 llm_strerror(rc));
-        return rc;
-    }
     pm__tree_build(lg, depth, d->target->hp.n_vocab, budget, width, tree, tok, NULL);
     return 0;
 }
