@@ -610,6 +610,54 @@ static int case_guard_break(void)
     return pm_check_result();
 }
 
+/* PM__RETIRE_PLAIN table-chosen plain steps in a row retire the head; a
+ * round in between starts the count again; once retired it stays so. */
+static int case_retire_run(void)
+{
+    pm__retire r;
+    pm__retire_init(&r);
+    for (int i = 0; i < PM__RETIRE_PLAIN - 1; i++)
+        CHECK_INT_EQ(pm__retire_step(&r, 1), 0);
+    CHECK_INT_EQ(pm__retire_step(&r, 0), 0); /* a round: the run restarts */
+    CHECK_INT_EQ(r.plain_run, 0);
+    for (int i = 0; i < PM__RETIRE_PLAIN - 1; i++)
+        CHECK_INT_EQ(pm__retire_step(&r, 1), 0);
+    CHECK_INT_EQ(r.retired, 0);
+    CHECK_INT_EQ(pm__retire_step(&r, 1), 1); /* the 48th in a row */
+    CHECK_INT_EQ(r.retired, 1);
+    CHECK_INT_EQ(r.times, 1u);
+    CHECK_INT_EQ(pm__retire_step(&r, 0), 1); /* retired: no way back mid-request */
+    CHECK_INT_EQ(r.times, 1u);
+    return pm_check_result();
+}
+
+/* A retired head returns only at a request's start after
+ * PM__RETIRE_TOKENS tokens generated retired; idle tokens before retiring
+ * do not count. */
+static int case_retire_restart(void)
+{
+    pm__retire r;
+    pm__retire_init(&r);
+    pm__retire_idle(&r, 5000); /* not retired: nothing counts */
+    CHECK_INT_EQ(r.idle, 0);
+    CHECK_INT_EQ(pm__retire_restart(&r), 0);
+    for (int i = 0; i < PM__RETIRE_PLAIN; i++)
+        pm__retire_step(&r, 1);
+    CHECK_INT_EQ(r.retired, 1);
+    pm__retire_idle(&r, PM__RETIRE_TOKENS - 1);
+    CHECK_INT_EQ(pm__retire_restart(&r), 1); /* one token short */
+    pm__retire_idle(&r, 1);
+    CHECK_INT_EQ(pm__retire_restart(&r), 0);
+    CHECK_INT_EQ(r.retired, 0);
+    CHECK_INT_EQ(r.plain_run, 0);
+    for (int i = 0; i < PM__RETIRE_PLAIN - 1; i++)
+        CHECK_INT_EQ(pm__retire_step(&r, 1), 0);
+    CHECK_INT_EQ(pm__retire_step(&r, 1), 1);
+    CHECK_INT_EQ(r.times, 2u);
+    CHECK_INT_EQ(r.idle, 0); /* counted afresh */
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -622,12 +670,14 @@ int main(int argc, char **argv)
                  {"catchup", case_catchup},       {"probe", case_probe},
                  {"shadow", case_shadow},         {"guard_measure", case_guard_measure},
                  {"guard_trip", case_guard_trip}, {"guard_mixed", case_guard_mixed},
-                 {"guard_refresh", case_guard_refresh}, {"guard_break", case_guard_break}};
+                 {"guard_refresh", case_guard_refresh}, {"guard_break", case_guard_break},
+                 {"retire_run", case_retire_run}, {"retire_restart", case_retire_restart}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].run();
     fprintf(stderr, "usage: test_spec_cost CASE (unmeasured, trust, median, widths, cpu, hybrid, "
                     "flat, acceptance, nothing_pays, overhead, catchup, probe, shadow, "
-                    "guard_measure, guard_trip, guard_mixed, guard_refresh, guard_break)\n");
+                    "guard_measure, guard_trip, guard_mixed, guard_refresh, guard_break, retire_run, "
+                    "retire_restart)\n");
     return 2;
 }

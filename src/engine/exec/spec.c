@@ -84,6 +84,7 @@ struct llm_spec {
     llm_spec_stats st;
     pm__cost ct;         /* cost-aware k: measured costs, acceptance */
     pm__guard guard;     /* cost-aware k: its choices against plain decoding */
+    pm__retire retire;   /* cost-aware k, block drafter: its head retired */
     int32_t tree_n;      /* tree rounds: most proposed nodes; 0: chains */
     llm_tree tree;       /* the tree round's shape (draft_tree.h) */
     int32_t ttok[LLM_TREE_MAX];    /* its nodes' tokens, ttok[0] = last */
@@ -239,6 +240,7 @@ static void resolve_k(llm_spec *sd, const llm_model *tm, const llm_model *dm)
         sd->cost = 0.0; /* an external proposer: taken as free */
     pm__cost_init(&sd->ct, sd->cost);
     pm__guard_init(&sd->guard);
+    pm__retire_init(&sd->retire);
 }
 
 static int alloc_buffers(llm_spec *sd)
@@ -730,7 +732,8 @@ static int32_t plain_step(gen_run *g, int32_t last)
     int rc = forward_next(g, sd->target, PM_PHASE_DECODE, &last, 1, 0, &lg, &tok);
     if (rc)
         return target_fail(sd, rc);
-    pm__drafter_feat_commit(sd->dr, sd->hlen, 1, 1);
+    if (g->n_feat)
+        pm__drafter_feat_commit(sd->dr, sd->hlen, 1, 1);
     sd->hist[sd->hlen++] = last;
     sd->st.steps++;
     if (!g->greedy)
@@ -918,6 +921,7 @@ static int sync_history(llm_spec *sd)
     if (tpos == 0) {
         sd->hlen = 0;
         pm__drafter_restart(sd->dr);
+        pm__retire_restart(&sd->retire);
         return 0;
     }
     if (tpos != sd->hlen)
@@ -937,7 +941,8 @@ static int prefill_prompt(gen_run *g, const int32_t *prompt, size_t n, int32_t c
     if (rc)
         return target_fail(sd, rc);
     memcpy(sd->hist + sd->hlen, prompt, n * sizeof *prompt);
-    pm__drafter_feat_commit(sd->dr, sd->hlen, (uint32_t)n, n);
+    if (g->n_feat)
+        pm__drafter_feat_commit(sd->dr, sd->hlen, (uint32_t)n, n);
     sd->pfx_start = sd->hlen;
     sd->hlen += (uint32_t)n;
     sd->pfx_end = sd->hlen;
@@ -1036,14 +1041,17 @@ static int generate_loop(gen_run *g, int32_t last)
 {
     llm_spec *sd = g->sd;
     int cost = sd->p.adaptive == LLM_SPEC_ADAPT_COST;
+    /* Only the block head costs while it does not draft (spec_cost.h). */
+    int upkeep = cost && llm_drafter_get_kind(sd->dr) == LLM_DRAFTER_BLOCK;
     while (g->reason < 0) {
         int32_t k = room_for_k(g);
         pm__draft_plan plan = {0, 0, 0, 0};
         int forced = cost && pm__guard_forced(&sd->guard);
+        int retired = upkeep && sd->retire.retired;
         uint64_t t0 = llm_now_ns();
         size_t gen0 = g->generated;
         sd->hist[sd->hlen] = last;
-        if (k > 0 && !forced)
+        if (k > 0 && !forced && !retired)
             plan_round(g, k, &plan);
         if (plan.n == 0) {
             int32_t tok = plain_step(g, last);
@@ -1055,6 +1063,10 @@ static int generate_loop(gen_run *g, int32_t last)
             last = tok;
             if (cost)
                 pm__guard_plain(&sd->guard, forced, llm_now_ns() - t0);
+            if (retired)
+                pm__retire_idle(&sd->retire, 1);
+            else if (upkeep && k > 0 && !forced && pm__retire_step(&sd->retire, 1))
+                g->n_feat = 0; /* no more features: the head is not fed again */
             continue;
         }
         int rc = sd->tree_n > 0 && plan.kind == LLM_DRAFTER_BLOCK
@@ -1064,6 +1076,8 @@ static int generate_loop(gen_run *g, int32_t last)
             return rc;
         if (cost)
             pm__guard_round(&sd->guard, llm_now_ns() - t0, (int32_t)(g->generated - gen0));
+        if (upkeep)
+            pm__retire_step(&sd->retire, 0);
     }
     return 0;
 }
@@ -1095,6 +1109,8 @@ int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prompt, size
     gen_run g = {sd, sp, p, cb, user, !(sprm.temperature > 0.0f), 0, NULL,
                  llm_generate_request(sd->target, p), info.eos, 0, -1};
     g.n_feat = pm__drafter_feat_layers(sd->dr, &g.feat_layers);
+    if (sd->p.adaptive == LLM_SPEC_ADAPT_COST && sd->retire.retired)
+        g.n_feat = 0; /* a retired head is not fed (spec_cost.h) */
     int32_t tok = 0;
     pm__cost_shadow_drop(&sd->ct); /* a test belongs to one history */
     pm__guard_break(&sd->guard);   /* the prefill comes between plain steps */

@@ -308,3 +308,36 @@ void pm__guard_break(pm__guard *g)
 {
     g->last_plain = 0;
 }
+
+void pm__retire_init(pm__retire *r)
+{
+    memset(r, 0, sizeof *r);
+}
+
+int pm__retire_step(pm__retire *r, int table_plain)
+{
+    if (r->retired)
+        return 1;
+    r->plain_run = table_plain ? r->plain_run + 1 : 0;
+    if (r->plain_run < PM__RETIRE_PLAIN)
+        return 0;
+    r->retired = 1;
+    r->idle = 0;
+    r->plain_run = 0;
+    r->times++;
+    return 1;
+}
+
+void pm__retire_idle(pm__retire *r, int64_t n)
+{
+    if (r->retired)
+        r->idle += n;
+}
+
+int pm__retire_restart(pm__retire *r)
+{
+    if (r->retired && r->idle >= PM__RETIRE_TOKENS)
+        r->retired = 0;
+    r->plain_run = 0;
+    return r->retired;
+}

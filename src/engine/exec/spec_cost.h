@@ -232,4 +232,37 @@ void pm__guard_round(pm__guard *g, uint64_t ns, int32_t tokens);
  * (the window stays open: requests of one generator share it). */
 void pm__guard_break(pm__guard *g);
 
+/* Retiring a drafter whose upkeep costs every step (the block head: the
+ * target's features captured and appended to its context on every plain
+ * step too). When the table keeps choosing plain steps where it could
+ * draft, PM__RETIRE_PLAIN of them in a row, the drafter is retired: no
+ * rounds, no features, until a request starts after PM__RETIRE_TOKENS
+ * tokens generated retired (its prefill then rebuilds the head's context
+ * from scratch, and the table may try again). A round the table chooses
+ * resets the count. Arithmetic only: the generator asks and obeys. */
+#define PM__RETIRE_PLAIN 48
+#define PM__RETIRE_TOKENS 2048
+
+typedef struct pm__retire {
+    int32_t plain_run; /* table-chosen plain steps in a row */
+    int retired;       /* 1: no rounds, no features */
+    int64_t idle;      /* tokens generated since retiring */
+    uint32_t times;    /* retirements so far */
+} pm__retire;
+
+void pm__retire_init(pm__retire *r);
+
+/* A step ran: a plain step the table chose where it could draft
+ * (table_plain 1), or a round (0); forced plain steps are not reported.
+ * 1 when the drafter is retired from now on. */
+int pm__retire_step(pm__retire *r, int table_plain);
+
+/* A retired generator emitted n tokens. */
+void pm__retire_idle(pm__retire *r, int64_t n);
+
+/* A request starts from position 0 (the head's context restarts): 1 when
+ * the drafter is retired for this request, else 0 (retired long enough:
+ * it returns). */
+int pm__retire_restart(pm__retire *r);
+
 #endif
