@@ -870,6 +870,36 @@ static int spec_round_launch(llm_cuda_loop *l, int s, uint64_t req, int32_t k,
     return rc ? side_fail(l, t, rc, "verify") : 0;
 }
 
+/* The batch's `rounds` records from r0, read back into l->host: each
+ * checked, counted in the stats and its ids emitted until a stop. A round
+ * drafted k ids, or (proposed: device n-gram rounds) the record's last int
+ * of them; every round verified k + 1 rows. *fed: ids emitted, *rows:
+ * verify rows run. 0, or LLM_EBACKEND on a record no round can write. */
+static int take_records(llm_cuda_loop *l, gen_state *g, uint32_t r0, uint32_t rounds, int32_t k,
+                        int proposed, uint32_t *fed, uint64_t *rows)
+{
+    l->st.readbacks++;
+    l->st.rounds += rounds;
+    l->round += rounds;
+    for (uint32_t i = 0; i < rounds && g->reason < 0; i++) {
+        const int32_t *rec = l->host + OFF_REC + (size_t)(r0 + i) * LLM_CUDA_LOOP_REC;
+        int32_t cnt = rec[0], keff = proposed ? rec[LLM_CUDA_LOOP_REC - 1] : k;
+        if (keff < 0 || keff > k || cnt < 1 || cnt > keff + 1)
+            return loop_fail(l, LLM_EBACKEND,
+                             "device loop: round record of %d tokens (%d proposed)", (int)cnt,
+                             (int)keff);
+        l->st.drafted += (uint64_t)keff;
+        l->st.accepted += (uint64_t)(cnt - 1);
+        l->st.committed += (uint64_t)cnt;
+        *rows += (uint64_t)k + 1u;
+        for (int32_t j = 0; j < cnt && g->reason < 0; j++) {
+            (*fed)++;
+            emit(g, rec[1 + j]);
+        }
+    }
+    return 0;
+}
+
 static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int32_t *prompt,
                      size_t n_prompt, gen_state *g, int32_t tok)
 {
@@ -891,7 +921,6 @@ static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int
     l->round = 0;
     pm_layer_attr va = layer_attr(t, PM_PHASE_VERIFY, req, (uint32_t)k + 1u);
     int first = 1;
-    uint64_t drafted = 0;
     while (rc == 0 && g->reason < 0) {
         uint32_t rounds = rounds_next(l, k, pos, (size_t)g->p->max_tokens - g->emitted);
         if (rounds == 0) {
@@ -911,27 +940,13 @@ static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int
         unlock_models(l);
         if (rc)
             return side_fail(l, t, rc, "round records");
-        l->st.readbacks++;
-        l->st.rounds += rounds;
-        l->round += rounds;
         uint32_t fed = 0;
-        for (uint32_t i = 0; i < rounds && g->reason < 0; i++) {
-            const int32_t *rec = l->host + OFF_REC + (size_t)(r0 + i) * LLM_CUDA_LOOP_REC;
-            int32_t cnt = rec[0];
-            if (cnt < 1 || cnt > k + 1)
-                return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens", (int)cnt);
-            l->st.drafted += (uint64_t)k;
-            l->st.accepted += (uint64_t)(cnt - 1);
-            l->st.committed += (uint64_t)cnt;
-            drafted += (uint64_t)k + 1u;
-            for (int32_t j = 0; j < cnt && g->reason < 0; j++) {
-                fed++;
-                emit(g, rec[1 + j]);
-            }
-        }
+        uint64_t rows = 0;
+        rc = take_records(l, g, r0, rounds, k, 0, &fed, &rows);
+        if (rc)
+            return rc;
         pos += fed;
-        llm_session_device_moved(t->s, pos, 1, llm_now_ns() - t0, drafted);
-        drafted = 0;
+        llm_session_device_moved(t->s, pos, 1, llm_now_ns() - t0, rows);
     }
     /* pos counts the tokens after the first one read from the records, up
      * to the one that ended the generation: llm_generate's position either
@@ -1030,26 +1045,11 @@ static int block_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, size_t n
         pthread_mutex_unlock(&t->m->lock);
         if (rc)
             return side_fail(l, t, rc, "block rounds");
-        l->st.readbacks++;
-        l->st.rounds += rounds;
-        l->round += rounds;
         uint32_t fed = 0;
         uint64_t rows = 0;
-        for (uint32_t i = 0; i < rounds && g->reason < 0; i++) {
-            const int32_t *rec = l->host + OFF_REC + (size_t)(r0 + i) * LLM_CUDA_LOOP_REC;
-            int32_t cnt = rec[0];
-            if (cnt < 1 || cnt > k + 1)
-                return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens",
-                                 (int)cnt);
-            l->st.drafted += (uint64_t)k;
-            l->st.accepted += (uint64_t)(cnt - 1);
-            l->st.committed += (uint64_t)cnt;
-            rows += (uint64_t)k + 1u;
-            for (int32_t j = 0; j < cnt && g->reason < 0; j++) {
-                fed++;
-                emit(g, rec[1 + j]);
-            }
-        }
+        rc = take_records(l, g, r0, rounds, k, 0, &fed, &rows);
+        if (rc)
+            return rc;
         pos += fed;
         llm_session_device_moved(t->s, pos, 1, llm_now_ns() - t0, rows);
     }
@@ -1207,26 +1207,11 @@ static int ngram_dev_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32
         pthread_mutex_unlock(&t->m->lock);
         if (rc)
             return side_fail(l, t, rc, "device n-gram rounds");
-        l->st.readbacks++;
-        l->st.rounds += rounds;
-        l->round += rounds;
         uint32_t fed = 0;
         uint64_t rows = 0;
-        for (uint32_t i = 0; i < rounds && g->reason < 0; i++) {
-            const int32_t *rec = l->host + OFF_REC + (size_t)(r0 + i) * LLM_CUDA_LOOP_REC;
-            int32_t cnt = rec[0], keff = rec[LLM_CUDA_LOOP_REC - 1];
-            if (keff < 0 || keff > k || cnt < 1 || cnt > keff + 1)
-                return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens (%d proposed)",
-                                 (int)cnt, (int)keff);
-            l->st.drafted += (uint64_t)keff;
-            l->st.accepted += (uint64_t)(cnt - 1);
-            l->st.committed += (uint64_t)cnt;
-            rows += (uint64_t)k + 1u;
-            for (int32_t j = 0; j < cnt && g->reason < 0; j++) {
-                fed++;
-                emit(g, rec[1 + j]);
-            }
-        }
+        rc = take_records(l, g, r0, rounds, k, 1, &fed, &rows);
+        if (rc)
+            return rc;
         pos += fed;
         llm_session_device_moved(t->s, pos, 1, llm_now_ns() - t0, rows);
     }
