@@ -2484,9 +2484,10 @@ static const char *const k_tree_prompts[] = {
 
 /* --draft-tree 16 with the shipped target and block head (k 8): on the
  * 20 prompts of the engine's tree parity cases, 16 greedy tokens each,
- * the text, token count and finish reason equal a plain server's; the
- * timings' tree counts equal pm-generate's with the same tree (its
- * rounds, drafted nodes, accepted path), and /metrics adds them up. A
+ * the text, token count and finish reason equal a plain server's, on a
+ * monolithic target and over two local shards; the timings' tree counts
+ * equal (monolithic) pm-generate's with the same tree (its rounds,
+ * drafted nodes, accepted path), and /metrics adds them up. A
  * sampled request on the same server runs chains: timings say so, and
  * its text is a chain server's under the same seed. */
 static int case_draft_tree(void)
@@ -2502,9 +2503,13 @@ static int case_draft_tree(void)
     const char *tree_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16", NULL};
     const char *plain_args[] = {"--threads", "1", NULL};
     const char *gen_tree[] = {"--draft-head", head, "--draft-k", "8", "--draft-tree", "16", NULL};
-    srv_proc tp, pp;
+    /* The same trees over two local shards (each span reads the tree). */
+    const char *split_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16",
+                                "--placement", "0-2@local,3-5@local", NULL};
+    srv_proc tp, pp, sp;
     start(&tp, kjv_target, tree_args);
     start(&pp, kjv_target, plain_args);
+    start(&sp, kjv_target, split_args);
     long long sum_r = 0, sum_n = 0, sum_a = 0, first_rounds = -1;
     char first_csv[512] = "";
     int same = 0;
@@ -2512,8 +2517,15 @@ static int case_draft_tree(void)
         char csv[512], body[700], want[4096], got[4096];
         tokenize_csv(pp.port, k_tree_prompts[i], csv, sizeof csv);
         snprintf(body, sizeof body, "{\"prompt\":[%s],\"max_tokens\":16,\"temperature\":0}", csv);
+        char split_text[4096];
         json_t *a = completion_json(pp.port, body, want, sizeof want);
         json_t *b = completion_json(tp.port, body, got, sizeof got);
+        json_t *sj = completion_json(sp.port, body, split_text, sizeof split_text);
+        json_t *stt = json_object_get(sj, "timings");
+        CHECK_STR_EQ(split_text, want);
+        CHECK_INT_EQ(jint(json_object_get(sj, "usage"), "completion_tokens"),
+                     jint(json_object_get(a, "usage"), "completion_tokens"));
+        CHECK_STR_EQ(jstr(stt, "draft_mode") ? jstr(stt, "draft_mode") : "(none)", "tree");
         long long na = jint(json_object_get(a, "usage"), "completion_tokens");
         long long nb = jint(json_object_get(b, "usage"), "completion_tokens");
         const char *fa = jstr(choice0(a), "finish_reason"), *fb = jstr(choice0(b), "finish_reason");
@@ -2529,6 +2541,10 @@ static int case_draft_tree(void)
         CHECK_INT_EQ(jint(t, "tree_rounds"), c.rounds);
         CHECK_INT_EQ(jint(t, "tree_nodes"), c.drafted);
         CHECK_INT_EQ(jint(t, "tree_accepted"), c.accepted);
+        CHECK_INT_EQ(jint(stt, "tree_rounds"), c.rounds);
+        CHECK_INT_EQ(jint(stt, "tree_nodes"), c.drafted);
+        CHECK_INT_EQ(jint(stt, "tree_accepted"), c.accepted);
+        json_decref(sj);
         CHECK_INT_EQ(jint(t, "draft_n"), c.drafted);
         CHECK_INT_EQ(jint(t, "draft_n_accepted"), c.accepted);
         json_t *by = json_object_get(json_object_get(t, "drafters"), "block");
@@ -2559,6 +2575,9 @@ static int case_draft_tree(void)
     CHECK(srv_metric(tp.port, "phasemark_tree_accepted_tokens_total") == (double)sum_a);
     CHECK(srv_metric(tp.port, "phasemark_drafter_tokens_total{drafter=\"block\"}") == (double)sum_n);
     CHECK(srv_metric(pp.port, "phasemark_tree_rounds_total") == 0.0);
+    CHECK(srv_metric(sp.port, "phasemark_tree_rounds_total") == (double)sum_r);
+    CHECK(srv_metric(sp.port, "phasemark_tree_generations_total") == (double)N_TREE_PROMPTS);
+    stop_ok(&sp);
 
     /* Streamed, the same text as the plain server's (the first prompt). */
     char sbody[700], plain[4096], streamed[4096];
@@ -2613,7 +2632,7 @@ static int case_draft_tree(void)
 
 /* --draft-tree refusals, each with its one line: out of range or not a
  * number (usage, exit 2), without the block drafter, a target batch
- * under N + 1 and a split placement (start-up, exit 1). */
+ * under N + 1 and a placement with a remote shard (start-up, exit 1). */
 static int case_draft_tree_refuse(void)
 {
     static pm_child_result res;
@@ -2641,11 +2660,12 @@ static int case_draft_tree_refuse(void)
     CHECK_INT_EQ(run_server(batch, &res), 1);
     CHECK_STR_EQ(res.err, "pm-server: --draft-tree 16: spec: a draft tree of 16 nodes needs a target batch of "
                           "17 (it has 8)\n");
-    const char *split[] = {"-m", tiny, "--port", "0", "--draft-head", head, "--draft-tree", "4", "--placement",
-                           "0-0@local,1-1@local", NULL};
-    CHECK_INT_EQ(run_server(split, &res), 1);
-    CHECK_STR_EQ(res.err, "pm-server: --draft-tree 4: spec: tree verify needs a monolithic target: this one is "
-                          "split over 2 shards\n");
+    const char *remote[] = {"-m", tiny, "--port", "0", "--draft-head", head, "--draft-tree", "4", "--placement",
+                            "0-0@local,1-1@spawn", NULL};
+    CHECK_INT_EQ(run_server(remote, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: --draft-tree 4: spec: tree verify needs local shards: shard 1 (spawn) is "
+                          "remote\n");
+    CHECK_INT_EQ(count_daemons(tiny), 0); /* the refused start reaped its daemon */
     /* 0 is chains: the server starts and says so. */
     const char *zero[] = {"--draft-head", head, "--draft-tree", "0", NULL};
     srv_proc p;
@@ -2665,7 +2685,7 @@ static int case_draft_tree_refuse(void)
 /* What the marker driver runs: the tiny model on the CPU, the shipped
  * target on cuda:0 with --device-loop on (both requests on the loop), or
  * the tiny model with its block head and tree rounds (--draft-tree). */
-enum { MARK_HOST, MARK_LOOP, MARK_TREE };
+enum { MARK_HOST, MARK_LOOP, MARK_TREE, MARK_TREE_SPLIT };
 #define MARK_TREE_NODES "6"
 #define MARK_TREE_K "4"
 #define MARK_TREE_TOKENS 12
@@ -2679,13 +2699,17 @@ static int marker_driver(const char *ids_path, int mode)
     char head[1024];
     snprintf(head, sizeof head, "%.*s_head.gguf", (int)(strlen(tiny) - 5), tiny);
     const char *on_loop[] = {"--backend", "cuda:0", "--device-loop", "on", NULL};
-    const char *tree[] = {"--draft-head", head, "--draft-k", MARK_TREE_K, "--draft-tree", MARK_TREE_NODES, NULL};
+    const char *tree[] = {"--draft-head", head, "--draft-k", MARK_TREE_K, "--draft-tree", MARK_TREE_NODES,
+                          "--placement", "0-0@local,1-1@local", NULL};
+    if (mode == MARK_TREE)
+        tree[6] = NULL; /* monolithic */
     if (mode == MARK_LOOP)
         kjv_paths();
-    start(&p, mode == MARK_LOOP ? kjv_target : tiny, mode == MARK_LOOP ? on_loop : mode == MARK_TREE ? tree : NULL);
+    int trees = mode == MARK_TREE || mode == MARK_TREE_SPLIT;
+    start(&p, mode == MARK_LOOP ? kjv_target : tiny, mode == MARK_LOOP ? on_loop : trees ? tree : NULL);
     FILE *f = fopen(ids_path, "w");
     REQUIRE(f != NULL);
-    int n_tokens = mode == MARK_TREE ? MARK_TREE_TOKENS : 3;
+    int n_tokens = trees ? MARK_TREE_TOKENS : 3;
     char body[128];
     snprintf(body, sizeof body, "{\"prompt\":[1,100,200,300],\"max_tokens\":%d,\"temperature\":0}", n_tokens);
     for (int i = 0; i < 2; i++) {
@@ -2698,7 +2722,7 @@ static int marker_driver(const char *ids_path, int mode)
         CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), n_tokens);
         if (mode == MARK_LOOP)
             CHECK(json_is_true(json_object_get(json_object_get(j, "timings"), "device_loop")));
-        if (mode == MARK_TREE)
+        if (trees)
             CHECK_STR_EQ(jstr(json_object_get(j, "timings"), "draft_mode"), "tree");
         json_decref(j);
         hc_free(&r);
@@ -2734,11 +2758,12 @@ static int count_in_file(const char *path, const char *needle)
     return count_lines(path, needle, NULL, NULL);
 }
 
-/* A tree request's ranges (docs/spec.md, Range counts, S = 1): the
- * prefill and its leaf, per round pm.spec_decode (draft = its nodes)
- * enclosing pm.draft and one verify leaf, per plain step pm.decode and
- * its leaf; R, the nodes and D from pm-generate with the same tree. */
-static void check_tree_ranges(const char *csv, long long id)
+/* A tree request's ranges (docs/spec.md, Range counts) on S spans: the
+ * prefill and its S leaves, per round pm.spec_decode (draft = its nodes)
+ * enclosing pm.draft and S verify leaves, per plain step pm.decode and
+ * its S leaves; R, the nodes and D from pm-generate with the same tree
+ * (monolithic: two local shards verify the same trees). */
+static void check_tree_ranges(const char *csv, long long id, int S)
 {
     char head[1024];
     snprintf(head, sizeof head, "%.*s_head.gguf", (int)(strlen(tiny) - 5), tiny);
@@ -2754,13 +2779,14 @@ static void check_tree_ranges(const char *csv, long long id)
     CHECK_INT_EQ(nodes, c.drafted);
     snprintf(needle, sizeof needle, "pm.draft req=%lld ", id);
     CHECK_INT_EQ(count_lines(csv, needle, "drafter=block", NULL), c.rounds);
-    CHECK_INT_EQ(count_lines(csv, "mode=verify", rq, NULL), c.rounds);
+    CHECK_INT_EQ(count_lines(csv, "mode=verify", rq, NULL), S * c.rounds);
     snprintf(needle, sizeof needle, "pm.decode mode=decode req=%lld ", id);
     CHECK_INT_EQ(count_in_file(csv, needle), c.steps);
-    CHECK_INT_EQ(count_lines(csv, "mode=decode", rq, NULL), 2 * c.steps);
+    CHECK_INT_EQ(count_lines(csv, "mode=decode", rq, NULL), (1 + S) * c.steps);
+    CHECK_INT_EQ(count_lines(csv, "mode=exact", rq, NULL), 1 + S);
     snprintf(needle, sizeof needle, "req=%lld\"", id);
     int tail = count_in_file(csv, needle);
-    CHECK_INT_EQ(count_in_file(csv, rq) + tail, 2 + 3 * c.rounds + 2 * c.steps);
+    CHECK_INT_EQ(count_in_file(csv, rq) + tail, (1 + S) + (2 + S) * c.rounds + (1 + S) * c.steps);
 }
 
 /* The engine's ranges of two requests, each carrying its X-Request-Id.
@@ -2779,7 +2805,10 @@ static int case_markers(const char *self, int mode)
     snprintf(ids_path, sizeof ids_path, "%s/ids.txt", dir);
     snprintf(csv, sizeof csv, "%s/marker_api_trace.csv", dir);
     char *argv[] = {(char *)phasemark_bin, "capture", "-o", dir, "--", (char *)self,
-                    mode == MARK_LOOP ? "marker_driver_loop" : mode == MARK_TREE ? "marker_driver_tree" : "marker_driver",
+                    mode == MARK_LOOP         ? "marker_driver_loop"
+                    : mode == MARK_TREE       ? "marker_driver_tree"
+                    : mode == MARK_TREE_SPLIT ? "marker_driver_tree_split"
+                                              : "marker_driver",
                     (char *)server_bin, (char *)tiny, (char *)slow, (char *)generate_bin, ids_path, NULL};
     pm_child_result res;
     REQUIRE(pm_child_exec(argv, NULL, 120000, &res) == 0);
@@ -2797,9 +2826,9 @@ static int case_markers(const char *self, int mode)
     for (int i = 0; i < 2; i++) {
         char needle[64];
         snprintf(needle, sizeof needle, "pm.prefill mode=exact req=%lld ", ids[i]);
-        if (mode == MARK_TREE) {
+        if (mode == MARK_TREE || mode == MARK_TREE_SPLIT) {
             CHECK_INT_EQ(count_in_file(csv, needle), 1);
-            check_tree_ranges(csv, ids[i]);
+            check_tree_ranges(csv, ids[i], mode == MARK_TREE ? 1 : 2);
             continue;
         }
         CHECK_INT_EQ(count_in_file(csv, needle), 1);
@@ -2846,6 +2875,7 @@ int main(int argc, char **argv)
         {"marker_driver", "markers", MARK_HOST},
         {"marker_driver_loop", "markers_loop", MARK_LOOP},
         {"marker_driver_tree", "markers_tree", MARK_TREE},
+        {"marker_driver_tree_split", "markers_tree_split", MARK_TREE_SPLIT},
     };
     for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
         if (!strcmp(c, marks[i].driver))

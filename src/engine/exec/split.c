@@ -220,6 +220,64 @@ int llm_split_local_parts(llm_split *sp, llm_span **span, llm_workspace **ws)
     return 0;
 }
 
+/* The model a local shard's span runs on. */
+static llm_model *shard_model(const llm_split *sp, const shard *sh)
+{
+    return sh->own_model ? sh->own_model : sp->m;
+}
+
+int llm_split_tree_support(const llm_split *sp, char *err, size_t errlen)
+{
+    if (!sp) {
+        llm_errf(err, errlen, "tree verify: no split");
+        return LLM_EINVAL;
+    }
+    for (int i = 0; i < sp->n; i++) {
+        const shard *sh = &sp->sh[i];
+        if (sh->remote) {
+            /* The wire carries no tree: a daemon would verify a chain. */
+            llm_errf(err, errlen, "tree verify needs local shards: shard %d (%s) is remote", i,
+                     llm_shard_kind_name(sh->spec.kind));
+            return LLM_EUNSUP;
+        }
+        const char *be = shard_model(sp, sh)->be->ops->name;
+        if (strcmp(be, "cpu") != 0) {
+            if (sp->n == 1)
+                llm_errf(err, errlen, "tree verify needs a CPU target: this one runs on %s", be);
+            else
+                llm_errf(err, errlen, "tree verify needs CPU shards: shard %d runs on %s", i, be);
+            return LLM_EUNSUP;
+        }
+    }
+    return 0;
+}
+
+int llm_split_keep_rows(llm_split *sp, uint32_t pos0, const int32_t *rows, int32_t count)
+{
+    if (!sp || !rows || count < 1 || llm_split_tree_support(sp, NULL, 0) != 0)
+        return LLM_EINVAL;
+    const llm_hparams *hp = &sp->m->hp;
+    size_t kv = (size_t)hp->n_kv_heads * hp->head_dim, bytes = kv * sizeof(float);
+    for (int i = 0; i < sp->n; i++) {
+        llm_model *m = shard_model(sp, &sp->sh[i]);
+        llm_span *span = sp->sh[i].span;
+        llm_backend *be = m->be;
+        pthread_mutex_lock(&m->lock);
+        /* Ascending: row j's source pos0 + rows[j] >= pos0 + j is never a
+         * destination already written, nor one a later source still needs. */
+        for (int32_t l = 0; l <= span->last - span->first; l++)
+            for (int32_t j = 0; j < count; j++) {
+                if (rows[j] == j)
+                    continue;
+                size_t dst = ((size_t)pos0 + (size_t)j) * kv, src = ((size_t)pos0 + (size_t)rows[j]) * kv;
+                be->ops->copy(be, span->k[l] + dst, span->k[l] + src, bytes);
+                be->ops->copy(be, span->v[l] + dst, span->v[l] + src, bytes);
+            }
+        pthread_mutex_unlock(&m->lock);
+    }
+    return 0;
+}
+
 int llm_split_open_monolithic(llm_model *m, uint32_t n_ctx, int32_t n_batch, llm_split **out,
                               char *err, size_t errlen)
 {

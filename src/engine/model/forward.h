@@ -119,8 +119,8 @@ typedef struct llm_forward_in {
     const llm_tree *tree;    /* NULL, or a verify's tree of n nodes
                                 (tree.h): row i at pos0 + depth[i],
                                 attending to 0..pos0-1 and its ancestors;
-                                the caller checked that the span is the
-                                whole model on the CPU backend */
+                                the caller checked that the span runs on
+                                the CPU backend (llm_split_tree_support) */
 } llm_forward_in;
 
 /* Creates a span's KV cache (n_ctx positions) on the model's backend. */

@@ -13,8 +13,10 @@
  * positions they were computed for (llm_session_keep_rows), which are
  * then bit for bit the decode step's.
  *
- * Only the CPU backend reads a tree; the session refuses one on any other
- * placement.
+ * Only the CPU backend reads a tree; the session refuses one on a
+ * placement with a remote shard (the wire carries no tree) or a shard on
+ * another backend. Every local span of a split reads it alike, so the
+ * boundary activations between spans are the nodes' rows.
  */
 #ifndef LLM_TREE_H
 #define LLM_TREE_H
