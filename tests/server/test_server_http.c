@@ -2485,7 +2485,8 @@ static const char *const k_tree_prompts[] = {
 /* --draft-tree 16 with the shipped target and block head (k 8): on the
  * 20 prompts of the engine's tree parity cases, 16 greedy tokens each,
  * the text, token count and finish reason equal a plain server's, on a
- * monolithic target and over two local shards; the timings' tree counts
+ * monolithic target, over two local shards and over a local shard and a
+ * spawned daemon; the timings' tree counts
  * equal (monolithic) pm-generate's with the same tree (its rounds,
  * drafted nodes, accepted path), and /metrics adds them up. A
  * sampled request on the same server runs chains: timings say so, and
@@ -2503,13 +2504,18 @@ static int case_draft_tree(void)
     const char *tree_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16", NULL};
     const char *plain_args[] = {"--threads", "1", NULL};
     const char *gen_tree[] = {"--draft-head", head, "--draft-k", "8", "--draft-tree", "16", NULL};
-    /* The same trees over two local shards (each span reads the tree). */
+    /* The same trees over two local shards (each span reads the tree), and
+     * over a local shard and a spawned daemon (the tree on the wire). */
     const char *split_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16",
                                 "--placement", "0-2@local,3-5@local", NULL};
-    srv_proc tp, pp, sp;
+    const char *remote_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16",
+                                 "--placement", "0-2@local,3-5@spawn", NULL};
+    srv_proc tp, pp, sp, rp;
     start(&tp, kjv_target, tree_args);
     start(&pp, kjv_target, plain_args);
     start(&sp, kjv_target, split_args);
+    start(&rp, kjv_target, remote_args);
+    srv_proc *splits[2] = {&sp, &rp};
     long long sum_r = 0, sum_n = 0, sum_a = 0, first_rounds = -1;
     char first_csv[512] = "";
     int same = 0;
@@ -2517,15 +2523,18 @@ static int case_draft_tree(void)
         char csv[512], body[700], want[4096], got[4096];
         tokenize_csv(pp.port, k_tree_prompts[i], csv, sizeof csv);
         snprintf(body, sizeof body, "{\"prompt\":[%s],\"max_tokens\":16,\"temperature\":0}", csv);
-        char split_text[4096];
+        char split_text[2][4096];
         json_t *a = completion_json(pp.port, body, want, sizeof want);
         json_t *b = completion_json(tp.port, body, got, sizeof got);
-        json_t *sj = completion_json(sp.port, body, split_text, sizeof split_text);
-        json_t *stt = json_object_get(sj, "timings");
-        CHECK_STR_EQ(split_text, want);
-        CHECK_INT_EQ(jint(json_object_get(sj, "usage"), "completion_tokens"),
-                     jint(json_object_get(a, "usage"), "completion_tokens"));
-        CHECK_STR_EQ(jstr(stt, "draft_mode") ? jstr(stt, "draft_mode") : "(none)", "tree");
+        json_t *sj[2], *stt[2];
+        for (int k = 0; k < 2; k++) {
+            sj[k] = completion_json(splits[k]->port, body, split_text[k], sizeof split_text[k]);
+            stt[k] = json_object_get(sj[k], "timings");
+            CHECK_STR_EQ(split_text[k], want);
+            CHECK_INT_EQ(jint(json_object_get(sj[k], "usage"), "completion_tokens"),
+                         jint(json_object_get(a, "usage"), "completion_tokens"));
+            CHECK_STR_EQ(jstr(stt[k], "draft_mode") ? jstr(stt[k], "draft_mode") : "(none)", "tree");
+        }
         long long na = jint(json_object_get(a, "usage"), "completion_tokens");
         long long nb = jint(json_object_get(b, "usage"), "completion_tokens");
         const char *fa = jstr(choice0(a), "finish_reason"), *fb = jstr(choice0(b), "finish_reason");
@@ -2541,10 +2550,12 @@ static int case_draft_tree(void)
         CHECK_INT_EQ(jint(t, "tree_rounds"), c.rounds);
         CHECK_INT_EQ(jint(t, "tree_nodes"), c.drafted);
         CHECK_INT_EQ(jint(t, "tree_accepted"), c.accepted);
-        CHECK_INT_EQ(jint(stt, "tree_rounds"), c.rounds);
-        CHECK_INT_EQ(jint(stt, "tree_nodes"), c.drafted);
-        CHECK_INT_EQ(jint(stt, "tree_accepted"), c.accepted);
-        json_decref(sj);
+        for (int k = 0; k < 2; k++) {
+            CHECK_INT_EQ(jint(stt[k], "tree_rounds"), c.rounds);
+            CHECK_INT_EQ(jint(stt[k], "tree_nodes"), c.drafted);
+            CHECK_INT_EQ(jint(stt[k], "tree_accepted"), c.accepted);
+            json_decref(sj[k]);
+        }
         CHECK_INT_EQ(jint(t, "draft_n"), c.drafted);
         CHECK_INT_EQ(jint(t, "draft_n_accepted"), c.accepted);
         json_t *by = json_object_get(json_object_get(t, "drafters"), "block");
@@ -2575,9 +2586,12 @@ static int case_draft_tree(void)
     CHECK(srv_metric(tp.port, "phasemark_tree_accepted_tokens_total") == (double)sum_a);
     CHECK(srv_metric(tp.port, "phasemark_drafter_tokens_total{drafter=\"block\"}") == (double)sum_n);
     CHECK(srv_metric(pp.port, "phasemark_tree_rounds_total") == 0.0);
-    CHECK(srv_metric(sp.port, "phasemark_tree_rounds_total") == (double)sum_r);
-    CHECK(srv_metric(sp.port, "phasemark_tree_generations_total") == (double)N_TREE_PROMPTS);
-    stop_ok(&sp);
+    for (int k = 0; k < 2; k++) {
+        CHECK(srv_metric(splits[k]->port, "phasemark_tree_rounds_total") == (double)sum_r);
+        CHECK(srv_metric(splits[k]->port, "phasemark_tree_generations_total") == (double)N_TREE_PROMPTS);
+        stop_ok(splits[k]);
+    }
+    CHECK_INT_EQ(count_daemons(kjv_target), 0); /* the spawned daemon is reaped */
 
     /* Streamed, the same text as the plain server's (the first prompt). */
     char sbody[700], plain[4096], streamed[4096];
@@ -2631,8 +2645,8 @@ static int case_draft_tree(void)
 }
 
 /* --draft-tree refusals, each with its one line: out of range or not a
- * number (usage, exit 2), without the block drafter, a target batch
- * under N + 1 and a placement with a remote shard (start-up, exit 1). */
+ * number (usage, exit 2), without the block drafter and a target batch
+ * under N + 1 (start-up, exit 1). */
 static int case_draft_tree_refuse(void)
 {
     static pm_child_result res;
@@ -2660,12 +2674,6 @@ static int case_draft_tree_refuse(void)
     CHECK_INT_EQ(run_server(batch, &res), 1);
     CHECK_STR_EQ(res.err, "pm-server: --draft-tree 16: spec: a draft tree of 16 nodes needs a target batch of "
                           "17 (it has 8)\n");
-    const char *remote[] = {"-m", tiny, "--port", "0", "--draft-head", head, "--draft-tree", "4", "--placement",
-                            "0-0@local,1-1@spawn", NULL};
-    CHECK_INT_EQ(run_server(remote, &res), 1);
-    CHECK_STR_EQ(res.err, "pm-server: --draft-tree 4: spec: tree verify needs local shards: shard 1 (spawn) is "
-                          "remote\n");
-    CHECK_INT_EQ(count_daemons(tiny), 0); /* the refused start reaped its daemon */
     /* 0 is chains: the server starts and says so. */
     const char *zero[] = {"--draft-head", head, "--draft-tree", "0", NULL};
     srv_proc p;
@@ -2685,7 +2693,7 @@ static int case_draft_tree_refuse(void)
 /* What the marker driver runs: the tiny model on the CPU, the shipped
  * target on cuda:0 with --device-loop on (both requests on the loop), or
  * the tiny model with its block head and tree rounds (--draft-tree). */
-enum { MARK_HOST, MARK_LOOP, MARK_TREE, MARK_TREE_SPLIT };
+enum { MARK_HOST, MARK_LOOP, MARK_TREE, MARK_TREE_SPLIT, MARK_TREE_REMOTE };
 #define MARK_TREE_NODES "6"
 #define MARK_TREE_K "4"
 #define MARK_TREE_TOKENS 12
@@ -2703,9 +2711,11 @@ static int marker_driver(const char *ids_path, int mode)
                           "--placement", "0-0@local,1-1@local", NULL};
     if (mode == MARK_TREE)
         tree[6] = NULL; /* monolithic */
+    if (mode == MARK_TREE_REMOTE)
+        tree[7] = "0-0@local,1-1@spawn";
     if (mode == MARK_LOOP)
         kjv_paths();
-    int trees = mode == MARK_TREE || mode == MARK_TREE_SPLIT;
+    int trees = mode == MARK_TREE || mode == MARK_TREE_SPLIT || mode == MARK_TREE_REMOTE;
     start(&p, mode == MARK_LOOP ? kjv_target : tiny, mode == MARK_LOOP ? on_loop : trees ? tree : NULL);
     FILE *f = fopen(ids_path, "w");
     REQUIRE(f != NULL);
@@ -2808,7 +2818,8 @@ static int case_markers(const char *self, int mode)
                     mode == MARK_LOOP         ? "marker_driver_loop"
                     : mode == MARK_TREE       ? "marker_driver_tree"
                     : mode == MARK_TREE_SPLIT ? "marker_driver_tree_split"
-                                              : "marker_driver",
+                    : mode == MARK_TREE_REMOTE ? "marker_driver_tree_remote"
+                                               : "marker_driver",
                     (char *)server_bin, (char *)tiny, (char *)slow, (char *)generate_bin, ids_path, NULL};
     pm_child_result res;
     REQUIRE(pm_child_exec(argv, NULL, 120000, &res) == 0);
@@ -2826,7 +2837,7 @@ static int case_markers(const char *self, int mode)
     for (int i = 0; i < 2; i++) {
         char needle[64];
         snprintf(needle, sizeof needle, "pm.prefill mode=exact req=%lld ", ids[i]);
-        if (mode == MARK_TREE || mode == MARK_TREE_SPLIT) {
+        if (mode == MARK_TREE || mode == MARK_TREE_SPLIT || mode == MARK_TREE_REMOTE) {
             CHECK_INT_EQ(count_in_file(csv, needle), 1);
             check_tree_ranges(csv, ids[i], mode == MARK_TREE ? 1 : 2);
             continue;
@@ -2876,6 +2887,7 @@ int main(int argc, char **argv)
         {"marker_driver_loop", "markers_loop", MARK_LOOP},
         {"marker_driver_tree", "markers_tree", MARK_TREE},
         {"marker_driver_tree_split", "markers_tree_split", MARK_TREE_SPLIT},
+        {"marker_driver_tree_remote", "markers_tree_remote", MARK_TREE_REMOTE},
     };
     for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
         if (!strcmp(c, marks[i].driver))

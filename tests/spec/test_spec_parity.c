@@ -43,9 +43,6 @@
 typedef struct placement {
     const char *name;
     llm_session *(*make)(llm_model *m, int n_ctx, int n_batch, uint64_t req);
-    /* The refusal of tree rounds on this placement (a remote shard: the
-     * wire carries no tree); NULL where trees run. */
-    const char *tree_refusal;
 } placement;
 
 /* Layer-split placements of the target (docs/split.md): half the layers
@@ -91,10 +88,10 @@ static llm_session *split_shared(llm_model *m, int n_ctx, int n_batch, uint64_t 
  * with PM_SPEC_SPLIT_PLACEMENTS), keeping this one's time as it was. */
 static const placement k_placements[] = {
 #ifndef PM_SPEC_SPLIT_PLACEMENTS
-    {"monolithic", sc_session, NULL},
+    {"monolithic", sc_session},
 #else
-    {"2 local shards", split_local2, NULL},
-    {"local + remote (shared)", split_shared, "spec: tree verify needs local shards: shard 1 (spawn) is remote"},
+    {"2 local shards", split_local2},
+    {"local + remote (shared)", split_shared},
 #endif
 };
 
@@ -232,18 +229,6 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
         sp2.drafter = dr;
     }
     int rc = llm_spec_create(t, d, &sp2, &sd, err, sizeof err);
-    if (rc == 0 && su->tree && pl->tree_refusal) {
-        CHECK_INT_EQ(llm_spec_set_tree(sd, su->tree, err, sizeof err), LLM_EUNSUP);
-        CHECK_STR_EQ(err, pl->tree_refusal);
-        fprintf(stderr, "%s: tree rounds refused, as they must be\n", pl->name);
-        llm_spec_free(sd);
-        llm_drafter_free(dr);
-        llm_sampler_free(sp);
-        llm_session_free(d);
-        llm_session_free(t);
-        llm_session_free(ar);
-        return;
-    }
     if (rc == 0 && su->tree)
         rc = llm_spec_set_tree(sd, su->tree, err, sizeof err);
     if (rc) {

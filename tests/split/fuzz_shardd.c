@@ -113,7 +113,7 @@ static void run_ops(pmw_conn *c, const uint8_t *d, size_t n)
                 ids[j] = (int32_t)d[i + 5 + j] - 8;
             m.kind = PMW_MSG_FORWARD;
             m.forward = (pmw_forward){(pm_phase)(d[i] % 5), 1, d[i + 4] % 40, k, 0, d[i + 2] & 7,
-                                      ids, NULL, d[i + 3] % 10, 0, {0}};
+                                      ids, NULL, d[i + 3] % 10, 0, {0}, 0, {0}};
             i += 5 + k;
             rc = pmw_conn_send(c, &m);
         } else if (op == 1 && i + 2 <= n) {

@@ -594,7 +594,7 @@ static pmw_msg wire_forward(pmw_conn *c, pm_phase phase, uint32_t pos, uint32_t 
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_FORWARD;
     m.forward = (pmw_forward){phase, 7, pos, n, dim, want, dim ? NULL : ids,
-                              dim ? g_acts : NULL, rows, 0, {0}};
+                              dim ? g_acts : NULL, rows, 0, {0}, 0, {0}};
     CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
     REQUIRE(pmw_conn_recv(c, &ans) == 0);
     if (ans.kind == PMW_MSG_ERROR)

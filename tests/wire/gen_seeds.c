@@ -48,9 +48,9 @@ int main(int argc, char **argv)
     m[1].kind = PMW_MSG_AUTH;
     memset(m[1].auth.mac, 9, PMW_MAC_SIZE);
     m[2].kind = PMW_MSG_FORWARD;
-    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 3, 0, 4, 0, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, toks, NULL, 0, 0, {0}};
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 3, 0, 4, 0, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, toks, NULL, 0, 0, {0}, 0, {0}};
     m[3].kind = PMW_MSG_FORWARD;
-    m[3].forward = (pmw_forward){PM_PHASE_VERIFY, 3, 4, 2, 4, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}};
+    m[3].forward = (pmw_forward){PM_PHASE_VERIFY, 3, 4, 2, 4, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}, 0, {0}};
     m[4].kind = PMW_MSG_REPLY;
     m[4].reply = (pmw_reply){3, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, acts, toks, 0, 0, 0, NULL};
     m[5].kind = PMW_MSG_RESET;
@@ -85,13 +85,13 @@ int main(int argc, char **argv)
     pmw_msg fr;
     memset(&fr, 0, sizeof fr);
     fr.kind = PMW_MSG_FORWARD;
-    fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 1, 0, {0}};
+    fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 1, 0, {0}, 0, {0}};
     rc |= seed_msg(dir, "forward_rows", &fr, 0x3f);
     rc |= seed_msg(dir, "forward_rows_bytewise", &fr, 0x00);
     /* A forward asking for features of two layers, and its reply (the
      * feat_layers and feat_shape tags, a third body section). */
     fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX | PMW_OUT_FEATURES,
-                               toks, NULL, 1, 2, {1, 3}};
+                               toks, NULL, 1, 2, {1, 3}, 0, {0}};
     rc |= seed_msg(dir, "forward_features", &fr, 0x3f);
     rc |= seed_msg(dir, "forward_features_bytewise", &fr, 0x00);
     pmw_msg fp;

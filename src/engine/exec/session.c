@@ -405,7 +405,9 @@ int llm_session_keep_rows(llm_session *s, uint32_t pos0, const int32_t *rows, in
             (uint64_t)pos0 + (uint64_t)rows[j] >= s->pos)
             return fail(s, LLM_EINVAL, "keep rows: row %d (%d) is out of order or past "
                         "position %u", (int)j, (int)rows[j], (unsigned)s->pos);
-    return llm_split_keep_rows(s->split, pos0, rows, count);
+    if (llm_split_keep_rows(s->split, pos0, rows, count, s->err, sizeof s->err) != 0)
+        return LLM_EBACKEND;
+    return 0;
 }
 
 /* The three classic calls: llm_forward with the session's default id. */

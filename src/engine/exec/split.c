@@ -234,12 +234,8 @@ int llm_split_tree_support(const llm_split *sp, char *err, size_t errlen)
     }
     for (int i = 0; i < sp->n; i++) {
         const shard *sh = &sp->sh[i];
-        if (sh->remote) {
-            /* The wire carries no tree: a daemon would verify a chain. */
-            llm_errf(err, errlen, "tree verify needs local shards: shard %d (%s) is remote", i,
-                     llm_shard_kind_name(sh->spec.kind));
-            return LLM_EUNSUP;
-        }
+        if (sh->remote)
+            continue; /* the daemon checks its own backend and says so */
         const char *be = shard_model(sp, sh)->be->ops->name;
         if (strcmp(be, "cpu") != 0) {
             if (sp->n == 1)
@@ -252,28 +248,20 @@ int llm_split_tree_support(const llm_split *sp, char *err, size_t errlen)
     return 0;
 }
 
-int llm_split_keep_rows(llm_split *sp, uint32_t pos0, const int32_t *rows, int32_t count)
+int llm_split_keep_rows(llm_split *sp, uint32_t pos0, const int32_t *rows, int32_t count, char *err,
+                        size_t errlen)
 {
-    if (!sp || !rows || count < 1 || llm_split_tree_support(sp, NULL, 0) != 0)
+    if (!sp || !rows || count < 1 || count > LLM_TREE_MAX)
         return LLM_EINVAL;
-    const llm_hparams *hp = &sp->m->hp;
-    size_t kv = (size_t)hp->n_kv_heads * hp->head_dim, bytes = kv * sizeof(float);
     for (int i = 0; i < sp->n; i++) {
-        llm_model *m = shard_model(sp, &sp->sh[i]);
-        llm_span *span = sp->sh[i].span;
-        llm_backend *be = m->be;
-        pthread_mutex_lock(&m->lock);
-        /* Ascending: row j's source pos0 + rows[j] >= pos0 + j is never a
-         * destination already written, nor one a later source still needs. */
-        for (int32_t l = 0; l <= span->last - span->first; l++)
-            for (int32_t j = 0; j < count; j++) {
-                if (rows[j] == j)
-                    continue;
-                size_t dst = ((size_t)pos0 + (size_t)j) * kv, src = ((size_t)pos0 + (size_t)rows[j]) * kv;
-                be->ops->copy(be, span->k[l] + dst, span->k[l] + src, bytes);
-                be->ops->copy(be, span->v[l] + dst, span->v[l] + src, bytes);
-            }
-        pthread_mutex_unlock(&m->lock);
+        shard *sh = &sp->sh[i];
+        if (sh->remote) {
+            int rc = llm_remote_keep(sh->remote, sp->req, pos0, rows, count, err, errlen);
+            if (rc)
+                return rc;
+            continue;
+        }
+        llm_span_keep_rows(shard_model(sp, sh), sh->span, pos0, rows, count);
     }
     return 0;
 }
