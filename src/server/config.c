@@ -72,7 +72,7 @@ const char *pms_config_usage(void)
            "                          for this model; implies --drafter block)\n"
            "  --draft-tree N          greedy requests verify a tree of up to N (1..32) block\n"
            "                          drafted nodes per round in one target forward (a\n"
-           "                          CPU target, local shards); sampled requests run chains\n"
+           "                          CPU target, any placement); sampled requests run chains\n"
            "  --device-loop MODE      auto (default): the CUDA device loop for the requests\n"
            "                          it takes; on: it or a refusal; off: never\n"
            "  --chat-template NAME    render chat in this format instead of the model's\n"

@@ -361,7 +361,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* --draft-tree: the engine's own checks (a CPU target of local shards, a
+/* --draft-tree: the engine's own checks (a CPU target, a
  * target batch of N + 1) run once here, so a placement or backend trees
  * cannot serve refuses the start rather than every request quietly
  * running chains. The tree stays set; each request then picks

@@ -100,6 +100,18 @@ int main(int argc, char **argv)
     fp.reply = (pmw_reply){3, 1, PMW_OUT_ARGMAX | PMW_OUT_FEATURES, 0, NULL, toks, 2, 1, 3, acts};
     rc |= seed_msg(dir, "reply_features", &fp, 0x3f);
     rc |= seed_msg(dir, "reply_features_bytewise", &fp, 0x00);
+    /* A tree verify of four nodes (root, two children, a grandchild) and
+     * the keep of its path 0, 1, 3 (the tree and keep_rows tags). */
+    fr.forward = (pmw_forward){PM_PHASE_VERIFY, 3, 5, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 4, 0, {0},
+                               4, {-1, 0, 0, 1}};
+    rc |= seed_msg(dir, "forward_tree", &fr, 0x3f);
+    rc |= seed_msg(dir, "forward_tree_bytewise", &fr, 0x00);
+    pmw_msg kp;
+    memset(&kp, 0, sizeof kp);
+    kp.kind = PMW_MSG_KEEP;
+    kp.keep = (pmw_keep){3, 5, 3, {0, 1, 3}};
+    rc |= seed_msg(dir, "keep", &kp, 0x3f);
+    rc |= seed_msg(dir, "keep_bytewise", &kp, 0x00);
     /* A shared-transport forward: its body sits in the area. */
     uint8_t buf[256], meta[128];
     pmw_meta w;

@@ -119,7 +119,7 @@ static void usage(FILE *f)
             "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n"
             "  --cost-k       choose K (and hybrid's drafter, or plain decoding) each round\n"
             "                 from measured verify and draft costs (1..K)\n"
-            "  --draft-tree N block drafter, greedy, a CPU target of local shards: verify\n"
+            "  --draft-tree N block drafter, greedy, a CPU target (any placement): verify\n"
             "                 a tree of up to N (1..32) proposed tokens per round, no\n"
             "                 deeper than K, in one forward (docs/spec.md); default 0: a\n"
             "                 chain of K\n"

@@ -66,12 +66,12 @@ void llm_session_set_device_argmax(llm_session *s, int on);
 
 /* ---- tree verify (tree.h) ----------------------------------------------
  * A greedy generator verifies a token tree in one forward, then keeps the
- * accepted path's cache rows. CPU targets whose shards are all local
- * (monolithic, or a split of local spans: each reads the tree). */
+ * accepted path's cache rows. CPU targets, monolithic or split (local
+ * spans read the tree; daemons get it on the wire). */
 
 /* 0 when s can run a tree verify, else LLM_EUNSUP with one line in err
- * ("tree verify needs local shards: shard 1 (spawn) is remote" / "... a
- * CPU target: this one runs on cuda" / "... CPU shards: ..."). */
+ * ("tree verify needs a CPU target: this one runs on cuda" / "... CPU
+ * shards: shard 1 runs on cuda"); llm_split_tree_support. */
 int llm_session_tree_support(llm_session *s, char *err, size_t errlen);
 
 /* llm_forward (phase verify) of the tree's tree->n nodes, tokens[i] being
