@@ -146,7 +146,7 @@ static void bench_small(wlink *k, int rep)
 {
     static double lat[SMALL_ITERS];
     static const int32_t tok[1] = {17};
-    pmw_forward f = {PM_PHASE_DECODE, 1, 100, 1, 0, PMW_OUT_ARGMAX, tok, NULL, 0, 0, {0}};
+    pmw_forward f = {PM_PHASE_DECODE, 1, 100, 1, 0, PMW_OUT_ARGMAX, tok, NULL, 0, 0, {0}, 0, {0}};
     for (int i = 0; i < 1000; i++)
         round_trip(k->c, &f);
     for (int i = 0; i < SMALL_ITERS; i++)
@@ -165,7 +165,7 @@ static double bench_body(wlink *k, const char *variant, int rep, uint32_t n_toke
     size_t cap = 0;
     float *area = in_place ? pmw_conn_payload(k->c, &cap) : NULL;
     pmw_forward f = {PM_PHASE_VERIFY, consume ? CONSUME_BIT : 2, 0, n_tokens, DIM,
-                     PMW_OUT_ARGMAX, NULL, area ? area : acts, 0, 0, {0}};
+                     PMW_OUT_ARGMAX, NULL, area ? area : acts, 0, 0, {0}, 0, {0}};
     size_t bytes = (size_t)n_tokens * DIM * sizeof(float);
     for (int i = 0; i < iters; i++) {
         if (area) /* the producer writes its output where the wire wants it */

@@ -341,7 +341,8 @@ LLM_API int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prom
                               llm_token_cb cb, void *user, size_t *n_generated,
                               int *stop_reason);
 
-/* Tree verification (block drafter, greedy, a monolithic CPU target):
+/* Tree verification (block drafter, greedy, a CPU target: monolithic or a
+ * split whose shards, local or daemons, run on the CPU):
  * nodes > 0 makes every block round propose a token tree of up to `nodes`
  * tokens (1..32), grown from the head's top candidates per position by
  * their path probability, no deeper than the round's k (and the head's
@@ -350,7 +351,7 @@ LLM_API int llm_spec_generate(llm_spec *sd, llm_sampler *sp, const int32_t *prom
  * the longest accepted root-to-leaf path is committed, so the ids are
  * still plain greedy decoding's. nodes = 0 returns to the chain. The
  * round statistics count a tree's nodes as drafted. Refused, with one line
- * in err, for another drafter, a split or non-CPU target, adaptive k, a
+ * in err, for another drafter, a local shard off the CPU, adaptive k, a
  * target batch under nodes + 1, or nodes outside 0..32 (LLM_EINVAL or
  * LLM_EUNSUP); a sampling temperature above 0 is refused by
  * llm_spec_generate. */

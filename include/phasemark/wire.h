@@ -112,7 +112,9 @@ typedef enum pmw_kind {
     PMW_MSG_SHUTDOWN = 9,  /* ask the daemon to exit, client -> server */
     PMW_MSG_CLOCK = 10,    /* clock probe, client -> server */
     PMW_MSG_CLOCK_REPLY = 11, /* the server's receive and send times */
-    PMW_MSG_CLOCK_SET = 12 /* the offset the probes gave, client -> server */
+    PMW_MSG_CLOCK_SET = 12, /* the offset the probes gave, client -> server */
+    PMW_MSG_KEEP = 13      /* after a tree verify: move the kept path's cache
+                              rows into place, client -> server */
 } pmw_kind;
 
 /* Metadata tags (tag-length-value entries). Which kind allows which tag,
@@ -148,8 +150,13 @@ typedef enum pmw_tag {
     PMW_TAG_BOOT_ID = 28,      /* 16 bytes: the sender's boot (its clock's identity) */
     PMW_TAG_FEAT_LAYERS = 29,  /* 2..16 bytes: 1..8 u16 layers, strictly
                                   ascending, whose features a reply carries */
-    PMW_TAG_FEAT_SHAPE = 30    /* 12 bytes: u32 layers, rows, dim of a
+    PMW_TAG_FEAT_SHAPE = 30,   /* 12 bytes: u32 layers, rows, dim of a
                                   reply's features section */
+    PMW_TAG_TREE = 31,         /* n_tokens bytes (1..33): a verify forward's
+                                  token tree, each node's parent (u8; 0xff
+                                  for the root, node 0) */
+    PMW_TAG_KEEP_ROWS = 32     /* 1..33 bytes: u8 rows a keep moves into
+                                  place, strictly ascending, row j >= j */
 } pmw_tag;
 
 /* The name of a tag ("phase"), or "unknown"; static. */
@@ -170,6 +177,10 @@ enum {
 
 /* Most layers one forward asks features of. */
 #define PMW_FEATURES_MAX 8
+
+/* Most nodes of a forward's tree (the root and 32 proposals), and so the
+ * most rows one keep moves. */
+#define PMW_TREE_MAX 33
 
 typedef enum pmw_transport {
     PMW_TRANSPORT_STREAM = 1, /* body inline on the socket (Unix or TCP) */
@@ -226,7 +237,23 @@ typedef struct pmw_forward {
                                  absent). */
     uint32_t n_feat;          /* FEATURES: layers in feat, 1..8; else 0 */
     uint32_t feat[PMW_FEATURES_MAX]; /* strictly ascending, < 65536 */
+    /* A tree verify (phase verify only): n_tree == n_tokens nodes, node i
+     * at base_pos + its depth, attending to the positions before base_pos
+     * and its ancestors; 0: a chain (the tag is left out). parent[0] is
+     * -1, every other parent[i] in 0..i-1. */
+    uint32_t n_tree;
+    int32_t tree_parent[PMW_TREE_MAX];
 } pmw_forward;
+
+/* After a tree verify at base_pos: the cache rows base_pos + rows[j] move
+ * to base_pos + j, j in 0..n_rows-1 (rows strictly ascending, rows[j] >=
+ * j, all below PMW_TREE_MAX). Answered with an ack. */
+typedef struct pmw_keep {
+    uint64_t req_id;
+    uint32_t base_pos;
+    uint32_t n_rows;          /* 1..PMW_TREE_MAX */
+    uint32_t rows[PMW_TREE_MAX];
+} pmw_keep;
 
 /* A forward reply: an optional float section (activations or logits,
  * n_tokens x width), an optional argmax section (n_tokens ids) and an
@@ -292,6 +319,7 @@ typedef struct pmw_msg {
         pmw_error error;
         pmw_clock clock;         /* CLOCK and CLOCK_REPLY */
         pmw_clock_set clock_set;
+        pmw_keep keep;
     };
     /* Received on the shared transport: where the body lives. Set by
      * pmw_msg_parse, resolved by the connection; ignored when sending. */

@@ -70,6 +70,9 @@ const char *pms_config_usage(void)
            "                          block (the --draft-head head on the target's features)\n"
            "  --draft-head PATH       the block drafter's head (a phasemark-block GGUF made\n"
            "                          for this model; implies --drafter block)\n"
+           "  --draft-tree N          greedy requests verify a tree of up to N (1..32) block\n"
+           "                          drafted nodes per round in one target forward (a\n"
+           "                          CPU target, any placement); sampled requests run chains\n"
            "  --device-loop MODE      auto (default): the CUDA device loop for the requests\n"
            "                          it takes; on: it or a refusal; off: never\n"
            "  --chat-template NAME    render chat in this format instead of the model's\n"
@@ -107,6 +110,7 @@ static int set_int(pms_config *c, const char *opt, const char *val, int *matched
         {"--retry-after", 0, 86400, &c->retry_after_s}, {"--max-connections", 1, 65536, &c->max_connections},
         {"--draft-k", 1, 4096, &c->draft_k},     {"--header-timeout", 1, 86400, &c->header_timeout_s},
         {"--reserve", 0, 65535, &c->reserve},    {"--http-nice", 0, 19, &c->http_nice},
+        {"--draft-tree", 0, 32, &c->draft_tree},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(opt, table[i].name) != 0)
@@ -248,6 +252,10 @@ int pms_config_check_engine(const pms_config *c, char *err, size_t errlen)
     }
     if (c->draft_k && !c->draft && !c->drafter && !c->draft_head) {
         snprintf(err, errlen, "--draft-k needs --draft");
+        return -1;
+    }
+    if (c->draft_tree > 0 && !block) {
+        snprintf(err, errlen, "--draft-tree %d needs the block drafter (--draft-head HEAD)", c->draft_tree);
         return -1;
     }
     if (c->placement && !*c->placement) {

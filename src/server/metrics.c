@@ -31,6 +31,11 @@ void pms_metrics_init(pms_metrics *m)
         atomic_init(&m->drafter_drafted[i], 0);
         atomic_init(&m->drafter_accepted[i], 0);
     }
+    atomic_init(&m->tree_generations, 0);
+    atomic_init(&m->tree_fallbacks, 0);
+    atomic_init(&m->tree_rounds, 0);
+    atomic_init(&m->tree_nodes, 0);
+    atomic_init(&m->tree_accepted, 0);
     atomic_init(&m->request_ns, 0);
     for (int i = 0; i <= PMS_N_BUCKETS; i++)
         atomic_init(&m->duration[i], 0);
@@ -135,6 +140,23 @@ static int render_drafters(pms_metrics *m, pms_buf *o)
     return 0;
 }
 
+/* Tree verification (--draft-tree): its rounds count in the drafter
+ * totals above as well (nodes as drafted tokens, the path as accepted). */
+static int render_tree(pms_metrics *m, pms_buf *o)
+{
+    return counter(o, "phasemark_tree_generations_total", "Generations whose rounds verified token trees (--draft-tree).",
+                   get(&m->tree_generations)) ||
+           counter(o, "phasemark_tree_fallbacks_total",
+                   "Generations under --draft-tree that verified chains instead (sampled requests).",
+                   get(&m->tree_fallbacks)) ||
+           counter(o, "phasemark_tree_rounds_total", "Tree rounds: one target forward over a token tree each.",
+                   get(&m->tree_rounds)) ||
+           counter(o, "phasemark_tree_nodes_total", "Tree nodes verified (the root, the last token, not counted).",
+                   get(&m->tree_nodes)) ||
+           counter(o, "phasemark_tree_accepted_tokens_total", "Tree nodes accepted: the kept paths' lengths, summed.",
+                   get(&m->tree_accepted));
+}
+
 /* A Prometheus histogram: cumulative buckets with "le" labels, then _sum
  * and _count. */
 static int render_duration(pms_metrics *m, pms_buf *o)
@@ -188,7 +210,7 @@ int pms_metrics_render(pms_metrics *m, int queue_cap, int workers, pms_buf *o)
         counter(o, "phasemark_draft_accepted_tokens_total", "Drafted tokens the target accepted.",
                 get(&m->accepted_tokens)))
         return -1;
-    if (render_drafters(m, o))
+    if (render_drafters(m, o) || render_tree(m, o))
         return -1;
     uint64_t drafted = get(&m->drafted_tokens), accepted = get(&m->accepted_tokens);
     if (head(o, "phasemark_draft_acceptance_ratio", "gauge", "Accepted over drafted tokens since start (0 before any).") ||

@@ -38,6 +38,11 @@ typedef struct pms_metrics {
     atomic_uint_fast64_t accepted_tokens;
     atomic_uint_fast64_t drafter_drafted[LLM_DRAFTER_COUNT];  /* by round kind */
     atomic_uint_fast64_t drafter_accepted[LLM_DRAFTER_COUNT];
+    atomic_uint_fast64_t tree_generations; /* generations verified by trees (--draft-tree) */
+    atomic_uint_fast64_t tree_fallbacks;  /* --draft-tree generations that ran chains (sampled) */
+    atomic_uint_fast64_t tree_rounds;     /* tree rounds */
+    atomic_uint_fast64_t tree_nodes;      /* their nodes verified (the root not counted) */
+    atomic_uint_fast64_t tree_accepted;   /* their accepted path lengths, summed */
     atomic_uint_fast64_t phase_tokens[PM_PHASE_COUNT]; /* by pm_phase */
     atomic_uint_fast64_t phase_ns[PM_PHASE_COUNT];
     atomic_uint_fast64_t request_ns;      /* queue wait + generation, summed */

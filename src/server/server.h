@@ -84,6 +84,10 @@ typedef struct pms_config {
                                 model) */
     const char *draft_head;  /* --draft-head: the block drafter's head
                                 (each worker loads its own) */
+    int draft_tree;          /* --draft-tree N: greedy requests verify a
+                                tree of up to N block-drafted nodes per
+                                round (1..32); sampled ones run chains;
+                                0: chains only */
     int device_loop;         /* --device-loop: PMS_DEVICE_LOOP_AUTO (the
                                 default: the CUDA device loop for requests
                                 it takes, the host paths for the rest),

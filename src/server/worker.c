@@ -130,6 +130,22 @@ static int make_sampler(const pms_server *s, const pms_job *j, llm_sampler **out
     return llm_sampler_create(&p, s->info.n_vocab, out);
 }
 
+/* --draft-tree: a greedy request verifies trees, a sampled one chains
+ * (a tree verifies greedy decoding only: speculative sampling over
+ * several candidates per position needs a residual rule the engine does
+ * not have). The placement and backend were checked at start-up
+ * (spec_init), so the switch itself cannot fail but for a broken
+ * generator; the job records which it ran. */
+static int choose_verify(pms_worker *w, pms_job *j, gen_ctx *g)
+{
+    int nodes = w->srv->cfg.draft_tree;
+    int tree = nodes > 0 && !(j->req.temperature > 0.0f);
+    j->stats.draft_mode = tree ? PMS_DRAFT_TREE : PMS_DRAFT_CHAIN;
+    if (nodes == 0)
+        return 0;
+    return llm_spec_set_tree(w->spec, tree ? nodes : 0, g->detail, sizeof g->detail);
+}
+
 /* The generation proper. Returns the engine status. */
 static int run_generation(pms_worker *w, pms_job *j, llm_sampler *smp, gen_ctx *g, int *reason)
 {
@@ -158,7 +174,9 @@ static int run_generation(pms_worker *w, pms_job *j, llm_sampler *smp, gen_ctx *
     if (!w->spec)
         return llm_generate(w->session, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
     llm_spec_reset_stats(w->spec);
-    int rc = llm_spec_generate(w->spec, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
+    int rc = choose_verify(w, j, g);
+    if (rc == 0)
+        rc = llm_spec_generate(w->spec, smp, j->prompt, j->n_prompt, &gp, on_token, g, &n_gen, reason);
     if (rc)
         snprintf(g->detail, sizeof g->detail, "%s", llm_spec_error(w->spec));
     return rc;
@@ -176,6 +194,7 @@ static void fill_loop_stats(pms_worker *w, pms_job *j, const llm_device_loop_sta
     st->drafter = now.drafter;
     if (now.drafter < 0)
         return;
+    st->draft_mode = PMS_DRAFT_CHAIN;
     st->drafted = now.drafted - before->drafted;
     st->accepted = now.accepted - before->accepted;
     st->by_drafted[now.drafter] = st->drafted;
@@ -212,6 +231,12 @@ static void fill_stats(pms_worker *w, pms_job *j, uint64_t wall_ns, const llm_de
         }
         st->rounds_committed = ss.committed;
         st->rounds_ns = ss.draft_ns + ss.verify_ns + ss.accept_ns;
+        if (st->draft_mode == PMS_DRAFT_TREE) {
+            /* With a tree set every block round is a tree round. */
+            st->tree_rounds = ss.by[LLM_DRAFTER_BLOCK].rounds;
+            st->tree_nodes = ss.by[LLM_DRAFTER_BLOCK].drafted;
+            st->tree_accepted = ss.by[LLM_DRAFTER_BLOCK].accepted;
+        }
     }
 }
 
@@ -231,6 +256,13 @@ static void count(pms_server *s, const pms_job *j, int cancelled)
         atomic_fetch_add(&m->drafter_drafted[i], st->by_drafted[i]);
         atomic_fetch_add(&m->drafter_accepted[i], st->by_accepted[i]);
     }
+    if (st->draft_mode == PMS_DRAFT_TREE)
+        atomic_fetch_add(&m->tree_generations, 1);
+    else if (st->draft_mode == PMS_DRAFT_CHAIN && s->cfg.draft_tree > 0)
+        atomic_fetch_add(&m->tree_fallbacks, 1);
+    atomic_fetch_add(&m->tree_rounds, st->tree_rounds);
+    atomic_fetch_add(&m->tree_nodes, st->tree_nodes);
+    atomic_fetch_add(&m->tree_accepted, st->tree_accepted);
     atomic_fetch_add(&m->phase_tokens[PM_PHASE_EXACT], st->prompt_n);
     atomic_fetch_add(&m->phase_ns[PM_PHASE_EXACT], st->prompt_ns);
     atomic_fetch_add(&m->phase_tokens[PM_PHASE_DECODE], st->decode_n);
@@ -329,6 +361,23 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* --draft-tree: the engine's own checks (a CPU target, a
+ * target batch of N + 1) run once here, so a placement or backend trees
+ * cannot serve refuses the start rather than every request quietly
+ * running chains. The tree stays set; each request then picks
+ * (choose_verify). */
+static int tree_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
+{
+    int nodes = s->cfg.draft_tree;
+    if (nodes == 0)
+        return 0;
+    char why[256];
+    if (llm_spec_set_tree(w->spec, nodes, why, sizeof why) == 0)
+        return 0;
+    snprintf(err, errlen, "--draft-tree %d: %s", nodes, why);
+    return -1;
+}
+
 /* The draft session (context and batch as the target's; none for the
  * ngram and block drafters), the drafter (--drafter, default block with
  * --draft-head, else model; a block head is this worker's own, over its
@@ -354,7 +403,9 @@ static int spec_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
     llm_spec_params sp = {.version = LLM_SPEC_PARAMS_VERSION, .size = sizeof(llm_spec_params)};
     sp.k = s->cfg.draft_k ? s->cfg.draft_k : 4;
     sp.drafter = w->drafter;
-    return llm_spec_create(w->session, w->draft, &sp, &w->spec, err, errlen) ? -1 : 0;
+    if (llm_spec_create(w->session, w->draft, &sp, &w->spec, err, errlen))
+        return -1;
+    return tree_init(s, w, err, errlen);
 }
 
 /* The worker's device loop (--device-loop auto or on) over its sessions

@@ -323,7 +323,8 @@ static int kind_allowed(const pmw_conn *c, pmw_kind k)
         return k == PMW_MSG_HELLO || k == PMW_MSG_AUTH || (c->role == ROLE_CLIENT && k == PMW_MSG_ERROR);
     if (c->role == ROLE_SERVER)
         return k == PMW_MSG_FORWARD || k == PMW_MSG_RESET || k == PMW_MSG_TRUNCATE ||
-               k == PMW_MSG_SHUTDOWN || k == PMW_MSG_CLOCK || k == PMW_MSG_CLOCK_SET;
+               k == PMW_MSG_SHUTDOWN || k == PMW_MSG_CLOCK || k == PMW_MSG_CLOCK_SET ||
+               k == PMW_MSG_KEEP;
     return k == PMW_MSG_REPLY || k == PMW_MSG_ACK || k == PMW_MSG_ERROR ||
            k == PMW_MSG_CLOCK_REPLY;
 }

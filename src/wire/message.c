@@ -17,7 +17,7 @@
  * sends without a body (an error reply with its longest text). */
 #define PMW_MIN_META 512u
 #define PMW_MIN_ENTRIES 8u
-#define PMW_TAG_LAST PMW_TAG_FEAT_SHAPE
+#define PMW_TAG_LAST PMW_TAG_KEEP_ROWS
 
 typedef struct tagspec {
     uint16_t tag;
@@ -39,7 +39,7 @@ static const tagspec forward_tags[] = {
     {PMW_TAG_PHASE, 1, 1}, {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_BASE_POS, 4, 1},
     {PMW_TAG_N_TOKENS, 4, 1}, {PMW_TAG_WANT, 1, 1}, {PMW_TAG_DIM, 4, 0},
     {PMW_TAG_ROWS, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0},
-    {PMW_TAG_FEAT_LAYERS, 0, 0}};
+    {PMW_TAG_FEAT_LAYERS, 0, 0}, {PMW_TAG_TREE, 0, 0}};
 static const tagspec reply_tags[] = {
     {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_N_TOKENS, 4, 1}, {PMW_TAG_OUTPUTS, 1, 1},
     {PMW_TAG_WIDTH, 4, 0}, {PMW_TAG_SHM_REF, PMW_SHM_REF_SIZE, 0},
@@ -54,20 +54,22 @@ static const tagspec clock_reply_tags[] = {
 static const tagspec clock_set_tags[] = {
     {PMW_TAG_CLOCK_OFFSET, 8, 1}, {PMW_TAG_CLOCK_BOUND, 8, 1}, {PMW_TAG_ROUND, 4, 1},
     {PMW_TAG_BOOT_ID, 16, 0}};
+static const tagspec keep_tags[] = {
+    {PMW_TAG_REQ_ID, 8, 1}, {PMW_TAG_BASE_POS, 4, 1}, {PMW_TAG_KEEP_ROWS, 0, 1}};
 
 #define KS(a) {a, sizeof a / sizeof a[0]}
 static const kindspec kinds[] = {
     {NULL, 0},          KS(hello_tags), KS(auth_tags), KS(forward_tags), KS(reply_tags),
     KS(reqid_tags),     KS(truncate_tags), KS(reqid_tags), KS(error_tags), {NULL, 0},
-    KS(clock_tags),     KS(clock_reply_tags), KS(clock_set_tags)};
-#define KIND_LAST PMW_MSG_CLOCK_SET
+    KS(clock_tags),     KS(clock_reply_tags), KS(clock_set_tags), KS(keep_tags)};
+#define KIND_LAST PMW_MSG_KEEP
 _Static_assert(sizeof kinds / sizeof kinds[0] == KIND_LAST + 1, "one kindspec per kind");
 
 const char *pmw__kind_name(unsigned kind)
 {
     static const char *const names[] = {"?",     "hello", "auth",     "forward", "reply",
                                         "reset", "truncate", "ack", "error", "shutdown",
-                                        "clock", "clock_reply", "clock_set"};
+                                        "clock", "clock_reply", "clock_set", "keep"};
     return kind <= KIND_LAST ? names[kind] : "unknown-kind";
 }
 
@@ -79,7 +81,7 @@ const char *pmw_tag_name(unsigned tag)
         "err_tag",     "err_text", "transport", "max_meta", "max_body", "max_entries",
         "shm_size",    "nonce",    "auth",     "mac",      "rows",     "round",
         "clock_recv",  "clock_send", "clock_offset", "clock_bound", "boot_id",
-        "feat_layers", "feat_shape"};
+        "feat_layers", "feat_shape", "tree", "keep_rows"};
     return tag >= 1 && tag <= PMW_TAG_LAST ? names[tag] : "unknown";
 }
 
@@ -144,6 +146,59 @@ static int check_outputs(const char *kname, uint16_t tag, uint32_t bits, pmw_dia
     return 0;
 }
 
+/* A tree verify's shape: only on a verify, one parent per token, the root
+ * first and every other parent before its child (so the nodes form a tree
+ * whose depths follow from the parents). */
+static int check_tree(const pmw_forward *f, pmw_diag *d)
+{
+    if (f->n_tree == 0)
+        return 0;
+    if (f->phase != PM_PHASE_VERIFY) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_TREE, "forward: tag 31 (tree) on a %s forward (verify only)",
+                  pm_phase_name((unsigned)f->phase));
+        return PMW_E_VALUE;
+    }
+    if (f->n_tree != f->n_tokens || f->n_tree > PMW_TREE_MAX) {
+        pmw__diag(d, PMW_E_LENGTH, PMW_TAG_TREE,
+                  "forward: tag 31 (tree) has %u nodes (want n_tokens %u, at most %u)", f->n_tree,
+                  f->n_tokens, PMW_TREE_MAX);
+        return PMW_E_LENGTH;
+    }
+    for (uint32_t i = 0; i < f->n_tree; i++) {
+        int32_t p = f->tree_parent[i];
+        if (i == 0 ? p != -1 : (p < 0 || (uint32_t)p >= i)) {
+            pmw__diag(d, PMW_E_VALUE, PMW_TAG_TREE,
+                      "forward: tag 31 (tree) node %u has parent %d (want %s)", i, (int)p,
+                      i == 0 ? "none, 0xff" : "an earlier node");
+            return PMW_E_VALUE;
+        }
+    }
+    return 0;
+}
+
+static int check_keep(const pmw_keep *k, pmw_diag *d)
+{
+    if (k->n_rows == 0 || k->n_rows > PMW_TREE_MAX) {
+        pmw__diag(d, PMW_E_LENGTH, PMW_TAG_KEEP_ROWS, "keep: tag 32 (keep_rows) has %u rows (want 1..%u)",
+                  k->n_rows, PMW_TREE_MAX);
+        return PMW_E_LENGTH;
+    }
+    for (uint32_t j = 0; j < k->n_rows; j++)
+        if (k->rows[j] < j || k->rows[j] >= PMW_TREE_MAX || (j > 0 && k->rows[j] <= k->rows[j - 1])) {
+            pmw__diag(d, PMW_E_VALUE, PMW_TAG_KEEP_ROWS,
+                      "keep: tag 32 (keep_rows) row %u at %u is not ascending, at least its index "
+                      "and below %u",
+                      k->rows[j], j, PMW_TREE_MAX);
+            return PMW_E_VALUE;
+        }
+    if ((uint64_t)k->base_pos + PMW_TREE_MAX > UINT32_MAX) {
+        pmw__diag(d, PMW_E_VALUE, PMW_TAG_BASE_POS, "keep: tag 3 (base_pos) %u is too large",
+                  k->base_pos);
+        return PMW_E_VALUE;
+    }
+    return 0;
+}
+
 static int check_forward(const pmw_forward *f, pmw_diag *d)
 {
     if (!pm_phase_is_valid((unsigned)f->phase)) {
@@ -196,7 +251,7 @@ static int check_forward(const pmw_forward *f, pmw_diag *d)
                       f->feat[j], j);
             return PMW_E_VALUE;
         }
-    return 0;
+    return check_tree(f, d);
 }
 
 static int check_reply(const pmw_reply *r, pmw_diag *d)
@@ -331,6 +386,7 @@ static int validate_fields(const pmw_msg *m, pmw_diag *d)
     case PMW_MSG_CLOCK:
     case PMW_MSG_CLOCK_REPLY: return check_clock(m, d);
     case PMW_MSG_CLOCK_SET: return check_clock_set(&m->clock_set, d);
+    case PMW_MSG_KEEP: return check_keep(&m->keep, d);
     default: return 0;
     }
 }
@@ -452,6 +508,14 @@ static void fill_fields(pmw_msg *m, const entries *e)
             for (uint32_t j = 0; j < m->forward.n_feat; j++)
                 m->forward.feat[j] = pmw__get16(e->val[PMW_TAG_FEAT_LAYERS] + 2 * j);
         }
+        /* A tree check_raw refuses (longer than PMW_TREE_MAX) fills nothing. */
+        if (e->val[PMW_TAG_TREE] && e->len[PMW_TAG_TREE] <= PMW_TREE_MAX) {
+            m->forward.n_tree = e->len[PMW_TAG_TREE];
+            for (uint32_t i = 0; i < m->forward.n_tree; i++) {
+                uint8_t b = e->val[PMW_TAG_TREE][i];
+                m->forward.tree_parent[i] = b == 0xffu ? -1 : (int32_t)b;
+            }
+        }
         break;
     case PMW_MSG_REPLY:
         m->reply.req_id = pmw__get64(e->val[PMW_TAG_REQ_ID]);
@@ -485,6 +549,15 @@ static void fill_fields(pmw_msg *m, const entries *e)
         m->clock.round = pmw__get32(e->val[PMW_TAG_ROUND]);
         m->clock.recv_ns = pmw__get64(e->val[PMW_TAG_CLOCK_RECV]);
         m->clock.send_ns = pmw__get64(e->val[PMW_TAG_CLOCK_SEND]);
+        break;
+    case PMW_MSG_KEEP:
+        m->keep.req_id = pmw__get64(e->val[PMW_TAG_REQ_ID]);
+        m->keep.base_pos = pmw__get32(e->val[PMW_TAG_BASE_POS]);
+        if (e->len[PMW_TAG_KEEP_ROWS] <= PMW_TREE_MAX) {
+            m->keep.n_rows = e->len[PMW_TAG_KEEP_ROWS];
+            for (uint32_t j = 0; j < m->keep.n_rows; j++)
+                m->keep.rows[j] = e->val[PMW_TAG_KEEP_ROWS][j];
+        }
         break;
     case PMW_MSG_CLOCK_SET:
         m->clock_set.offset_ns = (int64_t)pmw__get64(e->val[PMW_TAG_CLOCK_OFFSET]);
@@ -526,6 +599,16 @@ static int check_raw(const pmw_msg *m, const entries *e, pmw_diag *d)
         pmw__diag(d, PMW_E_LENGTH, PMW_TAG_FEAT_LAYERS,
                   "forward: tag 29 (feat_layers) has length %u (want 2..%u, even)",
                   e->len[PMW_TAG_FEAT_LAYERS], 2 * PMW_FEATURES_MAX);
+        return PMW_E_LENGTH;
+    }
+    if (m->kind == PMW_MSG_FORWARD && e->val[PMW_TAG_TREE] && e->len[PMW_TAG_TREE] > PMW_TREE_MAX) {
+        pmw__diag(d, PMW_E_LENGTH, PMW_TAG_TREE, "forward: tag 31 (tree) has length %u (want 1..%u)",
+                  e->len[PMW_TAG_TREE], PMW_TREE_MAX);
+        return PMW_E_LENGTH;
+    }
+    if (m->kind == PMW_MSG_KEEP && e->len[PMW_TAG_KEEP_ROWS] > PMW_TREE_MAX) {
+        pmw__diag(d, PMW_E_LENGTH, PMW_TAG_KEEP_ROWS, "keep: tag 32 (keep_rows) has length %u (want 1..%u)",
+                  e->len[PMW_TAG_KEEP_ROWS], PMW_TREE_MAX);
         return PMW_E_LENGTH;
     }
     if (m->kind == PMW_MSG_REPLY && e->val[PMW_TAG_FEAT_SHAPE] && m->reply.feat_layers == 0) {
@@ -700,6 +783,12 @@ int pmw__meta_encode(const pmw_msg *m, const pmw_shm_ref *ref, pmw_meta *w)
                 pmw__put16(b + 2 * j, (uint16_t)m->forward.feat[j]);
             pmw_meta_put(w, PMW_TAG_FEAT_LAYERS, b, (uint16_t)(2 * m->forward.n_feat));
         }
+        if (m->forward.n_tree) {
+            uint8_t b[PMW_TREE_MAX];
+            for (uint32_t i = 0; i < m->forward.n_tree; i++)
+                b[i] = m->forward.tree_parent[i] < 0 ? 0xffu : (uint8_t)m->forward.tree_parent[i];
+            pmw_meta_put(w, PMW_TAG_TREE, b, (uint16_t)m->forward.n_tree);
+        }
         break;
     case PMW_MSG_REPLY:
         pmw_meta_u64(w, PMW_TAG_REQ_ID, m->reply.req_id);
@@ -745,6 +834,15 @@ int pmw__meta_encode(const pmw_msg *m, const pmw_shm_ref *ref, pmw_meta *w)
         if (!zero16(m->clock_set.boot_id))
             pmw_meta_put(w, PMW_TAG_BOOT_ID, m->clock_set.boot_id, 16);
         break;
+    case PMW_MSG_KEEP: {
+        uint8_t b[PMW_TREE_MAX];
+        for (uint32_t j = 0; j < m->keep.n_rows; j++)
+            b[j] = (uint8_t)m->keep.rows[j];
+        pmw_meta_u64(w, PMW_TAG_REQ_ID, m->keep.req_id);
+        pmw_meta_u32(w, PMW_TAG_BASE_POS, m->keep.base_pos);
+        pmw_meta_put(w, PMW_TAG_KEEP_ROWS, b, (uint16_t)m->keep.n_rows);
+        break;
+    }
     default:
         break;
     }

@@ -2391,33 +2391,349 @@ static int case_device_loop_cuda(void)
     return pm_check_result();
 }
 
+/* ---- --draft-tree: tree verification per request --------------------------- */
+
+/* The speculative statistics pm-generate reports on stderr for one run
+ * (its "speculative: R rounds, D drafted, A accepted ..., P plain steps"
+ * line): the independent count of tree rounds, nodes and accepted path. */
+typedef struct spec_counts {
+    long long rounds, drafted, accepted, steps;
+} spec_counts;
+
+static int generate_counts(const char *model, const char *ids_csv, int n, const char *const *extra,
+                           spec_counts *c)
+{
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", n);
+    char *argv[32] = {(char *)generate_bin, "-m", (char *)model, "--tokens", (char *)ids_csv, "-n", nbuf,
+                      "--threads", "1", "--ids"};
+    int k = 10;
+    for (int i = 0; extra[i] && k < 31; i++)
+        argv[k++] = (char *)extra[i];
+    argv[k] = NULL;
+    static pm_child_result res;
+    if (pm_child_exec(argv, NULL, TIMEOUT, &res) || !pm_child_ok(&res)) {
+        fprintf(stderr, "pm-generate: %s\n", res.err);
+        return -1;
+    }
+    const char *s = strstr(res.err, "speculative: ");
+    if (!s || sscanf(s, "speculative: %lld rounds, %lld drafted, %lld accepted", &c->rounds, &c->drafted,
+                     &c->accepted) != 3)
+        return -1;
+    const char *p = strstr(s, "tokens/round, ");
+    return p && sscanf(p, "tokens/round, %lld plain steps", &c->steps) == 1 ? 0 : -1;
+}
+
+/* The ids /tokenize gives for text (with BOS), as "a,b,c". */
+static void tokenize_csv(int port, const char *text, char *csv, size_t cap)
+{
+    char body[512];
+    snprintf(body, sizeof body, "{\"content\":\"%s\",\"add_special\":true}", text);
+    hc_resp r;
+    REQUIRE(hc_request(port, "POST", "/tokenize", body, &r, TIMEOUT) == 0);
+    REQUIRE(r.status == 200);
+    json_t *j = body_json(&r);
+    json_t *t = json_object_get(j, "tokens");
+    size_t n = 0;
+    csv[0] = 0;
+    for (size_t i = 0; i < json_array_size(t); i++)
+        n += (size_t)snprintf(csv + n, n < cap ? cap - n : 0, "%s%lld", i ? "," : "",
+                              (long long)json_integer_value(json_array_get(t, i)));
+    REQUIRE(n < cap && json_array_size(t) > 0);
+    json_decref(j);
+    hc_free(&r);
+}
+
+/* One completion's body, text and timings (a new reference: the caller
+ * frees it with json_decref). */
+static json_t *completion_json(int port, const char *body, char *text, size_t cap)
+{
+    hc_resp r;
+    REQUIRE(hc_request(port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    REQUIRE(j != NULL);
+    snprintf(text, cap, "%s", jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "(none)");
+    hc_free(&r);
+    return j;
+}
+
+static const char *const k_tree_prompts[] = {
+    "In the beginning God created",
+    "And Jesus answered and said unto them,",
+    "And the LORD spake unto Moses, saying,",
+    "And it came to pass, when the king heard",
+    "The LORD is my shepherd;",
+    "Blessed are the poor in spirit:",
+    "And God said, Let there be light:",
+    "For God so loved the world,",
+    "Then said Jesus unto his disciples,",
+    "And the children of Israel",
+    "Hear, O Israel:",
+    "And David said unto Saul,",
+    "Thus saith the LORD of hosts,",
+    "And when they were come into the house,",
+    "Now the serpent was more subtil than any beast",
+    "And Moses went up unto God,",
+    "Praise ye the LORD.",
+    "And he opened his mouth, and taught them, saying,",
+    "Let not your heart be troubled:",
+    "And there was war in heaven:",
+};
+#define N_TREE_PROMPTS ((int)(sizeof k_tree_prompts / sizeof k_tree_prompts[0]))
+
+/* --draft-tree 16 with the shipped target and block head (k 8): on the
+ * 20 prompts of the engine's tree parity cases, 16 greedy tokens each,
+ * the text, token count and finish reason equal a plain server's, on a
+ * monolithic target, over two local shards and over a local shard and a
+ * spawned daemon; the timings' tree counts
+ * equal (monolithic) pm-generate's with the same tree (its rounds,
+ * drafted nodes, accepted path), and /metrics adds them up. A
+ * sampled request on the same server runs chains: timings say so, and
+ * its text is a chain server's under the same seed. */
+static int case_draft_tree(void)
+{
+    kjv_paths();
+    char head[1100];
+    const char *slash = strrchr(kjv_target, '/');
+    snprintf(head, sizeof head, "%.*s/phasemark-kjv-block-f16.gguf", slash ? (int)(slash - kjv_target) : 1,
+             slash ? kjv_target : ".");
+    struct stat st;
+    if (stat(kjv_target, &st) != 0 || stat(head, &st) != 0)
+        PM_SKIP("the shipped KJV target or block head is absent");
+    const char *tree_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16", NULL};
+    const char *plain_args[] = {"--threads", "1", NULL};
+    const char *gen_tree[] = {"--draft-head", head, "--draft-k", "8", "--draft-tree", "16", NULL};
+    /* The same trees over two local shards (each span reads the tree), and
+     * over a local shard and a spawned daemon (the tree on the wire). */
+    const char *split_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16",
+                                "--placement", "0-2@local,3-5@local", NULL};
+    const char *remote_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16",
+                                 "--placement", "0-2@local,3-5@spawn", NULL};
+    srv_proc tp, pp, sp, rp;
+    start(&tp, kjv_target, tree_args);
+    start(&pp, kjv_target, plain_args);
+    start(&sp, kjv_target, split_args);
+    start(&rp, kjv_target, remote_args);
+    srv_proc *splits[2] = {&sp, &rp};
+    long long sum_r = 0, sum_n = 0, sum_a = 0, first_rounds = -1;
+    char first_csv[512] = "";
+    int same = 0;
+    for (int i = 0; i < N_TREE_PROMPTS; i++) {
+        char csv[512], body[700], want[4096], got[4096];
+        tokenize_csv(pp.port, k_tree_prompts[i], csv, sizeof csv);
+        snprintf(body, sizeof body, "{\"prompt\":[%s],\"max_tokens\":16,\"temperature\":0}", csv);
+        char split_text[2][4096];
+        json_t *a = completion_json(pp.port, body, want, sizeof want);
+        json_t *b = completion_json(tp.port, body, got, sizeof got);
+        json_t *sj[2], *stt[2];
+        for (int k = 0; k < 2; k++) {
+            sj[k] = completion_json(splits[k]->port, body, split_text[k], sizeof split_text[k]);
+            stt[k] = json_object_get(sj[k], "timings");
+            CHECK_STR_EQ(split_text[k], want);
+            CHECK_INT_EQ(jint(json_object_get(sj[k], "usage"), "completion_tokens"),
+                         jint(json_object_get(a, "usage"), "completion_tokens"));
+            CHECK_STR_EQ(jstr(stt[k], "draft_mode") ? jstr(stt[k], "draft_mode") : "(none)", "tree");
+        }
+        long long na = jint(json_object_get(a, "usage"), "completion_tokens");
+        long long nb = jint(json_object_get(b, "usage"), "completion_tokens");
+        const char *fa = jstr(choice0(a), "finish_reason"), *fb = jstr(choice0(b), "finish_reason");
+        int ok = !strcmp(want, got) && na == nb && fa && fb && !strcmp(fa, fb);
+        if (!ok)
+            fprintf(stderr, "prompt %d: tree '%s' (%lld) vs plain '%s' (%lld)\n", i, got, nb, want, na);
+        same += ok;
+        json_t *t = json_object_get(b, "timings");
+        CHECK_STR_EQ(jstr(t, "draft_mode") ? jstr(t, "draft_mode") : "(none)", "tree");
+        CHECK_STR_EQ(jstr(json_object_get(a, "timings"), "draft_mode"), "none");
+        spec_counts c;
+        REQUIRE(generate_counts(kjv_target, csv, 16, gen_tree, &c) == 0);
+        CHECK_INT_EQ(jint(t, "tree_rounds"), c.rounds);
+        CHECK_INT_EQ(jint(t, "tree_nodes"), c.drafted);
+        CHECK_INT_EQ(jint(t, "tree_accepted"), c.accepted);
+        for (int k = 0; k < 2; k++) {
+            CHECK_INT_EQ(jint(stt[k], "tree_rounds"), c.rounds);
+            CHECK_INT_EQ(jint(stt[k], "tree_nodes"), c.drafted);
+            CHECK_INT_EQ(jint(stt[k], "tree_accepted"), c.accepted);
+            json_decref(sj[k]);
+        }
+        CHECK_INT_EQ(jint(t, "draft_n"), c.drafted);
+        CHECK_INT_EQ(jint(t, "draft_n_accepted"), c.accepted);
+        json_t *by = json_object_get(json_object_get(t, "drafters"), "block");
+        CHECK_INT_EQ(by ? jint(by, "draft_n") : 0, c.drafted);
+        /* Without an EOS every token is the prefill's, a round's (its
+         * path + 1) or a plain step's (an EOS ends a path early and is
+         * not emitted; "Praise ye the LORD." draws it first). */
+        if (fb && !strcmp(fb, "length"))
+            CHECK_INT_EQ(nb, 1 + c.rounds + c.accepted + c.steps);
+        if (i == 0) {
+            first_rounds = c.rounds;
+            snprintf(first_csv, sizeof first_csv, "%s", csv);
+        }
+        sum_r += c.rounds;
+        sum_n += c.drafted;
+        sum_a += c.accepted;
+        json_decref(a);
+        json_decref(b);
+    }
+    CHECK_INT_EQ(same, N_TREE_PROMPTS);
+    fprintf(stderr, "draft_tree: %lld tree rounds, %lld nodes, %lld accepted (%.2f tokens per round)\n", sum_r,
+            sum_n, sum_a, sum_r ? (double)(sum_a + sum_r) / (double)sum_r : 0.0);
+    CHECK(sum_a > sum_r); /* the shipped head's trees keep more than one node a round */
+    CHECK(srv_metric(tp.port, "phasemark_tree_generations_total") == (double)N_TREE_PROMPTS);
+    CHECK(srv_metric(tp.port, "phasemark_tree_fallbacks_total") == 0.0);
+    CHECK(srv_metric(tp.port, "phasemark_tree_rounds_total") == (double)sum_r);
+    CHECK(srv_metric(tp.port, "phasemark_tree_nodes_total") == (double)sum_n);
+    CHECK(srv_metric(tp.port, "phasemark_tree_accepted_tokens_total") == (double)sum_a);
+    CHECK(srv_metric(tp.port, "phasemark_drafter_tokens_total{drafter=\"block\"}") == (double)sum_n);
+    CHECK(srv_metric(pp.port, "phasemark_tree_rounds_total") == 0.0);
+    for (int k = 0; k < 2; k++) {
+        CHECK(srv_metric(splits[k]->port, "phasemark_tree_rounds_total") == (double)sum_r);
+        CHECK(srv_metric(splits[k]->port, "phasemark_tree_generations_total") == (double)N_TREE_PROMPTS);
+        stop_ok(splits[k]);
+    }
+    CHECK_INT_EQ(count_daemons(kjv_target), 0); /* the spawned daemon is reaped */
+
+    /* Streamed, the same text as the plain server's (the first prompt). */
+    char sbody[700], plain[4096], streamed[4096];
+    snprintf(sbody, sizeof sbody, "{\"prompt\":[%s],\"max_tokens\":16,\"temperature\":0}", first_csv);
+    json_decref(completion_json(pp.port, sbody, plain, sizeof plain));
+    snprintf(sbody, sizeof sbody, "{\"prompt\":[%s],\"max_tokens\":16,\"temperature\":0,\"stream\":true}",
+             first_csv);
+    hc_resp r;
+    REQUIRE(hc_request(tp.port, "POST", "/v1/completions", sbody, &r, TIMEOUT) == 0);
+    json_t *ev[256];
+    int n = 0;
+    const char *finish;
+    REQUIRE(sse_events(&r, ev, 256, &n) == 0);
+    stream_text(ev, n, 0, streamed, sizeof streamed, &finish);
+    CHECK_STR_EQ(streamed, plain);
+    REQUIRE(n > 0);
+    json_t *last = json_object_get(ev[n - 1], "timings");
+    CHECK_STR_EQ(jstr(last, "draft_mode") ? jstr(last, "draft_mode") : "(none)", "tree");
+    sum_r += jint(last, "tree_rounds"); /* the first prompt's again: its count */
+    CHECK_INT_EQ(jint(last, "tree_rounds"), first_rounds);
+    free_events(ev, n);
+    hc_free(&r);
+    stop_ok(&pp);
+
+    /* Sampled: chains, the same draws as a server without --draft-tree. */
+    const char *sampled = "{\"prompt\":\"In the beginning God created\",\"max_tokens\":16,\"temperature\":0.8,"
+                          "\"seed\":11}";
+    char tree_text[4096], chain_text[4096];
+    json_t *a = completion_json(tp.port, sampled, tree_text, sizeof tree_text);
+    json_t *t = json_object_get(a, "timings");
+    CHECK_STR_EQ(jstr(t, "draft_mode") ? jstr(t, "draft_mode") : "(none)", "chain");
+    CHECK_INT_EQ(jint(t, "tree_rounds"), 0);
+    CHECK_INT_EQ(jint(t, "tree_nodes"), 0);
+    CHECK(jint(json_object_get(json_object_get(t, "drafters"), "block"), "draft_n") > 0);
+    CHECK(srv_metric(tp.port, "phasemark_tree_fallbacks_total") == 1.0);
+    CHECK(srv_metric(tp.port, "phasemark_tree_generations_total") == (double)N_TREE_PROMPTS + 1);
+    CHECK(srv_metric(tp.port, "phasemark_tree_rounds_total") == (double)sum_r); /* chains add none */
+    stop_ok(&tp);
+    const char *chain_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", NULL};
+    srv_proc cp;
+    start(&cp, kjv_target, chain_args);
+    json_t *b = completion_json(cp.port, sampled, chain_text, sizeof chain_text);
+    CHECK_STR_EQ(tree_text, chain_text);
+    CHECK_STR_EQ(jstr(json_object_get(b, "timings"), "draft_mode"), "chain");
+    CHECK_INT_EQ(jint(json_object_get(b, "timings"), "draft_n"), jint(t, "draft_n"));
+    CHECK(srv_metric(cp.port, "phasemark_tree_fallbacks_total") == 0.0);
+    json_decref(a);
+    json_decref(b);
+    stop_ok(&cp);
+    return pm_check_result();
+}
+
+/* --draft-tree refusals, each with its one line: out of range or not a
+ * number (usage, exit 2), without the block drafter and a target batch
+ * under N + 1 (start-up, exit 1). */
+static int case_draft_tree_refuse(void)
+{
+    static pm_child_result res;
+    char head[1024];
+    snprintf(head, sizeof head, "%.*s_head.gguf", (int)(strlen(tiny) - 5), tiny);
+    static const char *const bad_values[] = {"33", "-1", "8x", ""};
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        const char *args[] = {"-m", tiny, "--port", "0", "--draft-head", head, "--draft-tree", bad_values[i], NULL};
+        CHECK_INT_EQ(run_server(args, &res), 2);
+        char want[128];
+        snprintf(want, sizeof want, "pm-server: --draft-tree needs an integer in 0..32 (got '%s')\nusage:",
+                 bad_values[i]);
+        CHECK(strncmp(res.err, want, strlen(want)) == 0);
+        if (strncmp(res.err, want, strlen(want)) != 0)
+            fprintf(stderr, "stderr: %s\n", res.err);
+    }
+    const char *nohead[] = {"-m", tiny, "--port", "0", "--draft-tree", "8", NULL};
+    CHECK_INT_EQ(run_server(nohead, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: --draft-tree 8 needs the block drafter (--draft-head HEAD)\n");
+    const char *ngram[] = {"-m", tiny, "--port", "0", "--drafter", "ngram", "--draft-tree", "8", NULL};
+    CHECK_INT_EQ(run_server(ngram, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: --draft-tree 8 needs the block drafter (--draft-head HEAD)\n");
+    const char *batch[] = {"-m", tiny, "--port", "0", "--draft-head", head, "--draft-tree", "16", "--batch", "8",
+                           NULL};
+    CHECK_INT_EQ(run_server(batch, &res), 1);
+    CHECK_STR_EQ(res.err, "pm-server: --draft-tree 16: spec: a draft tree of 16 nodes needs a target batch of "
+                          "17 (it has 8)\n");
+    /* 0 is chains: the server starts and says so. */
+    const char *zero[] = {"--draft-head", head, "--draft-tree", "0", NULL};
+    srv_proc p;
+    start(&p, tiny, zero);
+    char text[4096];
+    json_t *j = completion_json(p.port, "{\"prompt\":[1,100,200,300],\"max_tokens\":8,\"temperature\":0}", text,
+                                sizeof text);
+    CHECK_STR_EQ(jstr(json_object_get(j, "timings"), "draft_mode"), "chain");
+    CHECK(srv_metric(p.port, "phasemark_tree_fallbacks_total") == 0.0);
+    json_decref(j);
+    stop_ok(&p);
+    return pm_check_result();
+}
+
 /* ---- markers: X-Request-Id is the markers' req= -------------------------- */
+
+/* What the marker driver runs: the tiny model on the CPU, the shipped
+ * target on cuda:0 with --device-loop on (both requests on the loop), or
+ * the tiny model with its block head and tree rounds (--draft-tree). */
+enum { MARK_HOST, MARK_LOOP, MARK_TREE, MARK_TREE_SPLIT, MARK_TREE_REMOTE };
+#define MARK_TREE_NODES "6"
+#define MARK_TREE_K "4"
+#define MARK_TREE_TOKENS 12
 
 /* Runs under `phasemark capture`: starts the server (which inherits the
  * recorder), sends two requests, writes their X-Request-Ids to ids_path
- * and stops the server. loop: the shipped target on cuda:0 with
- * --device-loop on (both requests run on the loop), else the tiny model
- * on the CPU. */
-static int marker_driver(const char *ids_path, int loop)
+ * and stops the server. */
+static int marker_driver(const char *ids_path, int mode)
 {
     srv_proc p;
+    char head[1024];
+    snprintf(head, sizeof head, "%.*s_head.gguf", (int)(strlen(tiny) - 5), tiny);
     const char *on_loop[] = {"--backend", "cuda:0", "--device-loop", "on", NULL};
-    if (loop)
+    const char *tree[] = {"--draft-head", head, "--draft-k", MARK_TREE_K, "--draft-tree", MARK_TREE_NODES,
+                          "--placement", "0-0@local,1-1@local", NULL};
+    if (mode == MARK_TREE)
+        tree[6] = NULL; /* monolithic */
+    if (mode == MARK_TREE_REMOTE)
+        tree[7] = "0-0@local,1-1@spawn";
+    if (mode == MARK_LOOP)
         kjv_paths();
-    start(&p, loop ? kjv_target : tiny, loop ? on_loop : NULL);
+    int trees = mode == MARK_TREE || mode == MARK_TREE_SPLIT || mode == MARK_TREE_REMOTE;
+    start(&p, mode == MARK_LOOP ? kjv_target : tiny, mode == MARK_LOOP ? on_loop : trees ? tree : NULL);
     FILE *f = fopen(ids_path, "w");
     REQUIRE(f != NULL);
+    int n_tokens = trees ? MARK_TREE_TOKENS : 3;
+    char body[128];
+    snprintf(body, sizeof body, "{\"prompt\":[1,100,200,300],\"max_tokens\":%d,\"temperature\":0}", n_tokens);
     for (int i = 0; i < 2; i++) {
         hc_resp r;
-        REQUIRE(hc_request(p.port, "POST", "/v1/completions",
-                           "{\"prompt\":[1,100,200,300],\"max_tokens\":3,\"temperature\":0}", &r, TIMEOUT) == 0);
+        REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
         CHECK_INT_EQ(r.status, 200);
         fprintf(f, "%lld\n", request_id(&r));
         json_t *j = body_json(&r);
-        /* Three tokens, no EOS: the shape the counts below assume. */
-        CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), 3);
-        if (loop)
+        /* All tokens, no EOS: the shape the counts below assume. */
+        CHECK_INT_EQ(jint(json_object_get(j, "usage"), "completion_tokens"), n_tokens);
+        if (mode == MARK_LOOP)
             CHECK(json_is_true(json_object_get(json_object_get(j, "timings"), "device_loop")));
+        if (trees)
+            CHECK_STR_EQ(jstr(json_object_get(j, "timings"), "draft_mode"), "tree");
         json_decref(j);
         hc_free(&r);
     }
@@ -2426,28 +2742,72 @@ static int marker_driver(const char *ids_path, int loop)
     return pm_check_result();
 }
 
-static int count_in_file(const char *path, const char *needle)
+/* Lines of path holding needle (and also, when set, needle2); with sum
+ * set, *sum adds up the number after "draft=" on those lines. */
+static int count_lines(const char *path, const char *needle, const char *needle2, long long *sum)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
     char line[1024];
     int n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, needle) != NULL;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, needle) || (needle2 && !strstr(line, needle2)))
+            continue;
+        n++;
+        const char *d = sum ? strstr(line, "draft=") : NULL;
+        if (d)
+            *sum += strtoll(d + 6, NULL, 10);
+    }
     fclose(f);
     return n;
+}
+
+static int count_in_file(const char *path, const char *needle)
+{
+    return count_lines(path, needle, NULL, NULL);
+}
+
+/* A tree request's ranges (docs/spec.md, Range counts) on S spans: the
+ * prefill and its S leaves, per round pm.spec_decode (draft = its nodes)
+ * enclosing pm.draft and S verify leaves, per plain step pm.decode and
+ * its S leaves; R, the nodes and D from pm-generate with the same tree
+ * (monolithic: two local shards verify the same trees). */
+static void check_tree_ranges(const char *csv, long long id, int S)
+{
+    char head[1024];
+    snprintf(head, sizeof head, "%.*s_head.gguf", (int)(strlen(tiny) - 5), tiny);
+    const char *gen[] = {"--draft-head", head, "--draft-k", MARK_TREE_K, "--draft-tree", MARK_TREE_NODES, NULL};
+    spec_counts c;
+    REQUIRE(generate_counts(tiny, "1,100,200,300", MARK_TREE_TOKENS, gen, &c) == 0);
+    REQUIRE(c.rounds > 0);
+    char needle[80], rq[40];
+    snprintf(rq, sizeof rq, "req=%lld ", id);
+    long long nodes = 0;
+    snprintf(needle, sizeof needle, "pm.spec_decode mode=batched req=%lld ", id);
+    CHECK_INT_EQ(count_lines(csv, needle, NULL, &nodes), c.rounds);
+    CHECK_INT_EQ(nodes, c.drafted);
+    snprintf(needle, sizeof needle, "pm.draft req=%lld ", id);
+    CHECK_INT_EQ(count_lines(csv, needle, "drafter=block", NULL), c.rounds);
+    CHECK_INT_EQ(count_lines(csv, "mode=verify", rq, NULL), S * c.rounds);
+    snprintf(needle, sizeof needle, "pm.decode mode=decode req=%lld ", id);
+    CHECK_INT_EQ(count_in_file(csv, needle), c.steps);
+    CHECK_INT_EQ(count_lines(csv, "mode=decode", rq, NULL), (1 + S) * c.steps);
+    CHECK_INT_EQ(count_lines(csv, "mode=exact", rq, NULL), 1 + S);
+    snprintf(needle, sizeof needle, "req=%lld\"", id);
+    int tail = count_in_file(csv, needle);
+    CHECK_INT_EQ(count_in_file(csv, rq) + tail, (1 + S) + (2 + S) * c.rounds + (1 + S) * c.steps);
 }
 
 /* The engine's ranges of two requests, each carrying its X-Request-Id.
  * loop: the same on the device loop (docs/cuda.md: one pm.decode a
  * launched step around its leaf; a batch of max_tokens - 1 = 2 steps is
  * what the host path decodes too). */
-static int case_markers(const char *self, int loop)
+static int case_markers(const char *self, int mode)
 {
     if (!phasemark_bin)
         PM_SKIP("the phasemark command was not built");
-    if (loop)
+    if (mode == MARK_LOOP)
         need_cuda_kjv();
     char dir[] = "/tmp/pm_server_markers_XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
@@ -2455,7 +2815,11 @@ static int case_markers(const char *self, int loop)
     snprintf(ids_path, sizeof ids_path, "%s/ids.txt", dir);
     snprintf(csv, sizeof csv, "%s/marker_api_trace.csv", dir);
     char *argv[] = {(char *)phasemark_bin, "capture", "-o", dir, "--", (char *)self,
-                    loop ? "marker_driver_loop" : "marker_driver",
+                    mode == MARK_LOOP         ? "marker_driver_loop"
+                    : mode == MARK_TREE       ? "marker_driver_tree"
+                    : mode == MARK_TREE_SPLIT ? "marker_driver_tree_split"
+                    : mode == MARK_TREE_REMOTE ? "marker_driver_tree_remote"
+                                               : "marker_driver",
                     (char *)server_bin, (char *)tiny, (char *)slow, (char *)generate_bin, ids_path, NULL};
     pm_child_result res;
     REQUIRE(pm_child_exec(argv, NULL, 120000, &res) == 0);
@@ -2473,6 +2837,11 @@ static int case_markers(const char *self, int loop)
     for (int i = 0; i < 2; i++) {
         char needle[64];
         snprintf(needle, sizeof needle, "pm.prefill mode=exact req=%lld ", ids[i]);
+        if (mode == MARK_TREE || mode == MARK_TREE_SPLIT || mode == MARK_TREE_REMOTE) {
+            CHECK_INT_EQ(count_in_file(csv, needle), 1);
+            check_tree_ranges(csv, ids[i], mode == MARK_TREE ? 1 : 2);
+            continue;
+        }
         CHECK_INT_EQ(count_in_file(csv, needle), 1);
         snprintf(needle, sizeof needle, "pm.decode mode=decode req=%lld ", ids[i]);
         int decodes = count_in_file(csv, needle);
@@ -2513,10 +2882,19 @@ int main(int argc, char **argv)
     if (stat(tiny, &st) != 0 || stat(slow, &st) != 0)
         PM_SKIP("the synthetic test models are missing (the server_models fixture did not run)");
     const char *c = argv[1];
-    if (!strcmp(c, "marker_driver") || !strcmp(c, "marker_driver_loop"))
-        return argc > 6 ? marker_driver(argv[6], !strcmp(c, "marker_driver_loop")) : 2;
-    if (!strcmp(c, "markers") || !strcmp(c, "markers_loop"))
-        return case_markers(argv[0], !strcmp(c, "markers_loop"));
+    static const struct { const char *driver, *test; int mode; } marks[] = {
+        {"marker_driver", "markers", MARK_HOST},
+        {"marker_driver_loop", "markers_loop", MARK_LOOP},
+        {"marker_driver_tree", "markers_tree", MARK_TREE},
+        {"marker_driver_tree_split", "markers_tree_split", MARK_TREE_SPLIT},
+        {"marker_driver_tree_remote", "markers_tree_remote", MARK_TREE_REMOTE},
+    };
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        if (!strcmp(c, marks[i].driver))
+            return argc > 6 ? marker_driver(argv[6], marks[i].mode) : 2;
+        if (!strcmp(c, marks[i].test))
+            return case_markers(argv[0], marks[i].mode);
+    }
     static const struct { const char *name; int (*fn)(void); } cases[] = {
         {"endpoints", case_endpoints},   {"completion", case_completion}, {"stream", case_stream},
         {"chat", case_chat},             {"chat_template", case_chat_template},
@@ -2535,6 +2913,7 @@ int main(int argc, char **argv)
         {"chat_refuse", case_chat_refuse},
         {"tokenize", case_tokenize},
         {"device_loop", case_device_loop}, {"device_loop_cuda", case_device_loop_cuda},
+        {"draft_tree", case_draft_tree}, {"draft_tree_refuse", case_draft_tree_refuse},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(c, cases[i].name))

@@ -347,6 +347,21 @@ static int case_config(void)
     CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), -1);
     const char *bad_k[] = {"-m", "x", "--draft", "d", "--draft-k", "0", NULL};
     CHECK_INT_EQ(parse(&c, bad_k, err, sizeof err), -1);
+    /* --draft-tree: 0..32, with the block drafter only. */
+    const char *tree[] = {"-m", "x", "--draft-head", "h.gguf", "--draft-tree", "32", NULL};
+    REQUIRE(parse(&c, tree, err, sizeof err) == 0);
+    CHECK_INT_EQ(c.draft_tree, 32);
+    CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), 0);
+    const char *tree_big[] = {"-m", "x", "--draft-head", "h.gguf", "--draft-tree", "33", NULL};
+    CHECK_INT_EQ(parse(&c, tree_big, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "--draft-tree needs an integer in 0..32 (got '33')");
+    const char *tree_model[] = {"-m", "x", "--draft", "d.gguf", "--draft-tree", "4", NULL};
+    REQUIRE(parse(&c, tree_model, err, sizeof err) == 0);
+    CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), -1);
+    CHECK_STR_EQ(err, "--draft-tree 4 needs the block drafter (--draft-head HEAD)");
+    const char *tree_off[] = {"-m", "x", "--draft-tree", "0", NULL};
+    REQUIRE(parse(&c, tree_off, err, sizeof err) == 0);
+    CHECK_INT_EQ(pms_config_check_engine(&c, err, sizeof err), 0);
 
     /* Slow headers and admission: defaults, values, limits. */
     const char *plain[] = {"-m", "x", NULL};
@@ -395,7 +410,7 @@ static int case_config(void)
  * HELP, and every value parses as a number. */
 static void check_exposition(const char *text)
 {
-    char typed[64][80];
+    char typed[96][80];
     int n_typed = 0;
     for (const char *l = text; *l;) {
         const char *e = strchr(l, '\n');
@@ -409,12 +424,12 @@ static void check_exposition(const char *text)
         if (sscanf(line, "# TYPE %63s", name) == 1) {
             int hist = strstr(line, " histogram") != NULL;
             CHECK(strstr(line, " counter") || strstr(line, " gauge") || hist);
-            if (hist && n_typed + 3 <= 64) { /* a histogram's samples carry suffixes */
+            if (hist && n_typed + 3 <= 96) { /* a histogram's samples carry suffixes */
                 snprintf(typed[n_typed++], 80, "%s_bucket", name);
                 snprintf(typed[n_typed++], 80, "%s_sum", name);
                 snprintf(typed[n_typed++], 80, "%s_count", name);
             }
-            if (n_typed < 64)
+            if (n_typed < 96)
                 snprintf(typed[n_typed++], 80, "%s", name);
         } else if (strncmp(line, "# HELP ", 7) != 0) {
             size_t nl = strcspn(line, "{ ");
@@ -447,6 +462,11 @@ static int case_metrics(void)
     atomic_fetch_add(&m.prompt_tokens, 11);
     atomic_fetch_add(&m.drafted_tokens, 8);
     atomic_fetch_add(&m.accepted_tokens, 6);
+    atomic_fetch_add(&m.tree_generations, 2);
+    atomic_fetch_add(&m.tree_fallbacks, 1);
+    atomic_fetch_add(&m.tree_rounds, 3);
+    atomic_fetch_add(&m.tree_nodes, 24);
+    atomic_fetch_add(&m.tree_accepted, 7);
     pms_metrics_duration(&m, 20000000u);    /* 0.02 s: bucket 0.025 */
     pms_metrics_duration(&m, 25000000u);    /* exactly 0.025: le is inclusive */
     pms_metrics_duration(&m, 3000000000u);  /* 3 s: bucket 5 */
@@ -464,6 +484,12 @@ static int case_metrics(void)
     CHECK(strstr(b.p, "phasemark_phase_tokens_total{phase=\"verify\"} 0\n") != NULL);
     CHECK(strstr(b.p, "phasemark_prompt_tokens_total 11\n") != NULL);
     CHECK(strstr(b.p, "phasemark_draft_acceptance_ratio 0.750000\n") != NULL);
+    CHECK(strstr(b.p, "\nphasemark_tree_generations_total 2\n") != NULL);
+    CHECK(strstr(b.p, "\nphasemark_tree_fallbacks_total 1\n") != NULL);
+    CHECK(strstr(b.p, "\nphasemark_tree_rounds_total 3\n") != NULL);
+    CHECK(strstr(b.p, "\nphasemark_tree_nodes_total 24\n") != NULL);
+    CHECK(strstr(b.p, "\nphasemark_tree_accepted_tokens_total 7\n") != NULL);
+    CHECK(strstr(b.p, "# TYPE phasemark_tree_rounds_total counter\n") != NULL);
     CHECK(strstr(b.p, "phasemark_queue_capacity 16\n") != NULL);
     CHECK(strstr(b.p, "phasemark_workers 2\n") != NULL);
     CHECK(strstr(b.p, "# TYPE phasemark_draft_accepted_tokens_total counter\n") != NULL);

@@ -295,7 +295,9 @@ static int case_refuse(void)
                    "spec: a draft tree takes a fixed k (adaptive k is on)");
     expect_refusal(t, LLM_DRAFTER_BLOCK, 0, hp, 16, LLM_EINVAL,
                    "spec: a draft tree of 16 nodes needs a target batch of 17 (it has 16)");
-    /* A split target, even of local shards. */
+    /* A split of local CPU shards takes trees (each span reads the
+     * forward's tree; tests/split runs its parity); a remote shard is
+     * refused there, where a daemon can be spawned. */
     llm_session_options so = LLM_SESSION_OPTIONS_INIT;
     so.n_ctx = 64;
     so.n_batch = 16;
@@ -303,9 +305,11 @@ static int case_refuse(void)
     llm_session *split;
     char err[256];
     REQUIRE(llm_session_create(m, &so, &split, err, sizeof err) == 0);
-    expect_refusal(split, LLM_DRAFTER_BLOCK, 0, hp, 8, LLM_EUNSUP,
-                   "spec: tree verify needs a monolithic target: this one is split over 2 "
-                   "shards");
+    llm_drafter *sdr;
+    llm_spec *ssd = make_spec(split, LLM_DRAFTER_BLOCK, 0, hp, &sdr);
+    CHECK_INT_EQ(llm_spec_set_tree(ssd, 8, err, sizeof err), 0);
+    llm_spec_free(ssd);
+    llm_drafter_free(sdr);
     llm_session_free(split);
     /* Temperature > 0: llm_spec_generate refuses before any forward. */
     llm_drafter *dr;

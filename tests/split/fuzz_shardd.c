@@ -11,8 +11,13 @@
  * as a script of client operations:
  *
  *   op 0: forward  phase u8, n u8 (1..8), want u8, rows u8, base u8, n ids
+ *         (phase bit 7 on a verify: a tree, node j's parent id_j % j)
  *   op 1: raw frame  kind u8, meta_len u8, meta, body_len u8, body (inline)
  *   op 2: reset     op 3: truncate (position u8)
+ *   op 4: keep      base u8, n u8 (1..4), n steps u8 (row j = row j-1 +
+ *         1 + step % 2, row 0 = step % 2)
+ *
+ * (ops are the low 3 bits; 5..7 end the script)
  *
  * after each a reply is awaited (short deadline). Any crash or sanitizer
  * report is a finding; answers themselves may be anything.
@@ -102,7 +107,7 @@ static void run_ops(pmw_conn *c, const uint8_t *d, size_t n)
 {
     size_t i = 0;
     while (i < n && pmw_conn_usable(c)) {
-        uint8_t op = d[i++] & 3;
+        uint8_t op = d[i++] & 7;
         pmw_msg m, a;
         memset(&m, 0, sizeof m);
         int rc = 0;
@@ -112,8 +117,14 @@ static void run_ops(pmw_conn *c, const uint8_t *d, size_t n)
             for (uint32_t j = 0; j < k && i + 5 + j < n; j++)
                 ids[j] = (int32_t)d[i + 5 + j] - 8;
             m.kind = PMW_MSG_FORWARD;
-            m.forward = (pmw_forward){(pm_phase)(d[i] % 5), 1, d[i + 4] % 40, k, 0, d[i + 2] & 7,
-                                      ids, NULL, d[i + 3] % 10, 0, {0}};
+            m.forward = (pmw_forward){(pm_phase)((d[i] & 0x7f) % 5), 1, d[i + 4] % 40, k, 0, d[i + 2] & 7,
+                                      ids, NULL, d[i + 3] % 10, 0, {0}, 0, {0}};
+            if ((d[i] & 0x80) && m.forward.phase == PM_PHASE_VERIFY) {
+                m.forward.n_tree = k;
+                m.forward.tree_parent[0] = -1;
+                for (uint32_t j = 1; j < k; j++)
+                    m.forward.tree_parent[j] = (int32_t)((uint32_t)(ids[j] + 8) % j);
+            }
             i += 5 + k;
             rc = pmw_conn_send(c, &m);
         } else if (op == 1 && i + 2 <= n) {
@@ -131,6 +142,16 @@ static void run_ops(pmw_conn *c, const uint8_t *d, size_t n)
         } else if (op == 3 && i < n) {
             m.kind = PMW_MSG_TRUNCATE;
             m.truncate.position = d[i++] % 40;
+            rc = pmw_conn_send(c, &m);
+        } else if (op == 4 && i + 2 <= n) {
+            m.kind = PMW_MSG_KEEP;
+            m.keep.base_pos = d[i] % 40;
+            m.keep.n_rows = (uint32_t)(d[i + 1] % 4) + 1;
+            i += 2;
+            for (uint32_t j = 0; j < m.keep.n_rows; j++) {
+                uint32_t step = i < n ? d[i++] % 2 : 0;
+                m.keep.rows[j] = j ? m.keep.rows[j - 1] + 1 + step : step;
+            }
             rc = pmw_conn_send(c, &m);
         } else {
             break;

@@ -181,7 +181,7 @@ static pmw_msg forward(pmw_conn *c, uint32_t n, uint32_t dim, const int32_t *ids
     pmw_msg m, ans;
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_FORWARD;
-    m.forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, n, dim, want, ids, acts, n, 0, {0}};
+    m.forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, n, dim, want, ids, acts, n, 0, {0}, 0, {0}};
     memset(&ans, 0, sizeof ans);
     int rc = pmw_conn_send(c, &m);
     if (rc == 0)
@@ -440,7 +440,7 @@ static int case_max_body(void)
     pmw_msg m, a;
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_FORWARD;
-    m.forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 1, DIM, PMW_OUT_LOGITS, NULL, x, 1, 0, {0}};
+    m.forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 1, DIM, PMW_OUT_LOGITS, NULL, x, 1, 0, {0}, 0, {0}};
     /* The request itself (256 bytes of activations) is ours to send: our
      * limit is the daemon's max_body, not 64. */
     REQUIRE(pmw_conn_send(c, &m) == 0);

@@ -594,7 +594,7 @@ static pmw_msg wire_forward(pmw_conn *c, pm_phase phase, uint32_t pos, uint32_t 
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_FORWARD;
     m.forward = (pmw_forward){phase, 7, pos, n, dim, want, dim ? NULL : ids,
-                              dim ? g_acts : NULL, rows, 0, {0}};
+                              dim ? g_acts : NULL, rows, 0, {0}, 0, {0}};
     CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
     REQUIRE(pmw_conn_recv(c, &ans) == 0);
     if (ans.kind == PMW_MSG_ERROR)
@@ -752,6 +752,135 @@ static int case_daemon_rows(void)
     a = wire_forward(c, PM_PHASE_DECODE, 3, 1, 0, toks, PMW_OUT_LOGITS, 1);
     CHECK_INT_EQ(a.kind, PMW_MSG_ERROR);
     CHECK(strstr(a.error.text, "outputs 2 not available from layers 0-1") != NULL);
+    pmw_conn_close(c);
+    stop_daemons(&f, SIGTERM);
+    CHECK_INT_EQ(su_count_children(), 0);
+    drop_model();
+    return pm_check_result();
+}
+
+/* ---- tree verify on the wire ------------------------------------------------------ */
+
+/* A forward of n activation rows (rows of acts) at pos in phase asking
+ * every row's logits, with the tree parents (NULL: a chain, the tag left
+ * out). */
+static pmw_msg wire_tree(pmw_conn *c, pm_phase phase, uint32_t pos, uint32_t n, const float *acts,
+                         const int32_t *parent)
+{
+    pmw_msg m, ans;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_FORWARD;
+    m.forward = (pmw_forward){phase, 7, pos, n, DIM, PMW_OUT_LOGITS, NULL, acts, n, 0, {0}, 0, {0}};
+    if (parent) {
+        m.forward.n_tree = n;
+        memcpy(m.forward.tree_parent, parent, n * sizeof *parent);
+    }
+    CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
+    REQUIRE(pmw_conn_recv(c, &ans) == 0);
+    if (ans.kind == PMW_MSG_ERROR)
+        fprintf(stderr, "tree forward refused: %d %s\n", (int)ans.error.code, ans.error.text);
+    return ans;
+}
+static pmw_msg wire_keep(pmw_conn *c, uint32_t pos, const uint32_t *rows, uint32_t n)
+{
+    pmw_msg m, ans;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_KEEP;
+    m.keep.req_id = 7;
+    m.keep.base_pos = pos;
+    m.keep.n_rows = n;
+    memcpy(m.keep.rows, rows, n * sizeof *rows);
+    CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
+    REQUIRE(pmw_conn_recv(c, &ans) == 0);
+    return ans;
+}
+
+/* A daemon's span reads a forward's tree (tag 31) and keeps a path (kind
+ * 13), checked byte for byte against chains on the same daemon: after a
+ * 4-row prefill, a chain-shaped tree's logits are the chain verify's; in
+ * the tree root, a, b (both children of the root) b's row is the second
+ * row of the chain root, b; and after keeping rows 0, 2 the next decode
+ * step's logits are those after that chain. Refused with their lines: a
+ * keep past the positions held, a tree on a decode forward. */
+static int case_daemon_tree(void)
+{
+    make_model("synth");
+    llm_model *m = open_model();
+    int32_t V = n_vocab(m);
+    llm_model_free(m);
+    for (size_t i = 0; i < sizeof g_acts / sizeof g_acts[0]; i++)
+        g_acts[i] = (float)((int)(i * 7919 % 200) - 100) / 50.0f;
+    fixture f;
+    memset(&f, 0, sizeof f);
+    char listen[300], err[300];
+    snprintf(g_sock, sizeof g_sock, "/tmp/pm_split_tree_%ld.sock", (long)getpid());
+    snprintf(listen, sizeof listen, "unix:%s", g_sock);
+    REQUIRE(su_daemon_start(&f.d[f.n_d++], g_model, 2, 3, 1, listen) == 0);
+    pmw_conn *c = NULL;
+    REQUIRE(pmw_connect(f.d[0].address, NULL, &c, err, sizeof err) == 0);
+    static float chain[3 * 1024], tree[3 * 1024], after[1024], want[1024];
+    REQUIRE((size_t)V * 3 <= sizeof chain / sizeof chain[0]);
+    size_t row = (size_t)V;
+    const float *a0 = g_acts + 4 * DIM, *a2 = g_acts + 6 * DIM, *a3 = g_acts + 7 * DIM; /* a1 follows a0 */
+    static float rb[2 * DIM];
+    memcpy(rb, a0, DIM * sizeof(float));
+    memcpy(rb + DIM, a2, DIM * sizeof(float));
+    static const int32_t line[3] = {-1, 0, 1}, fork[3] = {-1, 0, 0};
+
+    pmw_msg a = wire_forward(c, PM_PHASE_EXACT, 0, 4, DIM, NULL, PMW_OUT_LOGITS, 1);
+    expect_reply(&a, PMW_OUT_LOGITS, 1, (uint32_t)V, NULL);
+    a = wire_tree(c, PM_PHASE_VERIFY, 4, 3, a0, NULL);
+    expect_reply(&a, PMW_OUT_LOGITS, 3, (uint32_t)V, chain);
+    wire_truncate(c, 4);
+    a = wire_tree(c, PM_PHASE_VERIFY, 4, 3, a0, line);
+    expect_reply(&a, PMW_OUT_LOGITS, 3, (uint32_t)V, tree);
+    CHECK(memcmp(tree, chain, 3 * row * sizeof(float)) == 0);
+    /* The chain root, b, then a decode of a3 after it. */
+    wire_truncate(c, 4);
+    a = wire_tree(c, PM_PHASE_VERIFY, 4, 2, rb, NULL);
+    expect_reply(&a, PMW_OUT_LOGITS, 2, (uint32_t)V, chain);
+    a = wire_tree(c, PM_PHASE_DECODE, 6, 1, a3, NULL);
+    expect_reply(&a, PMW_OUT_LOGITS, 1, (uint32_t)V, want);
+    /* The fork root; a, b: b's row is the chain's second, byte for byte. */
+    wire_truncate(c, 4);
+    a = wire_tree(c, PM_PHASE_VERIFY, 4, 3, a0, fork);
+    expect_reply(&a, PMW_OUT_LOGITS, 3, (uint32_t)V, tree);
+    CHECK(memcmp(tree + 2 * row, chain + row, row * sizeof(float)) == 0);
+    CHECK(memcmp(tree + row, chain + row, row * sizeof(float)) != 0); /* a is not b */
+    /* Past the positions held (4 + 5 >= 7): refused, nothing moved. */
+    static const uint32_t far[2] = {0, 5}, keep[2] = {0, 2};
+    a = wire_keep(c, 4, far, 2);
+    CHECK_INT_EQ(a.kind, PMW_MSG_ERROR);
+    CHECK_INT_EQ(a.error.code, LLM_SPLIT_WIRE_CODE(LLM_EINVAL));
+    CHECK_STR_EQ(a.error.text, "keep rows: row 5 at position 4 is past the 7 positions held");
+    a = wire_keep(c, 4, keep, 2);
+    CHECK_INT_EQ(a.kind, PMW_MSG_ACK);
+    wire_truncate(c, 6);
+    a = wire_tree(c, PM_PHASE_DECODE, 6, 1, a3, NULL);
+    expect_reply(&a, PMW_OUT_LOGITS, 1, (uint32_t)V, after);
+    CHECK(memcmp(after, want, row * sizeof(float)) == 0);
+    /* A tree on a decode forward, sent raw past the sender's check: read
+     * whole, refused naming tag 31, and the daemon stays in step. */
+    uint8_t meta[128];
+    static const uint8_t parents[2] = {0xff, 0};
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    pmw_meta_u8(&w, PMW_TAG_PHASE, PM_PHASE_DECODE);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 7);
+    pmw_meta_u32(&w, PMW_TAG_BASE_POS, 7);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, 2);
+    pmw_meta_u32(&w, PMW_TAG_DIM, DIM);
+    pmw_meta_u8(&w, PMW_TAG_WANT, PMW_OUT_LOGITS);
+    pmw_meta_put(&w, PMW_TAG_TREE, parents, 2);
+    REQUIRE(!w.overflow);
+    REQUIRE(pmw_conn_send_frame(c, PMW_MSG_FORWARD, 0, meta, w.len, g_acts, 2 * DIM * sizeof(float)) == 0);
+    REQUIRE(pmw_conn_recv(c, &a) == 0);
+    CHECK_INT_EQ(a.kind, PMW_MSG_ERROR);
+    CHECK_INT_EQ(a.error.code, PMW_E_VALUE);
+    CHECK_INT_EQ(a.error.tag, PMW_TAG_TREE);
+    CHECK_STR_EQ(a.error.text, "forward: tag 31 (tree) on a decode forward (verify only)");
+    a = wire_tree(c, PM_PHASE_DECODE, 7, 1, a3, NULL);
+    expect_reply(&a, PMW_OUT_LOGITS, 1, (uint32_t)V, NULL);
     pmw_conn_close(c);
     stop_daemons(&f, SIGTERM);
     CHECK_INT_EQ(su_count_children(), 0);
@@ -1466,6 +1595,8 @@ int main(int argc, char **argv)
         return case_daemon_refusals();
     if (strcmp(c, "daemon_rows") == 0)
         return case_daemon_rows();
+    if (strcmp(c, "daemon_tree") == 0)
+        return case_daemon_tree();
     if (strcmp(c, "daemon_extra") == 0 && argc == 3)
         return case_daemon_extra(argv[2]);
     if (strcmp(c, "greedy_remote") == 0)

@@ -48,9 +48,9 @@ int main(int argc, char **argv)
     m[1].kind = PMW_MSG_AUTH;
     memset(m[1].auth.mac, 9, PMW_MAC_SIZE);
     m[2].kind = PMW_MSG_FORWARD;
-    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 3, 0, 4, 0, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, toks, NULL, 0, 0, {0}};
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 3, 0, 4, 0, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, toks, NULL, 0, 0, {0}, 0, {0}};
     m[3].kind = PMW_MSG_FORWARD;
-    m[3].forward = (pmw_forward){PM_PHASE_VERIFY, 3, 4, 2, 4, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}};
+    m[3].forward = (pmw_forward){PM_PHASE_VERIFY, 3, 4, 2, 4, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}, 0, {0}};
     m[4].kind = PMW_MSG_REPLY;
     m[4].reply = (pmw_reply){3, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, acts, toks, 0, 0, 0, NULL};
     m[5].kind = PMW_MSG_RESET;
@@ -85,13 +85,13 @@ int main(int argc, char **argv)
     pmw_msg fr;
     memset(&fr, 0, sizeof fr);
     fr.kind = PMW_MSG_FORWARD;
-    fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 1, 0, {0}};
+    fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 1, 0, {0}, 0, {0}};
     rc |= seed_msg(dir, "forward_rows", &fr, 0x3f);
     rc |= seed_msg(dir, "forward_rows_bytewise", &fr, 0x00);
     /* A forward asking for features of two layers, and its reply (the
      * feat_layers and feat_shape tags, a third body section). */
     fr.forward = (pmw_forward){PM_PHASE_DECODE, 3, 0, 4, 0, PMW_OUT_ARGMAX | PMW_OUT_FEATURES,
-                               toks, NULL, 1, 2, {1, 3}};
+                               toks, NULL, 1, 2, {1, 3}, 0, {0}};
     rc |= seed_msg(dir, "forward_features", &fr, 0x3f);
     rc |= seed_msg(dir, "forward_features_bytewise", &fr, 0x00);
     pmw_msg fp;
@@ -100,6 +100,18 @@ int main(int argc, char **argv)
     fp.reply = (pmw_reply){3, 1, PMW_OUT_ARGMAX | PMW_OUT_FEATURES, 0, NULL, toks, 2, 1, 3, acts};
     rc |= seed_msg(dir, "reply_features", &fp, 0x3f);
     rc |= seed_msg(dir, "reply_features_bytewise", &fp, 0x00);
+    /* A tree verify of four nodes (root, two children, a grandchild) and
+     * the keep of its path 0, 1, 3 (the tree and keep_rows tags). */
+    fr.forward = (pmw_forward){PM_PHASE_VERIFY, 3, 5, 4, 0, PMW_OUT_ARGMAX, toks, NULL, 4, 0, {0},
+                               4, {-1, 0, 0, 1}};
+    rc |= seed_msg(dir, "forward_tree", &fr, 0x3f);
+    rc |= seed_msg(dir, "forward_tree_bytewise", &fr, 0x00);
+    pmw_msg kp;
+    memset(&kp, 0, sizeof kp);
+    kp.kind = PMW_MSG_KEEP;
+    kp.keep = (pmw_keep){3, 5, 3, {0, 1, 3}};
+    rc |= seed_msg(dir, "keep", &kp, 0x3f);
+    rc |= seed_msg(dir, "keep_bytewise", &kp, 0x00);
     /* A shared-transport forward: its body sits in the area. */
     uint8_t buf[256], meta[128];
     pmw_meta w;

@@ -115,9 +115,9 @@ static size_t all_kinds(uint8_t *buf, size_t cap)
     m[1].kind = PMW_MSG_AUTH;
     memset(m[1].auth.mac, 0x5a, PMW_MAC_SIZE);
     m[2].kind = PMW_MSG_FORWARD;
-    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL, 0, 0, {0}};
+    m[2].forward = (pmw_forward){PM_PHASE_EXACT, 9, 0, 3, 0, PMW_OUT_LOGITS, toks, NULL, 0, 0, {0}, 0, {0}};
     m[3].kind = PMW_MSG_FORWARD;
-    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}};
+    m[3].forward = (pmw_forward){PM_PHASE_DECODE, 9, 3, 2, 3, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}, 0, {0}};
     m[4].kind = PMW_MSG_REPLY;
     m[4].reply = (pmw_reply){9, 2, PMW_OUT_LOGITS | PMW_OUT_ARGMAX, 3, logits, ids, 0, 0, 0, NULL};
     m[5].kind = PMW_MSG_RESET;
@@ -413,8 +413,8 @@ static int case_bad_entries(void)
     CHECK_INT_EQ(raw_meta(many, 9 * 5, PMW_MSG_SHUTDOWN, &diag), PMW_E_ENTRIES);
     /* Unknown kinds. */
     CHECK_INT_EQ(raw_meta(NULL, 0, 0, &diag), PMW_E_KIND);
-    CHECK_INT_EQ(raw_meta(NULL, 0, 13, &diag), PMW_E_KIND);
-    CHECK(strstr(diag.text, "unknown message kind 13") != NULL);
+    CHECK_INT_EQ(raw_meta(NULL, 0, 14, &diag), PMW_E_KIND);
+    CHECK(strstr(diag.text, "unknown message kind 14") != NULL);
     /* Nonzero padding after the metadata. */
     uint8_t buf[64];
     const uint8_t reset[] = {2, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0}; /* 12 bytes: pad 4 */
@@ -847,6 +847,221 @@ static int case_features_bad(void)
     CHECK_INT_EQ(d.tag, PMW_TAG_FEAT_LAYERS);
     m.forward.feat[0] = 65535;
     CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), 0);
+    return pm_check_result();
+}
+
+/* ---- tree verify: the tree tag and the keep message ------------------------------ */
+
+/* Written from docs/wire.md's tables: a verify forward (seq 4) of ids 5, 6,
+ * 7 at base_pos 7, req 9, argmax of all 3 rows, whose nodes 1 and 2 are
+ * both children of the root: ... rows (22) len 4 = 3, tree (31) len 3 =
+ * ff 00 00; meta_len 53, 3 bytes of padding to 56, a 12-byte body. */
+static const uint8_t golden_tree_forward[] = {
+    'P', 'M', 'W', 'F', 1, 0, 3, 0, 53, 0, 0, 0, 12, 0, 0, 0,
+    4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 0, 1, 0, 3,
+    2, 0, 8, 0, 9, 0, 0, 0, 0, 0, 0, 0,
+    3, 0, 4, 0, 7, 0, 0, 0,
+    4, 0, 4, 0, 3, 0, 0, 0,
+    6, 0, 1, 0, 4,
+    22, 0, 4, 0, 3, 0, 0, 0,
+    31, 0, 3, 0, 0xff, 0, 0,
+    0, 0, 0,
+    5, 0, 0, 0, 6, 0, 0, 0, 7, 0, 0, 0};
+
+/* The keep that follows (kind 13, seq 5): req 9, base_pos 7, keep_rows
+ * (32) len 2 = 0, 2; meta_len 26, 6 bytes of padding, no body. */
+static const uint8_t golden_keep[] = {
+    'P', 'M', 'W', 'F', 1, 0, 13, 0, 26, 0, 0, 0, 0, 0, 0, 0,
+    5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    2, 0, 8, 0, 9, 0, 0, 0, 0, 0, 0, 0,
+    3, 0, 4, 0, 7, 0, 0, 0,
+    32, 0, 2, 0, 0, 2,
+    0, 0, 0, 0, 0, 0};
+
+static int case_tree_golden(void)
+{
+    static const int32_t toks[3] = {5, 6, 7};
+    pmw_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_FORWARD;
+    m.forward.phase = PM_PHASE_VERIFY;
+    m.forward.req_id = 9;
+    m.forward.base_pos = 7;
+    m.forward.n_tokens = 3;
+    m.forward.want = PMW_OUT_ARGMAX;
+    m.forward.tokens = toks;
+    m.forward.rows = 3;
+    m.forward.n_tree = 3;
+    m.forward.tree_parent[0] = -1;
+    uint8_t buf[256];
+    long long n = pmw_msg_encode(&m, 4, buf, sizeof buf);
+    CHECK_INT_EQ(n, sizeof golden_tree_forward);
+    CHECK(n == (long long)sizeof golden_tree_forward &&
+          memcmp(buf, golden_tree_forward, sizeof golden_tree_forward) == 0);
+    pmw_msg got;
+    pmw_diag diag;
+    REQUIRE(parse_bytes(golden_tree_forward, sizeof golden_tree_forward, &got, &diag) == 0);
+    CHECK_INT_EQ(got.forward.n_tree, 3);
+    CHECK_INT_EQ(got.forward.tree_parent[0], -1);
+    CHECK_INT_EQ(got.forward.tree_parent[1], 0);
+    CHECK_INT_EQ(got.forward.tree_parent[2], 0);
+    /* A chain has no tree tag and reads n_tree 0. */
+    REQUIRE(parse_bytes(golden_forward, sizeof golden_forward, &got, &diag) == 0);
+    CHECK_INT_EQ(got.forward.n_tree, 0);
+    pmw_msg k;
+    memset(&k, 0, sizeof k);
+    k.kind = PMW_MSG_KEEP;
+    k.keep.req_id = 9;
+    k.keep.base_pos = 7;
+    k.keep.n_rows = 2;
+    k.keep.rows[1] = 2;
+    n = pmw_msg_encode(&k, 5, buf, sizeof buf);
+    CHECK_INT_EQ(n, sizeof golden_keep);
+    CHECK(n == (long long)sizeof golden_keep && memcmp(buf, golden_keep, sizeof golden_keep) == 0);
+    REQUIRE(parse_bytes(golden_keep, sizeof golden_keep, &got, &diag) == 0);
+    CHECK_INT_EQ(got.kind, PMW_MSG_KEEP);
+    CHECK(got.keep.req_id == 9);
+    CHECK_INT_EQ(got.keep.base_pos, 7);
+    CHECK_INT_EQ(got.keep.n_rows, 2);
+    CHECK_INT_EQ(got.keep.rows[0], 0);
+    CHECK_INT_EQ(got.keep.rows[1], 2);
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_TREE), "tree");
+    CHECK_STR_EQ(pmw_tag_name(PMW_TAG_KEEP_ROWS), "keep_rows");
+    return pm_check_result();
+}
+
+/* A forward of n ids in phase `phase` with a tree entry of len bytes (none
+ * when len is 0; twice when twice), parsed; the code, tag and text. */
+static void expect_tree_fwd(uint8_t phase, uint32_t n, const uint8_t *tree, uint16_t len, int twice,
+                            int code, unsigned tag, const char *text)
+{
+    uint8_t meta[128], buf[512];
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    pmw_meta_u8(&w, PMW_TAG_PHASE, phase);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 1);
+    pmw_meta_u32(&w, PMW_TAG_BASE_POS, 0);
+    pmw_meta_u32(&w, PMW_TAG_N_TOKENS, n);
+    pmw_meta_u8(&w, PMW_TAG_WANT, PMW_OUT_ARGMAX);
+    for (int i = 0; len && i < 1 + twice; i++)
+        pmw_meta_put(&w, PMW_TAG_TREE, tree, len);
+    REQUIRE(!w.overflow);
+    size_t nb = raw_frame(buf, PMW_MSG_FORWARD, &w, 4 * n);
+    pmw_msg m;
+    pmw_diag diag;
+    CHECK_INT_EQ(parse_bytes(buf, nb, &m, &diag), code);
+    CHECK_INT_EQ(diag.tag, code ? tag : 0);
+    if (strcmp(diag.text, text) != 0)
+        fprintf(stderr, "diag text \"%s\", want \"%s\"\n", diag.text, text);
+    CHECK_STR_EQ(diag.text, text);
+}
+
+/* A keep of req 1 at base_pos pos with a keep_rows entry of len bytes
+ * (none when len is 0), or, with reset set, the entry on a reset. */
+static void expect_keep(uint32_t pos, const uint8_t *rows, uint16_t len, int reset, int code,
+                        unsigned tag, const char *text)
+{
+    uint8_t meta[128], buf[256];
+    pmw_meta w;
+    pmw_meta_init(&w, meta, sizeof meta);
+    pmw_meta_u64(&w, PMW_TAG_REQ_ID, 1);
+    if (!reset)
+        pmw_meta_u32(&w, PMW_TAG_BASE_POS, pos);
+    if (len)
+        pmw_meta_put(&w, PMW_TAG_KEEP_ROWS, rows, len);
+    REQUIRE(!w.overflow);
+    size_t nb = raw_frame(buf, reset ? PMW_MSG_RESET : PMW_MSG_KEEP, &w, 0);
+    pmw_msg m;
+    pmw_diag diag;
+    CHECK_INT_EQ(parse_bytes(buf, nb, &m, &diag), code);
+    CHECK_INT_EQ(diag.tag, code ? tag : 0);
+    if (strcmp(diag.text, text) != 0)
+        fprintf(stderr, "diag text \"%s\", want \"%s\"\n", diag.text, text);
+    CHECK_STR_EQ(diag.text, text);
+}
+
+/* Every malformed tree or keep is refused naming its tag; the sender
+ * refuses the same values before writing anything. */
+static int case_tree_bad(void)
+{
+    const uint8_t v = 3, dec = 2; /* wire phase bytes: verify, decode */
+    static const uint8_t ok[3] = {0xff, 0, 0}, chain[3] = {0xff, 0, 1}, root0[3] = {0, 0, 0},
+                         self[3] = {0xff, 1, 0}, later[3] = {0xff, 2, 0}, orphan[3] = {0xff, 0, 0xff};
+    static uint8_t big[34];
+    big[0] = 0xff;
+    expect_tree_fwd(v, 3, ok, 3, 0, 0, 0, "");
+    expect_tree_fwd(v, 3, chain, 3, 0, 0, 0, "");
+    expect_tree_fwd(v, 33, big, 33, 0, 0, 0, "");
+    expect_tree_fwd(dec, 3, ok, 3, 0, PMW_E_VALUE, PMW_TAG_TREE,
+                    "forward: tag 31 (tree) on a decode forward (verify only)");
+    expect_tree_fwd(v, 3, ok, 2, 0, PMW_E_LENGTH, PMW_TAG_TREE,
+                    "forward: tag 31 (tree) has 2 nodes (want n_tokens 3, at most 33)");
+    expect_tree_fwd(v, 2, ok, 3, 0, PMW_E_LENGTH, PMW_TAG_TREE,
+                    "forward: tag 31 (tree) has 3 nodes (want n_tokens 2, at most 33)");
+    expect_tree_fwd(v, 34, big, 34, 0, PMW_E_LENGTH, PMW_TAG_TREE,
+                    "forward: tag 31 (tree) has length 34 (want 1..33)");
+    expect_tree_fwd(v, 3, root0, 3, 0, PMW_E_VALUE, PMW_TAG_TREE,
+                    "forward: tag 31 (tree) node 0 has parent 0 (want none, 0xff)");
+    expect_tree_fwd(v, 3, self, 3, 0, PMW_E_VALUE, PMW_TAG_TREE,
+                    "forward: tag 31 (tree) node 1 has parent 1 (want an earlier node)");
+    expect_tree_fwd(v, 3, later, 3, 0, PMW_E_VALUE, PMW_TAG_TREE,
+                    "forward: tag 31 (tree) node 1 has parent 2 (want an earlier node)");
+    expect_tree_fwd(v, 3, orphan, 3, 0, PMW_E_VALUE, PMW_TAG_TREE,
+                    "forward: tag 31 (tree) node 2 has parent -1 (want an earlier node)");
+    expect_tree_fwd(v, 3, ok, 3, 1, PMW_E_REPEATED, PMW_TAG_TREE, "forward: tag 31 (tree) repeated");
+    /* Keeps. */
+    static const uint8_t k02[2] = {0, 2}, k10[2] = {1, 0}, k00[2] = {0, 0}, k033[2] = {0, 33},
+                         k1[1] = {1};
+    static uint8_t k34[34];
+    expect_keep(7, k02, 2, 0, 0, 0, "");
+    expect_keep(7, k1, 1, 0, 0, 0, "");
+    expect_keep(7, k10, 2, 0, PMW_E_VALUE, PMW_TAG_KEEP_ROWS,
+                "keep: tag 32 (keep_rows) row 0 at 1 is not ascending, at least its index and below 33");
+    expect_keep(7, k00, 2, 0, PMW_E_VALUE, PMW_TAG_KEEP_ROWS,
+                "keep: tag 32 (keep_rows) row 0 at 1 is not ascending, at least its index and below 33");
+    expect_keep(7, k033, 2, 0, PMW_E_VALUE, PMW_TAG_KEEP_ROWS,
+                "keep: tag 32 (keep_rows) row 33 at 1 is not ascending, at least its index and below 33");
+    expect_keep(7, k34, 34, 0, PMW_E_LENGTH, PMW_TAG_KEEP_ROWS,
+                "keep: tag 32 (keep_rows) has length 34 (want 1..33)");
+    expect_keep(7, k02, 0, 0, PMW_E_MISSING, PMW_TAG_KEEP_ROWS, "keep: required tag 32 (keep_rows) missing");
+    expect_keep(UINT32_MAX - 10, k02, 2, 0, PMW_E_VALUE, PMW_TAG_BASE_POS,
+                "keep: tag 3 (base_pos) 4294967285 is too large");
+    expect_keep(7, k02, 2, 1, PMW_E_UNKNOWN_TAG, PMW_TAG_KEEP_ROWS,
+                "reset: tag 32 (keep_rows) unknown for this kind");
+    /* The sender's checks. */
+    static const int32_t toks[3] = {5, 6, 7};
+    pmw_msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_FORWARD;
+    m.forward.phase = PM_PHASE_VERIFY;
+    m.forward.n_tokens = 3;
+    m.forward.want = PMW_OUT_ARGMAX;
+    m.forward.tokens = toks;
+    m.forward.n_tree = 4;
+    m.forward.tree_parent[0] = -1;
+    pmw_diag d;
+    size_t n;
+    uint8_t buf[256];
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_LENGTH);
+    CHECK_INT_EQ(d.tag, PMW_TAG_TREE);
+    m.forward.n_tree = 3;
+    m.forward.tree_parent[2] = 5;
+    CHECK_INT_EQ(pmw_msg_encode(&m, 1, buf, sizeof buf), PMW_E_VALUE);
+    m.forward.tree_parent[2] = 1;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), 0);
+    m.forward.phase = PM_PHASE_EXACT;
+    CHECK_INT_EQ(pmw_msg_check(&m, &n, &d), PMW_E_VALUE);
+    CHECK_STR_EQ(d.text, "forward: tag 31 (tree) on a exact forward (verify only)");
+    pmw_msg k;
+    memset(&k, 0, sizeof k);
+    k.kind = PMW_MSG_KEEP;
+    CHECK_INT_EQ(pmw_msg_check(&k, &n, &d), PMW_E_LENGTH);
+    CHECK_STR_EQ(d.text, "keep: tag 32 (keep_rows) has 0 rows (want 1..33)");
+    k.keep.n_rows = 34;
+    CHECK_INT_EQ(pmw_msg_check(&k, &n, &d), PMW_E_LENGTH);
+    k.keep.n_rows = 1;
+    CHECK_INT_EQ(pmw_msg_check(&k, &n, &d), 0);
     return pm_check_result();
 }
 
@@ -1284,7 +1499,8 @@ int main(int argc, char **argv)
         {"hashes", case_hashes},               {"strerror", case_strerror},
         {"decoder_bound", case_decoder_bound}, {"rows_golden", case_rows_golden},
         {"rows_bad", case_rows_bad},  {"features_golden", case_features_golden},
-        {"features_bad", case_features_bad},           {"address_parse", case_address_parse},
+        {"features_bad", case_features_bad},           {"tree_golden", case_tree_golden},
+        {"tree_bad", case_tree_bad},           {"address_parse", case_address_parse},
         {"clock_golden", case_clock_golden},   {"clock_bad", case_clock_bad},
         {"clock_estimate", case_clock_estimate}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)

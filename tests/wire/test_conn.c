@@ -320,7 +320,7 @@ static void roundtrip_body(pmw_conn *c, server_ctx *s)
         acts[i] = (float)(i % 1000) * 0.125f - 3.0f;
     memset(&m, 0, sizeof m);
     m.kind = PMW_MSG_FORWARD;
-    m.forward = (pmw_forward){PM_PHASE_VERIFY, 42, 100, N, DIM, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}};
+    m.forward = (pmw_forward){PM_PHASE_VERIFY, 42, 100, N, DIM, PMW_OUT_ACTIVATIONS, NULL, acts, 0, 0, {0}, 0, {0}};
     CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
     if (recv_ok(c, &r, PMW_MSG_REPLY)) {
         CHECK_U64_EQ(r.reply.req_id, 42);
@@ -343,7 +343,7 @@ static void roundtrip_body(pmw_conn *c, server_ctx *s)
             area[i] = (float)i;
         memset(&m, 0, sizeof m);
         m.kind = PMW_MSG_FORWARD;
-        m.forward = (pmw_forward){PM_PHASE_EXACT, 43, 0, 2, 4, PMW_OUT_ACTIVATIONS, NULL, area, 0, 0, {0}};
+        m.forward = (pmw_forward){PM_PHASE_EXACT, 43, 0, 2, 4, PMW_OUT_ACTIVATIONS, NULL, area, 0, 0, {0}, 0, {0}};
         CHECK_INT_EQ(pmw_conn_send(c, &m), 0);
         if (recv_ok(c, &r, PMW_MSG_REPLY))
             CHECK_NEAR(r.reply.values[7], 14.0, 0);

@@ -119,9 +119,10 @@ static void usage(FILE *f)
             "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n"
             "  --cost-k       choose K (and hybrid's drafter, or plain decoding) each round\n"
             "                 from measured verify and draft costs (1..K)\n"
-            "  --draft-tree N block drafter, greedy, monolithic CPU target: verify a tree of\n"
-            "                 up to N (1..32) proposed tokens per round, no deeper than K,\n"
-            "                 in one forward (docs/spec.md); default 0: a chain of K\n"
+            "  --draft-tree N block drafter, greedy, a CPU target (any placement): verify\n"
+            "                 a tree of up to N (1..32) proposed tokens per round, no\n"
+            "                 deeper than K, in one forward (docs/spec.md); default 0: a\n"
+            "                 chain of K\n"
             "  --device-loop M  auto (default): the CUDA device loop when it takes, else the\n"
             "                 host paths; on: the device loop or a refusal naming why; off:\n"
             "                 the host paths only\n");

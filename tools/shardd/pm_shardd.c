@@ -9,8 +9,10 @@
  * It opens only its span of the GGUF (plus the token embedding when the
  * span starts the model, and the final norm and output head when it ends
  * it) and serves the shard wire: forward requests with their phase and
- * their output request (outputs and rows, returned exactly as asked), reset,
- * truncate and shutdown. Forwards run through the engine's span runner
+ * their output request (outputs and rows, returned exactly as asked) and,
+ * for a tree verify, the tree (on a CPU daemon), keep (the tree's kept
+ * path moved into place), reset, truncate and shutdown. Forwards run
+ * through the engine's span runner
  * (runner.h), the same code a session's local shards run; beyond it the
  * daemon uses only the public engine.h. Each connection is one engine session with its
  * own KV cache for the span; a forward's leaf range "pm.layer_range ...
@@ -485,6 +487,9 @@ static int check_forward(server *s, peer *p, const pmw_forward *f)
     else if (f->n_tokens > s->n_ctx - f->base_pos)
         refuse(p, LLM_ECTX, "%u tokens at position %u exceed the shard's context of %u",
                (unsigned)f->n_tokens, (unsigned)f->base_pos, (unsigned)s->n_ctx);
+    else if (f->n_tree && strcmp(s->m->be->ops->name, "cpu") != 0)
+        refuse(p, LLM_EUNSUP, "tree verify needs a CPU shard: this daemon runs on %s",
+               s->m->be->ops->name);
     else
         return s->first ? check_tokens(s, p, f) : 0;
     return 1;
@@ -554,6 +559,17 @@ static int handle_forward(server *s, peer *p, const pmw_forward *f)
                          NULL};
     for (uint32_t j = 0; j < f->n_feat; j++)
         in.out.feat[j] = (int32_t)f->feat[j];
+    /* A tree verify: the wire checked the parents (root first, each before
+     * its children), so the depths follow. */
+    llm_tree tree;
+    if (f->n_tree) {
+        tree.n = (int32_t)f->n_tree;
+        for (int32_t i = 0; i < tree.n; i++) {
+            tree.parent[i] = f->tree_parent[i];
+            tree.depth[i] = i ? tree.depth[tree.parent[i]] + 1 : 0;
+        }
+        in.tree = &tree;
+    }
     llm_run_out out = {p->argmax, NULL, NULL, NULL};
     char err[200];
     pthread_mutex_lock(&s->run_lock);
@@ -589,6 +605,25 @@ static int handle_forward(server *s, peer *p, const pmw_forward *f)
         return pmw_conn_send_error(p->c, rc, 0, pmw_conn_error(p->c));
     }
     return rc;
+}
+
+static int ack(peer *p, uint64_t req);
+
+/* After a tree verify: the kept path's rows move into place. Only rows of
+ * the last forward's span of positions exist (the wire checked their
+ * order and bounds). */
+static int handle_keep(server *s, peer *p, const pmw_keep *k)
+{
+    if ((uint64_t)k->base_pos + k->rows[k->n_rows - 1] >= p->filled)
+        return refuse(p, LLM_EINVAL, "keep rows: row %u at position %u is past the %u positions held",
+                      (unsigned)k->rows[k->n_rows - 1], (unsigned)k->base_pos, (unsigned)p->filled);
+    int32_t rows[PMW_TREE_MAX];
+    for (uint32_t j = 0; j < k->n_rows; j++)
+        rows[j] = (int32_t)k->rows[j];
+    pthread_mutex_lock(&s->run_lock);
+    llm_span_keep_rows(s->m, p->span, k->base_pos, rows, (int32_t)k->n_rows);
+    pthread_mutex_unlock(&s->run_lock);
+    return ack(p, k->req_id);
 }
 
 static int ack(peer *p, uint64_t req)
@@ -664,6 +699,9 @@ static int serve_one(server *s, peer *p)
         }
         p->filled = m.truncate.position;
         rc = ack(p, m.truncate.req_id);
+        break;
+    case PMW_MSG_KEEP:
+        rc = handle_keep(s, p, &m.keep);
         break;
     case PMW_MSG_SHUTDOWN:
         ack(p, 0);

@@ -371,23 +371,11 @@ int llm_forward(llm_session *s, const llm_forward_params *p, const int32_t *toke
 
 int llm_session_tree_support(llm_session *s, char *err, size_t errlen)
 {
-    llm_span *span = NULL;
-    llm_workspace *ws = NULL;
     if (!s) {
         llm_errf(err, errlen, "tree verify: no session");
         return LLM_EINVAL;
     }
-    if (llm_split_local_parts(s->split, &span, &ws) != 0) {
-        llm_errf(err, errlen, "tree verify needs a monolithic target: this one is split "
-                 "over %d shards", llm_split_n_shards(s->split));
-        return LLM_EUNSUP;
-    }
-    if (strcmp(s->m->be->ops->name, "cpu") != 0) {
-        llm_errf(err, errlen, "tree verify needs a CPU target: this one runs on %s",
-                 s->m->be->ops->name);
-        return LLM_EUNSUP;
-    }
-    return 0;
+    return llm_split_tree_support(s->split, err, errlen);
 }
 
 int llm_forward_tree(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
@@ -407,32 +395,18 @@ int llm_forward_tree(llm_session *s, const llm_forward_params *p, const int32_t 
 
 int llm_session_keep_rows(llm_session *s, uint32_t pos0, const int32_t *rows, int32_t count)
 {
-    llm_span *span = NULL;
-    llm_workspace *ws = NULL;
     if (!s || !rows || count < 1)
         return LLM_EINVAL;
-    if (llm_split_local_parts(s->split, &span, &ws) != 0)
-        return fail(s, LLM_EUNSUP, "keep rows: the target is not monolithic");
+    char why[200];
+    if (llm_split_tree_support(s->split, why, sizeof why) != 0)
+        return fail(s, LLM_EUNSUP, "keep rows: %s", why);
     for (int32_t j = 0; j < count; j++)
         if (rows[j] < j || (j > 0 && rows[j] <= rows[j - 1]) ||
             (uint64_t)pos0 + (uint64_t)rows[j] >= s->pos)
             return fail(s, LLM_EINVAL, "keep rows: row %d (%d) is out of order or past "
                         "position %u", (int)j, (int)rows[j], (unsigned)s->pos);
-    const llm_hparams *hp = &s->m->hp;
-    size_t kv = (size_t)hp->n_kv_heads * hp->head_dim, bytes = kv * sizeof(float);
-    llm_backend *be = s->m->be;
-    pthread_mutex_lock(&s->m->lock);
-    /* Ascending: row j's source pos0 + rows[j] >= pos0 + j is never a
-     * destination already written, nor one a later source still needs. */
-    for (int32_t l = 0; l <= span->last - span->first; l++)
-        for (int32_t j = 0; j < count; j++) {
-            if (rows[j] == j)
-                continue;
-            size_t dst = ((size_t)pos0 + (size_t)j) * kv, src = ((size_t)pos0 + (size_t)rows[j]) * kv;
-            be->ops->copy(be, span->k[l] + dst, span->k[l] + src, bytes);
-            be->ops->copy(be, span->v[l] + dst, span->v[l] + src, bytes);
-        }
-    pthread_mutex_unlock(&s->m->lock);
+    if (llm_split_keep_rows(s->split, pos0, rows, count, s->err, sizeof s->err) != 0)
+        return LLM_EBACKEND;
     return 0;
 }
 

@@ -66,10 +66,12 @@ void llm_session_set_device_argmax(llm_session *s, int on);
 
 /* ---- tree verify (tree.h) ----------------------------------------------
  * A greedy generator verifies a token tree in one forward, then keeps the
- * accepted path's cache rows. Monolithic CPU targets only. */
+ * accepted path's cache rows. CPU targets, monolithic or split (local
+ * spans read the tree; daemons get it on the wire). */
 
 /* 0 when s can run a tree verify, else LLM_EUNSUP with one line in err
- * ("tree verify needs a monolithic target: ..." / "... a CPU target: ..."). */
+ * ("tree verify needs a CPU target: this one runs on cuda" / "... CPU
+ * shards: shard 1 runs on cuda"); llm_split_tree_support. */
 int llm_session_tree_support(llm_session *s, char *err, size_t errlen);
 
 /* llm_forward (phase verify) of the tree's tree->n nodes, tokens[i] being
@@ -77,8 +79,8 @@ int llm_session_tree_support(llm_session *s, char *err, size_t errlen);
  * position pos + depth[i] after node i's ancestors. The cache slots
  * pos..pos+n-1 hold the nodes' rows in node order and the position moves
  * by n, as after any verify of n tokens. Errors as llm_forward's, and
- * LLM_EINVAL for a malformed tree, LLM_EUNSUP off a monolithic CPU target
- * (llm_session_tree_support's line in the session's error). */
+ * LLM_EINVAL for a malformed tree, LLM_EUNSUP where
+ * llm_session_tree_support refuses (its line in the session's error). */
 int llm_forward_tree(llm_session *s, const llm_forward_params *p, const int32_t *tokens,
                      const llm_tree *tree, const float **logits, int32_t *ids);
 

@@ -220,6 +220,52 @@ int llm_split_local_parts(llm_split *sp, llm_span **span, llm_workspace **ws)
     return 0;
 }
 
+/* The model a local shard's span runs on. */
+static llm_model *shard_model(const llm_split *sp, const shard *sh)
+{
+    return sh->own_model ? sh->own_model : sp->m;
+}
+
+int llm_split_tree_support(const llm_split *sp, char *err, size_t errlen)
+{
+    if (!sp) {
+        llm_errf(err, errlen, "tree verify: no split");
+        return LLM_EINVAL;
+    }
+    for (int i = 0; i < sp->n; i++) {
+        const shard *sh = &sp->sh[i];
+        if (sh->remote)
+            continue; /* the daemon checks its own backend and says so */
+        const char *be = shard_model(sp, sh)->be->ops->name;
+        if (strcmp(be, "cpu") != 0) {
+            if (sp->n == 1)
+                llm_errf(err, errlen, "tree verify needs a CPU target: this one runs on %s", be);
+            else
+                llm_errf(err, errlen, "tree verify needs CPU shards: shard %d runs on %s", i, be);
+            return LLM_EUNSUP;
+        }
+    }
+    return 0;
+}
+
+int llm_split_keep_rows(llm_split *sp, uint32_t pos0, const int32_t *rows, int32_t count, char *err,
+                        size_t errlen)
+{
+    if (!sp || !rows || count < 1 || count > LLM_TREE_MAX)
+        return LLM_EINVAL;
+    for (int i = 0; i < sp->n; i++) {
+        shard *sh = &sp->sh[i];
+        if (sh->remote) {
+            int rc = llm_remote_keep(sh->remote, sp->req, pos0, rows, count, err, errlen);
+            if (rc)
+                return rc;
+            continue;
+        }
+        llm_span_keep_rows(shard_model(sp, sh), sh->span, pos0, rows, count);
+    }
+    return 0;
+}
+
 int llm_split_open_monolithic(llm_model *m, uint32_t n_ctx, int32_t n_batch, llm_split **out,
                               char *err, size_t errlen)
 {

@@ -186,6 +186,25 @@ void llm_split_set_quiet(llm_split *sp, int quiet);
  * split. LLM_EINVAL for any other placement. */
 int llm_split_local_parts(llm_split *sp, llm_span **span, llm_workspace **ws);
 
+/* Tree verify (tree.h) runs where every local shard is on the CPU
+ * backend: each span reads the forward's tree, so the boundary
+ * activations between shards are the tree's rows like any others. A
+ * remote shard gets the tree on the wire (docs/wire.md, tag 31) and its
+ * daemon refuses a tree it cannot run (not on the CPU, or a daemon that
+ * predates the tag) with its line when the forward comes. 0, or
+ * LLM_EUNSUP with one line in err naming the first local shard that
+ * cannot (err may be NULL). Thread-safe for a split nobody is changing. */
+int llm_split_tree_support(const llm_split *sp, char *err, size_t errlen);
+
+/* After a tree verify at pos0, moves cache rows pos0 + rows[j] to pos0 + j
+ * for j in 0..count-1 (1..LLM_TREE_MAX) in every shard (rows ascending,
+ * rows[j] >= j, checked by the caller): local spans under their model's
+ * lock, remote ones by a keep message (tagged with the last forward's
+ * request). 0, LLM_EINVAL for bad arguments, or a remote shard's status
+ * with err naming it. */
+int llm_split_keep_rows(llm_split *sp, uint32_t pos0, const int32_t *rows, int32_t count, char *err,
+                        size_t errlen);
+
 /* The number of shards, and the process id of shard i's spawned daemon
  * (0 when it is not a spawned shard or none runs now). */
 int llm_split_n_shards(const llm_split *sp);

@@ -449,7 +449,7 @@ _Static_assert((int)LLM_OUT_ACTIVATIONS == (int)PMW_OUT_ACTIVATIONS &&
                    (int)LLM_OUT_LOGITS == (int)PMW_OUT_LOGITS &&
                    (int)LLM_OUT_ARGMAX == (int)PMW_OUT_ARGMAX &&
                    (int)LLM_OUT_FEATURES == (int)PMW_OUT_FEATURES &&
-                   LLM_FEATURES_MAX == PMW_FEATURES_MAX,
+                   LLM_FEATURES_MAX == PMW_FEATURES_MAX && LLM_TREE_MAX == PMW_TREE_MAX,
                "llm_output bits and PMW_OUT_* differ");
 
 /* The reply must be exactly what was asked: rows, the float section's
@@ -500,6 +500,11 @@ int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act
     m.forward.n_feat = in->out.want & LLM_OUT_FEATURES ? (uint32_t)in->out.n_feat : 0;
     for (uint32_t j = 0; j < m.forward.n_feat; j++)
         m.forward.feat[j] = (uint32_t)in->out.feat[j];
+    if (in->tree) { /* the split checked n == tree->n and the phase */
+        m.forward.n_tree = (uint32_t)in->tree->n;
+        for (int32_t i = 0; i < in->tree->n; i++)
+            m.forward.tree_parent[i] = in->tree->parent[i];
+    }
     if (r->spec.first == 0) {
         m.forward.tokens = in->tokens;
     } else {
@@ -531,6 +536,35 @@ int llm_remote_truncate(llm_remote *r, uint64_t req, uint32_t pos, char *err, si
         pmw_conn_close(r->c);
         r->c = NULL;
         llm_errf(err, errlen, "%s: unexpected answer to truncate (kind %d)", r->what, (int)ans.kind);
+        return LLM_EBACKEND;
+    }
+    return rc;
+}
+
+int llm_remote_keep(llm_remote *r, uint64_t req, uint32_t pos0, const int32_t *rows, int32_t count,
+                    char *err, size_t errlen)
+{
+    if (!r->c) { /* dropped since the verify: its rows are gone */
+        llm_errf(err, errlen, "%s: the shard was dropped after the tree verify", r->what);
+        return LLM_EBACKEND;
+    }
+    if (count < 1 || count > PMW_TREE_MAX) {
+        llm_errf(err, errlen, "%s: keep of %d rows (1..%d)", r->what, (int)count, PMW_TREE_MAX);
+        return LLM_EINVAL;
+    }
+    pmw_msg m, ans;
+    memset(&m, 0, sizeof m);
+    m.kind = PMW_MSG_KEEP;
+    m.keep.req_id = req;
+    m.keep.base_pos = pos0;
+    m.keep.n_rows = (uint32_t)count;
+    for (int32_t j = 0; j < count; j++)
+        m.keep.rows[j] = (uint32_t)rows[j];
+    int rc = call(r, &m, &ans, err, errlen);
+    if (rc == 0 && ans.kind != PMW_MSG_ACK) {
+        pmw_conn_close(r->c);
+        r->c = NULL;
+        llm_errf(err, errlen, "%s: unexpected answer to keep (kind %d)", r->what, (int)ans.kind);
         return LLM_EBACKEND;
     }
     return rc;

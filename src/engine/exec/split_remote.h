@@ -65,6 +65,14 @@ int llm_remote_forward(llm_remote *r, const llm_forward_in *in, const float *act
 int llm_remote_truncate(llm_remote *r, uint64_t req, uint32_t pos, char *err,
                         size_t errlen);
 
+/* After a tree verify at pos0: moves the daemon's cache rows pos0 +
+ * rows[j] to pos0 + j (PMW_MSG_KEEP; count in 1..PMW_TREE_MAX, rows as
+ * llm_session_keep_rows takes them). A dropped shard lost the verify's
+ * rows: LLM_EBACKEND. 0, or a negative LLM_E* status with err naming the
+ * shard (a daemon that predates the message refuses it with its line). */
+int llm_remote_keep(llm_remote *r, uint64_t req, uint32_t pos0, const int32_t *rows, int32_t count,
+                    char *err, size_t errlen);
+
 /* Empties the daemon's cache; a shard that does not answer is dropped. */
 void llm_remote_reset(llm_remote *r, uint64_t req);
 

@@ -67,6 +67,25 @@ void llm_span_release(llm_span *span, const llm_model *m)
     span->k = span->v = NULL;
 }
 
+void llm_span_keep_rows(llm_model *m, llm_span *span, uint32_t pos0, const int32_t *rows,
+                        int32_t count)
+{
+    size_t kv = (size_t)m->hp.n_kv_heads * m->hp.head_dim, bytes = kv * sizeof(float);
+    llm_backend *be = m->be;
+    pthread_mutex_lock(&m->lock);
+    /* Ascending: row j's source pos0 + rows[j] >= pos0 + j is never a
+     * destination already written, nor one a later source still needs. */
+    for (int32_t l = 0; l <= span->last - span->first; l++)
+        for (int32_t j = 0; j < count; j++) {
+            if (rows[j] == j)
+                continue;
+            size_t dst = ((size_t)pos0 + (size_t)j) * kv, src = ((size_t)pos0 + (size_t)rows[j]) * kv;
+            be->ops->copy(be, span->k[l] + dst, span->k[l] + src, bytes);
+            be->ops->copy(be, span->v[l] + dst, span->v[l] + src, bytes);
+        }
+    pthread_mutex_unlock(&m->lock);
+}
+
 int llm_workspace_init(llm_workspace *ws, const llm_model *m, int32_t n_batch,
                        uint32_t n_ctx, char *err, size_t errlen)
 {

@@ -119,14 +119,21 @@ typedef struct llm_forward_in {
     const llm_tree *tree;    /* NULL, or a verify's tree of n nodes
                                 (tree.h): row i at pos0 + depth[i],
                                 attending to 0..pos0-1 and its ancestors;
-                                the caller checked that the span is the
-                                whole model on the CPU backend */
+                                the caller checked that the span runs on
+                                the CPU backend (llm_split_tree_support) */
 } llm_forward_in;
 
 /* Creates a span's KV cache (n_ctx positions) on the model's backend. */
 int llm_span_init(llm_span *span, const llm_model *m, int32_t first,
                   int32_t last, uint32_t n_ctx, char *err, size_t errlen);
 void llm_span_release(llm_span *span, const llm_model *m);
+
+/* After a tree verify at pos0 (tree.h): moves the span's cache rows pos0 +
+ * rows[j] to pos0 + j for j in 0..count-1, every layer, under m's lock.
+ * rows ascending with rows[j] >= j (the caller checked), so a source is
+ * never a row already overwritten. */
+void llm_span_keep_rows(llm_model *m, llm_span *span, uint32_t pos0, const int32_t *rows,
+                        int32_t count);
 
 /* Sizes a workspace for n_batch tokens; reserves backend scratch. The
  * caller holds the model lock. */

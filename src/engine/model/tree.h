@@ -13,8 +13,10 @@
  * positions they were computed for (llm_session_keep_rows), which are
  * then bit for bit the decode step's.
  *
- * Only the CPU backend reads a tree; the session refuses one on any other
- * placement.
+ * Only the CPU backend reads a tree; the session refuses one where a local
+ * shard is on another backend (a daemon refuses it itself). Every span of
+ * a split reads it alike, a daemon's from the wire (docs/wire.md, tag 31),
+ * so the boundary activations between spans are the nodes' rows.
  */
 #ifndef LLM_TREE_H
 #define LLM_TREE_H
