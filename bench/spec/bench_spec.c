@@ -9,6 +9,15 @@
  *       against one llm_decode (what a round's verify costs in decodes);
  *       with a draft, one more line: a draft decode as a round meets it
  *       (after a target verify), against the target's decode
+ *   bench_spec widths --model M [--kernels SET] [--threads N] [--reps R]
+ *       the verify-width cost curve: after a 64-token history, one
+ *       decode and verifies of w = 1..17 rows, per repetition, each rolled
+ *       back; with --kernels, a second copy of the model opened under
+ *       PHASEMARK_ENGINE_KERNELS=SET (the older set) takes turns with the
+ *       host's default set repetition by repetition, so both meet the same
+ *       load. Per set and width: median wall time, its ratio to the set's
+ *       decode, the cost of the rows past the first per row, and the
+ *       set's time against the default's (one JSON line each)
  *   bench_spec alternate --model M --draft D [--threads N] [--reps R]
  *       a k = 1 model round's pieces (a draft decode, a verify of 2) and a
  *       plain decode, with the draft on threads of its own and on the
@@ -75,7 +84,7 @@ static const char *const k_texts[N_PROMPTS] = {
 };
 
 typedef struct opts {
-    const char *model, *target, *draft, *label, *type;
+    const char *model, *target, *draft, *label, *type, *kernels;
     int threads, reps, tokens, adaptive, layers, n, loop_reps;
     int ks[MAX_KS], n_ks;
 } opts;
@@ -140,6 +149,7 @@ static int parse_opts(int argc, char **argv, int first, opts *o)
         else if (!strcmp(a, "--draft")) o->draft = v;
         else if (!strcmp(a, "--label")) o->label = v;
         else if (!strcmp(a, "--type")) o->type = v;
+        else if (!strcmp(a, "--kernels")) o->kernels = v;
         else if (!strcmp(a, "--layers")) rc = parse_int(v, 1, 1000, &o->layers);
         else if (!strcmp(a, "--threads")) rc = parse_int(v, 1, 256, &o->threads);
         else if (!strcmp(a, "--reps")) {
@@ -279,6 +289,105 @@ done:
     llm_model_free(dm);
     llm_session_free(s);
     llm_model_free(m);
+    return rc;
+}
+
+
+/* ---- widths --------------------------------------------------------------- */
+
+#define WIDTHS_MAX 17
+#define WIDTHS_HIST 64
+#define WIDTHS_ARMS 2
+
+/* One forward of n tokens after the WIDTHS_HIST-token history (a decode for
+ * n == 0, else a verify of n), rolled back; wall ns, or -1 on failure. */
+static double widths_once(llm_session *s, int n)
+{
+    static const int32_t toks[WIDTHS_MAX] = {40, 41, 42, 43, 44, 45, 46, 47, 48,
+                                             49, 50, 51, 52, 53, 54, 55, 56};
+    const float *lg;
+    uint64_t t0 = now_ns();
+    int rc = n == 0 ? llm_decode(s, toks[0], &lg) : llm_verify(s, toks, (size_t)n, &lg);
+    uint64_t dt = now_ns() - t0;
+    return rc || llm_session_truncate(s, WIDTHS_HIST) != 0 ? -1.0 : (double)dt;
+}
+
+/* A model under kernel set `set` (NULL: the host's default) holding the
+ * history. The set is read when the backend is created, so the variable
+ * only needs to be set around the open. */
+static int widths_open(const opts *o, const char *set, uint64_t req, llm_model **m,
+                       llm_session **s)
+{
+    if (set && setenv("PHASEMARK_ENGINE_KERNELS", set, 1) != 0)
+        return -1;
+    *m = open_model(o->model, o->threads);
+    if (set)
+        unsetenv("PHASEMARK_ENGINE_KERNELS");
+    if (!*m)
+        return -1;
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = 256;
+    so.n_batch = WIDTHS_MAX;
+    so.request = req;
+    char err[512];
+    if (llm_session_create(*m, &so, s, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return -1;
+    }
+    int32_t hist[WIDTHS_HIST];
+    for (int i = 0; i < WIDTHS_HIST; i++)
+        hist[i] = 3 + (i * 37) % 2000;
+    return llm_prefill(*s, hist, WIDTHS_HIST, 0, NULL) == 0 ? 0 : -1;
+}
+
+static int cmd_widths(const opts *o)
+{
+    llm_model *m[WIDTHS_ARMS] = {NULL, NULL};
+    llm_session *s[WIDTHS_ARMS] = {NULL, NULL};
+    const char *set[WIDTHS_ARMS] = {NULL, o->kernels};
+    int arms = o->kernels ? 2 : 1, rc = 1, reps = o->reps * 4 > MAX_REPS ? MAX_REPS : o->reps * 4;
+    static double t[WIDTHS_ARMS][WIDTHS_MAX + 1][MAX_REPS];
+    double med[WIDTHS_ARMS][WIDTHS_MAX + 1];
+    for (int a = 0; a < arms; a++)
+        if (widths_open(o, set[a], (uint64_t)a + 1, &m[a], &s[a]) != 0)
+            goto done;
+    /* Repetition 0 warms up; the arms' order flips every repetition. */
+    for (int r = 0; r <= reps; r++)
+        for (int i = 0; i < arms; i++) {
+            int a = (r + i) % arms;
+            for (int n = 0; n <= WIDTHS_MAX; n++) {
+                double v = widths_once(s[a], n);
+                if (v < 0)
+                    goto done;
+                if (r > 0)
+                    t[a][n][r - 1] = v;
+            }
+        }
+    for (int a = 0; a < arms; a++)
+        for (int n = 0; n <= WIDTHS_MAX; n++)
+            med[a][n] = median(t[a][n], reps);
+    for (int a = 0; a < arms; a++) {
+        const char *name = llm_cpu_backend_kernels(m[a]->be);
+        for (int n = 0; n <= WIDTHS_MAX; n++) {
+            double v = med[a][n], dec = med[a][0];
+            printf("{\"bench\":\"verify_widths\",\"model\":\"%s\",\"threads\":%d,\"reps\":%d,"
+                   "\"kernels\":\"%s\",\"default\":%s,\"w\":%d,\"what\":\"%s\",\"us\":%.2f,"
+                   "\"vs_decode\":%.4f",
+                   o->model, o->threads, reps, name, a == 0 ? "true" : "false", n,
+                   n == 0 ? "decode" : "verify", v / 1e3, v / dec);
+            if (n >= 2)
+                printf(",\"per_extra_row_vs_decode\":%.4f", (v - med[a][1]) / (n - 1) / dec);
+            if (a > 0)
+                printf(",\"vs_default\":%.4f", v / med[0][n]);
+            printf("}\n");
+        }
+    }
+    rc = 0;
+done:
+    for (int a = 0; a < WIDTHS_ARMS; a++) {
+        llm_session_free(s[a]);
+        llm_model_free(m[a]);
+    }
     return rc;
 }
 
@@ -778,6 +887,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: " PROG " derive IN OUT [--layers L] [--type T]\n"
             "       " PROG " cost --model M [--draft D] [--threads N] [--reps R]\n"
+            "       " PROG " widths --model M [--kernels SET] [--threads N] [--reps R]\n"
             "       " PROG " alternate --model M --draft D [--threads N] [--reps R]\n"
             "       " PROG " loop --model M --n N [--threads T] [--reps R]\n"
             "       " PROG " kernels [--reps R]\n"
@@ -807,6 +917,8 @@ int main(int argc, char **argv)
         return usage();
     if (!strcmp(argv[1], "cost") && o.model)
         return cmd_cost(&o);
+    if (!strcmp(argv[1], "widths") && o.model)
+        return cmd_widths(&o);
     if (!strcmp(argv[1], "alternate") && o.model && o.draft)
         return cmd_alternate(&o);
     if (!strcmp(argv[1], "loop") && o.model)
