@@ -9,15 +9,19 @@
  *       against one llm_decode (what a round's verify costs in decodes);
  *       with a draft, one more line: a draft decode as a round meets it
  *       (after a target verify), against the target's decode
- *   bench_spec widths --model M [--kernels SET] [--threads N] [--reps R]
+ *   bench_spec widths --model M [--kernels SET | --prefetch tile] [--threads N]
+ *                     [--reps R]
  *       the verify-width cost curve: after a 64-token history, one
  *       decode and verifies of w = 1..17 rows, per repetition, each rolled
- *       back; with --kernels, a second copy of the model opened under
- *       PHASEMARK_ENGINE_KERNELS=SET (the older set) takes turns with the
- *       host's default set repetition by repetition, so both meet the same
- *       load. Per set and width: median wall time, its ratio to the set's
+ *       back; with --kernels (--prefetch), a second copy of the model
+ *       opened under PHASEMARK_ENGINE_KERNELS=SET (PHASEMARK_ENGINE_PREFETCH
+ *       =tile: the Q8_0 kernel before the deeper prefetch) takes turns
+ *       with the default repetition by repetition, so both meet the same
+ *       load. Per arm and width: median wall time, its ratio to the arm's
  *       decode, the cost of the rows past the first per row, and the
- *       set's time against the default's (one JSON line each)
+ *       arm's time against the default's; the same from the calling
+ *       thread's CPU time (all of a forward's at --threads 1, and blind to
+ *       a busy host's preemption); one JSON line each
  *   bench_spec alternate --model M --draft D [--threads N] [--reps R]
  *       a k = 1 model round's pieces (a draft decode, a verify of 2) and a
  *       plain decode, with the draft on threads of its own and on the
@@ -84,7 +88,7 @@ static const char *const k_texts[N_PROMPTS] = {
 };
 
 typedef struct opts {
-    const char *model, *target, *draft, *label, *type, *kernels;
+    const char *model, *target, *draft, *label, *type, *kernels, *prefetch;
     int threads, reps, tokens, adaptive, layers, n, loop_reps;
     int ks[MAX_KS], n_ks;
 } opts;
@@ -150,6 +154,7 @@ static int parse_opts(int argc, char **argv, int first, opts *o)
         else if (!strcmp(a, "--label")) o->label = v;
         else if (!strcmp(a, "--type")) o->type = v;
         else if (!strcmp(a, "--kernels")) o->kernels = v;
+        else if (!strcmp(a, "--prefetch")) o->prefetch = v;
         else if (!strcmp(a, "--layers")) rc = parse_int(v, 1, 1000, &o->layers);
         else if (!strcmp(a, "--threads")) rc = parse_int(v, 1, 256, &o->threads);
         else if (!strcmp(a, "--reps")) {
@@ -301,28 +306,39 @@ done:
 
 /* One forward of n tokens after the WIDTHS_HIST-token history (a decode for
  * n == 0, else a verify of n), rolled back; wall ns, or -1 on failure. */
-static double widths_once(llm_session *s, int n)
+static double thread_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* *cpu: the calling thread's CPU time, which at --threads 1 is the whole
+ * forward's and leaves out the time a busy host's scheduler took away. */
+static double widths_once(llm_session *s, int n, double *cpu)
 {
     static const int32_t toks[WIDTHS_MAX] = {40, 41, 42, 43, 44, 45, 46, 47, 48,
                                              49, 50, 51, 52, 53, 54, 55, 56};
     const float *lg;
+    double c0 = thread_ns();
     uint64_t t0 = now_ns();
     int rc = n == 0 ? llm_decode(s, toks[0], &lg) : llm_verify(s, toks, (size_t)n, &lg);
     uint64_t dt = now_ns() - t0;
+    *cpu = thread_ns() - c0;
     return rc || llm_session_truncate(s, WIDTHS_HIST) != 0 ? -1.0 : (double)dt;
 }
 
 /* A model under kernel set `set` (NULL: the host's default) holding the
  * history. The set is read when the backend is created, so the variable
  * only needs to be set around the open. */
-static int widths_open(const opts *o, const char *set, uint64_t req, llm_model **m,
-                       llm_session **s)
+static int widths_open(const opts *o, const char *var, const char *set, uint64_t req,
+                       llm_model **m, llm_session **s)
 {
-    if (set && setenv("PHASEMARK_ENGINE_KERNELS", set, 1) != 0)
+    if (set && setenv(var, set, 1) != 0)
         return -1;
     *m = open_model(o->model, o->threads);
     if (set)
-        unsetenv("PHASEMARK_ENGINE_KERNELS");
+        unsetenv(var);
     if (!*m)
         return -1;
     llm_session_options so = LLM_SESSION_OPTIONS_INIT;
@@ -344,41 +360,53 @@ static int cmd_widths(const opts *o)
 {
     llm_model *m[WIDTHS_ARMS] = {NULL, NULL};
     llm_session *s[WIDTHS_ARMS] = {NULL, NULL};
-    const char *set[WIDTHS_ARMS] = {NULL, o->kernels};
-    int arms = o->kernels ? 2 : 1, rc = 1, reps = o->reps * 4 > MAX_REPS ? MAX_REPS : o->reps * 4;
-    static double t[WIDTHS_ARMS][WIDTHS_MAX + 1][MAX_REPS];
-    double med[WIDTHS_ARMS][WIDTHS_MAX + 1];
+    const char *var = o->kernels ? "PHASEMARK_ENGINE_KERNELS" : "PHASEMARK_ENGINE_PREFETCH";
+    const char *set[WIDTHS_ARMS] = {NULL, o->kernels ? o->kernels : o->prefetch};
+    int arms = set[1] ? 2 : 1, rc = 1, reps = o->reps * 4 > MAX_REPS ? MAX_REPS : o->reps * 4;
+    static double t[WIDTHS_ARMS][WIDTHS_MAX + 1][MAX_REPS], tc[WIDTHS_ARMS][WIDTHS_MAX + 1][MAX_REPS];
+    double med[WIDTHS_ARMS][WIDTHS_MAX + 1], mc[WIDTHS_ARMS][WIDTHS_MAX + 1];
     for (int a = 0; a < arms; a++)
-        if (widths_open(o, set[a], (uint64_t)a + 1, &m[a], &s[a]) != 0)
+        if (widths_open(o, var, set[a], (uint64_t)a + 1, &m[a], &s[a]) != 0)
             goto done;
     /* Repetition 0 warms up; the arms' order flips every repetition. */
     for (int r = 0; r <= reps; r++)
         for (int i = 0; i < arms; i++) {
             int a = (r + i) % arms;
             for (int n = 0; n <= WIDTHS_MAX; n++) {
-                double v = widths_once(s[a], n);
+                double c, v = widths_once(s[a], n, &c);
                 if (v < 0)
                     goto done;
-                if (r > 0)
+                if (r > 0) {
                     t[a][n][r - 1] = v;
+                    tc[a][n][r - 1] = c;
+                }
             }
         }
     for (int a = 0; a < arms; a++)
-        for (int n = 0; n <= WIDTHS_MAX; n++)
+        for (int n = 0; n <= WIDTHS_MAX; n++) {
             med[a][n] = median(t[a][n], reps);
+            mc[a][n] = median(tc[a][n], reps);
+        }
     for (int a = 0; a < arms; a++) {
         const char *name = llm_cpu_backend_kernels(m[a]->be);
         for (int n = 0; n <= WIDTHS_MAX; n++) {
             double v = med[a][n], dec = med[a][0];
             printf("{\"bench\":\"verify_widths\",\"model\":\"%s\",\"threads\":%d,\"reps\":%d,"
-                   "\"kernels\":\"%s\",\"default\":%s,\"w\":%d,\"what\":\"%s\",\"us\":%.2f,"
-                   "\"vs_decode\":%.4f",
-                   o->model, o->threads, reps, name, a == 0 ? "true" : "false", n,
-                   n == 0 ? "decode" : "verify", v / 1e3, v / dec);
+                   "\"kernels\":\"%s\",\"arm\":\"%s%s%s\",\"w\":%d,\"what\":\"%s\","
+                   "\"us\":%.2f,\"vs_decode\":%.4f",
+                   o->model, o->threads, reps, name, a == 0 ? "default" : var, a == 0 ? "" : "=",
+                   a == 0 ? "" : set[a], n, n == 0 ? "decode" : "verify", v / 1e3, v / dec);
             if (n >= 2)
                 printf(",\"per_extra_row_vs_decode\":%.4f", (v - med[a][1]) / (n - 1) / dec);
             if (a > 0)
                 printf(",\"vs_default\":%.4f", v / med[0][n]);
+            /* The caller thread's CPU time (the whole forward's at 1 thread). */
+            double cv = mc[a][n], cdec = mc[a][0];
+            printf(",\"thread_cpu_us\":%.2f,\"cpu_vs_decode\":%.4f", cv / 1e3, cv / cdec);
+            if (n >= 2)
+                printf(",\"cpu_per_extra_row_vs_decode\":%.4f", (cv - mc[a][1]) / (n - 1) / cdec);
+            if (a > 0)
+                printf(",\"cpu_vs_default\":%.4f", cv / mc[0][n]);
             printf("}\n");
         }
     }
@@ -887,7 +915,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: " PROG " derive IN OUT [--layers L] [--type T]\n"
             "       " PROG " cost --model M [--draft D] [--threads N] [--reps R]\n"
-            "       " PROG " widths --model M [--kernels SET] [--threads N] [--reps R]\n"
+            "       " PROG " widths --model M [--kernels SET | --prefetch tile] [--threads N]\n"
+            "                       [--reps R]\n"
             "       " PROG " alternate --model M --draft D [--threads N] [--reps R]\n"
             "       " PROG " loop --model M --n N [--threads T] [--reps R]\n"
             "       " PROG " kernels [--reps R]\n"

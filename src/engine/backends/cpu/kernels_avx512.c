@@ -229,7 +229,7 @@ DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32)
 AVX512_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_bytes,
                                             const llm_acts *a, int32_t t0, int64_t b,
                                             __m256 acc[TILE_R_MAX][TILE_T_MAX], const int R,
-                                            const int T)
+                                            const int T, size_t ahead)
 {
     const float *db = a->dt + b * a->n + t0;
     const int8_t *xb = a->qb + (b * a->n + t0) * LLM_ACTS_QK;
@@ -238,8 +238,8 @@ AVX512_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_b
     for (int r = 0; r < R; r++) {
         const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * sizeof(llm_block_q8_0);
         if ((b & 1) == 0) {
-            PREFETCH_TILE(blk, R, row_bytes);
-            PREFETCH_TILE(blk + 64, R, row_bytes);
+            _mm_prefetch((const char *)blk + ahead, _MM_HINT_T1);
+            _mm_prefetch((const char *)blk + 64 + ahead, _MM_HINT_T1);
         }
         __m256i wu = _mm256_xor_si256(load256(blk + 2), _mm256_set1_epi8((char)0x80));
         float dw = fp16_at(blk);
@@ -255,10 +255,12 @@ AVX512_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_b
 }
 
 /* Even blocks into acc0, odd into acc1, a last odd block into acc0, then
- * hsum8(acc0 + acc1): dot_q8_0's order (kernels_avx2.c). */
-AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
-                                            const llm_acts *a, int32_t t0, float *y,
-                                            int64_t ldy, const int R, const int T)
+ * hsum8(acc0 + acc1): dot_q8_0's order (kernels_avx2.c). ahead: how far
+ * (bytes, a whole number of rows) the stream is prefetched. */
+AVX512_FN static ALWAYS_INLINE void q8_tile_pd(const unsigned char *w, size_t row_bytes,
+                                               const llm_acts *a, int32_t t0, float *y,
+                                               int64_t ldy, const int R, const int T,
+                                               size_t ahead)
 {
     __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];
     int64_t nb = a->len / LLM_QK8_0, b = 0;
@@ -268,16 +270,51 @@ AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_b
         for (int t = 0; t < T; t++)
             acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
     for (; b + 2 <= nb; b += 2) {
-        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
-        q8_step(w, row_bytes, a, t0, b + 1, acc1, R, T);
+        q8_step(w, row_bytes, a, t0, b, acc0, R, T, ahead);
+        q8_step(w, row_bytes, a, t0, b + 1, acc1, R, T, ahead);
     }
     if (b < nb)
-        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
+        q8_step(w, row_bytes, a, t0, b, acc0, R, T, ahead);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
             y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
+}
+
+/* The prefetch runs at least Q8_AHEAD bytes ahead (whole rows; never less
+ * than the next tile). One tile ahead, as PREFETCH_TILE does, suits wide
+ * rows (four 2048-wide Q8_0 rows are 8.7 KiB), but the KJV target's rows
+ * are 544 bytes: a decode's tile of 4 rows then prefetched 2.2 KiB ahead,
+ * and a verify's tile, which takes one weight row at a time (R = 1 from 5
+ * activation rows), a single row, issued about one row's compute (50-70
+ * ns) before it is read: no more than the L3's latency, so with weights
+ * that live in the L3 (the target's 21 MB) every row waited on part of its
+ * load. The distance is a time: what keeps the L3's (or memory's) latency
+ * covered is bytes in flight, not rows. Only the prefetch address
+ * changes, so every result is bit for bit the same. Measured: bench_spec
+ * widths --prefetch tile (bench/results/cpu_verify.md). */
+#define Q8_AHEAD 8192
+
+static inline size_t q8_ahead(size_t row_bytes, int R)
+{
+    size_t rows = (Q8_AHEAD + row_bytes - 1) / row_bytes;
+    return (rows > (size_t)R ? rows : (size_t)R) * row_bytes;
+}
+
+AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
+                                            const llm_acts *a, int32_t t0, float *y,
+                                            int64_t ldy, const int R, const int T)
+{
+    q8_tile_pd(w, row_bytes, a, t0, y, ldy, R, T, q8_ahead(row_bytes, R));
+}
+
+/* One tile ahead (the kernel before Q8_AHEAD), for benchmarks. */
+AVX512_FN static ALWAYS_INLINE void q8n_tile(const unsigned char *w, size_t row_bytes,
+                                             const llm_acts *a, int32_t t0, float *y,
+                                             int64_t ldy, const int R, const int T)
+{
+    q8_tile_pd(w, row_bytes, a, t0, y, ldy, R, T, (size_t)R * row_bytes);
 }
 
 typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
@@ -325,6 +362,7 @@ typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
 TILES_BY_T(f16_tile, 8)
 TILES_BY_T(bf16_tile, 8)
 TILES_BY_T(q8_tile, 4)
+TILES_BY_T(q8n_tile, 4)
 TILES_BY_T(f32_tile, 4)
 
 /* Activation rows in groups of up to 8, each group over every row. */
@@ -360,6 +398,12 @@ static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm
                         float *y, int64_t ldy)
 {
     tiles_by_groups(q8_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_q8_0_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                             float *y, int64_t ldy)
+{
+    tiles_by_groups(q8n_tile_by_t, w, row_bytes, rows, a, y, ldy);
 }
 
 /* ---- batched Q8_0 ---------------------------------------------------------- */
@@ -559,12 +603,23 @@ int llm_kernels_avx512(llm_kernels *k)
     return 0;
 }
 
+void llm_kernels_avx512_near_prefetch(llm_kernels *k)
+{
+    if (strcmp(k->name, "avx512") == 0)
+        replace(k, LLM_TYPE_Q8_0, matvec_q8_0_near, NULL, NULL);
+}
+
 #else
 
 int llm_kernels_avx512(llm_kernels *k)
 {
     (void)k;
     return -1;
+}
+
+void llm_kernels_avx512_near_prefetch(llm_kernels *k)
+{
+    (void)k;
 }
 
 #endif
