@@ -282,24 +282,29 @@ AVX512_FN static ALWAYS_INLINE void q8_tile_pd(const unsigned char *w, size_t ro
             y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
 }
 
-/* The prefetch runs at least Q8_AHEAD bytes ahead (whole rows; never less
- * than the next tile). One tile ahead, as PREFETCH_TILE does, suits wide
- * rows (four 2048-wide Q8_0 rows are 8.7 KiB), but the KJV target's rows
- * are 544 bytes: a decode's tile of 4 rows then prefetched 2.2 KiB ahead,
- * and a verify's tile, which takes one weight row at a time (R = 1 from 5
- * activation rows), a single row, issued about one row's compute (50-70
- * ns) before it is read: no more than the L3's latency, so with weights
- * that live in the L3 (the target's 21 MB) every row waited on part of its
- * load. The distance is a time: what keeps the L3's (or memory's) latency
- * covered is bytes in flight, not rows. Only the prefetch address
- * changes, so every result is bit for bit the same. Measured: bench_spec
- * widths --prefetch tile (bench/results/cpu_verify.md). */
+/* How far the stream is prefetched: as many whole rows as Q8_AHEAD bytes
+ * take, but at least the next tile and at most Q8_TILES_AHEAD tiles. One
+ * tile ahead (PREFETCH_TILE) suits wide rows: four 2048-wide Q8_0 rows are
+ * 8.7 KiB, and that distance is kept for them. The KJV target's rows are
+ * 544 bytes: a decode's tile of 4 rows prefetched 2.2 KiB ahead, and a
+ * verify's tile, one weight row at a time (R = 1 from 5 activation rows),
+ * a single row, issued about one row's compute (50-70 ns) before it is
+ * read, no more than the L3's latency, with the target's 21 MB of weights
+ * living in the L3. What covers the latency is bytes in flight, so the
+ * distance is set in bytes; the cap keeps a verify's slow, compute-bound
+ * tiles from running 16 rows ahead, which measured no better than 4 (and
+ * up to 5 % slower). Only prefetch addresses change: every result is bit
+ * for bit the same. Measured: bench_spec widths --prefetch tile
+ * (bench/results/cpu_verify.md). */
 #define Q8_AHEAD 8192
+#define Q8_TILES_AHEAD 4
 
 static inline size_t q8_ahead(size_t row_bytes, int R)
 {
     size_t rows = (Q8_AHEAD + row_bytes - 1) / row_bytes;
-    return (rows > (size_t)R ? rows : (size_t)R) * row_bytes;
+    size_t lo = (size_t)R, hi = (size_t)(Q8_TILES_AHEAD * R);
+    rows = rows < lo ? lo : rows > hi ? hi : rows;
+    return rows * row_bytes;
 }
 
 AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
