@@ -188,10 +188,11 @@ int llm_kernels_vnni(llm_kernels *k);
  * llm_kernels_add_k_avx512's, which are not. */
 int llm_kernels_avx512(llm_kernels *k);
 
-/* On a set llm_kernels_avx512 filled: the Q8_0 matrix–vector product with
- * its stream prefetched one register tile ahead, as before the deeper
- * prefetch (kernels_avx512.c, Q8_AHEAD); bit for bit the same results. For
- * benchmarks (PHASEMARK_ENGINE_PREFETCH=tile); any other set: unchanged. */
+/* On a set llm_kernels_avx512 filled: the Q8_0, F16 and BF16 matrix–vector
+ * products with their stream prefetched one register tile ahead, as before
+ * the deeper prefetch (kernels_avx512.c, stream_ahead); bit for bit the
+ * same results. For benchmarks (PHASEMARK_ENGINE_PREFETCH=tile); any other
+ * set: unchanged. */
 void llm_kernels_avx512_near_prefetch(llm_kernels *k);
 
 /* The k-quants' entries (kernels_k.c; Q2_K and Q3_K from kernels_k23.c),

@@ -60,6 +60,34 @@
 #define TILE_R_MAX 8
 #define TILE_T_MAX 8
 
+/* How far the Q8_0, F16 and BF16 tiles prefetch their stream: as many
+ * whole rows as STREAM_AHEAD bytes take, but at least the next tile and at
+ * most TILES_AHEAD tiles. One
+ * tile ahead (PREFETCH_TILE) suits wide rows: four 2048-wide Q8_0 rows are
+ * 8.7 KiB, and that distance is kept for them. The KJV target's rows are
+ * 544 bytes: a decode's tile of 4 rows prefetched 2.2 KiB ahead, and a
+ * verify's tile, one weight row at a time (R = 1 from 5 activation rows),
+ * a single row, issued about one row's compute (50-70 ns) before it is
+ * read, no more than the L3's latency, with the target's 21 MB of weights
+ * living in the L3 (the F16 block head's 1 KiB rows: 2 KiB ahead at 4
+ * rows, 1 KiB at 8). What covers the latency is bytes in flight, so the
+ * distance is set in bytes; the cap keeps a verify's slow, compute-bound
+ * tiles from running 16 rows ahead, which measured no better than 4 (and
+ * up to 5 % slower). Only prefetch addresses change: every result is bit
+ * for bit the same. Measured: bench_spec widths --prefetch tile
+ * (bench/results/cpu_verify.md). */
+#define STREAM_AHEAD 8192
+#define TILES_AHEAD 4
+
+static inline size_t stream_ahead(size_t row_bytes, int R)
+{
+    size_t rows = (STREAM_AHEAD + row_bytes - 1) / row_bytes;
+    size_t lo = (size_t)R, hi = (size_t)(TILES_AHEAD * R);
+    rows = rows < lo ? lo : rows > hi ? hi : rows;
+    return rows * row_bytes;
+}
+
+
 AVX512_FN static inline float hsum8(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -182,7 +210,7 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
 
 /* kernels_avx2.c's DEFINE_HALF_TILE with each (s0, s1) pair in one
  * vector: lanes 0..7 take elements i..i+7, lanes 8..15 i+8..i+15. */
-#define DEFINE_HALF_TILE(NAME, LOAD16, TO_F32)                                          \
+#define DEFINE_HALF_TILE(NAME, LOAD16, TO_F32, AHEAD)                                   \
     AVX512_FN static ALWAYS_INLINE void NAME(const unsigned char *w, size_t row_bytes,  \
                                              const llm_acts *a, int32_t t0, float *y,   \
                                              int64_t ldy, const int R, const int T)     \
@@ -190,6 +218,7 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
         __m512 s[TILE_R_MAX][TILE_T_MAX];                                               \
         int64_t n = a->len, i = 0;                                                      \
         const float *x = a->x + (int64_t)t0 * n;                                        \
+        const size_t ahead = AHEAD;                                                     \
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                             \
             _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                         \
                 s[r][t] = _mm512_setzero_ps();                                          \
@@ -197,7 +226,7 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                       \
                 const unsigned char *p = w + (size_t)r * row_bytes + 2 * i;             \
                 if ((i & 31) == 0)                                                      \
-                    PREFETCH_TILE(p, R, row_bytes);                                     \
+                    _mm_prefetch((const char *)p + ahead, _MM_HINT_T1);                 \
                 __m512 wv = LOAD16(p);                                                  \
                 _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                     \
                     s[r][t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + t * n + i), s[r][t]); \
@@ -216,8 +245,11 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
             }                                                                           \
     }
 
-DEFINE_HALF_TILE(f16_tile, load_f16x16, llm_fp16_to_f32)
-DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32)
+DEFINE_HALF_TILE(f16_tile, load_f16x16, llm_fp16_to_f32, stream_ahead(row_bytes, R))
+DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32, stream_ahead(row_bytes, R))
+/* One tile ahead, as before stream_ahead (PHASEMARK_ENGINE_PREFETCH=tile). */
+DEFINE_HALF_TILE(f16n_tile, load_f16x16, llm_fp16_to_f32, (size_t)R * row_bytes)
+DEFINE_HALF_TILE(bf16n_tile, load_bf16x16, llm_bf16_to_f32, (size_t)R * row_bytes)
 
 /* ---- Q8_0 matrix–vector ----------------------------------------------------
  *
@@ -282,39 +314,14 @@ AVX512_FN static ALWAYS_INLINE void q8_tile_pd(const unsigned char *w, size_t ro
             y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
 }
 
-/* How far the stream is prefetched: as many whole rows as Q8_AHEAD bytes
- * take, but at least the next tile and at most Q8_TILES_AHEAD tiles. One
- * tile ahead (PREFETCH_TILE) suits wide rows: four 2048-wide Q8_0 rows are
- * 8.7 KiB, and that distance is kept for them. The KJV target's rows are
- * 544 bytes: a decode's tile of 4 rows prefetched 2.2 KiB ahead, and a
- * verify's tile, one weight row at a time (R = 1 from 5 activation rows),
- * a single row, issued about one row's compute (50-70 ns) before it is
- * read, no more than the L3's latency, with the target's 21 MB of weights
- * living in the L3. What covers the latency is bytes in flight, so the
- * distance is set in bytes; the cap keeps a verify's slow, compute-bound
- * tiles from running 16 rows ahead, which measured no better than 4 (and
- * up to 5 % slower). Only prefetch addresses change: every result is bit
- * for bit the same. Measured: bench_spec widths --prefetch tile
- * (bench/results/cpu_verify.md). */
-#define Q8_AHEAD 8192
-#define Q8_TILES_AHEAD 4
-
-static inline size_t q8_ahead(size_t row_bytes, int R)
-{
-    size_t rows = (Q8_AHEAD + row_bytes - 1) / row_bytes;
-    size_t lo = (size_t)R, hi = (size_t)(Q8_TILES_AHEAD * R);
-    rows = rows < lo ? lo : rows > hi ? hi : rows;
-    return rows * row_bytes;
-}
-
 AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
                                             const llm_acts *a, int32_t t0, float *y,
                                             int64_t ldy, const int R, const int T)
 {
-    q8_tile_pd(w, row_bytes, a, t0, y, ldy, R, T, q8_ahead(row_bytes, R));
+    q8_tile_pd(w, row_bytes, a, t0, y, ldy, R, T, stream_ahead(row_bytes, R));
 }
 
-/* One tile ahead (the kernel before Q8_AHEAD), for benchmarks. */
+/* One tile ahead (the kernel before stream_ahead), for benchmarks. */
 AVX512_FN static ALWAYS_INLINE void q8n_tile(const unsigned char *w, size_t row_bytes,
                                              const llm_acts *a, int32_t t0, float *y,
                                              int64_t ldy, const int R, const int T)
@@ -366,6 +373,8 @@ typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
 
 TILES_BY_T(f16_tile, 8)
 TILES_BY_T(bf16_tile, 8)
+TILES_BY_T(f16n_tile, 8)
+TILES_BY_T(bf16n_tile, 8)
 TILES_BY_T(q8_tile, 4)
 TILES_BY_T(q8n_tile, 4)
 TILES_BY_T(f32_tile, 4)
@@ -403,6 +412,18 @@ static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm
                         float *y, int64_t ldy)
 {
     tiles_by_groups(q8_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_f16_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                            float *y, int64_t ldy)
+{
+    tiles_by_groups(f16n_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_bf16_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                             float *y, int64_t ldy)
+{
+    tiles_by_groups(bf16n_tile_by_t, w, row_bytes, rows, a, y, ldy);
 }
 
 static void matvec_q8_0_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
@@ -610,8 +631,11 @@ int llm_kernels_avx512(llm_kernels *k)
 
 void llm_kernels_avx512_near_prefetch(llm_kernels *k)
 {
-    if (strcmp(k->name, "avx512") == 0)
-        replace(k, LLM_TYPE_Q8_0, matvec_q8_0_near, NULL, NULL);
+    if (strcmp(k->name, "avx512") != 0)
+        return;
+    replace(k, LLM_TYPE_Q8_0, matvec_q8_0_near, NULL, NULL);
+    replace(k, LLM_TYPE_F16, matvec_f16_near, NULL, NULL);
+    replace(k, LLM_TYPE_BF16, matvec_bf16_near, NULL, NULL);
 }
 
 #else
