@@ -1,7 +1,8 @@
 /* kernels_avx512.c — AVX-512 kernels on 512-bit vectors (see kernels.h).
  *
  * Three kinds of kernel live here, all with the prefetch described at
- * PREFETCH_TILE (the main gain when weights stream from memory).
+ * PREFETCH_TILE (the main gain when weights stream from memory), which the
+ * Q8_0, F16 and BF16 tiles run further ahead for short rows (stream_ahead).
  *
  * The matrix–vector products of F32, F16 and BF16 are the AVX2 set's,
  * widened: where the AVX2 kernel keeps a pair of 256-bit accumulators
@@ -62,9 +63,9 @@
 
 /* How far the Q8_0, F16 and BF16 tiles prefetch their stream: as many
  * whole rows as STREAM_AHEAD bytes take, but at least the next tile and at
- * most TILES_AHEAD tiles. One
- * tile ahead (PREFETCH_TILE) suits wide rows: four 2048-wide Q8_0 rows are
- * 8.7 KiB, and that distance is kept for them. The KJV target's rows are
+ * most TILES_AHEAD tiles. One tile ahead (PREFETCH_TILE, which the F32
+ * tile keeps) suits wide rows: four 2048-wide Q8_0 rows are 8.7 KiB, and
+ * that distance is kept for them. The KJV target's rows are
  * 544 bytes: a decode's tile of 4 rows prefetched 2.2 KiB ahead, and a
  * verify's tile, one weight row at a time (R = 1 from 5 activation rows),
  * a single row, issued about one row's compute (50-70 ns) before it is
@@ -86,7 +87,6 @@ static inline size_t stream_ahead(size_t row_bytes, int R)
     rows = rows < lo ? lo : rows > hi ? hi : rows;
     return rows * row_bytes;
 }
-
 
 AVX512_FN static inline float hsum8(__m256 v)
 {
