@@ -12,8 +12,8 @@
  *   bench_spec widths --model M [--kernels SET | --prefetch tile] [--threads N]
  *                     [--reps R]
  *       the verify-width cost curve: after a 64-token history, one
- *       decode and verifies of w = 1..17 rows, per repetition, each rolled
- *       back; with --kernels (--prefetch), a second copy of the model
+ *       decode and verifies of w = 1..17 rows, per repetition (4 R of
+ *       them, at most 64), each rolled back; with --kernels (--prefetch), a second copy of the model
  *       opened under PHASEMARK_ENGINE_KERNELS=SET (PHASEMARK_ENGINE_PREFETCH
  *       =tile: the Q8_0 kernel before the deeper prefetch) takes turns
  *       with the default repetition by repetition, so both meet the same
@@ -304,8 +304,6 @@ done:
 #define WIDTHS_HIST 64
 #define WIDTHS_ARMS 2
 
-/* One forward of n tokens after the WIDTHS_HIST-token history (a decode for
- * n == 0, else a verify of n), rolled back; wall ns, or -1 on failure. */
 static double thread_ns(void)
 {
     struct timespec ts;
@@ -313,7 +311,9 @@ static double thread_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* *cpu: the calling thread's CPU time, which at --threads 1 is the whole
+/* One forward of n tokens after the WIDTHS_HIST-token history (a decode for
+ * n == 0, else a verify of n), rolled back; wall ns, or -1 on failure.
+ * *cpu: the calling thread's CPU time, which at --threads 1 is the whole
  * forward's and leaves out the time a busy host's scheduler took away. */
 static double widths_once(llm_session *s, int n, double *cpu)
 {
@@ -328,9 +328,9 @@ static double widths_once(llm_session *s, int n, double *cpu)
     return rc || llm_session_truncate(s, WIDTHS_HIST) != 0 ? -1.0 : (double)dt;
 }
 
-/* A model under kernel set `set` (NULL: the host's default) holding the
- * history. The set is read when the backend is created, so the variable
- * only needs to be set around the open. */
+/* A model opened with the environment variable `var` set to `set` (NULL:
+ * unset, the defaults), holding the history. The backend reads it when it
+ * is created, so it only needs to be set around the open. */
 static int widths_open(const opts *o, const char *var, const char *set, uint64_t req,
                        llm_model **m, llm_session **s)
 {
@@ -952,7 +952,7 @@ int main(int argc, char **argv)
         return usage();
     if (!strcmp(argv[1], "cost") && o.model)
         return cmd_cost(&o);
-    if (!strcmp(argv[1], "widths") && o.model)
+    if (!strcmp(argv[1], "widths") && o.model && !(o.kernels && o.prefetch))
         return cmd_widths(&o);
     if (!strcmp(argv[1], "alternate") && o.model && o.draft)
         return cmd_alternate(&o);
