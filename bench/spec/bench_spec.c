@@ -9,6 +9,19 @@
  *       against one llm_decode (what a round's verify costs in decodes);
  *       with a draft, one more line: a draft decode as a round meets it
  *       (after a target verify), against the target's decode
+ *   bench_spec widths --model M [--kernels SET | --prefetch tile] [--threads N]
+ *                     [--reps R]
+ *       the verify-width cost curve: after a 64-token history, one
+ *       decode and verifies of w = 1..17 rows, per repetition (4 R of
+ *       them, at most 64), each rolled back; with --kernels (--prefetch), a second copy of the model
+ *       opened under PHASEMARK_ENGINE_KERNELS=SET (PHASEMARK_ENGINE_PREFETCH
+ *       =tile: the Q8_0 kernel before the deeper prefetch) takes turns
+ *       with the default repetition by repetition, so both meet the same
+ *       load. Per arm and width: median wall time, its ratio to the arm's
+ *       decode, the cost of the rows past the first per row, and the
+ *       arm's time against the default's; the same from the calling
+ *       thread's CPU time (all of a forward's at --threads 1, and blind to
+ *       a busy host's preemption); one JSON line each
  *   bench_spec alternate --model M --draft D [--threads N] [--reps R]
  *       a k = 1 model round's pieces (a draft decode, a verify of 2) and a
  *       plain decode, with the draft on threads of its own and on the
@@ -75,7 +88,7 @@ static const char *const k_texts[N_PROMPTS] = {
 };
 
 typedef struct opts {
-    const char *model, *target, *draft, *label, *type;
+    const char *model, *target, *draft, *label, *type, *kernels, *prefetch;
     int threads, reps, tokens, adaptive, layers, n, loop_reps;
     int ks[MAX_KS], n_ks;
 } opts;
@@ -140,6 +153,8 @@ static int parse_opts(int argc, char **argv, int first, opts *o)
         else if (!strcmp(a, "--draft")) o->draft = v;
         else if (!strcmp(a, "--label")) o->label = v;
         else if (!strcmp(a, "--type")) o->type = v;
+        else if (!strcmp(a, "--kernels")) o->kernels = v;
+        else if (!strcmp(a, "--prefetch")) o->prefetch = v;
         else if (!strcmp(a, "--layers")) rc = parse_int(v, 1, 1000, &o->layers);
         else if (!strcmp(a, "--threads")) rc = parse_int(v, 1, 256, &o->threads);
         else if (!strcmp(a, "--reps")) {
@@ -279,6 +294,134 @@ done:
     llm_model_free(dm);
     llm_session_free(s);
     llm_model_free(m);
+    return rc;
+}
+
+
+/* ---- widths --------------------------------------------------------------- */
+
+#define WIDTHS_MAX 17
+#define WIDTHS_HIST 64
+#define WIDTHS_ARMS 2
+
+static double thread_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* One forward of n tokens after the WIDTHS_HIST-token history (a decode for
+ * n == 0, else a verify of n), rolled back; wall ns, or -1 on failure.
+ * *cpu: the calling thread's CPU time, which at --threads 1 is the whole
+ * forward's and leaves out the time a busy host's scheduler took away. */
+static double widths_once(llm_session *s, int n, double *cpu)
+{
+    static const int32_t toks[WIDTHS_MAX] = {40, 41, 42, 43, 44, 45, 46, 47, 48,
+                                             49, 50, 51, 52, 53, 54, 55, 56};
+    const float *lg;
+    double c0 = thread_ns();
+    uint64_t t0 = now_ns();
+    int rc = n == 0 ? llm_decode(s, toks[0], &lg) : llm_verify(s, toks, (size_t)n, &lg);
+    uint64_t dt = now_ns() - t0;
+    *cpu = thread_ns() - c0;
+    return rc || llm_session_truncate(s, WIDTHS_HIST) != 0 ? -1.0 : (double)dt;
+}
+
+/* A model opened with the environment variable `var` set to `set` (NULL:
+ * unset, the defaults), holding the history. The backend reads it when it
+ * is created, so it only needs to be set around the open. */
+static int widths_open(const opts *o, const char *var, const char *set, uint64_t req,
+                       llm_model **m, llm_session **s)
+{
+    if (set && setenv(var, set, 1) != 0)
+        return -1;
+    *m = open_model(o->model, o->threads);
+    if (set)
+        unsetenv(var);
+    if (!*m)
+        return -1;
+    llm_session_options so = LLM_SESSION_OPTIONS_INIT;
+    so.n_ctx = 256;
+    so.n_batch = WIDTHS_MAX;
+    so.request = req;
+    char err[512];
+    if (llm_session_create(*m, &so, s, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": %s\n", err);
+        return -1;
+    }
+    int32_t hist[WIDTHS_HIST];
+    for (int i = 0; i < WIDTHS_HIST; i++)
+        hist[i] = 3 + (i * 37) % 2000;
+    return llm_prefill(*s, hist, WIDTHS_HIST, 0, NULL) == 0 ? 0 : -1;
+}
+
+static int cmd_widths(const opts *o)
+{
+    llm_model *m[WIDTHS_ARMS] = {NULL, NULL};
+    llm_session *s[WIDTHS_ARMS] = {NULL, NULL};
+    const char *var = o->kernels ? "PHASEMARK_ENGINE_KERNELS" : "PHASEMARK_ENGINE_PREFETCH";
+    const char *set[WIDTHS_ARMS] = {NULL, o->kernels ? o->kernels : o->prefetch};
+    int arms = set[1] ? 2 : 1, rc = 1, reps = o->reps * 4 > MAX_REPS ? MAX_REPS : o->reps * 4;
+    static double t[WIDTHS_ARMS][WIDTHS_MAX + 1][MAX_REPS], tc[WIDTHS_ARMS][WIDTHS_MAX + 1][MAX_REPS];
+    double med[WIDTHS_ARMS][WIDTHS_MAX + 1], mc[WIDTHS_ARMS][WIDTHS_MAX + 1];
+    for (int a = 0; a < arms; a++)
+        if (widths_open(o, var, set[a], (uint64_t)a + 1, &m[a], &s[a]) != 0)
+            goto done;
+    /* Repetition 0 warms up; the arms' order flips every repetition. Two
+     * copies of the target do not fit the L3 together, so each arm's turn
+     * starts with an untimed decode that brings its weights back (else its
+     * timed decode would pay for the other arm's evictions). */
+    for (int r = 0; r <= reps; r++)
+        for (int i = 0; i < arms; i++) {
+            int a = (r + i) % arms;
+            double warm_cpu;
+            if (widths_once(s[a], 0, &warm_cpu) < 0)
+                goto done;
+            for (int n = 0; n <= WIDTHS_MAX; n++) {
+                double c, v = widths_once(s[a], n, &c);
+                if (v < 0)
+                    goto done;
+                if (r > 0) {
+                    t[a][n][r - 1] = v;
+                    tc[a][n][r - 1] = c;
+                }
+            }
+        }
+    for (int a = 0; a < arms; a++)
+        for (int n = 0; n <= WIDTHS_MAX; n++) {
+            med[a][n] = median(t[a][n], reps);
+            mc[a][n] = median(tc[a][n], reps);
+        }
+    for (int a = 0; a < arms; a++) {
+        const char *name = llm_cpu_backend_kernels(m[a]->be);
+        for (int n = 0; n <= WIDTHS_MAX; n++) {
+            double v = med[a][n], dec = med[a][0];
+            printf("{\"bench\":\"verify_widths\",\"model\":\"%s\",\"threads\":%d,\"reps\":%d,"
+                   "\"kernels\":\"%s\",\"arm\":\"%s%s%s\",\"w\":%d,\"what\":\"%s\","
+                   "\"us\":%.2f,\"vs_decode\":%.4f",
+                   o->model, o->threads, reps, name, a == 0 ? "default" : var, a == 0 ? "" : "=",
+                   a == 0 ? "" : set[a], n, n == 0 ? "decode" : "verify", v / 1e3, v / dec);
+            if (n >= 2)
+                printf(",\"per_extra_row_vs_decode\":%.4f", (v - med[a][1]) / (n - 1) / dec);
+            if (a > 0)
+                printf(",\"vs_default\":%.4f", v / med[0][n]);
+            /* The caller thread's CPU time (the whole forward's at 1 thread). */
+            double cv = mc[a][n], cdec = mc[a][0];
+            printf(",\"thread_cpu_us\":%.2f,\"cpu_vs_decode\":%.4f", cv / 1e3, cv / cdec);
+            if (n >= 2)
+                printf(",\"cpu_per_extra_row_vs_decode\":%.4f", (cv - mc[a][1]) / (n - 1) / cdec);
+            if (a > 0)
+                printf(",\"cpu_vs_default\":%.4f", cv / mc[0][n]);
+            printf("}\n");
+        }
+    }
+    rc = 0;
+done:
+    for (int a = 0; a < WIDTHS_ARMS; a++) {
+        llm_session_free(s[a]);
+        llm_model_free(m[a]);
+    }
     return rc;
 }
 
@@ -778,6 +921,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: " PROG " derive IN OUT [--layers L] [--type T]\n"
             "       " PROG " cost --model M [--draft D] [--threads N] [--reps R]\n"
+            "       " PROG " widths --model M [--kernels SET | --prefetch tile] [--threads N]\n"
+            "                       [--reps R]\n"
             "       " PROG " alternate --model M --draft D [--threads N] [--reps R]\n"
             "       " PROG " loop --model M --n N [--threads T] [--reps R]\n"
             "       " PROG " kernels [--reps R]\n"
@@ -807,6 +952,8 @@ int main(int argc, char **argv)
         return usage();
     if (!strcmp(argv[1], "cost") && o.model)
         return cmd_cost(&o);
+    if (!strcmp(argv[1], "widths") && o.model && !(o.kernels && o.prefetch))
+        return cmd_widths(&o);
     if (!strcmp(argv[1], "alternate") && o.model && o.draft)
         return cmd_alternate(&o);
     if (!strcmp(argv[1], "loop") && o.model)

@@ -887,6 +887,17 @@ static int choose_kernels(llm_kernels *k, int simd, char *err, size_t errlen)
     return 0;
 }
 
+/* PHASEMARK_ENGINE_PREFETCH=tile: the avx512 set's Q8_0 product with the
+ * prefetch one tile ahead, as before (the same bits; a benchmark opens one
+ * model each way in one process). Unset or anything else: the default.
+ * Read once per backend, at creation. */
+static void choose_prefetch(llm_kernels *k)
+{
+    const char *env = getenv("PHASEMARK_ENGINE_PREFETCH");
+    if (env && strcmp(env, "tile") == 0)
+        llm_kernels_avx512_near_prefetch(k);
+}
+
 /* Whether PHASEMARK_SHARE_THREADS allows sharing: unset or anything but
  * 0 / off / no / false does. */
 static int share_allowed(void)
@@ -950,6 +961,8 @@ int llm_cpu_backend_create_with(int32_t n_threads, int simd, const llm_type_kern
     c->base.n_threads = n_threads;
     c->base.host_visible = 1;
     int rc = choose_kernels(&c->k, simd, err, errlen);
+    if (rc == 0)
+        choose_prefetch(&c->k);
     if (rc == 0)
         rc = add_kernels(c, extra, n_extra, err, errlen);
     if (rc) {

@@ -1,7 +1,8 @@
 /* kernels_avx512.c — AVX-512 kernels on 512-bit vectors (see kernels.h).
  *
  * Three kinds of kernel live here, all with the prefetch described at
- * PREFETCH_TILE (the main gain when weights stream from memory).
+ * PREFETCH_TILE (the main gain when weights stream from memory), which the
+ * Q8_0, F16 and BF16 tiles run further ahead for short rows (stream_ahead).
  *
  * The matrix–vector products of F32, F16 and BF16 are the AVX2 set's,
  * widened: where the AVX2 kernel keeps a pair of 256-bit accumulators
@@ -59,6 +60,33 @@
 
 #define TILE_R_MAX 8
 #define TILE_T_MAX 8
+
+/* How far the Q8_0, F16 and BF16 tiles prefetch their stream: as many
+ * whole rows as STREAM_AHEAD bytes take, but at least the next tile and at
+ * most TILES_AHEAD tiles. One tile ahead (PREFETCH_TILE, which the F32
+ * tile keeps) suits wide rows: four 2048-wide Q8_0 rows are 8.7 KiB, and
+ * that distance is kept for them. The KJV target's rows are
+ * 544 bytes: a decode's tile of 4 rows prefetched 2.2 KiB ahead, and a
+ * verify's tile, one weight row at a time (R = 1 from 5 activation rows),
+ * a single row, issued about one row's compute (50-70 ns) before it is
+ * read, no more than the L3's latency, with the target's 21 MB of weights
+ * living in the L3 (the F16 block head's 1 KiB rows: 2 KiB ahead at 4
+ * rows, 1 KiB at 8). What covers the latency is bytes in flight, so the
+ * distance is set in bytes; the cap keeps a verify's slow, compute-bound
+ * tiles from running 16 rows ahead, which measured no better than 4 (and
+ * up to 5 % slower). Only prefetch addresses change: every result is bit
+ * for bit the same. Measured: bench_spec widths --prefetch tile
+ * (bench/results/cpu_verify.md). */
+#define STREAM_AHEAD 8192
+#define TILES_AHEAD 4
+
+static inline size_t stream_ahead(size_t row_bytes, int R)
+{
+    size_t rows = (STREAM_AHEAD + row_bytes - 1) / row_bytes;
+    size_t lo = (size_t)R, hi = (size_t)(TILES_AHEAD * R);
+    rows = rows < lo ? lo : rows > hi ? hi : rows;
+    return rows * row_bytes;
+}
 
 AVX512_FN static inline float hsum8(__m256 v)
 {
@@ -182,7 +210,7 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
 
 /* kernels_avx2.c's DEFINE_HALF_TILE with each (s0, s1) pair in one
  * vector: lanes 0..7 take elements i..i+7, lanes 8..15 i+8..i+15. */
-#define DEFINE_HALF_TILE(NAME, LOAD16, TO_F32)                                          \
+#define DEFINE_HALF_TILE(NAME, LOAD16, TO_F32, AHEAD)                                   \
     AVX512_FN static ALWAYS_INLINE void NAME(const unsigned char *w, size_t row_bytes,  \
                                              const llm_acts *a, int32_t t0, float *y,   \
                                              int64_t ldy, const int R, const int T)     \
@@ -190,6 +218,7 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
         __m512 s[TILE_R_MAX][TILE_T_MAX];                                               \
         int64_t n = a->len, i = 0;                                                      \
         const float *x = a->x + (int64_t)t0 * n;                                        \
+        const size_t ahead = AHEAD;                                                     \
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                             \
             _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                         \
                 s[r][t] = _mm512_setzero_ps();                                          \
@@ -197,7 +226,7 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                       \
                 const unsigned char *p = w + (size_t)r * row_bytes + 2 * i;             \
                 if ((i & 31) == 0)                                                      \
-                    PREFETCH_TILE(p, R, row_bytes);                                     \
+                    _mm_prefetch((const char *)p + ahead, _MM_HINT_T1);                 \
                 __m512 wv = LOAD16(p);                                                  \
                 _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                     \
                     s[r][t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + t * n + i), s[r][t]); \
@@ -216,8 +245,11 @@ AVX512_FN static inline __m512 load_bf16x16(const unsigned char *p)
             }                                                                           \
     }
 
-DEFINE_HALF_TILE(f16_tile, load_f16x16, llm_fp16_to_f32)
-DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32)
+DEFINE_HALF_TILE(f16_tile, load_f16x16, llm_fp16_to_f32, stream_ahead(row_bytes, R))
+DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32, stream_ahead(row_bytes, R))
+/* One tile ahead, as before stream_ahead (PHASEMARK_ENGINE_PREFETCH=tile). */
+DEFINE_HALF_TILE(f16n_tile, load_f16x16, llm_fp16_to_f32, (size_t)R * row_bytes)
+DEFINE_HALF_TILE(bf16n_tile, load_bf16x16, llm_bf16_to_f32, (size_t)R * row_bytes)
 
 /* ---- Q8_0 matrix–vector ----------------------------------------------------
  *
@@ -229,7 +261,7 @@ DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32)
 AVX512_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_bytes,
                                             const llm_acts *a, int32_t t0, int64_t b,
                                             __m256 acc[TILE_R_MAX][TILE_T_MAX], const int R,
-                                            const int T)
+                                            const int T, size_t ahead)
 {
     const float *db = a->dt + b * a->n + t0;
     const int8_t *xb = a->qb + (b * a->n + t0) * LLM_ACTS_QK;
@@ -238,8 +270,8 @@ AVX512_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_b
     for (int r = 0; r < R; r++) {
         const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * sizeof(llm_block_q8_0);
         if ((b & 1) == 0) {
-            PREFETCH_TILE(blk, R, row_bytes);
-            PREFETCH_TILE(blk + 64, R, row_bytes);
+            _mm_prefetch((const char *)blk + ahead, _MM_HINT_T1);
+            _mm_prefetch((const char *)blk + 64 + ahead, _MM_HINT_T1);
         }
         __m256i wu = _mm256_xor_si256(load256(blk + 2), _mm256_set1_epi8((char)0x80));
         float dw = fp16_at(blk);
@@ -255,10 +287,12 @@ AVX512_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_b
 }
 
 /* Even blocks into acc0, odd into acc1, a last odd block into acc0, then
- * hsum8(acc0 + acc1): dot_q8_0's order (kernels_avx2.c). */
-AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
-                                            const llm_acts *a, int32_t t0, float *y,
-                                            int64_t ldy, const int R, const int T)
+ * hsum8(acc0 + acc1): dot_q8_0's order (kernels_avx2.c). ahead: how far
+ * (bytes, a whole number of rows) the stream is prefetched. */
+AVX512_FN static ALWAYS_INLINE void q8_tile_pd(const unsigned char *w, size_t row_bytes,
+                                               const llm_acts *a, int32_t t0, float *y,
+                                               int64_t ldy, const int R, const int T,
+                                               size_t ahead)
 {
     __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];
     int64_t nb = a->len / LLM_QK8_0, b = 0;
@@ -268,16 +302,31 @@ AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_b
         for (int t = 0; t < T; t++)
             acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
     for (; b + 2 <= nb; b += 2) {
-        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
-        q8_step(w, row_bytes, a, t0, b + 1, acc1, R, T);
+        q8_step(w, row_bytes, a, t0, b, acc0, R, T, ahead);
+        q8_step(w, row_bytes, a, t0, b + 1, acc1, R, T, ahead);
     }
     if (b < nb)
-        q8_step(w, row_bytes, a, t0, b, acc0, R, T);
+        q8_step(w, row_bytes, a, t0, b, acc0, R, T, ahead);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
             y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
+}
+
+AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
+                                            const llm_acts *a, int32_t t0, float *y,
+                                            int64_t ldy, const int R, const int T)
+{
+    q8_tile_pd(w, row_bytes, a, t0, y, ldy, R, T, stream_ahead(row_bytes, R));
+}
+
+/* One tile ahead (the kernel before stream_ahead), for benchmarks. */
+AVX512_FN static ALWAYS_INLINE void q8n_tile(const unsigned char *w, size_t row_bytes,
+                                             const llm_acts *a, int32_t t0, float *y,
+                                             int64_t ldy, const int R, const int T)
+{
+    q8_tile_pd(w, row_bytes, a, t0, y, ldy, R, T, (size_t)R * row_bytes);
 }
 
 typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
@@ -324,7 +373,10 @@ typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
 
 TILES_BY_T(f16_tile, 8)
 TILES_BY_T(bf16_tile, 8)
+TILES_BY_T(f16n_tile, 8)
+TILES_BY_T(bf16n_tile, 8)
 TILES_BY_T(q8_tile, 4)
+TILES_BY_T(q8n_tile, 4)
 TILES_BY_T(f32_tile, 4)
 
 /* Activation rows in groups of up to 8, each group over every row. */
@@ -360,6 +412,24 @@ static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm
                         float *y, int64_t ldy)
 {
     tiles_by_groups(q8_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_f16_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                            float *y, int64_t ldy)
+{
+    tiles_by_groups(f16n_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_bf16_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                             float *y, int64_t ldy)
+{
+    tiles_by_groups(bf16n_tile_by_t, w, row_bytes, rows, a, y, ldy);
+}
+
+static void matvec_q8_0_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                             float *y, int64_t ldy)
+{
+    tiles_by_groups(q8n_tile_by_t, w, row_bytes, rows, a, y, ldy);
 }
 
 /* ---- batched Q8_0 ---------------------------------------------------------- */
@@ -559,12 +629,26 @@ int llm_kernels_avx512(llm_kernels *k)
     return 0;
 }
 
+void llm_kernels_avx512_near_prefetch(llm_kernels *k)
+{
+    if (strcmp(k->name, "avx512") != 0)
+        return;
+    replace(k, LLM_TYPE_Q8_0, matvec_q8_0_near, NULL, NULL);
+    replace(k, LLM_TYPE_F16, matvec_f16_near, NULL, NULL);
+    replace(k, LLM_TYPE_BF16, matvec_bf16_near, NULL, NULL);
+}
+
 #else
 
 int llm_kernels_avx512(llm_kernels *k)
 {
     (void)k;
     return -1;
+}
+
+void llm_kernels_avx512_near_prefetch(llm_kernels *k)
+{
+    (void)k;
 }
 
 #endif
