@@ -175,6 +175,22 @@ int llm_cuda_bind(llm_cuda *c);
  *     loading two batches a lane at once; 0: the file's super-blocks as
  *     they are and the kernels before. Read at upload, as kq_native.
  *     PHASEMARK_CUDA_KQ_LAYOUT=blocks / grouped2 at creation set 0 / 2.
+ *   mv_l2: how far ahead the int8 and grouped k-quant one-row kernels ask
+ *     L2 for their weights. 0 (default): only a warp's first batch is
+ *     loaded before the dependency wait, the next batch while the current
+ *     one is used. 1: before the wait, a warp also asks L2 for the whole
+ *     first row pair it takes (its part of the pair under split-K), so
+ *     that the matrix streams while the earlier kernel finishes and this
+ *     one quantizes its activation; 2: the same, and at the start of
+ *     every pair the warp asks for its next pair. Prefetches only: the
+ *     results are the same bits. PHASEMARK_CUDA_MV_L2=1 / 2 at creation.
+ *   mv_blocks: 0 (default) the grid of those kernels has as many blocks a
+ *     multiprocessor as their registers let run at once (2; the Q8
+ *     kernel's 2, 3 or 4 by q8_int8); 1..4 at most that many, so that
+ *     blocks of the next kernel find room to start (and load and prefetch
+ *     their weights) while this one finishes. With mv_split off a row
+ *     pair's sum does not depend on the grid: the same bits.
+ *     PHASEMARK_CUDA_MV_BLOCKS=1..4 at creation.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -190,6 +206,8 @@ typedef struct llm_cuda_tuning {
     int mv_split;
     int wide_cache;
     int kq_grouped;
+    int mv_l2;
+    int mv_blocks;
 } llm_cuda_tuning;
 
 /* The widest k-quant row the native one-row kernel takes (its quantized
