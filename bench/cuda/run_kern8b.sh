@@ -7,10 +7,11 @@
 #
 #   - tuning mv_l2 (PHASEMARK_CUDA_MV_L2) 0 (default: a warp loads its
 #     first batch before the dependency wait), 1 (it also asks L2 for its
-#     whole first row pair there) and 2 (and for its next pair at the
-#     start of every pair), and mv_blocks 1 (PHASEMARK_CUDA_MV_BLOCKS=1:
-#     one block a multiprocessor, room for the next kernel's) with mv_l2
-#     2, alternating over the rounds, on all three files;
+#     whole first row pair there), 2 (and for its next pair at the start
+#     of every pair) and 3 (its first two pairs, then two ahead), and
+#     mv_blocks 1 (PHASEMARK_CUDA_MV_BLOCKS=1: one block a multiprocessor,
+#     room for the next kernel's) with mv_l2 3, alternating over the
+#     rounds, on the Q4_K_M and Q8_0 files (Q5_K_M in the first round);
 #   - Q5_K_M on the re-quantization to Q8 (PHASEMARK_CUDA_KQ=requant, what
 #     Q5_K ran on before its native layout) once, last;
 #   - with ncu 1, Nsight Compute's time and DRAM bytes of the matrix-vector
@@ -59,10 +60,12 @@ exe=$B/bench/cuda/bench_cuda_engine
 F4=$B/synth-8b-q4_k_m.gguf
 F8=$B/synth-8b-q8_0.gguf
 F5=$B/synth-8b-q5_k_m.gguf
-for _ in $(seq 1 "$rounds"); do
-  for v in "l2-0 0 0" "l2-1 1 0" "l2-2 2 0" "b1-l2-2 2 1"; do
+for round in $(seq 1 "$rounds"); do
+  files=("$F4 8b-q4km" "$F8 8b-q8")
+  [ "$round" = 1 ] && files+=("$F5 8b-q5km") # Q5_K_M once a variant
+  for v in "l2-0 0 0" "l2-1 1 0" "l2-2 2 0" "l2-3 3 0" "b1-l2-3 3 1"; do
     read -r tag l2 nb <<< "$v"
-    for f in "$F4 8b-q4km" "$F8 8b-q8" "$F5 8b-q5km"; do
+    for f in "${files[@]}"; do
       read -r file label <<< "$f"
       pm_bench "$tag" 60 PHASEMARK_CUDA_MV_L2="$l2" PHASEMARK_CUDA_MV_BLOCKS="$nb" -- \
         "$file" "$label" "$tokens" "$reps" 0 graph

@@ -270,16 +270,21 @@ static void matvec_q5_k(void)
 }
 
 /* One product over `type` (rows x cols, fused `flags`) with tuning mv_l2
- * at 0, 1 and 2, mv_split off and on, and mv_blocks 1 (split off): the
- * same bits for each split setting (mv_l2 only asks L2 for bytes; a row
- * pair's sum does not depend on the grid), and finite (written). */
+ * at 0..3, mv_split off and on, and mv_blocks 1 (split off): the same
+ * bits for each split setting (mv_l2 only asks L2 for bytes; a row pair's
+ * sum does not depend on the grid), and finite (written). */
 static void l2_case(uint32_t type, int64_t rows, int64_t cols, unsigned flags)
 {
     llm_cuda *c = ct_open(8, cols, 16, 4);
     ct_rng r = {0x5150u + type * 131u + (uint64_t)rows};
     size_t nw = (size_t)rows * (size_t)cols, rb = ct_row_bytes(type, cols);
     float *w = malloc(nw * sizeof *w), *x = malloc((size_t)cols * sizeof *x);
-    float *g = malloc((size_t)cols * sizeof *g), *y = malloc(8 * (size_t)rows * sizeof *y);
+    enum { NK = 10 };
+    /* {mv_l2, mv_split, mv_blocks}; the first 4 and the last 2 give one set
+     * of bits, the 4 with split-K (another order of the sums) another */
+    const int conf[NK][3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {0, 1, 0},
+                             {1, 1, 0}, {2, 1, 0}, {3, 1, 0}, {0, 0, 1}, {3, 0, 1}};
+    float *g = malloc((size_t)cols * sizeof *g), *y = malloc(NK * (size_t)rows * sizeof *y);
     double *deq = malloc(nw * sizeof *deq);
     void *enc = malloc(rb * (size_t)rows);
     REQUIRE(w && x && g && y && deq && enc);
@@ -290,17 +295,18 @@ static void l2_case(uint32_t type, int64_t rows, int64_t cols, unsigned flags)
     ct_encode(type, w, rows, cols, enc, deq);
     llm_cuda_weight dw;
     CT_OK(c, llm_cuda_weight_upload(c, type, enc, cols, rows, rb, &dw));
-    float *dx = ct_dev(c, (size_t)cols * sizeof(float)), *dg = ct_dev(c, (size_t)cols * sizeof(float));
+    float *dx = ct_dev(c, (size_t)cols * sizeof(float));
+    float *dg = ct_dev(c, (size_t)cols * sizeof(float));
     float *dy = ct_dev(c, (size_t)rows * sizeof(float));
     ct_put(c, dx, x, (size_t)cols * sizeof *x);
     ct_put(c, dg, g, (size_t)cols * sizeof *g);
     llm_cuda_mv_fuse f = {flags, dg, 1e-5f, NULL};
     llm_cuda_tuning t;
     CT_OK(c, llm_cuda_get_tuning(c, &t));
-    for (int k = 0; k < 8; k++) {
-        t.mv_l2 = k < 6 ? k % 3 : 2 * (k - 6);
-        t.mv_split = k < 6 ? k / 3 : 0;
-        t.mv_blocks = k < 6 ? 0 : 1;
+    for (int k = 0; k < NK; k++) {
+        t.mv_l2 = conf[k][0];
+        t.mv_split = conf[k][1];
+        t.mv_blocks = conf[k][2];
         CT_OK(c, llm_cuda_set_tuning(c, &t));
         ct_poison(c, dy, (size_t)rows);
         CT_OK(c, llm_cuda_matvec_fused(c, &dw, dx, dy, &f));
@@ -310,13 +316,11 @@ static void l2_case(uint32_t type, int64_t rows, int64_t cols, unsigned flags)
     for (int64_t i = 0; i < rows; i++)
         finite &= isfinite(y[i]) != 0;
     CHECK(finite);
-    for (int k = 1; k < 8; k++) /* split-K adds in another order: its own bits */
-        if (k < 3 || k >= 6)
-            CHECK(memcmp(y, y + (size_t)k * (size_t)rows, (size_t)rows * sizeof *y) == 0);
-    for (int k = 4; k < 6; k++)
-        CHECK(memcmp(y + 3 * (size_t)rows, y + (size_t)k * (size_t)rows,
-                     (size_t)rows * sizeof *y) == 0);
-    printf("mv_l2 type %u rows %lld cols %lld flags %u: same bits at 0, 1, 2, one block\n", type,
+    for (int k = 1; k < NK; k++) {
+        const float *ref = conf[k][1] ? y + 4 * (size_t)rows : y;
+        CHECK(memcmp(ref, y + (size_t)k * (size_t)rows, (size_t)rows * sizeof *y) == 0);
+    }
+    printf("mv_l2 type %u rows %lld cols %lld flags %u: same bits at 0..3, one block\n", type,
            (long long)rows, (long long)cols, flags);
     CHECK_INT_EQ(llm_cuda_status(c), 0);
     llm_cuda_weight_release(c, &dw);

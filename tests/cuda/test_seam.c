@@ -167,7 +167,7 @@ static void seam_kernel_switches(void)
     }
     REQUIRE(unsetenv("PHASEMARK_CUDA_KQ_LAYOUT") == 0);
     CHECK_INT_EQ(t.mv_l2, 0);
-    const char *mv_l2[][2] = {{"1", "1"}, {"2", "2"}, {"3", "0"}, {"12", "0"}, {"0", "0"}};
+    const char *mv_l2[][2] = {{"1", "1"}, {"3", "3"}, {"4", "0"}, {"12", "0"}, {"0", "0"}};
     for (int i = 0; i < 5; i++) {
         REQUIRE(setenv("PHASEMARK_CUDA_MV_L2", mv_l2[i][0], 1) == 0);
         tuning_with(NULL, NULL, &t);
@@ -211,7 +211,7 @@ static void seam_kernel_switches(void)
     t.kq_grouped = 3;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.kq_grouped = 1;
-    t.mv_l2 = 3;
+    t.mv_l2 = 4;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.mv_l2 = 2;
     t.mv_blocks = 5;

@@ -182,8 +182,10 @@ int llm_cuda_bind(llm_cuda *c);
  *     first row pair it takes (its part of the pair under split-K), so
  *     that the matrix streams while the earlier kernel finishes and this
  *     one quantizes its activation; 2: the same, and at the start of
- *     every pair the warp asks for its next pair. Prefetches only: the
- *     results are the same bits. PHASEMARK_CUDA_MV_L2=1 / 2 at creation.
+ *     every pair the warp asks for its next pair; 3: its first two pairs
+ *     before the wait, and at every pair's start the one two ahead.
+ *     Prefetches only: the results are the same bits.
+ *     PHASEMARK_CUDA_MV_L2=1..3 at creation.
  *   mv_blocks: 0 (default) the grid of those kernels has as many blocks a
  *     multiprocessor as their registers let run at once (2; the Q8
  *     kernel's 2, 3 or 4 by q8_int8); 1..4 at most that many, so that

@@ -1365,6 +1365,19 @@ __device__ __forceinline__ void mv_l2_span(const void *p, int64_t bytes, int lan
         llm__prefetch_l2((const void *)a);
 }
 
+/* The pairs a warp asks L2 for before its dependency wait (mv_l2 1 and
+ * 2: its first; 3: its first two), and how far past the pair it starts
+ * it asks for another (2: the next; 3: the one after). */
+__device__ __forceinline__ int mv_l2_first(int l2)
+{
+    return l2 >= 3 ? 2 : l2 ? 1 : 0;
+}
+
+__device__ __forceinline__ int64_t mv_l2_ahead(int l2)
+{
+    return l2 >= 2 ? l2 - 1 : 0;
+}
+
 __device__ __forceinline__ void mv_l2_pair(const void *w, int64_t rb, const void *s, int64_t rs,
                                            int64_t rows, int64_t gi, int lane, mv_lanes ml)
 {
@@ -1538,8 +1551,9 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
         for (int a = 1; a <= ahead; a++)
             q8i_prefetch<U>(w, rows, cols, nch, pairs, gi, 0, spp, gr.stride, span, a, lane,
                             gr.ml);
-        if (l2)
-            mv_l2_pair(w, cols, scales, cols / LLM_QK8_0 * 2, rows, gi, lane, gr.ml);
+        for (int a = 0; a < mv_l2_first(l2) && gi + a * gr.stride < pairs; a++)
+            mv_l2_pair(w, cols, scales, cols / LLM_QK8_0 * 2, rows,
+                       gi + a * gr.stride, lane, gr.ml);
     }
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
@@ -1550,8 +1564,9 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
     for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
         int64_t next = gi + gr.stride;
-        if (l2 == 2 && next < pairs)
-            mv_l2_pair(w, cols, scales, cols / LLM_QK8_0 * 2, rows, next, lane, gr.ml);
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, cols, scales, cols / LLM_QK8_0 * 2, rows, ga, lane, gr.ml);
         for (int64_t base = 0, bi = 0; base < nch; base += span, bi++) {
             int64_t nbase = base + span;
             bool more = nbase < nch, load = more || next < pairs;
@@ -2081,8 +2096,9 @@ matvec_kq4g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
     kq4g_batch<U> cur;
     if (gi < pairs) { /* weights never depend on an earlier kernel */
         kq4g_load<U>(cur, w, rows, nsb, nu, gi, 0, lane, gr.ml);
-        if (l2)
-            mv_l2_pair(w, nsb * LLM_CUDA_Q4K_BLOCK, nullptr, 0, rows, gi, lane, gr.ml);
+        for (int a = 0; a < mv_l2_first(l2) && gi + a * gr.stride < pairs; a++)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q4K_BLOCK, nullptr, 0, rows,
+                       gi + a * gr.stride, lane, gr.ml);
     }
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
@@ -2099,8 +2115,9 @@ matvec_kq4g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
     for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
         int64_t next = gi + gr.stride;
-        if (l2 == 2 && next < pairs)
-            mv_l2_pair(w, nsb * LLM_CUDA_Q4K_BLOCK, nullptr, 0, rows, next, lane, gr.ml);
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q4K_BLOCK, nullptr, 0, rows, ga, lane, gr.ml);
         for (int64_t base = 0; base < nu; base += span) {
             int64_t nbase = base + span;
             bool more = nbase < nu, load = more || next < pairs;
@@ -2286,8 +2303,9 @@ matvec_kq5g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
     kq5g_batch cur;
     if (gi < pairs) { /* weights never depend on an earlier kernel */
         kq5g_load(cur, w, rows, nsb, nu, gi, 0, lane, gr.ml);
-        if (l2)
-            mv_l2_pair(w, nsb * LLM_CUDA_Q5K_BLOCK, nullptr, 0, rows, gi, lane, gr.ml);
+        for (int a = 0; a < mv_l2_first(l2) && gi + a * gr.stride < pairs; a++)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q5K_BLOCK, nullptr, 0, rows,
+                       gi + a * gr.stride, lane, gr.ml);
     }
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
@@ -2304,8 +2322,9 @@ matvec_kq5g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
     for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
         int64_t next = gi + gr.stride;
-        if (l2 == 2 && next < pairs)
-            mv_l2_pair(w, nsb * LLM_CUDA_Q5K_BLOCK, nullptr, 0, rows, next, lane, gr.ml);
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q5K_BLOCK, nullptr, 0, rows, ga, lane, gr.ml);
         for (int64_t base = 0; base < nu; base += span) {
             int64_t nbase = base + span;
             bool more = nbase < nu, load = more || next < pairs;
@@ -2358,7 +2377,8 @@ static cudaError_t launch_kq5g_flags(const llm_cuda *c, const llm_cuda_weight *w
     case MV_PAIRS: return launch_kq5g<MV_PAIRS>(c, w, x, f, y);
     case MV_NORM | MV_PAIRS: return launch_kq5g<MV_NORM | MV_PAIRS>(c, w, x, f, y);
     case MV_ACC | MV_PAIRS: return launch_kq5g<MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_ACC | MV_PAIRS: return launch_kq5g<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_ACC | MV_PAIRS:
+        return launch_kq5g<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
     case MV_ROPE: return launch_kq5g<MV_ROPE>(c, w, x, f, y);
     case MV_NORM | MV_ROPE: return launch_kq5g<MV_NORM | MV_ROPE>(c, w, x, f, y);
     default: return cudaErrorInvalidValue;
@@ -2469,8 +2489,9 @@ matvec_kq6g_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ sca
     kq6g_batch cur;
     if (gi < pairs) { /* weights never depend on an earlier kernel */
         kq6g_load(cur, w, scales, rows, nsb, nu, gi, 0, lane, gr.ml);
-        if (l2)
-            mv_l2_pair(w, nsb * LLM_CUDA_Q6K_BLOCK, scales, nsb * 2, rows, gi, lane, gr.ml);
+        for (int a = 0; a < mv_l2_first(l2) && gi + a * gr.stride < pairs; a++)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q6K_BLOCK, scales, nsb * 2, rows,
+                       gi + a * gr.stride, lane, gr.ml);
     }
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
@@ -2485,8 +2506,9 @@ matvec_kq6g_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ sca
     for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
         int64_t next = gi + gr.stride;
-        if (l2 == 2 && next < pairs)
-            mv_l2_pair(w, nsb * LLM_CUDA_Q6K_BLOCK, scales, nsb * 2, rows, next, lane, gr.ml);
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q6K_BLOCK, scales, nsb * 2, rows, ga, lane, gr.ml);
         for (int64_t base = 0; base < nu; base += span) {
             int64_t nbase = base + span;
             bool more = nbase < nu, load = more || next < pairs;
