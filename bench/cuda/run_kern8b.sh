@@ -15,15 +15,17 @@
 #   - Q5_K_M on the re-quantization to Q8 (PHASEMARK_CUDA_KQ=requant, what
 #     Q5_K ran on before its native layout) once, last;
 #   - with ncu 1, Nsight Compute's time and DRAM bytes of the matrix-vector
-#     kernels of one Q4_K_M and one Q5_K_M decode step (ncu.csv; kernels
-#     serialized, so the dependent launches' overlap is not in it).
+#     kernels of one Q4_K_M and one Q5_K_M decode step at mv_l2 0 and 1
+#     (ncu.csv; kernels serialized, so the dependent launches' overlap is
+#     not in it). rounds 0 writes only the Q5_K_M file and runs only this.
 #
 # Files to $OUT: misc.log, build.log, tests.log, bench.jsonl (each line
 # tagged with "run"), summary.txt, ncu.csv.
 #
 # Usage: bench/cuda/run_kern8b.sh [decode_tokens] [reps] [rounds] [layers] [tests] [ncu]
 #        (defaults 64 3 2 8 1 0; tests 0 skips them; layers 32 is the 8B
-#        model, about 3 minutes of writing the files)
+#        model, about 3 minutes of writing the files; `0 3 0 8 0 1`: the
+#        Nsight Compute lines of Q5_K_M alone)
 set -u
 tokens=${1:-64}
 reps=${2:-3}
@@ -39,7 +41,11 @@ B=build-kern8b
 stamp "configure (8B width, $layers layers)"
 pm_bench_writer "$B" || exit 1
 M8="--dim 4096 --layers $layers --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --ctx 4096 --rope-base 500000"
-pm_bench_synth "$B" "8b-q4_k_m q4_K_M $M8" "8b-q8_0 q8_0 $M8" "8b-q5_k_m q5_K_M $M8"
+if [ "$rounds" = 0 ]; then # Nsight Compute on the Q5_K_M file only
+  pm_bench_synth "$B" "8b-q5_k_m q5_K_M $M8"
+else
+  pm_bench_synth "$B" "8b-q4_k_m q4_K_M $M8" "8b-q8_0 q8_0 $M8" "8b-q5_k_m q5_K_M $M8"
+fi
 stamp "build"
 targets=(bench_cuda_engine)
 [ "$with_tests" = 1 ] && targets+=(test_cuda_kernels test_cuda_seam test_cuda_engine)
@@ -75,7 +81,9 @@ done
 if [ "$with_ncu" = 1 ]; then
   n=$((4 * layers + 1))
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  for f in "$F4 q4km" "$F5 q5km"; do
+  ncu_files=("$F4 q4km" "$F5 q5km")
+  [ "$rounds" = 0 ] && ncu_files=("$F5 q5km")
+  for f in "${ncu_files[@]}"; do
     read -r file tag <<< "$f"
     for l2 in 0 1; do
       PHASEMARK_CUDA_MV_L2=$l2 timeout 60 "$NCU" --clock-control none -k regex:matvec_ \
@@ -86,7 +94,8 @@ if [ "$with_ncu" = 1 ]; then
     done
   done
 fi
-pm_bench "requant" 60 PHASEMARK_CUDA_KQ=requant -- "$F5" 8b-q5km "$tokens" "$reps" 0 graph
+[ "$rounds" = 0 ] ||
+  pm_bench "requant" 60 PHASEMARK_CUDA_KQ=requant -- "$F5" 8b-q5km "$tokens" "$reps" 0 graph
 
 python3 - "$jsonl" > "$out/summary.txt" 2>> "$log" <<'PY'
 import json, sys, collections
