@@ -128,9 +128,10 @@ static void tuning_json(llm_model *m, char *buf, size_t cap)
     llm_cuda_get_tuning(llm_cuda_backend_context(m->be), &t);
     snprintf(buf, cap,
              "\"q8_int8\":%d,\"f16_direct\":%d,\"kq_native\":%d,\"mv_split\":%d,"
-             "\"wide_cache\":%d,\"mv_prefetch\":%d,\"kq_grouped\":%d",
+             "\"wide_cache\":%d,\"mv_prefetch\":%d,\"kq_grouped\":%d,\"mv_l2\":%d,"
+             "\"mv_blocks\":%d",
              t.q8_int8, t.f16_direct, t.kq_native, t.mv_split, t.wide_cache, t.mv_prefetch,
-             t.kq_grouped);
+             t.kq_grouped, t.mv_l2, t.mv_blocks);
 }
 
 /* Device copy of 2 GiB on its own context (released before the model is

@@ -180,15 +180,19 @@ static void decode_k(uint32_t type, const unsigned char *b, double *out)
         }
         return;
     }
+    /* Q4_K and Q5_K: d, dmin, 12 scale bytes, (Q5_K: qh[32]), qs[128] */
+    int five = type == LLM_TYPE_Q5_K;
     double d = llm_fp16_to_f32((uint16_t)(b[0] | b[1] << 8));
     double dmin = llm_fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
-    const unsigned char *s = b + 4;
+    const unsigned char *s = b + 4, *qh = b + 16, *qs = b + (five ? 48 : 16);
     for (int j = 0; j < 8; j++) {
         int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
         int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
         for (int l = 0; l < 32; l++) {
-            int q = b[16 + 32 * (j / 2) + l];
+            int q = qs[32 * (j / 2) + l];
             q = (j & 1) ? q >> 4 : q & 15;
+            if (five)
+                q += 16 * ((qh[l] >> j) & 1);
             out[32 * j + l] = d * sc * q - dmin * m;
         }
     }
@@ -198,8 +202,10 @@ size_t ct_encode(uint32_t type, const float *w, int64_t rows, int64_t cols,
                  void *dst, double *deq)
 {
     size_t rb = ct_row_bytes(type, cols);
-    if (type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K) {
-        size_t bb = type == LLM_TYPE_Q4_K ? LLM_Q4_K_BYTES : LLM_Q6_K_BYTES;
+    if (type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q5_K || type == LLM_TYPE_Q6_K) {
+        size_t bb = type == LLM_TYPE_Q4_K   ? LLM_Q4_K_BYTES
+                    : type == LLM_TYPE_Q5_K ? LLM_Q5_K_BYTES
+                                            : LLM_Q6_K_BYTES;
         for (int64_t r = 0; r < rows; r++) {
             unsigned char *o = (unsigned char *)dst + (size_t)r * rb;
             llm_quantize_row(type, w + r * cols, o, (size_t)cols);

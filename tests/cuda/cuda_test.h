@@ -47,7 +47,7 @@ double ct_rel_err(const float *out, const double *ref, size_t n);
 double ct_max_err(const float *out, const double *ref, size_t n);
 
 /* Host encodings of weights in ggml layout: rows of `cols` values to
- * `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) into dst (row_bytes each), and back to
+ * `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) into dst (row_bytes each), and back to
  * the exact values the device computes with (deq). Returns row_bytes. */
 size_t ct_encode(uint32_t type, const float *w, int64_t rows, int64_t cols,
                  void *dst, double *deq);

@@ -646,6 +646,15 @@ static void engine_q4_k_m(void)
     kq_mix("q4_k_m", LLM_TYPE_Q4_K, LLM_TYPE_Q6_K, requant ? K_REQUANT_TOL : K_NATIVE_TOL);
 }
 
+/* A Q5_K_M-like mix (Q5_K, with Q6_K where the file keeps more bits), on
+ * the native Q5_K and Q6_K layouts as engine_q4_k_m's. */
+static void engine_q5_k_m(void)
+{
+    const char *kq = getenv("PHASEMARK_CUDA_KQ");
+    int requant = kq && strcmp(kq, "requant") == 0;
+    kq_mix("q5_k_m", LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, requant ? K_REQUANT_TOL : K_NATIVE_TOL);
+}
+
 /* Q2_K and Q3_K have no device layout of their own: re-quantized to Q8_0
  * at upload, the second rounding of K_REQUANT_TOL's case. */
 static void engine_q2_k(void) { kq_mix("q2_k", LLM_TYPE_Q2_K, LLM_TYPE_Q4_K, K_REQUANT_TOL); }
@@ -1125,6 +1134,7 @@ static const ct_case cases[] = {
     {"engine_bf16", engine_bf16}, {"engine_q8_0", engine_q8_0},
     {"engine_warmup", engine_warmup},
     {"engine_q4_0", engine_q4_0}, {"engine_q4_k_m", engine_q4_k_m},
+    {"engine_q5_k_m", engine_q5_k_m},
     {"engine_q2_k", engine_q2_k}, {"engine_q3_k_m", engine_q3_k_m},
     {"engine_q4_1", engine_q4_1}, {"engine_q5_0", engine_q5_0}, {"engine_q5_1", engine_q5_1}, {"engine_stories", engine_stories},
     {"engine_graph_cache", engine_graph_cache},

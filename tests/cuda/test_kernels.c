@@ -53,7 +53,7 @@ static void q8_acts(const float *x, int64_t n, double *out)
 
 static int is_kq(uint32_t type)
 {
-    return type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K;
+    return type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q5_K || type == LLM_TYPE_Q6_K;
 }
 
 /* Whether a product over `type` runs on int8 activations: one row over
@@ -248,6 +248,106 @@ static void matvec_q6_k(void)
     kq_cases(LLM_TYPE_Q6_K);
 }
 
+/* Native Q5_K: its one layout, grouped, whatever kq_grouped says (the
+ * grouped default and the file's blocks), on every kq_cases shape; then
+ * its size and layout at allocation. */
+static void matvec_q5_k(void)
+{
+    pin_native();
+    pin_kq_layout(0);
+    kq_cases(LLM_TYPE_Q5_K);
+    pin_kq_layout(2);
+    kq_cases(LLM_TYPE_Q5_K);
+    pin_kq_layout(-1);
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    llm_cuda_weight w;
+    CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_Q5_K, 512, 3, &w));
+    CHECK_INT_EQ((int)w.bytes, 2 * 176 * 3);
+    CHECK_INT_EQ((int)w.layout, (int)LLM_CUDA_LAYOUT_GROUPED);
+    CHECK(w.scales == NULL);
+    llm_cuda_weight_release(c, &w);
+    llm_cuda_free(c);
+}
+
+/* One product over `type` (rows x cols, fused `flags`) with tuning mv_l2
+ * at 0..3, mv_split off and on, and mv_blocks 1 (split off): the same
+ * bits for each split setting (mv_l2 only asks L2 for bytes; a row pair's
+ * sum does not depend on the grid), and finite (written). */
+static void l2_case(uint32_t type, int64_t rows, int64_t cols, unsigned flags)
+{
+    llm_cuda *c = ct_open(8, cols, 16, 4);
+    ct_rng r = {0x5150u + type * 131u + (uint64_t)rows};
+    size_t nw = (size_t)rows * (size_t)cols, rb = ct_row_bytes(type, cols);
+    float *w = malloc(nw * sizeof *w), *x = malloc((size_t)cols * sizeof *x);
+    enum { NK = 10 };
+    /* {mv_l2, mv_split, mv_blocks}; the first 4 and the last 2 give one set
+     * of bits, the 4 with split-K (another order of the sums) another */
+    const int conf[NK][3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {0, 1, 0},
+                             {1, 1, 0}, {2, 1, 0}, {3, 1, 0}, {0, 0, 1}, {3, 0, 1}};
+    float *g = malloc((size_t)cols * sizeof *g), *y = malloc(NK * (size_t)rows * sizeof *y);
+    double *deq = malloc(nw * sizeof *deq);
+    void *enc = malloc(rb * (size_t)rows);
+    REQUIRE(w && x && g && y && deq && enc);
+    ct_fill(&r, w, nw, 1.0f);
+    ct_fill(&r, x, (size_t)cols, 1.0f);
+    for (int64_t i = 0; i < cols; i++)
+        g[i] = 1.0f + ct_sym(&r, 0.3f);
+    ct_encode(type, w, rows, cols, enc, deq);
+    llm_cuda_weight dw;
+    CT_OK(c, llm_cuda_weight_upload(c, type, enc, cols, rows, rb, &dw));
+    float *dx = ct_dev(c, (size_t)cols * sizeof(float));
+    float *dg = ct_dev(c, (size_t)cols * sizeof(float));
+    float *dy = ct_dev(c, (size_t)rows * sizeof(float));
+    ct_put(c, dx, x, (size_t)cols * sizeof *x);
+    ct_put(c, dg, g, (size_t)cols * sizeof *g);
+    llm_cuda_mv_fuse f = {flags, dg, 1e-5f, NULL};
+    llm_cuda_tuning t;
+    CT_OK(c, llm_cuda_get_tuning(c, &t));
+    for (int k = 0; k < NK; k++) {
+        t.mv_l2 = conf[k][0];
+        t.mv_split = conf[k][1];
+        t.mv_blocks = conf[k][2];
+        CT_OK(c, llm_cuda_set_tuning(c, &t));
+        ct_poison(c, dy, (size_t)rows);
+        CT_OK(c, llm_cuda_matvec_fused(c, &dw, dx, dy, &f));
+        ct_get(c, y + (size_t)k * (size_t)rows, dy, (size_t)rows * sizeof *y);
+    }
+    int finite = 1;
+    for (int64_t i = 0; i < rows; i++)
+        finite &= isfinite(y[i]) != 0;
+    CHECK(finite);
+    for (int k = 1; k < NK; k++) {
+        const float *ref = conf[k][1] ? y + 4 * (size_t)rows : y;
+        CHECK(memcmp(ref, y + (size_t)k * (size_t)rows, (size_t)rows * sizeof *y) == 0);
+    }
+    printf("mv_l2 type %u rows %lld cols %lld flags %u: same bits at 0..3, one block\n", type,
+           (long long)rows, (long long)cols, flags);
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_weight_release(c, &dw);
+    llm_cuda_mfree(c, dx), llm_cuda_mfree(c, dg), llm_cuda_mfree(c, dy);
+    llm_cuda_free(c);
+    free(w), free(x), free(g), free(y), free(deq), free(enc);
+}
+
+/* mv_l2 on the int8 Q8 kernel and the grouped k-quant kernels: more row
+ * pairs than the grid has warps (each warp asks for its next pair), the
+ * 8B model's widths, a lone last row, plain and with RMSNorm. */
+static void matvec_l2(void)
+{
+    pin_native();
+    pin_kq_layout(0);
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    int64_t rows = (int64_t)llm_cuda_sm_count(c) * 2 * 8 * 2 * 3 + 3;
+    llm_cuda_free(c);
+    const uint32_t types[] = {LLM_TYPE_Q8_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
+    for (int i = 0; i < 4; i++) {
+        l2_case(types[i], rows, 256, 0);
+        l2_case(types[i], 301, 4096, LLM_CUDA_MV_NORM);
+        l2_case(types[i], 64, 14336, 0);
+    }
+    pin_kq_layout(-1);
+}
+
 static void fused_shape_case(uint32_t type, unsigned flags, int ROWS, int COLS);
 
 /* The context's prefetch distance is `want`. */
@@ -281,6 +381,9 @@ static void matvec_split(void)
                 fused_shape_case(LLM_TYPE_Q4_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ACCUMULATE, 7,
                                  8192);
                 fused_shape_case(LLM_TYPE_Q6_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, 6,
+                                 8192);
+                matmul_case_acc(LLM_TYPE_Q5_K, 7, 14336, 1, 0, 64, 1);
+                fused_shape_case(LLM_TYPE_Q5_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, 6,
                                  8192);
             }
         }
@@ -479,6 +582,7 @@ static void embed(void)
     embed_type(c, LLM_TYPE_Q8_0);
     embed_type(c, LLM_TYPE_Q4_0);
     embed_type(c, LLM_TYPE_Q4_K);
+    embed_type(c, LLM_TYPE_Q5_K);
     embed_type(c, LLM_TYPE_Q6_K);
     llm_cuda_free(c);
 }
@@ -765,6 +869,7 @@ static void matvec_fused_kq(void)
         }
         pin_kq_layout(-1);
         fused_case(LLM_TYPE_Q6_K, combos[i]);
+        fused_case(LLM_TYPE_Q5_K, combos[i]);
     }
     for (int k = 0; k < 3; k++) {
         pin_kq_layout(k);
@@ -773,6 +878,8 @@ static void matvec_fused_kq(void)
     }
     pin_kq_layout(-1);
     rope_store_case(LLM_TYPE_Q6_K, LLM_CUDA_MV_ROPE_STORE);
+    fused_rows_case(LLM_TYPE_Q5_K, LLM_CUDA_MV_NORM, 257);
+    rope_store_case(LLM_TYPE_Q5_K, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE);
     llm_cuda *c = ct_open(8, 64, 16, 4);
     llm_cuda_weight w;
     CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_Q4_K, LLM_CUDA_KQ_MAX_COLS + 256, 2, &w));
@@ -802,6 +909,7 @@ static const ct_case cases[] = {
     {"gemm_slices", gemm_slices}, {"rmsnorm", rmsnorm}, {"rope", rope},
     {"swiglu_add", swiglu_add}, {"embed", embed},
     {"matvec_q4_k", matvec_q4_k}, {"matvec_q6_k", matvec_q6_k},
+    {"matvec_q5_k", matvec_q5_k}, {"matvec_l2", matvec_l2},
     {"matvec_fused_kq", matvec_fused_kq}, {"matvec_split", matvec_split},
 };
 

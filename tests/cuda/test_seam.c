@@ -166,6 +166,22 @@ static void seam_kernel_switches(void)
         CHECK_INT_EQ(t.kq_grouped, kq_grouped[i][1][0] - '0');
     }
     REQUIRE(unsetenv("PHASEMARK_CUDA_KQ_LAYOUT") == 0);
+    CHECK_INT_EQ(t.mv_l2, 0);
+    const char *mv_l2[][2] = {{"1", "1"}, {"3", "3"}, {"4", "0"}, {"12", "0"}, {"0", "0"}};
+    for (int i = 0; i < 5; i++) {
+        REQUIRE(setenv("PHASEMARK_CUDA_MV_L2", mv_l2[i][0], 1) == 0);
+        tuning_with(NULL, NULL, &t);
+        CHECK_INT_EQ(t.mv_l2, mv_l2[i][1][0] - '0');
+    }
+    REQUIRE(unsetenv("PHASEMARK_CUDA_MV_L2") == 0);
+    CHECK_INT_EQ(t.mv_blocks, 0);
+    const char *mv_blocks[][2] = {{"1", "1"}, {"4", "4"}, {"5", "0"}, {"0", "0"}, {"11", "0"}};
+    for (int i = 0; i < 5; i++) {
+        REQUIRE(setenv("PHASEMARK_CUDA_MV_BLOCKS", mv_blocks[i][0], 1) == 0);
+        tuning_with(NULL, NULL, &t);
+        CHECK_INT_EQ(t.mv_blocks, mv_blocks[i][1][0] - '0');
+    }
+    REQUIRE(unsetenv("PHASEMARK_CUDA_MV_BLOCKS") == 0);
     REQUIRE(setenv("PHASEMARK_CUDA_MV_SPLIT", "1", 1) == 0);
     REQUIRE(setenv("PHASEMARK_CUDA_MV_PREFETCH", "5", 1) == 0);
     REQUIRE(setenv("PHASEMARK_CUDA_WIDE", "dequant", 1) == 0);
@@ -195,6 +211,12 @@ static void seam_kernel_switches(void)
     t.kq_grouped = 3;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.kq_grouped = 1;
+    t.mv_l2 = 4;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.mv_l2 = 2;
+    t.mv_blocks = 5;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.mv_blocks = 1;
     t.f16_direct = 2;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.f16_direct = 0;

@@ -158,14 +158,15 @@ int llm_cuda_bind(llm_cuda *c);
  *     accumulation; 0 dequantizes the weights to bf16 per call and
  *     multiplies bf16 activations, as before. PHASEMARK_CUDA_F16_GEMM=bf16
  *     at creation sets 0.
- *   kq_native: 1 (default) the k-quants Q4_K and Q6_K upload into layouts
- *     of their own, the file's bytes (Q4_K: the super-blocks as they are;
- *     Q6_K: quants and scales as they are, the fp16 d in a separate array
- *     so that rows stay 16-byte aligned), and one-row products over them
+ *   kq_native: 1 (default) the k-quants Q4_K, Q5_K and Q6_K upload into
+ *     layouts of their own, the file's bytes (Q4_K: the super-blocks as
+ *     they are; Q6_K: quants and scales as they are, the fp16 d in a
+ *     separate array so that rows stay 16-byte aligned; Q5_K: grouped
+ *     only, see kq_grouped), and one-row products over them
  *     run on int8 activations quantized as q8_int8 = 1 does, with dp4a on
  *     the nibbles; products of 2..8 rows run the one-row kernel per row,
  *     wider ones dequantize to bf16. 0 re-quantizes them to the Q8 layout
- *     at upload, as before (Q5_K always is). Read at upload: a weight
+ *     at upload, as before. Read at upload: a weight
  *     keeps the layout it was uploaded with. PHASEMARK_CUDA_KQ=requant at
  *     creation sets 0.
  *   kq_grouped: how native Q4_K and Q6_K upload and decode. 1 (default):
@@ -173,8 +174,27 @@ int llm_cuda_bind(llm_cuda *c);
  *     bytes, moved so that every 16-byte load of a warp is part of 512
  *     contiguous bytes) and their kernels for it; 2: the same, Q4_K
  *     loading two batches a lane at once; 0: the file's super-blocks as
- *     they are and the kernels before. Read at upload, as kq_native.
+ *     they are and the kernels before (Q5_K stays grouped: it has no
+ *     other layout). Read at upload, as kq_native.
  *     PHASEMARK_CUDA_KQ_LAYOUT=blocks / grouped2 at creation set 0 / 2.
+ *   mv_l2: how far ahead the int8 and grouped k-quant one-row kernels ask
+ *     L2 for their weights. 0 (default): only a warp's first batch is
+ *     loaded before the dependency wait, the next batch while the current
+ *     one is used. 1: before the wait, a warp also asks L2 for the whole
+ *     first row pair it takes (its part of the pair under split-K), so
+ *     that the matrix streams while the earlier kernel finishes and this
+ *     one quantizes its activation; 2: the same, and at the start of
+ *     every pair the warp asks for its next pair; 3: its first two pairs
+ *     before the wait, and at every pair's start the one two ahead.
+ *     Prefetches only: the results are the same bits.
+ *     PHASEMARK_CUDA_MV_L2=1..3 at creation.
+ *   mv_blocks: 0 (default) the grid of those kernels has as many blocks a
+ *     multiprocessor as their registers let run at once (2; the Q8
+ *     kernel's 2, 3 or 4 by q8_int8); 1..4 at most that many, so that
+ *     blocks of the next kernel find room to start (and load and prefetch
+ *     their weights) while this one finishes. With mv_split off a row
+ *     pair's sum does not depend on the grid: the same bits.
+ *     PHASEMARK_CUDA_MV_BLOCKS=1..4 at creation.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -190,6 +210,8 @@ typedef struct llm_cuda_tuning {
     int mv_split;
     int wide_cache;
     int kq_grouped;
+    int mv_l2;
+    int mv_blocks;
 } llm_cuda_tuning;
 
 /* The widest k-quant row the native one-row kernel takes (its quantized
@@ -248,12 +270,14 @@ int llm_cuda_fill_uniform(llm_cuda *c, void *dst, uint32_t type, size_t n,
 
 /* A weight matrix resident on the device: rows x cols (ggml ne1 x ne0). */
 typedef struct llm_cuda_weight {
-    uint32_t type;  /* device layout: LLM_TYPE_F32, F16, BF16, Q8_0, Q4_K or Q6_K */
+    uint32_t type;  /* device layout: LLM_TYPE_F32, F16, BF16, Q8_0, Q4_K, Q5_K
+                       or Q6_K */
     int64_t rows;   /* output width */
     int64_t cols;   /* input width (row length) */
     void *data;     /* F32/F16/BF16: [rows][cols]; Q8_0: int8 [rows][cols];
                        Q4_K: [rows][cols/256] 144-byte super-blocks; Q6_K:
-                       [rows][cols/256] 208 bytes (ql, qh, scales); the
+                       [rows][cols/256] 208 bytes (ql, qh, scales); Q5_K:
+                       176 bytes a super-block, always grouped; the
                        k-quants' rows rearranged when `layout` says so */
     uint16_t *scales; /* Q8_0: fp16 [rows][cols/32]; Q6_K: fp16 d
                          [rows][cols/256]; else NULL */
@@ -261,13 +285,14 @@ typedef struct llm_cuda_weight {
     uint32_t layout; /* 0: the type's layout above; LLM_CUDA_LAYOUT_GROUPED:
                         Q4_K / Q6_K rows of the same bytes, the quants of
                         8 super-blocks regrouped for coalesced loads, then
-                        every super-block's header (Q4_K: d, dmin and
-                        scales) or int8 scales (Q6_K); docs/cuda.md,
+                        every super-block's header (Q4_K, Q5_K: d, dmin and
+                        scales; Q5_K then its fifth bits) or int8 scales
+                        (Q6_K); docs/cuda.md,
                         "k-quant decode" */
 } llm_cuda_weight;
 
 /* llm_cuda_weight.layout of a Q4_K / Q6_K weight uploaded with tuning
- * kq_grouped >= 1. */
+ * kq_grouped >= 1, and of every Q5_K weight. */
 #define LLM_CUDA_LAYOUT_GROUPED 1u
 
 /* Uploads a host matrix stored as ggml rows (row_bytes apart) of `type`

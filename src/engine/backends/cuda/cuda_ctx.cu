@@ -167,6 +167,10 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
                        : strcmp(kql, "grouped2") == 0 ? 2 : 1;
     const char *split = getenv("PHASEMARK_CUDA_MV_SPLIT");
     c->tune.mv_split = split && strcmp(split, "1") == 0;
+    const char *l2 = getenv("PHASEMARK_CUDA_MV_L2");
+    c->tune.mv_l2 = l2 && l2[0] >= '1' && l2[0] <= '3' && !l2[1] ? l2[0] - '0' : 0;
+    const char *mb = getenv("PHASEMARK_CUDA_MV_BLOCKS");
+    c->tune.mv_blocks = mb && mb[0] >= '1' && mb[0] <= '4' && !mb[1] ? mb[0] - '0' : 0;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
@@ -281,6 +285,8 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->mv_split == 0 || t->mv_split == 1);
     LLM_CU_ARG(c, t->wide_cache == 0 || t->wide_cache == 1);
     LLM_CU_ARG(c, t->kq_grouped >= 0 && t->kq_grouped <= 2);
+    LLM_CU_ARG(c, t->mv_l2 >= 0 && t->mv_l2 <= 3);
+    LLM_CU_ARG(c, t->mv_blocks >= 0 && t->mv_blocks <= 4);
     c->tune = *t;
     return 0;
 }

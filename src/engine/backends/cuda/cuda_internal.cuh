@@ -300,12 +300,14 @@ __device__ __forceinline__ void llm__pdl_trigger(void)
  * d, which lives in the weight's scales array. */
 #define LLM_CUDA_Q4K_BLOCK 144
 #define LLM_CUDA_Q6K_BLOCK 208
+#define LLM_CUDA_Q5K_BLOCK 176
 
 /* The type code the per-element device readers take (llm__kq_at): the
- * weight's type, or LLM__Q4K_GROUPED / LLM__Q6K_GROUPED for a k-quant
- * weight in the grouped layout. */
+ * weight's type, or LLM__Q4K_GROUPED / LLM__Q5K_GROUPED / LLM__Q6K_GROUPED
+ * for a k-quant weight in the grouped layout (Q5_K has no other). */
 #define LLM__Q4K_GROUPED ((int)LLM_TYPE_Q4_K | 0x100)
 #define LLM__Q6K_GROUPED ((int)LLM_TYPE_Q6_K | 0x100)
+#define LLM__Q5K_GROUPED ((int)LLM_TYPE_Q5_K | 0x100)
 
 static inline int llm__weight_code(const llm_cuda_weight *w)
 {
@@ -342,28 +344,42 @@ __host__ __device__ static inline int64_t llm__q6k_grouped_vec(int64_t nsb, int6
     return 96 * g + kind * 4 * G + 4 * (sb % 8) + u;
 }
 
+/* The fifth bit of value l (0..31) of sub-block j (0..7) in the bits of a
+ * grouped Q5_K super-block (8 bytes per sub-block pair j / 2: a word per
+ * half l / 16, whose byte k holds in bit t the bit of value 4t + k of the
+ * half for the even sub-block, in bit 4 + t for the odd one). */
+__host__ __device__ static inline int llm__q5k_bit(const unsigned char *bits, int j, int l)
+{
+    int h = l / 16, t = (l % 16) / 4, k = l % 4;
+    return (bits[8 * (j / 2) + 4 * h + k] >> (4 * (j & 1) + t)) & 1;
+}
+
 /* Element i of row `row` (cols wide) of a native k-quant weight, as the
- * CPU's dequantization computes it (quant_k.c): Q4_K d*sc*q - dmin*m,
- * Q6_K d*sc*(q-32). For the per-element paths (embedding lookup,
- * dequantization for cuBLAS). */
+ * CPU's dequantization computes it (quant_k.c): Q4_K d*sc*q - dmin*m, Q5_K
+ * the same with q's fifth bit, Q6_K d*sc*(q-32). For the per-element paths
+ * (embedding lookup, dequantization for cuBLAS). */
 __device__ __forceinline__ float llm__kq_at(const void *w, const uint16_t *scales, int type,
                                             int64_t row, int64_t cols, int64_t i)
 {
     int64_t nsb = cols / LLM_QK_K, sb = row * nsb + i / LLM_QK_K;
     int e = (int)(i % LLM_QK_K);
-    if (type == (int)LLM_TYPE_Q4_K || type == LLM__Q4K_GROUPED) {
+    if (type == (int)LLM_TYPE_Q4_K || type == LLM__Q4K_GROUPED || type == LLM__Q5K_GROUPED) {
         const unsigned char *b = (const unsigned char *)w + sb * LLM_CUDA_Q4K_BLOCK;
-        int j = e / 32, l = e % 32, sc, m;
-        unsigned char q;
-        if (type == LLM__Q4K_GROUPED) {
-            const unsigned char *r = (const unsigned char *)w + row * nsb * LLM_CUDA_Q4K_BLOCK;
+        int j = e / 32, l = e % 32, sc, m, q;
+        if (type != (int)LLM_TYPE_Q4_K) {
+            int64_t rb = type == LLM__Q5K_GROUPED ? LLM_CUDA_Q5K_BLOCK : LLM_CUDA_Q4K_BLOCK;
+            const unsigned char *r = (const unsigned char *)w + row * nsb * rb;
             int64_t s = i / LLM_QK_K;
             q = r[16 * llm__q4k_grouped_vec(nsb, s, 2 * (j / 2) + l / 16) + l % 16];
+            q = (j & 1) ? q >> 4 : q & 0x0f;
+            if (type == LLM__Q5K_GROUPED)
+                q |= llm__q5k_bit(r + 144 * nsb + 32 * s, j, l) << 4;
             b = r + 128 * nsb + 16 * s; /* the header */
-        } else
+        } else {
             q = b[16 + 32 * (j / 2) + l];
+            q = (j & 1) ? q >> 4 : q & 0x0f;
+        }
         const uint16_t *h = (const uint16_t *)b;
-        q = (j & 1) ? q >> 4 : q & 0x0f;
         const unsigned char *s = b + 4;
         if (j < 4) {
             sc = s[j] & 63;

@@ -61,7 +61,7 @@ enum { GEMM_F32, GEMM_BF16, GEMM_F16, GEMM_DEQUANT };
 
 /* The native k-quant layouts (kq_native): their one-row kernel's template
  * argument. */
-enum { KQ_NONE = -1, KQ_Q4K = 0, KQ_Q6K = 1 };
+enum { KQ_NONE = -1, KQ_Q4K = 0, KQ_Q6K = 1, KQ_Q5K = 2 };
 
 /* One device layout (llm_cuda_weight.type): rows are whole blocks of blk
  * elements, blk_bytes of data each (plain types: blocks of one element). */
@@ -87,6 +87,7 @@ static const layout_info k_layouts[] = {
      GEMM_DEQUANT},
     {LLM_TYPE_Q4_K, -1, KQ_Q4K, LLM_QK_K, LLM_CUDA_Q4K_BLOCK, LLM_QK_K, 0, GEMM_DEQUANT},
     {LLM_TYPE_Q6_K, -1, KQ_Q6K, LLM_QK_K, LLM_CUDA_Q6K_BLOCK, LLM_QK_K, 1, GEMM_DEQUANT},
+    {LLM_TYPE_Q5_K, -1, KQ_Q5K, LLM_QK_K, LLM_CUDA_Q5K_BLOCK, LLM_QK_K, 0, GEMM_DEQUANT},
 };
 
 /* Bytes of data, and fp16 scales, of one row of `cols` elements. */
@@ -262,9 +263,9 @@ static const upload_type *find_upload(uint32_t type)
 /* The k-quants that keep a layout of their own on the device (tuning
  * kq_native): the file's super-blocks, with only what would break 16-byte
  * alignment moved apart. repack splits one super-block into the layout's
- * data and scales; NULL: rows are copied as they are. Q5_K (176 bytes,
- * aligned) is left to the requantization for now: the Q4_K_M mix has
- * none. */
+ * data and scales; NULL: rows are copied as they are (or, grouped,
+ * regrouped by upload_grouped). Q5_K has the grouped layout only
+ * (llm_cuda_weight_alloc sets it whatever kq_grouped says). */
 typedef void (*repack_fn)(const unsigned char *blk, unsigned char *q, uint16_t *d);
 
 /* Q6_K: ql, qh and the scales (208 bytes) stay together, d moves to the
@@ -279,6 +280,8 @@ static_assert(LLM_Q4_K_BYTES == LLM_CUDA_Q4K_BLOCK && LLM_Q4_K_BYTES % 16 == 0,
               "Q4_K super-blocks are used as they are, 16-byte aligned");
 static_assert(LLM_Q6_K_BYTES == LLM_CUDA_Q6K_BLOCK + 2 && LLM_CUDA_Q6K_BLOCK % 16 == 0,
               "Q6_K super-blocks lose only their d");
+static_assert(LLM_Q5_K_BYTES == LLM_CUDA_Q5K_BLOCK && LLM_CUDA_Q5K_BLOCK % 16 == 0,
+              "Q5_K super-blocks keep their size, regrouped");
 
 typedef struct native_type {
     uint32_t type; /* ggml type id, also the device layout's */
@@ -288,6 +291,7 @@ typedef struct native_type {
 static const native_type k_natives[] = {
     {LLM_TYPE_Q4_K, NULL},
     {LLM_TYPE_Q6_K, repack_q6_k},
+    {LLM_TYPE_Q5_K, NULL},
 };
 
 static const native_type *find_native(const llm_cuda *c, uint32_t type)
@@ -335,6 +339,8 @@ int llm_cuda_weight_alloc(llm_cuda *c, uint32_t type, int64_t cols,
     w->data = data;
     w->scales = (uint16_t *)scales;
     w->bytes = nbytes + nscale * 2;
+    if (l->kq == KQ_Q5K) /* its only layout */
+        w->layout = LLM_CUDA_LAYOUT_GROUPED;
     return 0;
 }
 
@@ -455,6 +461,28 @@ static void group_q4k_row(const unsigned char *src, unsigned char *dst, uint16_t
     }
 }
 
+/* One file row of Q5_K super-blocks (d, dmin, scales, qh[32], qs[128])
+ * into its grouped layout: the nibbles and headers where the grouped Q4_K
+ * layout has them, then per super-block the fifth bits, 8 bytes per
+ * sub-block pair p (llm__q5k_bits). */
+static void group_q5k_row(const unsigned char *src, unsigned char *dst, int64_t nsb)
+{
+    for (int64_t sb = 0; sb < nsb; sb++, src += LLM_Q5_K_BYTES) {
+        const unsigned char *qh = src + 16;
+        unsigned char *bits = dst + 144 * nsb + 32 * sb;
+        memcpy(dst + 128 * nsb + 16 * sb, src, 16);
+        for (int v = 0; v < 8; v++)
+            memcpy(dst + 16 * llm__q4k_grouped_vec(nsb, sb, v), src + 48 + 16 * v, 16);
+        memset(bits, 0, 32);
+        for (int p = 0; p < 4; p++)
+            for (int l = 0; l < 32; l++) {
+                int h = l / 16, w = (l % 16) / 4, k = l % 4;
+                int b0 = (qh[l] >> (2 * p)) & 1, b1 = (qh[l] >> (2 * p + 1)) & 1;
+                bits[8 * p + 4 * h + k] |= (unsigned char)(b0 << w | b1 << (4 + w));
+            }
+    }
+}
+
 /* One file row of Q6_K super-blocks into the grouped layout
  * (llm__q6k_grouped_vec), each d into d[sb]. */
 static void group_q6k_row(const unsigned char *src, unsigned char *dst, uint16_t *d,
@@ -494,6 +522,8 @@ static int upload_grouped(llm_cuda *c, const layout_info *l, const void *host,
             const unsigned char *src = (const unsigned char *)host + (size_t)(r0 + r) * row_bytes;
             if (l->kq == KQ_Q4K)
                 group_q4k_row(src, stage + (size_t)r * rb, NULL, nsb);
+            else if (l->kq == KQ_Q5K)
+                group_q5k_row(src, stage + (size_t)r * rb, nsb);
             else
                 group_q6k_row(src, stage + (size_t)r * rb, d + r * nsb, nsb);
         }
@@ -844,7 +874,8 @@ __device__ __forceinline__ float weight_at(const void *w, const uint16_t *scales
     case LLM_TYPE_Q4_K:
     case LLM__Q4K_GROUPED:
     case LLM_TYPE_Q6_K:
-    case LLM__Q6K_GROUPED: return llm__kq_at(w, scales, type, row, cols, i);
+    case LLM__Q6K_GROUPED:
+    case LLM__Q5K_GROUPED: return llm__kq_at(w, scales, type, row, cols, i);
     default:
         return (float)((const int8_t *)w)[e] *
                __half2float(__ushort_as_half(scales[row * (cols / LLM_QK8_0) + i / LLM_QK8_0]));
@@ -1321,6 +1352,41 @@ __device__ __forceinline__ mv_group mv_group_of(int ks_log2, int warp)
     return g;
 }
 
+/* Asks L2 for the weights of row pair gi (tuning mv_l2): the pair's rows
+ * are rb contiguous bytes each from w (and rs bytes of scales each from
+ * s, when there are some), and the warps of a split-K group (ml) take
+ * every (1 << ks)-th 4 KB of them, one 128-byte line a lane. Prefetches
+ * hold no registers, so a warp can have its whole pair on the way before
+ * it waits for its activation. */
+__device__ __forceinline__ void mv_l2_span(const void *p, int64_t bytes, int lane, mv_lanes ml)
+{
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)127, end = (uintptr_t)p + (uintptr_t)bytes;
+    for (a += (uintptr_t)(ml.off + lane) * 128; a < end; a += (uintptr_t)ml.step * 128)
+        llm__prefetch_l2((const void *)a);
+}
+
+/* The pairs a warp asks L2 for before its dependency wait (mv_l2 1 and
+ * 2: its first; 3: its first two), and how far past the pair it starts
+ * it asks for another (2: the next; 3: the one after). */
+__device__ __forceinline__ int mv_l2_first(int l2)
+{
+    return l2 >= 3 ? 2 : l2 ? 1 : 0;
+}
+
+__device__ __forceinline__ int64_t mv_l2_ahead(int l2)
+{
+    return l2 >= 2 ? l2 - 1 : 0;
+}
+
+__device__ __forceinline__ void mv_l2_pair(const void *w, int64_t rb, const void *s, int64_t rs,
+                                           int64_t rows, int64_t gi, int lane, mv_lanes ml)
+{
+    int64_t r0 = 2 * gi, n = r0 + 1 < rows ? 2 : 1;
+    mv_l2_span((const char *)w + r0 * rb, n * rb, lane, ml);
+    if (s)
+        mv_l2_span((const char *)s + r0 * rs, n * rs, lane, ml);
+}
+
 /* Adds the partial sums a0, a1 of a split-K group's warps (the warp sums,
  * in every lane) in the order of the warps, through part[par] (par
  * alternates per pair, so a slot is rewritten only after the group has
@@ -1467,7 +1533,7 @@ __global__ void __launch_bounds__(Q8I_WARPS * 32, q8i_shape<U>::blocks)
 matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ scales,
                   const float *__restrict__ x, const float *__restrict__ g, float eps,
                   float *__restrict__ y, int64_t rows, int64_t cols, int ks_log2,
-                  int ahead, llm_cuda_rope_store rp)
+                  int ahead, int l2, llm_cuda_rope_store rp)
 {
     extern __shared__ uint4 q8i_smem[]; /* xq [cols] int8, then xd [cols / 32] */
     __shared__ float red[Q8I_WARPS];
@@ -1485,6 +1551,9 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
         for (int a = 1; a <= ahead; a++)
             q8i_prefetch<U>(w, rows, cols, nch, pairs, gi, 0, spp, gr.stride, span, a, lane,
                             gr.ml);
+        for (int a = 0; a < mv_l2_first(l2) && gi + a * gr.stride < pairs; a++)
+            mv_l2_pair(w, cols, scales, cols / LLM_QK8_0 * 2, rows,
+                       gi + a * gr.stride, lane, gr.ml);
     }
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
@@ -1495,6 +1564,9 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
     for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
         int64_t next = gi + gr.stride;
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, cols, scales, cols / LLM_QK8_0 * 2, rows, ga, lane, gr.ml);
         for (int64_t base = 0, bi = 0; base < nch; base += span, bi++) {
             int64_t nbase = base + span;
             bool more = nbase < nch, load = more || next < pairs;
@@ -1543,10 +1615,13 @@ static int mv_split_log2(const llm_cuda *c, int64_t pairs, int64_t nvec, int64_t
     return best;
 }
 
-/* The grid of a pair kernel: at most `per_sm` blocks a multiprocessor,
- * no more than the pairs' groups need. */
+/* The grid of a pair kernel: at most `per_sm` blocks a multiprocessor
+ * (fewer when tuning mv_blocks says so), no more than the pairs' groups
+ * need. */
 static unsigned mv_pair_blocks(const llm_cuda *c, int64_t pairs, int ks_log2, int per_sm)
 {
+    if (c->tune.mv_blocks && c->tune.mv_blocks < per_sm)
+        per_sm = c->tune.mv_blocks;
     int64_t per_block = Q8I_WARPS >> ks_log2;
     int64_t blocks = (pairs + per_block - 1) / per_block;
     int64_t cap = (int64_t)c->sm_count * per_sm;
@@ -1570,7 +1645,7 @@ static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, con
                        dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
                        (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
                        (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
-                       c->tune.mv_prefetch, rp);
+                       c->tune.mv_prefetch, c->tune.mv_l2, rp);
 }
 
 template <int FLAGS>
@@ -2006,7 +2081,7 @@ template <int FLAGS, int U>
 __global__ void __launch_bounds__(Q8I_WARPS * 32, 2)
 matvec_kq4g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
                    const float *__restrict__ g, float eps, float *__restrict__ y, int64_t rows,
-                   int64_t cols, int ks_log2, llm_cuda_rope_store rp)
+                   int64_t cols, int ks_log2, int l2, llm_cuda_rope_store rp)
 {
     extern __shared__ uint4 kq4g_smem[]; /* xq [cols], xd [cols / 32], xm [cols / 32] */
     __shared__ float red[Q8I_WARPS];
@@ -2019,8 +2094,12 @@ matvec_kq4g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
     mv_group gr = mv_group_of(ks_log2, warp);
     int64_t gi = gr.gi, span = (int64_t)32 * U << ks_log2;
     kq4g_batch<U> cur;
-    if (gi < pairs) /* weights never depend on an earlier kernel */
+    if (gi < pairs) { /* weights never depend on an earlier kernel */
         kq4g_load<U>(cur, w, rows, nsb, nu, gi, 0, lane, gr.ml);
+        for (int a = 0; a < mv_l2_first(l2) && gi + a * gr.stride < pairs; a++)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q4K_BLOCK, nullptr, 0, rows,
+                       gi + a * gr.stride, lane, gr.ml);
+    }
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
     for (int64_t i = threadIdx.x; i < cols / 32; i += blockDim.x) {
@@ -2036,6 +2115,9 @@ matvec_kq4g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
     for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
         int64_t next = gi + gr.stride;
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q4K_BLOCK, nullptr, 0, rows, ga, lane, gr.ml);
         for (int64_t base = 0; base < nu; base += span) {
             int64_t nbase = base + span;
             bool more = nbase < nu, load = more || next < pairs;
@@ -2073,7 +2155,8 @@ static cudaError_t launch_kq4g(const llm_cuda *c, const llm_cuda_weight *w, cons
     return llm__launch(c, matvec_kq4g_kernel<FLAGS, U>, dim3(mv_pair_blocks(c, pairs, ks, 2)),
                        dim3(Q8I_WARPS * 32), smem, (const uint4 *)w->data, x,
                        (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
-                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks, rp);
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
+                       c->tune.mv_l2, rp);
 }
 
 template <int U>
@@ -2092,6 +2175,212 @@ static cudaError_t launch_kq4g_u(const llm_cuda *c, const llm_cuda_weight *w, co
         return launch_kq4g<MV_NORM | MV_ACC | MV_PAIRS, U>(c, w, x, f, y);
     case MV_ROPE: return launch_kq4g<MV_ROPE, U>(c, w, x, f, y);
     case MV_NORM | MV_ROPE: return launch_kq4g<MV_NORM | MV_ROPE, U>(c, w, x, f, y);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* ---- Q5_K decode on its grouped layout ------------------------------------ */
+
+/* Q5_K is Q4_K with a fifth bit per value (5.5 bits a weight). Its grouped
+ * layout (group_q5k_row) keeps the nibbles and headers where the grouped
+ * Q4_K layout has them and adds, per super-block, the fifth bits packed
+ * per sub-block pair p and half h into one word (llm__q5k_bits): byte k,
+ * bit t holds the bit of value 4t + k of the half of sub-block 2p, bit
+ * 4 + t that of sub-block 2p + 1, so that the bits of dp4a word t of
+ * either sub-block are one shift and one AND away, already in bit 4 of
+ * each byte. A lane's unit is kq4g's (one sub-block pair, both halves, one
+ * scale decode) plus 8 bytes of bits, so a warp's loads stay 512 (nibbles),
+ * 64 (headers, 4 lanes a header) and 256 (bits) contiguous bytes. The
+ * values 0..31 go to dp4a as signed bytes; per sub-block of 32 and row,
+ * as Q4_K: d * sc * dot * dx - dmin * m * xm. */
+struct kq5g_batch {
+    uint4 q[2][2]; /* [row][the half read first, the other] */
+    uint4 h[2];    /* [row] the super-block's header */
+    uint2 b[2];    /* [row] the pair's fifth bits, half 0 and half 1 */
+};
+
+/* An 8-byte weight load past L1 (ld_stream's, for the fifth bits). */
+__device__ __forceinline__ uint2 ld_stream2(const uint2 *p)
+{
+    uint2 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];"
+                 : "=r"(r.x), "=r"(r.y)
+                 : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ void kq5g_load(kq5g_batch &b, const uint4 *__restrict__ w,
+                                          int64_t rows, int64_t nsb, int64_t nu, int64_t gi,
+                                          int64_t base, int lane, mv_lanes ml)
+{
+    int64_t r0 = 2 * gi, r1 = r0 + 1 < rows ? r0 + 1 : r0;
+    int64_t rv = nsb * (LLM_CUDA_Q5K_BLOCK / 16), j = base + ml.off + lane;
+    if (j >= nu)
+        return;
+    int64_t g = j >> 5, G = nsb - 8 * g < 8 ? nsb - 8 * g : 8;
+    int o = kq_q4k_order(j) & 1;
+    int64_t v0 = 64 * g + (j & 31), v1 = v0 + 4 * G;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uint4 *p = w + (r ? r1 : r0) * rv;
+        b.q[r][0] = ld_stream(p + (o ? v1 : v0));
+        b.q[r][1] = ld_stream(p + (o ? v0 : v1));
+        b.h[r] = ld_stream(p + 8 * nsb + (j >> 2));
+        b.b[r] = ld_stream2(reinterpret_cast<const uint2 *>(p + 9 * nsb) + j);
+    }
+}
+
+/* The two sub-blocks' dot products over one 16-byte half: q its nibbles,
+ * X its fifth bits, xa / xb the x of the same half of sub-block a (2p +
+ * r1) and b (the other). */
+__device__ __forceinline__ void kq5g_dot16(uint4 q, uint32_t X, int r1, uint4 xa, uint4 xb,
+                                           int &ia, int &ib)
+{
+    const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+    const int xaw[4] = {(int)xa.x, (int)xa.y, (int)xa.z, (int)xa.w};
+    const int xbw[4] = {(int)xb.x, (int)xb.y, (int)xb.z, (int)xb.w};
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        uint32_t lo = (qw[t] & 0x0f0f0f0fu) | ((X << (4 - t)) & 0x10101010u);
+        uint32_t hi = ((qw[t] >> 4) & 0x0f0f0f0fu) | ((X >> t) & 0x10101010u);
+        ia = __dp4a((int)(r1 ? hi : lo), xaw[t], ia);
+        ib = __dp4a((int)(r1 ? lo : hi), xbw[t], ib);
+    }
+}
+
+__device__ __forceinline__ void kq5g_dot(const kq5g_batch &b, const int8_t *xq, const float *xd,
+                                         const float *xm, int64_t nu, int64_t base, int lane,
+                                         mv_lanes ml, float *acc)
+{
+    int64_t j = base + ml.off + lane;
+    if (j >= nu)
+        return;
+    /* kq4g_dot's lane constants and scale decode */
+    int ord = kq_q4k_order(lane), o = ord & 1, r1 = ord >> 1, p = lane & 3, hp = p >> 1;
+    int s16 = 16 * (p & 1), sb2 = s16 + 2, sm = s16 + 4 * hp;
+    uint32_t mlo = hp ? 0x0f0fu : 0x3f3fu, mhi = hp ? 0x3030u : 0u;
+    uint32_t sela = r1 ? 0x4441u : 0x4440u, selb = r1 ? 0x4440u : 0x4441u;
+    int64_t ka = 8 * (j >> 2) + 2 * p + r1, kb = ka ^ 1;
+    float dxa = xd[ka], dxb = xd[kb], xma = xm[ka], xmb = xm[kb];
+    const uint4 *xa = reinterpret_cast<const uint4 *>(xq + 32 * ka);
+    const uint4 *xb = reinterpret_cast<const uint4 *>(xq + 32 * kb);
+    uint4 x0 = xa[o], x1 = xa[o ^ 1], x2 = xb[o], x3 = xb[o ^ 1];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        uint4 hd = b.h[r];
+        uint32_t X0 = o ? b.b[r].y : b.b[r].x, X1 = o ? b.b[r].x : b.b[r].y;
+        int ia = 0, ib = 0;
+        kq5g_dot16(b.q[r][0], X0, r1, x0, x2, ia, ib);
+        kq5g_dot16(b.q[r][1], X1, r1, x1, x3, ia, ib);
+        uint32_t sc2 = (((hp ? hd.w : hd.y) >> s16) & mlo) | ((hd.y >> sb2) & mhi);
+        uint32_t m2 = (((hp ? hd.w : hd.z) >> sm) & mlo) | ((hd.z >> sb2) & mhi);
+        int sca = (int)__byte_perm(sc2, 0, sela), scb = (int)__byte_perm(sc2, 0, selb);
+        int mna = (int)__byte_perm(m2, 0, sela), mnb = (int)__byte_perm(m2, 0, selb);
+        float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xffff)));
+        float dm = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+        float fd = fmaf((float)(ia * sca), dxa, (float)(ib * scb) * dxb);
+        float fm = fmaf((float)mna, xma, (float)mnb * xmb);
+        acc[r] = fmaf(d, fd, fmaf(-dm, fm, acc[r]));
+    }
+}
+
+template <int FLAGS>
+__global__ void __launch_bounds__(Q8I_WARPS * 32, 2)
+matvec_kq5g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
+                   const float *__restrict__ g, float eps, float *__restrict__ y, int64_t rows,
+                   int64_t cols, int ks_log2, int l2, llm_cuda_rope_store rp)
+{
+    extern __shared__ uint4 kq5g_smem[]; /* xq [cols], xd [cols / 32], xm [cols / 32] */
+    __shared__ float red[Q8I_WARPS];
+    __shared__ float part[2][Q8I_WARPS][2];
+    int8_t *xq = reinterpret_cast<int8_t *>(kq5g_smem);
+    float *xd = reinterpret_cast<float *>(xq + cols);
+    float *xm = xd + cols / 32;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t pairs = (rows + 1) / 2, nsb = cols / LLM_QK_K, nu = nsb * 4;
+    mv_group gr = mv_group_of(ks_log2, warp);
+    int64_t gi = gr.gi, span = (int64_t)32 << ks_log2;
+    kq5g_batch cur;
+    if (gi < pairs) { /* weights never depend on an earlier kernel */
+        kq5g_load(cur, w, rows, nsb, nu, gi, 0, lane, gr.ml);
+        for (int a = 0; a < mv_l2_first(l2) && gi + a * gr.stride < pairs; a++)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q5K_BLOCK, nullptr, 0, rows,
+                       gi + a * gr.stride, lane, gr.ml);
+    }
+    llm__pdl_wait();
+    float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
+    for (int64_t i = threadIdx.x; i < cols / 32; i += blockDim.x) {
+        const uint4 *v = reinterpret_cast<const uint4 *>(xq + 32 * i);
+        uint4 one = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
+        xm[i] = xd[i] * (float)(kq_dot16(one, v[0]) + kq_dot16(one, v[1]));
+    }
+    __syncthreads();
+    if (gi >= pairs) {
+        llm__pdl_trigger();
+        return; /* after the barriers: the block's other warps have their x */
+    }
+    for (int par = 0;; par ^= 1) {
+        float acc[2] = {0.0f, 0.0f};
+        int64_t next = gi + gr.stride;
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q5K_BLOCK, nullptr, 0, rows, ga, lane, gr.ml);
+        for (int64_t base = 0; base < nu; base += span) {
+            int64_t nbase = base + span;
+            bool more = nbase < nu, load = more || next < pairs;
+            kq5g_batch nb;
+            if (load)
+                kq5g_load(nb, w, rows, nsb, nu, more ? gi : next, more ? nbase : 0, lane,
+                          gr.ml);
+            else
+                llm__pdl_trigger(); /* every weight load of this warp is issued */
+            kq5g_dot(cur, xq, xd, xm, nu, base, lane, gr.ml, acc);
+            if (load)
+                cur = nb;
+        }
+        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
+        if (mv_split_sum(part[par], ks_log2, warp, lane, a0, a1) && lane == 0)
+            mv_pair_out<FLAGS>(rp, y, gi, rows, inv, a0, a1);
+        if (next >= pairs)
+            return;
+        gi = next;
+    }
+}
+
+template <int FLAGS>
+static cudaError_t launch_kq5g(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                               const llm_cuda_mv_fuse *f, float *y)
+{
+    int64_t pairs = (w->rows + 1) / 2;
+    int ks = mv_split_log2(c, pairs, w->cols / LLM_QK_K * 4, 32,
+                           (int64_t)c->sm_count * 2 * Q8I_WARPS);
+    size_t smem = (size_t)w->cols + (size_t)(w->cols / 32) * 2 * sizeof(float);
+    llm_cuda_rope_store rp;
+    memset(&rp, 0, sizeof rp);
+    if (FLAGS & MV_ROPE)
+        rp = *f->rope;
+    return llm__launch(c, matvec_kq5g_kernel<FLAGS>, dim3(mv_pair_blocks(c, pairs, ks, 2)),
+                       dim3(Q8I_WARPS * 32), smem, (const uint4 *)w->data, x,
+                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
+                       c->tune.mv_l2, rp);
+}
+
+static cudaError_t launch_kq5g_flags(const llm_cuda *c, const llm_cuda_weight *w,
+                                     const float *x, const llm_cuda_mv_fuse *f, float *y)
+{
+    switch (f->flags) {
+    case 0: return launch_kq5g<0>(c, w, x, f, y);
+    case MV_NORM: return launch_kq5g<MV_NORM>(c, w, x, f, y);
+    case MV_ACC: return launch_kq5g<MV_ACC>(c, w, x, f, y);
+    case MV_NORM | MV_ACC: return launch_kq5g<MV_NORM | MV_ACC>(c, w, x, f, y);
+    case MV_PAIRS: return launch_kq5g<MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_PAIRS: return launch_kq5g<MV_NORM | MV_PAIRS>(c, w, x, f, y);
+    case MV_ACC | MV_PAIRS: return launch_kq5g<MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_ACC | MV_PAIRS:
+        return launch_kq5g<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_ROPE: return launch_kq5g<MV_ROPE>(c, w, x, f, y);
+    case MV_NORM | MV_ROPE: return launch_kq5g<MV_NORM | MV_ROPE>(c, w, x, f, y);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -2184,7 +2473,7 @@ template <int FLAGS>
 __global__ void __launch_bounds__(Q8I_WARPS * 32, 2)
 matvec_kq6g_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ scales,
                    const float *__restrict__ x, const float *__restrict__ g, float eps,
-                   float *__restrict__ y, int64_t rows, int64_t cols, int ks_log2,
+                   float *__restrict__ y, int64_t rows, int64_t cols, int ks_log2, int l2,
                    llm_cuda_rope_store rp)
 {
     extern __shared__ uint4 kq6g_smem[]; /* xq [cols], xd [cols / 32], xs [cols / 16] */
@@ -2198,8 +2487,12 @@ matvec_kq6g_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ sca
     mv_group gr = mv_group_of(ks_log2, warp);
     int64_t gi = gr.gi, span = (int64_t)32 << ks_log2;
     kq6g_batch cur;
-    if (gi < pairs) /* weights never depend on an earlier kernel */
+    if (gi < pairs) { /* weights never depend on an earlier kernel */
         kq6g_load(cur, w, scales, rows, nsb, nu, gi, 0, lane, gr.ml);
+        for (int a = 0; a < mv_l2_first(l2) && gi + a * gr.stride < pairs; a++)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q6K_BLOCK, scales, nsb * 2, rows,
+                       gi + a * gr.stride, lane, gr.ml);
+    }
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
     for (int64_t i = threadIdx.x; i < cols / 16; i += blockDim.x)
@@ -2213,6 +2506,9 @@ matvec_kq6g_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ sca
     for (int par = 0;; par ^= 1) {
         float acc[2] = {0.0f, 0.0f};
         int64_t next = gi + gr.stride;
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, nsb * LLM_CUDA_Q6K_BLOCK, scales, nsb * 2, rows, ga, lane, gr.ml);
         for (int64_t base = 0; base < nu; base += span) {
             int64_t nbase = base + span;
             bool more = nbase < nu, load = more || next < pairs;
@@ -2252,7 +2548,8 @@ static cudaError_t launch_kq6g(const llm_cuda *c, const llm_cuda_weight *w, cons
                        dim3(Q8I_WARPS * 32), smem, (const uint4 *)w->data,
                        (const uint16_t *)w->scales, x,
                        (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
-                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks, rp);
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
+                       c->tune.mv_l2, rp);
 }
 
 static cudaError_t launch_kq6g_flags(const llm_cuda *c, const llm_cuda_weight *w,
@@ -2288,11 +2585,16 @@ static cudaError_t launch_kq_flags(const llm_cuda *c, const llm_cuda_weight *w, 
     if (w->layout == LLM_CUDA_LAYOUT_GROUPED) { /* the layout it was uploaded with */
         if (w->type == LLM_TYPE_Q6_K)
             return launch_kq6g_flags(c, w, x, f, y);
+        if (w->type == LLM_TYPE_Q5_K)
+            return launch_kq5g_flags(c, w, x, f, y);
         return c->tune.kq_grouped == 2 ? launch_kq4g_u<2>(c, w, x, f, y)
                                        : launch_kq4g_u<1>(c, w, x, f, y);
     }
-    return find_layout(w->type)->kq == KQ_Q4K ? launch_kq_type<KQ_Q4K>(c, w, x, f, y)
-                                               : launch_kq_type<KQ_Q6K>(c, w, x, f, y);
+    switch (find_layout(w->type)->kq) {
+    case KQ_Q4K: return launch_kq_type<KQ_Q4K>(c, w, x, f, y);
+    case KQ_Q6K: return launch_kq_type<KQ_Q6K>(c, w, x, f, y);
+    default: return cudaErrorInvalidValue; /* Q5_K is always grouped */
+    }
 }
 
 /* The rope-store arguments: a whole stacked q/k/v matrix of even heads. */

@@ -357,7 +357,8 @@ __global__ void embed_kernel(const void *w, const uint16_t *scales, int type,
             else if (type == LLM_TYPE_BF16)
                 v = __bfloat162float(((const __nv_bfloat16 *)w)[e]);
             else if (type == LLM_TYPE_Q4_K || type == LLM__Q4K_GROUPED ||
-                     type == LLM_TYPE_Q6_K || type == LLM__Q6K_GROUPED)
+                     type == LLM_TYPE_Q6_K || type == LLM__Q6K_GROUPED ||
+                     type == LLM__Q5K_GROUPED)
                 v = llm__kq_at(w, scales, type, id, cols, i);
             else
                 v = (float)((const int8_t *)w)[e] *

@@ -208,7 +208,8 @@ static int seam_live(cuda_be *c)
 /* Whether the fused matrix-vector kernel takes w (its vector layout). */
 static int mv_fusable(const llm_cuda_weight *w)
 {
-    if (w->type == LLM_TYPE_Q4_K || w->type == LLM_TYPE_Q6_K) /* native k-quant layouts */
+    if (w->type == LLM_TYPE_Q4_K || w->type == LLM_TYPE_Q5_K ||
+        w->type == LLM_TYPE_Q6_K) /* native k-quant layouts */
         return w->cols % LLM_QK_K == 0 && w->cols <= LLM_CUDA_KQ_MAX_COLS &&
                ((uintptr_t)w->data & 15) == 0;
     int chunk = w->type == LLM_TYPE_F32 ? 4 : w->type == LLM_TYPE_Q8_0 ? 16 : 8;
@@ -886,11 +887,13 @@ static int loop_takes(const cuda_be *c, const llm_model *m, const llm_span *span
         const cuda_layer *cl = m->layers[l].dev;
         const llm_cuda_weight *w[4] = {&cl->qkv, &cl->gu, &cl->wo, &cl->down};
         for (int i = 0; i < 4; i++)
-            if (w[i]->type == LLM_TYPE_Q4_K || w[i]->type == LLM_TYPE_Q6_K)
+            if (w[i]->type == LLM_TYPE_Q4_K || w[i]->type == LLM_TYPE_Q5_K ||
+                w[i]->type == LLM_TYPE_Q6_K)
                 return 0;
     }
     if (n > 1 && h && h->output_mv &&
-        (h->output.type == LLM_TYPE_Q4_K || h->output.type == LLM_TYPE_Q6_K))
+        (h->output.type == LLM_TYPE_Q4_K || h->output.type == LLM_TYPE_Q5_K ||
+         h->output.type == LLM_TYPE_Q6_K))
         return 0;
     return 1;
 }
