@@ -7,7 +7,7 @@
  *   bench_engine [--threads 1,2] [--reps R] [--models 15m,110m,1b]
  *                [--types f32,q8_0] [--kernels SET,SET] [--dir /tmp] [--keep]
  *   bench_engine --file MODEL.gguf [--label L] [--threads 1,2] [--reps R]
- *                [--prompt 512] [--gen 128] [--no-probe]
+ *                [--prompt 512] [--gen 128] [--no-probe] [--no-mmap]
  *
  * One JSON object per line on stdout:
  *   {"bench":"membw", ...}  read bandwidth per thread count: the threads
@@ -40,7 +40,10 @@
  * pseudo-random tokens on an empty context; decode is --gen single-token
  * forwards from position 0 of an empty context (greedy, the argmax fed
  * back). After one warm-up of each, R repetitions; the line
- *   {"bench":"engine_file", ...} carries the median and the best of each.
+ *   {"bench":"engine_file", ...} carries the median and the best of each,
+ * and weights_copied_bytes (the CPU backend's huge-page copy of float
+ * matrices; 0 with PHASEMARK_ENGINE_WEIGHTS=map). --no-mmap reads the
+ * file into memory (llm_model_options.no_mmap) instead of mapping it.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* madvise */
@@ -578,7 +581,7 @@ int main(int argc, char **argv)
                         "[--types f32,q8_0] [--kernels auto|scalar|avx2|avx2+vnni|avx512,...] "
                         "[--dir DIR] [--keep]\n"
                         "       bench_engine --file MODEL.gguf [--label L] [--threads 1,2] [--reps R] "
-                        "[--prompt 512] [--gen 128] [--no-probe]\n");
+                        "[--prompt 512] [--gen 128] [--no-probe] [--no-mmap]\n");
         return 2;
     }
     if (o.file)
