@@ -7,7 +7,7 @@
  *   bench_engine [--threads 1,2] [--reps R] [--models 15m,110m,1b]
  *                [--types f32,q8_0] [--kernels SET,SET] [--dir /tmp] [--keep]
  *   bench_engine --file MODEL.gguf [--label L] [--threads 1,2] [--reps R]
- *                [--prompt 512] [--gen 128] [--no-probe]
+ *                [--prompt 512] [--gen 128] [--no-probe] [--no-mmap]
  *
  * One JSON object per line on stdout:
  *   {"bench":"membw", ...}  read bandwidth per thread count: the threads
@@ -40,7 +40,10 @@
  * pseudo-random tokens on an empty context; decode is --gen single-token
  * forwards from position 0 of an empty context (greedy, the argmax fed
  * back). After one warm-up of each, R repetitions; the line
- *   {"bench":"engine_file", ...} carries the median and the best of each.
+ *   {"bench":"engine_file", ...} carries the median and the best of each,
+ * and weights_copied_bytes (the CPU backend's huge-page copy of float
+ * matrices; 0 with PHASEMARK_ENGINE_WEIGHTS=map). --no-mmap reads the
+ * file into memory (llm_model_options.no_mmap) instead of mapping it.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* madvise */
@@ -87,7 +90,7 @@ typedef struct opts {
     int n_sets;
     const char *dir;
     const char *file, *label; /* --file mode */
-    int prompt, gen, probe;
+    int prompt, gen, probe, no_mmap;
 } opts;
 
 static double now_s(void)
@@ -401,6 +404,7 @@ static int bench_file_threads(const opts *o, int threads, double bw)
     char err[256];
     llm_model_options mo = LLM_MODEL_OPTIONS_INIT;
     mo.n_threads = threads;
+    mo.no_mmap = o->no_mmap;
     llm_model *m;
     if (llm_model_open(o->file, &mo, &m, err, sizeof err) != 0) {
         fprintf(stderr, "bench_engine: %s: %s\n", o->file, err);
@@ -444,10 +448,11 @@ static int bench_file_threads(const opts *o, int threads, double bw)
                "\"params\":%llu,\"weight_bytes\":%llu,\"threads\":%d,\"reps\":%d,"
                "\"prompt_tokens\":%d,\"prefill_tok_s\":%.3f,\"prefill_tok_s_best\":%.3f,"
                "\"gen_tokens\":%d,\"decode_tok_s\":%.3f,\"decode_tok_s_best\":%.3f,"
-               "\"decode_weight_GBps\":%.3f,\"membw_GBps\":%.3f}\n",
+               "\"decode_weight_GBps\":%.3f,\"membw_GBps\":%.3f,\"weights_copied_bytes\":%zu}\n",
                o->label, o->file, info.weight_type, (unsigned long long)info.n_params,
                (unsigned long long)info.weight_bytes, (int)info.n_threads, o->reps, o->prompt, pmed,
-               pmax, o->gen, tmed, tmax, wbps / 1e9, bw / 1e9);
+               pmax, o->gen, tmed, tmax, wbps / 1e9, bw / 1e9,
+               llm_cpu_backend_weights_copied(m->be, NULL));
         fflush(stdout);
     }
     llm_session_free(s);
@@ -541,6 +546,7 @@ static int parse_opts(int argc, char **argv, opts *o)
     o->prompt = 512;
     o->gen = 128;
     o->probe = 1;
+    o->no_mmap = 0;
     snprintf(o->sets[0], sizeof o->sets[0], "auto");
     o->n_sets = 1;
     snprintf(o->models, sizeof o->models, "15m,110m,1b");
@@ -549,6 +555,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--keep")) { o->keep = 1; continue; }
         if (!strcmp(a, "--no-probe")) { o->probe = 0; continue; }
+        if (!strcmp(a, "--no-mmap")) { o->no_mmap = 1; continue; }
         if (!v) return -1;
         i++;
         if (!strcmp(a, "--threads")) { if (parse_counts(v, o)) return -1; }
@@ -574,7 +581,7 @@ int main(int argc, char **argv)
                         "[--types f32,q8_0] [--kernels auto|scalar|avx2|avx2+vnni|avx512,...] "
                         "[--dir DIR] [--keep]\n"
                         "       bench_engine --file MODEL.gguf [--label L] [--threads 1,2] [--reps R] "
-                        "[--prompt 512] [--gen 128] [--no-probe]\n");
+                        "[--prompt 512] [--gen 128] [--no-probe] [--no-mmap]\n");
         return 2;
     }
     if (o.file)

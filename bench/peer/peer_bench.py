@@ -407,6 +407,8 @@ def main(argv):
             "decode_start_pos": "ours 0, theirs 0" if a.device == "cpu" else "ours 16, theirs 0",
             "models": "pm-modelwriter synth, seed 1, random weights",
             "page_cache": a.page_cache,
+            # the CPU backend copies float matrices onto huge pages unless "map"
+            "ours_weights": os.environ.get("PHASEMARK_ENGINE_WEIGHTS") or "auto",
         },
         "results": results,
     }

@@ -15,7 +15,9 @@
  * prepare, and records its handles in the model itself: llm_tensor.dev,
  * llm_layer.dev and llm_model.dev (model.h). The handles belong to the
  * backend and live as long as it does; a host backend leaves them NULL
- * and reads the file mapping. Activations are [n][width] row-major f32
+ * and reads the file mapping, except the CPU backend's own copy of float
+ * matrices on huge pages (cpu/cpu_weights.h), which it points
+ * llm_tensor.dev at. Activations are [n][width] row-major f32
  * arrays from the backend's alloc (device memory on a device backend);
  * read/write move them to and from the host.
  *
@@ -201,6 +203,13 @@ const char *llm_cpu_backend_kernels(const llm_backend *be);
  * (the kernel set's name) when OpenBLAS runs a pre-AVX2 core or
  * PHASEMARK_ENGINE_GEMM=own. */
 const char *llm_cpu_backend_gemm(const llm_backend *be);
+
+/* The matrix bytes the CPU backend copied onto huge pages at prepare
+ * (cpu/cpu_weights.h; PHASEMARK_ENGINE_WEIGHTS=auto|map|copy, read at
+ * creation) and, in *n_matrices when not NULL, how many matrices: 0 when
+ * its kernels read the file mapping (quantized weights, no_mmap, "map",
+ * no huge pages, or no memory for the copy). */
+size_t llm_cpu_backend_weights_copied(const llm_backend *be, int32_t *n_matrices);
 
 /* Sets the batch widths from which the CPU backend's matmul switches from
  * the row loop to the matrix product, for float (F32/F16/BF16) and

@@ -1,8 +1,9 @@
 /* model.h — the llama-family model as the engine sees it internally.
  *
  * A model is hyper-parameters, a table of weight tensors and a tokenizer.
- * Matrix weights point into a read-only file mapping (GGUF or llama2.c) and
- * are never copied; norm vectors, which are tiny and read on every token,
+ * Matrix weights point into a read-only file mapping (GGUF or llama2.c),
+ * which a backend may copy from at prepare (a device's memory, or the CPU
+ * backend's huge-page copy of float matrices); norm vectors, which are tiny and read on every token,
  * are converted to f32 once at load into one buffer the model owns. Nothing
  * here knows the file formats beyond the loaders in model_gguf.c and
  * model_llama2c.c, and nothing here knows how a backend computes.

@@ -30,6 +30,7 @@
 #include "quant.h"
 #include "cpu_ops.h"
 #include "cpu_backend.h"
+#include "cpu_weights.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -76,6 +77,8 @@ typedef struct cpu_backend {
     int32_t gemm_min_float; /* rows from which F32/F16/BF16 weights use the
                                matrix product */
     int32_t gemm_min_quant; /* the same for Q8_0/Q4_0 */
+    int weights_mode;   /* LLM_CPU_WEIGHTS_* (cpu_weights.h) */
+    llm_cpu_weights weights; /* the float matrices' copy (prepare), or none */
     int64_t max_width;  /* widest row reserved for */
     uint32_t n_ctx;     /* longest context reserved for */
     float *qd;          /* [ROWS_MAX][max_width/32] activation scales */
@@ -101,6 +104,13 @@ typedef struct cpu_backend {
 static cpu_backend *cpu(llm_backend *be)
 {
     return (cpu_backend *)(void *)be;
+}
+
+/* The bytes the kernels read of w: the backend's copy (cpu_weights.h)
+ * when it made one, else the mapping. */
+static const unsigned char *wbytes(const llm_tensor *w)
+{
+    return (const unsigned char *)(w->dev ? w->dev : w->data);
 }
 
 static void *alloc64(size_t bytes)
@@ -219,7 +229,7 @@ static void cpu_embed(llm_backend *be, const llm_model *m, const int32_t *ids, i
     const llm_tensor *embd = &m->tok_embd;
     llm_dequant_fn dequant = kernels_for(cpu(be), embd)->dequant;
     for (int32_t i = 0; i < n; i++) {
-        const unsigned char *row = (const unsigned char *)embd->data +
+        const unsigned char *row = wbytes(embd) +
                                    (size_t)ids[i] * embd->row_bytes;
         dequant(row, out + (size_t)i * embd->ne0, (size_t)embd->ne0);
     }
@@ -519,7 +529,7 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
     (void)nth;
     while (llm_pool_next(&j->next, w->ne1, LLM_CPU_PANEL, &r, &r1)) {
         int64_t rows = r1 - r;
-        const unsigned char *src = (const unsigned char *)w->data + (size_t)r * w->row_bytes;
+        const unsigned char *src = wbytes(w) + (size_t)r * w->row_bytes;
         const float *wp = (const float *)(const void *)src;
         if (!j->kt->rows_f32) {
             j->kt->dequant(src, panel, (size_t)(rows * k));
@@ -557,7 +567,7 @@ static void qgemm_worker(void *ctx, int32_t ith, int32_t nth)
     (void)ith;
     (void)nth;
     while (llm_pool_next(&j->next, w->ne1, LLM_CPU_QPANEL, &r, &r1))
-        j->batched((const unsigned char *)w->data + (size_t)r * w->row_bytes, w->row_bytes,
+        j->batched(wbytes(w) + (size_t)r * w->row_bytes, w->row_bytes,
                    r1 - r, &j->acts, j->y + r, w->ne1);
 }
 
@@ -610,7 +620,7 @@ static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
         const llm_tensor *w = j->w[i];
         int64_t r0 = (u - j->first[i]) * LLM_CPU_GRAIN;
         int64_t r1 = r0 + LLM_CPU_GRAIN < w->ne1 ? r0 + LLM_CPU_GRAIN : w->ne1;
-        j->matvec[i]((const unsigned char *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes,
+        j->matvec[i](wbytes(w) + (size_t)r0 * w->row_bytes, w->row_bytes,
                      r1 - r0, &j->acts, j->y[i] + r0, w->ne1);
     }
 }
@@ -700,6 +710,7 @@ static void cpu_destroy(llm_backend *be)
         return;
     cpu_backend *c = cpu(be);
     llm_pool_free(c->pool);
+    llm_cpu_weights_free(&c->weights);
     free(c->qd);
     free(c->qq);
     free(c->qdt);
@@ -713,13 +724,18 @@ static void cpu_destroy(llm_backend *be)
     free(c);
 }
 
-/* The weights stay in the file mapping, where the kernels read them. */
+/* Quantized weights stay in the file mapping, where the kernels read
+ * them; float matrices are copied onto huge pages (cpu_weights.h) unless
+ * the model already reads its file into memory of its own (no_mmap, which
+ * gives that memory the same advice). Never fails: without the copy the
+ * mapping serves. */
 static int cpu_prepare(llm_backend *be, llm_model *m, char *err, size_t errlen)
 {
-    (void)be;
-    (void)m;
+    cpu_backend *c = cpu(be);
     (void)err;
     (void)errlen;
+    if (!m->no_mmap && !c->weights.base)
+        llm_cpu_weights_copy(c->pool, m, c->weights_mode, &c->weights);
     return 0;
 }
 
@@ -806,6 +822,14 @@ void llm_cpu_backend_set_gemm_min(llm_backend *be, int32_t float_min, int32_t qu
     cpu_backend *c = cpu(be);
     c->gemm_min_float = float_min < 1 ? 1 : float_min > LLM_CPU_ROWS_MAX ? LLM_CPU_ROWS_MAX : float_min;
     c->gemm_min_quant = quant_min < 1 ? 1 : quant_min > LLM_CPU_ROWS_MAX ? LLM_CPU_ROWS_MAX : quant_min;
+}
+
+size_t llm_cpu_backend_weights_copied(const llm_backend *be, int32_t *n_matrices)
+{
+    const cpu_backend *c = (const cpu_backend *)(const void *)be;
+    if (n_matrices)
+        *n_matrices = c->weights.n;
+    return c->weights.bytes;
 }
 
 const char *llm_cpu_backend_gemm(const llm_backend *be)
@@ -965,6 +989,8 @@ int llm_cpu_backend_create_with(int32_t n_threads, int simd, const llm_type_kern
         choose_prefetch(&c->k);
     if (rc == 0)
         rc = add_kernels(c, extra, n_extra, err, errlen);
+    if (rc == 0)
+        rc = llm_cpu_weights_mode(&c->weights_mode, err, errlen);
     if (rc) {
         free(c);
         return rc;

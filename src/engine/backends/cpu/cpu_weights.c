@@ -1,0 +1,191 @@
+/* cpu_weights.c — the CPU backend's huge-page copy of the float matrices
+ * (why and when: cpu_weights.h).
+ *
+ * The arena is one anonymous mapping, 2 MiB-aligned and a whole number of
+ * 2 MiB pages long, so that every page of it can be a huge one; each
+ * matrix starts on a 4 KiB boundary in it. It is read-only once filled.
+ */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, madvise */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cpu_weights.h"
+#include "errtext.h"
+#include "model.h"
+#include "pool.h"
+
+#define HUGE_BYTES ((size_t)2 << 20)
+#define SLOT_ALIGN ((size_t)4096)
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+int llm_cpu_weights_mode(int *mode, char *err, size_t errlen)
+{
+    const char *e = getenv("PHASEMARK_ENGINE_WEIGHTS");
+    *mode = LLM_CPU_WEIGHTS_AUTO;
+    if (!e || !*e || strcmp(e, "auto") == 0)
+        return 0;
+    if (strcmp(e, "map") == 0) {
+        *mode = LLM_CPU_WEIGHTS_MAP;
+        return 0;
+    }
+    if (strcmp(e, "copy") == 0) {
+        *mode = LLM_CPU_WEIGHTS_COPY;
+        return 0;
+    }
+    llm_errf(err, errlen, "cpu backend: PHASEMARK_ENGINE_WEIGHTS='%s' is none of auto, map, copy",
+             e);
+    return LLM_EINVAL;
+}
+
+static int float_type(uint32_t t)
+{
+    return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16;
+}
+
+/* The float matrices a forward streams, into out (when not NULL); their
+ * count. Tensors the span does not hold have no data. */
+static int32_t float_matrices(llm_model *m, llm_tensor **out)
+{
+    int32_t n = 0;
+    for (int32_t l = m->span_first; l <= m->span_last; l++) {
+        llm_layer *L = &m->layers[l];
+        llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            if (ts[i]->data && !ts[i]->dev && float_type(ts[i]->type)) {
+                if (out)
+                    out[n] = ts[i];
+                n++;
+            }
+    }
+    if (m->output.data && !m->output.dev && float_type(m->output.type)) {
+        if (out)
+            out[n] = &m->output;
+        n++;
+    }
+    return n;
+}
+
+/* 1 unless the system's transparent huge pages are off ("[never]") or it
+ * says nothing (no such file: not Linux, or a kernel without them). */
+static int huge_pages_possible(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f)
+        return 0;
+    char line[128] = {0};
+    int ok = fgets(line, sizeof line, f) != NULL && strstr(line, "[never]") == NULL;
+    fclose(f);
+    return ok;
+}
+
+typedef struct copy_job {
+    llm_tensor **t;
+    unsigned char *const *dst;
+    int32_t n;
+} copy_job;
+
+/* Each thread copies its contiguous share of every matrix, so the page
+ * faults of the fresh arena (zeroing 2 MiB each) are split too. */
+static void copy_worker(void *ctx, int32_t ith, int32_t nth)
+{
+    const copy_job *j = ctx;
+    for (int32_t i = 0; i < j->n; i++) {
+        size_t bytes = (size_t)j->t[i]->ne1 * j->t[i]->row_bytes;
+        size_t lo = round_up(bytes / (size_t)nth * (size_t)ith, 64);
+        size_t hi = ith + 1 == nth ? bytes : round_up(bytes / (size_t)nth * (size_t)(ith + 1), 64);
+        if (hi > bytes)
+            hi = bytes;
+        if (lo < hi)
+            memcpy(j->dst[i] + lo, (const unsigned char *)j->t[i]->data + lo, hi - lo);
+    }
+}
+
+/* A 2 MiB-aligned anonymous mapping of len bytes (a multiple of
+ * HUGE_BYTES) advised onto huge pages, or NULL. */
+static void *huge_arena(size_t len, int need_advice)
+{
+    if (len > SIZE_MAX - HUGE_BYTES)
+        return NULL;
+    unsigned char *raw = mmap(NULL, len + HUGE_BYTES, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    unsigned char *a = (unsigned char *)round_up((size_t)(uintptr_t)raw, HUGE_BYTES);
+    if (a > raw)
+        munmap(raw, (size_t)(a - raw));
+    if (raw + HUGE_BYTES > a)
+        munmap(a + len, (size_t)(raw + HUGE_BYTES - a));
+#ifdef MADV_HUGEPAGE
+    int advised = madvise(a, len, MADV_HUGEPAGE) == 0;
+#else
+    int advised = 0;
+#endif
+    if (need_advice && !advised) {
+        munmap(a, len);
+        return NULL;
+    }
+    return a;
+}
+
+void llm_cpu_weights_copy(llm_pool *pool, llm_model *m, int mode, llm_cpu_weights *w)
+{
+    memset(w, 0, sizeof *w);
+    if (mode == LLM_CPU_WEIGHTS_MAP || (mode == LLM_CPU_WEIGHTS_AUTO && !huge_pages_possible()))
+        return;
+    int32_t n = float_matrices(m, NULL);
+    if (n == 0)
+        return;
+    llm_tensor **t = malloc((size_t)n * sizeof *t);
+    unsigned char **dst = malloc((size_t)n * sizeof *dst);
+    if (!t || !dst)
+        goto done;
+    float_matrices(m, t);
+    size_t total = 0, bytes = 0;
+    for (int32_t i = 0; i < n; i++) {
+        size_t b = (size_t)t[i]->ne1 * t[i]->row_bytes;
+        if (b > SIZE_MAX / 2 || total > SIZE_MAX / 2)
+            goto done;
+        total += round_up(b, SLOT_ALIGN);
+        bytes += b;
+    }
+    size_t len = round_up(total, HUGE_BYTES);
+    unsigned char *a = huge_arena(len, mode == LLM_CPU_WEIGHTS_AUTO);
+    if (!a)
+        goto done;
+    size_t off = 0;
+    for (int32_t i = 0; i < n; i++) {
+        dst[i] = a + off;
+        off += round_up((size_t)t[i]->ne1 * t[i]->row_bytes, SLOT_ALIGN);
+    }
+    copy_job j = {t, dst, n};
+    llm_pool_run(pool, copy_worker, &j);
+    (void)mprotect(a, len, PROT_READ); /* a stray write faults, not corrupts */
+    for (int32_t i = 0; i < n; i++)
+        t[i]->dev = dst[i];
+    w->base = a;
+    w->len = len;
+    w->bytes = bytes;
+    w->n = n;
+    w->t = t;
+    t = NULL;
+done:
+    free(t);
+    free(dst);
+}
+
+void llm_cpu_weights_free(llm_cpu_weights *w)
+{
+    for (int32_t i = 0; i < w->n; i++)
+        w->t[i]->dev = NULL;
+    free(w->t);
+    if (w->base)
+        munmap(w->base, w->len);
+    memset(w, 0, sizeof *w);
+}
