@@ -57,7 +57,7 @@ elif [ "${PM_LOOP_TESTS:-1}" != 0 ] && [ -n "${PM_LOOP_CASES:-}" ]; then
   run_cases test_cuda_loop $PM_LOOP_CASES
 elif [ "${PM_LOOP_TESTS:-1}" != 0 ]; then
   # shellcheck disable=SC2086
-  run_cases test_cuda_loop ${PM_LOOP_CASES:-rows_bits plain_kjv spec_kjv ngram_kjv stops sampled_law refusals_cpu refusals}
+  run_cases test_cuda_loop ${PM_LOOP_CASES:-rows_bits rows_stationary plain_kjv spec_kjv ngram_kjv stops sampled_law refusals_cpu refusals}
   run_cases test_cuda_loop_ranges ranges ranges_block
   run_cases test_cuda_block head_parity loop_kjv sampled_law refusals
   run_cases test_cuda_kernels matvec_fused rope_qkv_store matmul_acc matvec_rope_store \

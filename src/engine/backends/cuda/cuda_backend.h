@@ -175,6 +175,15 @@ int llm_cuda_bind(llm_cuda *c);
  *     loading two batches a lane at once; 0: the file's super-blocks as
  *     they are and the kernels before. Read at upload, as kq_native.
  *     PHASEMARK_CUDA_KQ_LAYOUT=blocks / grouped2 at creation set 0 / 2.
+ *   rows_stationary: 1 (default) a fused product over 2..32 activation
+ *     rows (llm_cuda_matvec_fused_rows, the speculative verify) over
+ *     vector-layout weights runs weight-stationary kernels: a warp loads
+ *     each weight vector once and applies it to a group of up to 8 rows
+ *     (the int8 kernel quantizes each row of the group once per block),
+ *     every row with the one-row kernel's arithmetic in the one-row
+ *     kernel's order, so the rows keep their bits; 0 every row re-runs
+ *     the one-row grid (a grid row per activation row), as before.
+ *     PHASEMARK_CUDA_VERIFY=rows at creation sets 0.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -190,6 +199,7 @@ typedef struct llm_cuda_tuning {
     int mv_split;
     int wide_cache;
     int kq_grouped;
+    int rows_stationary;
 } llm_cuda_tuning;
 
 /* The widest k-quant row the native one-row kernel takes (its quantized
@@ -389,10 +399,13 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
 /* llm_cuda_matvec_fused over n activation rows (1..LLM_CUDA_MV_ROWS_MAX):
  * x [n][w->cols], y [n][w->rows] (rows/2 with SWIGLU_PAIRS), row i at
  * position base + i for ROPE_STORE. Each row runs the one-row kernel's
- * very arithmetic (the same blocks, in a grid of n block rows), so row i
- * has the bits a one-row call on x[i] at that position gives: a verify
- * of n tokens then commits exactly what n decode steps would. The weights
- * are read once per row, mostly from L2. Not for the native k-quant
+ * very arithmetic (per lane the same chunks in the same order, the same
+ * warp and split-K reductions, the same activation quantization), so row
+ * i has the bits a one-row call on x[i] at that position gives: a verify
+ * of n tokens then commits exactly what n decode steps would. With
+ * tune.rows_stationary (the default) a warp applies each weight vector
+ * it loads to a group of up to 8 rows, so the weights are read once per
+ * group; else once per row, mostly from L2. Not for the native k-quant
  * layouts (LLM_EINVAL when n > 1). */
 #define LLM_CUDA_MV_ROWS_MAX 32
 int llm_cuda_matvec_fused_rows(llm_cuda *c, const llm_cuda_weight *w, const float *x,

@@ -167,6 +167,8 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
                        : strcmp(kql, "grouped2") == 0 ? 2 : 1;
     const char *split = getenv("PHASEMARK_CUDA_MV_SPLIT");
     c->tune.mv_split = split && strcmp(split, "1") == 0;
+    const char *verify = getenv("PHASEMARK_CUDA_VERIFY");
+    c->tune.rows_stationary = !(verify && strcmp(verify, "rows") == 0);
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
@@ -281,6 +283,7 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->mv_split == 0 || t->mv_split == 1);
     LLM_CU_ARG(c, t->wide_cache == 0 || t->wide_cache == 1);
     LLM_CU_ARG(c, t->kq_grouped >= 0 && t->kq_grouped <= 2);
+    LLM_CU_ARG(c, t->rows_stationary == 0 || t->rows_stationary == 1);
     c->tune = *t;
     return 0;
 }
