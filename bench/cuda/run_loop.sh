@@ -14,7 +14,8 @@
 # HEAD= for none) adds block rows at BLOCK_KS (4,6,8,12,16) and the head's
 # cost row; BLOCK_ONLY=1 runs the baseline, block and model rows only;
 # PM_BLOCK_TESTS=1 runs only the block drafter's tests (cuda.block.*,
-# cuda.loop.ranges_block). The bench's rows go to $OUT/loop.jsonl.
+# cuda.loop.ranges_block). The bench's rows go to $OUT/loop.jsonl;
+# VERIFY_MODES (below) compares the verify's products in one call.
 set -u
 out=${OUT:-$PWD/out-loop}
 mkdir -p "$out"
@@ -72,11 +73,28 @@ head=${HEAD-models/phasemark-kjv-block-f16.gguf}
 block_args=()
 [ -n "$head" ] && block_args=(--head "$head" --block-k "${BLOCK_KS:-4,6,8,12,16}"
   --block-only "${BLOCK_ONLY:-0}")
-start=$(date +%s)
-"$bench" --target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf \
-  --prompts bench/spec/heldout_prompts.tsv --tokens "${TOKENS:-128}" --reps "${REPS:-2}" \
-  --n-prompts "${N_PROMPTS:-24}" --k "${KS:-1,2,3,4,6,8}" --temp 0.7 --seed 7 \
-  --ngram-only "${NGRAM_ONLY:-0}" "${block_args[@]}" \
-  > "$out/loop.jsonl" 2> "$out/bench.log"
-echo "bench rc=$? in $(( $(date +%s) - start )) s"
-cat "$out/loop.jsonl" "$out/bench.log"
+run_bench() { # jsonl log
+  local start rc
+  start=$(date +%s)
+  "$bench" --target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf \
+    --prompts bench/spec/heldout_prompts.tsv --tokens "${TOKENS:-128}" --reps "${REPS:-2}" \
+    --n-prompts "${N_PROMPTS:-24}" --k "${KS:-1,2,3,4,6,8}" --temp 0.7 --seed 7 \
+    --ngram-only "${NGRAM_ONLY:-0}" "${block_args[@]}" > "$1" 2> "$2"
+  rc=$?
+  echo "bench rc=$rc in $(( $(date +%s) - start )) s"
+  cat "$1" "$2"
+}
+# VERIFY_MODES="stationary rows" benches each verify product in turn, in
+# this one call (PHASEMARK_CUDA_VERIFY=rows: the per-row grid); every row
+# of loop.<mode>.jsonl then starts with "verify": "<mode>".
+if [ -n "${VERIFY_MODES:-}" ]; then
+  for mode in $VERIFY_MODES; do
+    if [ "$mode" = rows ]; then export PHASEMARK_CUDA_VERIFY=rows; else unset PHASEMARK_CUDA_VERIFY; fi
+    echo "verify products: $mode"
+    run_bench "$out/loop.$mode.raw" "$out/bench.$mode.log"
+    sed "s/^{/{\"verify\": \"$mode\", /" "$out/loop.$mode.raw" > "$out/loop.$mode.jsonl"
+  done
+  unset PHASEMARK_CUDA_VERIFY
+else
+  run_bench "$out/loop.jsonl" "$out/bench.log"
+fi

@@ -181,8 +181,10 @@ int llm_cuda_bind(llm_cuda *c);
  *     each weight vector once and applies it to a group of up to 8 rows
  *     (the int8 kernel quantizes each row of the group once per block),
  *     every row with the one-row kernel's arithmetic in the one-row
- *     kernel's order, so the rows keep their bits; 0 every row re-runs
- *     the one-row grid (a grid row per activation row), as before.
+ *     kernel's order, so the rows keep their bits, and
+ *     llm_cuda_attention_rows takes all rows in one launch; 0 every row
+ *     re-runs the one-row grid (a grid row per activation row) and the
+ *     attention runs 8 rows a call, as before (the same bits).
  *     PHASEMARK_CUDA_VERIFY=rows at creation sets 0.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
@@ -488,6 +490,13 @@ typedef struct llm_cuda_attn {
 } llm_cuda_attn;
 
 int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
+
+/* llm_cuda_attention for the n (1..32) rows of a verify: every row on the
+ * split-K path, so row i has the bits of a one-row call at base + i (a
+ * row's pieces are cut by its own context, whatever the other rows).
+ * With tune.rows_stationary one launch takes all n rows; else calls of
+ * up to 8 rows each, as before (the same bits). LLM_EINVAL past 32 rows. */
+int llm_cuda_attention_rows(llm_cuda *c, const llm_cuda_attn *a);
 
 /* Reserves room for max_group * max_rows * max_ctx scores, which lets
  * attention of more than 8 rows run on the tensor cores through cuBLAS:

@@ -250,7 +250,7 @@ static size_t attn_part_floats(uint32_t ctx, int64_t width, int32_t heads)
 {
     uint32_t len = llm__attn_split_len(ctx);
     size_t splits = (ctx + len - 1) / len;
-    return (size_t)LLM_CUDA_ATTN_SPLITK_MAX_N * splits *
+    return (size_t)LLM_CUDA_ATTN_ROWS_MAX * splits *
            ((size_t)width + 2 * (size_t)heads);
 }
 
@@ -335,7 +335,7 @@ int llm_cuda_reserve(llm_cuda *c, int32_t max_n, int64_t max_width,
     if (heads > c->attn_count_heads) {
         /* Split-K piece counters: zero here, and the merging block of each
          * launch returns its counter to zero. */
-        size_t bytes = (size_t)LLM_CUDA_ATTN_SPLITK_MAX_N * (size_t)heads * sizeof(unsigned);
+        size_t bytes = (size_t)LLM_CUDA_ATTN_ROWS_MAX * (size_t)heads * sizeof(unsigned);
         int rc = regrow(c, (void **)&c->attn_count, bytes);
         if (rc)
             return rc;
