@@ -1029,14 +1029,12 @@ __device__ __forceinline__ void rope_store_pair(const llm_cuda_rope_store &rp, i
         rp.pos.pos0 += (uint32_t)r_;                                                \
     } while (0)
 
-/* The end of a fused warp's R rows from row0 (nr of them real) with the
- * lanes' partial dot products acc and sum of squares ss: the warp sums,
- * the RMSNorm scale, then RoPE and the cache store, SwiGLU, or a plain
- * (accumulating) store, as FLAGS say. All lanes call it; lane 0 stores. */
+/* The sums of a fused warp's R rows from the lanes' partial dot products
+ * acc and sum of squares ss: the warp sums and the RMSNorm scale, in
+ * every lane (each lane's own association of the sums: the rows' values
+ * are lane 0's). */
 template <int FLAGS, int R>
-__device__ __forceinline__ void fused_out(const llm_cuda_rope_store &rp, float *__restrict__ y,
-                                          int64_t row0, int nr, float *acc, float ss,
-                                          int64_t cols, float eps, int lane)
+__device__ __forceinline__ void fused_sums(float *acc, float ss, int64_t cols, float eps)
 {
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -1048,8 +1046,15 @@ __device__ __forceinline__ void fused_out(const llm_cuda_rope_store &rp, float *
         for (int r = 0; r < R; r++)
             acc[r] *= inv;
     }
-    if (lane != 0)
-        return;
+}
+
+/* The end of R rows from row0 (nr of them real) with values acc: RoPE and
+ * the cache store, SwiGLU, or a plain (accumulating) store, as FLAGS say.
+ * One lane. */
+template <int FLAGS, int R>
+__device__ __forceinline__ void fused_store(const llm_cuda_rope_store &rp, float *__restrict__ y,
+                                            int64_t row0, int nr, const float *acc)
+{
     if (FLAGS & MV_ROPE) {
         rope_store_pair(rp, row0, acc[0], acc[R - 1], y);
     } else if (FLAGS & MV_PAIRS) {
@@ -1133,7 +1138,9 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
         fused_chunk<WT, FLAGS, R>(w1, j, x, g, sr, acc, ss);
     }
     llm__pdl_trigger();
-    fused_out<FLAGS, R>(rp, y, row0, nr, acc, ss, cols, eps, lane);
+    fused_sums<FLAGS, R>(acc, ss, cols, eps);
+    if (lane == 0)
+        fused_store<FLAGS, R>(rp, y, row0, nr, acc);
 }
 
 /* ---- weight-stationary products over several activation rows ----------- */
@@ -1273,13 +1280,27 @@ matvec_fused_rows_kernel(const void *__restrict__ w, const uint16_t *__restrict_
                 fused_chunk<WT, FLAGS, R>(w1, j, x + v * cols, g, sr, acc[v], ss[v]);
     }
     llm__pdl_trigger();
+    /* Row v's values are lane 0's sums, as the one-row kernel stores them;
+     * lane v takes them, so the rows' epilogues run side by side. */
+    float a[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        a[r] = 0.0f;
 #pragma unroll
     for (int v = 0; v < NV; v++)
         if (v < nv) {
-            llm_cuda_rope_store rv = rp;
-            rv.pos.pos0 += (uint32_t)v;
-            fused_out<FLAGS, R>(rv, y + v * yw, row0, nr, acc[v], ss[v], cols, eps, lane);
+            fused_sums<FLAGS, R>(acc[v], ss[v], cols, eps);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float t = __shfl_sync(0xffffffffu, acc[v][r], 0);
+                a[r] = lane == v ? t : a[r];
+            }
         }
+    if (lane < nv) {
+        llm_cuda_rope_store rv = rp;
+        rv.pos.pos0 += (uint32_t)lane;
+        fused_store<FLAGS, R>(rv, y + lane * yw, row0, nr, a);
+    }
 }
 
 template <int WT, int FLAGS>
@@ -1809,15 +1830,24 @@ matvec_q8i_rows_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict_
             acc[v][0] = llm__warp_sum(acc[v][0]);
             acc[v][1] = llm__warp_sum(acc[v][1]);
         }
-        if (mv_split_sum_rows<NV>(part[par], ks_log2, warp, lane, acc, nv) && lane == 0)
+        if (mv_split_sum_rows<NV>(part[par], ks_log2, warp, lane, acc, nv)) {
+            /* Row v's sums are lane 0's, as the one-row kernel stores them;
+             * lane v takes them, so the rows' epilogues run side by side. */
+            float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
-            for (int v = 0; v < NV; v++)
-                if (v < nv) {
-                    llm_cuda_rope_store rv = rp;
-                    rv.pos.pos0 += (uint32_t)v;
-                    mv_pair_out<FLAGS>(rv, y + v * yw, gi, rows, q8i_inv<FLAGS>(red[v], eps, cols),
-                                       acc[v][0], acc[v][1]);
-                }
+            for (int v = 0; v < NV; v++) {
+                float t0 = __shfl_sync(0xffffffffu, acc[v][0], 0);
+                float t1 = __shfl_sync(0xffffffffu, acc[v][1], 0);
+                a0 = lane == v ? t0 : a0;
+                a1 = lane == v ? t1 : a1;
+            }
+            if (lane < nv) {
+                llm_cuda_rope_store rv = rp;
+                rv.pos.pos0 += (uint32_t)lane;
+                mv_pair_out<FLAGS>(rv, y + lane * yw, gi, rows,
+                                   q8i_inv<FLAGS>(red[lane], eps, cols), a0, a1);
+            }
+        }
         if (next >= pairs)
             return;
         gi = next;
