@@ -1826,21 +1826,23 @@ matvec_q8i_rows_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict_
                 cur = nb;
         }
 #pragma unroll
-        for (int v = 0; v < NV; v++) {
-            acc[v][0] = llm__warp_sum(acc[v][0]);
-            acc[v][1] = llm__warp_sum(acc[v][1]);
-        }
+        for (int v = 0; v < NV; v++)
+            if (v < nv) {
+                acc[v][0] = llm__warp_sum(acc[v][0]);
+                acc[v][1] = llm__warp_sum(acc[v][1]);
+            }
         if (mv_split_sum_rows<NV>(part[par], ks_log2, warp, lane, acc, nv)) {
             /* Row v's sums are lane 0's, as the one-row kernel stores them;
              * lane v takes them, so the rows' epilogues run side by side. */
             float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
-            for (int v = 0; v < NV; v++) {
-                float t0 = __shfl_sync(0xffffffffu, acc[v][0], 0);
-                float t1 = __shfl_sync(0xffffffffu, acc[v][1], 0);
-                a0 = lane == v ? t0 : a0;
-                a1 = lane == v ? t1 : a1;
-            }
+            for (int v = 0; v < NV; v++)
+                if (v < nv) {
+                    float t0 = __shfl_sync(0xffffffffu, acc[v][0], 0);
+                    float t1 = __shfl_sync(0xffffffffu, acc[v][1], 0);
+                    a0 = lane == v ? t0 : a0;
+                    a1 = lane == v ? t1 : a1;
+                }
             if (lane < nv) {
                 llm_cuda_rope_store rv = rp;
                 rv.pos.pos0 += (uint32_t)lane;
