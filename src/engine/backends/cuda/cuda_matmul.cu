@@ -1904,13 +1904,19 @@ static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, con
         rp = *f->rope;
     unsigned groups = 1;
     int32_t per = mv_group_per(c, smem, &groups);
-    if (per > 0) /* a lane's chunk order does not depend on U: ks alone shapes the sums */
+    if (per > 0) {
+        /* A lane's chunk order does not depend on U: ks alone shapes the
+         * sums. The groups share one wave of the grid (a warp then takes
+         * more pairs in turn, which no sum depends on). */
+        unsigned blocks = mv_pair_blocks(c, pairs, ks, q8i_shape<4>::blocks);
+        unsigned wave = ((unsigned)c->sm_count * q8i_shape<4>::blocks + groups - 1) / groups;
         return llm__launch(c, matvec_q8i_rows_kernel<FLAGS, 4, MV_GROUP>,
-                           dim3(mv_pair_blocks(c, pairs, ks, q8i_shape<4>::blocks), groups),
+                           dim3(blocks < wave ? blocks : wave, groups),
                            dim3(Q8I_WARPS * 32), smem * (size_t)per, (const int8_t *)w->data,
                            w->scales, x, (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
                            (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
                            c->tune.mv_prefetch, rp, c->mv_rows, per);
+    }
     return llm__launch(c, matvec_q8i_kernel<FLAGS, U>,
                        dim3(mv_pair_blocks(c, pairs, ks, q8i_shape<U>::blocks), llm__mv_rows(c)),
                        dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
