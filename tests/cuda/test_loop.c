@@ -369,10 +369,13 @@ static void st_case(llm_cuda *c, const st_shape *sh, unsigned flags, int32_t n)
     int64_t out_w = (flags & LLM_CUDA_MV_SWIGLU_PAIRS) ? rows / 2 : rows;
     size_t yn = (size_t)n * (size_t)out_w, yb = yn * sizeof(float);
     size_t all = yb + 2 * (size_t)64 * 4 * 64 * sizeof(float);
+    /* Without the residual add every output starts as NaN, so an output
+     * no run writes shows; with it, at 0.125 (i % 7). */
+    int acc = (flags & LLM_CUDA_MV_ACCUMULATE) != 0;
     float *y0 = malloc(yb);
     REQUIRE(y0);
     for (size_t i = 0; i < yn; i++)
-        y0[i] = 0.125f * (float)(i % 7);
+        y0[i] = acc ? 0.125f * (float)(i % 7) : NAN;
     float *dx = ct_dev(c, xn * sizeof(float)), *dg = ct_dev(c, (size_t)cols * sizeof(float));
     double *freq = ct_dev(c, 32 * sizeof(double));
     double hf[32];
@@ -386,10 +389,19 @@ static void st_case(llm_cuda *c, const st_shape *sh, unsigned flags, int32_t n)
     st_run(c, &w, sh, flags, n, dx, dg, freq, y0, -1, one);
     st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 0, grid);
     st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 1, st);
-    size_t changed = 0; /* the reference wrote every output row */
-    for (size_t i = 0; i < yn; i++)
+    /* The reference wrote every output: no NaN left; with the residual
+     * add, every sum moved off its start, except SwiGLU outputs whose gate
+     * is so negative that silu(g) * u vanishes next to it. */
+    size_t nan = 0, changed = 0;
+    for (size_t i = 0; i < yn; i++) {
+        nan += one[i] != one[i];
         changed += one[i] != y0[i];
-    CHECK_U64_EQ(changed, yn);
+    }
+    CHECK_U64_EQ(nan, 0);
+    if (acc && !(flags & LLM_CUDA_MV_SWIGLU_PAIRS))
+        CHECK_U64_EQ(changed, yn);
+    else if (acc)
+        CHECK(changed > yn / 2);
     int differ = memcmp(st, one, all) != 0;
     if (differ)
         fprintf(stderr, "type %u q8_int8 %d split %d rows %lld cols %lld flags %u n %d differ\n",

@@ -1044,7 +1044,7 @@ __device__ __forceinline__ void fused_sums(float *acc, float ss, int64_t cols, f
         float inv = 1.0f / sqrtf(llm__warp_sum(ss) / (float)cols + eps);
 #pragma unroll
         for (int r = 0; r < R; r++)
-            acc[r] *= inv;
+            acc[r] = __fmul_rn(acc[r], inv); /* never fused with fused_store's add */
     }
 }
 
@@ -1064,7 +1064,7 @@ __device__ __forceinline__ void fused_store(const llm_cuda_rope_store &rp, float
 #pragma unroll
         for (int r = 0; r < R; r++)
             if (r < nr)
-                y[row0 + r] = (FLAGS & MV_ACC) ? y[row0 + r] + acc[r] : acc[r];
+                y[row0 + r] = (FLAGS & MV_ACC) ? __fadd_rn(y[row0 + r], acc[r]) : acc[r];
     }
 }
 
@@ -1236,9 +1236,13 @@ matvec_fused_rows_kernel(const void *__restrict__ w, const uint16_t *__restrict_
     for (int r = 0; r < R; r++)
         mv_prefetch<U>(wr[r], lane, nch, prefetch);
     llm__pdl_wait();
+    /* Every slot runs (rows past nv repeat row nv - 1, unused): no branch
+     * keeps the rows' work from overlapping. */
+    const float *xr[NV];
     float acc[NV][R], ss[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++) {
+        xr[v] = x + (v < nv ? v : nv - 1) * cols;
         ss[v] = 0.0f;
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -1250,9 +1254,7 @@ matvec_fused_rows_kernel(const void *__restrict__ w, const uint16_t *__restrict_
         for (int u = 0; u < U; u++)
 #pragma unroll
             for (int v = 0; v < NV; v++)
-                if (v < nv)
-                    fused_chunk<WT, FLAGS, R>(wv[u], j + u * 32, x + v * cols, g, sr, acc[v],
-                                              ss[v]);
+                fused_chunk<WT, FLAGS, R>(wv[u], j + u * 32, xr[v], g, sr, acc[v], ss[v]);
         j += U * 32;
     }
     for (; j + (U - 1) * 32 < nch; j += U * 32) {
@@ -1265,9 +1267,7 @@ matvec_fused_rows_kernel(const void *__restrict__ w, const uint16_t *__restrict_
         for (int u = 0; u < U; u++)
 #pragma unroll
             for (int v = 0; v < NV; v++)
-                if (v < nv)
-                    fused_chunk<WT, FLAGS, R>(wv[u], j + u * 32, x + v * cols, g, sr, acc[v],
-                                              ss[v]);
+                fused_chunk<WT, FLAGS, R>(wv[u], j + u * 32, xr[v], g, sr, acc[v], ss[v]);
     }
     for (; j < nch; j += 32) {
         uint4 w1[R];
@@ -1276,8 +1276,7 @@ matvec_fused_rows_kernel(const void *__restrict__ w, const uint16_t *__restrict_
             w1[r] = ld_stream(wr[r] + j);
 #pragma unroll
         for (int v = 0; v < NV; v++)
-            if (v < nv)
-                fused_chunk<WT, FLAGS, R>(w1, j, x + v * cols, g, sr, acc[v], ss[v]);
+            fused_chunk<WT, FLAGS, R>(w1, j, xr[v], g, sr, acc[v], ss[v]);
     }
     llm__pdl_trigger();
     /* Row v's values are lane 0's sums, as the one-row kernel stores them;
@@ -1287,15 +1286,14 @@ matvec_fused_rows_kernel(const void *__restrict__ w, const uint16_t *__restrict_
     for (int r = 0; r < R; r++)
         a[r] = 0.0f;
 #pragma unroll
-    for (int v = 0; v < NV; v++)
-        if (v < nv) {
-            fused_sums<FLAGS, R>(acc[v], ss[v], cols, eps);
+    for (int v = 0; v < NV; v++) {
+        fused_sums<FLAGS, R>(acc[v], ss[v], cols, eps);
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                float t = __shfl_sync(0xffffffffu, acc[v][r], 0);
-                a[r] = lane == v ? t : a[r];
-            }
+        for (int r = 0; r < R; r++) {
+            float t = __shfl_sync(0xffffffffu, acc[v][r], 0);
+            a[r] = lane == v ? t : a[r];
         }
+    }
     if (lane < nv) {
         llm_cuda_rope_store rv = rp;
         rv.pos.pos0 += (uint32_t)lane;
@@ -1543,9 +1541,12 @@ __device__ __forceinline__ void mv_pair_out(const llm_cuda_rope_store &rp, float
                                             int64_t gi, int64_t rows, float inv, float a0,
                                             float a1)
 {
+    /* The scale and the residual add are rounded one by one (never fused
+     * into one fma), so every kernel that ends here stores the same bits
+     * whatever the compiler contracts in its own context. */
     if (FLAGS & MV_NORM) {
-        a0 *= inv;
-        a1 *= inv;
+        a0 = __fmul_rn(a0, inv);
+        a1 = __fmul_rn(a1, inv);
     }
     int64_t row0 = 2 * gi;
     if (FLAGS & MV_ROPE) {
@@ -1554,9 +1555,9 @@ __device__ __forceinline__ void mv_pair_out(const llm_cuda_rope_store &rp, float
         float h = a0 / (1.0f + expf(-a0)) * a1;
         y[gi] = (FLAGS & MV_ACC) ? y[gi] + h : h;
     } else {
-        y[row0] = (FLAGS & MV_ACC) ? y[row0] + a0 : a0;
+        y[row0] = (FLAGS & MV_ACC) ? __fadd_rn(y[row0], a0) : a0;
         if (row0 + 1 < rows)
-            y[row0 + 1] = (FLAGS & MV_ACC) ? y[row0 + 1] + a1 : a1;
+            y[row0 + 1] = (FLAGS & MV_ACC) ? __fadd_rn(y[row0 + 1], a1) : a1;
     }
 }
 /* nearest-even of v * id as an int8 byte: |v * id| <= 127, and adding
@@ -1637,6 +1638,60 @@ __device__ __forceinline__ void q8i_quant_row(const float *__restrict__ x,
         if (lane == 0)
             red[warp] = ss;
     }
+}
+
+/* q8i_quant_row for the NV rows of a group at once (x [nv][cols]; rows
+ * past nv load zeros and store nothing), so that the rows' loads and
+ * arithmetic overlap instead of running one after another. A thread meets,
+ * per row, the same float4s in the same order as in q8i_quant_row (how
+ * many it loads at once changes no operation, and a zero float4 adds
+ * nothing to the sum of squares), so each row gets q8i_quant_row's bytes
+ * (xq [NV][cols], xd [NV][cols / 32]) and red[v][warp]. */
+template <int FLAGS, int NV>
+__device__ __forceinline__ void q8i_quant_rows(const float *__restrict__ x,
+                                               const float *__restrict__ g, int64_t cols,
+                                               int nv, int8_t *xq, float *xd,
+                                               float (*red)[Q8I_WARPS], int lane, int warp)
+{
+    constexpr int STEP = Q8I_WARPS * 32;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    const float4 *g4 = reinterpret_cast<const float4 *>(g);
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    int64_t nf = cols / 4, xdw = cols / LLM_QK8_0;
+    float ss[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        ss[v] = 0.0f;
+    for (int64_t b = (int64_t)warp * 32 + lane; b - lane < nf; b += STEP) {
+        bool in = b < nf; /* whole groups of 8 lanes: nf is a multiple of 8 */
+        float4 t[NV];
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            t[v] = in && v < nv ? __ldg(x4 + v * nf + b) : zero;
+        if (FLAGS & MV_NORM) {
+            float4 gv = in ? __ldg(g4 + b) : zero;
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                ss[v] = fmaf(t[v].x, t[v].x,
+                             fmaf(t[v].y, t[v].y,
+                                  fmaf(t[v].z, t[v].z, fmaf(t[v].w, t[v].w, ss[v]))));
+                t[v].x = __fmul_rn(t[v].x, gv.x);
+                t[v].y = __fmul_rn(t[v].y, gv.y);
+                t[v].z = __fmul_rn(t[v].z, gv.z);
+                t[v].w = __fmul_rn(t[v].w, gv.w);
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            q8i_quant4(t[v], in && v < nv, b, lane, xq + v * cols, xd + v * xdw);
+    }
+    if (FLAGS & MV_NORM)
+#pragma unroll
+        for (int v = 0; v < NV; v++) {
+            ss[v] = llm__warp_sum(ss[v]);
+            if (lane == 0 && v < nv)
+                red[v][warp] = ss[v];
+        }
 }
 
 /* The RMSNorm scale from the warps' sums of squares in red (after the
@@ -1791,11 +1846,7 @@ matvec_q8i_rows_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict_
                             gr.ml);
     }
     llm__pdl_wait();
-#pragma unroll
-    for (int v = 0; v < NV; v++)
-        if (v < nv)
-            q8i_quant_row<FLAGS>(x + v * cols, g, cols, xq + v * cols, xd + v * xdw, red[v], lane,
-                                 warp);
+    q8i_quant_rows<FLAGS, NV>(x, g, cols, nv, xq, xd, red, lane, warp);
     __syncthreads();
     if (gi >= pairs) {
         llm__pdl_trigger();
@@ -1818,31 +1869,32 @@ matvec_q8i_rows_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict_
                                 ahead, lane, gr.ml);
             } else
                 llm__pdl_trigger(); /* every weight load of this warp is issued */
+            /* Every slot runs (rows past nv repeat row nv - 1, unused): no
+             * branch keeps the rows' work from overlapping. */
 #pragma unroll
-            for (int v = 0; v < NV; v++)
-                if (v < nv)
-                    q8i_dot(cur, xq + v * cols, xd + v * xdw, nch, base, lane, gr.ml, acc[v]);
+            for (int v = 0; v < NV; v++) {
+                int vs = v < nv ? v : nv - 1;
+                q8i_dot(cur, xq + vs * cols, xd + vs * xdw, nch, base, lane, gr.ml, acc[v]);
+            }
             if (load)
                 cur = nb;
         }
 #pragma unroll
-        for (int v = 0; v < NV; v++)
-            if (v < nv) {
-                acc[v][0] = llm__warp_sum(acc[v][0]);
-                acc[v][1] = llm__warp_sum(acc[v][1]);
-            }
+        for (int v = 0; v < NV; v++) {
+            acc[v][0] = llm__warp_sum(acc[v][0]);
+            acc[v][1] = llm__warp_sum(acc[v][1]);
+        }
         if (mv_split_sum_rows<NV>(part[par], ks_log2, warp, lane, acc, nv)) {
             /* Row v's sums are lane 0's, as the one-row kernel stores them;
              * lane v takes them, so the rows' epilogues run side by side. */
             float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
-            for (int v = 0; v < NV; v++)
-                if (v < nv) {
-                    float t0 = __shfl_sync(0xffffffffu, acc[v][0], 0);
-                    float t1 = __shfl_sync(0xffffffffu, acc[v][1], 0);
-                    a0 = lane == v ? t0 : a0;
-                    a1 = lane == v ? t1 : a1;
-                }
+            for (int v = 0; v < NV; v++) {
+                float t0 = __shfl_sync(0xffffffffu, acc[v][0], 0);
+                float t1 = __shfl_sync(0xffffffffu, acc[v][1], 0);
+                a0 = lane == v ? t0 : a0;
+                a1 = lane == v ? t1 : a1;
+            }
             if (lane < nv) {
                 llm_cuda_rope_store rv = rp;
                 rv.pos.pos0 += (uint32_t)lane;
