@@ -85,11 +85,12 @@ run_bench() { # jsonl log
   cat "$1" "$2"
 }
 # VERIFY_MODES="stationary rows" benches each verify product in turn, in
-# this one call (PHASEMARK_CUDA_VERIFY=rows: the per-row grid); every row
+# this one call (PHASEMARK_CUDA_VERIFY=<mode>: stationary the weight-
+# stationary products, rows the per-row grid); every row
 # of loop.<mode>.jsonl then starts with "verify": "<mode>".
 if [ -n "${VERIFY_MODES:-}" ]; then
   for mode in $VERIFY_MODES; do
-    if [ "$mode" = rows ]; then export PHASEMARK_CUDA_VERIFY=rows; else unset PHASEMARK_CUDA_VERIFY; fi
+    export PHASEMARK_CUDA_VERIFY=$mode
     echo "verify products: $mode"
     run_bench "$out/loop.$mode.raw" "$out/bench.$mode.log"
     sed "s/^{/{\"verify\": \"$mode\", /" "$out/loop.$mode.raw" > "$out/loop.$mode.jsonl"

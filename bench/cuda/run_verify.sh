@@ -2,9 +2,10 @@
 # run_verify.sh — one device call for the verify's weight-stationary
 # products (issues 16/17): builds the CUDA tests and bench_cuda_loop for
 # sm_90a, runs the new exactness cases, then the device-loop bench twice in
-# this same call (weight-stationary verify, then PHASEMARK_CUDA_VERIFY=rows,
-# the per-row grid), then the loop/block/kernel test cases. Four files come
-# back in $OUT: verify.log (every step's summary), loop.stationary.jsonl,
+# this same call (PHASEMARK_CUDA_VERIFY=stationary, the weight-stationary
+# verify, then =rows, the per-row grid), then the loop/block/kernel test
+# cases (the loop's parity cases once more with the stationary verify).
+# Four files come back in $OUT: verify.log (every step's summary), loop.stationary.jsonl,
 # loop.rows.jsonl (the bench's rows, each starting with its "verify" mode)
 # and ctest.log; the rest stays in $WORK (/tmp/verify-work).
 #
@@ -61,7 +62,10 @@ done
 left=$(( ${PM_VERIFY_SECONDS:-560} - ($(date +%s) - start) ))
 if [ "${PM_VERIFY_CTEST:-1}" != 0 ] && [ $left -gt 20 ]; then
   say "ctest: $left s left"
-  (cd "$B" && timeout $(( left - 5 )) ctest -R 'cuda\.(loop|block|kernels)' --output-on-failure \
+  # The loop's parity cases with the weight-stationary verify, then all.
+  (cd "$B" && PHASEMARK_CUDA_VERIFY=stationary timeout $(( left / 2 )) ctest \
+     -R 'cuda\.(loop\.(plain|spec|ngram|stops)|block\.loop)' --output-on-failure --timeout 100 -j4
+   timeout $(( left / 2 - 5 )) ctest -R 'cuda\.(loop|block|kernels)' --output-on-failure \
      --timeout 200 -j4) > "$out/ctest.log" 2>&1
   grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run|Passed|\*\*\*' "$out/ctest.log" |
     tee -a "$log"

@@ -160,8 +160,8 @@ static void seam_kernel_switches(void)
     CHECK_INT_EQ(t.mv_prefetch, 0);
     CHECK_INT_EQ(t.wide_cache, 1);
     CHECK_INT_EQ(t.kq_grouped, 1);
-    CHECK_INT_EQ(t.rows_stationary, 1);
-    const char *verify[][2] = {{"rows", "0"}, {"stationary", "1"}, {"", "1"}};
+    CHECK_INT_EQ(t.rows_stationary, 0);
+    const char *verify[][2] = {{"rows", "0"}, {"stationary", "1"}, {"", "0"}};
     for (int i = 0; i < 3; i++) {
         REQUIRE(setenv("PHASEMARK_CUDA_VERIFY", verify[i][0], 1) == 0);
         tuning_with(NULL, NULL, &t);

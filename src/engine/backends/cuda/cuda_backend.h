@@ -175,7 +175,7 @@ int llm_cuda_bind(llm_cuda *c);
  *     loading two batches a lane at once; 0: the file's super-blocks as
  *     they are and the kernels before. Read at upload, as kq_native.
  *     PHASEMARK_CUDA_KQ_LAYOUT=blocks / grouped2 at creation set 0 / 2.
- *   rows_stationary: 1 (default) a fused product over 2..32 activation
+ *   rows_stationary: 1 a fused product over 2..32 activation
  *     rows (llm_cuda_matvec_fused_rows, the speculative verify) over
  *     vector-layout weights runs weight-stationary kernels: a warp loads
  *     each weight vector once and applies it to a group of up to 8 rows
@@ -184,8 +184,10 @@ int llm_cuda_bind(llm_cuda *c);
  *     kernel's order, so the rows keep their bits, and
  *     llm_cuda_attention_rows takes all rows in one launch; 0 every row
  *     re-runs the one-row grid (a grid row per activation row) and the
- *     attention runs 8 rows a call, as before (the same bits).
- *     PHASEMARK_CUDA_VERIFY=rows at creation sets 0.
+ *     attention runs 8 rows a call (default, the same bits; the first
+ *     stationary kernels measured slower on the H200 below 9 rows, see
+ *     bench/results/cuda_verify.md). PHASEMARK_CUDA_VERIFY=stationary at
+ *     creation sets 1, =rows 0.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -405,7 +407,7 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
  * warp and split-K reductions, the same activation quantization), so row
  * i has the bits a one-row call on x[i] at that position gives: a verify
  * of n tokens then commits exactly what n decode steps would. With
- * tune.rows_stationary (the default) a warp applies each weight vector
+ * tune.rows_stationary a warp applies each weight vector
  * it loads to a group of up to 8 rows, so the weights are read once per
  * group; else once per row, mostly from L2. Not for the native k-quant
  * layouts (LLM_EINVAL when n > 1). */

@@ -168,7 +168,8 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     const char *split = getenv("PHASEMARK_CUDA_MV_SPLIT");
     c->tune.mv_split = split && strcmp(split, "1") == 0;
     const char *verify = getenv("PHASEMARK_CUDA_VERIFY");
-    c->tune.rows_stationary = !(verify && strcmp(verify, "rows") == 0);
+    /* Off until the fixed kernels are measured (bench/results/cuda_verify.md). */
+    c->tune.rows_stationary = verify && strcmp(verify, "stationary") == 0;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
