@@ -14,7 +14,8 @@
 # HEAD= for none) adds block rows at BLOCK_KS (4,6,8,12,16) and the head's
 # cost row; BLOCK_ONLY=1 runs the baseline, block and model rows only;
 # PM_BLOCK_TESTS=1 runs only the block drafter's tests (cuda.block.*,
-# cuda.loop.ranges_block). The bench's rows go to $OUT/loop.jsonl.
+# cuda.loop.ranges_block). The bench's rows go to $OUT/loop.jsonl;
+# VERIFY_MODES (below) compares the verify's products in one call.
 set -u
 out=${OUT:-$PWD/out-loop}
 mkdir -p "$out"
@@ -57,7 +58,7 @@ elif [ "${PM_LOOP_TESTS:-1}" != 0 ] && [ -n "${PM_LOOP_CASES:-}" ]; then
   run_cases test_cuda_loop $PM_LOOP_CASES
 elif [ "${PM_LOOP_TESTS:-1}" != 0 ]; then
   # shellcheck disable=SC2086
-  run_cases test_cuda_loop ${PM_LOOP_CASES:-rows_bits plain_kjv spec_kjv ngram_kjv stops sampled_law refusals_cpu refusals}
+  run_cases test_cuda_loop ${PM_LOOP_CASES:-rows_bits rows_stationary plain_kjv spec_kjv ngram_kjv stops sampled_law refusals_cpu refusals}
   run_cases test_cuda_loop_ranges ranges ranges_block
   run_cases test_cuda_block head_parity loop_kjv sampled_law refusals
   run_cases test_cuda_kernels matvec_fused rope_qkv_store matmul_acc matvec_rope_store \
@@ -72,11 +73,29 @@ head=${HEAD-models/phasemark-kjv-block-f16.gguf}
 block_args=()
 [ -n "$head" ] && block_args=(--head "$head" --block-k "${BLOCK_KS:-4,6,8,12,16}"
   --block-only "${BLOCK_ONLY:-0}")
-start=$(date +%s)
-"$bench" --target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf \
-  --prompts bench/spec/heldout_prompts.tsv --tokens "${TOKENS:-128}" --reps "${REPS:-2}" \
-  --n-prompts "${N_PROMPTS:-24}" --k "${KS:-1,2,3,4,6,8}" --temp 0.7 --seed 7 \
-  --ngram-only "${NGRAM_ONLY:-0}" "${block_args[@]}" \
-  > "$out/loop.jsonl" 2> "$out/bench.log"
-echo "bench rc=$? in $(( $(date +%s) - start )) s"
-cat "$out/loop.jsonl" "$out/bench.log"
+run_bench() { # jsonl log
+  local start rc
+  start=$(date +%s)
+  "$bench" --target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf \
+    --prompts bench/spec/heldout_prompts.tsv --tokens "${TOKENS:-128}" --reps "${REPS:-2}" \
+    --n-prompts "${N_PROMPTS:-24}" --k "${KS:-1,2,3,4,6,8}" --temp 0.7 --seed 7 \
+    --ngram-only "${NGRAM_ONLY:-0}" "${block_args[@]}" > "$1" 2> "$2"
+  rc=$?
+  echo "bench rc=$rc in $(( $(date +%s) - start )) s"
+  cat "$1" "$2"
+}
+# VERIFY_MODES="stationary rows" benches each verify product in turn, in
+# this one call (PHASEMARK_CUDA_VERIFY=<mode>: stationary the weight-
+# stationary products, rows the per-row grid); every row
+# of loop.<mode>.jsonl then starts with "verify": "<mode>".
+if [ -n "${VERIFY_MODES:-}" ]; then
+  for mode in $VERIFY_MODES; do
+    export PHASEMARK_CUDA_VERIFY=$mode
+    echo "verify products: $mode"
+    run_bench "$out/loop.$mode.raw" "$out/bench.$mode.log"
+    sed "s/^{/{\"verify\": \"$mode\", /" "$out/loop.$mode.raw" > "$out/loop.$mode.jsonl"
+  done
+  unset PHASEMARK_CUDA_VERIFY
+else
+  run_bench "$out/loop.jsonl" "$out/bench.log"
+fi

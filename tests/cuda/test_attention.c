@@ -4,6 +4,11 @@
  * partial query tiles, an offset base, the widest head), and a captured
  * graph replayed at new positions from the device register.
  *
+ * verify_rows: llm_cuda_attention_rows over 2, 9, 17 and 32 rows (q the
+ * front of wider q/k/v rows, positions from the register) gives, row for
+ * row, the bits of one-row llm_cuda_attention calls at base + i, in one
+ * launch (rows_stationary) and in calls of 8 rows; 33 rows are refused.
+ *
  * Tolerance: max |out - ref| <= 2e-5 (fp32 dot products, exp and sums over
  * at most a few thousand positions; values are O(1)); 5e-3 for the
  * tensor-core prefill path, whose products round operands to TF32.
@@ -486,6 +491,62 @@ static void decode_block_kernel(void)
     g_kernel = -1;
 }
 
+static void verify_rows_case(llm_cuda *c, int32_t n, int stationary)
+{
+    shape s = {n, 8, 4, 64, 127, 256};
+    int32_t qd = s.h * s.hd, qs = qd + 2 * s.kvh * s.hd;
+    bufs b;
+    setup(c, &s, 40u + (uint64_t)n, &b);
+    float *wide = malloc((size_t)n * qs * sizeof *wide);
+    REQUIRE(wide);
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t i = 0; i < qs; i++)
+            wide[(size_t)t * qs + i] = i < qd ? b.q[(size_t)t * qd + i] : NAN;
+    float *dq = ct_dev(c, (size_t)n * qs * sizeof(float));
+    float *one = ct_dev(c, b.nq * sizeof(float));
+    uint32_t *dpos = ct_dev(c, sizeof(uint32_t));
+    ct_put(c, dq, wide, (size_t)n * qs * sizeof(float));
+    uint32_t base = 100; /* rows at 127 .. 127 + n - 1: 27 from the register */
+    ct_put(c, dpos, &base, sizeof base);
+    ct_poison(c, one, b.nq);
+    llm_cuda_tuning t;
+    CT_OK(c, llm_cuda_get_tuning(c, &t));
+    t.rows_stationary = stationary;
+    CT_OK(c, llm_cuda_set_tuning(c, &t));
+    llm_cuda_attn a = {dq, b.dk, b.dv, b.dout, n, {27, dpos}, s.h, s.kvh, s.hd, qs};
+    CT_OK(c, llm_cuda_attention_rows(c, &a));
+    for (int32_t i = 0; i < n; i++) {
+        llm_cuda_attn a1 = {dq + (size_t)i * qs, b.dk, b.dv, one + (size_t)i * qd, 1,
+                            {27u + (uint32_t)i, dpos}, s.h, s.kvh, s.hd, qs};
+        CT_OK(c, llm_cuda_attention(c, &a1));
+    }
+    float *got = malloc(b.nq * sizeof *got);
+    REQUIRE(got);
+    ct_get(c, b.o, b.dout, b.nq * sizeof(float));
+    ct_get(c, got, one, b.nq * sizeof(float));
+    CHECK_INT_EQ(memcmp(b.o, got, b.nq * sizeof(float)), 0);
+    reference(&s, b.q, b.k, b.v, b.ref); /* and both are the attention */
+    CHECK(ct_max_err(b.o, b.ref, b.nq) <= 2e-5);
+    free(got);
+    free(wide);
+    llm_cuda_mfree(c, dq);
+    llm_cuda_mfree(c, one);
+    llm_cuda_mfree(c, dpos);
+    teardown(c, &b);
+}
+
+static void verify_rows(void)
+{
+    llm_cuda *c = ct_open(8, 8 * 64, 256, 8);
+    static const int32_t ns[] = {2, 9, 17, 32};
+    for (int st = 0; st <= 1; st++)
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+            verify_rows_case(c, ns[i], st);
+    llm_cuda_attn a = {NULL, NULL, NULL, NULL, 33, {0, NULL}, 8, 4, 64, 0};
+    CHECK_INT_EQ(llm_cuda_attention_rows(c, &a), LLM_EINVAL);
+    llm_cuda_free(c);
+}
+
 static const ct_case cases[] = {
     {"decode_pieces", decode_pieces}, {"decode_block_kernel", decode_block_kernel},
     {"prefill_gemm_chunks", prefill_gemm_chunks}, {"q_stride", q_stride},
@@ -494,6 +555,7 @@ static const ct_case cases[] = {
     {"decode_long", decode_long}, {"verify_split", verify_split},
     {"prefill_tiled", prefill_tiled}, {"prefill_offset", prefill_offset},
     {"graph_positions", graph_positions}, {"prefill_gemm", prefill_gemm},
+    {"verify_rows", verify_rows},
 };
 
 CT_MAIN(cases)

@@ -5,6 +5,13 @@
  * rows_bits: llm_cuda_matvec_fused_rows over n activation rows gives, row
  *   for row, exactly the bits of the one-row product (every fusion the
  *   decode step uses), and refuses a native k-quant weight for n > 1.
+ * rows_stationary: the weight-stationary products over 2, 5, 9 and 17
+ *   rows (tune.rows_stationary, groups of up to 8 rows a warp) give, row
+ *   for row, the bits of n one-row launches and of the per-row grid
+ *   (rows_stationary = 0), k and v cache included: f32, f16, bf16, Q8_0
+ *   on the int8 kernel and Q8_0 on the fp32 kernel, every fusion (the
+ *   SwiGLU pairs, odd weight row counts), a 1408-wide row (a batch past
+ *   the unrolled ones) and a 4096-wide one with split-K on.
  * plain_kjv: the plain loop on the KJV target (q8_0, cuda:0) gives the ids
  *   of llm_generate's greedy decode (the seam's graph step) on 24 prompts
  *   x 64 tokens, leaves the session at llm_generate's position, and reads
@@ -284,6 +291,170 @@ static void rows_bits(void)
     CHECK_INT_EQ(llm_cuda_matvec_fused_rows(c, &w, NULL, 0, NULL, &f), LLM_EINVAL);
     CHECK_INT_EQ(llm_cuda_matvec_fused_rows(c, &w, NULL, LLM_CUDA_MV_ROWS_MAX + 1, NULL, &f),
                  LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_free(c);
+}
+
+/* ---- the weight-stationary products -------------------------------------- */
+
+typedef struct st_shape {
+    uint32_t type;
+    int q8_int8, mv_split; /* the tuning the product runs with */
+    int64_t rows, cols;
+} st_shape;
+
+/* The n rows' outputs (y [n][out_w], then the k and v caches) of one way
+ * of running the product: fused_rows with rows_stationary = st (0 or 1),
+ * or (st < 0) n one-row launches at positions 5 + i. */
+static void st_run(llm_cuda *c, const llm_cuda_weight *w, const st_shape *sh, unsigned flags,
+                   int32_t n, const float *dx, const float *dg, const double *freq,
+                   const float *y0, int st, float *host)
+{
+    int64_t out_w = (flags & LLM_CUDA_MV_SWIGLU_PAIRS) ? sh->rows / 2 : sh->rows;
+    size_t yb = (size_t)n * (size_t)out_w * sizeof(float), cb = (size_t)64 * 4 * 64 * sizeof(float);
+    float *dy = ct_dev(c, yb), *kc = ct_dev(c, cb), *vc = ct_dev(c, cb);
+    float *zero = calloc(1, cb);
+    REQUIRE(zero);
+    ct_put(c, kc, zero, cb); /* rows the products do not write compare too */
+    ct_put(c, vc, zero, cb);
+    free(zero);
+    ct_put(c, dy, y0, yb);
+    llm_cuda_tuning t;
+    REQUIRE(llm_cuda_get_tuning(c, &t) == 0);
+    t.q8_int8 = sh->q8_int8;
+    t.mv_split = sh->mv_split;
+    t.rows_stationary = st > 0;
+    REQUIRE(llm_cuda_set_tuning(c, &t) == 0);
+    if (st >= 0) {
+        llm_cuda_rope_store rs = {{5, NULL}, freq, 1.0f, 8, 4, 64, kc, vc};
+        llm_cuda_mv_fuse f = {flags, dg, 1e-5f, &rs};
+        CT_OK(c, llm_cuda_matvec_fused_rows(c, w, dx, n, dy, &f));
+    } else {
+        for (int32_t i = 0; i < n; i++) {
+            llm_cuda_rope_store rs = {{5u + (uint32_t)i, NULL}, freq, 1.0f, 8, 4, 64, kc, vc};
+            llm_cuda_mv_fuse f = {flags, dg, 1e-5f, &rs};
+            CT_OK(c, llm_cuda_matvec_fused(c, w, dx + (size_t)i * (size_t)sh->cols,
+                                           dy + (size_t)i * (size_t)out_w, &f));
+        }
+    }
+    ct_get(c, host, dy, yb);
+    ct_get(c, (char *)host + yb, kc, cb);
+    ct_get(c, (char *)host + yb + cb, vc, cb);
+    llm_cuda_mfree(c, dy);
+    llm_cuda_mfree(c, kc);
+    llm_cuda_mfree(c, vc);
+}
+
+static void st_case(llm_cuda *c, const st_shape *sh, unsigned flags, int32_t n)
+{
+    int64_t rows = sh->rows, cols = sh->cols;
+    ct_rng r = {11u + flags * 31u + (unsigned)n * 7u + (unsigned)cols};
+    size_t wn = (size_t)rows * (size_t)cols, xn = (size_t)n * (size_t)cols;
+    float *wf = malloc(wn * sizeof *wf), *x = malloc(xn * sizeof *x);
+    float *g = malloc((size_t)cols * sizeof *g);
+    size_t rb = ct_row_bytes(sh->type, cols);
+    void *enc = malloc(rb * (size_t)rows);
+    double *deq = malloc(wn * sizeof *deq);
+    REQUIRE(wf && x && g && enc && deq);
+    ct_fill(&r, wf, wn, 0.5f);
+    ct_fill(&r, x, xn, 2.0f);
+    for (int64_t i = 0; i < cols; i++)
+        g[i] = 1.0f + 0.25f * ct_sym(&r, 1.0f);
+    ct_encode(sh->type, wf, rows, cols, enc, deq);
+    llm_cuda_weight w;
+    REQUIRE(llm_cuda_weight_upload(c, sh->type, enc, cols, rows, rb, &w) == 0);
+    free(enc);
+    free(deq);
+    free(wf);
+    int64_t out_w = (flags & LLM_CUDA_MV_SWIGLU_PAIRS) ? rows / 2 : rows;
+    size_t yn = (size_t)n * (size_t)out_w, yb = yn * sizeof(float);
+    size_t all = yb + 2 * (size_t)64 * 4 * 64 * sizeof(float);
+    /* Without the residual add every output starts as NaN, so an output
+     * no run writes shows; with it, at 0.125 (i % 7). */
+    int acc = (flags & LLM_CUDA_MV_ACCUMULATE) != 0;
+    float *y0 = malloc(yb);
+    REQUIRE(y0);
+    for (size_t i = 0; i < yn; i++)
+        y0[i] = acc ? 0.125f * (float)(i % 7) : NAN;
+    float *dx = ct_dev(c, xn * sizeof(float)), *dg = ct_dev(c, (size_t)cols * sizeof(float));
+    double *freq = ct_dev(c, 32 * sizeof(double));
+    double hf[32];
+    for (int i = 0; i < 32; i++)
+        hf[i] = 1.0 / (double)(1 + i);
+    ct_put(c, freq, hf, sizeof hf);
+    ct_put(c, dx, x, xn * sizeof(float));
+    ct_put(c, dg, g, (size_t)cols * sizeof(float));
+    float *one = malloc(all), *grid = malloc(all), *st = malloc(all);
+    REQUIRE(one && grid && st);
+    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, -1, one);
+    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 0, grid);
+    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 1, st);
+    /* The reference wrote every output: no NaN left; with the residual
+     * add, every sum moved off its start, except SwiGLU outputs whose gate
+     * is so negative that silu(g) * u vanishes next to it. */
+    size_t nan = 0, changed = 0;
+    for (size_t i = 0; i < yn; i++) {
+        nan += one[i] != one[i];
+        changed += one[i] != y0[i];
+    }
+    CHECK_U64_EQ(nan, 0);
+    if (acc && !(flags & LLM_CUDA_MV_SWIGLU_PAIRS))
+        CHECK_U64_EQ(changed, yn);
+    else if (acc)
+        CHECK(changed > yn / 2);
+    int differ = memcmp(st, one, all) != 0;
+    if (differ)
+        fprintf(stderr, "type %u q8_int8 %d split %d rows %lld cols %lld flags %u n %d differ\n",
+                (unsigned)sh->type, sh->q8_int8, sh->mv_split, (long long)rows, (long long)cols,
+                flags, (int)n);
+    CHECK_INT_EQ(differ, 0);
+    CHECK_INT_EQ(memcmp(grid, one, all), 0);
+    void *bufs[] = {dx, dg, freq};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        llm_cuda_mfree(c, bufs[i]);
+    llm_cuda_weight_release(c, &w);
+    free(one);
+    free(grid);
+    free(st);
+    free(y0);
+    free(x);
+    free(g);
+}
+
+static void rows_stationary(void)
+{
+    llm_cuda *c = ct_open(64, 4096, 64, 64);
+    enum { NORM = LLM_CUDA_MV_NORM, ACC = LLM_CUDA_MV_ACCUMULATE,
+           PAIRS = LLM_CUDA_MV_SWIGLU_PAIRS, ROPE = LLM_CUDA_MV_ROPE_STORE };
+    static const unsigned fl[] = {0,     NORM,         ACC,          NORM | ACC,
+                                  PAIRS, NORM | PAIRS, ACC | PAIRS,  NORM | ACC | PAIRS,
+                                  ROPE,  NORM | ROPE};
+    static const int32_t ns[] = {2, 5, 9, 17};
+    static const st_shape shapes[] = {
+        {LLM_TYPE_F32, 1, 0, 0, 512},  {LLM_TYPE_F16, 1, 0, 0, 512},
+        {LLM_TYPE_BF16, 1, 0, 0, 512}, {LLM_TYPE_Q8_0, 1, 0, 0, 512},
+        {LLM_TYPE_Q8_0, 0, 0, 0, 512}, {LLM_TYPE_Q8_0, 1, 0, 0, 1408},
+        {LLM_TYPE_F16, 1, 0, 0, 1408},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t f = 0; f < sizeof fl / sizeof fl[0]; f++)
+            for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+                st_shape sh = shapes[s];
+                /* q/k/v of 8 + 2 x 4 heads of 64 with RoPE; else an odd
+                 * row count unless the rows pair. */
+                sh.rows = (fl[f] & ROPE) ? 1024 : (fl[f] & PAIRS) ? 768 : 767;
+                st_case(c, &sh, fl[f], ns[i]);
+            }
+    /* Split-K (mv_split = 1 picks 2 warps a pair for 128 pairs of 4096
+     * columns) and the int8 kernel's other batch shapes. */
+    static const st_shape wide[] = {{LLM_TYPE_Q8_0, 1, 1, 256, 4096},
+                                    {LLM_TYPE_Q8_0, 2, 1, 255, 4096},
+                                    {LLM_TYPE_Q8_0, 3, 0, 767, 1408}};
+    for (size_t s = 0; s < sizeof wide / sizeof wide[0]; s++)
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+            st_case(c, &wide[s], NORM, ns[i]);
+            st_case(c, &wide[s], ACC, ns[i]);
+        }
     CHECK_INT_EQ(llm_cuda_status(c), 0);
     llm_cuda_free(c);
 }
@@ -694,6 +865,7 @@ static void refusals(void)
 
 static const ct_case cases[] = {
     {"rows_bits", rows_bits},
+    {"rows_stationary", rows_stationary},
     {"plain_kjv", plain_kjv},
     {"spec_kjv", spec_kjv},
     {"ngram_kjv", ngram_kjv},

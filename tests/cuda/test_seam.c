@@ -133,7 +133,8 @@ static void tuning_with(const char *q8, const char *f16, llm_cuda_tuning *t)
 }
 
 /* The switches of issue 18: the Q8 decode kernel, its split-K and L2
- * prefetch, the F16 prefill and the bf16 copies of quantized weights
+ * prefetch, the F16 prefill, the bf16 copies of quantized weights and
+ * the verify's weight-stationary products (PHASEMARK_CUDA_VERIFY)
  * from the environment (anything unknown keeps the default), the
  * tuning's range, and the warm-up switch's arguments. */
 static void seam_kernel_switches(void)
@@ -159,6 +160,14 @@ static void seam_kernel_switches(void)
     CHECK_INT_EQ(t.mv_prefetch, 0);
     CHECK_INT_EQ(t.wide_cache, 1);
     CHECK_INT_EQ(t.kq_grouped, 1);
+    CHECK_INT_EQ(t.rows_stationary, 0);
+    const char *verify[][2] = {{"rows", "0"}, {"stationary", "1"}, {"", "0"}};
+    for (int i = 0; i < 3; i++) {
+        REQUIRE(setenv("PHASEMARK_CUDA_VERIFY", verify[i][0], 1) == 0);
+        tuning_with(NULL, NULL, &t);
+        CHECK_INT_EQ(t.rows_stationary, verify[i][1][0] - '0');
+    }
+    REQUIRE(unsetenv("PHASEMARK_CUDA_VERIFY") == 0);
     const char *kq_grouped[][2] = {{"blocks", "0"}, {"grouped2", "2"}, {"grouped", "1"}, {"x", "1"}};
     for (int i = 0; i < 4; i++) {
         REQUIRE(setenv("PHASEMARK_CUDA_KQ_LAYOUT", kq_grouped[i][0], 1) == 0);
@@ -217,6 +226,9 @@ static void seam_kernel_switches(void)
     t.mv_blocks = 5;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.mv_blocks = 1;
+    t.rows_stationary = 2;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.rows_stationary = 0;
     t.f16_direct = 2;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.f16_direct = 0;

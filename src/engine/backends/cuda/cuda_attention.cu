@@ -738,6 +738,31 @@ static int attn_splitk(llm_cuda *c, const llm_cuda_attn *a)
     return 0;
 }
 
+int llm_cuda_attention_rows(llm_cuda *c, const llm_cuda_attn *a)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, a && a->n > 0 && a->n <= LLM_CUDA_ATTN_ROWS_MAX);
+    int32_t step = c->tune.rows_stationary ? a->n : LLM_CUDA_ATTN_SPLITK_MAX_N;
+    int32_t qs = a->q_stride ? a->q_stride : a->n_heads * a->head_dim;
+    for (int32_t r0 = 0; r0 < a->n; r0 += step) {
+        llm_cuda_attn p = *a;
+        p.n = a->n - r0 < step ? a->n - r0 : step;
+        p.pos.pos0 += (uint32_t)r0;
+        p.q += (size_t)r0 * (size_t)qs;
+        p.out += (size_t)r0 * (size_t)a->n_heads * (size_t)a->head_dim;
+        int rc = check_attn(c, &p);
+        if (rc)
+            return rc;
+        splitk_cut k = splitk_plan(c, &p);
+        LLM_CU_ARG(c, (uint64_t)p.n * p.n_heads * (uint64_t)k.ns * (p.head_dim + 2) <=
+                          c->attn_part_floats);
+        rc = attn_splitk(c, &p);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int attn_tiled(llm_cuda *c, const llm_cuda_attn *a)
 {
     size_t smem = ((size_t)(TQ + TK) * (a->head_dim + 1) + TQ * TK) * sizeof(float);

@@ -195,6 +195,19 @@ int llm_cuda_bind(llm_cuda *c);
  *     their weights) while this one finishes. With mv_split off a row
  *     pair's sum does not depend on the grid: the same bits.
  *     PHASEMARK_CUDA_MV_BLOCKS=1..4 at creation.
+ *   rows_stationary: 1 a fused product over 2..32 activation
+ *     rows (llm_cuda_matvec_fused_rows, the speculative verify) over
+ *     vector-layout weights runs weight-stationary kernels: a warp loads
+ *     each weight vector once and applies it to a group of up to 8 rows
+ *     (the int8 kernel quantizes each row of the group once per block),
+ *     every row with the one-row kernel's arithmetic in the one-row
+ *     kernel's order, so the rows keep their bits, and
+ *     llm_cuda_attention_rows takes all rows in one launch; 0 every row
+ *     re-runs the one-row grid (a grid row per activation row) and the
+ *     attention runs 8 rows a call (default, the same bits; the first
+ *     stationary kernels measured slower on the H200 below 9 rows, see
+ *     bench/results/cuda_verify.md). PHASEMARK_CUDA_VERIFY=stationary at
+ *     creation sets 1, =rows 0.
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -212,6 +225,7 @@ typedef struct llm_cuda_tuning {
     int kq_grouped;
     int mv_l2;
     int mv_blocks;
+    int rows_stationary;
 } llm_cuda_tuning;
 
 /* The widest k-quant row the native one-row kernel takes (its quantized
@@ -414,10 +428,13 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
 /* llm_cuda_matvec_fused over n activation rows (1..LLM_CUDA_MV_ROWS_MAX):
  * x [n][w->cols], y [n][w->rows] (rows/2 with SWIGLU_PAIRS), row i at
  * position base + i for ROPE_STORE. Each row runs the one-row kernel's
- * very arithmetic (the same blocks, in a grid of n block rows), so row i
- * has the bits a one-row call on x[i] at that position gives: a verify
- * of n tokens then commits exactly what n decode steps would. The weights
- * are read once per row, mostly from L2. Not for the native k-quant
+ * very arithmetic (per lane the same chunks in the same order, the same
+ * warp and split-K reductions, the same activation quantization), so row
+ * i has the bits a one-row call on x[i] at that position gives: a verify
+ * of n tokens then commits exactly what n decode steps would. With
+ * tune.rows_stationary a warp applies each weight vector
+ * it loads to a group of up to 8 rows, so the weights are read once per
+ * group; else once per row, mostly from L2. Not for the native k-quant
  * layouts (LLM_EINVAL when n > 1). */
 #define LLM_CUDA_MV_ROWS_MAX 32
 int llm_cuda_matvec_fused_rows(llm_cuda *c, const llm_cuda_weight *w, const float *x,
@@ -500,6 +517,13 @@ typedef struct llm_cuda_attn {
 } llm_cuda_attn;
 
 int llm_cuda_attention(llm_cuda *c, const llm_cuda_attn *a);
+
+/* llm_cuda_attention for the n (1..32) rows of a verify: every row on the
+ * split-K path, so row i has the bits of a one-row call at base + i (a
+ * row's pieces are cut by its own context, whatever the other rows).
+ * With tune.rows_stationary one launch takes all n rows; else calls of
+ * up to 8 rows each, as before (the same bits). LLM_EINVAL past 32 rows. */
+int llm_cuda_attention_rows(llm_cuda *c, const llm_cuda_attn *a);
 
 /* Reserves room for max_group * max_rows * max_ctx scores, which lets
  * attention of more than 8 rows run on the tensor cores through cuBLAS:

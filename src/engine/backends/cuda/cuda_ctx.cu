@@ -171,6 +171,9 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     c->tune.mv_l2 = l2 && l2[0] >= '1' && l2[0] <= '3' && !l2[1] ? l2[0] - '0' : 0;
     const char *mb = getenv("PHASEMARK_CUDA_MV_BLOCKS");
     c->tune.mv_blocks = mb && mb[0] >= '1' && mb[0] <= '4' && !mb[1] ? mb[0] - '0' : 0;
+    const char *verify = getenv("PHASEMARK_CUDA_VERIFY");
+    /* Off until the fixed kernels are measured (bench/results/cuda_verify.md). */
+    c->tune.rows_stationary = verify && strcmp(verify, "stationary") == 0;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
@@ -252,7 +255,7 @@ static size_t attn_part_floats(uint32_t ctx, int64_t width, int32_t heads)
 {
     uint32_t len = llm__attn_split_len(ctx);
     size_t splits = (ctx + len - 1) / len;
-    return (size_t)LLM_CUDA_ATTN_SPLITK_MAX_N * splits *
+    return (size_t)LLM_CUDA_ATTN_ROWS_MAX * splits *
            ((size_t)width + 2 * (size_t)heads);
 }
 
@@ -287,6 +290,7 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->kq_grouped >= 0 && t->kq_grouped <= 2);
     LLM_CU_ARG(c, t->mv_l2 >= 0 && t->mv_l2 <= 3);
     LLM_CU_ARG(c, t->mv_blocks >= 0 && t->mv_blocks <= 4);
+    LLM_CU_ARG(c, t->rows_stationary == 0 || t->rows_stationary == 1);
     c->tune = *t;
     return 0;
 }
@@ -338,7 +342,7 @@ int llm_cuda_reserve(llm_cuda *c, int32_t max_n, int64_t max_width,
     if (heads > c->attn_count_heads) {
         /* Split-K piece counters: zero here, and the merging block of each
          * launch returns its counter to zero. */
-        size_t bytes = (size_t)LLM_CUDA_ATTN_SPLITK_MAX_N * (size_t)heads * sizeof(unsigned);
+        size_t bytes = (size_t)LLM_CUDA_ATTN_ROWS_MAX * (size_t)heads * sizeof(unsigned);
         int rc = regrow(c, (void **)&c->attn_count, bytes);
         if (rc)
             return rc;

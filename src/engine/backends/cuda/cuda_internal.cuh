@@ -63,7 +63,7 @@ struct llm_cuda {
     __nv_bfloat16 *w_bf16;   /* [LLM_CUDA_DEQ_ELEMS]: a dequantized weight chunk */
     float *attn_part;        /* split-K partials, see cuda_attention.cu */
     size_t attn_part_floats;
-    unsigned *attn_count;    /* [LLM_CUDA_ATTN_SPLITK_MAX_N][max_heads] pieces done,
+    unsigned *attn_count;    /* [LLM_CUDA_ATTN_ROWS_MAX][max_heads] pieces done,
                                 zero between launches */
     int32_t attn_count_heads;
     float *attn_s;           /* prefill scores of one query chunk, all heads (optional) */
@@ -101,6 +101,9 @@ static inline unsigned llm__mv_rows(const llm_cuda *c)
 #define LLM_CUDA_ATTN_SPLIT_MIN 64
 #define LLM_CUDA_ATTN_MAX_SPLITS 64
 #define LLM_CUDA_ATTN_SPLITK_MAX_N 8
+/* The most query rows one split-K launch of llm_cuda_attention_rows (a
+ * verify) takes: the partials and the piece counters are sized for them. */
+#define LLM_CUDA_ATTN_ROWS_MAX 32
 
 /* Prefill attention on the tensor cores runs in query chunks, each against
  * the keys up to its last query only (causal block skipping); at most this

@@ -1060,6 +1060,45 @@ __device__ __forceinline__ void rope_store_pair(const llm_cuda_rope_store &rp, i
         rp.pos.pos0 += (uint32_t)r_;                                                \
     } while (0)
 
+/* The sums of a fused warp's R rows from the lanes' partial dot products
+ * acc and sum of squares ss: the warp sums and the RMSNorm scale, in
+ * every lane (each lane's own association of the sums: the rows' values
+ * are lane 0's). */
+template <int FLAGS, int R>
+__device__ __forceinline__ void fused_sums(float *acc, float ss, int64_t cols, float eps)
+{
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        acc[r] = llm__warp_sum(acc[r]);
+    if (FLAGS & MV_NORM) {
+        /* The lanes read every chunk of x once: ss is the whole row's. */
+        float inv = 1.0f / sqrtf(llm__warp_sum(ss) / (float)cols + eps);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[r] = __fmul_rn(acc[r], inv); /* never fused with fused_store's add */
+    }
+}
+
+/* The end of R rows from row0 (nr of them real) with values acc: RoPE and
+ * the cache store, SwiGLU, or a plain (accumulating) store, as FLAGS say.
+ * One lane. */
+template <int FLAGS, int R>
+__device__ __forceinline__ void fused_store(const llm_cuda_rope_store &rp, float *__restrict__ y,
+                                            int64_t row0, int nr, const float *acc)
+{
+    if (FLAGS & MV_ROPE) {
+        rope_store_pair(rp, row0, acc[0], acc[R - 1], y);
+    } else if (FLAGS & MV_PAIRS) {
+        float h = acc[0] / (1.0f + expf(-acc[0])) * acc[R - 1];
+        y[row0 / 2] = (FLAGS & MV_ACC) ? y[row0 / 2] + h : h;
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r < nr)
+                y[row0 + r] = (FLAGS & MV_ACC) ? __fadd_rn(y[row0 + r], acc[r]) : acc[r];
+    }
+}
+
 template <int WT, int FLAGS>
 __global__ void __launch_bounds__(MVF_WARPS * 32)
 matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
@@ -1130,28 +1169,166 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
         fused_chunk<WT, FLAGS, R>(w1, j, x, g, sr, acc, ss);
     }
     llm__pdl_trigger();
+    fused_sums<FLAGS, R>(acc, ss, cols, eps);
+    if (lane == 0)
+        fused_store<FLAGS, R>(rp, y, row0, nr, acc);
+}
+
+/* ---- weight-stationary products over several activation rows ----------- */
+
+/* A verify of n rows (llm_cuda_matvec_fused_rows) through the one-row
+ * kernels re-runs their whole grid per row (a grid row per activation
+ * row): every row pays the weights' stream from L2 and, for the int8
+ * kernel, the block's quantization again. The kernels below keep the
+ * one-row grid and give each warp a group of up to MV_GROUP activation
+ * rows (grid row blockIdx.y takes rows r0 .. r0 + nv - 1): a weight batch
+ * loaded once is multiplied with every row of the group. Per row, each
+ * lane meets the same chunks in the same order, the warp, split-K and
+ * norm reductions are the one-row kernel's, and the epilogue is the same
+ * code, so row r has exactly the bits of a one-row launch on x[r] at
+ * position pos0 + r (tests/cuda/test_loop.c rows_stationary). */
+#define MV_GROUP 8
+
+/* The first row and the row count of grid row blockIdx.y's group: groups
+ * of `per` rows, the last one shorter. */
+__device__ __forceinline__ int32_t mv_group_rows(int32_t n, int32_t per, int32_t &r0)
+{
+    r0 = (int32_t)blockIdx.y * per;
+    return n - r0 < per ? n - r0 : per;
+}
+
+/* Rows per group of a weight-stationary product over c->mv_rows
+ * activation rows, each needing row_smem bytes of shared memory (0: none),
+ * and the groups (*groups, the grid's y extent); 0 when each row re-runs
+ * the one-row grid instead: one row, tune.rows_stationary off, or fewer
+ * than two rows' activations fit the shared memory beside the kernel's
+ * own 2 KB. Groups are as even as they can be (17 rows: 6, 6, 5). */
+static int32_t mv_group_per(const llm_cuda *c, size_t row_smem, unsigned *groups)
+{
+    int32_t n = c->mv_rows, cap = MV_GROUP;
+    if (n < 2 || !c->tune.rows_stationary)
+        return 0;
+    if (row_smem) {
+        size_t fit = (48 * 1024 - 2048) / row_smem;
+        if (fit < (size_t)cap)
+            cap = (int32_t)fit;
+    }
+    if (cap < 2)
+        return 0;
+    int32_t g = (n + cap - 1) / cap;
+    *groups = (unsigned)g;
+    return (n + g - 1) / g;
+}
+
+/* matvec_fused_kernel over a group of nv <= NV activation rows: each
+ * weight batch a warp loads meets every row of the group, chunk by chunk
+ * in the one-row order (x of row v at x + v * cols, its sum of squares in
+ * ss[v]). */
+template <int WT, int FLAGS, int NV>
+__global__ void __launch_bounds__(MVF_WARPS * 32)
+matvec_fused_rows_kernel(const void *__restrict__ w, const uint16_t *__restrict__ scales,
+                         const float *__restrict__ x, const float *__restrict__ g, float eps,
+                         float *__restrict__ y, int64_t rows, int64_t cols, int prefetch,
+                         llm_cuda_rope_store rp, int32_t n, int32_t per)
+{
+    constexpr int CH = wt_info<WT>::chunk;
+    constexpr int R = fused_rows<FLAGS>::value;
+    constexpr int U = R == 2 ? 2 : MV_UNROLL;
+    int32_t r0;
+    int nv = mv_group_rows(n, per, r0);
+    int64_t yw = (FLAGS & MV_PAIRS) ? rows / 2 : rows;
+    x += (size_t)r0 * (size_t)cols;
+    y += (size_t)r0 * (size_t)yw;
+    rp.pos.pos0 += (uint32_t)r0;
+    int lane = threadIdx.x & 31;
+    int64_t row0 = ((int64_t)blockIdx.x * MVF_WARPS + (threadIdx.x >> 5)) * R;
+    if (row0 >= rows)
+        return; /* touches nothing; the grid's other warps wait */
+    int nr = row0 + 1 < rows ? R : 1;
+    const uint4 *wr[R];
+    const uint16_t *sr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        int64_t row = r < nr ? row0 + r : row0;
+        wr[r] = reinterpret_cast<const uint4 *>((const char *)w +
+                                                row * cols * wt_info<WT>::bytes);
+        sr[r] = WT == WT_Q8 ? scales + row * (cols / LLM_QK8_0) : nullptr;
+    }
+    int64_t nch = cols / CH;
+    uint4 wv[U][R];
+    bool first = lane + (U - 1) * 32 < nch;
+    if (first)
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                wv[u][r] = ld_stream(wr[r] + lane + u * 32);
 #pragma unroll
     for (int r = 0; r < R; r++)
-        acc[r] = llm__warp_sum(acc[r]);
-    if (FLAGS & MV_NORM) {
-        /* The lanes read every chunk of x once: ss is the whole row's. */
-        float inv = 1.0f / sqrtf(llm__warp_sum(ss) / (float)cols + eps);
+        mv_prefetch<U>(wr[r], lane, nch, prefetch);
+    llm__pdl_wait();
+    /* Every slot runs (rows past nv repeat row nv - 1, unused): no branch
+     * keeps the rows' work from overlapping. */
+    const float *xr[NV];
+    float acc[NV][R], ss[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        xr[v] = x + (v < nv ? v : nv - 1) * cols;
+        ss[v] = 0.0f;
 #pragma unroll
         for (int r = 0; r < R; r++)
-            acc[r] *= inv;
+            acc[v][r] = 0.0f;
     }
-    if (lane != 0)
-        return;
-    if (FLAGS & MV_ROPE) {
-        rope_store_pair(rp, row0, acc[0], acc[R - 1], y);
-    } else if (FLAGS & MV_PAIRS) {
-        float h = acc[0] / (1.0f + expf(-acc[0])) * acc[R - 1];
-        y[row0 / 2] = (FLAGS & MV_ACC) ? y[row0 / 2] + h : h;
-    } else {
+    int64_t j = lane;
+    if (first) {
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+                fused_chunk<WT, FLAGS, R>(wv[u], j + u * 32, xr[v], g, sr, acc[v], ss[v]);
+        j += U * 32;
+    }
+    for (; j + (U - 1) * 32 < nch; j += U * 32) {
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                wv[u][r] = ld_stream(wr[r] + j + u * 32);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+                fused_chunk<WT, FLAGS, R>(wv[u], j + u * 32, xr[v], g, sr, acc[v], ss[v]);
+    }
+    for (; j < nch; j += 32) {
+        uint4 w1[R];
 #pragma unroll
         for (int r = 0; r < R; r++)
-            if (r < nr)
-                y[row0 + r] = (FLAGS & MV_ACC) ? y[row0 + r] + acc[r] : acc[r];
+            w1[r] = ld_stream(wr[r] + j);
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            fused_chunk<WT, FLAGS, R>(w1, j, xr[v], g, sr, acc[v], ss[v]);
+    }
+    llm__pdl_trigger();
+    /* Row v's values are lane 0's sums, as the one-row kernel stores them;
+     * lane v takes them, so the rows' epilogues run side by side. */
+    float a[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        a[r] = 0.0f;
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        fused_sums<FLAGS, R>(acc[v], ss[v], cols, eps);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float t = __shfl_sync(0xffffffffu, acc[v][r], 0);
+            a[r] = lane == v ? t : a[r];
+        }
+    }
+    if (lane < nv) {
+        llm_cuda_rope_store rv = rp;
+        rv.pos.pos0 += (uint32_t)lane;
+        fused_store<FLAGS, R>(rv, y + lane * yw, row0, nr, a);
     }
 }
 
@@ -1165,6 +1342,13 @@ static cudaError_t launch_fused(const llm_cuda *c, const llm_cuda_weight *w, con
     memset(&rp, 0, sizeof rp);
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
+    unsigned groups = 1;
+    int32_t per = mv_group_per(c, 0, &groups);
+    if (per > 0)
+        return llm__launch(c, matvec_fused_rows_kernel<WT, FLAGS, MV_GROUP>,
+                           dim3(llm__cuda_blocks((size_t)warps, MVF_WARPS), groups),
+                           dim3(MVF_WARPS * 32), 0, w->data, w->scales, x, f->norm, f->eps, y,
+                           w->rows, w->cols, c->tune.mv_prefetch, rp, c->mv_rows, per);
     return llm__launch(c, matvec_fused_kernel<WT, FLAGS>,
                        dim3(llm__cuda_blocks((size_t)warps, MVF_WARPS), llm__mv_rows(c)),
                        dim3(MVF_WARPS * 32),
@@ -1423,9 +1607,12 @@ __device__ __forceinline__ void mv_pair_out(const llm_cuda_rope_store &rp, float
                                             int64_t gi, int64_t rows, float inv, float a0,
                                             float a1)
 {
+    /* The scale and the residual add are rounded one by one (never fused
+     * into one fma), so every kernel that ends here stores the same bits
+     * whatever the compiler contracts in its own context. */
     if (FLAGS & MV_NORM) {
-        a0 *= inv;
-        a1 *= inv;
+        a0 = __fmul_rn(a0, inv);
+        a1 = __fmul_rn(a1, inv);
     }
     int64_t row0 = 2 * gi;
     if (FLAGS & MV_ROPE) {
@@ -1434,9 +1621,9 @@ __device__ __forceinline__ void mv_pair_out(const llm_cuda_rope_store &rp, float
         float h = a0 / (1.0f + expf(-a0)) * a1;
         y[gi] = (FLAGS & MV_ACC) ? y[gi] + h : h;
     } else {
-        y[row0] = (FLAGS & MV_ACC) ? y[row0] + a0 : a0;
+        y[row0] = (FLAGS & MV_ACC) ? __fadd_rn(y[row0], a0) : a0;
         if (row0 + 1 < rows)
-            y[row0 + 1] = (FLAGS & MV_ACC) ? y[row0 + 1] + a1 : a1;
+            y[row0 + 1] = (FLAGS & MV_ACC) ? __fadd_rn(y[row0 + 1], a1) : a1;
     }
 }
 /* nearest-even of v * id as an int8 byte: |v * id| <= 127, and adding
@@ -1469,17 +1656,18 @@ __device__ __forceinline__ void q8i_quant4(float4 v, bool ok, int64_t f, int lan
 }
 
 /* The block quantizes x (times g with MV_NORM) into xq [cols] and xd
- * [cols / 32]; returns the RMSNorm scale (1 without MV_NORM). Every thread
- * of the block must call it: it ends with a barrier. cols is a multiple of
+ * [cols / 32], and each warp leaves its share of the sum of squares in
+ * red[warp] (MV_NORM); no barrier, so that a block can quantize several
+ * rows before one barrier (q8i_inv then reads red). cols is a multiple of
  * 32, so 8 consecutive lanes hold one block of 32 values. A thread issues
  * G float4 loads (and G of g) before it uses the first: the prologue is a
  * few round trips to L2, not one per float4 (G x 8 warps x 32 lanes x 4
  * values: 4096 columns with the norm, 8192 without, in one round). */
 template <int FLAGS>
-__device__ __forceinline__ float q8i_quantize(const float *__restrict__ x,
-                                              const float *__restrict__ g, float eps,
-                                              int64_t cols, int8_t *xq, float *xd,
-                                              float *red, int lane, int warp)
+__device__ __forceinline__ void q8i_quant_row(const float *__restrict__ x,
+                                              const float *__restrict__ g, int64_t cols,
+                                              int8_t *xq, float *xd, float *red, int lane,
+                                              int warp)
 {
     constexpr int G = (FLAGS & MV_NORM) ? 4 : 8, STEP = Q8I_WARPS * 32;
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
@@ -1516,7 +1704,67 @@ __device__ __forceinline__ float q8i_quantize(const float *__restrict__ x,
         if (lane == 0)
             red[warp] = ss;
     }
-    __syncthreads();
+}
+
+/* q8i_quant_row for the NV rows of a group at once (x [nv][cols]; rows
+ * past nv load zeros and store nothing), so that the rows' loads and
+ * arithmetic overlap instead of running one after another. A thread meets,
+ * per row, the same float4s in the same order as in q8i_quant_row (how
+ * many it loads at once changes no operation, and a zero float4 adds
+ * nothing to the sum of squares), so each row gets q8i_quant_row's bytes
+ * (xq [NV][cols], xd [NV][cols / 32]) and red[v][warp]. */
+template <int FLAGS, int NV>
+__device__ __forceinline__ void q8i_quant_rows(const float *__restrict__ x,
+                                               const float *__restrict__ g, int64_t cols,
+                                               int nv, int8_t *xq, float *xd,
+                                               float (*red)[Q8I_WARPS], int lane, int warp)
+{
+    constexpr int STEP = Q8I_WARPS * 32;
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    const float4 *g4 = reinterpret_cast<const float4 *>(g);
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    int64_t nf = cols / 4, xdw = cols / LLM_QK8_0;
+    float ss[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        ss[v] = 0.0f;
+    for (int64_t b = (int64_t)warp * 32 + lane; b - lane < nf; b += STEP) {
+        bool in = b < nf; /* whole groups of 8 lanes: nf is a multiple of 8 */
+        float4 t[NV];
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            t[v] = in && v < nv ? __ldg(x4 + v * nf + b) : zero;
+        if (FLAGS & MV_NORM) {
+            float4 gv = in ? __ldg(g4 + b) : zero;
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                ss[v] = fmaf(t[v].x, t[v].x,
+                             fmaf(t[v].y, t[v].y,
+                                  fmaf(t[v].z, t[v].z, fmaf(t[v].w, t[v].w, ss[v]))));
+                t[v].x = __fmul_rn(t[v].x, gv.x);
+                t[v].y = __fmul_rn(t[v].y, gv.y);
+                t[v].z = __fmul_rn(t[v].z, gv.z);
+                t[v].w = __fmul_rn(t[v].w, gv.w);
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            q8i_quant4(t[v], in && v < nv, b, lane, xq + v * cols, xd + v * xdw);
+    }
+    if (FLAGS & MV_NORM)
+#pragma unroll
+        for (int v = 0; v < NV; v++) {
+            ss[v] = llm__warp_sum(ss[v]);
+            if (lane == 0 && v < nv)
+                red[v][warp] = ss[v];
+        }
+}
+
+/* The RMSNorm scale from the warps' sums of squares in red (after the
+ * barrier that follows q8i_quant_row); 1 without MV_NORM. */
+template <int FLAGS>
+__device__ __forceinline__ float q8i_inv(const float *red, float eps, int64_t cols)
+{
     float inv = 1.0f;
     if (FLAGS & MV_NORM) {
         float t = 0.0f;
@@ -1526,6 +1774,19 @@ __device__ __forceinline__ float q8i_quantize(const float *__restrict__ x,
         inv = 1.0f / sqrtf(t / (float)cols + eps);
     }
     return inv;
+}
+
+/* q8i_quant_row, the barrier, q8i_inv: returns the RMSNorm scale (1
+ * without MV_NORM). Every thread of the block must call it. */
+template <int FLAGS>
+__device__ __forceinline__ float q8i_quantize(const float *__restrict__ x,
+                                              const float *__restrict__ g, float eps,
+                                              int64_t cols, int8_t *xq, float *xd,
+                                              float *red, int lane, int warp)
+{
+    q8i_quant_row<FLAGS>(x, g, cols, xq, xd, red, lane, warp);
+    __syncthreads();
+    return q8i_inv<FLAGS>(red, eps, cols);
 }
 
 template <int FLAGS, int U>
@@ -1591,6 +1852,134 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
     }
 }
 
+/* mv_split_sum for the NV rows of a group (nv of them live), each row's
+ * partial sums added in the one-row order. */
+template <int NV>
+__device__ __forceinline__ bool mv_split_sum_rows(float (*part)[NV][2], int ks_log2, int warp,
+                                                  int lane, float (*a)[2], int nv)
+{
+    if (ks_log2 == 0)
+        return true;
+    if (lane == 0)
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            if (v < nv) {
+                part[warp][v][0] = a[v][0];
+                part[warp][v][1] = a[v][1];
+            }
+    int ks = 1 << ks_log2, first = warp & ~(ks - 1);
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + (warp >> ks_log2)), "r"(32 * ks) : "memory");
+    if (warp != first)
+        return false;
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+        a[v][0] = 0.0f;
+        a[v][1] = 0.0f;
+        for (int i = 0; i < ks; i++) {
+            a[v][0] += part[first + i][v][0];
+            a[v][1] += part[first + i][v][1];
+        }
+    }
+    return true;
+}
+
+/* matvec_q8i_kernel over a group of nv <= NV activation rows: the block
+ * quantizes each row once (xq [nv][cols], then xd [nv][cols / 32]; one
+ * barrier for all), then every warp's weight batch meets each row's
+ * quantized x in turn. */
+template <int FLAGS, int U, int NV>
+__global__ void __launch_bounds__(Q8I_WARPS * 32, q8i_shape<U>::blocks)
+matvec_q8i_rows_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ scales,
+                       const float *__restrict__ x, const float *__restrict__ g, float eps,
+                       float *__restrict__ y, int64_t rows, int64_t cols, int ks_log2,
+                       int ahead, llm_cuda_rope_store rp, int32_t n, int32_t per)
+{
+    extern __shared__ uint4 q8i_smem[];
+    __shared__ float red[NV][Q8I_WARPS];
+    __shared__ float part[2][Q8I_WARPS][NV][2];
+    int32_t r0;
+    int nv = mv_group_rows(n, per, r0);
+    int64_t yw = (FLAGS & MV_PAIRS) ? rows / 2 : rows;
+    x += (size_t)r0 * (size_t)cols;
+    y += (size_t)r0 * (size_t)yw;
+    rp.pos.pos0 += (uint32_t)r0;
+    int8_t *xq = reinterpret_cast<int8_t *>(q8i_smem);
+    float *xd = reinterpret_cast<float *>(xq + (size_t)per * (size_t)cols);
+    int64_t xdw = cols / LLM_QK8_0;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t pairs = (rows + 1) / 2, nch = cols / 16;
+    mv_group gr = mv_group_of(ks_log2, warp);
+    int64_t gi = gr.gi, span = (int64_t)32 * U << ks_log2, spp = (nch + span - 1) / span;
+    q8i_batch<U> cur;
+    if (gi < pairs) { /* weights never depend on an earlier kernel */
+        q8i_load(cur, w, scales, rows, cols, nch, gi, 0, lane, gr.ml);
+        for (int a = 1; a <= ahead; a++)
+            q8i_prefetch<U>(w, rows, cols, nch, pairs, gi, 0, spp, gr.stride, span, a, lane,
+                            gr.ml);
+    }
+    llm__pdl_wait();
+    q8i_quant_rows<FLAGS, NV>(x, g, cols, nv, xq, xd, red, lane, warp);
+    __syncthreads();
+    if (gi >= pairs) {
+        llm__pdl_trigger();
+        return; /* after the barrier: the block's other warps have their x */
+    }
+    for (int par = 0;; par ^= 1) {
+        float acc[NV][2];
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            acc[v][0] = acc[v][1] = 0.0f;
+        int64_t next = gi + gr.stride;
+        for (int64_t base = 0, bi = 0; base < nch; base += span, bi++) {
+            int64_t nbase = base + span;
+            bool more = nbase < nch, load = more || next < pairs;
+            q8i_batch<U> nb;
+            if (load) {
+                q8i_load(nb, w, scales, rows, cols, nch, more ? gi : next, more ? nbase : 0,
+                         lane, gr.ml);
+                q8i_prefetch<U>(w, rows, cols, nch, pairs, gi, bi + 1, spp, gr.stride, span,
+                                ahead, lane, gr.ml);
+            } else
+                llm__pdl_trigger(); /* every weight load of this warp is issued */
+            /* Every slot runs (rows past nv repeat row nv - 1, unused): no
+             * branch keeps the rows' work from overlapping. */
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                int vs = v < nv ? v : nv - 1;
+                q8i_dot(cur, xq + vs * cols, xd + vs * xdw, nch, base, lane, gr.ml, acc[v]);
+            }
+            if (load)
+                cur = nb;
+        }
+#pragma unroll
+        for (int v = 0; v < NV; v++) {
+            acc[v][0] = llm__warp_sum(acc[v][0]);
+            acc[v][1] = llm__warp_sum(acc[v][1]);
+        }
+        if (mv_split_sum_rows<NV>(part[par], ks_log2, warp, lane, acc, nv)) {
+            /* Row v's sums are lane 0's, as the one-row kernel stores them;
+             * lane v takes them, so the rows' epilogues run side by side. */
+            float a0 = 0.0f, a1 = 0.0f;
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                float t0 = __shfl_sync(0xffffffffu, acc[v][0], 0);
+                float t1 = __shfl_sync(0xffffffffu, acc[v][1], 0);
+                a0 = lane == v ? t0 : a0;
+                a1 = lane == v ? t1 : a1;
+            }
+            if (lane < nv) {
+                llm_cuda_rope_store rv = rp;
+                rv.pos.pos0 += (uint32_t)lane;
+                mv_pair_out<FLAGS>(rv, y + lane * yw, gi, rows,
+                                   q8i_inv<FLAGS>(red[lane], eps, cols), a0, a1);
+            }
+        }
+        if (next >= pairs)
+            return;
+        gi = next;
+    }
+}
+
 /* The split-K factor (log2) for `pairs` row pairs of `nvec` vectors (or
  * units) each, `per_batch` of them a warp's batch, on a grid of at most
  * `warps` warps: the one with the fewest sequential batches a warp, a
@@ -1640,6 +2029,21 @@ static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, con
     memset(&rp, 0, sizeof rp);
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
+    unsigned groups = 1;
+    int32_t per = mv_group_per(c, smem, &groups);
+    if (per > 0) {
+        /* A lane's chunk order does not depend on U: ks alone shapes the
+         * sums. The groups share one wave of the grid (a warp then takes
+         * more pairs in turn, which no sum depends on). */
+        unsigned blocks = mv_pair_blocks(c, pairs, ks, q8i_shape<4>::blocks);
+        unsigned wave = ((unsigned)c->sm_count * q8i_shape<4>::blocks + groups - 1) / groups;
+        return llm__launch(c, matvec_q8i_rows_kernel<FLAGS, 4, MV_GROUP>,
+                           dim3(blocks < wave ? blocks : wave, groups),
+                           dim3(Q8I_WARPS * 32), smem * (size_t)per, (const int8_t *)w->data,
+                           w->scales, x, (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                           (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
+                           c->tune.mv_prefetch, rp, c->mv_rows, per);
+    }
     return llm__launch(c, matvec_q8i_kernel<FLAGS, U>,
                        dim3(mv_pair_blocks(c, pairs, ks, q8i_shape<U>::blocks), llm__mv_rows(c)),
                        dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,

@@ -1042,19 +1042,17 @@ static llm_cuda_positions positions(const cuda_be *c, uint32_t pos0)
 }
 
 /* The decode step's attention: three kernels. On the loop's verify path
- * (PATH_VSTEP) the same three over b->n rows: the products in n block
- * rows (row i the one-row arithmetic at position base + i), attention in
- * split-K pieces of at most SEAM_SPLITK_ROWS rows, each row's
- * pieces cut by its own context as a decode step's are, so every row has
- * the bits of the decode step at its position. */
-#define SEAM_SPLITK_ROWS 8
+ * (PATH_VSTEP) the same three over b->n rows: the products over n rows
+ * (row i the one-row arithmetic at position base + i), split-K attention
+ * over the n rows (llm_cuda_attention_rows), each row's pieces cut by its
+ * own context as a decode step's are, so every row has the bits of the
+ * decode step at its position. */
 static void step_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
                            const double *freq)
 {
     const llm_hparams *hp = &b->m->hp;
     llm_workspace *ws = b->ws;
-    int32_t n = b->n, q_dim = hp->n_heads * hp->head_dim;
-    int32_t qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hp->head_dim;
+    int32_t n = b->n, qkv_w = (hp->n_heads + 2 * hp->n_kv_heads) * hp->head_dim;
     float *qkv = c->scratch; /* [n][qkv_w]: q, k, v of the tokens, rotated */
     llm_cuda_positions pos = positions(c, b->pos0);
     llm_cuda_rope_store rs = {pos, freq, hp->rope_scale, hp->n_heads, hp->n_kv_heads,
@@ -1064,15 +1062,10 @@ static void step_attention(cuda_be *c, const llm_block *b, const cuda_layer *cl,
     llm_cuda_mv_fuse acc = {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL};
     if (!seam_ok(c, llm_cuda_matvec_fused_rows(c->cu, &cl->qkv, ws->x, n, qkv, &fq)))
         return;
-    for (int32_t r0 = 0; r0 < n; r0 += SEAM_SPLITK_ROWS) {
-        int32_t nr = n - r0 < SEAM_SPLITK_ROWS ? n - r0 : SEAM_SPLITK_ROWS;
-        llm_cuda_positions pr = {pos.pos0 + (uint32_t)r0, pos.dpos};
-        llm_cuda_attn a = {qkv + (size_t)r0 * (size_t)qkv_w, b->k, b->v,
-                           ws->att + (size_t)r0 * (size_t)q_dim, nr, pr, hp->n_heads,
-                           hp->n_kv_heads, hp->head_dim, qkv_w};
-        if (!seam_ok(c, llm_cuda_attention(c->cu, &a)))
-            return;
-    }
+    llm_cuda_attn a = {qkv, b->k, b->v, ws->att, n, pos, hp->n_heads, hp->n_kv_heads,
+                       hp->head_dim, qkv_w};
+    if (!seam_ok(c, llm_cuda_attention_rows(c->cu, &a)))
+        return;
     seam_fail(c, llm_cuda_matvec_fused_rows(c->cu, &cl->wo, ws->att, n, ws->x, &acc));
 }
 
