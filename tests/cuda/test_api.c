@@ -126,18 +126,18 @@ static void weight_upload_types(void)
     llm_cuda_weight_release(c, &w);
     CHECK_INT_EQ(llm_cuda_weight_upload(c, 9 /* q8_1 */, host, 64, 1, 72, &w), LLM_EINVAL);
     CHECK(w.data == NULL);
-    /* Q4_K and Q6_K keep layouts of their own (the file's bytes; Q6_K's d
-     * in the scales), Q5_K re-quantizes into the Q8 layout (8 blocks a
-     * super-block: 256 + 16 bytes); a row of 128 is half a super-block. */
+    /* Q4_K, Q5_K and Q6_K keep layouts of their own (the file's bytes,
+     * 144, 176 and 210 a super-block; Q6_K's d in the scales); a row of
+     * 128 is half a super-block. */
     const uint32_t kq[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K};
-    const uint32_t kq_dev[] = {LLM_TYPE_Q4_K, LLM_TYPE_Q8_0, LLM_TYPE_Q6_K};
-    const size_t kq_bytes[] = {2 * 144, 2 * (256 + 16), 2 * 210};
+    const size_t kq_bytes[] = {2 * 144, 2 * 176, 2 * 210};
     for (size_t i = 0; i < 3; i++) {
         size_t rb = ct_row_bytes(kq[i], 256);
         CT_OK(c, llm_cuda_weight_upload(c, kq[i], host, 256, 2, rb, &w));
-        CHECK_INT_EQ(w.type, kq_dev[i]);
+        CHECK_INT_EQ(w.type, kq[i]);
         CHECK_INT_EQ((int)w.bytes, (int)kq_bytes[i]);
-        CHECK(w.rows == 2 && w.cols == 256 && (w.scales != NULL) == (i != 0));
+        CHECK(w.rows == 2 && w.cols == 256);
+        CHECK((w.scales != NULL) == (kq[i] == LLM_TYPE_Q6_K));
         llm_cuda_weight_release(c, &w);
         CHECK_INT_EQ(llm_cuda_weight_upload(c, kq[i], host, 128, 1, rb, &w), LLM_EINVAL);
     }

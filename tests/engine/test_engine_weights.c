@@ -194,6 +194,63 @@ static int case_same(void)
     return pm_check_result();
 }
 
+/* A tensor's dev that is not this backend's copy (a CUDA target's weight
+ * records, which a CPU block head reads through the shared output head
+ * and embedding) is never read as bytes: with every dev pointing at NaN
+ * bytes the logits are the mapped ones, and a backend freed after
+ * another took a tensor leaves that tensor's dev alone. */
+static int case_foreign(void)
+{
+    static float a[5 * MAX_VOCAB], b[5 * MAX_VOCAB];
+    static unsigned char nan_bytes[1 << 16];
+    memset(nan_bytes, 0xff, sizeof nan_bytes); /* F16, BF16 and F32 NaN */
+    char path[512];
+    synth_path(path, sizeof path, "weights");
+    write_model(path, "f16", 0);
+    for (int copy = 0; copy < 2; copy++) {
+        memset(a, 0, sizeof a);
+        memset(b, 0x7f, sizeof b);
+        llm_model *m = open_mode(path, copy ? "copy" : "map", 0, 2);
+        logits_of(m, a);
+        /* The embedding and, on the mapped model, every matrix get a
+         * foreign dev; the copied model keeps its own on the matrices. */
+        m->tok_embd.dev = nan_bytes;
+        for (int32_t l = 0; !copy && l < m->hp.n_layers; l++) {
+            llm_layer *L = &m->layers[l];
+            llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+                ts[i]->dev = nan_bytes;
+        }
+        if (!copy)
+            m->output.dev = nan_bytes;
+        logits_of(m, b);
+        CHECK(memcmp(a, b, 5 * 160 * sizeof *a) == 0);
+        if (copy) {
+            /* Another backend takes the head; freeing this one keeps it. */
+            m->output.dev = nan_bytes;
+            llm_backend *be;
+            char err[256];
+            REQUIRE(llm_cpu_backend_create(1, 0, &be, err, sizeof err) == 0);
+            m->be->ops->destroy(m->be);
+            m->be = be;
+            CHECK(m->output.dev == (void *)nan_bytes);
+            CHECK(m->layers[1].w_down.dev == NULL);
+        }
+        /* Undo what the test set: the model's free must not see it. */
+        m->tok_embd.dev = NULL;
+        m->output.dev = NULL;
+        for (int32_t l = 0; l < m->hp.n_layers; l++) {
+            llm_layer *L = &m->layers[l];
+            llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; !copy && i < sizeof ts / sizeof ts[0]; i++)
+                ts[i]->dev = NULL;
+        }
+        llm_model_free(m);
+    }
+    unlink(path);
+    return pm_check_result();
+}
+
 /* This process's address space in bytes (VmSize), or 0. */
 static size_t vm_size(void)
 {
@@ -293,6 +350,8 @@ int main(int argc, char **argv)
         return case_copied();
     if (strcmp(argv[1], "same") == 0)
         return case_same();
+    if (strcmp(argv[1], "foreign") == 0)
+        return case_foreign();
     if (strcmp(argv[1], "no_memory") == 0)
         return case_no_memory();
     if (strcmp(argv[1], "bad_env") == 0)

@@ -106,11 +106,14 @@ static cpu_backend *cpu(llm_backend *be)
     return (cpu_backend *)(void *)be;
 }
 
-/* The bytes the kernels read of w: the backend's copy (cpu_weights.h)
- * when it made one, else the mapping. */
-static const unsigned char *wbytes(const llm_tensor *w)
+/* The bytes the kernels read of w: this backend's copy (cpu_weights.h)
+ * when it made one, else the mapping. A tensor's dev may belong to
+ * another backend (a CUDA target's matrices, which a CPU block head
+ * reads through the shared output head and embedding), so only a dev
+ * inside this backend's own arena is taken. */
+static const unsigned char *wbytes(const cpu_backend *c, const llm_tensor *w)
 {
-    return (const unsigned char *)(w->dev ? w->dev : w->data);
+    return (const unsigned char *)llm_cpu_weights_bytes(&c->weights, w);
 }
 
 static void *alloc64(size_t bytes)
@@ -229,7 +232,7 @@ static void cpu_embed(llm_backend *be, const llm_model *m, const int32_t *ids, i
     const llm_tensor *embd = &m->tok_embd;
     llm_dequant_fn dequant = kernels_for(cpu(be), embd)->dequant;
     for (int32_t i = 0; i < n; i++) {
-        const unsigned char *row = wbytes(embd) +
+        const unsigned char *row = wbytes(cpu(be), embd) +
                                    (size_t)ids[i] * embd->row_bytes;
         dequant(row, out + (size_t)i * embd->ne0, (size_t)embd->ne0);
     }
@@ -529,7 +532,7 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
     (void)nth;
     while (llm_pool_next(&j->next, w->ne1, LLM_CPU_PANEL, &r, &r1)) {
         int64_t rows = r1 - r;
-        const unsigned char *src = wbytes(w) + (size_t)r * w->row_bytes;
+        const unsigned char *src = wbytes(j->c, w) + (size_t)r * w->row_bytes;
         const float *wp = (const float *)(const void *)src;
         if (!j->kt->rows_f32) {
             j->kt->dequant(src, panel, (size_t)(rows * k));
@@ -554,6 +557,7 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
 typedef struct qgemm_job {
     llm_matvec_fn batched;
     const llm_tensor *w;
+    const unsigned char *wb; /* w's bytes (wbytes) */
     llm_acts acts;
     float *y; /* the group's first output row */
     llm_pool_counter next;
@@ -567,7 +571,7 @@ static void qgemm_worker(void *ctx, int32_t ith, int32_t nth)
     (void)ith;
     (void)nth;
     while (llm_pool_next(&j->next, w->ne1, LLM_CPU_QPANEL, &r, &r1))
-        j->batched(wbytes(w) + (size_t)r * w->row_bytes, w->row_bytes,
+        j->batched(j->wb + (size_t)r * w->row_bytes, w->row_bytes,
                    r1 - r, &j->acts, j->y + r, w->ne1);
 }
 
@@ -581,6 +585,7 @@ static void qgemm(cpu_backend *c, const llm_type_kernels *kt, const llm_tensor *
         memset(&j, 0, sizeof j);
         j.batched = kt->batched;
         j.w = w;
+        j.wb = wbytes(c, w);
         j.y = y + (size_t)t0 * (size_t)w->ne1;
         llm_acts_quantize(&c->k, x + (size_t)t0 * (size_t)w->ne0, g, w->ne0, &sc, &j.acts);
         llm_pool_run(c->pool, qgemm_worker, &j);
@@ -600,6 +605,7 @@ static void qgemm(cpu_backend *c, const llm_type_kernels *kt, const llm_tensor *
 typedef struct mv_job {
     llm_pool *pool;
     const llm_tensor *w[MV_MAX];
+    const unsigned char *wb[MV_MAX]; /* w[i]'s bytes (wbytes) */
     float *y[MV_MAX];
     llm_matvec_fn matvec[MV_MAX]; /* the kernel for w[i]'s type */
     int64_t first[MV_MAX + 1];
@@ -620,7 +626,7 @@ static void matvec_worker(void *ctx, int32_t ith, int32_t nth)
         const llm_tensor *w = j->w[i];
         int64_t r0 = (u - j->first[i]) * LLM_CPU_GRAIN;
         int64_t r1 = r0 + LLM_CPU_GRAIN < w->ne1 ? r0 + LLM_CPU_GRAIN : w->ne1;
-        j->matvec[i](wbytes(w) + (size_t)r0 * w->row_bytes, w->row_bytes,
+        j->matvec[i](j->wb[i] + (size_t)r0 * w->row_bytes, w->row_bytes,
                      r1 - r0, &j->acts, j->y[i] + r0, w->ne1);
     }
 }
@@ -684,6 +690,7 @@ void llm_cpu_matmul_many_rows(llm_backend *be, const llm_tensor *const *w, int32
         }
         int32_t at = j.count++;
         j.w[at] = w[i];
+        j.wb[at] = wbytes(c, w[i]);
         j.y[at] = y[i];
         j.matvec[at] = kt->matvec;
         j.first[at + 1] = j.first[at] + (w[i]->ne1 + LLM_CPU_GRAIN - 1) / LLM_CPU_GRAIN;

@@ -180,10 +180,23 @@ done:
     free(dst);
 }
 
+static int in_arena(const llm_cpu_weights *w, const void *p)
+{
+    const char *b = (const char *)w->base;
+    return b && p && (const char *)p >= b && (const char *)p < b + w->len;
+}
+
+const void *llm_cpu_weights_bytes(const llm_cpu_weights *w, const llm_tensor *t)
+{
+    return in_arena(w, t->dev) ? t->dev : t->data;
+}
+
 void llm_cpu_weights_free(llm_cpu_weights *w)
 {
+    /* A tensor another backend has taken since keeps that backend's dev. */
     for (int32_t i = 0; i < w->n; i++)
-        w->t[i]->dev = NULL;
+        if (in_arena(w, w->t[i]->dev))
+            w->t[i]->dev = NULL;
     free(w->t);
     if (w->base)
         munmap(w->base, w->len);

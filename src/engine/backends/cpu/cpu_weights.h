@@ -66,4 +66,10 @@ void llm_cpu_weights_copy(struct llm_pool *pool, struct llm_model *m, int mode,
  * is harmless. */
 void llm_cpu_weights_free(llm_cpu_weights *w);
 
+/* The bytes a kernel reads of t: its copy when t->dev points into w's
+ * arena, else t->data. Any other dev is another backend's handle (the
+ * CUDA backend's weight records, when a CPU head shares a CUDA target's
+ * tensors) and is never read as bytes. */
+const void *llm_cpu_weights_bytes(const llm_cpu_weights *w, const struct llm_tensor *t);
+
 #endif
