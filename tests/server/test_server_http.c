@@ -30,6 +30,7 @@
 #include "client.h"
 #include "gguf_copy.h"
 #include "pm_check.h"
+#include "pm_kjv_prompts.h"
 #include "pm_child.h"
 #include "text.h"
 
@@ -2458,29 +2459,7 @@ static json_t *completion_json(int port, const char *body, char *text, size_t ca
     return j;
 }
 
-static const char *const k_tree_prompts[] = {
-    "In the beginning God created",
-    "And Jesus answered and said unto them,",
-    "And the LORD spake unto Moses, saying,",
-    "And it came to pass, when the king heard",
-    "The LORD is my shepherd;",
-    "Blessed are the poor in spirit:",
-    "And God said, Let there be light:",
-    "For God so loved the world,",
-    "Then said Jesus unto his disciples,",
-    "And the children of Israel",
-    "Hear, O Israel:",
-    "And David said unto Saul,",
-    "Thus saith the LORD of hosts,",
-    "And when they were come into the house,",
-    "Now the serpent was more subtil than any beast",
-    "And Moses went up unto God,",
-    "Praise ye the LORD.",
-    "And he opened his mouth, and taught them, saying,",
-    "Let not your heart be troubled:",
-    "And there was war in heaven:",
-};
-#define N_TREE_PROMPTS ((int)(sizeof k_tree_prompts / sizeof k_tree_prompts[0]))
+#define N_TREE_PROMPTS PM_KJV_PROMPTS
 
 /* --draft-tree 16 with the shipped target and block head (k 8): on the
  * 20 prompts of the engine's tree parity cases, 16 greedy tokens each,
@@ -2521,7 +2500,7 @@ static int case_draft_tree(void)
     int same = 0;
     for (int i = 0; i < N_TREE_PROMPTS; i++) {
         char csv[512], body[700], want[4096], got[4096];
-        tokenize_csv(pp.port, k_tree_prompts[i], csv, sizeof csv);
+        tokenize_csv(pp.port, pm_kjv_prompts[i], csv, sizeof csv);
         snprintf(body, sizeof body, "{\"prompt\":[%s],\"max_tokens\":16,\"temperature\":0}", csv);
         char split_text[2][4096];
         json_t *a = completion_json(pp.port, body, want, sizeof want);

@@ -36,9 +36,10 @@
 
 #include "block_files.h"
 #include "pm_check.h"
+#include "pm_kjv_prompts.h"
 #include "spec_common.h"
 
-#define N_PROMPTS 20
+#define N_PROMPTS PM_KJV_PROMPTS
 
 typedef struct placement {
     const char *name;
@@ -125,34 +126,12 @@ static void synth_prompts(setup *su)
     }
 }
 
-static const char *const k_kjv_texts[N_PROMPTS] = {
-    "In the beginning God created",
-    "And Jesus answered and said unto them,",
-    "And the LORD spake unto Moses, saying,",
-    "And it came to pass, when the king heard",
-    "The LORD is my shepherd;",
-    "Blessed are the poor in spirit:",
-    "And God said, Let there be light:",
-    "For God so loved the world,",
-    "Then said Jesus unto his disciples,",
-    "And the children of Israel",
-    "Hear, O Israel:",
-    "And David said unto Saul,",
-    "Thus saith the LORD of hosts,",
-    "And when they were come into the house,",
-    "Now the serpent was more subtil than any beast",
-    "And Moses went up unto God,",
-    "Praise ye the LORD.",
-    "And he opened his mouth, and taught them, saying,",
-    "Let not your heart be troubled:",
-    "And there was war in heaven:",
-};
 
 static void kjv_prompts(setup *su)
 {
     for (int p = 0; p < N_PROMPTS; p++) {
         prompt *pr = &su->prompts[p];
-        const char *t = k_kjv_texts[p];
+        const char *t = pm_kjv_prompts[p];
         REQUIRE(llm_model_tokenize(su->target, t, strlen(t), 1, pr->ids, 64, &pr->n) == 0);
     }
 }
