@@ -1116,14 +1116,27 @@ static int case_placement(void)
     greedy_text(extra, body, split, sizeof split, &d, &a, &port, NULL);
     CHECK_STR_EQ(split, mono);
     /* Mixed: one local shard and one spawned shard daemon (pm-shardd,
-     * found beside the engine's build), reaped when the server stops. */
+     * found beside the engine's build), reaped when the server stops. The
+     * model goes under a name of its own, so that the daemon counts see
+     * this server's daemons only (other cases spawn daemons on tiny). */
+    char model[128];
+    snprintf(model, sizeof model, "/tmp/pm_server_placement_%ld.gguf", (long)getpid());
+    unlink(model);
+    REQUIRE(symlink(tiny, model) == 0);
     const char *mixed[] = {"--placement", "0-0@local,1-1@spawn", "--workers", "2", NULL};
     srv_proc p;
-    greedy_text(mixed, body, split, sizeof split, &d, &a, &port, &p);
-    CHECK_STR_EQ(split, mono);
-    CHECK_INT_EQ(count_daemons(tiny), 2); /* one daemon per worker session */
+    start(&p, model, mixed);
+    hc_resp r;
+    REQUIRE(hc_request(p.port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0);
+    CHECK_INT_EQ(r.status, 200);
+    json_t *j = body_json(&r);
+    CHECK_STR_EQ(jstr(choice0(j), "text") ? jstr(choice0(j), "text") : "(none)", mono);
+    json_decref(j);
+    hc_free(&r);
+    CHECK_INT_EQ(count_daemons(model), 2); /* one daemon per worker session */
     stop_ok(&p);
-    CHECK_INT_EQ(count_daemons(tiny), 0); /* reaped at shutdown */
+    CHECK_INT_EQ(count_daemons(model), 0); /* reaped at shutdown */
+    unlink(model);
     return pm_check_result();
 }
 
@@ -2489,11 +2502,18 @@ static int case_draft_tree(void)
                                 "--placement", "0-2@local,3-5@local", NULL};
     const char *remote_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16",
                                  "--placement", "0-2@local,3-5@spawn", NULL};
+    /* The spawned daemon opens the target under a name of its own, so
+     * that the reaping check below counts this server's daemon only (the
+     * split parity tests spawn daemons on the same file beside it). */
+    char remote_model[128];
+    snprintf(remote_model, sizeof remote_model, "/tmp/pm_server_tree_%ld.gguf", (long)getpid());
+    unlink(remote_model);
+    REQUIRE(symlink(kjv_target, remote_model) == 0);
     srv_proc tp, pp, sp, rp;
     start(&tp, kjv_target, tree_args);
     start(&pp, kjv_target, plain_args);
     start(&sp, kjv_target, split_args);
-    start(&rp, kjv_target, remote_args);
+    start(&rp, remote_model, remote_args);
     srv_proc *splits[2] = {&sp, &rp};
     long long sum_r = 0, sum_n = 0, sum_a = 0, first_rounds = -1;
     char first_csv[512] = "";
@@ -2570,7 +2590,8 @@ static int case_draft_tree(void)
         CHECK(srv_metric(splits[k]->port, "phasemark_tree_generations_total") == (double)N_TREE_PROMPTS);
         stop_ok(splits[k]);
     }
-    CHECK_INT_EQ(count_daemons(kjv_target), 0); /* the spawned daemon is reaped */
+    CHECK_INT_EQ(count_daemons(remote_model), 0); /* the spawned daemon is reaped */
+    unlink(remote_model);
 
     /* Streamed, the same text as the plain server's (the first prompt). */
     char sbody[700], plain[4096], streamed[4096];
