@@ -16,10 +16,12 @@
  * products are held to the scalar set's bit for bit (check_kquants), but
  * for the avx512 set's k-quants, held to a tolerance (test_engine_kquant).
  *
- * The avx512 set promises more: its matrix–vector products are bit for bit
- * the avx2+vnni set's (check_same_as), and its batched Q8_0 product is
- * held to the sequence of float operations it documents, written here in
- * plain C with fmaf over exact integer block sums (check_batched).
+ * The avx512 set promises more: its float and Q4_0 matrix–vector products
+ * are bit for bit the avx2+vnni set's (check_same_as), and its Q8_0
+ * products (matvec, batched, on panels) are held to the sequence of float
+ * operations they document, written here in plain C with fmaf over exact
+ * integer block sums (check_q8_chain); the panel layout is checked byte
+ * for byte (check_panel_layout).
  *
  *   test_engine_matvec scalar|avx2|vnni|avx512
  *
@@ -307,71 +309,123 @@ static void check_same_as(const llm_kernels *k, const llm_kernels *ref, const ui
     free(y2);
 }
 
-/* k's batched Q8_0 product against the sequence it promises (kernels.h,
- * kernels_avx512.c): per result, from 0, over the blocks in order,
+/* The Q8_0 products of k (its matvec, its batched product, and its panel
+ * product on the panel layout, from the first panel and from the second)
+ * against the sequence they promise (kernels.h, kernels_avx512.c): per
+ * result, from 0, over the blocks in order,
  * acc = fmaf(d_w * d_x, (float)(exact integer block sum), acc). Row counts
- * around its 16-row panels, blocks around its 8-block chunks, and batch
+ * around the 16-row panels, blocks around the 8-block chunks, and batch
  * sizes 1..MAX_N; columns of y outside the rows stay untouched. The same
  * results also lie within f32 rounding of the scalar single-row kernel. */
-static void check_batched(const llm_kernels *k, const llm_kernels *ref, case_buf *b)
+enum { Q8_MATVEC, Q8_BATCHED, Q8_PANELS, Q8_PANELS_FROM_16, Q8_VARIANTS };
+
+static void check_q8_chain(const llm_kernels *k, const llm_kernels *ref, case_buf *b)
 {
     const llm_type_kernels *kt = llm_kernels_find(k, LLM_TYPE_Q8_0);
-    REQUIRE(kt && kt->batched);
+    REQUIRE(kt && kt->batched && k->q8_0_panels);
     const int64_t lens[] = {32, 96, 256, 288, 544, 768};  /* 1, 3, 8, 9, 17, 24 blocks */
     const int64_t rows[] = {1, 7, 15, 16, 17, 33, 61};
     for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
-        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
-            int64_t len = lens[li], nr = rows[ri], ldy = nr + 3, nb = len / 32;
-            uint64_t rb;
-            REQUIRE(llm_type_row_bytes(LLM_TYPE_Q8_0, (uint64_t)len, &rb) == 0);
-            fill_weights(LLM_TYPE_Q8_0, b->w, (size_t)rb, nr, len);
-            for (int64_t i = 0; i < MAX_N * len; i++)
-                b->x[i] = (float)(2.0 * uni()) * (i % 11 == 0 ? 8.0f : 1.0f);
-            for (int32_t n = 1; n <= MAX_N; n += (n < 4 ? 1 : 5)) {
-                llm_acts a;
-                llm_acts_quantize(k, b->x, n, len, &b->s, &a);
-                for (int64_t i = 0; i < MAX_N * ldy; i++)
-                    b->y[i] = SENTINEL;
-                kt->batched(b->w, (size_t)rb, nr, &a, b->y, ldy);
-                int bad = 0;
-                for (int32_t t = 0; t < n; t++) {
-                    for (int64_t r = 0; r < nr; r++) {
-                        const unsigned char *row = b->w + (size_t)r * rb;
-                        float want = 0.0f;
-                        for (int64_t bl = 0; bl < nb; bl++) {
-                            const unsigned char *blk = row + bl * 34;
-                            uint16_t h;
-                            memcpy(&h, blk, 2);
-                            int32_t isum = 0;
-                            for (int j = 0; j < 32; j++)
-                                isum += (int32_t)(int8_t)blk[2 + j] * a.q[t * len + bl * 32 + j];
-                            float sc = llm_fp16_to_f32(h) * a.d[t * nb + bl];
-                            want = fmaf(sc, (float)isum, want);
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (int v = 0; v < Q8_VARIANTS; v++) {
+                int64_t len = lens[li], nr = rows[ri], ldy = nr + 3, nb = len / 32;
+                int64_t r0 = v == Q8_PANELS_FROM_16 ? 16 : 0; /* first row computed */
+                if (r0 >= nr)
+                    continue;
+                uint64_t rb;
+                REQUIRE(llm_type_row_bytes(LLM_TYPE_Q8_0, (uint64_t)len, &rb) == 0);
+                fill_weights(LLM_TYPE_Q8_0, b->w, (size_t)rb, nr, len);
+                unsigned char *packed = malloc(llm_q8_0_panel_bytes(nr, (size_t)rb));
+                REQUIRE(packed);
+                int64_t n_panels = (nr + 15) / 16;
+                llm_q8_0_pack_panels(b->w, (size_t)rb, nr, 0, n_panels, packed);
+                for (int64_t i = 0; i < MAX_N * len; i++)
+                    b->x[i] = (float)(2.0 * uni()) * (i % 11 == 0 ? 8.0f : 1.0f);
+                for (int32_t n = 1; n <= MAX_N; n += (n < 4 ? 1 : 5)) {
+                    llm_acts a;
+                    llm_acts_quantize(k, b->x, n, len, &b->s, &a);
+                    for (int64_t i = 0; i < MAX_N * ldy; i++)
+                        b->y[i] = SENTINEL;
+                    if (v == Q8_MATVEC)
+                        kt->matvec(b->w, (size_t)rb, nr, &a, b->y, ldy);
+                    else if (v == Q8_BATCHED)
+                        kt->batched(b->w, (size_t)rb, nr, &a, b->y, ldy);
+                    else
+                        k->q8_0_panels(packed + (size_t)r0 * rb, (size_t)rb, nr - r0, &a, b->y + r0, ldy);
+                    int bad = 0;
+                    for (int32_t t = 0; t < n; t++) {
+                        for (int64_t r = 0; r < r0; r++)
+                            CHECK(b->y[t * ldy + r] == SENTINEL);
+                        for (int64_t r = r0; r < nr; r++) {
+                            const unsigned char *row = b->w + (size_t)r * rb;
+                            float want = 0.0f;
+                            for (int64_t bl = 0; bl < nb; bl++) {
+                                const unsigned char *blk = row + bl * 34;
+                                uint16_t h;
+                                memcpy(&h, blk, 2);
+                                int32_t isum = 0;
+                                for (int j = 0; j < 32; j++)
+                                    isum += (int32_t)(int8_t)blk[2 + j] * a.q[t * len + bl * 32 + j];
+                                float sc = llm_fp16_to_f32(h) * a.d[t * nb + bl];
+                                want = fmaf(sc, (float)isum, want);
+                            }
+                            float got = b->y[t * ldy + r];
+                            if (memcmp(&got, &want, sizeof got) != 0 && bad++ < 3)
+                                fprintf(stderr, "%s q8_0 variant %d len %lld rows %lld n %d: y[%d][%lld] "
+                                        "= %.9g, want %.9g\n", k->name, v, (long long)len, (long long)nr,
+                                        (int)n, (int)t, (long long)r, got, want);
+                            if (v == Q8_MATVEC && t == 0) {
+                                llm_qrow x0 = {a.d, a.q};
+                                float dot = k->dot_q8_0(row, &x0, len); /* the set's single row */
+                                CHECK(memcmp(&dot, &want, sizeof dot) == 0);
+                            }
+                            llm_qrow xq = {a.d + t * nb, a.q + t * len};
+                            float single = ref->dot_q8_0(row, &xq, len);
+                            double mag = 0.0; /* sum of |w_i x_i| */
+                            for (int64_t i = 0; i < len; i++) {
+                                uint16_t h;
+                                memcpy(&h, row + (i / 32) * 34, 2);
+                                double wi = (double)llm_fp16_to_f32(h) * (int8_t)row[(i / 32) * 34 + 2 + i % 32];
+                                mag += fabs(wi * a.d[t * nb + i / 32] * a.q[t * len + i]);
+                            }
+                            CHECK_NEAR(got, single, 1e-5 * mag + 1e-6);
                         }
-                        float got = b->y[t * ldy + r];
-                        if (memcmp(&got, &want, sizeof got) != 0 && bad++ < 3)
-                            fprintf(stderr, "%s batched q8_0 len %lld rows %lld n %d: y[%d][%lld] "
-                                    "= %.9g, want %.9g\n", k->name, (long long)len, (long long)nr,
-                                    (int)n, (int)t, (long long)r, got, want);
-                        llm_qrow xq = {a.d + t * nb, a.q + t * len};
-                        float single = ref->dot_q8_0(row, &xq, len);
-                        double mag = 0.0; /* sum of |w_i x_i| */
-                        for (int64_t i = 0; i < len; i++) {
-                            uint16_t h;
-                            memcpy(&h, row + (i / 32) * 34, 2);
-                            double wi = (double)llm_fp16_to_f32(h) * (int8_t)row[(i / 32) * 34 + 2 + i % 32];
-                            mag += fabs(wi * a.d[t * nb + i / 32] * a.q[t * len + i]);
-                        }
-                        CHECK_NEAR(got, single, 1e-5 * mag + 1e-6);
+                        for (int64_t r = nr; r < ldy; r++)
+                            CHECK(b->y[t * ldy + r] == SENTINEL);
                     }
-                    for (int64_t r = nr; r < ldy; r++)
-                        CHECK(b->y[t * ldy + r] == SENTINEL);
+                    for (int64_t i = (int64_t)n * ldy; i < MAX_N * ldy; i++)
+                        CHECK(b->y[i] == SENTINEL);
+                    CHECK_INT_EQ(bad, 0);
                 }
-                for (int64_t i = (int64_t)n * ldy; i < MAX_N * ldy; i++)
-                    CHECK(b->y[i] == SENTINEL);
-                CHECK_INT_EQ(bad, 0);
+                free(packed);
             }
-        }
+}
+
+/* The panel layout itself, byte for byte (kernels.h): 17 rows of 2
+ * blocks, so the second panel holds one row and 15 padding rows. */
+static void check_panel_layout(void)
+{
+    enum { ROWS = 17, NB = 2, RB = NB * 34 };
+    unsigned char w[ROWS * RB];
+    for (int i = 0; i < ROWS * RB; i++)
+        w[i] = (unsigned char)(i * 7 + 3);
+    CHECK_INT_EQ((long long)llm_q8_0_panel_bytes(ROWS, RB), 32 * RB);
+    CHECK_INT_EQ((long long)llm_q8_0_panel_bytes(16, RB), 16 * RB);
+    unsigned char p[32 * RB];
+    memset(p, 0xee, sizeof p);
+    llm_q8_0_pack_panels(w, RB, ROWS, 0, 2, p);
+    for (int pn = 0; pn < 2; pn++)
+        for (int r = 0; r < 16; r++)
+            for (int bl = 0; bl < NB; bl++) {
+                int row = pn * 16 + r;
+                const unsigned char *panel = p + pn * 16 * RB;
+                for (int j = 0; j < 32; j++) {
+                    unsigned char want = row < ROWS ? (unsigned char)(w[row * RB + bl * 34 + 2 + j] ^ 0x80) : 0x80;
+                    CHECK_INT_EQ(panel[bl * 512 + (j / 4) * 64 + r * 4 + j % 4], want);
+                }
+                for (int i = 0; i < 2; i++)
+                    CHECK_INT_EQ(panel[NB * 512 + (bl * 16 + r) * 2 + i], row < ROWS ? w[row * RB + bl * 34 + i] : 0);
+            }
 }
 
 int main(int argc, char **argv)
@@ -418,6 +472,7 @@ int main(int argc, char **argv)
             for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
                 check_case(&k, floats[ti], rows[ri], float_lens[li], &b);
     check_layouts(&k, &b);
+    check_panel_layout();
     check_attend(&k);
     check_kquants(&k, &b);
     if (wide) {
@@ -425,10 +480,10 @@ int main(int argc, char **argv)
         llm_kernels_scalar(&ref);
         REQUIRE(llm_kernels_avx2(&ref) == 0 && llm_kernels_vnni(&ref) == 0);
         llm_kernels_scalar(&scalar);
-        const uint32_t all[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
-                                LLM_TYPE_Q4_0};
+        /* Q8_0 is its own chain (check_q8_chain), not avx2+vnni's. */
+        const uint32_t all[] = {LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q4_0};
         check_same_as(&k, &ref, all, sizeof all / sizeof all[0], &b);
-        check_batched(&k, &scalar, &b);
+        check_q8_chain(&k, &scalar, &b);
     }
     printf("%s: matrix-vector and attention kernels bitwise equal to the single-row loops\n",
            k.name);

@@ -65,6 +65,9 @@ _Static_assert(LLM_CPU_ROWS_MAX <= LLM_ACTS_MAX, "the kernels take every row the
  * (kt->batched): a multiple of its 16-row panels, and 40-90 units per
  * matrix of the shapes benchmarked, so a preempted thread holds up little. */
 #define LLM_CPU_QPANEL 64
+/* The panel product is called at panel starts only. */
+_Static_assert(LLM_CPU_GRAIN % LLM_Q8P_ROWS == 0 && LLM_CPU_QPANEL % LLM_Q8P_ROWS == 0,
+               "row-loop units and batched units are whole Q8_0 panels");
 /* Positions the RoPE angle table holds (see rope_table). */
 #define ROPE_ROWS 64
 
@@ -79,6 +82,8 @@ typedef struct cpu_backend {
     int32_t gemm_min_quant; /* the same for Q8_0/Q4_0 */
     int weights_mode;   /* LLM_CPU_WEIGHTS_* (cpu_weights.h) */
     llm_cpu_weights weights; /* the float matrices' copy (prepare), or none */
+    llm_type_kernels q8_0_panels; /* the Q8_0 entry on the arena's panels
+                                     (when k.q8_0_panels) */
     int64_t max_width;  /* widest row reserved for */
     uint32_t n_ctx;     /* longest context reserved for */
     float *qd;          /* [ROWS_MAX][max_width/32] activation scales */
@@ -223,6 +228,8 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
  * type has an entry (cpu_supports_type), so this finds one. */
 static const llm_type_kernels *kernels_for(const cpu_backend *c, const llm_tensor *w)
 {
+    if (llm_cpu_weights_panels(&c->weights, w))
+        return &c->q8_0_panels;
     return llm_kernels_find(&c->k, w->type);
 }
 
@@ -731,18 +738,20 @@ static void cpu_destroy(llm_backend *be)
     free(c);
 }
 
-/* Quantized weights stay in the file mapping, where the kernels read
- * them; float matrices are copied onto huge pages (cpu_weights.h) unless
- * the model already reads its file into memory of its own (no_mmap, which
- * gives that memory the same advice). Never fails: without the copy the
+/* Float matrices are copied onto huge pages (cpu_weights.h) unless the
+ * model already reads its file into memory of its own (no_mmap, which
+ * gives that memory the same advice); Q8_0 matrices go into panels when
+ * the kernel set reads them; other quantized weights stay in the file
+ * mapping, where the kernels read them. Never fails: without the copy the
  * mapping serves. */
 static int cpu_prepare(llm_backend *be, llm_model *m, char *err, size_t errlen)
 {
     cpu_backend *c = cpu(be);
     (void)err;
     (void)errlen;
-    if (!m->no_mmap && !c->weights.base)
-        llm_cpu_weights_copy(c->pool, m, c->weights_mode, &c->weights);
+    if (!c->weights.base)
+        llm_cpu_weights_copy(c->pool, m, c->weights_mode, !m->no_mmap, c->k.q8_0_panels != NULL,
+                             &c->weights);
     return 0;
 }
 
@@ -1011,6 +1020,10 @@ int llm_cpu_backend_create_with(int32_t n_threads, int simd, const llm_type_kern
     openblas_set_num_threads(1);
 #endif
     c->use_blas = choose_blas(&c->k);
+    if (c->k.q8_0_panels) {
+        c->q8_0_panels = *llm_kernels_find(&c->k, LLM_TYPE_Q8_0);
+        c->q8_0_panels.matvec = c->q8_0_panels.batched = c->k.q8_0_panels;
+    }
     c->gemm_min_float = LLM_CPU_GEMM_MIN_FLOAT;
     c->gemm_min_quant = LLM_CPU_GEMM_MIN_QUANT;
     *out = &c->base;

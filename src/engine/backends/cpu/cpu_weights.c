@@ -14,6 +14,7 @@
 
 #include "cpu_weights.h"
 #include "errtext.h"
+#include "kernels.h"
 #include "model.h"
 #include "pool.h"
 
@@ -49,27 +50,42 @@ static int float_type(uint32_t t)
     return t == LLM_TYPE_F32 || t == LLM_TYPE_F16 || t == LLM_TYPE_BF16;
 }
 
-/* The float matrices a forward streams, into out (when not NULL); their
- * count. Tensors the span does not hold have no data. */
-static int32_t float_matrices(llm_model *m, llm_tensor **out)
+/* Whether the arena takes t: a float matrix (floats), or a Q8_0 one into
+ * the panel layout (panels). */
+static int takes(const llm_tensor *t, int floats, int panels)
+{
+    return t->data && !t->dev &&
+           ((floats && float_type(t->type)) || (panels && t->type == LLM_TYPE_Q8_0));
+}
+
+/* The matrices a forward streams that the arena takes, into out (when not
+ * NULL); their count. Tensors the span does not hold have no data. */
+static int32_t arena_matrices(llm_model *m, int floats, int panels, llm_tensor **out)
 {
     int32_t n = 0;
     for (int32_t l = m->span_first; l <= m->span_last; l++) {
         llm_layer *L = &m->layers[l];
         llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-            if (ts[i]->data && !ts[i]->dev && float_type(ts[i]->type)) {
+            if (takes(ts[i], floats, panels)) {
                 if (out)
                     out[n] = ts[i];
                 n++;
             }
     }
-    if (m->output.data && !m->output.dev && float_type(m->output.type)) {
+    if (takes(&m->output, floats, panels)) {
         if (out)
             out[n] = &m->output;
         n++;
     }
     return n;
+}
+
+/* The bytes t takes in the arena. */
+static size_t arena_bytes(const llm_tensor *t)
+{
+    return t->type == LLM_TYPE_Q8_0 ? llm_q8_0_panel_bytes(t->ne1, t->row_bytes)
+                                    : (size_t)t->ne1 * t->row_bytes;
 }
 
 /* 1 unless the system's transparent huge pages are off ("[never]") or it
@@ -91,12 +107,19 @@ typedef struct copy_job {
     int32_t n;
 } copy_job;
 
-/* Each thread copies its contiguous share of every matrix, so the page
- * faults of the fresh arena (zeroing 2 MiB each) are split too. */
+/* Each thread copies (or packs) its contiguous share of every matrix, so
+ * the page faults of the fresh arena (zeroing 2 MiB each) are split too. */
 static void copy_worker(void *ctx, int32_t ith, int32_t nth)
 {
     const copy_job *j = ctx;
     for (int32_t i = 0; i < j->n; i++) {
+        const llm_tensor *t = j->t[i];
+        if (t->type == LLM_TYPE_Q8_0) {
+            int64_t panels = (t->ne1 + LLM_Q8P_ROWS - 1) / LLM_Q8P_ROWS;
+            llm_q8_0_pack_panels(t->data, t->row_bytes, t->ne1, panels * ith / nth,
+                                 panels * (ith + 1) / nth, j->dst[i]);
+            continue;
+        }
         size_t bytes = (size_t)j->t[i]->ne1 * j->t[i]->row_bytes;
         size_t lo = round_up(bytes / (size_t)nth * (size_t)ith, 64);
         size_t hi = ith + 1 == nth ? bytes : round_up(bytes / (size_t)nth * (size_t)(ith + 1), 64);
@@ -134,35 +157,40 @@ static void *huge_arena(size_t len, int need_advice)
     return a;
 }
 
-void llm_cpu_weights_copy(llm_pool *pool, llm_model *m, int mode, llm_cpu_weights *w)
+void llm_cpu_weights_copy(llm_pool *pool, llm_model *m, int mode, int floats, int panels,
+                          llm_cpu_weights *w)
 {
     memset(w, 0, sizeof *w);
-    if (mode == LLM_CPU_WEIGHTS_MAP || (mode == LLM_CPU_WEIGHTS_AUTO && !huge_pages_possible()))
+    if (mode == LLM_CPU_WEIGHTS_MAP)
         return;
-    int32_t n = float_matrices(m, NULL);
+    floats = floats && (mode == LLM_CPU_WEIGHTS_COPY || huge_pages_possible());
+    int32_t n = arena_matrices(m, floats, panels, NULL);
     if (n == 0)
         return;
     llm_tensor **t = malloc((size_t)n * sizeof *t);
     unsigned char **dst = malloc((size_t)n * sizeof *dst);
     if (!t || !dst)
         goto done;
-    float_matrices(m, t);
+    arena_matrices(m, floats, panels, t);
     size_t total = 0, bytes = 0;
+    int32_t n_panels = 0;
     for (int32_t i = 0; i < n; i++) {
-        size_t b = (size_t)t[i]->ne1 * t[i]->row_bytes;
+        size_t b = arena_bytes(t[i]);
         if (b > SIZE_MAX / 2 || total > SIZE_MAX / 2)
             goto done;
         total += round_up(b, SLOT_ALIGN);
         bytes += b;
+        n_panels += t[i]->type == LLM_TYPE_Q8_0;
     }
     size_t len = round_up(total, HUGE_BYTES);
-    unsigned char *a = huge_arena(len, mode == LLM_CPU_WEIGHTS_AUTO);
+    /* Panels pay on any page size; float copies only on huge pages. */
+    unsigned char *a = huge_arena(len, mode == LLM_CPU_WEIGHTS_AUTO && n_panels == 0);
     if (!a)
         goto done;
     size_t off = 0;
     for (int32_t i = 0; i < n; i++) {
         dst[i] = a + off;
-        off += round_up((size_t)t[i]->ne1 * t[i]->row_bytes, SLOT_ALIGN);
+        off += round_up(arena_bytes(t[i]), SLOT_ALIGN);
     }
     copy_job j = {t, dst, n};
     llm_pool_run(pool, copy_worker, &j);
@@ -173,6 +201,7 @@ void llm_cpu_weights_copy(llm_pool *pool, llm_model *m, int mode, llm_cpu_weight
     w->len = len;
     w->bytes = bytes;
     w->n = n;
+    w->n_panels = n_panels;
     w->t = t;
     t = NULL;
 done:
@@ -189,6 +218,11 @@ static int in_arena(const llm_cpu_weights *w, const void *p)
 const void *llm_cpu_weights_bytes(const llm_cpu_weights *w, const llm_tensor *t)
 {
     return in_arena(w, t->dev) ? t->dev : t->data;
+}
+
+int llm_cpu_weights_panels(const llm_cpu_weights *w, const llm_tensor *t)
+{
+    return t->type == LLM_TYPE_Q8_0 && in_arena(w, t->dev);
 }
 
 void llm_cpu_weights_free(llm_cpu_weights *w)

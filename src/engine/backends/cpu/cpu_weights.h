@@ -13,8 +13,17 @@
  * 2 MiB-aligned arena and reads them from there (llm_tensor.dev). The
  * copy costs their size in anonymous memory beside the page cache's
  * (reclaimable) copy of the file, and one pass over them at open; the
- * bytes are the same, so every result is too. Quantized types stay on the
- * mapping (their kernels spend more per byte; not measured to pay).
+ * bytes are the same, so every result is too.
+ *
+ * Q8_0 matrices go into the same arena in the panel layout (kernels.h)
+ * when the kernel set reads it (the avx512 set): 16 rows side by side, so
+ * that the product streams one run of bytes and needs no transposing at
+ * run time. The layout takes the rows' bytes (a last panel's padding
+ * aside), and the panel product's results are those of the set's product
+ * on the rows, bit for bit: the copy changes speed only. Panels pay on
+ * any page size, so they are made unless the mode is MAP. Other quantized
+ * types stay on the mapping (their kernels spend more per byte; not
+ * measured to pay).
  *
  * When the arena cannot be had (no memory, an address-space limit) the
  * tensors stay on the mapping and the model works as before: the copy is
@@ -43,6 +52,7 @@ typedef struct llm_cpu_weights {
     size_t len;
     size_t bytes; /* matrix bytes copied into it */
     int32_t n;    /* matrices copied */
+    int32_t n_panels; /* of them, Q8_0 ones in the panel layout */
     struct llm_tensor **t; /* [n] owned: the tensors whose dev points into
                               the arena (the model's, which outlive it) */
 } llm_cpu_weights;
@@ -51,13 +61,14 @@ typedef struct llm_cpu_weights {
  * "copy". 0 with *mode, or LLM_EINVAL with one line in err. */
 int llm_cpu_weights_mode(int *mode, char *err, size_t errlen);
 
-/* Copies m's float matrices into a new arena (mode AUTO or COPY; MAP does
- * nothing), the pool's threads each taking a contiguous share, and points
- * each copied tensor's dev at its copy. Never fails: without the arena
- * (or in AUTO mode on a system whose transparent huge pages are "never")
- * *w stays all zero and every tensor on the mapping. */
-void llm_cpu_weights_copy(struct llm_pool *pool, struct llm_model *m, int mode,
-                          llm_cpu_weights *w);
+/* Copies m's float matrices (floats: 1; in AUTO mode only where huge
+ * pages can be had) and packs its Q8_0 matrices into panels (panels: 1)
+ * into a new arena (mode AUTO or COPY; MAP does nothing), the pool's
+ * threads each taking a contiguous share, and points each copied tensor's
+ * dev at its copy. Never fails: without the arena *w stays all zero and
+ * every tensor on the mapping. */
+void llm_cpu_weights_copy(struct llm_pool *pool, struct llm_model *m, int mode, int floats,
+                          int panels, llm_cpu_weights *w);
 
 /* Points the copied tensors back at the mapping (dev NULL) and unmaps the
  * arena, so a model whose backend is replaced (a test swapping kernel
@@ -71,5 +82,8 @@ void llm_cpu_weights_free(llm_cpu_weights *w);
  * CUDA backend's weight records, when a CPU head shares a CUDA target's
  * tensors) and is never read as bytes. */
 const void *llm_cpu_weights_bytes(const llm_cpu_weights *w, const struct llm_tensor *t);
+
+/* 1 when those bytes are t's Q8_0 rows in the panel layout. */
+int llm_cpu_weights_panels(const llm_cpu_weights *w, const struct llm_tensor *t);
 
 #endif

@@ -144,10 +144,36 @@ typedef struct llm_kernels {
      * scratch (left holding e_p). */
     void (*attend)(const float *q, const float *k, const float *v, int64_t stride,
                    uint32_t len, int32_t hd, float scale, float *sc, float *out);
+    /* The Q8_0 product on matrices in the Q8_0 panel layout (below), or
+     * NULL when the set reads Q8_0 rows only. Called, like a matvec, with
+     * w at the panel of a row that is a multiple of LLM_Q8P_ROWS and
+     * row_bytes the matrix's rows' (a panel is LLM_Q8P_ROWS rows' bytes);
+     * its results are bit for bit the set's Q8_0 matvec's on the rows. */
+    llm_matvec_fn q8_0_panels;
     /* The per-type table: n_types entries, one per type id. */
     llm_type_kernels types[LLM_KERNEL_TYPES_MAX];
     int32_t n_types;
 } llm_kernels;
+
+/* The Q8_0 panel layout: a matrix's rows in panels of LLM_Q8P_ROWS, a
+ * panel of a matrix of nb blocks a row being nb * 512 quant bytes, then
+ * nb * 16 fp16 scales. Quant byte i of group g (g < 8: bytes 4g..4g+3 of
+ * a block) of row r of block b sits at b * 512 + g * 64 + r * 4 + i and
+ * holds the row's quant plus 128 (an unsigned byte, the side vpdpbusd
+ * multiplies unsigned); scale r of block b at nb * 512 + (b * 16 + r) * 2.
+ * So a 64-byte vector holds four quants of all 16 rows, and a panel
+ * takes the bytes of its 16 rows (34 a block a row). The last panel of a
+ * matrix whose rows are no multiple of 16 is padded with zero rows
+ * (scale 0). */
+#define LLM_Q8P_ROWS 16
+
+/* Bytes the panel layout of rows rows of row_bytes takes. */
+size_t llm_q8_0_panel_bytes(int64_t rows, size_t row_bytes);
+
+/* Writes panels [p0, p1) of the Q8_0 matrix src (rows rows of row_bytes)
+ * in the panel layout into dst (the whole layout's start). */
+void llm_q8_0_pack_panels(const void *src, size_t row_bytes, int64_t rows, int64_t p0,
+                          int64_t p1, void *dst);
 
 /* k's entry for ggml type `type`, or NULL when k has no kernels for it. */
 const llm_type_kernels *llm_kernels_find(const llm_kernels *k, uint32_t type);
@@ -177,18 +203,21 @@ int llm_kernels_avx2(llm_kernels *k);
 int llm_kernels_vnni(llm_kernels *k);
 
 /* On top of a filled AVX2+VNNI set (llm_kernels_vnni accepted it): the
- * F32, F16 and BF16 matrix–vector products on 512-bit vectors, the Q8_0
- * one with a better prefetch, and a batched Q8_0 product on 8-bit
- * activations (kernels_avx512.c), when the CPU has AVX512F/BW/VL and VNNI;
- * 0 and the entries replaced (name "avx512"), else -1 and *k untouched.
- * The matrix–vector products stay bit for bit the AVX2+VNNI set's: each
- * 512-bit accumulator holds two 256-bit accumulators of the AVX2 kernel
- * side by side, lane for lane the same operations, summed in the same
- * order at the end. Except the k-quants': the set also takes
- * llm_kernels_add_k_avx512's, which are not. */
+ * F32, F16 and BF16 matrix–vector products on 512-bit vectors, and one
+ * Q8_0 product for every row count on 8-bit activations, from rows or
+ * from panels (kernels_avx512.c), when the CPU has AVX512F/BW/VL and
+ * VNNI; 0 and the entries replaced (name "avx512"), else -1 and *k
+ * untouched. The float matrix–vector products stay bit for bit the
+ * AVX2+VNNI set's: each 512-bit accumulator holds two 256-bit accumulators
+ * of the AVX2 kernel side by side, lane for lane the same operations,
+ * summed in the same order at the end. The Q8_0 product is not: each
+ * result is one chain over the blocks, acc = fma(d_w * d_x, (float)sum,
+ * acc) with the exact integer block sum, the same for any batch (its
+ * matvec, batched product, panel product and dot_q8_0 agree bit for bit).
+ * Nor are the k-quants': the set also takes llm_kernels_add_k_avx512's. */
 int llm_kernels_avx512(llm_kernels *k);
 
-/* On a set llm_kernels_avx512 filled: the Q8_0, F16 and BF16 matrix–vector
+/* On a set llm_kernels_avx512 filled: the F16 and BF16 matrix–vector
  * products with their stream prefetched one register tile ahead, as before
  * the deeper prefetch (kernels_avx512.c, stream_ahead); bit for bit the
  * same results. For benchmarks (PHASEMARK_ENGINE_PREFETCH=tile); any other

@@ -2,7 +2,7 @@
  *
  * Three kinds of kernel live here, all with the prefetch described at
  * PREFETCH_TILE (the main gain when weights stream from memory), which the
- * Q8_0, F16 and BF16 tiles run further ahead for short rows (stream_ahead).
+ * F16 and BF16 tiles run further ahead for short rows (stream_ahead).
  *
  * The matrix–vector products of F32, F16 and BF16 are the AVX2 set's,
  * widened: where the AVX2 kernel keeps a pair of 256-bit accumulators
@@ -16,28 +16,16 @@
  * per weight and 32 registers, so a tile takes up to 8 activation rows
  * (AVX2: 4), and F32 gets a register-blocked tile (AVX2: a row at a time).
  *
- * The Q8_0 matrix–vector product is the AVX2+VNNI kernel on 256-bit
- * vectors, operation for operation (see q8_step for why not 512 bits).
- *
- * The batched Q8_0 product (matmul_q8_0_batched) is new arithmetic. The
- * row loop's kernels give each (weight row, activation row) pair its own
- * vector of partial sums, which must be reduced across lanes at the end and
- * re-scaled per block with a broadcast; with many activation rows that
- * bookkeeping dominates. Here a 32-bit lane is one weight row instead: 16
- * rows are transposed (once per call, into a small stack panel) so that a
- * vector holds four bytes of each of them, and one vpdpbusd against four
- * broadcast activation bytes does 64 multiply-adds with nothing to reduce.
- * Per block and activation row that is 8 vpdpbusd, one convert, one scale
- * product and one FMA for 16 weight rows. The activation stays quantized
- * (as the row loop's, so the Q8_0 tolerance applies), the integer block
- * sums are exact, and each result is one fixed chain over the blocks,
- * acc = fma(d_w * d_x, (float)sum, acc), whatever the batch.
+ * The Q8_0 products are new arithmetic, one kernel for every row count
+ * (decode, verify, prefill), from the file's rows or from the backend's
+ * panel copy: see the Q8_0 section below.
  */
 #include "kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "quant.h"
@@ -251,84 +239,6 @@ DEFINE_HALF_TILE(bf16_tile, load_bf16x16, llm_bf16_to_f32, stream_ahead(row_byte
 DEFINE_HALF_TILE(f16n_tile, load_f16x16, llm_fp16_to_f32, (size_t)R * row_bytes)
 DEFINE_HALF_TILE(bf16n_tile, load_bf16x16, llm_bf16_to_f32, (size_t)R * row_bytes)
 
-/* ---- Q8_0 matrix–vector ----------------------------------------------------
- *
- * kernels_avx2.c's VNNI tile (q8v_step, DEFINE_Q8_TILE) on 256-bit vectors,
- * operation for operation, with the tile prefetch above. Widened to 512
- * bits the same way as the float tiles it ran 13% slower on one Zen 4 core
- * with the matrix in cache (the two weight blocks of a vector need a
- * shuffle to meet) and no faster from memory. */
-AVX512_FN static ALWAYS_INLINE void q8_step(const unsigned char *w, size_t row_bytes,
-                                            const llm_acts *a, int32_t t0, int64_t b,
-                                            __m256 acc[TILE_R_MAX][TILE_T_MAX], const int R,
-                                            const int T, size_t ahead)
-{
-    const float *db = a->dt + b * a->n + t0;
-    const int8_t *xb = a->qb + (b * a->n + t0) * LLM_ACTS_QK;
-    const int32_t *xbias = a->xbias + (b * a->n + t0) * 8;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        const unsigned char *blk = w + (size_t)r * row_bytes + (size_t)b * sizeof(llm_block_q8_0);
-        if ((b & 1) == 0) {
-            _mm_prefetch((const char *)blk + ahead, _MM_HINT_T1);
-            _mm_prefetch((const char *)blk + 64 + ahead, _MM_HINT_T1);
-        }
-        __m256i wu = _mm256_xor_si256(load256(blk + 2), _mm256_set1_epi8((char)0x80));
-        float dw = fp16_at(blk);
-        __m256 sv = T == 1 ? _mm256_set1_ps(dw * db[0])
-                           : _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(db));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            __m256i p = _mm256_dpbusd_epi32(load256(xbias + t * 8), wu, load256(xb + t * LLM_ACTS_QK));
-            __m256 sc = T == 1 ? sv : _mm256_permutexvar_ps(_mm256_set1_epi32(t), sv);
-            acc[r][t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), acc[r][t]);
-        }
-    }
-}
-
-/* Even blocks into acc0, odd into acc1, a last odd block into acc0, then
- * hsum8(acc0 + acc1): dot_q8_0's order (kernels_avx2.c). ahead: how far
- * (bytes, a whole number of rows) the stream is prefetched. */
-AVX512_FN static ALWAYS_INLINE void q8_tile_pd(const unsigned char *w, size_t row_bytes,
-                                               const llm_acts *a, int32_t t0, float *y,
-                                               int64_t ldy, const int R, const int T,
-                                               size_t ahead)
-{
-    __m256 acc0[TILE_R_MAX][TILE_T_MAX], acc1[TILE_R_MAX][TILE_T_MAX];
-    int64_t nb = a->len / LLM_QK8_0, b = 0;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
-    for (; b + 2 <= nb; b += 2) {
-        q8_step(w, row_bytes, a, t0, b, acc0, R, T, ahead);
-        q8_step(w, row_bytes, a, t0, b + 1, acc1, R, T, ahead);
-    }
-    if (b < nb)
-        q8_step(w, row_bytes, a, t0, b, acc0, R, T, ahead);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            y[(t0 + t) * ldy + r] = hsum8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
-}
-
-AVX512_FN static ALWAYS_INLINE void q8_tile(const unsigned char *w, size_t row_bytes,
-                                            const llm_acts *a, int32_t t0, float *y,
-                                            int64_t ldy, const int R, const int T)
-{
-    q8_tile_pd(w, row_bytes, a, t0, y, ldy, R, T, stream_ahead(row_bytes, R));
-}
-
-/* One tile ahead (the kernel before stream_ahead), for benchmarks. */
-AVX512_FN static ALWAYS_INLINE void q8n_tile(const unsigned char *w, size_t row_bytes,
-                                             const llm_acts *a, int32_t t0, float *y,
-                                             int64_t ldy, const int R, const int T)
-{
-    q8_tile_pd(w, row_bytes, a, t0, y, ldy, R, T, (size_t)R * row_bytes);
-}
-
 typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
                         const llm_acts *a, int32_t t0, float *y, int64_t ldy);
 
@@ -375,8 +285,6 @@ TILES_BY_T(f16_tile, 8)
 TILES_BY_T(bf16_tile, 8)
 TILES_BY_T(f16n_tile, 8)
 TILES_BY_T(bf16n_tile, 8)
-TILES_BY_T(q8_tile, 4)
-TILES_BY_T(q8n_tile, 4)
 TILES_BY_T(f32_tile, 4)
 
 /* Activation rows in groups of up to 8, each group over every row. */
@@ -408,12 +316,6 @@ static void matvec_bf16(const void *w, size_t row_bytes, int64_t rows, const llm
     tiles_by_groups(bf16_tile_by_t, w, row_bytes, rows, a, y, ldy);
 }
 
-static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
-                        float *y, int64_t ldy)
-{
-    tiles_by_groups(q8_tile_by_t, w, row_bytes, rows, a, y, ldy);
-}
-
 static void matvec_f16_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
                             float *y, int64_t ldy)
 {
@@ -426,19 +328,34 @@ static void matvec_bf16_near(const void *w, size_t row_bytes, int64_t rows, cons
     tiles_by_groups(bf16n_tile_by_t, w, row_bytes, rows, a, y, ldy);
 }
 
-static void matvec_q8_0_near(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
-                             float *y, int64_t ldy)
-{
-    tiles_by_groups(q8n_tile_by_t, w, row_bytes, rows, a, y, ldy);
-}
+/* ---- Q8_0 ---------------------------------------------------------------------
+ *
+ * One product for every row count. The AVX2+VNNI row loop gives each
+ * (weight row, activation row) pair its own vector of partial sums, which
+ * must be reduced across lanes at the end and re-scaled per block with a
+ * broadcast; with several activation rows that bookkeeping dominates, and
+ * a verify's rows cost a decode's compute each. Here a 32-bit lane is one
+ * weight row instead: 16 rows side by side, a vector holding four bytes of
+ * each (the panel layout, kernels.h), and one vpdpbusd against four
+ * broadcast activation bytes does 64 multiply-adds with nothing to reduce.
+ * Per block and activation row that is 8 vpdpbusd, one convert, one scale
+ * product and one FMA for 16 weight rows. The integer block sums are
+ * exact, and each result is one fixed chain over the blocks,
+ * acc = fma(d_w * d_x, (float)sum, acc), whatever the batch: a verify's
+ * rows are bit for bit decode steps and a prefill's, on the same kernel.
+ *
+ * The CPU backend keeps its Q8_0 matrices in the panel layout
+ * (cpu_weights.h), where matmul_q8_0_panels reads them as one stream. Rows
+ * in the file's layout (no copy) are transposed into the same layout on
+ * the stack, 8 blocks of 16 rows at a time, as they are read
+ * (matvec_q8_0): the same results, at about twice a decode's time. */
 
-/* ---- batched Q8_0 ---------------------------------------------------------- */
-
-/* Weight rows per panel (one per 32-bit lane) and blocks per repacked
- * chunk: 8 blocks of 16 rows are 4 KiB of quants, which stay in L1 while
- * every activation row passes over them. */
-#define QP_ROWS 16
+/* Weight rows per panel (one per 32-bit lane) and blocks per chunk: 8
+ * blocks of 16 rows are 4 KiB of quants, which stay in L1 while every
+ * activation row passes over them. */
+#define QP_ROWS LLM_Q8P_ROWS
 #define QP_KB 8
+#define QP_BLOCK (QP_ROWS * LLM_QK8_0) /* quant bytes of a block of a panel */
 
 /* The 8x8 transposes of 32-bit elements in both 256-bit halves at once:
  * on return v[g] holds, in half h, element g of the inputs' half h. */
@@ -465,17 +382,16 @@ AVX512_FN static ALWAYS_INLINE void transpose8x8_halves(__m512i v[8])
     }
 }
 
-/* Blocks kb..kb+nk-1 of `rows` (<= 16) weight rows, transposed: lane r of
- * wq[j][g] holds bytes 4g..4g+3 of block kb + j of row r, each plus 128
- * (the unsigned side of vpdpbusd), lane r of ws[j] that block's scale.
- * Missing rows are zero weights with scale 0. */
+/* Blocks kb..kb+nk-1 of `rows` (<= 16) weight rows in the file's layout,
+ * into the panel layout's chunk: wq[j * 8 + g] the quants of group g of
+ * block kb + j, wh[j * 16 + r] row r's scale. Missing rows are zero
+ * weights with scale 0, as in a packed panel. */
 AVX512_FN static void qp_pack(const unsigned char *w, size_t row_bytes, int rows, int64_t kb,
-                              int nk, __m512i wq[QP_KB][8], __m512 ws[QP_KB])
+                              int nk, __m512i *wq, uint16_t *wh)
 {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     for (int j = 0; j < nk; j++) {
         size_t off = (size_t)(kb + j) * sizeof(llm_block_q8_0);
-        uint16_t h[QP_ROWS] = {0};
         __m512i v[8];
         for (int i = 0; i < 8; i++) {
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
@@ -487,10 +403,12 @@ AVX512_FN static void qp_pack(const unsigned char *w, size_t row_bytes, int rows
         }
         transpose8x8_halves(v);
         for (int g = 0; g < 8; g++)
-            wq[j][g] = _mm512_xor_si512(v[g], bias);
-        for (int r = 0; r < rows; r++)
-            memcpy(&h[r], w + (size_t)r * row_bytes + off, 2);
-        ws[j] = _mm512_cvtph_ps(load256(h));
+            wq[j * 8 + g] = _mm512_xor_si512(v[g], bias);
+        for (int r = 0; r < QP_ROWS; r++)
+            if (r < rows)
+                memcpy(&wh[j * QP_ROWS + r], w + (size_t)r * row_bytes + off, 2);
+            else
+                wh[j * QP_ROWS + r] = 0;
     }
 }
 
@@ -501,14 +419,17 @@ AVX512_FN static inline __m512i bcast_i32(const int8_t *p)
     return _mm512_set1_epi32(v);
 }
 
-/* Activation rows t..t+TQ-1 over the chunk's nk repacked blocks (kb on):
- * per block, the exact sum over the block of w * x (the 8 groups of four
- * bytes, from a->xsum's -128 * sum x), times d_w * d_x, into one FMA chain
- * per result. TQ rows share every weight load. Results of earlier chunks
- * wait in y (masked to the panel's rows m). */
-AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i wq[QP_KB][8], const __m512 ws[QP_KB],
-                                            int nk, const llm_acts *a, int64_t kb, int32_t t,
-                                            float *y, int64_t ldy, __mmask16 m, const int TQ)
+/* Activation rows t..t+TQ-1 over a chunk of nk blocks (kb on) in the panel
+ * layout (wq: its quants, 64-byte vectors; wh: its scales): per block, the
+ * exact sum over the block of w * x (the 8 groups of four bytes, from
+ * a->xsum's -128 * sum x), times d_w * d_x, into one FMA chain per result.
+ * TQ rows share every weight load; one row splits its integer sum in two
+ * (exact either way) so that a decode does not wait on one dependent
+ * chain of eight vpdpbusd. Results of earlier chunks wait in y (masked to
+ * the panel's rows m). */
+AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i *wq, const uint16_t *wh, int nk,
+                                            const llm_acts *a, int64_t kb, int32_t t, float *y,
+                                            int64_t ldy, __mmask16 m, const int TQ)
 {
     const int64_t len = a->len, nb = len / LLM_QK8_0;
     __m512 acc[4];
@@ -516,21 +437,34 @@ AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i wq[QP_KB][8], const __
     for (int q = 0; q < TQ; q++)
         acc[q] = kb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + (t + q) * ldy);
     for (int j = 0; j < nk; j++) {
+        const __m512 ws = _mm512_cvtph_ps(load256(wh + j * QP_ROWS));
         __m512i p[4];
 #pragma GCC unroll 4
         for (int q = 0; q < TQ; q++)
             p[q] = _mm512_set1_epi32(a->xsum[(t + q) * nb + kb + j]);
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            __m512i wv = wq[j][g];
+        if (TQ == 1) {
+            const int8_t *x = a->q + t * len + (kb + j) * LLM_ACTS_QK;
+            __m512i p1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
-            for (int q = 0; q < TQ; q++)
-                p[q] = _mm512_dpbusd_epi32(p[q], wv,
-                                           bcast_i32(a->q + (t + q) * len + (kb + j) * LLM_ACTS_QK + 4 * g));
+            for (int g = 0; g < 8; g += 2) {
+                p[0] = _mm512_dpbusd_epi32(p[0], _mm512_loadu_si512(wq + j * 8 + g), bcast_i32(x + 4 * g));
+                p1 = _mm512_dpbusd_epi32(p1, _mm512_loadu_si512(wq + j * 8 + g + 1),
+                                         bcast_i32(x + 4 * g + 4));
+            }
+            p[0] = _mm512_add_epi32(p[0], p1);
+        } else {
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                __m512i wv = _mm512_loadu_si512(wq + j * 8 + g);
+#pragma GCC unroll 4
+                for (int q = 0; q < TQ; q++)
+                    p[q] = _mm512_dpbusd_epi32(p[q], wv,
+                                               bcast_i32(a->q + (t + q) * len + (kb + j) * LLM_ACTS_QK + 4 * g));
+            }
         }
 #pragma GCC unroll 4
         for (int q = 0; q < TQ; q++) {
-            __m512 sc = _mm512_mul_ps(ws[j], _mm512_set1_ps(a->d[(t + q) * nb + kb + j]));
+            __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(a->d[(t + q) * nb + kb + j]));
             acc[q] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p[q]), acc[q]);
         }
     }
@@ -539,34 +473,96 @@ AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i wq[QP_KB][8], const __
         _mm512_mask_storeu_ps(y + (t + q) * ldy, m, acc[q]);
 }
 
-/* y[t * ldy + r] for r < rows (<= 16), t < a->n, a chunk of QP_KB blocks
- * at a time, four activation rows at a time. */
+/* Every activation row over one chunk, four rows at a time. */
+AVX512_FN static ALWAYS_INLINE void qp_chunk(const __m512i *wq, const uint16_t *wh, int nk,
+                                             const llm_acts *a, int64_t kb, float *y, int64_t ldy,
+                                             __mmask16 m)
+{
+    int32_t t = 0;
+    for (; t + 4 <= a->n; t += 4)
+        qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 4);
+    for (; t < a->n; t++)
+        qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 1);
+}
+
+/* y[t * ldy + r] for r < rows (<= 16), t < a->n, from rows in the file's
+ * layout, each chunk transposed onto the stack first. The rows are
+ * strided 16 ways, which the hardware prefetchers do not follow: the
+ * same chunk of the next panel is asked for into L2 as this one is read
+ * (without it, from the L3, four times slower). */
 AVX512_FN static void qp_panel(const unsigned char *w, size_t row_bytes, int rows,
                                const llm_acts *a, float *y, int64_t ldy)
 {
-    __m512i wq[QP_KB][8];
-    __m512 ws[QP_KB];
+    __m512i wq[QP_KB * 8];
+    uint16_t wh[QP_KB * QP_ROWS];
     const int64_t nb = a->len / LLM_QK8_0;
     const __mmask16 m = (__mmask16)(rows >= QP_ROWS ? 0xffffu : (1u << rows) - 1u);
     for (int64_t kb = 0; kb < nb; kb += QP_KB) {
         int nk = nb - kb < QP_KB ? (int)(nb - kb) : QP_KB;
-        qp_pack(w, row_bytes, rows, kb, nk, wq, ws);
-        int32_t t = 0;
-        for (; t + 4 <= a->n; t += 4)
-            qp_rows(wq, ws, nk, a, kb, t, y, ldy, m, 4);
-        for (; t < a->n; t++)
-            qp_rows(wq, ws, nk, a, kb, t, y, ldy, m, 1);
+        size_t o0 = (size_t)kb * sizeof(llm_block_q8_0), o1 = o0 + (size_t)nk * sizeof(llm_block_q8_0);
+        for (int r = 0; r < QP_ROWS; r++)
+            for (size_t o = o0 & ~(size_t)63; o < o1; o += 64)
+                _mm_prefetch((const char *)w + (size_t)(r + QP_ROWS) * row_bytes + o, _MM_HINT_T1);
+        qp_pack(w, row_bytes, rows, kb, nk, wq, wh);
+        qp_chunk(wq, wh, nk, a, kb, y, ldy, m);
     }
 }
 
-static void matmul_q8_0_batched(const void *w, size_t row_bytes, int64_t rows,
-                                const llm_acts *a, float *y, int64_t ldy)
+static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a,
+                        float *y, int64_t ldy)
 {
     const unsigned char *p = w;
     for (int64_t r = 0; r < rows; r += QP_ROWS) {
         int n = rows - r < QP_ROWS ? (int)(rows - r) : QP_ROWS;
         qp_panel(p + (size_t)r * row_bytes, row_bytes, n, a, y + r, ldy);
     }
+}
+
+/* How far ahead of its reads the panel product asks for its stream (one
+ * contiguous run of quants, then of scales, a panel after another). */
+#define QP_AHEAD 8192
+
+/* matvec_q8_0 on the panel layout: w at the panel of a row that is a
+ * multiple of 16, `rows` rows from there (the last panel's padding rows
+ * are computed and not stored). */
+AVX512_FN static void matmul_q8_0_panels(const void *w, size_t row_bytes, int64_t rows,
+                                         const llm_acts *a, float *y, int64_t ldy)
+{
+    const int64_t nb = a->len / LLM_QK8_0;
+    const size_t panel = (size_t)QP_ROWS * row_bytes;
+    for (int64_t r = 0; r < rows; r += QP_ROWS) {
+        const unsigned char *pw = (const unsigned char *)w + (size_t)(r / QP_ROWS) * panel;
+        const uint16_t *wh = (const uint16_t *)(const void *)(pw + (size_t)nb * QP_BLOCK);
+        const int n = rows - r < QP_ROWS ? (int)(rows - r) : QP_ROWS;
+        const __mmask16 m = (__mmask16)(n >= QP_ROWS ? 0xffffu : (1u << n) - 1u);
+        for (int64_t kb = 0; kb < nb; kb += QP_KB) {
+            int nk = nb - kb < QP_KB ? (int)(nb - kb) : QP_KB;
+            const unsigned char *q = pw + (size_t)kb * QP_BLOCK;
+            for (int j = 0; j < nk * QP_BLOCK; j += 64)
+                _mm_prefetch((const char *)q + j + QP_AHEAD, _MM_HINT_T1);
+            _mm_prefetch((const char *)(wh + kb * QP_ROWS) + QP_AHEAD, _MM_HINT_T1);
+            _mm_prefetch((const char *)(wh + kb * QP_ROWS) + 64 + QP_AHEAD, _MM_HINT_T1);
+            _mm_prefetch((const char *)(wh + kb * QP_ROWS) + 128 + QP_AHEAD, _MM_HINT_T1);
+            _mm_prefetch((const char *)(wh + kb * QP_ROWS) + 192 + QP_AHEAD, _MM_HINT_T1);
+            qp_chunk((const __m512i *)(const void *)q, wh + kb * QP_ROWS, nk, a, kb, y + r, ldy, m);
+        }
+    }
+}
+
+/* The chain for one row: the reference the other Q8_0 kernels of this set
+ * equal (kernels.h, dot_q8_0), its integer block sums by widening
+ * multiply-adds. */
+AVX512_FN static float dot_q8_0(const void *w, const llm_qrow *x, int64_t n)
+{
+    const unsigned char *blk = w;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / LLM_QK8_0; b++, blk += sizeof(llm_block_q8_0)) {
+        __m512i wv = _mm512_cvtepi8_epi16(load256(blk + 2));
+        __m512i xv = _mm512_cvtepi8_epi16(load256(x->q + b * LLM_QK8_0));
+        int32_t sum = _mm512_reduce_add_epi32(_mm512_madd_epi16(wv, xv));
+        acc = fmaf(fp16_at(blk) * x->d[b], (float)sum, acc);
+    }
+    return acc;
 }
 
 /* ---- rows to f32 ------------------------------------------------------------ */
@@ -621,10 +617,12 @@ int llm_kernels_avx512(llm_kernels *k)
         return -1;
     k->name = "avx512";
     k->dot_f32 = dot_f32;
+    k->dot_q8_0 = dot_q8_0;
+    k->q8_0_panels = matmul_q8_0_panels;
     replace(k, LLM_TYPE_F32, matvec_f32, NULL, NULL);
     replace(k, LLM_TYPE_F16, matvec_f16, dequant_f16, NULL);
     replace(k, LLM_TYPE_BF16, matvec_bf16, dequant_bf16, NULL);
-    replace(k, LLM_TYPE_Q8_0, matvec_q8_0, NULL, matmul_q8_0_batched);
+    replace(k, LLM_TYPE_Q8_0, matvec_q8_0, NULL, matvec_q8_0);
     llm_kernels_add_k_avx512(k);
     return 0;
 }
@@ -633,7 +631,6 @@ void llm_kernels_avx512_near_prefetch(llm_kernels *k)
 {
     if (strcmp(k->name, "avx512") != 0)
         return;
-    replace(k, LLM_TYPE_Q8_0, matvec_q8_0_near, NULL, NULL);
     replace(k, LLM_TYPE_F16, matvec_f16_near, NULL, NULL);
     replace(k, LLM_TYPE_BF16, matvec_bf16_near, NULL, NULL);
 }

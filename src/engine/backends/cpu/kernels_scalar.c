@@ -220,9 +220,40 @@ static void set_types(llm_kernels *k)
     llm_kernels_add_legacy_scalar(k);
 }
 
+size_t llm_q8_0_panel_bytes(int64_t rows, size_t row_bytes)
+{
+    return (size_t)((rows + LLM_Q8P_ROWS - 1) / LLM_Q8P_ROWS) * LLM_Q8P_ROWS * row_bytes;
+}
+
+void llm_q8_0_pack_panels(const void *src, size_t row_bytes, int64_t rows, int64_t p0,
+                          int64_t p1, void *dst)
+{
+    const int64_t nb = (int64_t)(row_bytes / sizeof(llm_block_q8_0));
+    const size_t panel = (size_t)LLM_Q8P_ROWS * row_bytes;
+    for (int64_t p = p0; p < p1; p++) {
+        unsigned char *qs = (unsigned char *)dst + (size_t)p * panel;
+        unsigned char *sc = qs + (size_t)nb * 512;
+        for (int r = 0; r < LLM_Q8P_ROWS; r++) {
+            int64_t row = p * LLM_Q8P_ROWS + r;
+            const unsigned char *w = row < rows ? (const unsigned char *)src + (size_t)row * row_bytes : NULL;
+            for (int64_t b = 0; b < nb; b++) {
+                const unsigned char *blk = w ? w + (size_t)b * sizeof(llm_block_q8_0) : NULL;
+                for (int j = 0; j < LLM_QK8_0; j++)
+                    qs[b * 512 + (j / 4) * 64 + r * 4 + j % 4] =
+                        blk ? (unsigned char)(blk[2 + j] ^ 0x80u) : 0x80u; /* 0 + 128 */
+                if (blk)
+                    memcpy(sc + (size_t)(b * LLM_Q8P_ROWS + r) * 2, blk, 2);
+                else
+                    memset(sc + (size_t)(b * LLM_Q8P_ROWS + r) * 2, 0, 2);
+            }
+        }
+    }
+}
+
 void llm_kernels_scalar(llm_kernels *k)
 {
     k->name = "scalar";
+    k->q8_0_panels = NULL;
     k->dot_f32 = dot_f32;
     k->dot_f16 = dot_f16;
     k->dot_bf16 = dot_bf16;
