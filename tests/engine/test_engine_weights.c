@@ -20,6 +20,8 @@
  *                                  shadow memory an AS limit breaks)
  *   test_engine_weights bad_env    an unknown PHASEMARK_ENGINE_WEIGHTS fails
  *                                  the open with one line naming it
+ *   test_engine_weights head T H   a block head's matrices copied, the
+ *                                  target's panels read (case_head)
  */
 #define _DEFAULT_SOURCE
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "block_head.h"
 #include "model.h"
 #include "phasemark/engine.h"
 #include "pm_check.h"
@@ -367,10 +370,61 @@ static int case_bad_env(void)
     return pm_check_result();
 }
 
+/* A block head's matrices (llm_cpu_backend_copy_tensors) and the
+ * target's output head it reads where the target's backend keeps it
+ * (llm_cpu_backend_read_weights): the head's logits under "copy" equal
+ * those under "map" bit for bit, with the head's F16 matrices copied (by
+ * exact byte count: 2 layers of 512-wide q, o and 256-wide k, v, 1024-wide
+ * gate, up, down, and the 1536 x 512 feature projection) and the target's
+ * Q8_0 head read from its panels; a backend of another kernel set is not
+ * let read them. */
+static int case_head(const char *target, const char *head)
+{
+    struct stat st;
+    if (stat(target, &st) != 0 || stat(head, &st) != 0)
+        PM_SKIP("the shipped KJV target or block head is absent");
+    enum { ROWS = 5, CTX = 6, FEAT = 3 * 512 };
+    static float feat[CTX * FEAT], got[2][ROWS * 4096];
+    static const int32_t plane_of[3] = {0, 1, 2};
+    for (int i = 0; i < CTX * FEAT; i++)
+        feat[i] = (float)((i * 7919) % 201 - 100) / 50.0f;
+    const size_t head_bytes = (size_t)2 * 2 * (2 * 512 * 512 + 2 * 256 * 512 + 3 * 1024 * 512) +
+                              (size_t)2 * 1536 * 512;
+    for (int copy = 0; copy < 2; copy++) {
+        llm_model *m = open_mode(target, copy ? "copy" : "map", 0, 2);
+        setenv("PHASEMARK_ENGINE_WEIGHTS", copy ? "copy" : "map", 1);
+        pm_block *b = NULL;
+        char err[256];
+        int rc = pm__block_open(head, m, 64, 2, &b, err, sizeof err);
+        unsetenv("PHASEMARK_ENGINE_WEIGHTS");
+        if (rc)
+            fprintf(stderr, "head: %s\n", err);
+        REQUIRE(rc == 0);
+        CHECK_U64_EQ(copied(m, NULL) > 0, copy && strcmp(llm_cpu_backend_kernels(m->be), "avx512") == 0);
+        CHECK_U64_EQ(llm_cpu_backend_weights_copied(pm__block_backend(b), NULL), copy ? head_bytes : 0);
+        REQUIRE(pm__block_append(b, feat, plane_of, CTX, CTX) == 0);
+        const float *lg;
+        REQUIRE(pm__block_forward(b, 17, ROWS, &lg) == 0);
+        memcpy(got[copy], lg, sizeof got[copy]);
+        CHECK_INT_EQ(llm_cpu_backend_read_weights(pm__block_backend(b), m->be), 1);
+        llm_backend *other;
+        REQUIRE(llm_cpu_backend_create(1, 0, &other, err, sizeof err) == 0); /* scalar */
+        CHECK_INT_EQ(llm_cpu_backend_read_weights(other, m->be),
+                     strcmp(llm_cpu_backend_kernels(m->be), "scalar") == 0);
+        other->ops->destroy(other);
+        pm__block_free(b);
+        llm_model_free(m);
+    }
+    CHECK(memcmp(got[0], got[1], sizeof got[0]) == 0);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
         return 2;
+    if (strcmp(argv[1], "head") == 0 && argc == 4)
+        return case_head(argv[2], argv[3]);
     if (strcmp(argv[1], "copied") == 0)
         return case_copied();
     if (strcmp(argv[1], "same") == 0)

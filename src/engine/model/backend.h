@@ -211,6 +211,23 @@ const char *llm_cpu_backend_gemm(const llm_backend *be);
  * no huge pages, or no memory for the copy). */
 size_t llm_cpu_backend_weights_copied(const llm_backend *be, int32_t *n_matrices);
 
+/* What the CPU backend's prepare does for a model's matrices, for
+ * matrices that are no model's (a block head's): copies those of t[0..n)
+ * that its weights mode and kernels take (cpu/cpu_weights.h) into an arena
+ * of its own, once (later calls, or a backend that already has one, do
+ * nothing). The tensors must outlive the backend. No-op on a backend that
+ * is not the CPU's. */
+void llm_cpu_backend_copy_tensors(llm_backend *be, llm_tensor *const *t, int32_t n);
+
+/* Lets the CPU backend `be` read the matrices that the CPU backend
+ * `owner` copied into its arena (float copies, Q8_0 panels) where they
+ * are, as owner's kernels do, instead of from the file mapping: for a
+ * block head, whose products include the target's output head. 1 when it
+ * does; 0 when either is no CPU backend or their kernel sets differ (be
+ * reads the rows then, with the same results). owner must outlive be's
+ * use of it. Not thread-safe against a running forward. */
+int llm_cpu_backend_read_weights(llm_backend *be, const llm_backend *owner);
+
 /* Sets the batch widths from which the CPU backend's matmul switches from
  * the row loop to the matrix product, for float (F32/F16/BF16) and
  * quantized (Q8_0/Q4_0) weights; clamped to 1..64 (64 forces the row loop

@@ -360,6 +360,22 @@ static int alloc_state(pm_block *b, int32_t n_threads, char *err, size_t errlen)
     /* The row loop for every product up to its most rows: results do not
      * depend on how rows are batched (see block_head.h). */
     llm_cpu_backend_set_gemm_min(b->be, 64, 64);
+    /* The target's output head where the target's backend keeps it (Q8_0:
+     * in panels, which the rows would have to be transposed into on every
+     * product). */
+    (void)llm_cpu_backend_read_weights(b->be, b->target->be);
+    /* Its own matrices as a model's would be kept: a Q8_0 head's in panels,
+     * an F16 one's on huge pages. */
+    llm_tensor *mats[1 + 7 * PM_BLOCK_MAX_LAYERS];
+    int32_t n_mats = 0;
+    mats[n_mats++] = &b->fc;
+    for (int32_t l = 0; l < in->n_layers; l++) {
+        block_layer *L = &b->layers[l];
+        llm_tensor *ts[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            mats[n_mats++] = ts[i];
+    }
+    llm_cpu_backend_copy_tensors(b->be, mats, n_mats);
     int64_t width = (int64_t)in->n_feat * in->dim;
     if (in->ffn_dim > width)
         width = in->ffn_dim;

@@ -84,6 +84,8 @@ typedef struct cpu_backend {
     llm_cpu_weights weights; /* the float matrices' copy (prepare), or none */
     llm_type_kernels q8_0_panels; /* the Q8_0 entry on the arena's panels
                                      (when k.q8_0_panels) */
+    const llm_cpu_weights *peer_weights; /* another backend's arena read too
+                                            (llm_cpu_backend_read_weights) */
     int64_t max_width;  /* widest row reserved for */
     uint32_t n_ctx;     /* longest context reserved for */
     float *qd;          /* [ROWS_MAX][max_width/32] activation scales */
@@ -111,14 +113,22 @@ static cpu_backend *cpu(llm_backend *be)
     return (cpu_backend *)(void *)be;
 }
 
-/* The bytes the kernels read of w: this backend's copy (cpu_weights.h)
- * when it made one, else the mapping. A tensor's dev may belong to
+/* Whether w's bytes are a copy in this backend's arena (cpu_weights.h) or
+ * in that of the CPU backend whose weights it reads (a block head's, the
+ * target's: llm_cpu_backend_read_weights). A tensor's dev may belong to
  * another backend (a CUDA target's matrices, which a CPU block head
  * reads through the shared output head and embedding), so only a dev
- * inside this backend's own arena is taken. */
+ * inside one of those arenas is taken. */
+static int copied_tensor(const cpu_backend *c, const llm_tensor *w)
+{
+    return llm_cpu_weights_holds(&c->weights, w) ||
+           (c->peer_weights && llm_cpu_weights_holds(c->peer_weights, w));
+}
+
+/* The bytes the kernels read of w: its copy, else the mapping. */
 static const unsigned char *wbytes(const cpu_backend *c, const llm_tensor *w)
 {
-    return (const unsigned char *)llm_cpu_weights_bytes(&c->weights, w);
+    return (const unsigned char *)(copied_tensor(c, w) ? w->dev : w->data);
 }
 
 static void *alloc64(size_t bytes)
@@ -228,7 +238,7 @@ static int cpu_reserve(llm_backend *be, uint32_t n_ctx, int64_t max_width)
  * type has an entry (cpu_supports_type), so this finds one. */
 static const llm_type_kernels *kernels_for(const cpu_backend *c, const llm_tensor *w)
 {
-    if (llm_cpu_weights_panels(&c->weights, w))
+    if (w->type == LLM_TYPE_Q8_0 && c->k.q8_0_panels && copied_tensor(c, w))
         return &c->q8_0_panels;
     return llm_kernels_find(&c->k, w->type);
 }
@@ -832,6 +842,29 @@ static int choose_blas(const llm_kernels *k)
     return 0; /* built without OpenBLAS */
 }
 #endif
+
+void llm_cpu_backend_copy_tensors(llm_backend *be, llm_tensor *const *t, int32_t n)
+{
+    if (!be || be->ops != &cpu_ops)
+        return;
+    cpu_backend *c = cpu(be);
+    if (!c->weights.base)
+        llm_cpu_weights_copy_tensors(c->pool, t, n, c->weights_mode, c->k.q8_0_panels != NULL,
+                                     &c->weights);
+}
+
+int llm_cpu_backend_read_weights(llm_backend *be, const llm_backend *owner)
+{
+    if (!be || be->ops != &cpu_ops || !owner || owner->ops != &cpu_ops || be == owner)
+        return 0;
+    cpu_backend *c = cpu(be);
+    const cpu_backend *o = (const cpu_backend *)(const void *)owner;
+    /* Panels are only read by the set that wrote them. */
+    if (strcmp(c->k.name, o->k.name) != 0)
+        return 0;
+    c->peer_weights = &o->weights;
+    return 1;
+}
 
 void llm_cpu_backend_set_gemm_min(llm_backend *be, int32_t float_min, int32_t quant_min)
 {

@@ -157,21 +157,13 @@ static void *huge_arena(size_t len, int need_advice)
     return a;
 }
 
-void llm_cpu_weights_copy(llm_pool *pool, llm_model *m, int mode, int floats, int panels,
-                          llm_cpu_weights *w)
+/* The arena for the n tensors t (taken over: freed here on failure) in
+ * *w, all of them taken (takes). */
+static void copy_into_arena(llm_pool *pool, llm_tensor **t, int32_t n, int mode, llm_cpu_weights *w)
 {
-    memset(w, 0, sizeof *w);
-    if (mode == LLM_CPU_WEIGHTS_MAP)
-        return;
-    floats = floats && (mode == LLM_CPU_WEIGHTS_COPY || huge_pages_possible());
-    int32_t n = arena_matrices(m, floats, panels, NULL);
-    if (n == 0)
-        return;
-    llm_tensor **t = malloc((size_t)n * sizeof *t);
     unsigned char **dst = malloc((size_t)n * sizeof *dst);
-    if (!t || !dst)
+    if (!dst)
         goto done;
-    arena_matrices(m, floats, panels, t);
     size_t total = 0, bytes = 0;
     int32_t n_panels = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -209,20 +201,53 @@ done:
     free(dst);
 }
 
+void llm_cpu_weights_copy(llm_pool *pool, llm_model *m, int mode, int floats, int panels,
+                          llm_cpu_weights *w)
+{
+    memset(w, 0, sizeof *w);
+    if (mode == LLM_CPU_WEIGHTS_MAP)
+        return;
+    floats = floats && (mode == LLM_CPU_WEIGHTS_COPY || huge_pages_possible());
+    int32_t n = arena_matrices(m, floats, panels, NULL);
+    if (n == 0)
+        return;
+    llm_tensor **t = malloc((size_t)n * sizeof *t);
+    if (!t)
+        return;
+    arena_matrices(m, floats, panels, t);
+    copy_into_arena(pool, t, n, mode, w);
+}
+
+void llm_cpu_weights_copy_tensors(llm_pool *pool, llm_tensor *const *tensors, int32_t count, int mode,
+                                  int panels, llm_cpu_weights *w)
+{
+    memset(w, 0, sizeof *w);
+    if (mode == LLM_CPU_WEIGHTS_MAP || count <= 0)
+        return;
+    int floats = mode == LLM_CPU_WEIGHTS_COPY || huge_pages_possible();
+    llm_tensor **t = malloc((size_t)count * sizeof *t);
+    if (!t)
+        return;
+    int32_t n = 0;
+    for (int32_t i = 0; i < count; i++)
+        if (takes(tensors[i], floats, panels))
+            t[n++] = tensors[i];
+    if (n == 0) {
+        free(t);
+        return;
+    }
+    copy_into_arena(pool, t, n, mode, w);
+}
+
 static int in_arena(const llm_cpu_weights *w, const void *p)
 {
     const char *b = (const char *)w->base;
     return b && p && (const char *)p >= b && (const char *)p < b + w->len;
 }
 
-const void *llm_cpu_weights_bytes(const llm_cpu_weights *w, const llm_tensor *t)
+int llm_cpu_weights_holds(const llm_cpu_weights *w, const llm_tensor *t)
 {
-    return in_arena(w, t->dev) ? t->dev : t->data;
-}
-
-int llm_cpu_weights_panels(const llm_cpu_weights *w, const llm_tensor *t)
-{
-    return t->type == LLM_TYPE_Q8_0 && in_arena(w, t->dev);
+    return in_arena(w, t->dev);
 }
 
 void llm_cpu_weights_free(llm_cpu_weights *w)

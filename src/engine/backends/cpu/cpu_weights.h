@@ -70,6 +70,13 @@ int llm_cpu_weights_mode(int *mode, char *err, size_t errlen);
 void llm_cpu_weights_copy(struct llm_pool *pool, struct llm_model *m, int mode, int floats,
                           int panels, llm_cpu_weights *w);
 
+/* llm_cpu_weights_copy for a list of matrices that are no model's (a
+ * block head's): those of t[0..n) the arena takes (floats where huge
+ * pages can be had, or in COPY mode; Q8_0 into panels when panels), the
+ * tensors outliving the arena. */
+void llm_cpu_weights_copy_tensors(struct llm_pool *pool, struct llm_tensor *const *t, int32_t n, int mode,
+                                  int panels, llm_cpu_weights *w);
+
 /* Points the copied tensors back at the mapping (dev NULL) and unmaps the
  * arena, so a model whose backend is replaced (a test swapping kernel
  * sets) reads the mapping again. Call while the tensors exist: the CPU
@@ -77,13 +84,10 @@ void llm_cpu_weights_copy(struct llm_pool *pool, struct llm_model *m, int mode, 
  * is harmless. */
 void llm_cpu_weights_free(llm_cpu_weights *w);
 
-/* The bytes a kernel reads of t: its copy when t->dev points into w's
- * arena, else t->data. Any other dev is another backend's handle (the
- * CUDA backend's weight records, when a CPU head shares a CUDA target's
- * tensors) and is never read as bytes. */
-const void *llm_cpu_weights_bytes(const llm_cpu_weights *w, const struct llm_tensor *t);
-
-/* 1 when those bytes are t's Q8_0 rows in the panel layout. */
-int llm_cpu_weights_panels(const llm_cpu_weights *w, const struct llm_tensor *t);
+/* 1 when t->dev points into w's arena: the kernels read t's copy there
+ * (a Q8_0 one in the panel layout) instead of t->data. Any other dev is
+ * another backend's handle (the CUDA backend's weight records, when a CPU
+ * head shares a CUDA target's tensors) and is never read as bytes. */
+int llm_cpu_weights_holds(const llm_cpu_weights *w, const struct llm_tensor *t);
 
 #endif
