@@ -603,8 +603,8 @@ int llm_gguf_open_types(const char *path, const llm_type_set *types, llm_gguf **
 {
     cursor c = {NULL, 0, 0, err, errlen, types};
     *out = NULL;
-    int fd;
-    size_t len;
+    int fd = -1;
+    size_t len = 0;
     int rc = open_regular(&c, path, &fd, &len);
     if (rc)
         return rc;
@@ -622,8 +622,8 @@ int llm_gguf_read_types(const char *path, const llm_type_set *types, llm_gguf **
 {
     cursor c = {NULL, 0, 0, err, errlen, types};
     *out = NULL;
-    int fd;
-    size_t len, got = 0;
+    int fd = -1;
+    size_t len = 0, got = 0;
     int rc = open_regular(&c, path, &fd, &len);
     if (rc)
         return rc;

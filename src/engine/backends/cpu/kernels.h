@@ -219,9 +219,9 @@ int llm_kernels_avx512(llm_kernels *k);
 
 /* On a set llm_kernels_avx512 filled: the F16 and BF16 matrix–vector
  * products with their stream prefetched one register tile ahead, as before
- * the deeper prefetch (kernels_avx512.c, stream_ahead); bit for bit the
- * same results. For benchmarks (PHASEMARK_ENGINE_PREFETCH=tile); any other
- * set: unchanged. */
+ * the deeper prefetch (kernels_avx512.c, stream_ahead), and the Q8_0 panel
+ * product 8 KiB ahead instead of 32; bit for bit the same results. For
+ * benchmarks (PHASEMARK_ENGINE_PREFETCH=tile); any other set: unchanged. */
 void llm_kernels_avx512_near_prefetch(llm_kernels *k);
 
 /* The k-quants' entries (kernels_k.c; Q2_K and Q3_K from kernels_k23.c),

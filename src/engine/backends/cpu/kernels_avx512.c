@@ -519,35 +519,43 @@ static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm
 }
 
 /* How far ahead of its reads the panel product asks for its stream (one
- * contiguous run of quants, then of scales, a panel after another). */
-#define QP_AHEAD 8192
+ * contiguous run of quants, then of scales, a panel after another), into
+ * L2. The row loop's tiles ran four rows ahead, about 8 KiB, on each of
+ * their four streams; one stream needs the bytes in flight in one place.
+ * PHASEMARK_ENGINE_PREFETCH=tile keeps 8 KiB (QP_AHEAD_NEAR), so that one
+ * process can measure both (bench_spec widths --prefetch tile). */
+#define QP_AHEAD 32768
+#define QP_AHEAD_NEAR 8192
 
 /* matvec_q8_0 on the panel layout: w at the panel of a row that is a
  * multiple of 16, `rows` rows from there (the last panel's padding rows
  * are computed and not stored). */
-AVX512_FN static void matmul_q8_0_panels(const void *w, size_t row_bytes, int64_t rows,
-                                         const llm_acts *a, float *y, int64_t ldy)
-{
-    const int64_t nb = a->len / LLM_QK8_0;
-    const size_t panel = (size_t)QP_ROWS * row_bytes;
-    for (int64_t r = 0; r < rows; r += QP_ROWS) {
-        const unsigned char *pw = (const unsigned char *)w + (size_t)(r / QP_ROWS) * panel;
-        const uint16_t *wh = (const uint16_t *)(const void *)(pw + (size_t)nb * QP_BLOCK);
-        const int n = rows - r < QP_ROWS ? (int)(rows - r) : QP_ROWS;
-        const __mmask16 m = (__mmask16)(n >= QP_ROWS ? 0xffffu : (1u << n) - 1u);
-        for (int64_t kb = 0; kb < nb; kb += QP_KB) {
-            int nk = nb - kb < QP_KB ? (int)(nb - kb) : QP_KB;
-            const unsigned char *q = pw + (size_t)kb * QP_BLOCK;
-            for (int j = 0; j < nk * QP_BLOCK; j += 64)
-                _mm_prefetch((const char *)q + j + QP_AHEAD, _MM_HINT_T1);
-            _mm_prefetch((const char *)(wh + kb * QP_ROWS) + QP_AHEAD, _MM_HINT_T1);
-            _mm_prefetch((const char *)(wh + kb * QP_ROWS) + 64 + QP_AHEAD, _MM_HINT_T1);
-            _mm_prefetch((const char *)(wh + kb * QP_ROWS) + 128 + QP_AHEAD, _MM_HINT_T1);
-            _mm_prefetch((const char *)(wh + kb * QP_ROWS) + 192 + QP_AHEAD, _MM_HINT_T1);
-            qp_chunk((const __m512i *)(const void *)q, wh + kb * QP_ROWS, nk, a, kb, y + r, ldy, m);
-        }
+#define DEFINE_Q8_PANELS(NAME, AHEAD)                                                         \
+    AVX512_FN static void NAME(const void *w, size_t row_bytes, int64_t rows, const llm_acts *a, \
+                               float *y, int64_t ldy)                                         \
+    {                                                                                         \
+        const int64_t nb = a->len / LLM_QK8_0;                                                \
+        const size_t panel = (size_t)QP_ROWS * row_bytes;                                     \
+        for (int64_t r = 0; r < rows; r += QP_ROWS) {                                         \
+            const unsigned char *pw = (const unsigned char *)w + (size_t)(r / QP_ROWS) * panel; \
+            const uint16_t *wh = (const uint16_t *)(const void *)(pw + (size_t)nb * QP_BLOCK); \
+            const int n = rows - r < QP_ROWS ? (int)(rows - r) : QP_ROWS;                     \
+            const __mmask16 m = (__mmask16)(n >= QP_ROWS ? 0xffffu : (1u << n) - 1u);         \
+            for (int64_t kb = 0; kb < nb; kb += QP_KB) {                                      \
+                int nk = nb - kb < QP_KB ? (int)(nb - kb) : QP_KB;                            \
+                const unsigned char *q = pw + (size_t)kb * QP_BLOCK;                          \
+                const char *sc = (const char *)(wh + kb * QP_ROWS);                           \
+                for (int j = 0; j < nk * QP_BLOCK; j += 64)                                   \
+                    _mm_prefetch((const char *)q + j + (AHEAD), _MM_HINT_T1);                 \
+                for (int j = 0; j < nk * QP_ROWS * 2; j += 64)                                \
+                    _mm_prefetch(sc + j + (AHEAD), _MM_HINT_T1);                              \
+                qp_chunk((const __m512i *)(const void *)q, wh + kb * QP_ROWS, nk, a, kb, y + r, ldy, m); \
+            }                                                                                 \
+        }                                                                                     \
     }
-}
+
+DEFINE_Q8_PANELS(matmul_q8_0_panels, QP_AHEAD)
+DEFINE_Q8_PANELS(matmul_q8_0_panels_near, QP_AHEAD_NEAR)
 
 /* The chain for one row: the reference the other Q8_0 kernels of this set
  * equal (kernels.h, dot_q8_0), its integer block sums by widening
@@ -631,6 +639,7 @@ void llm_kernels_avx512_near_prefetch(llm_kernels *k)
 {
     if (strcmp(k->name, "avx512") != 0)
         return;
+    k->q8_0_panels = matmul_q8_0_panels_near;
     replace(k, LLM_TYPE_F16, matvec_f16_near, NULL, NULL);
     replace(k, LLM_TYPE_BF16, matvec_bf16_near, NULL, NULL);
 }
