@@ -269,21 +269,21 @@ static int dequant_row(void *ctx, uint64_t row, float *dst, uint64_t n)
     return 0;
 }
 
-/* What becomes of each tensor, counted for the notes. */
+/* Matrices left in their type, counted for the notes. */
 typedef struct requant_counts {
-    unsigned converted, vectors, same, rows_misfit, unconvertible;
+    unsigned rows_misfit;   /* rows not whole blocks of the new type */
+    unsigned unconvertible; /* a type the engine can size but not convert */
 } requant_counts;
 
 /* Adds tensor t: converted to `type` (rows from *src, which must outlive
- * the write) or copied as it is. */
+ * the write) or copied as it is. Vectors and tensors already of `type`
+ * are copied without a note. */
 static void add_tensor(llm_gguf_writer *w, const llm_gguf_tensor *t, uint32_t type, row_src *src,
                        requant_counts *n)
 {
     int convert = 0;
-    if (t->n_dims < 2)
-        n->vectors++;
-    else if (t->type == type)
-        n->same++;
+    if (t->n_dims < 2 || t->type == type)
+        convert = 0;
     else if (!llm_type_is_supported(t->type))
         n->unconvertible++;
     else if (t->ne[0] % llm_type_block_size(type) != 0)
@@ -294,7 +294,6 @@ static void add_tensor(llm_gguf_writer *w, const llm_gguf_tensor *t, uint32_t ty
         llm_gguf_writer_add_tensor_raw(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes);
         return;
     }
-    n->converted++;
     src->data = t->data;
     src->type = t->type;
     llm_gguf_writer_add_tensor_gen(w, t->name, type, t->n_dims, t->ne, dequant_row, src);
