@@ -7,6 +7,8 @@
  *       --layers 1,3,5 [--block-size B] [--head-layers N] [...] (block.c)
  *   pm-modelwriter convert-llama2c -o out.gguf --model x.bin
  *       --tokenizer tokenizer.bin [--type T]
+ *   pm-modelwriter requant -o out.gguf --type T in.gguf
+ *       (in.gguf with its weight matrices re-encoded to T; requant.c)
  *   pm-modelwriter info model.gguf
  *
  * This file holds the dispatch, the shared option parsers, the llama
@@ -34,6 +36,11 @@ static void usage(FILE *f)
             "                      [--kv-heads K] [--type f32|f16|q8_0] [--seed S] [--eps E]\n"
             "                      (a random block drafter head for target T)\n"
             "       " MW_NAME " convert-llama2c -o OUT --model X.bin --tokenizer TOKENIZER.bin [--type T]\n"
+            "       " MW_NAME " requant -o OUT --type T IN.gguf\n"
+            "                      (IN's tensors of 2+ dimensions whose rows fit T's blocks\n"
+            "                      re-encoded to T; metadata kept as it is; vectors, other\n"
+            "                      matrices, tensors already T and types the engine cannot\n"
+            "                      convert copied byte for byte)\n"
             "       " MW_NAME " info MODEL.gguf\n"
             "types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K (weight\n"
             "       matrices, quantized round-to-nearest; norms stay f32);\n"
@@ -243,6 +250,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "convert-llama2c") == 0)
         return mw_convert_llama2c(argc, argv);
+    if (strcmp(argv[1], "requant") == 0)
+        return mw_requant(argc, argv);
     if (strcmp(argv[1], "info") == 0)
         return cmd_info(argc, argv);
     fprintf(stderr, MW_NAME ": unknown command '%s'\n", argv[1]);

@@ -1,6 +1,7 @@
 /* modelwriter.h — pieces of the pm-modelwriter tool shared between its
- * files: the synthetic model writer, the llama2.c converter, and the
- * helpers both use to lay down llama-architecture GGUF metadata.
+ * files: the synthetic model writer, the llama2.c converter, the
+ * re-encoder of an existing file, and the helpers they use to lay down
+ * llama-architecture GGUF metadata and parse options.
  */
 #ifndef PM_MODELWRITER_H
 #define PM_MODELWRITER_H
@@ -61,6 +62,8 @@ int mw_synth(int argc, char **argv);
 int mw_convert_llama2c(int argc, char **argv);
 /* synth --arch phasemark-block: a random block drafter head (block.c). */
 int mw_block(int argc, char **argv);
+/* requant: a GGUF file's weight matrices re-encoded (requant.c). */
+int mw_requant(int argc, char **argv);
 
 /* Option parsing helpers (print "pm-modelwriter: ..." on failure and
  * return -1). */

@@ -785,6 +785,17 @@ int llm_gguf_get_f32(const llm_gguf *g, const char *key, float *out)
     return 0;
 }
 
+int llm_gguf_get_f64(const llm_gguf *g, const char *key, double *out)
+{
+    const kv_entry *e = find(g, key);
+    if (!e)
+        return LLM_ENOKEY;
+    if (e->type != LLM_GGUF_F32 && e->type != LLM_GGUF_F64)
+        return LLM_ETYPE;
+    *out = read_float(e->type, e->val);
+    return 0;
+}
+
 int llm_gguf_get_bool(const llm_gguf *g, const char *key, int *out)
 {
     const kv_entry *e = find(g, key);

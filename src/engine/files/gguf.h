@@ -35,7 +35,8 @@
  * over `path` (atomic on POSIX), so a reader never sees a half-written
  * file. Tensors are given as f32 (a buffer or a row generator) and converted
  * to the requested type while writing, so a large model never needs two
- * copies in memory.
+ * copies in memory; or as bytes already in their type's layout, written
+ * as they are (a tool copying tensors from another file).
  */
 #ifndef LLM_GGUF_H
 #define LLM_GGUF_H
@@ -136,12 +137,14 @@ uint64_t llm_gguf_file_size(const llm_gguf *g);
  *   get_u32 / get_u64: any integer type whose value fits (negative fails).
  *   get_i64:           any integer type whose value fits.
  *   get_f32:           f32 or f64 (f64 rounded to f32).
+ *   get_f64:           f32 or f64 (f32 widened, exactly).
  *   get_bool:          bool (1 or 0 in *out).
  *   get_str:           string; *s not NUL-terminated, valid until close. */
 int llm_gguf_get_u32(const llm_gguf *g, const char *key, uint32_t *out);
 int llm_gguf_get_u64(const llm_gguf *g, const char *key, uint64_t *out);
 int llm_gguf_get_i64(const llm_gguf *g, const char *key, int64_t *out);
 int llm_gguf_get_f32(const llm_gguf *g, const char *key, float *out);
+int llm_gguf_get_f64(const llm_gguf *g, const char *key, double *out);
 int llm_gguf_get_bool(const llm_gguf *g, const char *key, int *out);
 int llm_gguf_get_str(const llm_gguf *g, const char *key, const char **s, size_t *len);
 
@@ -227,6 +230,14 @@ int llm_gguf_writer_add_tensor_f32(llm_gguf_writer *w, const char *name, uint32_
                                    const uint64_t *ne, const float *data);
 int llm_gguf_writer_add_tensor_gen(llm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                                    const uint64_t *ne, llm_gguf_row_fn fn, void *ctx);
+/* A tensor whose `nbytes` bytes at `data` are already in `type`'s layout
+ * (rows of ne[0] elements, as a reader's llm_gguf_tensor holds them),
+ * written unchanged. `type` needs only a known block layout (built in or
+ * one of the writer's types), so a type that cannot be converted is fine;
+ * nbytes must be what the shape and type take. `data` is borrowed until
+ * the write or free. */
+int llm_gguf_writer_add_tensor_raw(llm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                   const uint64_t *ne, const void *data, uint64_t nbytes);
 
 /* Writes the file atomically (temp file + fsync + rename). 0, or negative
  * with a one-line message in err; the temp file is removed on failure. The

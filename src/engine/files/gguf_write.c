@@ -3,7 +3,8 @@
  * Metadata values are serialized into owned byte blobs as they are set, so
  * the write itself is a straight copy: header, key/value entries, tensor
  * infos, padding to the alignment, then each tensor's data converted row by
- * row from f32 and padded to the alignment. Tensor offsets are computed
+ * row from f32 (or copied as given, for a tensor added raw) and padded to
+ * the alignment. Tensor offsets are computed
  * before anything is written. The file is written to a temporary name next
  * to the target, flushed to disk, then renamed over the target.
  *
@@ -43,8 +44,9 @@ typedef struct w_tensor {
     uint64_t row_bytes;
     uint32_t n_dims;
     uint64_t ne[4];
-    const float *data;  /* borrowed, or NULL when fn is set */
+    const float *data;  /* borrowed, or NULL when fn or raw is set */
     llm_gguf_row_fn fn;
+    const void *raw;    /* borrowed bytes written as they are, or NULL */
     void *ctx;
     uint64_t nbytes;
     uint64_t offset;    /* within the data section, set at write time */
@@ -334,8 +336,11 @@ int llm_gguf_writer_set_arr_str(llm_gguf_writer *w, const char *key, const char 
 
 /* ---- tensors --------------------------------------------------------- */
 
+/* Validates a tensor about to be added and fills t's traits and sizes.
+ * A raw tensor's type need only have a known layout; any other must
+ * convert from f32. */
 static int check_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
-                        w_tensor *t)
+                        int raw, w_tensor *t)
 {
     size_t len = name ? strlen(name) : 0;
     if (len == 0 || len > LLM_GGUF_MAX_NAME)
@@ -344,7 +349,9 @@ static int check_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uin
         if (strcmp(w->t[i].name, name) == 0)
             return wfail(w, LLM_EINVAL, "duplicate tensor name '%s'", name);
     const llm_type_traits *tt = llm_type_find(w->types, type);
-    if (!llm_type_traits_converts(tt))
+    if (raw && !tt)
+        return wfail(w, LLM_EINVAL, "tensor '%s': type %u has no known layout", name, type);
+    if (!raw && !llm_type_traits_converts(tt))
         return wfail(w, LLM_EINVAL, "tensor '%s': type %u (%s) cannot be written", name, type,
                      tt ? tt->name : "unknown");
     if (n_dims == 0 || n_dims > LLM_GGUF_MAX_DIMS)
@@ -367,16 +374,20 @@ static int check_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uin
     return 0;
 }
 
+/* Exactly one of data, fn and raw is set; raw_bytes is raw's length. */
 static int add_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
-                      const float *data, llm_gguf_row_fn fn, void *ctx)
+                      const float *data, llm_gguf_row_fn fn, void *ctx, const void *raw, uint64_t raw_bytes)
 {
     if (w->failed)
         return w->failed;
     w_tensor checked;
     memset(&checked, 0, sizeof checked);
-    int r = check_tensor(w, name, type, n_dims, ne, &checked);
+    int r = check_tensor(w, name, type, n_dims, ne, raw != NULL, &checked);
     if (r)
         return r;
+    if (raw && raw_bytes != checked.nbytes)
+        return wfail(w, LLM_EINVAL, "tensor '%s': %llu bytes given, its shape and type take %llu", name,
+                     (unsigned long long)raw_bytes, (unsigned long long)checked.nbytes);
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? 2 * w->cap_t : 64;
         w_tensor *t = realloc(w->t, cap * sizeof *t);
@@ -397,6 +408,7 @@ static int add_tensor(llm_gguf_writer *w, const char *name, uint32_t type, uint3
     t->data = data;
     t->fn = fn;
     t->ctx = ctx;
+    t->raw = raw;
     w->n_t++;
     return 0;
 }
@@ -406,7 +418,7 @@ int llm_gguf_writer_add_tensor_f32(llm_gguf_writer *w, const char *name, uint32_
 {
     if (!w->failed && !data)
         return wfail(w, LLM_EINVAL, "tensor '%s': no data", name ? name : "");
-    return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL);
+    return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL, NULL, 0);
 }
 
 int llm_gguf_writer_add_tensor_gen(llm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
@@ -414,7 +426,15 @@ int llm_gguf_writer_add_tensor_gen(llm_gguf_writer *w, const char *name, uint32_
 {
     if (!w->failed && !fn)
         return wfail(w, LLM_EINVAL, "tensor '%s': no row generator", name ? name : "");
-    return add_tensor(w, name, type, n_dims, ne, NULL, fn, ctx);
+    return add_tensor(w, name, type, n_dims, ne, NULL, fn, ctx, NULL, 0);
+}
+
+int llm_gguf_writer_add_tensor_raw(llm_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                   const uint64_t *ne, const void *data, uint64_t nbytes)
+{
+    if (!w->failed && !data)
+        return wfail(w, LLM_EINVAL, "tensor '%s': no data", name ? name : "");
+    return add_tensor(w, name, type, n_dims, ne, NULL, NULL, NULL, data, nbytes);
 }
 
 /* ---- writing --------------------------------------------------------- */
@@ -466,7 +486,7 @@ static int write_zeros(FILE *f, uint64_t n)
 
 /* Converts and writes one tensor's rows; `row` and `out` are scratch
  * buffers of ne[0] floats and one row's bytes. */
-static int write_tensor(llm_gguf_writer *w, FILE *f, const w_tensor *t, float *row, unsigned char *out)
+static int write_rows(llm_gguf_writer *w, FILE *f, const w_tensor *t, float *row, unsigned char *out)
 {
     uint64_t n = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3], rb = t->row_bytes;
     for (uint64_t i = 0; i < rows; i++) {
@@ -477,6 +497,21 @@ static int write_tensor(llm_gguf_writer *w, FILE *f, const w_tensor *t, float *r
         t->tt->from_f32(src, out, (size_t)n);
         if (fwrite(out, 1, (size_t)rb, f) != rb)
             return wfail(w, LLM_EIO, "write failed: %s", strerror(errno));
+    }
+    return 0;
+}
+
+/* Writes one tensor's data (a raw tensor's bytes as they are) and the
+ * padding after it. */
+static int write_tensor(llm_gguf_writer *w, FILE *f, const w_tensor *t, float *row, unsigned char *out)
+{
+    if (t->raw) {
+        if (fwrite(t->raw, 1, (size_t)t->nbytes, f) != t->nbytes)
+            return wfail(w, LLM_EIO, "write failed: %s", strerror(errno));
+    } else {
+        int r = write_rows(w, f, t, row, out);
+        if (r)
+            return r;
     }
     uint64_t pad = align_up(t->nbytes, w->alignment) - t->nbytes;
     if (pad && write_zeros(f, pad))

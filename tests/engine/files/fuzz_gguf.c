@@ -30,6 +30,7 @@ static void touch_metadata(const llm_gguf *g)
         uint64_t u64, count;
         int64_t i64;
         float f;
+        double d;
         int b;
         const char *s;
         const void *arr;
@@ -37,6 +38,7 @@ static void touch_metadata(const llm_gguf *g)
         llm_gguf_get_u64(g, key, &u64);
         llm_gguf_get_i64(g, key, &i64);
         llm_gguf_get_f32(g, key, &f);
+        llm_gguf_get_f64(g, key, &d);
         llm_gguf_get_bool(g, key, &b);
         llm_gguf_get_str(g, key, &s, &len);
         if (llm_gguf_get_arr(g, key, &et, &count, &arr) == 0 && count > 0) {

@@ -210,6 +210,13 @@ static void case_metadata(void)
     CHECK_INT_EQ(llm_gguf_get_f32(g, "f64", &f), 0);
     CHECK_NEAR(f, 0.25, 0);
     CHECK_INT_EQ(llm_gguf_get_f32(g, "u32", &f), LLM_ETYPE);
+    double d;
+    CHECK_INT_EQ(llm_gguf_get_f64(g, "f64", &d), 0);
+    CHECK(d == 0.25);
+    CHECK_INT_EQ(llm_gguf_get_f64(g, "f32", &d), 0);
+    CHECK(d == (double)1e-5f); /* widened exactly, not rounded to 1e-5 */
+    CHECK_INT_EQ(llm_gguf_get_f64(g, "i32", &d), LLM_ETYPE);
+    CHECK_INT_EQ(llm_gguf_get_f64(g, "nope", &d), LLM_ENOKEY);
     CHECK_INT_EQ(llm_gguf_get_bool(g, "bool", &b), 0);
     CHECK_INT_EQ(b, 1);
     CHECK_INT_EQ(llm_gguf_get_bool(g, "u8", &b), LLM_ETYPE);
@@ -810,6 +817,53 @@ static void case_writer_errors(void)
     llm_gguf_writer_free(w);
 }
 
+/* Tensors given as bytes: written unchanged, a type the writer cannot
+ * convert accepted, a byte count that does not match refused. */
+static void case_writer_raw(void)
+{
+    unsigned char q8[68], q81[72];
+    for (int i = 0; i < 68; i++)
+        q8[i] = (unsigned char)(i * 7 + 1);
+    for (int i = 0; i < 72; i++)
+        q81[i] = (unsigned char)(255 - i);
+    uint64_t ne[2] = {32, 2};
+    llm_gguf_writer *w;
+    REQUIRE(llm_gguf_writer_new(&w) == 0);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_raw(w, "a", LLM_TYPE_Q8_0, 2, ne, q8, 68), 0);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_raw(w, "b", 9, 2, ne, q81, 72), 0); /* q8_1: 36 bytes a block */
+    char path[512], err[256];
+    tmp_path(path, sizeof path, "wraw");
+    CHECK_INT_EQ(llm_gguf_writer_write(w, path, err, sizeof err), 0);
+    llm_gguf_writer_free(w);
+    llm_gguf *g;
+    REQUIRE(llm_gguf_open(path, &g, err, sizeof err) == 0);
+    const llm_gguf_tensor *a = llm_gguf_find_tensor(g, "a"), *b = llm_gguf_find_tensor(g, "b");
+    REQUIRE(a && b);
+    CHECK_INT_EQ(a->type, LLM_TYPE_Q8_0);
+    CHECK_U64_EQ(a->nbytes, 68);
+    CHECK(memcmp(a->data, q8, 68) == 0);
+    CHECK_INT_EQ(b->type, 9);
+    CHECK_U64_EQ(b->nbytes, 72);
+    CHECK(memcmp(b->data, q81, 72) == 0);
+    /* "a" takes 68 bytes padded to 96: "b" starts 96 bytes after it. */
+    CHECK_INT_EQ((const unsigned char *)b->data - (const unsigned char *)a->data, 96);
+    llm_gguf_close(g);
+    remove(path);
+
+    REQUIRE(llm_gguf_writer_new(&w) == 0);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_raw(w, "a", LLM_TYPE_Q8_0, 2, ne, q8, 67), LLM_EINVAL);
+    CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 'a': 67 bytes given, its shape and type take 68");
+    llm_gguf_writer_free(w);
+    REQUIRE(llm_gguf_writer_new(&w) == 0);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_raw(w, "a", 99, 2, ne, q8, 68), LLM_EINVAL);
+    CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 'a': type 99 has no known layout");
+    llm_gguf_writer_free(w);
+    REQUIRE(llm_gguf_writer_new(&w) == 0);
+    CHECK_INT_EQ(llm_gguf_writer_add_tensor_raw(w, "a", LLM_TYPE_Q8_0, 2, ne, NULL, 68), LLM_EINVAL);
+    CHECK_STR_EQ(llm_gguf_writer_error(w), "gguf: tensor 'a': no data");
+    llm_gguf_writer_free(w);
+}
+
 static int gen_ramp(void *ctx, uint64_t row, float *dst, uint64_t n)
 {
     int *calls = ctx;
@@ -899,6 +953,7 @@ int main(int argc, char **argv)
         {"rt_q4_0", case_rt_q4_0},   {"metadata", case_metadata},
         {"v2_handmade", case_v2_handmade}, {"prefixes", case_prefixes},
         {"writer_errors", case_writer_errors}, {"writer_io", case_writer_io},
+        {"writer_raw", case_writer_raw},
     };
     REQUIRE(argc == 2);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
