@@ -9,8 +9,11 @@
 # HEAD defaults to models/phasemark-kjv-block-f16.gguf; when that is
 # absent a random head is written (pm-modelwriter, layers 1,3,5, block
 # 16), which measures the head's cost, not a trained head's acceptance.
-# N_PROMPTS (default 12), THREADS (default 2) and REPS (default 1) come
-# from the environment.
+# HEAD_TYPE=q8_0 (or another pm-modelwriter type) re-encodes the head's
+# matrices first (pm-modelwriter requant): on the CPU a Q8_0 head takes
+# the same panels and chain as the target's Q8_0 products and half the
+# F16 head's bytes. N_PROMPTS (default 12), THREADS (default 2) and REPS
+# (default 1) come from the environment.
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [HEAD.gguf] [WRAP...]" >&2; exit 2; }
 B=$1
@@ -25,6 +28,12 @@ if [ ! -f "$HEAD" ]; then
     "$B/tools/modelwriter/pm-modelwriter" synth --arch phasemark-block --target "$TARGET" \
         -o "$HEAD" --layers 1,3,5 --block-size 16 --seed 1
     echo "block.sh: no trained head; a random one (acceptance near 0)" >&2
+fi
+if [ -n "${HEAD_TYPE:-}" ]; then
+    RQ=${TMPDIR:-/tmp}/pm_block_bench_head_${HEAD_TYPE}_$$.gguf
+    trap 'rm -f "$RQ" "${TMPDIR:-/tmp}/pm_block_bench_head_$$.gguf"' EXIT
+    "$B/tools/modelwriter/pm-modelwriter" requant -o "$RQ" --type "$HEAD_TYPE" "$HEAD"
+    HEAD=$RQ
 fi
 BD="$B/bench/spec/bench_drafters"
 COMMON="--target $TARGET --draft $SRC/models/phasemark-kjv-draft-f16.gguf --head $HEAD

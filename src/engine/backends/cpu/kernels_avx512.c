@@ -49,17 +49,18 @@
 #define TILE_R_MAX 8
 #define TILE_T_MAX 8
 
-/* How far the Q8_0, F16 and BF16 tiles prefetch their stream: as many
- * whole rows as STREAM_AHEAD bytes take, but at least the next tile and at
- * most TILES_AHEAD tiles. One tile ahead (PREFETCH_TILE, which the F32
- * tile keeps) suits wide rows: four 2048-wide Q8_0 rows are 8.7 KiB, and
- * that distance is kept for them. The KJV target's rows are
- * 544 bytes: a decode's tile of 4 rows prefetched 2.2 KiB ahead, and a
- * verify's tile, one weight row at a time (R = 1 from 5 activation rows),
- * a single row, issued about one row's compute (50-70 ns) before it is
- * read, no more than the L3's latency, with the target's 21 MB of weights
- * living in the L3 (the F16 block head's 1 KiB rows: 2 KiB ahead at 4
- * rows, 1 KiB at 8). What covers the latency is bytes in flight, so the
+/* How far the F16 and BF16 tiles prefetch their stream: as many whole
+ * rows as STREAM_AHEAD bytes take, but at least the next tile and at most
+ * TILES_AHEAD tiles. One tile ahead (PREFETCH_TILE, which the F32 tile
+ * keeps) suits wide rows: eight 2048-wide F16 rows are 32 KiB, and that
+ * distance is kept for them. Short rows were slow: the rule was found on
+ * the row-loop Q8_0 tiles the panels replaced, whose decode tile of 4 of
+ * the KJV target's 544-byte rows prefetched 2.2 KiB ahead, and a verify's
+ * tile, one weight row at a time (R = 1 from 5 activation rows), a single
+ * row, issued about one row's compute (50-70 ns) before it is read, no
+ * more than the L3's latency, with the target's 21 MB of weights living
+ * in the L3; it holds for the F16 block head's 1 KiB rows (2 KiB ahead at
+ * 4 rows, 1 KiB at 8). What covers the latency is bytes in flight, so the
  * distance is set in bytes; the cap keeps a verify's slow, compute-bound
  * tiles from running 16 rows ahead, which measured no better than 4 (and
  * up to 5 % slower). Only prefetch addresses change: every result is bit
@@ -258,7 +259,7 @@ typedef void (*tile_fn)(const unsigned char *w, size_t row_bytes, int64_t rows,
  * leave registers for the weights and activations; R > 1 gives narrow
  * batches independent chains. R1 is the rows of the one-activation tile
  * (decode), which only streams weights: the F16/BF16 tiles take 8 rows
- * there, the others 4. Why 8 helps the 16-bit types is not settled; the
+ * there, F32 4. Why 8 helps the 16-bit types is not settled; the
  * likely reason: a 2048-wide F16 row is one 4 KiB page, so a tile of R
  * rows streams R pages side by side, and with 8 the core keeps more of
  * them (and their page walks) in flight, the prefetch running 8 rows,
