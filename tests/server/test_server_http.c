@@ -1158,7 +1158,9 @@ static int case_stop(void)
                        "{\"prompt\":[1,100,200,300],\"max_tokens\":24,\"temperature\":0}", &r, TIMEOUT) == 0);
     json_t *j = body_json(&r);
     char full[4096];
-    snprintf(full, sizeof full, "%s", jstr(choice0(j), "text"));
+    const char *text = jstr(choice0(j), "text");
+    REQUIRE(text != NULL);
+    snprintf(full, sizeof full, "%s", text);
     json_decref(j);
     hc_free(&r);
     int at = ascii_pair(full);

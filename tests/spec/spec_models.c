@@ -60,17 +60,6 @@ static int copy_string_array(llm_gguf_writer *w, const llm_gguf *g, const char *
     return rc;
 }
 
-static size_t elem_size(uint32_t t)
-{
-    switch (t) {
-    case LLM_GGUF_U8: case LLM_GGUF_I8: case LLM_GGUF_BOOL: return 1;
-    case LLM_GGUF_U16: case LLM_GGUF_I16: return 2;
-    case LLM_GGUF_U32: case LLM_GGUF_I32: case LLM_GGUF_F32: return 4;
-    case LLM_GGUF_U64: case LLM_GGUF_I64: case LLM_GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 static int copy_array(llm_gguf_writer *w, const llm_gguf *g, const char *key, int32_t rename)
 {
     uint32_t et;
@@ -80,7 +69,7 @@ static int copy_array(llm_gguf_writer *w, const llm_gguf *g, const char *key, in
         return -1;
     if (et == LLM_GGUF_STRING)
         return copy_string_array(w, g, key, count, rename);
-    size_t es = elem_size(et);
+    size_t es = llm_gguf_value_size(et);
     if (es == 0)
         return -1; /* nested arrays: not in llama models */
     void *buf = malloc(count ? (size_t)count * es : 1);

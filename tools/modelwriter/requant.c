@@ -73,23 +73,12 @@ static int parse_requant(int argc, char **argv, requant_opts *o)
 
 /* ---- metadata ------------------------------------------------------------ */
 
-static uint32_t elem_size(uint32_t t)
-{
-    switch (t) {
-    case LLM_GGUF_U8: case LLM_GGUF_I8: case LLM_GGUF_BOOL: return 1;
-    case LLM_GGUF_U16: case LLM_GGUF_I16: return 2;
-    case LLM_GGUF_U32: case LLM_GGUF_I32: case LLM_GGUF_F32: return 4;
-    case LLM_GGUF_U64: case LLM_GGUF_I64: case LLM_GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 /* A numeric array: the reader hands out its little-endian bytes, the
  * writer takes elements in host layout; each element is moved through an
  * integer of its width, which carries a float's bits unchanged. */
 static int copy_num_array(llm_gguf_writer *w, const char *key, uint32_t et, uint64_t count, const void *data)
 {
-    uint32_t sz = elem_size(et);
+    uint32_t sz = llm_gguf_value_size(et);
     const unsigned char *src = data;
     unsigned char *host = malloc((size_t)(count * sz) + 1);
     if (!host)

@@ -144,8 +144,7 @@ static int take_str(cursor *c, const unsigned char **s, uint64_t *len)
 
 /* ---- value types ----------------------------------------------------- */
 
-/* Size of a fixed-size value type; 0 for string/array/unknown. */
-static uint32_t vtype_size(uint32_t t)
+uint32_t llm_gguf_value_size(uint32_t t)
 {
     switch (t) {
     case LLM_GGUF_U8: case LLM_GGUF_I8: case LLM_GGUF_BOOL: return 1;
@@ -185,7 +184,7 @@ static int skip_array(cursor *c, const char *name, unsigned depth, uint32_t *ele
 
 static int skip_value(cursor *c, const char *name, uint32_t type, unsigned depth)
 {
-    uint32_t sz = vtype_size(type);
+    uint32_t sz = llm_gguf_value_size(type);
     if (sz) {
         if (left(c) < sz)
             return fail(c, LLM_EFORMAT, "metadata '%s': value runs past end of file", name);
@@ -222,7 +221,7 @@ static int skip_array(cursor *c, const char *name, unsigned depth, uint32_t *ele
     if (!vtype_valid(*elem_type))
         return fail(c, LLM_EFORMAT, "metadata '%s': array has unknown element type %u", name,
                     *elem_type);
-    uint32_t sz = vtype_size(*elem_type);
+    uint32_t sz = llm_gguf_value_size(*elem_type);
     /* Every element takes at least one byte (8 for strings, 12 for
      * arrays), so a count beyond what remains is malformed; this also keeps
      * the element walk below linear in the file size. */
@@ -692,7 +691,7 @@ static const kv_entry *find(const llm_gguf *g, const char *key)
  * for negative values is folded into neg + (uint64)value). */
 static void read_int(uint32_t t, const unsigned char *p, int *neg, uint64_t *u, int64_t *s)
 {
-    uint32_t sz = vtype_size(t);
+    uint32_t sz = llm_gguf_value_size(t);
     uint64_t raw = le(p, (int)sz);
     if (vtype_is_signed(t)) {
         unsigned bits = sz * 8;
@@ -776,13 +775,11 @@ static double read_float(uint32_t t, const unsigned char *p)
 
 int llm_gguf_get_f32(const llm_gguf *g, const char *key, float *out)
 {
-    const kv_entry *e = find(g, key);
-    if (!e)
-        return LLM_ENOKEY;
-    if (e->type != LLM_GGUF_F32 && e->type != LLM_GGUF_F64)
-        return LLM_ETYPE;
-    *out = (float)read_float(e->type, e->val);
-    return 0;
+    double d;
+    int rc = llm_gguf_get_f64(g, key, &d);
+    if (rc == 0)
+        *out = (float)d;
+    return rc;
 }
 
 int llm_gguf_get_f64(const llm_gguf *g, const char *key, double *out)
@@ -882,7 +879,7 @@ int llm_gguf_arr_f32(const llm_gguf *g, const char *key, uint64_t i, float *out)
     int r = find_arr(g, key, i, accept_float, &e);
     if (r)
         return r;
-    *out = (float)read_float(e->elem_type, e->val + i * vtype_size(e->elem_type));
+    *out = (float)read_float(e->elem_type, e->val + i * llm_gguf_value_size(e->elem_type));
     return 0;
 }
 
@@ -899,7 +896,7 @@ int llm_gguf_arr_i64(const llm_gguf *g, const char *key, uint64_t i, int64_t *ou
     int neg;
     uint64_t u;
     int64_t s;
-    read_int(e->elem_type, e->val + i * vtype_size(e->elem_type), &neg, &u, &s);
+    read_int(e->elem_type, e->val + i * llm_gguf_value_size(e->elem_type), &neg, &u, &s);
     if (!vtype_is_signed(e->elem_type) && u > (uint64_t)INT64_MAX)
         return LLM_ERANGE;
     *out = s;

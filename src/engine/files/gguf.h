@@ -165,6 +165,10 @@ int llm_gguf_arr_str(const llm_gguf *g, const char *key, uint64_t i, const char 
 int llm_gguf_arr_f32(const llm_gguf *g, const char *key, uint64_t i, float *out);
 int llm_gguf_arr_i64(const llm_gguf *g, const char *key, uint64_t i, int64_t *out);
 
+/* Bytes of one value of fixed-size type t (LLM_GGUF_U8 .. LLM_GGUF_F64,
+ * BOOL); 0 for strings, arrays and unknown types. */
+uint32_t llm_gguf_value_size(uint32_t t);
+
 /* Enumeration of metadata in file order (for inspection tools). */
 uint64_t llm_gguf_kv_count(const llm_gguf *g);
 /* Key and value type of entry i; LLM_ERANGE when i >= count. */

@@ -621,18 +621,6 @@ static void case_convert_synthetic(void)
 
 /* ---- requant ------------------------------------------------------------ */
 
-/* Bytes of one fixed-size metadata element; 0 for strings and arrays. */
-static size_t vsize(uint32_t t)
-{
-    switch (t) {
-    case LLM_GGUF_U8: case LLM_GGUF_I8: case LLM_GGUF_BOOL: return 1;
-    case LLM_GGUF_U16: case LLM_GGUF_I16: return 2;
-    case LLM_GGUF_U32: case LLM_GGUF_I32: case LLM_GGUF_F32: return 4;
-    case LLM_GGUF_U64: case LLM_GGUF_I64: case LLM_GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 static int str_same(const char *a, size_t la, const char *b, size_t lb)
 {
     return la == lb && memcmp(a, b, la) == 0;
@@ -670,7 +658,7 @@ static int value_same(const llm_gguf *a, const llm_gguf *b, const char *key, uin
             ea != eb || na != nb)
             return 0;
         if (ea != LLM_GGUF_STRING)
-            return vsize(ea) && memcmp(pa, pb, (size_t)(na * vsize(ea))) == 0;
+            return llm_gguf_value_size(ea) && memcmp(pa, pb, (size_t)(na * llm_gguf_value_size(ea))) == 0;
         for (uint64_t i = 0; i < na; i++)
             if (llm_gguf_arr_str(a, key, i, &sa, &la) != 0 || llm_gguf_arr_str(b, key, i, &sb, &lb) != 0 ||
                 !str_same(sa, la, sb, lb))
