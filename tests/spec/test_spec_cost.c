@@ -28,6 +28,8 @@
  *   guard_refresh  512 tokens of winning rounds without a steady plain
  *               step: plain decoding is measured again
  *   guard_break a request's first plain step is no reference
+ *   block_positions  the block drafter's expected tokens from its
+ *               acceptance by position, and the k they choose
  */
 #include <math.h>
 #include <stdio.h>
@@ -658,6 +660,43 @@ static int case_retire_restart(void)
     return pm_check_result();
 }
 
+/* The block drafter's acceptance by position (pm__cost_expected): a
+ * round of k 4 accepting 2, then one accepting all 4. Decayed by 0.9:
+ * positions 1, 2 reached 1.9 times and accepted 1.9, position 3 reached
+ * 1.9 and accepted 1.0, position 4 reached and accepted 1.0; pooled
+ * a = (5.8 + 1) / (5.8 + 0.9 + 2). Each position's share is shrunk by 2
+ * pseudo-trials at a; positions 5.. read a. The model drafter with the
+ * same history stays geometric. verify(w) = 100 + 35 (w - 1), a head
+ * forward 60 ns: k 4 wins at E(4) / 300 (k 3: E(3) / 265 = 0.012056
+ * against 0.012125); the geometric estimate alone would have taken k 3
+ * at 0.010830. */
+static int case_block_positions(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    widths(&c, 35.0, 9);
+    pm__cost_accept(&c, LLM_DRAFTER_BLOCK, 4, 2);
+    pm__cost_accept(&c, LLM_DRAFTER_BLOCK, 4, 4);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 2);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 4);
+    const double a = 6.8 / 8.7;
+    CHECK_NEAR(pm__cost_acceptance(&c, LLM_DRAFTER_BLOCK), a, 1e-12);
+    const double p12 = (1.9 + 2.0 * a) / 3.9, p3 = (1.0 + 2.0 * a) / 3.9, p4 = (1.0 + 2.0 * a) / 3.0;
+    const double e4 = 1.0 + p12 + p12 * p12 + p12 * p12 * p3 + p12 * p12 * p3 * p4;
+    CHECK_NEAR(pm__cost_expected(&c, LLM_DRAFTER_BLOCK, 4), e4, 1e-12);
+    CHECK_NEAR(pm__cost_expected(&c, LLM_DRAFTER_BLOCK, 5), e4 + p12 * p12 * p3 * p4 * a, 1e-12);
+    CHECK_NEAR(pm__cost_expected(&c, LLM_DRAFTER_BLOCK, 0), 1.0, 1e-12);
+    CHECK_NEAR(pm__cost_expected(&c, LLM_DRAFTER_MODEL, 4), 1.0 + a + a * a + a * a * a + a * a * a * a,
+               1e-12);
+    pm__cost_draft(&c, LLM_DRAFTER_BLOCK, 1, 60);
+    pm__cost_choice ch;
+    choose(&c, 1u << LLM_DRAFTER_BLOCK, 1, 8, 0, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_BLOCK);
+    CHECK_INT_EQ(ch.k, 4);
+    CHECK_NEAR(ch.rate, e4 / 300.0, 1e-12);
+    return pm_check_result();
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -671,13 +710,14 @@ int main(int argc, char **argv)
                  {"shadow", case_shadow},         {"guard_measure", case_guard_measure},
                  {"guard_trip", case_guard_trip}, {"guard_mixed", case_guard_mixed},
                  {"guard_refresh", case_guard_refresh}, {"guard_break", case_guard_break},
-                 {"retire_run", case_retire_run}, {"retire_restart", case_retire_restart}};
+                 {"retire_run", case_retire_run}, {"retire_restart", case_retire_restart},
+                 {"block_positions", case_block_positions}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].run();
     fprintf(stderr, "usage: test_spec_cost CASE (unmeasured, trust, median, widths, cpu, hybrid, "
                     "flat, acceptance, nothing_pays, overhead, catchup, probe, shadow, "
                     "guard_measure, guard_trip, guard_mixed, guard_refresh, guard_break, retire_run, "
-                    "retire_restart)\n");
+                    "retire_restart, block_positions)\n");
     return 2;
 }

@@ -62,12 +62,42 @@ void pm__cost_accept(pm__cost *c, int kind, int32_t k, int32_t accepted)
         return;
     c->acc[kind] = c->acc[kind] * PM__COST_DECAY + accepted;
     c->rej[kind] = c->rej[kind] * PM__COST_DECAY + (accepted < k ? 1.0 : 0.0);
+    if (kind != LLM_DRAFTER_BLOCK)
+        return;
+    for (int32_t i = 1; i <= PM__COST_WIDTH_MAX; i++) {
+        c->pos_try[i] *= PM__COST_DECAY;
+        c->pos_acc[i] *= PM__COST_DECAY;
+    }
+    /* Positions 1..accepted were reached and accepted; the next one, when
+     * there was one, reached and rejected. */
+    for (int32_t i = 1; i <= k && i <= accepted + 1 && i <= PM__COST_WIDTH_MAX; i++) {
+        c->pos_try[i] += 1.0;
+        c->pos_acc[i] += i <= accepted ? 1.0 : 0.0;
+    }
 }
 
 double pm__cost_acceptance(const pm__cost *c, int kind)
 {
     /* One pseudo-observation each way: an unseen kind reads 0.5. */
     return (c->acc[kind] + 1.0) / (c->acc[kind] + c->rej[kind] + 2.0);
+}
+
+/* The block drafter's acceptance at position i (pm__cost_expected). */
+static double block_p(const pm__cost *c, int32_t i, double pooled)
+{
+    if (i > PM__COST_WIDTH_MAX)
+        return pooled;
+    return (c->pos_acc[i] + PM__COST_POS_PRIOR * pooled) / (c->pos_try[i] + PM__COST_POS_PRIOR);
+}
+
+double pm__cost_expected(const pm__cost *c, int kind, int32_t k)
+{
+    double a = pm__cost_acceptance(c, kind), e = 1.0, ak = 1.0;
+    for (int32_t i = 1; i <= k; i++) {
+        ak *= kind == LLM_DRAFTER_BLOCK ? block_p(c, i, a) : a;
+        e += ak;
+    }
+    return e;
 }
 
 /* The nearest measured width strictly beyond `from` in direction dir (+1
@@ -144,15 +174,16 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
             continue;
         int32_t hi = kind == LLM_DRAFTER_NGRAM && q->ngram_n < q->k_max ? q->ngram_n : q->k_max;
         double a = pm__cost_acceptance(c, kind), step = step_cost(c, kind, decode);
+        int by_pos = kind == LLM_DRAFTER_BLOCK;
         double over = c->over[kind].med;
         double owed = kind == LLM_DRAFTER_MODEL ? catchup_cost(c, q->behind, decode) / h : 0.0;
         /* E(a, k) = 1 + a + ... + a^k, summed as k grows (no pow: this
          * runs before every step). */
         double ak = 1.0, e = 1.0;
         for (int32_t k = 1; k < q->k_min; k++)
-            ak *= a, e += ak;
+            ak *= by_pos ? block_p(c, k, a) : a, e += ak;
         for (int32_t k = q->k_min; k <= hi; k++) {
-            ak *= a;
+            ak *= by_pos ? block_p(c, k, a) : a;
             e += ak;
             /* An n-gram lookup is one step per round, whatever k. */
             double steps = kind == LLM_DRAFTER_MODEL ? (double)k : 1.0;

@@ -15,6 +15,9 @@
  *     E(a, k) / (k * step(kind) + verify(k + 1) + over(kind) + C * E / H),
  *     E(a, k) = (1 - a^(k+1)) / (1 - a)  (accepted drafts + the target's one),
  *
+ * (for the block drafter, whose head drafts all k in one forward, one
+ * step, and E from its acceptance by position: pm__cost_expected),
+ *
  * C being the catch-up the model drafter owes before it can draft (paid
  * once, so spread over the H tokens the request has left, at most
  * PM__COST_HORIZON_MAX; PM__COST_HORIZON when unknown), or a plain
@@ -101,6 +104,8 @@ enum {
 };
 
 #define PM__COST_PRIOR_SLOPE 0.35 /* extra decodes per extra verify row */
+#define PM__COST_POS_PRIOR 2.0    /* pseudo-trials of a block position at the
+                                     pooled acceptance */
 #define PM__COST_DECAY 0.9        /* acceptance counts, per round */
 #define PM__COST_MARGIN 0.03      /* drafting must beat plain by 3 % */
 
@@ -118,6 +123,9 @@ typedef struct pm__cost {
     pm__cost_est over[LLM_DRAFTER_COUNT];        /* a round's bookkeeping */
     pm__cost_est catchup;  /* the model drafter, per token caught up on */
     double acc[LLM_DRAFTER_COUNT], rej[LLM_DRAFTER_COUNT]; /* decayed counts */
+    /* The block drafter by position (1..64): decayed rounds that reached
+     * position i (its drafts 1..i-1 accepted) and that accepted it. */
+    double pos_try[PM__COST_WIDTH_MAX + 1], pos_acc[PM__COST_WIDTH_MAX + 1];
     double prior_draft;    /* model step / decode, unmeasured */
     int32_t plain_run;     /* plain choices since the last round */
     int32_t probe_every;   /* plain choices before a probe */
@@ -190,6 +198,17 @@ double pm__cost_width(const pm__cost *c, int32_t w);
 
 /* The per-token acceptance estimate of kind. */
 double pm__cost_acceptance(const pm__cost *c, int kind);
+
+/* The expected tokens a round of kind with k drafts commits (its accepted
+ * drafts and the target's one): 1 + a + ... + a^k for the model and the
+ * n-gram drafters, whose acceptance per token is about flat; for the
+ * block drafter, whose head proposes every position from the same
+ * context and is surer of the near ones (the shipped head accepts 0.86 of
+ * its first proposals and 0.36 of sixteen), 1 + p1 + p1 p2 + ... with p_i
+ * the decayed share of rounds reaching position i that accepted it,
+ * shrunk towards the pooled acceptance by PM__COST_POS_PRIOR
+ * pseudo-trials (so an untried position reads the pooled estimate). */
+double pm__cost_expected(const pm__cost *c, int kind, int32_t k);
 
 /* The best choice for q by the table alone, or plain decoding. */
 void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice *out);
