@@ -110,10 +110,12 @@ typedef struct llm_type_kernels {
                                (acts_q8 types; any rows, a->n up to
                                LLM_ACTS_MAX per call), replacing dequantized
                                panels and the f32 product; NULL: those.
-                               Not bitwise the row loop: each result is its
-                               own fixed sequence of float operations,
-                               independent of the batch and of the rows
-                               around it (docs/engine.md, tolerances). */
+                               Not bitwise the row loop (unless the set
+                               makes them one kernel: the avx512 Q8_0
+                               chain): each result is its own fixed
+                               sequence of float operations, independent of
+                               the batch and of the rows around it
+                               (docs/engine.md, tolerances). */
 } llm_type_kernels;
 
 /* Entries a kernel set's table holds (built-in types and a caller's). */
