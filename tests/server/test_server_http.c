@@ -842,6 +842,17 @@ static int case_speculative(void)
     return pm_check_result();
 }
 
+/* A symlink /tmp/pm_server_<tag>_<pid>.gguf to model, in out: a model
+ * name of the caller's own, so that the daemons count_daemons and
+ * daemon_pid find for it are its server's only (other cases spawn daemons
+ * on the same files beside it). The caller unlinks it. */
+static void own_model_name(const char *model, const char *tag, char *out, size_t cap)
+{
+    snprintf(out, cap, "/tmp/pm_server_%s_%ld.gguf", tag, (long)getpid());
+    unlink(out);
+    REQUIRE(symlink(model, out) == 0);
+}
+
 /* Processes whose command line holds pm-shardd and needle (from /proc). */
 static int count_daemons(const char *needle)
 {
@@ -947,11 +958,7 @@ static int case_shard_stall(const char *kind)
     int spawn = strcmp(kind, "spawn") == 0;
     char sock[128], place[300], model[128];
     snprintf(sock, sizeof sock, "/tmp/pm_server_stall_%ld.sock", (long)getpid());
-    /* A name of its own, so that no other test's daemons are taken for
-     * this one's (and this one's are not counted by theirs). */
-    snprintf(model, sizeof model, "/tmp/pm_server_stall_%ld.gguf", (long)getpid());
-    unlink(model);
-    REQUIRE(symlink(tiny, model) == 0);
+    own_model_name(tiny, "stall", model, sizeof model);
     pid_t d = -1;
     if (spawn) {
         snprintf(place, sizeof place, "0-0@local,1-1@spawn?timeout=3000");
@@ -1116,13 +1123,9 @@ static int case_placement(void)
     greedy_text(extra, body, split, sizeof split, &d, &a, &port, NULL);
     CHECK_STR_EQ(split, mono);
     /* Mixed: one local shard and one spawned shard daemon (pm-shardd,
-     * found beside the engine's build), reaped when the server stops. The
-     * model goes under a name of its own, so that the daemon counts see
-     * this server's daemons only (other cases spawn daemons on tiny). */
+     * found beside the engine's build), reaped when the server stops. */
     char model[128];
-    snprintf(model, sizeof model, "/tmp/pm_server_placement_%ld.gguf", (long)getpid());
-    unlink(model);
-    REQUIRE(symlink(tiny, model) == 0);
+    own_model_name(tiny, "placement", model, sizeof model);
     const char *mixed[] = {"--placement", "0-0@local,1-1@spawn", "--workers", "2", NULL};
     srv_proc p;
     start(&p, model, mixed);
@@ -2504,13 +2507,10 @@ static int case_draft_tree(void)
                                 "--placement", "0-2@local,3-5@local", NULL};
     const char *remote_args[] = {"--threads", "1", "--draft-head", head, "--draft-k", "8", "--draft-tree", "16",
                                  "--placement", "0-2@local,3-5@spawn", NULL};
-    /* The spawned daemon opens the target under a name of its own, so
-     * that the reaping check below counts this server's daemon only (the
-     * split parity tests spawn daemons on the same file beside it). */
+    /* The spawned daemon's server gets a target name of its own, for the
+     * reaping check below. */
     char remote_model[128];
-    snprintf(remote_model, sizeof remote_model, "/tmp/pm_server_tree_%ld.gguf", (long)getpid());
-    unlink(remote_model);
-    REQUIRE(symlink(kjv_target, remote_model) == 0);
+    own_model_name(kjv_target, "tree", remote_model, sizeof remote_model);
     srv_proc tp, pp, sp, rp;
     start(&tp, kjv_target, tree_args);
     start(&pp, kjv_target, plain_args);

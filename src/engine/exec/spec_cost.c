@@ -82,10 +82,11 @@ double pm__cost_acceptance(const pm__cost *c, int kind)
     return (c->acc[kind] + 1.0) / (c->acc[kind] + c->rej[kind] + 2.0);
 }
 
-/* The block drafter's acceptance at position i (pm__cost_expected). */
-static double block_p(const pm__cost *c, int32_t i, double pooled)
+/* kind's acceptance at draft position i given the pooled estimate: the
+ * pooled one, but for the block drafter its position's (pm__cost_expected). */
+static double position_p(const pm__cost *c, int kind, int32_t i, double pooled)
 {
-    if (i > PM__COST_WIDTH_MAX)
+    if (kind != LLM_DRAFTER_BLOCK || i > PM__COST_WIDTH_MAX)
         return pooled;
     return (c->pos_acc[i] + PM__COST_POS_PRIOR * pooled) / (c->pos_try[i] + PM__COST_POS_PRIOR);
 }
@@ -94,7 +95,7 @@ double pm__cost_expected(const pm__cost *c, int kind, int32_t k)
 {
     double a = pm__cost_acceptance(c, kind), e = 1.0, ak = 1.0;
     for (int32_t i = 1; i <= k; i++) {
-        ak *= kind == LLM_DRAFTER_BLOCK ? block_p(c, i, a) : a;
+        ak *= position_p(c, kind, i, a);
         e += ak;
     }
     return e;
@@ -174,16 +175,15 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
             continue;
         int32_t hi = kind == LLM_DRAFTER_NGRAM && q->ngram_n < q->k_max ? q->ngram_n : q->k_max;
         double a = pm__cost_acceptance(c, kind), step = step_cost(c, kind, decode);
-        int by_pos = kind == LLM_DRAFTER_BLOCK;
         double over = c->over[kind].med;
         double owed = kind == LLM_DRAFTER_MODEL ? catchup_cost(c, q->behind, decode) / h : 0.0;
         /* E(a, k) = 1 + a + ... + a^k, summed as k grows (no pow: this
          * runs before every step). */
         double ak = 1.0, e = 1.0;
         for (int32_t k = 1; k < q->k_min; k++)
-            ak *= by_pos ? block_p(c, k, a) : a, e += ak;
+            ak *= position_p(c, kind, k, a), e += ak;
         for (int32_t k = q->k_min; k <= hi; k++) {
-            ak *= by_pos ? block_p(c, k, a) : a;
+            ak *= position_p(c, kind, k, a);
             e += ak;
             /* An n-gram lookup is one step per round, whatever k. */
             double steps = kind == LLM_DRAFTER_MODEL ? (double)k : 1.0;

@@ -193,7 +193,6 @@ static void copy_into_arena(llm_pool *pool, llm_tensor **t, int32_t n, int mode,
     w->len = len;
     w->bytes = bytes;
     w->n = n;
-    w->n_panels = n_panels;
     w->t = t;
     t = NULL;
 done:

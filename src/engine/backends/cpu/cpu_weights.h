@@ -52,7 +52,6 @@ typedef struct llm_cpu_weights {
     size_t len;
     size_t bytes; /* matrix bytes copied into it */
     int32_t n;    /* matrices copied */
-    int32_t n_panels; /* of them, Q8_0 ones in the panel layout */
     struct llm_tensor **t; /* [n] owned: the tensors whose dev points into
                               the arena (the model's, which outlive it) */
 } llm_cpu_weights;
