@@ -897,6 +897,118 @@ static void matvec_fused_kq(void)
     llm_cuda_free(c);
 }
 
+/* One Q8_0 product (rows x cols, fused `flags`; with MV_ROPE_STORE the
+ * rows are the stacked q/k/v of heads x 128 and kv x 128) through the
+ * register kernel (mv_async 0) and through the async-copy kernel at 2, 4
+ * and 8 stages, two blocks a multiprocessor (the default) and one: the
+ * same bits in y and, with RoPE, in both caches, and the async-copy runs
+ * are the ones that say they take the kernel. */
+static void async_case(int64_t rows, int64_t cols, unsigned flags, int heads, int kv)
+{
+    enum { NK = 5, HD = 128, CTX = 8 };
+    const uint32_t pos = 5;
+    llm_cuda *c = ct_open(8, cols, CTX, heads ? heads : 4);
+    ct_rng r = {0x7a3au + (uint64_t)rows * 7u + (uint64_t)cols + flags};
+    size_t nw = (size_t)rows * (size_t)cols, rb = ct_row_bytes(LLM_TYPE_Q8_0, cols);
+    size_t ny = (flags & LLM_CUDA_MV_SWIGLU_PAIRS) ? (size_t)rows / 2 : (size_t)rows;
+    size_t nc = (size_t)CTX * (size_t)kv * HD;
+    const int conf[NK][2] = {{0, 0}, {2, 0}, {4, 0}, {8, 0}, {3, 1}}; /* {mv_async, mv_blocks} */
+    float *w = malloc(nw * sizeof *w), *x = malloc((size_t)cols * sizeof *x);
+    float *g = malloc((size_t)cols * sizeof *g), *y0 = malloc(ny * sizeof *y0);
+    float *y = malloc(NK * ny * sizeof *y), *kc = malloc(NK * (nc + 1) * sizeof *kc);
+    float *vc = malloc(NK * (nc + 1) * sizeof *vc);
+    double *deq = malloc(nw * sizeof *deq), freq[HD / 2];
+    void *enc = malloc(rb * (size_t)rows);
+    REQUIRE(w && x && g && y0 && y && kc && vc && deq && enc);
+    ct_fill(&r, w, nw, 1.0f);
+    ct_fill(&r, x, (size_t)cols, 2.0f);
+    ct_fill(&r, y0, ny, 1.0f);
+    for (int64_t i = 0; i < cols; i++)
+        g[i] = 1.0f + ct_sym(&r, 0.3f);
+    for (int i = 0; i < HD / 2; i++)
+        freq[i] = pow(500000.0, -2.0 * i / HD);
+    ct_encode(LLM_TYPE_Q8_0, w, rows, cols, enc, deq);
+    llm_cuda_weight dw;
+    CT_OK(c, llm_cuda_weight_upload(c, LLM_TYPE_Q8_0, enc, cols, rows, rb, &dw));
+    float *dx = ct_dev(c, (size_t)cols * sizeof(float)), *dg = ct_dev(c, (size_t)cols * 4);
+    float *dy = ct_dev(c, ny * sizeof(float));
+    float *dk = ct_dev(c, (nc + 1) * sizeof(float)), *dv = ct_dev(c, (nc + 1) * sizeof(float));
+    double *df = ct_dev(c, sizeof freq);
+    ct_put(c, dx, x, (size_t)cols * sizeof *x);
+    ct_put(c, dg, g, (size_t)cols * sizeof *g);
+    ct_put(c, df, freq, sizeof freq);
+    CT_OK(c, llm_cuda_pos_set(c, 0));
+    llm_cuda_rope_store rs = {{pos, llm_cuda_pos(c)}, df, 1.0f, heads, kv, HD, dk, dv};
+    llm_cuda_mv_fuse f = {flags, dg, 1e-5f, (flags & LLM_CUDA_MV_ROPE_STORE) ? &rs : NULL};
+    llm_cuda_tuning t;
+    CT_OK(c, llm_cuda_get_tuning(c, &t));
+    for (int k = 0; k < NK; k++) {
+        t.mv_async = conf[k][0];
+        t.mv_blocks = conf[k][1];
+        t.mv_split = 0;
+        CT_OK(c, llm_cuda_set_tuning(c, &t));
+        CHECK(strcmp(llm_cuda_matvec_kernel(c, &dw),
+                     k ? "matvec_q8a_kernel" : "matvec_q8i_kernel") == 0);
+        ct_put(c, dy, y0, ny * sizeof *y0);
+        ct_poison(c, dk, nc + 1);
+        ct_poison(c, dv, nc + 1);
+        CT_OK(c, llm_cuda_matvec_fused(c, &dw, dx, dy, &f));
+        ct_get(c, y + (size_t)k * ny, dy, ny * sizeof *y);
+        ct_get(c, kc + (size_t)k * (nc + 1), dk, (nc + 1) * sizeof *kc);
+        ct_get(c, vc + (size_t)k * (nc + 1), dv, (nc + 1) * sizeof *vc);
+    }
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    int finite = 1;
+    for (size_t i = 0; i < ny; i++)
+        finite &= isfinite(y[i]) != 0;
+    CHECK(finite);
+    if (flags & LLM_CUDA_MV_ROPE_STORE) /* the stored position only */
+        CHECK(isfinite(kc[pos * kv * HD]) && isnan(kc[(pos - 1) * kv * HD]));
+    for (int k = 1; k < NK; k++) {
+        CHECK(memcmp(y, y + (size_t)k * ny, ny * sizeof *y) == 0);
+        CHECK(memcmp(kc, kc + (size_t)k * (nc + 1), (nc + 1) * sizeof *kc) == 0);
+        CHECK(memcmp(vc, vc + (size_t)k * (nc + 1), (nc + 1) * sizeof *vc) == 0);
+    }
+    printf("mv_async rows %lld cols %lld flags %u: the register kernel's bits at 2, 4, 8 "
+           "stages, 1 block\n", (long long)rows, (long long)cols, flags);
+    llm_cuda_weight_release(c, &dw);
+    llm_cuda_mfree(c, dx), llm_cuda_mfree(c, dg), llm_cuda_mfree(c, dy);
+    llm_cuda_mfree(c, dk), llm_cuda_mfree(c, dv), llm_cuda_mfree(c, df);
+    llm_cuda_free(c);
+    free(w), free(x), free(g), free(y0), free(y), free(kc), free(vc), free(deq), free(enc);
+}
+
+/* The async-copy Q8 kernel: a lone chunk shorter than a stage, whole and
+ * partial last chunks, more pairs than the grid's warps and fewer, a lone
+ * last row, every fusion (the 8B q/k/v with RoPE), and the tuning's range;
+ * a row that is not a multiple of 256 keeps the register kernel. */
+static void matvec_async(void)
+{
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    int64_t many = (int64_t)llm_cuda_sm_count(c) * 2 * 4 * 3 + 3;
+    llm_cuda_tuning t;
+    CT_OK(c, llm_cuda_get_tuning(c, &t));
+    llm_cuda_tuning bad = t;
+    bad.mv_async = 1;
+    CHECK_INT_EQ(llm_cuda_set_tuning(c, &bad), LLM_EINVAL);
+    bad.mv_async = LLM_CUDA_MV_ASYNC_MAX + 1;
+    CHECK_INT_EQ(llm_cuda_set_tuning(c, &bad), LLM_EINVAL);
+    llm_cuda_weight w;
+    CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_Q8_0, 288, 4, &w));
+    t.mv_async = 4;
+    CT_OK(c, llm_cuda_set_tuning(c, &t));
+    CHECK(strcmp(llm_cuda_matvec_kernel(c, &w), "matvec_q8i_kernel") == 0);
+    llm_cuda_weight_release(c, &w);
+    llm_cuda_free(c);
+    async_case(many, 256, 0, 0, 0);
+    async_case(301, 4096, LLM_CUDA_MV_NORM, 0, 0);
+    async_case(64, 14336, LLM_CUDA_MV_ACCUMULATE, 0, 0);
+    async_case(8194, 2304, LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, 0, 0);
+    async_case(130, 1280, LLM_CUDA_MV_SWIGLU_PAIRS | LLM_CUDA_MV_ACCUMULATE, 0, 0);
+    async_case(7, 512, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ACCUMULATE, 0, 0);
+    async_case((32 + 2 * 8) * 128, 4096, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE, 32, 8);
+}
+
 static const ct_case cases[] = {
     {"matmul_acc", matmul_acc}, {"matvec_rope_store", matvec_rope_store},
     {"matvec_fused", matvec_fused}, {"rope_qkv_store", rope_qkv_store},
@@ -911,6 +1023,7 @@ static const ct_case cases[] = {
     {"matvec_q4_k", matvec_q4_k}, {"matvec_q6_k", matvec_q6_k},
     {"matvec_q5_k", matvec_q5_k}, {"matvec_l2", matvec_l2},
     {"matvec_fused_kq", matvec_fused_kq}, {"matvec_split", matvec_split},
+    {"matvec_async", matvec_async},
 };
 
 CT_MAIN(cases)

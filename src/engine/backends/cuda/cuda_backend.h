@@ -208,6 +208,16 @@ int llm_cuda_bind(llm_cuda *c);
  *     stationary kernels measured slower on the H200 below 9 rows, see
  *     bench/results/cuda_verify.md). PHASEMARK_CUDA_VERIFY=stationary at
  *     creation sets 1, =rows 0.
+ *   mv_async: 0 (default) one-row products over Q8 layout weights run
+ *     matvec_q8i_kernel (registers hold the bytes in flight); 2, 3, 4, 6
+ *     or 8 a kernel that streams the weights into shared memory by async
+ *     copies instead, that many stages of 4.25 KB a warp, 4 warps a block
+ *     and two blocks a multiprocessor (or mv_blocks), with few registers,
+ *     so that the next product's blocks can start and load while this one
+ *     finishes (Hopper and later; with mv_split on, several activation
+ *     rows, or rows whose width is not a multiple of 256, the register
+ *     kernel runs). The same bits as q8_int8 = 1 with mv_split off.
+ *     PHASEMARK_CUDA_MV_ASYNC=2..8 at creation (5 and 7 take 6 and 8).
  * A graph captured before a change keeps the choices it was captured
  * with. _get fills *t; _set returns LLM_EINVAL for values out of range. */
 typedef struct llm_cuda_tuning {
@@ -226,6 +236,7 @@ typedef struct llm_cuda_tuning {
     int mv_l2;
     int mv_blocks;
     int rows_stationary;
+    int mv_async;
 } llm_cuda_tuning;
 
 /* The widest k-quant row the native one-row kernel takes (its quantized
@@ -239,6 +250,9 @@ typedef struct llm_cuda_tuning {
  * activation, cols bytes and cols / 32 scales, lives in 48 KB of shared
  * memory). */
 #define LLM_CUDA_Q8_INT8_MAX_COLS 43008
+
+/* The most stages tuning mv_async takes. */
+#define LLM_CUDA_MV_ASYNC_MAX 8
 
 int llm_cuda_get_tuning(const llm_cuda *c, llm_cuda_tuning *t);
 int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t);
@@ -424,6 +438,12 @@ typedef struct llm_cuda_mv_fuse {
 
 int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
                           float *y, const llm_cuda_mv_fuse *f);
+
+/* The kernel a one-row fused product over w runs under the context's
+ * tuning (llm_cuda_matvec_fused with one activation row): the name
+ * LLM_CU_LAUNCHED reports, e.g. "matvec_q8a_kernel"; lets tests know which
+ * path they compared. */
+const char *llm_cuda_matvec_kernel(const llm_cuda *c, const llm_cuda_weight *w);
 
 /* llm_cuda_matvec_fused over n activation rows (1..LLM_CUDA_MV_ROWS_MAX):
  * x [n][w->cols], y [n][w->rows] (rows/2 with SWIGLU_PAIRS), row i at

@@ -171,6 +171,8 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     c->tune.mv_l2 = l2 && l2[0] >= '1' && l2[0] <= '3' && !l2[1] ? l2[0] - '0' : 0;
     const char *mb = getenv("PHASEMARK_CUDA_MV_BLOCKS");
     c->tune.mv_blocks = mb && mb[0] >= '1' && mb[0] <= '4' && !mb[1] ? mb[0] - '0' : 0;
+    const char *as = getenv("PHASEMARK_CUDA_MV_ASYNC");
+    c->tune.mv_async = as && as[0] >= '2' && as[0] <= '8' && !as[1] ? as[0] - '0' : 0;
     const char *verify = getenv("PHASEMARK_CUDA_VERIFY");
     /* Off until the fixed kernels are measured (bench/results/cuda_verify.md). */
     c->tune.rows_stationary = verify && strcmp(verify, "stationary") == 0;
@@ -291,6 +293,7 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->mv_l2 >= 0 && t->mv_l2 <= 3);
     LLM_CU_ARG(c, t->mv_blocks >= 0 && t->mv_blocks <= 4);
     LLM_CU_ARG(c, t->rows_stationary == 0 || t->rows_stationary == 1);
+    LLM_CU_ARG(c, t->mv_async == 0 || (t->mv_async >= 2 && t->mv_async <= LLM_CUDA_MV_ASYNC_MAX));
     c->tune = *t;
     return 0;
 }

@@ -2063,6 +2063,268 @@ static cudaError_t launch_q8i(const llm_cuda *c, const llm_cuda_weight *w, const
     }
 }
 
+/* ---- the Q8 one-row product fed by async copies (tuning mv_async) ------- */
+
+/* Why a second one-row Q8 kernel: matvec_q8i_kernel keeps its bytes in
+ * flight in registers (about 125 a thread at two blocks an SM), so the next
+ * kernel's blocks cannot become resident before this one's blocks exit,
+ * and every product pays its start, its activation's quantization and its
+ * first loads with the memory idle: about 7 us a product on an 8B model's
+ * small matrices (bench/results/cuda_kern.md). Here the bytes in flight
+ * live in shared memory: each warp runs a ring of S stages, a stage
+ * holding one chunk of its row pair (Q8A_VECS 16-byte vectors of each of
+ * the two rows and their scales), filled by cp.async (each lane copies the
+ * vectors it multiplies, lanes 0-15 the scales) and waited for with
+ * cp.async.wait_group. A block needs few registers, so a dependent
+ * product's block can start beside it and fill its own ring before its
+ * dependency wait.
+ *
+ * The bits are matvec_q8i_kernel's with split-K off: a warp takes whole
+ * pairs, its lanes the vectors lane + 32k in increasing k (chunk after
+ * chunk), and the activation is quantized by q8i_quant_row as for 8 warps
+ * (each of the block's 4 warps plays two of them), so the sum of squares
+ * adds in the same order. */
+#define Q8A_WARPS 4
+#define Q8A_VECS 128
+/* A stage: the two rows' vectors, then the two rows' Q8A_VECS / 2 fp16
+ * scales. */
+#define Q8A_STAGE (2 * 16 * Q8A_VECS + 2 * Q8A_VECS)
+
+static_assert(Q8A_VECS % 32 == 0 && Q8A_WARPS * 2 == Q8I_WARPS,
+              "a lane's vectors and the quantization's warps as matvec_q8i_kernel's");
+
+/* cp.async exists from sm_80 on; q8a_takes needs sm_90, and an older
+ * target's build keeps the kernel's shape with these empty. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define Q8A_ASM asm volatile
+#else
+#define Q8A_ASM(...) ((void)0)
+#endif
+
+/* 16 bytes from global src to shared dst, bypassing L1 (each byte is read
+ * once). */
+__device__ __forceinline__ void q8a_copy16(void *dst, const void *src)
+{
+    Q8A_ASM("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+}
+
+__device__ __forceinline__ void q8a_commit(void)
+{
+    Q8A_ASM("cp.async.commit_group;" ::: "memory");
+}
+
+/* Until at most N of this thread's groups are in flight. */
+template <int N> __device__ __forceinline__ void q8a_wait(void)
+{
+    Q8A_ASM("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* A warp's walk over its items: chunk c of pair gi, the pairs gi0,
+ * gi0 + stride, ... each cut into cpp chunks of at most Q8A_VECS vectors. */
+typedef struct q8a_walk {
+    int64_t stride, cpp, nch, rows, cols, items;
+} q8a_walk;
+
+typedef struct q8a_item {
+    int64_t gi, c, t;
+} q8a_item;
+
+__device__ __forceinline__ void q8a_next(const q8a_walk &k, q8a_item &it)
+{
+    it.t++;
+    if (++it.c == k.cpp) {
+        it.c = 0;
+        it.gi += k.stride;
+    }
+}
+
+__device__ __forceinline__ int64_t q8a_nvec(const q8a_walk &k, int64_t c)
+{
+    int64_t left = k.nch - c * Q8A_VECS;
+    return left < Q8A_VECS ? left : Q8A_VECS;
+}
+
+/* Every lane: its copies of item it (nothing past the warp's last item)
+ * into stage st, then one commit, so that each item is one group. */
+__device__ __forceinline__ void q8a_issue(const q8a_walk &k, const int8_t *__restrict__ w,
+                                          const uint16_t *__restrict__ scales,
+                                          const q8a_item &it, unsigned char *st, int lane)
+{
+    if (it.t < k.items) {
+        int64_t nvec = q8a_nvec(k, it.c), r0 = 2 * it.gi, r1 = r0 + 1 < k.rows ? r0 + 1 : r0;
+        int64_t v0 = it.c * Q8A_VECS;
+        const int8_t *w0 = w + r0 * k.cols + 16 * v0, *w1 = w + r1 * k.cols + 16 * v0;
+#pragma unroll
+        for (int u = 0; u < Q8A_VECS / 32; u++) {
+            int jl = lane + 32 * u;
+            if (jl < nvec) {
+                q8a_copy16(st + 16 * jl, w0 + 16 * jl);
+                q8a_copy16(st + 16 * (Q8A_VECS + jl), w1 + 16 * jl);
+            }
+        }
+        /* nvec scale bytes a row (nvec / 2 fp16), 16 a lane: lanes 0-7 the
+         * first row's, 8-15 the second's */
+        int part = lane & 7;
+        if (lane < 16 && 16 * part < nvec) {
+            int64_t srow = k.cols / LLM_QK8_0, r = lane < 8 ? r0 : r1;
+            const unsigned char *src =
+                reinterpret_cast<const unsigned char *>(scales + r * srow + v0 / 2);
+            q8a_copy16(st + 32 * Q8A_VECS + (lane < 8 ? 0 : Q8A_VECS) + 16 * part,
+                       src + 16 * part);
+        }
+    }
+    q8a_commit();
+}
+
+/* acc[r] += a stage's dot products with the quantized x: q8i_dot's
+ * arithmetic, vector v0 + lane + 32u of each row. */
+__device__ __forceinline__ void q8a_dot(const unsigned char *st, const int8_t *xq,
+                                        const float *xd, int64_t v0, int64_t nvec, int lane,
+                                        float *acc)
+{
+    const uint16_t *sd = reinterpret_cast<const uint16_t *>(st + 32 * Q8A_VECS);
+#pragma unroll
+    for (int u = 0; u < Q8A_VECS / 32; u++) {
+        int jl = lane + 32 * u;
+        if (jl < nvec) {
+            int64_t j = v0 + jl;
+            uint4 xv = *reinterpret_cast<const uint4 *>(xq + 16 * j);
+            float dx = xd[j >> 1];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                uint4 wv = *reinterpret_cast<const uint4 *>(st + 16 * (r * Q8A_VECS + jl));
+                int s = __dp4a((int)wv.x, (int)xv.x, 0);
+                s = __dp4a((int)wv.y, (int)xv.y, s);
+                s = __dp4a((int)wv.z, (int)xv.z, s);
+                s = __dp4a((int)wv.w, (int)xv.w, s);
+                float dw = __half2float(__ushort_as_half(sd[r * (Q8A_VECS / 2) + (jl >> 1)]));
+                acc[r] = fmaf((float)s, dw * dx, acc[r]);
+            }
+        }
+    }
+}
+
+/* Bytes of the quantized activation at the start of the dynamic shared
+ * memory, rounded so that the rings start 128-byte aligned. */
+static __host__ __device__ inline size_t q8a_x_bytes(int64_t cols)
+{
+    size_t b = (size_t)cols + (size_t)(cols / LLM_QK8_0) * sizeof(float);
+    return (b + 127) & ~(size_t)127;
+}
+
+template <int FLAGS, int S>
+__global__ void __launch_bounds__(Q8A_WARPS * 32)
+matvec_q8a_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ scales,
+                  const float *__restrict__ x, const float *__restrict__ g, float eps,
+                  float *__restrict__ y, int64_t rows, int64_t cols, llm_cuda_rope_store rp)
+{
+    extern __shared__ __align__(128) unsigned char q8a_smem[];
+    __shared__ float red[Q8I_WARPS];
+    int8_t *xq = reinterpret_cast<int8_t *>(q8a_smem);
+    float *xd = reinterpret_cast<float *>(xq + cols);
+    MV_ROW_OFFSET(FLAGS, x, y, rp, rows, cols);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned char *ring = q8a_smem + q8a_x_bytes(cols) + (size_t)warp * S * Q8A_STAGE;
+    q8a_walk k;
+    int64_t gi0 = (int64_t)blockIdx.x * Q8A_WARPS + warp;
+    k.stride = (int64_t)gridDim.x * Q8A_WARPS;
+    k.nch = cols / 16;
+    k.cpp = (k.nch + Q8A_VECS - 1) / Q8A_VECS;
+    k.rows = rows;
+    k.cols = cols;
+    int64_t pairs = (rows + 1) / 2;
+    int64_t mine = gi0 < pairs ? (pairs - gi0 + k.stride - 1) / k.stride : 0;
+    k.items = mine * k.cpp;
+    q8a_item use = {gi0, 0, 0}, fill = {gi0, 0, 0};
+    /* weights never depend on an earlier kernel: S groups before the wait */
+#pragma unroll
+    for (int s = 0; s < S; s++, q8a_next(k, fill))
+        q8a_issue(k, w, scales, fill, ring + s * Q8A_STAGE, lane);
+    if (fill.t >= k.items)
+        llm__pdl_trigger(); /* every copy of this warp is issued */
+    llm__pdl_wait();
+    for (int v = warp; v < Q8I_WARPS; v += Q8A_WARPS)
+        q8i_quant_row<FLAGS>(x, g, cols, xq, xd, red, lane, v);
+    __syncthreads();
+    float inv = q8i_inv<FLAGS>(red, eps, cols);
+    float acc[2] = {0.0f, 0.0f};
+    for (int s = 0; use.t < k.items; s = s + 1 == S ? 0 : s + 1) {
+        unsigned char *st = ring + (size_t)s * Q8A_STAGE;
+        q8a_wait<S - 1>(); /* one group an item: item use.t has landed */
+        __syncwarp();      /* and every lane's part of it is visible */
+        q8a_dot(st, xq, xd, use.c * Q8A_VECS, q8a_nvec(k, use.c), lane, acc);
+        __syncwarp(); /* every lane is done with the stage before it is refilled */
+        q8a_issue(k, w, scales, fill, st, lane);
+        q8a_next(k, fill);
+        if (fill.t == k.items)
+            llm__pdl_trigger();
+        if (use.c == k.cpp - 1) {
+            float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
+            if (lane == 0)
+                mv_pair_out<FLAGS>(rp, y, use.gi, rows, inv, a0, a1);
+            acc[0] = 0.0f;
+            acc[1] = 0.0f;
+        }
+        q8a_next(k, use);
+    }
+    q8a_wait<0>();
+}
+
+/* Whether the async-copy kernel takes this one-row product: the tuning on
+ * (and split-K off, whose sums it does not make), one activation row, and
+ * rows whose chunks and scales are whole 16-byte runs (cols a multiple of
+ * 256, both arrays 16-byte aligned). */
+static int q8a_takes(const llm_cuda *c, const llm_cuda_weight *w)
+{
+    return c->tune.mv_async && !c->tune.mv_split && c->pdl_ok && c->mv_rows <= 1 &&
+           w->cols % 256 == 0 && w->scales && ((uintptr_t)w->scales & 15) == 0 &&
+           ((uintptr_t)w->data & 15) == 0;
+}
+
+template <int FLAGS, int S>
+static cudaError_t launch_q8a_s(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                const llm_cuda_mv_fuse *f, float *y)
+{
+    size_t smem = q8a_x_bytes(w->cols) + (size_t)Q8A_WARPS * S * Q8A_STAGE;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(matvec_q8a_kernel<FLAGS, S>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess)
+            return e;
+    }
+    llm_cuda_rope_store rp;
+    memset(&rp, 0, sizeof rp);
+    if (FLAGS & MV_ROPE)
+        rp = *f->rope;
+    int64_t pairs = (w->rows + 1) / 2;
+    int64_t need = (pairs + Q8A_WARPS - 1) / Q8A_WARPS;
+    int64_t cap = (int64_t)c->sm_count * (c->tune.mv_blocks ? c->tune.mv_blocks : 2);
+    return llm__launch(c, matvec_q8a_kernel<FLAGS, S>, dim3((unsigned)(need < cap ? need : cap)),
+                       dim3(Q8A_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
+                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, rp);
+}
+
+template <int FLAGS>
+static cudaError_t launch_q8_one(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                 const llm_cuda_mv_fuse *f, float *y)
+{
+    if (!q8a_takes(c, w))
+        return launch_q8i<FLAGS>(c, w, x, f, y);
+    switch (c->tune.mv_async) {
+    case 2: return launch_q8a_s<FLAGS, 2>(c, w, x, f, y);
+    case 3: return launch_q8a_s<FLAGS, 3>(c, w, x, f, y);
+    case 4: return launch_q8a_s<FLAGS, 4>(c, w, x, f, y);
+    case 5:
+    case 6: return launch_q8a_s<FLAGS, 6>(c, w, x, f, y);
+    default: return launch_q8a_s<FLAGS, 8>(c, w, x, f, y);
+    }
+}
+
 /* Whether the int8-activation kernel runs a one-row product over w: Q8
  * layout, the tuning on, a row whose quantized activation fits (the
  * callers have checked 16-byte alignment of x and the weight). */
@@ -2075,16 +2337,16 @@ static cudaError_t launch_q8i_flags(const llm_cuda *c, const llm_cuda_weight *w,
                                     const float *x, const llm_cuda_mv_fuse *f, float *y)
 {
     switch (f->flags) {
-    case 0: return launch_q8i<0>(c, w, x, f, y);
-    case MV_NORM: return launch_q8i<MV_NORM>(c, w, x, f, y);
-    case MV_ACC: return launch_q8i<MV_ACC>(c, w, x, f, y);
-    case MV_NORM | MV_ACC: return launch_q8i<MV_NORM | MV_ACC>(c, w, x, f, y);
-    case MV_PAIRS: return launch_q8i<MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_PAIRS: return launch_q8i<MV_NORM | MV_PAIRS>(c, w, x, f, y);
-    case MV_ACC | MV_PAIRS: return launch_q8i<MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_ACC | MV_PAIRS: return launch_q8i<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_ROPE: return launch_q8i<MV_ROPE>(c, w, x, f, y);
-    case MV_NORM | MV_ROPE: return launch_q8i<MV_NORM | MV_ROPE>(c, w, x, f, y);
+    case 0: return launch_q8_one<0>(c, w, x, f, y);
+    case MV_NORM: return launch_q8_one<MV_NORM>(c, w, x, f, y);
+    case MV_ACC: return launch_q8_one<MV_ACC>(c, w, x, f, y);
+    case MV_NORM | MV_ACC: return launch_q8_one<MV_NORM | MV_ACC>(c, w, x, f, y);
+    case MV_PAIRS: return launch_q8_one<MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_PAIRS: return launch_q8_one<MV_NORM | MV_PAIRS>(c, w, x, f, y);
+    case MV_ACC | MV_PAIRS: return launch_q8_one<MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_NORM | MV_ACC | MV_PAIRS: return launch_q8_one<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
+    case MV_ROPE: return launch_q8_one<MV_ROPE>(c, w, x, f, y);
+    case MV_NORM | MV_ROPE: return launch_q8_one<MV_NORM | MV_ROPE>(c, w, x, f, y);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -3014,6 +3276,18 @@ static int rope_store_ok(const llm_cuda_weight *w, const llm_cuda_mv_fuse *f)
     return w->rows == ((int64_t)r->n_heads + 2 * (int64_t)r->n_kv_heads) * r->head_dim;
 }
 
+const char *llm_cuda_matvec_kernel(const llm_cuda *c, const llm_cuda_weight *w)
+{
+    const layout_info *l = w ? find_layout(w->type) : NULL;
+    if (!l)
+        return "none";
+    if (l->kq != KQ_NONE)
+        return "matvec_kq_kernel";
+    if (q8i_takes(c, w))
+        return q8a_takes(c, w) ? "matvec_q8a_kernel" : "matvec_q8i_kernel";
+    return "matvec_fused_kernel";
+}
+
 int llm_cuda_matvec_fused_rows(llm_cuda *c, const llm_cuda_weight *w, const float *x,
                                int32_t n, float *y, const llm_cuda_mv_fuse *f)
 {
@@ -3046,7 +3320,7 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     }
     if (q8i_takes(c, w)) {
         LLM_CU_TRY(c, launch_q8i_flags(c, w, x, f, y));
-        LLM_CU_LAUNCHED(c, "matvec_q8i_kernel");
+        LLM_CU_LAUNCHED(c, llm_cuda_matvec_kernel(c, w));
         return 0;
     }
     LLM_CU_TRY(c, k_fused_launch[l->wt](c, w, x, f, y));
