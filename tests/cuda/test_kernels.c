@@ -1009,6 +1009,117 @@ static void matvec_async(void)
     async_case((32 + 2 * 8) * 128, 4096, LLM_CUDA_MV_NORM | LLM_CUDA_MV_ROPE_STORE, 32, 8);
 }
 
+/* A layer's o, gate/up and down (d wide, ffn f, o over a rows of width
+ * `a`, then a fourth plain product over the result when four) as one chain
+ * against the same products launched one by one: the same bits in the
+ * residual and the SwiGLU vector. */
+static void chain_case(int64_t d, int64_t f, int64_t a, int n)
+{
+    llm_cuda *c = ct_open(8, f > d ? f : d, 16, 4);
+    ct_rng r = {0xc4a1u + (uint64_t)d + (uint64_t)f * 3u + (uint64_t)n};
+    const int64_t rows[4] = {d, 2 * f, d, d}, cols[4] = {a, d, f, d};
+    llm_cuda_weight w[4];
+    for (int i = 0; i < 4; i++) {
+        size_t nw = (size_t)rows[i] * (size_t)cols[i], rb = ct_row_bytes(LLM_TYPE_Q8_0, cols[i]);
+        float *hw = malloc(nw * sizeof *hw);
+        double *deq = malloc(nw * sizeof *deq);
+        void *enc = malloc(rb * (size_t)rows[i]);
+        REQUIRE(hw && deq && enc);
+        ct_fill(&r, hw, nw, 1.0f);
+        ct_encode(LLM_TYPE_Q8_0, hw, rows[i], cols[i], enc, deq);
+        CT_OK(c, llm_cuda_weight_upload(c, LLM_TYPE_Q8_0, enc, cols[i], rows[i], rb, &w[i]));
+        free(hw), free(deq), free(enc);
+    }
+    float *in = malloc((size_t)a * sizeof *in), *h0 = malloc((size_t)d * sizeof *h0);
+    float *g = malloc((size_t)d * sizeof *g), *out[2][3];
+    REQUIRE(in && h0 && g);
+    ct_fill(&r, in, (size_t)a, 2.0f);
+    ct_fill(&r, h0, (size_t)d, 2.0f);
+    for (int64_t i = 0; i < d; i++)
+        g[i] = 1.0f + ct_sym(&r, 0.3f);
+    float *din = ct_dev(c, (size_t)a * 4), *dh = ct_dev(c, (size_t)d * 4);
+    float *dg = ct_dev(c, (size_t)d * 4), *dt = ct_dev(c, (size_t)f * 4);
+    float *dz = ct_dev(c, (size_t)d * 4);
+    ct_put(c, din, in, (size_t)a * 4);
+    ct_put(c, dg, g, (size_t)d * 4);
+    llm_cuda_chain_step st[4] = {
+        {&w[0], din, dh, {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL}},
+        {&w[1], dh, dt, {LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS, dg, 1e-5f, NULL}},
+        {&w[2], dt, dh, {LLM_CUDA_MV_ACCUMULATE, NULL, 0.0f, NULL}},
+        {&w[3], dh, dz, {LLM_CUDA_MV_NORM, dg, 1e-5f, NULL}},
+    };
+    const size_t len[3] = {(size_t)d, (size_t)f, (size_t)d};
+    float *dev_of[3] = {dh, dt, dz};
+    for (int run = 0; run < 2; run++) {
+        ct_put(c, dh, h0, (size_t)d * 4);
+        ct_poison(c, dt, (size_t)f);
+        ct_poison(c, dz, (size_t)d);
+        if (run == 0)
+            for (int i = 0; i < n; i++)
+                CT_OK(c, llm_cuda_matvec_fused(c, st[i].w, st[i].x, st[i].y, &st[i].f));
+        else
+            CT_OK(c, llm_cuda_matvec_chain(c, st, n));
+        for (int k = 0; k < 3; k++) {
+            out[run][k] = malloc(len[k] * sizeof(float));
+            REQUIRE(out[run][k]);
+            ct_get(c, out[run][k], dev_of[k], len[k] * sizeof(float));
+        }
+    }
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    int finite = 1;
+    for (int64_t i = 0; i < d; i++)
+        finite &= isfinite(out[0][0][i]) != 0;
+    CHECK(finite && (n < 2 || isfinite(out[0][1][0])) && (n < 4 || isfinite(out[0][2][0])));
+    for (int k = 0; k < 3; k++)
+        CHECK(memcmp(out[0][k], out[1][k], len[k] * sizeof(float)) == 0);
+    printf("chain d %lld f %lld a %lld, %d steps: the one-by-one bits\n", (long long)d,
+           (long long)f, (long long)a, n);
+    for (int run = 0; run < 2; run++)
+        for (int k = 0; k < 3; k++)
+            free(out[run][k]);
+    for (int i = 0; i < 4; i++)
+        llm_cuda_weight_release(c, &w[i]);
+    llm_cuda_mfree(c, din), llm_cuda_mfree(c, dh), llm_cuda_mfree(c, dg);
+    llm_cuda_mfree(c, dt), llm_cuda_mfree(c, dz);
+    llm_cuda_free(c);
+    free(in), free(h0), free(g);
+}
+
+/* llm_cuda_matvec_chain: the 8B layer's widths (more gate/up pairs than
+ * the grid has warps, fewer o and down pairs), a small layer, one and four
+ * steps; what it refuses. */
+static void matvec_chain(void)
+{
+    chain_case(4096, 14336, 4096, 3);
+    chain_case(512, 1408, 512, 3);
+    chain_case(512, 1408, 256, 4);
+    chain_case(2048, 8192, 2048, 1);
+    llm_cuda *c = ct_open(8, 64, 16, 4);
+    llm_cuda_weight q, h;
+    CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_Q8_0, 64, 4, &q));
+    CT_OK(c, llm_cuda_weight_alloc(c, LLM_TYPE_F16, 64, 4, &h));
+    float *dv = ct_dev(c, 256 * sizeof(float));
+    llm_cuda_chain_step st[5];
+    for (int i = 0; i < 5; i++) {
+        llm_cuda_chain_step one = {&q, dv, dv + 128, {0, NULL, 0.0f, NULL}};
+        st[i] = one;
+    }
+    CHECK_INT_EQ(llm_cuda_matvec_chain(c, st, 0), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_matvec_chain(c, st, LLM_CUDA_CHAIN_MAX + 1), LLM_EINVAL);
+    st[1].f.flags = LLM_CUDA_MV_ROPE_STORE;
+    CHECK_INT_EQ(llm_cuda_matvec_chain(c, st, 2), LLM_EINVAL);
+    st[1].f.flags = LLM_CUDA_MV_SWIGLU_PAIRS | LLM_CUDA_MV_ACCUMULATE;
+    CHECK_INT_EQ(llm_cuda_matvec_chain(c, st, 2), LLM_EINVAL);
+    st[1].f.flags = 0;
+    st[1].w = &h;
+    CHECK_INT_EQ(llm_cuda_matvec_chain(c, st, 2), LLM_EINVAL);
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_weight_release(c, &q);
+    llm_cuda_weight_release(c, &h);
+    llm_cuda_mfree(c, dv);
+    llm_cuda_free(c);
+}
+
 static const ct_case cases[] = {
     {"matmul_acc", matmul_acc}, {"matvec_rope_store", matvec_rope_store},
     {"matvec_fused", matvec_fused}, {"rope_qkv_store", rope_qkv_store},
@@ -1023,7 +1134,7 @@ static const ct_case cases[] = {
     {"matvec_q4_k", matvec_q4_k}, {"matvec_q6_k", matvec_q6_k},
     {"matvec_q5_k", matvec_q5_k}, {"matvec_l2", matvec_l2},
     {"matvec_fused_kq", matvec_fused_kq}, {"matvec_split", matvec_split},
-    {"matvec_async", matvec_async},
+    {"matvec_async", matvec_async}, {"matvec_chain", matvec_chain},
 };
 
 CT_MAIN(cases)

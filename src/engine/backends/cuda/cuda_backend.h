@@ -445,6 +445,28 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
  * path they compared. */
 const char *llm_cuda_matvec_kernel(const llm_cuda *c, const llm_cuda_weight *w);
 
+/* A chain of one-row fused products in one launch: steps[0..n-1] in
+ * order, each step's x possibly an earlier step's y. Each step's y gets
+ * the bits llm_cuda_matvec_fused gives it with the int8 kernel (tuning
+ * q8_int8 = 1, split-K off), whatever the tuning. Between products the
+ * launch's blocks meet at a grid-wide barrier instead of ending, so the
+ * next product's weights are already on their way. Every weight Q8_0 on
+ * the Q8 layout (at most LLM_CUDA_Q8_INT8_MAX_COLS wide), flags 0, NORM,
+ * ACCUMULATE or NORM | SWIGLU_PAIRS (a layer's o, gate/up and down take
+ * ACCUMULATE, NORM | SWIGLU_PAIRS, ACCUMULATE), x and the weight 16-byte
+ * aligned, 1 <= n <= LLM_CUDA_CHAIN_MAX; LLM_EINVAL otherwise. A step's x
+ * and y do not overlap; a later step may overwrite what an earlier one
+ * read (the barrier orders them). */
+#define LLM_CUDA_CHAIN_MAX 4
+typedef struct llm_cuda_chain_step {
+    const llm_cuda_weight *w;
+    const float *x;
+    float *y;
+    llm_cuda_mv_fuse f;
+} llm_cuda_chain_step;
+
+int llm_cuda_matvec_chain(llm_cuda *c, const llm_cuda_chain_step *steps, int n);
+
 /* llm_cuda_matvec_fused over n activation rows (1..LLM_CUDA_MV_ROWS_MAX):
  * x [n][w->cols], y [n][w->rows] (rows/2 with SWIGLU_PAIRS), row i at
  * position base + i for ROPE_STORE. Each row runs the one-row kernel's

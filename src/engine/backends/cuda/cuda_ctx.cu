@@ -98,6 +98,10 @@ static int create_buffers(llm_cuda *c, char *err, size_t errlen)
     if (e == cudaSuccess)
         e = cudaMemset(c->d_pos, 0, sizeof(uint32_t));
     if (e == cudaSuccess)
+        e = cudaMalloc((void **)&c->chain_bar, 2 * sizeof(unsigned));
+    if (e == cudaSuccess)
+        e = cudaMemset(c->chain_bar, 0, 2 * sizeof(unsigned));
+    if (e == cudaSuccess)
         e = cudaMalloc(&c->blas_ws, LLM_CUDA_BLAS_WS_BYTES);
     if (e != cudaSuccess) {
         put_err(err, errlen, "cudaMalloc (context)", e);
@@ -202,6 +206,7 @@ void llm_cuda_free(llm_cuda *c)
     cudaFree(c->attn_s);
     cudaFree(c->attn_ptrs);
     cudaFree(c->d_pos);
+    cudaFree(c->chain_bar);
     if (c->blas)
         cublasDestroy(c->blas);
     cudaFree(c->blas_ws);

@@ -73,6 +73,8 @@ struct llm_cuda {
     void *blas_ws;           /* cuBLAS workspace, fixed so graphs can hold it */
     llm_cuda_wide *wide;     /* [n_wide] bf16 copies (tune.wide_cache), owned here */
     int n_wide, cap_wide;
+    unsigned *chain_bar;     /* [2] llm_cuda_matvec_chain's grid barrier: blocks
+                                arrived (0 between barriers), generation */
     int32_t mv_rows;         /* activation rows of the fused product being
                                 launched (llm_cuda_matvec_fused_rows); 0 or 1
                                 between calls */

@@ -1662,8 +1662,10 @@ __device__ __forceinline__ void q8i_quant4(float4 v, bool ok, int64_t f, int lan
  * 32, so 8 consecutive lanes hold one block of 32 values. A thread issues
  * G float4 loads (and G of g) before it uses the first: the prologue is a
  * few round trips to L2, not one per float4 (G x 8 warps x 32 lanes x 4
- * values: 4096 columns with the norm, 8192 without, in one round). */
-template <int FLAGS>
+ * values: 4096 columns with the norm, 8192 without, in one round). NC
+ * false reads x with coherent loads, for an x that other blocks of the
+ * same launch wrote (llm_cuda_matvec_chain). */
+template <int FLAGS, bool NC = true>
 __device__ __forceinline__ void q8i_quant_row(const float *__restrict__ x,
                                               const float *__restrict__ g, int64_t cols,
                                               int8_t *xq, float *xd, float *red, int lane,
@@ -1679,7 +1681,7 @@ __device__ __forceinline__ void q8i_quant_row(const float *__restrict__ x,
         float4 v[G];
 #pragma unroll
         for (int i = 0; i < G; i++) /* whole groups of 8 lanes: nf is a multiple of 8 */
-            v[i] = b + i * STEP < nf ? __ldg(x4 + b + i * STEP) : zero;
+            v[i] = b + i * STEP < nf ? (NC ? __ldg(x4 + b + i * STEP) : x4[b + i * STEP]) : zero;
         if (FLAGS & MV_NORM) {
             float4 gv[G];
 #pragma unroll
@@ -2323,6 +2325,163 @@ static cudaError_t launch_q8_one(const llm_cuda *c, const llm_cuda_weight *w, co
     case 6: return launch_q8a_s<FLAGS, 6>(c, w, x, f, y);
     default: return launch_q8a_s<FLAGS, 8>(c, w, x, f, y);
     }
+}
+
+/* ---- a chain of one-row Q8 products in one launch (llm_cuda_matvec_chain) */
+
+/* Why: launched one by one, every product pays its start, its activation's
+ * quantization and its first loads with the memory idle (about 7 us a
+ * product on the 8B shapes, bench/results/cuda_kern.md), and the register
+ * file the loads need keeps the next launch's blocks from starting early.
+ * A chain of products that depend on one another only through their
+ * vectors (a layer's o, gate/up and down) runs here in one grid that stays
+ * resident: between two products its blocks meet at a grid-wide barrier,
+ * and every warp has its first batch of the next product's weights in
+ * registers before it arrives (weights never depend on the chain).
+ * Each product's bits are matvec_q8i_kernel's with split-K off: the same
+ * pairs of a warp, the same lane order, the same quantization, read from x
+ * with coherent loads since other blocks of this launch wrote it. */
+typedef struct chain_dev_step {
+    const int8_t *w;
+    const uint16_t *scales;
+    const float *x, *g;
+    float *y;
+    int64_t rows, cols;
+    float eps;
+    int flags;
+} chain_dev_step;
+
+typedef struct chain_dev {
+    chain_dev_step s[LLM_CUDA_CHAIN_MAX];
+    int n;
+} chain_dev;
+
+/* Every block of the grid arrives before any leaves; what a block wrote
+ * before it arrives is visible to every block after. bar[0] counts the
+ * blocks arrived and is back at 0 when the last one arrives; bar[1] is the
+ * generation the others wait to see change. */
+__device__ __forceinline__ void chain_barrier(unsigned *bar)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = bar + 1;
+        unsigned g = *gen; /* read before arriving: it cannot move before */
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == g)
+                __nanosleep(20);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* Asks L2 for the calling warp's first row pair of step s (its weights and
+ * scales), so that the loads after the next barrier find them there. */
+__device__ __forceinline__ void chain_prefetch(const chain_dev_step &s, int64_t gi0, int lane)
+{
+    const mv_lanes ml = {0, 32};
+    if (gi0 < (s.rows + 1) / 2)
+        mv_l2_pair(s.w, s.cols, s.scales, s.cols / LLM_QK8_0 * 2, s.rows, gi0, lane, ml);
+}
+
+/* One product of the chain for the calling warp (pairs gi0, gi0 + stride,
+ * ...): matvec_q8i_kernel's loop after its dependency wait. Step I is a
+ * constant, so the step's fields stay kernel parameters (a parameter
+ * indexed at run time would be copied to local memory, and fields held in
+ * registers would spill the loop's batches). Once its last weight load is
+ * issued, the warp asks L2 for its first pair of step I + 1 (when there
+ * is one) or lets the next kernel start. Every thread of the block calls
+ * it. */
+template <int FLAGS, int I>
+__device__ __forceinline__ void chain_product(const chain_dev &d, int8_t *xq, float *red,
+                                              int lane, int warp, int64_t gi0, int64_t stride)
+{
+    constexpr int U = 4, NX = I + 1 < LLM_CUDA_CHAIN_MAX ? I + 1 : I;
+    const mv_lanes ml = {0, 32};
+    const chain_dev_step &s = d.s[I];
+    bool has_next = I + 1 < d.n;
+    int64_t pairs = (s.rows + 1) / 2, nch = s.cols / 16, span = 32 * U;
+    float *xd = reinterpret_cast<float *>(xq + s.cols);
+    q8i_batch<U> cur;
+    if (gi0 < pairs)
+        q8i_load(cur, s.w, s.scales, s.rows, s.cols, nch, gi0, 0, lane, ml);
+    q8i_quant_row<FLAGS, false>(s.x, s.g, s.cols, xq, xd, red, lane, warp);
+    __syncthreads();
+    float inv = q8i_inv<FLAGS>(red, s.eps, s.cols);
+    if (gi0 >= pairs) {
+        if (has_next)
+            chain_prefetch(d.s[NX], gi0, lane);
+        else
+            llm__pdl_trigger();
+        return;
+    }
+    llm_cuda_rope_store rp;
+    memset(&rp, 0, sizeof rp);
+    for (int64_t gi = gi0;;) {
+        float acc[2] = {0.0f, 0.0f};
+        int64_t next = gi + stride;
+        for (int64_t base = 0; base < nch; base += span) {
+            int64_t nbase = base + span;
+            bool more = nbase < nch, load = more || next < pairs;
+            q8i_batch<U> nb;
+            if (load)
+                q8i_load(nb, s.w, s.scales, s.rows, s.cols, nch, more ? gi : next,
+                         more ? nbase : 0, lane, ml);
+            else if (has_next)
+                chain_prefetch(d.s[NX], gi0, lane);
+            else
+                llm__pdl_trigger(); /* every weight load of this warp is issued */
+            q8i_dot(cur, xq, xd, nch, base, lane, ml, acc);
+            if (load)
+                cur = nb;
+        }
+        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
+        if (lane == 0)
+            mv_pair_out<FLAGS>(rp, s.y, gi, s.rows, inv, a0, a1);
+        if (next >= pairs)
+            return;
+        gi = next;
+    }
+}
+
+/* Step I with the flags it was given (the four the chain takes). */
+template <int I>
+__device__ __forceinline__ void chain_run(const chain_dev &d, int8_t *xq, float *red, int lane,
+                                          int warp, int64_t gi0, int64_t stride, unsigned *bar)
+{
+    if (I >= d.n)
+        return;
+    if (I > 0)
+        chain_barrier(bar);
+    switch (d.s[I].flags) {
+    case 0: chain_product<0, I>(d, xq, red, lane, warp, gi0, stride); break;
+    case MV_NORM: chain_product<MV_NORM, I>(d, xq, red, lane, warp, gi0, stride); break;
+    case MV_ACC: chain_product<MV_ACC, I>(d, xq, red, lane, warp, gi0, stride); break;
+    default: chain_product<MV_NORM | MV_PAIRS, I>(d, xq, red, lane, warp, gi0, stride); break;
+    }
+}
+
+static_assert(LLM_CUDA_CHAIN_MAX == 4, "matvec_chain_kernel runs every step");
+
+__global__ void __launch_bounds__(Q8I_WARPS * 32, 2) matvec_chain_kernel(chain_dev d,
+                                                                          unsigned *bar)
+{
+    extern __shared__ uint4 chain_smem[]; /* xq [cols] int8, then xd [cols / 32] */
+    __shared__ float red[Q8I_WARPS];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t gi0 = (int64_t)blockIdx.x * Q8I_WARPS + warp, stride = (int64_t)gridDim.x * Q8I_WARPS;
+    int8_t *xq = reinterpret_cast<int8_t *>(chain_smem);
+    chain_prefetch(d.s[0], gi0, lane); /* weights never depend on an earlier kernel */
+    llm__pdl_wait();
+    chain_run<0>(d, xq, red, lane, warp, gi0, stride, bar);
+    chain_run<1>(d, xq, red, lane, warp, gi0, stride, bar);
+    chain_run<2>(d, xq, red, lane, warp, gi0, stride, bar);
+    chain_run<3>(d, xq, red, lane, warp, gi0, stride, bar);
 }
 
 /* Whether the int8-activation kernel runs a one-row product over w: Q8
@@ -3325,6 +3484,54 @@ int llm_cuda_matvec_fused(llm_cuda *c, const llm_cuda_weight *w, const float *x,
     }
     LLM_CU_TRY(c, k_fused_launch[l->wt](c, w, x, f, y));
     LLM_CU_LAUNCHED(c, "matvec_fused_kernel");
+    return 0;
+}
+
+int llm_cuda_matvec_chain(llm_cuda *c, const llm_cuda_chain_step *steps, int n)
+{
+    LLM_CU_ENTER(c);
+    LLM_CU_ARG(c, steps && n >= 1 && n <= LLM_CUDA_CHAIN_MAX);
+    chain_dev d;
+    memset(&d, 0, sizeof d);
+    d.n = n;
+    int64_t max_cols = 0, max_pairs = 0;
+    for (int i = 0; i < n; i++) {
+        const llm_cuda_chain_step *st = &steps[i];
+        const llm_cuda_weight *w = st->w;
+        LLM_CU_ARG(c, w && w->data && st->x && st->y && weight_ok(w));
+        LLM_CU_ARG(c, w->type == LLM_TYPE_Q8_0 && w->scales &&
+                          w->cols <= LLM_CUDA_Q8_INT8_MAX_COLS && w->cols % 32 == 0);
+        unsigned fl = st->f.flags;
+        LLM_CU_ARG(c, fl == 0 || fl == MV_NORM || fl == MV_ACC || fl == (MV_NORM | MV_PAIRS));
+        LLM_CU_ARG(c, !(st->f.flags & MV_NORM) || (st->f.norm && ((uintptr_t)st->f.norm & 15) == 0));
+        LLM_CU_ARG(c, !(st->f.flags & MV_PAIRS) || w->rows % 2 == 0);
+        LLM_CU_ARG(c, ((uintptr_t)st->x & 15) == 0 && ((uintptr_t)w->data & 15) == 0);
+        chain_dev_step *ds = &d.s[i];
+        ds->w = (const int8_t *)w->data;
+        ds->scales = w->scales;
+        ds->x = st->x;
+        ds->g = (st->f.flags & MV_NORM) ? st->f.norm : NULL;
+        ds->y = st->y;
+        ds->rows = w->rows;
+        ds->cols = w->cols;
+        ds->eps = (st->f.flags & MV_NORM) ? st->f.eps : 0.0f;
+        ds->flags = (int)st->f.flags;
+        if (w->cols > max_cols)
+            max_cols = w->cols;
+        if ((w->rows + 1) / 2 > max_pairs)
+            max_pairs = (w->rows + 1) / 2;
+    }
+    size_t smem = (size_t)max_cols + (size_t)(max_cols / LLM_QK8_0) * sizeof(float);
+    /* Every block must be resident at once for the barrier. */
+    int per_sm = 0;
+    LLM_CU_TRY(c, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, matvec_chain_kernel,
+                                                                Q8I_WARPS * 32, smem));
+    LLM_CU_ARG(c, per_sm >= 1);
+    int64_t need = (max_pairs + Q8I_WARPS - 1) / Q8I_WARPS;
+    int64_t cap = (int64_t)c->sm_count * (per_sm < 2 ? per_sm : 2);
+    LLM_CU_TRY(c, llm__launch(c, matvec_chain_kernel, dim3((unsigned)(need < cap ? need : cap)),
+                              dim3(Q8I_WARPS * 32), smem, d, c->chain_bar));
+    LLM_CU_LAUNCHED(c, "matvec_chain_kernel");
     return 0;
 }
 
