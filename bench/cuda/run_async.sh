@@ -76,30 +76,6 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 
-python3 - "$jsonl" > "$out/summary.txt" 2>> "$log" <<'PY'
-import json, sys, collections
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
-def med(v):
-    v = sorted(v)
-    return v[len(v) // 2] if v else None
-dec = collections.defaultdict(list)
-for r in rows:
-    if r['bench'] == 'engine_decode':
-        dec[(r['model'], r['run'])].append(r)
-print("decode (graph mode): tokens/s, weight bytes a token, fraction of copy bandwidth")
-for k in sorted(dec):
-    t = med([r['tokens_per_s'] for r in dec[k]])
-    f = med([r['fraction_of_copy_bw'] for r in dec[k]])
-    b = dec[k][0]['weight_bytes_per_token']
-    base = dec.get((k[0], 'q8i'))
-    ratio = t / med([r['tokens_per_s'] for r in base]) if base else 0
-    ids = sorted({r['last_token'] for r in dec[k]})
-    print(f"  {k[0]:6s} {k[1]:9s} {t:8.1f} tok/s  {b / 1e9:.3f} GB  {f:.3f} of copy"
-          f"  {ratio:.3f}x q8i  (runs {len(dec[k])}, last greedy tokens {ids}, graph ids equal"
-          f" {sorted({r['ids_equal_graph'] for r in dec[k]})})")
-bw = [r['bandwidth_GBps'] for r in rows if r['bench'] == 'copy']
-if bw:
-    print(f"copy bandwidth (read + write): median {med(bw):.0f} GB/s over {len(bw)} processes")
-PY
+python3 bench/cuda/decode_summary.py "$jsonl" q8i > "$out/summary.txt" 2>> "$log"
 cat "$out/summary.txt"
 stamp "done"
