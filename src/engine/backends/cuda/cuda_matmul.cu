@@ -1356,24 +1356,38 @@ static cudaError_t launch_fused(const llm_cuda *c, const llm_cuda_weight *w, con
                        c->tune.mv_prefetch, rp);
 }
 
+/* The fused flag sets the one-row kernels are built for: calls
+ * launch(mv_flag_set<FLAGS>()) for flags, cudaErrorInvalidValue for any
+ * other set. */
+template <int F> struct mv_flag_set {
+    static constexpr int value = F;
+};
+
+template <typename Launch>
+static cudaError_t mv_flags_dispatch(unsigned flags, Launch launch)
+{
+    switch (flags) {
+    case 0: return launch(mv_flag_set<0>());
+    case MV_NORM: return launch(mv_flag_set<MV_NORM>());
+    case MV_ACC: return launch(mv_flag_set<MV_ACC>());
+    case MV_NORM | MV_ACC: return launch(mv_flag_set<MV_NORM | MV_ACC>());
+    case MV_PAIRS: return launch(mv_flag_set<MV_PAIRS>());
+    case MV_NORM | MV_PAIRS: return launch(mv_flag_set<MV_NORM | MV_PAIRS>());
+    case MV_ACC | MV_PAIRS: return launch(mv_flag_set<MV_ACC | MV_PAIRS>());
+    case MV_NORM | MV_ACC | MV_PAIRS: return launch(mv_flag_set<MV_NORM | MV_ACC | MV_PAIRS>());
+    case MV_ROPE: return launch(mv_flag_set<MV_ROPE>());
+    case MV_NORM | MV_ROPE: return launch(mv_flag_set<MV_NORM | MV_ROPE>());
+    default: return cudaErrorInvalidValue;
+    }
+}
+
 template <int WT>
 static cudaError_t launch_fused_type(const llm_cuda *c, const llm_cuda_weight *w,
                                      const float *x, const llm_cuda_mv_fuse *f, float *y)
 {
-    switch (f->flags) {
-    case 0: return launch_fused<WT, 0>(c, w, x, f, y);
-    case MV_NORM: return launch_fused<WT, MV_NORM>(c, w, x, f, y);
-    case MV_ACC: return launch_fused<WT, MV_ACC>(c, w, x, f, y);
-    case MV_NORM | MV_ACC: return launch_fused<WT, MV_NORM | MV_ACC>(c, w, x, f, y);
-    case MV_PAIRS: return launch_fused<WT, MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_PAIRS: return launch_fused<WT, MV_NORM | MV_PAIRS>(c, w, x, f, y);
-    case MV_ACC | MV_PAIRS: return launch_fused<WT, MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_ACC | MV_PAIRS:
-        return launch_fused<WT, MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_ROPE: return launch_fused<WT, MV_ROPE>(c, w, x, f, y);
-    case MV_NORM | MV_ROPE: return launch_fused<WT, MV_NORM | MV_ROPE>(c, w, x, f, y);
-    default: return cudaErrorInvalidValue;
-    }
+    return mv_flags_dispatch(f->flags, [&](auto fl) {
+        return launch_fused<WT, decltype(fl)::value>(c, w, x, f, y);
+    });
 }
 
 typedef cudaError_t (*fused_launch_fn)(const llm_cuda *c, const llm_cuda_weight *w,
@@ -2495,19 +2509,9 @@ static int q8i_takes(const llm_cuda *c, const llm_cuda_weight *w)
 static cudaError_t launch_q8i_flags(const llm_cuda *c, const llm_cuda_weight *w,
                                     const float *x, const llm_cuda_mv_fuse *f, float *y)
 {
-    switch (f->flags) {
-    case 0: return launch_q8_one<0>(c, w, x, f, y);
-    case MV_NORM: return launch_q8_one<MV_NORM>(c, w, x, f, y);
-    case MV_ACC: return launch_q8_one<MV_ACC>(c, w, x, f, y);
-    case MV_NORM | MV_ACC: return launch_q8_one<MV_NORM | MV_ACC>(c, w, x, f, y);
-    case MV_PAIRS: return launch_q8_one<MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_PAIRS: return launch_q8_one<MV_NORM | MV_PAIRS>(c, w, x, f, y);
-    case MV_ACC | MV_PAIRS: return launch_q8_one<MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_ACC | MV_PAIRS: return launch_q8_one<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_ROPE: return launch_q8_one<MV_ROPE>(c, w, x, f, y);
-    case MV_NORM | MV_ROPE: return launch_q8_one<MV_NORM | MV_ROPE>(c, w, x, f, y);
-    default: return cudaErrorInvalidValue;
-    }
+    return mv_flags_dispatch(f->flags, [&](auto fl) {
+        return launch_q8_one<decltype(fl)::value>(c, w, x, f, y);
+    });
 }
 
 /* ---- k-quant decode on their native layouts ------------------------------ */
@@ -2779,19 +2783,9 @@ template <int KT>
 static cudaError_t launch_kq_type(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
                                   const llm_cuda_mv_fuse *f, float *y)
 {
-    switch (f->flags) {
-    case 0: return launch_kq<KT, 0>(c, w, x, f, y);
-    case MV_NORM: return launch_kq<KT, MV_NORM>(c, w, x, f, y);
-    case MV_ACC: return launch_kq<KT, MV_ACC>(c, w, x, f, y);
-    case MV_NORM | MV_ACC: return launch_kq<KT, MV_NORM | MV_ACC>(c, w, x, f, y);
-    case MV_PAIRS: return launch_kq<KT, MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_PAIRS: return launch_kq<KT, MV_NORM | MV_PAIRS>(c, w, x, f, y);
-    case MV_ACC | MV_PAIRS: return launch_kq<KT, MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_ACC | MV_PAIRS: return launch_kq<KT, MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_ROPE: return launch_kq<KT, MV_ROPE>(c, w, x, f, y);
-    case MV_NORM | MV_ROPE: return launch_kq<KT, MV_NORM | MV_ROPE>(c, w, x, f, y);
-    default: return cudaErrorInvalidValue;
-    }
+    return mv_flags_dispatch(f->flags, [&](auto fl) {
+        return launch_kq<KT, decltype(fl)::value>(c, w, x, f, y);
+    });
 }
 /* ---- Q4_K decode on the grouped layout ------------------------------------ */
 
@@ -2988,20 +2982,9 @@ template <int U>
 static cudaError_t launch_kq4g_u(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
                                  const llm_cuda_mv_fuse *f, float *y)
 {
-    switch (f->flags) {
-    case 0: return launch_kq4g<0, U>(c, w, x, f, y);
-    case MV_NORM: return launch_kq4g<MV_NORM, U>(c, w, x, f, y);
-    case MV_ACC: return launch_kq4g<MV_ACC, U>(c, w, x, f, y);
-    case MV_NORM | MV_ACC: return launch_kq4g<MV_NORM | MV_ACC, U>(c, w, x, f, y);
-    case MV_PAIRS: return launch_kq4g<MV_PAIRS, U>(c, w, x, f, y);
-    case MV_NORM | MV_PAIRS: return launch_kq4g<MV_NORM | MV_PAIRS, U>(c, w, x, f, y);
-    case MV_ACC | MV_PAIRS: return launch_kq4g<MV_ACC | MV_PAIRS, U>(c, w, x, f, y);
-    case MV_NORM | MV_ACC | MV_PAIRS:
-        return launch_kq4g<MV_NORM | MV_ACC | MV_PAIRS, U>(c, w, x, f, y);
-    case MV_ROPE: return launch_kq4g<MV_ROPE, U>(c, w, x, f, y);
-    case MV_NORM | MV_ROPE: return launch_kq4g<MV_NORM | MV_ROPE, U>(c, w, x, f, y);
-    default: return cudaErrorInvalidValue;
-    }
+    return mv_flags_dispatch(f->flags, [&](auto fl) {
+        return launch_kq4g<decltype(fl)::value, U>(c, w, x, f, y);
+    });
 }
 
 /* ---- Q5_K decode on its grouped layout ------------------------------------ */
@@ -3194,20 +3177,9 @@ static cudaError_t launch_kq5g(const llm_cuda *c, const llm_cuda_weight *w, cons
 static cudaError_t launch_kq5g_flags(const llm_cuda *c, const llm_cuda_weight *w,
                                      const float *x, const llm_cuda_mv_fuse *f, float *y)
 {
-    switch (f->flags) {
-    case 0: return launch_kq5g<0>(c, w, x, f, y);
-    case MV_NORM: return launch_kq5g<MV_NORM>(c, w, x, f, y);
-    case MV_ACC: return launch_kq5g<MV_ACC>(c, w, x, f, y);
-    case MV_NORM | MV_ACC: return launch_kq5g<MV_NORM | MV_ACC>(c, w, x, f, y);
-    case MV_PAIRS: return launch_kq5g<MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_PAIRS: return launch_kq5g<MV_NORM | MV_PAIRS>(c, w, x, f, y);
-    case MV_ACC | MV_PAIRS: return launch_kq5g<MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_ACC | MV_PAIRS:
-        return launch_kq5g<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_ROPE: return launch_kq5g<MV_ROPE>(c, w, x, f, y);
-    case MV_NORM | MV_ROPE: return launch_kq5g<MV_NORM | MV_ROPE>(c, w, x, f, y);
-    default: return cudaErrorInvalidValue;
-    }
+    return mv_flags_dispatch(f->flags, [&](auto fl) {
+        return launch_kq5g<decltype(fl)::value>(c, w, x, f, y);
+    });
 }
 
 /* ---- Q6_K decode on the grouped layout ------------------------------------ */
@@ -3380,19 +3352,9 @@ static cudaError_t launch_kq6g(const llm_cuda *c, const llm_cuda_weight *w, cons
 static cudaError_t launch_kq6g_flags(const llm_cuda *c, const llm_cuda_weight *w,
                                      const float *x, const llm_cuda_mv_fuse *f, float *y)
 {
-    switch (f->flags) {
-    case 0: return launch_kq6g<0>(c, w, x, f, y);
-    case MV_NORM: return launch_kq6g<MV_NORM>(c, w, x, f, y);
-    case MV_ACC: return launch_kq6g<MV_ACC>(c, w, x, f, y);
-    case MV_NORM | MV_ACC: return launch_kq6g<MV_NORM | MV_ACC>(c, w, x, f, y);
-    case MV_PAIRS: return launch_kq6g<MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_PAIRS: return launch_kq6g<MV_NORM | MV_PAIRS>(c, w, x, f, y);
-    case MV_ACC | MV_PAIRS: return launch_kq6g<MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_NORM | MV_ACC | MV_PAIRS: return launch_kq6g<MV_NORM | MV_ACC | MV_PAIRS>(c, w, x, f, y);
-    case MV_ROPE: return launch_kq6g<MV_ROPE>(c, w, x, f, y);
-    case MV_NORM | MV_ROPE: return launch_kq6g<MV_NORM | MV_ROPE>(c, w, x, f, y);
-    default: return cudaErrorInvalidValue;
-    }
+    return mv_flags_dispatch(f->flags, [&](auto fl) {
+        return launch_kq6g<decltype(fl)::value>(c, w, x, f, y);
+    });
 }
 
 /* Whether the native k-quant kernel takes a one-row product over w with
