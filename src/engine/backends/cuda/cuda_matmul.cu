@@ -1478,6 +1478,15 @@ __device__ __forceinline__ void q8i_load(q8i_batch<U> &b, const int8_t *__restri
     }
 }
 
+/* The exact int sum of 16 signed byte products (four dp4a). */
+__device__ __forceinline__ int i8_dot16(uint4 w, uint4 x)
+{
+    int s = __dp4a((int)w.x, (int)x.x, 0);
+    s = __dp4a((int)w.y, (int)x.y, s);
+    s = __dp4a((int)w.z, (int)x.z, s);
+    return __dp4a((int)w.w, (int)x.w, s);
+}
+
 /* acc[r] += the batch's half-block dot products with the quantized x. */
 template <int U>
 __device__ __forceinline__ void q8i_dot(const q8i_batch<U> &b, const int8_t *xq, const float *xd,
@@ -1492,10 +1501,7 @@ __device__ __forceinline__ void q8i_dot(const q8i_batch<U> &b, const int8_t *xq,
             float dx = xd[j >> 1];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                int s = __dp4a((int)b.w[u][r].x, (int)xv.x, 0);
-                s = __dp4a((int)b.w[u][r].y, (int)xv.y, s);
-                s = __dp4a((int)b.w[u][r].z, (int)xv.z, s);
-                s = __dp4a((int)b.w[u][r].w, (int)xv.w, s);
+                int s = i8_dot16(b.w[u][r], xv);
                 float dw = __half2float(__ushort_as_half(b.d[u][r]));
                 acc[r] = fmaf((float)s, dw * dx, acc[r]);
             }
@@ -1805,6 +1811,55 @@ __device__ __forceinline__ float q8i_quantize(const float *__restrict__ x,
     return q8i_inv<FLAGS>(red, eps, cols);
 }
 
+/* The row pairs of a warp (gr.gi, gr.gi + gr.stride, ...) once the block
+ * holds the quantized x (xq, xd) and the RMSNorm scale inv, the first
+ * batch of the first pair in cur: each pair's dot products, their split-K
+ * sum (part, ks_log2) and epilogue, the next batch in flight while one is
+ * multiplied (with mv_prefetch's `ahead` and mv_l2's L2 requests).
+ * loads_done() runs once the warp has issued its last weight load. The
+ * loop of matvec_q8i_kernel and of llm_cuda_matvec_chain's products. */
+template <int FLAGS, int U, typename Done>
+__device__ __forceinline__ void q8i_pairs(const int8_t *__restrict__ w,
+                                          const uint16_t *__restrict__ scales, int64_t rows,
+                                          int64_t cols, float *__restrict__ y,
+                                          const llm_cuda_rope_store &rp, float inv,
+                                          const int8_t *xq, const float *xd, mv_group gr,
+                                          int ks_log2, int ahead, int l2,
+                                          float (*part)[Q8I_WARPS][2], q8i_batch<U> &cur,
+                                          int lane, int warp, Done loads_done)
+{
+    int64_t pairs = (rows + 1) / 2, nch = cols / 16, gi = gr.gi;
+    int64_t span = (int64_t)32 * U << ks_log2, spp = (nch + span - 1) / span;
+    for (int par = 0;; par ^= 1) {
+        float acc[2] = {0.0f, 0.0f};
+        int64_t next = gi + gr.stride;
+        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
+        if (ga > gi && ga < pairs)
+            mv_l2_pair(w, cols, scales, cols / LLM_QK8_0 * 2, rows, ga, lane, gr.ml);
+        for (int64_t base = 0, bi = 0; base < nch; base += span, bi++) {
+            int64_t nbase = base + span;
+            bool more = nbase < nch, load = more || next < pairs;
+            q8i_batch<U> nb;
+            if (load) {
+                q8i_load(nb, w, scales, rows, cols, nch, more ? gi : next, more ? nbase : 0,
+                         lane, gr.ml);
+                q8i_prefetch<U>(w, rows, cols, nch, pairs, gi, bi + 1, spp, gr.stride, span,
+                                ahead, lane, gr.ml);
+            } else
+                loads_done();
+            q8i_dot(cur, xq, xd, nch, base, lane, gr.ml, acc);
+            if (load)
+                cur = nb;
+        }
+        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
+        if (mv_split_sum(part[par], ks_log2, warp, lane, a0, a1) && lane == 0)
+            mv_pair_out<FLAGS>(rp, y, gi, rows, inv, a0, a1);
+        if (next >= pairs)
+            return;
+        gi = next;
+    }
+}
+
 template <int FLAGS, int U>
 __global__ void __launch_bounds__(Q8I_WARPS * 32, q8i_shape<U>::blocks)
 matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ scales,
@@ -1838,34 +1893,8 @@ matvec_q8i_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ sca
         llm__pdl_trigger();
         return; /* after the barrier: the block's other warps have their x */
     }
-    for (int par = 0;; par ^= 1) {
-        float acc[2] = {0.0f, 0.0f};
-        int64_t next = gi + gr.stride;
-        int64_t ga = gi + mv_l2_ahead(l2) * gr.stride;
-        if (ga > gi && ga < pairs)
-            mv_l2_pair(w, cols, scales, cols / LLM_QK8_0 * 2, rows, ga, lane, gr.ml);
-        for (int64_t base = 0, bi = 0; base < nch; base += span, bi++) {
-            int64_t nbase = base + span;
-            bool more = nbase < nch, load = more || next < pairs;
-            q8i_batch<U> nb;
-            if (load) {
-                q8i_load(nb, w, scales, rows, cols, nch, more ? gi : next, more ? nbase : 0,
-                         lane, gr.ml);
-                q8i_prefetch<U>(w, rows, cols, nch, pairs, gi, bi + 1, spp, gr.stride, span,
-                                ahead, lane, gr.ml);
-            } else
-                llm__pdl_trigger(); /* every weight load of this warp is issued */
-            q8i_dot(cur, xq, xd, nch, base, lane, gr.ml, acc);
-            if (load)
-                cur = nb;
-        }
-        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
-        if (mv_split_sum(part[par], ks_log2, warp, lane, a0, a1) && lane == 0)
-            mv_pair_out<FLAGS>(rp, y, gi, rows, inv, a0, a1);
-        if (next >= pairs)
-            return;
-        gi = next;
-    }
+    q8i_pairs<FLAGS, U>(w, scales, rows, cols, y, rp, inv, xq, xd, gr, ks_log2, ahead, l2, part,
+                        cur, lane, warp, [] { llm__pdl_trigger(); });
 }
 
 /* mv_split_sum for the NV rows of a group (nv of them live), each row's
@@ -2212,10 +2241,7 @@ __device__ __forceinline__ void q8a_dot(const unsigned char *st, const int8_t *x
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 uint4 wv = *reinterpret_cast<const uint4 *>(st + 16 * (r * Q8A_VECS + jl));
-                int s = __dp4a((int)wv.x, (int)xv.x, 0);
-                s = __dp4a((int)wv.y, (int)xv.y, s);
-                s = __dp4a((int)wv.z, (int)xv.z, s);
-                s = __dp4a((int)wv.w, (int)xv.w, s);
+                int s = i8_dot16(wv, xv);
                 float dw = __half2float(__ushort_as_half(sd[r * (Q8A_VECS / 2) + (jl >> 1)]));
                 acc[r] = fmaf((float)s, dw * dx, acc[r]);
             }
@@ -2413,70 +2439,55 @@ __device__ __forceinline__ void chain_prefetch(const chain_dev_step &s, int64_t 
  * it. */
 template <int FLAGS, int I>
 __device__ __forceinline__ void chain_product(const chain_dev &d, int8_t *xq, float *red,
-                                              int lane, int warp, int64_t gi0, int64_t stride)
+                                              float (*part)[Q8I_WARPS][2], int lane, int warp,
+                                              int64_t gi0, int64_t stride)
 {
     constexpr int U = 4, NX = I + 1 < LLM_CUDA_CHAIN_MAX ? I + 1 : I;
     const mv_lanes ml = {0, 32};
     const chain_dev_step &s = d.s[I];
     bool has_next = I + 1 < d.n;
-    int64_t pairs = (s.rows + 1) / 2, nch = s.cols / 16, span = 32 * U;
-    float *xd = reinterpret_cast<float *>(xq + s.cols);
-    q8i_batch<U> cur;
-    if (gi0 < pairs)
-        q8i_load(cur, s.w, s.scales, s.rows, s.cols, nch, gi0, 0, lane, ml);
-    q8i_quant_row<FLAGS, false>(s.x, s.g, s.cols, xq, xd, red, lane, warp);
-    __syncthreads();
-    float inv = q8i_inv<FLAGS>(red, s.eps, s.cols);
-    if (gi0 >= pairs) {
+    auto loads_done = [&] {
         if (has_next)
             chain_prefetch(d.s[NX], gi0, lane);
         else
             llm__pdl_trigger();
+    };
+    float *xd = reinterpret_cast<float *>(xq + s.cols);
+    q8i_batch<U> cur;
+    bool mine = gi0 < (s.rows + 1) / 2;
+    if (mine)
+        q8i_load(cur, s.w, s.scales, s.rows, s.cols, s.cols / 16, gi0, 0, lane, ml);
+    q8i_quant_row<FLAGS, false>(s.x, s.g, s.cols, xq, xd, red, lane, warp);
+    __syncthreads();
+    float inv = q8i_inv<FLAGS>(red, s.eps, s.cols);
+    if (!mine) {
+        loads_done();
         return;
     }
     llm_cuda_rope_store rp;
     memset(&rp, 0, sizeof rp);
-    for (int64_t gi = gi0;;) {
-        float acc[2] = {0.0f, 0.0f};
-        int64_t next = gi + stride;
-        for (int64_t base = 0; base < nch; base += span) {
-            int64_t nbase = base + span;
-            bool more = nbase < nch, load = more || next < pairs;
-            q8i_batch<U> nb;
-            if (load)
-                q8i_load(nb, s.w, s.scales, s.rows, s.cols, nch, more ? gi : next,
-                         more ? nbase : 0, lane, ml);
-            else if (has_next)
-                chain_prefetch(d.s[NX], gi0, lane);
-            else
-                llm__pdl_trigger(); /* every weight load of this warp is issued */
-            q8i_dot(cur, xq, xd, nch, base, lane, ml, acc);
-            if (load)
-                cur = nb;
-        }
-        float a0 = llm__warp_sum(acc[0]), a1 = llm__warp_sum(acc[1]);
-        if (lane == 0)
-            mv_pair_out<FLAGS>(rp, s.y, gi, s.rows, inv, a0, a1);
-        if (next >= pairs)
-            return;
-        gi = next;
-    }
+    mv_group gr = {gi0, stride, ml};
+    q8i_pairs<FLAGS, U>(s.w, s.scales, s.rows, s.cols, s.y, rp, inv, xq, xd, gr, 0, 0, 0, part,
+                        cur, lane, warp, loads_done);
 }
 
 /* Step I with the flags it was given (the four the chain takes). */
 template <int I>
-__device__ __forceinline__ void chain_run(const chain_dev &d, int8_t *xq, float *red, int lane,
-                                          int warp, int64_t gi0, int64_t stride, unsigned *bar)
+__device__ __forceinline__ void chain_run(const chain_dev &d, int8_t *xq, float *red,
+                                          float (*part)[Q8I_WARPS][2], int lane, int warp,
+                                          int64_t gi0, int64_t stride, unsigned *bar)
 {
     if (I >= d.n)
         return;
     if (I > 0)
         chain_barrier(bar);
     switch (d.s[I].flags) {
-    case 0: chain_product<0, I>(d, xq, red, lane, warp, gi0, stride); break;
-    case MV_NORM: chain_product<MV_NORM, I>(d, xq, red, lane, warp, gi0, stride); break;
-    case MV_ACC: chain_product<MV_ACC, I>(d, xq, red, lane, warp, gi0, stride); break;
-    default: chain_product<MV_NORM | MV_PAIRS, I>(d, xq, red, lane, warp, gi0, stride); break;
+    case 0: chain_product<0, I>(d, xq, red, part, lane, warp, gi0, stride); break;
+    case MV_NORM: chain_product<MV_NORM, I>(d, xq, red, part, lane, warp, gi0, stride); break;
+    case MV_ACC: chain_product<MV_ACC, I>(d, xq, red, part, lane, warp, gi0, stride); break;
+    default:
+        chain_product<MV_NORM | MV_PAIRS, I>(d, xq, red, part, lane, warp, gi0, stride);
+        break;
     }
 }
 
@@ -2487,15 +2498,16 @@ __global__ void __launch_bounds__(Q8I_WARPS * 32, 2) matvec_chain_kernel(chain_d
 {
     extern __shared__ uint4 chain_smem[]; /* xq [cols] int8, then xd [cols / 32] */
     __shared__ float red[Q8I_WARPS];
+    __shared__ float part[2][Q8I_WARPS][2]; /* q8i_pairs' split-K sums: unused at ks 0 */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int64_t gi0 = (int64_t)blockIdx.x * Q8I_WARPS + warp, stride = (int64_t)gridDim.x * Q8I_WARPS;
     int8_t *xq = reinterpret_cast<int8_t *>(chain_smem);
     chain_prefetch(d.s[0], gi0, lane); /* weights never depend on an earlier kernel */
     llm__pdl_wait();
-    chain_run<0>(d, xq, red, lane, warp, gi0, stride, bar);
-    chain_run<1>(d, xq, red, lane, warp, gi0, stride, bar);
-    chain_run<2>(d, xq, red, lane, warp, gi0, stride, bar);
-    chain_run<3>(d, xq, red, lane, warp, gi0, stride, bar);
+    chain_run<0>(d, xq, red, part, lane, warp, gi0, stride, bar);
+    chain_run<1>(d, xq, red, part, lane, warp, gi0, stride, bar);
+    chain_run<2>(d, xq, red, part, lane, warp, gi0, stride, bar);
+    chain_run<3>(d, xq, red, part, lane, warp, gi0, stride, bar);
 }
 
 /* Whether the int8-activation kernel runs a one-row product over w: Q8
@@ -2601,14 +2613,6 @@ __device__ __forceinline__ void kq_load(kq_batch<KT> &b, const uint4 *__restrict
     }
 }
 
-__device__ __forceinline__ int kq_dot16(uint4 w, uint4 x)
-{
-    int s = __dp4a((int)w.x, (int)x.x, 0);
-    s = __dp4a((int)w.y, (int)x.y, s);
-    s = __dp4a((int)w.z, (int)x.z, s);
-    return __dp4a((int)w.w, (int)x.w, s);
-}
-
 __device__ __forceinline__ uint4 kq_mask(uint4 v, int shift, uint32_t mask)
 {
     return make_uint4((v.x >> shift) & mask, (v.y >> shift) & mask, (v.z >> shift) & mask,
@@ -2662,10 +2666,10 @@ __device__ __forceinline__ void kq_dot(const kq_batch<KT> &b, const int8_t *xq, 
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 uint4 q0 = b.v[u][r][0], q1 = b.v[u][r][1], hd = b.v[u][r][2];
-                int sa = kq_dot16(kq_mask(q0, sha, 0x0f0f0f0fu), x0);
-                sa += kq_dot16(kq_mask(q1, sha, 0x0f0f0f0fu), x1);
-                int sb = kq_dot16(kq_mask(q0, shb, 0x0f0f0f0fu), x2);
-                sb += kq_dot16(kq_mask(q1, shb, 0x0f0f0f0fu), x3);
+                int sa = i8_dot16(kq_mask(q0, sha, 0x0f0f0f0fu), x0);
+                sa += i8_dot16(kq_mask(q1, sha, 0x0f0f0f0fu), x1);
+                int sb = i8_dot16(kq_mask(q0, shb, 0x0f0f0f0fu), x2);
+                sb += i8_dot16(kq_mask(q1, shb, 0x0f0f0f0fu), x3);
                 float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xffff)));
                 float dm = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
                 float sca, ma, scb, mb;
@@ -2694,7 +2698,7 @@ __device__ __forceinline__ void kq_dot(const kq_batch<KT> &b, const int8_t *xq, 
                     uint32_t sw = h ? ((g >> 1) ? sv.w : sv.z) : ((g >> 1) ? sv.y : sv.x);
                     float sc = (float)(int8_t)(sw >> (8 * (2 * (g & 1) + o)));
                     float d = __half2float(__ushort_as_half(b.d[u][r]));
-                    acc[r] = fmaf(d * sc * dx, (float)(kq_dot16(q6, xv) - t), acc[r]);
+                    acc[r] = fmaf(d * sc * dx, (float)(i8_dot16(q6, xv) - t), acc[r]);
                 }
             }
         }
@@ -2725,7 +2729,7 @@ matvec_kq_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ scale
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
     for (int64_t i = threadIdx.x; i < cols / 16; i += blockDim.x)
-        xs[i] = kq_dot16(make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u),
+        xs[i] = i8_dot16(make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u),
                          *reinterpret_cast<const uint4 *>(xq + 16 * i));
     __syncthreads();
     if (gi >= pairs) {
@@ -2924,7 +2928,7 @@ matvec_kq4g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
     for (int64_t i = threadIdx.x; i < cols / 32; i += blockDim.x) {
         const uint4 *v = reinterpret_cast<const uint4 *>(xq + 32 * i);
         uint4 one = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
-        xm[i] = xd[i] * (float)(kq_dot16(one, v[0]) + kq_dot16(one, v[1]));
+        xm[i] = xd[i] * (float)(i8_dot16(one, v[0]) + i8_dot16(one, v[1]));
     }
     __syncthreads();
     if (gi >= pairs) {
@@ -3120,7 +3124,7 @@ matvec_kq5g_kernel(const uint4 *__restrict__ w, const float *__restrict__ x,
     for (int64_t i = threadIdx.x; i < cols / 32; i += blockDim.x) {
         const uint4 *v = reinterpret_cast<const uint4 *>(xq + 32 * i);
         uint4 one = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
-        xm[i] = xd[i] * (float)(kq_dot16(one, v[0]) + kq_dot16(one, v[1]));
+        xm[i] = xd[i] * (float)(i8_dot16(one, v[0]) + i8_dot16(one, v[1]));
     }
     __syncthreads();
     if (gi >= pairs) {
@@ -3260,7 +3264,7 @@ __device__ __forceinline__ void kq6g_dot(const kq6g_batch &b, const int8_t *xq, 
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             int sc = (int)(int8_t)(sw[i >> 1] >> (8 * (t + 2 * (i & 1))));
-            f = fmaf((float)(sc * (kq_dot16(q[i], x[i]) - ts[i])), dx[i], f);
+            f = fmaf((float)(sc * (i8_dot16(q[i], x[i]) - ts[i])), dx[i], f);
         }
         acc[r] = fmaf(__half2float(__ushort_as_half(b.d[r])), f, acc[r]);
     }
@@ -3293,7 +3297,7 @@ matvec_kq6g_kernel(const uint4 *__restrict__ w, const uint16_t *__restrict__ sca
     llm__pdl_wait();
     float inv = q8i_quantize<FLAGS>(x, g, eps, cols, xq, xd, red, lane, warp);
     for (int64_t i = threadIdx.x; i < cols / 16; i += blockDim.x)
-        xs[i] = kq_dot16(make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u),
+        xs[i] = i8_dot16(make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u),
                          *reinterpret_cast<const uint4 *>(xq + 16 * i));
     __syncthreads();
     if (gi >= pairs) {
@@ -3465,7 +3469,8 @@ int llm_cuda_matvec_chain(llm_cuda *c, const llm_cuda_chain_step *steps, int n)
                           w->cols <= LLM_CUDA_Q8_INT8_MAX_COLS && w->cols % 32 == 0);
         unsigned fl = st->f.flags;
         LLM_CU_ARG(c, fl == 0 || fl == MV_NORM || fl == MV_ACC || fl == (MV_NORM | MV_PAIRS));
-        LLM_CU_ARG(c, !(st->f.flags & MV_NORM) || (st->f.norm && ((uintptr_t)st->f.norm & 15) == 0));
+        LLM_CU_ARG(c, !(st->f.flags & MV_NORM) ||
+                          (st->f.norm && ((uintptr_t)st->f.norm & 15) == 0));
         LLM_CU_ARG(c, !(st->f.flags & MV_PAIRS) || w->rows % 2 == 0);
         LLM_CU_ARG(c, ((uintptr_t)st->x & 15) == 0 && ((uintptr_t)w->data & 15) == 0);
         chain_dev_step *ds = &d.s[i];
