@@ -106,7 +106,7 @@ static long complete(int port, int k, long max_tokens, FILE *out)
     hc_resp r;
     long n = -1;
     if (hc_request(port, "POST", "/v1/completions", body, &r, TIMEOUT) == 0 && r.status == 200) {
-        json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+        json_t *j = json_loadb(r.body, r.body_len, JSON_ALLOW_NUL, NULL);
         json_t *c = json_array_get(json_object_get(j, "choices"), 0);
         n = (long)json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens"));
         if (out)

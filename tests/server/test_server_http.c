@@ -45,7 +45,7 @@ static const char *server_bin, *tiny, *slow, *generate_bin, *phasemark_bin;
 static json_t *body_json(const hc_resp *r)
 {
     json_error_t e;
-    json_t *j = r->body ? json_loadb(r->body, r->body_len, 0, &e) : NULL;
+    json_t *j = r->body ? json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &e) : NULL;
     if (!j)
         fprintf(stderr, "not JSON: '%.300s'\n", r->body ? r->body : "(null)");
     return j;
@@ -161,7 +161,7 @@ static int sse_events(const hc_resp *r, json_t **ev, int cap, int *n)
             done = 1;
         } else {
             json_error_t e;
-            if (*n >= cap || !(ev[*n] = json_loadb(p + 6, len, 0, &e)))
+            if (*n >= cap || !(ev[*n] = json_loadb(p + 6, len, JSON_ALLOW_NUL, &e)))
                 return -1;
             (*n)++;
         }
@@ -685,10 +685,11 @@ static int case_chat_stop_token(void)
     json_decref(j);
     hc_free(&r);
 
-    long long a = complete(p.port, "{\"prompt\":\"<|im_start|>user\\nHi\",\"max_tokens\":1}", NULL, 0, &finish);
-    long long b = complete(p.port, "{\"prompt\":\"\\n<|im_start|>assistant\\n\",\"max_tokens\":1}", NULL, 0, &finish);
+    long long a = complete(p.port, "{\"prompt\":\"<|im_start|>user\\nHi\",\"max_tokens\":1,\"temperature\":0}", NULL, 0, &finish);
+    long long b = complete(p.port, "{\"prompt\":\"\\n<|im_start|>assistant\\n\",\"max_tokens\":1,\"temperature\":0}", NULL, 0, &finish);
     REQUIRE(hc_request(p.port, "POST", "/v1/chat/completions",
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1}", &r, TIMEOUT) == 0);
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1,\"temperature\":0}",
+                       &r, TIMEOUT) == 0);
     CHECK_INT_EQ(r.status, 200);
     j = body_json(&r);
     CHECK_INT_EQ(jint(json_object_get(j, "usage"), "prompt_tokens"), a + 1 + (b - 1));
