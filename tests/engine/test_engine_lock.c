@@ -31,6 +31,14 @@
  * draft's native verify widths 8..11, which took OpenBLAS's sgemm from 8
  * float rows, were re-recorded then; every other hash is the original.
  *
+ * The Q8_0 target's products never take the batched float product (its
+ * every width runs the set's Q8_0 kernels), so its hashes do not depend on
+ * it: where OpenBLAS does not know the CPU and falls back to a pre-AVX2
+ * core (an Intel Xeon of model 207 reads "Prescott"), the backend runs
+ * its own product, and the Q8_0 entries recorded under "openblas" hold
+ * there too, entered again under that host's product name (checked on
+ * such a host: the same 13 hashes).
+ *
  * usage: test_engine_lock check|print scalar|native|vnni MODEL.gguf
  */
 #define _POSIX_C_SOURCE 200809L

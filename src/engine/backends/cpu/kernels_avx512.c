@@ -357,6 +357,10 @@ static void matvec_bf16_near(const void *w, size_t row_bytes, int64_t rows, cons
 #define QP_ROWS LLM_Q8P_ROWS
 #define QP_KB 8
 #define QP_BLOCK (QP_ROWS * LLM_QK8_0) /* quant bytes of a block of a panel */
+/* Activation rows one pass takes (at most 8). */
+#ifndef QP_TQ_MAX
+#define QP_TQ_MAX 8
+#endif
 
 /* The 8x8 transposes of 32-bit elements in both 256-bit halves at once:
  * on return v[g] holds, in half h, element g of the inputs' half h. */
@@ -433,57 +437,74 @@ AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i *wq, const uint16_t *w
                                             int64_t ldy, __mmask16 m, const int TQ)
 {
     const int64_t len = a->len, nb = len / LLM_QK8_0;
-    __m512 acc[4];
-#pragma GCC unroll 4
+    __m512 acc[8];
+#pragma GCC unroll 8
     for (int q = 0; q < TQ; q++)
         acc[q] = kb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + (t + q) * ldy);
+    /* Independent chains of vpdpbusd per row: eight dependent ones a
+     * block are about 40 cycles of latency, which few rows do not hide. */
+    const int SPLIT = TQ == 1 ? 4 : TQ == 2 ? 4 : TQ <= 4 ? 2 : 1;
     for (int j = 0; j < nk; j++) {
         const __m512 ws = _mm512_cvtph_ps(load256(wh + j * QP_ROWS));
-        __m512i p[4];
-#pragma GCC unroll 4
-        for (int q = 0; q < TQ; q++)
-            p[q] = _mm512_set1_epi32(a->xsum[(t + q) * nb + kb + j]);
-        if (TQ == 1) {
-            const int8_t *x = a->q + t * len + (kb + j) * LLM_ACTS_QK;
-            __m512i p1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int g = 0; g < 8; g += 2) {
-                p[0] = _mm512_dpbusd_epi32(p[0], _mm512_loadu_si512(wq + j * 8 + g), bcast_i32(x + 4 * g));
-                p1 = _mm512_dpbusd_epi32(p1, _mm512_loadu_si512(wq + j * 8 + g + 1),
-                                         bcast_i32(x + 4 * g + 4));
-            }
-            p[0] = _mm512_add_epi32(p[0], p1);
-        } else {
+        __m512i p[8], c[8][4];
 #pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) {
-                __m512i wv = _mm512_loadu_si512(wq + j * 8 + g);
+        for (int q = 0; q < TQ; q++) {
+            c[q][0] = _mm512_set1_epi32(a->xsum[(t + q) * nb + kb + j]);
 #pragma GCC unroll 4
-                for (int q = 0; q < TQ; q++)
-                    p[q] = _mm512_dpbusd_epi32(p[q], wv,
-                                               bcast_i32(a->q + (t + q) * len + (kb + j) * LLM_ACTS_QK + 4 * g));
-            }
+            for (int h = 1; h < SPLIT; h++)
+                c[q][h] = _mm512_setzero_si512();
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m512i wv = _mm512_loadu_si512(wq + j * 8 + g);
+#pragma GCC unroll 8
+            for (int q = 0; q < TQ; q++)
+                c[q][g % SPLIT] = _mm512_dpbusd_epi32(
+                    c[q][g % SPLIT], wv, bcast_i32(a->q + (t + q) * len + (kb + j) * LLM_ACTS_QK + 4 * g));
+        }
+#pragma GCC unroll 8
+        for (int q = 0; q < TQ; q++) {
+            p[q] = c[q][0];
+            if (SPLIT == 4)
+                p[q] = _mm512_add_epi32(_mm512_add_epi32(c[q][0], c[q][1]),
+                                        _mm512_add_epi32(c[q][2], c[q][3]));
+            else if (SPLIT == 2)
+                p[q] = _mm512_add_epi32(c[q][0], c[q][1]);
+        }
+#pragma GCC unroll 8
         for (int q = 0; q < TQ; q++) {
             __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(a->d[(t + q) * nb + kb + j]));
             acc[q] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p[q]), acc[q]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < TQ; q++)
         _mm512_mask_storeu_ps(y + (t + q) * ldy, m, acc[q]);
 }
 
-/* Every activation row over one chunk, four rows at a time. */
+/* Every activation row over one chunk: eight rows a pass, then the rest
+ * in one pass of their own count. A verify's k + 1 rows (5, 7, 9) so pay
+ * one or two passes over the chunk, not a pass per row beyond a multiple
+ * of four: each pass re-reads the chunk and restarts its chains. Which
+ * rows share a pass changes no result (each row's chain is its own). */
 AVX512_FN static ALWAYS_INLINE void qp_chunk(const __m512i *wq, const uint16_t *wh, int nk,
                                              const llm_acts *a, int64_t kb, float *y, int64_t ldy,
                                              __mmask16 m)
 {
     int32_t t = 0;
-    for (; t + 4 <= a->n; t += 4)
-        qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 4);
-    for (; t < a->n; t++)
-        qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 1);
+    for (; t + QP_TQ_MAX <= a->n; t += QP_TQ_MAX)
+        qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, QP_TQ_MAX);
+    switch (a->n - t) {
+    case 8: qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 8); break;
+    case 7: qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 7); break;
+    case 6: qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 6); break;
+    case 5: qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 5); break;
+    case 4: qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 4); break;
+    case 3: qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 3); break;
+    case 2: qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 2); break;
+    case 1: qp_rows(wq, wh, nk, a, kb, t, y, ldy, m, 1); break;
+    default: break;
+    }
 }
 
 /* y[t * ldy + r] for r < rows (<= 16), t < a->n, from rows in the file's
@@ -525,7 +546,9 @@ static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm
  * their four streams; one stream needs the bytes in flight in one place.
  * PHASEMARK_ENGINE_PREFETCH=tile keeps 8 KiB (QP_AHEAD_NEAR), so that one
  * process can measure both (bench_spec widths --prefetch tile). */
+#ifndef QP_AHEAD
 #define QP_AHEAD 32768
+#endif
 #define QP_AHEAD_NEAR 8192
 
 /* matvec_q8_0 on the panel layout: w at the panel of a row that is a
