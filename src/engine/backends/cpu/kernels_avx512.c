@@ -357,10 +357,9 @@ static void matvec_bf16_near(const void *w, size_t row_bytes, int64_t rows, cons
 #define QP_ROWS LLM_Q8P_ROWS
 #define QP_KB 8
 #define QP_BLOCK (QP_ROWS * LLM_QK8_0) /* quant bytes of a block of a panel */
-/* Activation rows one pass takes (at most 8). */
-#ifndef QP_TQ_MAX
+/* Activation rows one pass takes: 8 accumulators and up to 8 partial
+ * sums hold half of the 32 vector registers. */
 #define QP_TQ_MAX 8
-#endif
 
 /* The 8x8 transposes of 32-bit elements in both 256-bit halves at once:
  * on return v[g] holds, in half h, element g of the inputs' half h. */
@@ -428,10 +427,8 @@ AVX512_FN static inline __m512i bcast_i32(const int8_t *p)
  * layout (wq: its quants, 64-byte vectors; wh: its scales): per block, the
  * exact sum over the block of w * x (the 8 groups of four bytes, from
  * a->xsum's -128 * sum x), times d_w * d_x, into one FMA chain per result.
- * TQ rows share every weight load; one row splits its integer sum in two
- * (exact either way) so that a decode does not wait on one dependent
- * chain of eight vpdpbusd. Results of earlier chunks wait in y (masked to
- * the panel's rows m). */
+ * TQ rows share every weight load. Results of earlier chunks wait in y
+ * (masked to the panel's rows m). */
 AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i *wq, const uint16_t *wh, int nk,
                                             const llm_acts *a, int64_t kb, int32_t t, float *y,
                                             int64_t ldy, __mmask16 m, const int TQ)
@@ -441,8 +438,9 @@ AVX512_FN static ALWAYS_INLINE void qp_rows(const __m512i *wq, const uint16_t *w
 #pragma GCC unroll 8
     for (int q = 0; q < TQ; q++)
         acc[q] = kb == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, y + (t + q) * ldy);
-    /* Independent chains of vpdpbusd per row: eight dependent ones a
-     * block are about 40 cycles of latency, which few rows do not hide. */
+    /* Few rows split each block's integer sum into two or four chains
+     * (exact in any order): eight dependent vpdpbusd are about 40 cycles
+     * of latency, which one to four rows' chains do not hide. */
     const int SPLIT = TQ == 1 ? 4 : TQ == 2 ? 4 : TQ <= 4 ? 2 : 1;
     for (int j = 0; j < nk; j++) {
         const __m512 ws = _mm512_cvtph_ps(load256(wh + j * QP_ROWS));
@@ -546,9 +544,7 @@ static void matvec_q8_0(const void *w, size_t row_bytes, int64_t rows, const llm
  * their four streams; one stream needs the bytes in flight in one place.
  * PHASEMARK_ENGINE_PREFETCH=tile keeps 8 KiB (QP_AHEAD_NEAR), so that one
  * process can measure both (bench_spec widths --prefetch tile). */
-#ifndef QP_AHEAD
 #define QP_AHEAD 32768
-#endif
 #define QP_AHEAD_NEAR 8192
 
 /* matvec_q8_0 on the panel layout: w at the panel of a row that is a
