@@ -185,15 +185,12 @@ static void check_attend(const llm_kernels *k)
             q[i] = (float)(2.0 * uni());
         for (uint32_t len = 1; len <= MAX_LEN; len++) {
             const float *kk = kc + hd, *vv = vc + hd; /* a kv head past the first */
-            float mx = -INFINITY, sum = 0.0f;
+            float mx = -INFINITY;
             for (uint32_t p = 0; p < len; p++) {
                 want_sc[p] = k->dot(q, kk + p * STRIDE, hd) * scale;
                 mx = fmaxf(mx, want_sc[p]);
             }
-            for (uint32_t p = 0; p < len; p++) {
-                want_sc[p] = expf(want_sc[p] - mx);
-                sum += want_sc[p];
-            }
+            float sum = k->softmax_exp(want_sc, len, mx);
             memset(want, 0, sizeof want);
             for (uint32_t p = 0; p < len; p++)
                 k->axpy(want, want_sc[p] / sum, vv + p * STRIDE, hd);
@@ -205,6 +202,81 @@ static void check_attend(const llm_kernels *k)
             }
         }
     }
+}
+
+/* |got - want| within rel (relative) of a double-precision reference
+ * (1e-30 absolute: where e^-g overflows a float, a SwiGLU gives -0 for a
+ * true -1e-37), or both NaN, or the same infinity. */
+static int near_ref(float got, double want, double rel)
+{
+    if (isnan(want))
+        return isnan(got);
+    if (isinf(want))
+        return isinf(got) && (got > 0) == (want > 0);
+    return fabs((double)got - want) <= rel * fabs(want) + 1e-30;
+}
+
+/* The set's exponentials against double precision: softmax_exp's e_p
+ * within relative 1.5e-7 (libm's expf: 6.0e-8; the avx512 set's, swept
+ * over [-87, 0]: 7.9e-8, and 2.3e-7 without its r^7 term) and exactly 1
+ * at the maximum, its
+ * sum within 1e-6 of the double sum; swiglu within 1e-6 over a sweep that
+ * reaches past the float range of e^x (+-120), at zero, and at +-inf
+ * (-inf gives NaN) and NaN; and swiglu elementwise: a range in three pieces is bitwise the
+ * whole (the pool splits it anywhere). */
+static void check_exponentials(const llm_kernels *k)
+{
+    enum { N = 301 };
+    static float sc[N], x[N], g[N], up[N], g2[N];
+    const uint32_t lens[] = {1, 15, 16, 17, 40, N};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        uint32_t len = lens[li];
+        float mx = -INFINITY;
+        for (uint32_t p = 0; p < len; p++) {
+            x[p] = sc[p] = (float)(30.0 * uni()) - (p == len / 2 ? 0.0f : 40.0f);
+            mx = fmaxf(mx, sc[p]);
+        }
+        double want_sum = 0.0;
+        float sum = k->softmax_exp(sc, len, mx);
+        for (uint32_t p = 0; p < len; p++) {
+            double want = exp((double)(x[p] - mx));
+            want_sum += want;
+            if (!near_ref(sc[p], want, 1.5e-7)) {
+                fprintf(stderr, "%s softmax_exp len %u: e[%u] %.9g, exp %.9g\n", k->name,
+                        (unsigned)len, (unsigned)p, sc[p], want);
+                CHECK(0);
+            }
+            if (x[p] == mx)
+                CHECK(sc[p] == 1.0f);
+        }
+        CHECK(near_ref(sum, want_sum, 1e-6));
+    }
+    for (int i = 0; i < N; i++) {
+        g[i] = (float)(-120.0 + 240.0 * i / (N - 1));
+        up[i] = (float)(1.0 + uni());
+    }
+    g[0] = -INFINITY;
+    g[1] = NAN;
+    g[2] = 0.0f;
+    g[3] = 1e-30f;
+    g[N - 1] = INFINITY;
+    memcpy(g2, g, sizeof g);
+    k->swiglu(g, up, N);
+    for (int i = 0; i < N; i++) {
+        /* -inf / (1 + inf) is NaN, in every set as in the formula. */
+        double gi = g2[i], want = isinf(gi) ? (gi > 0 ? INFINITY : NAN)
+                                            : gi / (1.0 + exp(-gi)) * up[i];
+        if (!near_ref(g[i], want, 1e-6)) {
+            fprintf(stderr, "%s swiglu(%.9g) * %.9g: %.9g, want %.9g\n", k->name, gi,
+                    (double)up[i], (double)g[i], want);
+            CHECK(0);
+        }
+    }
+    memcpy(x, g2, sizeof g2);
+    k->swiglu(x, up, 7);
+    k->swiglu(x + 7, up + 7, 100);
+    k->swiglu(x + 107, up + 107, N - 107);
+    CHECK(memcmp(x, g, sizeof g) == 0);
 }
 
 /* The k-quants (kernels_k.c) and Q4_1, Q5_0, Q5_1 (kernels_legacy.c, rows
@@ -474,6 +546,7 @@ int main(int argc, char **argv)
     check_layouts(&k, &b);
     check_panel_layout();
     check_attend(&k);
+    check_exponentials(&k);
     check_kquants(&k, &b);
     if (wide) {
         llm_kernels ref, scalar;

@@ -146,6 +146,15 @@ typedef struct llm_kernels {
      * scratch (left holding e_p). */
     void (*attend)(const float *q, const float *k, const float *v, int64_t stride,
                    uint32_t len, int32_t hd, float scale, float *sc, float *out);
+    /* sc[p] = e^(sc[p] - mx) for p < len; returns their sum. The
+     * softmax's exponentials in this set's arithmetic and order of
+     * summation: attend's, and the tree attention's over gathered keys
+     * (cpu_backend.c), which must stay bitwise one with it. */
+    float (*softmax_exp)(float *sc, uint32_t len, float mx);
+    /* gate[i] = gate[i] / (1 + e^-gate[i]) * up[i] for i < n, elementwise:
+     * a result depends on neither n nor where the range starts (the pool
+     * splits a SwiGLU anywhere). */
+    void (*swiglu)(float *gate, const float *up, size_t n);
     /* The Q8_0 product on matrices in the Q8_0 panel layout (below), or
      * NULL when the set reads Q8_0 rows only. Called, like a matvec, with
      * w at the panel of a row that is a multiple of LLM_Q8P_ROWS and
@@ -192,6 +201,17 @@ void llm_acts_quantize(const llm_kernels *k, const float *x, int32_t n, int64_t 
 
 /* The portable kernels. */
 void llm_kernels_scalar(llm_kernels *k);
+
+/* The portable set's softmax_exp (expf, summed in index order): the
+ * avx2 sets' too. */
+float llm_softmax_exp_scalar(float *sc, uint32_t len, float mx);
+
+/* The avx2 set's attend with the exponentials of softmax_exp (the avx512
+ * set's attend: its scores and weighted sum are avx2's, whose float
+ * operations are the avx2 dot's and axpy's, which the avx512 set keeps). */
+void llm_attend_avx2(const float *q, const float *k, const float *v, int64_t stride,
+                     uint32_t len, int32_t hd, float scale, float *sc, float *out,
+                     float (*softmax_exp)(float *sc, uint32_t len, float mx));
 
 /* The AVX2 kernels: 0 and *k filled when the CPU supports AVX2, FMA and
  * F16C (and the compiler could build them), else -1 and *k untouched. */

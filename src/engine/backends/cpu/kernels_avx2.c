@@ -545,17 +545,15 @@ AVX2_FN static ALWAYS_INLINE void weighted_sum64(const float *sc, const float *v
 /* The scalar set's attend over this set's dot and axpy: heads whose width
  * is not a multiple of 32 (64-wide heads take the fast path). */
 AVX2_FN static void attend_generic(const float *q, const float *k, const float *v, int64_t stride,
-                                   uint32_t len, int32_t hd, float scale, float *sc, float *out)
+                                   uint32_t len, int32_t hd, float scale, float *sc, float *out,
+                                   float (*softmax_exp)(float *, uint32_t, float))
 {
-    float mx = -INFINITY, sum = 0.0f;
+    float mx = -INFINITY;
     for (uint32_t p = 0; p < len; p++) {
         sc[p] = dot_f32(q, k + p * stride, hd) * scale;
         mx = fmaxf(mx, sc[p]);
     }
-    for (uint32_t p = 0; p < len; p++) {
-        sc[p] = expf(sc[p] - mx);
-        sum += sc[p];
-    }
+    float sum = softmax_exp(sc, len, mx);
     memset(out, 0, (size_t)hd * sizeof(float));
     for (uint32_t p = 0; p < len; p++)
         axpy(out, sc[p] / sum, v + p * stride, hd);
@@ -565,11 +563,12 @@ AVX2_FN static void attend_generic(const float *q, const float *k, const float *
  * registers, 64 lanes a pass: no call per key, and the loads of q shared
  * by two keys. Every float operation is attend_generic's, in its order
  * (the softmax loop is the same code). */
-AVX2_FN static void attend(const float *q, const float *k, const float *v, int64_t stride,
-                           uint32_t len, int32_t hd, float scale, float *sc, float *out)
+AVX2_FN void llm_attend_avx2(const float *q, const float *k, const float *v, int64_t stride,
+                             uint32_t len, int32_t hd, float scale, float *sc, float *out,
+                             float (*softmax_exp)(float *, uint32_t, float))
 {
     if (hd % 64 != 0) {
-        attend_generic(q, k, v, stride, len, hd, scale, sc, out);
+        attend_generic(q, k, v, stride, len, hd, scale, sc, out, softmax_exp);
         return;
     }
     uint32_t p = 0;
@@ -577,16 +576,19 @@ AVX2_FN static void attend(const float *q, const float *k, const float *v, int64
         scores2(q, k + p * stride, k + (p + 1) * stride, hd, scale, sc + p);
     if (p < len)
         sc[p] = dot_f32(q, k + p * stride, hd) * scale;
-    float mx = -INFINITY, sum = 0.0f;
+    float mx = -INFINITY;
     for (p = 0; p < len; p++)
         mx = fmaxf(mx, sc[p]);
-    for (p = 0; p < len; p++) {
-        sc[p] = expf(sc[p] - mx);
-        sum += sc[p];
-    }
+    float sum = softmax_exp(sc, len, mx);
     memset(out, 0, (size_t)hd * sizeof(float));
     for (int32_t i = 0; i < hd; i += 64)
         weighted_sum64(sc, v + i, stride, len, sum, out + i);
+}
+
+AVX2_FN static void attend(const float *q, const float *k, const float *v, int64_t stride,
+                           uint32_t len, int32_t hd, float scale, float *sc, float *out)
+{
+    llm_attend_avx2(q, k, v, stride, len, hd, scale, sc, out, llm_softmax_exp_scalar);
 }
 
 /* One 3x4 tile of gemm_nt: 12 accumulators, 3 activation rows and one

@@ -123,18 +123,33 @@ static void gemm_nt(int64_t n, int64_t m, int64_t k, const float *x, int64_t ldx
             y[i * ldy + j] = dot(x + i * ldx, w + j * ldw, k);
 }
 
-static void attend(const float *q, const float *k, const float *v, int64_t stride, uint32_t len,
-                   int32_t hd, float scale, float *sc, float *out)
+float llm_softmax_exp_scalar(float *sc, uint32_t len, float mx)
 {
-    float mx = -INFINITY, sum = 0.0f;
-    for (uint32_t p = 0; p < len; p++) {
-        sc[p] = dot(q, k + p * stride, hd) * scale;
-        mx = fmaxf(mx, sc[p]);
-    }
+    float sum = 0.0f;
     for (uint32_t p = 0; p < len; p++) {
         sc[p] = expf(sc[p] - mx);
         sum += sc[p];
     }
+    return sum;
+}
+
+static void swiglu(float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+static void attend(const float *q, const float *k, const float *v, int64_t stride, uint32_t len,
+                   int32_t hd, float scale, float *sc, float *out)
+{
+    float mx = -INFINITY;
+    for (uint32_t p = 0; p < len; p++) {
+        sc[p] = dot(q, k + p * stride, hd) * scale;
+        mx = fmaxf(mx, sc[p]);
+    }
+    float sum = llm_softmax_exp_scalar(sc, len, mx);
     memset(out, 0, (size_t)hd * sizeof(float));
     for (uint32_t p = 0; p < len; p++)
         axpy(out, sc[p] / sum, v + p * stride, hd);
@@ -264,5 +279,7 @@ void llm_kernels_scalar(llm_kernels *k)
     k->axpy = axpy;
     k->gemm_nt = gemm_nt;
     k->attend = attend;
+    k->softmax_exp = llm_softmax_exp_scalar;
+    k->swiglu = swiglu;
     set_types(k);
 }
