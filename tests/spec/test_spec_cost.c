@@ -421,6 +421,29 @@ static int case_probe(void)
         CHECK_INT_EQ(ch.kind, -1);
         CHECK_INT_EQ(ch.probe, 0);
     }
+    /* A probe that accepted all its drafts keeps probes frequent although
+     * the table still chooses plain after it; one that did not doubles the
+     * interval again. A fresh table where the model never pays. */
+    pm__cost_init(&c, 0.39);
+    widths(&c, 35.0, 5);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 0);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 200);
+    for (int i = 1; i < PM__COST_PROBE_MIN; i++)
+        pm__cost_next(&c, &q, &ch);
+    pm__cost_next(&c, &q, &ch);
+    CHECK_INT_EQ(ch.probe, 1);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 2, 2);
+    pm__cost_next(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    CHECK_INT_EQ(c.probe_every, PM__COST_PROBE_MIN);
+    for (int i = 2; i < PM__COST_PROBE_MIN; i++)
+        pm__cost_next(&c, &q, &ch);
+    pm__cost_next(&c, &q, &ch);
+    CHECK_INT_EQ(ch.probe, 1);
+    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 2, 1);
+    pm__cost_next(&c, &q, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    CHECK_INT_EQ(c.probe_every, 2 * PM__COST_PROBE_MIN);
     return pm_check_result();
 }
 
@@ -625,7 +648,7 @@ static int case_retire_run(void)
     for (int i = 0; i < PM__RETIRE_PLAIN - 1; i++)
         CHECK_INT_EQ(pm__retire_step(&r, 1), 0);
     CHECK_INT_EQ(r.retired, 0);
-    CHECK_INT_EQ(pm__retire_step(&r, 1), 1); /* the 48th in a row */
+    CHECK_INT_EQ(pm__retire_step(&r, 1), 1); /* the PM__RETIRE_PLAIN-th in a row */
     CHECK_INT_EQ(r.retired, 1);
     CHECK_INT_EQ(r.times, 1u);
     CHECK_INT_EQ(pm__retire_step(&r, 0), 1); /* retired: no way back mid-request */
@@ -667,7 +690,7 @@ static int case_retire_restart(void)
  * a = (5.8 + 1) / (5.8 + 0.9 + 2). Each position's share is shrunk by 2
  * pseudo-trials at a; positions 5.. read a. The model drafter with the
  * same history stays geometric. verify(w) = 100 + 35 (w - 1), a head
- * forward 60 ns: k 4 wins at E(4) / 300 (k 3: E(3) / 265 = 0.012056
+ * forward 60 ns (measured at 4 rows, so every width reads 60): k 4 wins at E(4) / 300 (k 3: E(3) / 265 = 0.012056
  * against 0.012125); the geometric estimate alone would have taken k 3
  * at 0.010830. */
 static int case_block_positions(void)
@@ -688,12 +711,39 @@ static int case_block_positions(void)
     CHECK_NEAR(pm__cost_expected(&c, LLM_DRAFTER_BLOCK, 0), 1.0, 1e-12);
     CHECK_NEAR(pm__cost_expected(&c, LLM_DRAFTER_MODEL, 4), 1.0 + a + a * a + a * a * a + a * a * a * a,
                1e-12);
-    pm__cost_draft(&c, LLM_DRAFTER_BLOCK, 1, 60);
+    pm__cost_head(&c, 4, 60);
     pm__cost_choice ch;
     choose(&c, 1u << LLM_DRAFTER_BLOCK, 1, 8, 0, &ch);
     CHECK_INT_EQ(ch.kind, LLM_DRAFTER_BLOCK);
     CHECK_INT_EQ(ch.k, 4);
     CHECK_NEAR(ch.rate, e4 / 300.0, 1e-12);
+    return pm_check_result();
+}
+
+/* The block head's price by its width (pm__cost_head): no acceptance
+ * seen (a = 0.5 at every position, E(k) = 2 - 0.5^k), verify(w) = 100 +
+ * 10 (w - 1). Measured at 8 rows only, the head reads 90 at every width:
+ * k 1 gives 1.5 / 190 and k 8 1.99609375 / 260, neither beating a decode
+ * by 3 % (1.03 / 100), so plain. Measured at 1 row too (20 ns), widths
+ * between interpolate (10 + 10 k): k 1 1.5 / 130 = 0.011538, k 2 1.75 /
+ * 150 = 0.011667, k 3 1.875 / 170 = 0.011029, so k 2. */
+static int case_block_head_widths(void)
+{
+    pm__cost c;
+    pm__cost_init(&c, 0.39);
+    widths(&c, 10.0, 9);
+    pm__cost_head(&c, 8, 90);
+    pm__cost_choice ch;
+    choose(&c, 1u << LLM_DRAFTER_BLOCK, 1, 8, 0, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    pm__cost_head(&c, 1, 20);
+    choose(&c, 1u << LLM_DRAFTER_BLOCK, 1, 8, 0, &ch);
+    CHECK_INT_EQ(ch.kind, LLM_DRAFTER_BLOCK);
+    CHECK_INT_EQ(ch.k, 2);
+    CHECK_NEAR(ch.rate, 1.75 / 150.0, 1e-12);
+    choose(&c, 1u << LLM_DRAFTER_BLOCK, 3, 8, 0, &ch);
+    CHECK_INT_EQ(ch.k, 3);
+    CHECK_NEAR(ch.rate, 1.875 / 170.0, 1e-12);
     return pm_check_result();
 }
 
@@ -711,13 +761,14 @@ int main(int argc, char **argv)
                  {"guard_trip", case_guard_trip}, {"guard_mixed", case_guard_mixed},
                  {"guard_refresh", case_guard_refresh}, {"guard_break", case_guard_break},
                  {"retire_run", case_retire_run}, {"retire_restart", case_retire_restart},
-                 {"block_positions", case_block_positions}};
+                 {"block_positions", case_block_positions},
+                 {"block_head_widths", case_block_head_widths}};
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].run();
     fprintf(stderr, "usage: test_spec_cost CASE (unmeasured, trust, median, widths, cpu, hybrid, "
                     "flat, acceptance, nothing_pays, overhead, catchup, probe, shadow, "
                     "guard_measure, guard_trip, guard_mixed, guard_refresh, guard_break, retire_run, "
-                    "retire_restart, block_positions)\n");
+                    "retire_restart, block_positions, block_head_widths)\n");
     return 2;
 }

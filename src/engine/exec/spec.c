@@ -651,7 +651,9 @@ static int draft_and_verify(gen_run *g, const pm__draft_plan *plan, int32_t *n,
     int model = plan->kind == LLM_DRAFTER_MODEL, block = plan->kind == LLM_DRAFTER_BLOCK;
     uint32_t fed = model || block ? pm__drafter_fed(sd->dr) : 0, fw = (uint32_t)(by->forwards - fw0);
     int steady = model ? fed <= 2 : block ? fed <= (uint32_t)sd->k_cap + 1 : 1;
-    if (rc == 0 && steady)
+    if (rc == 0 && steady && block)
+        pm__cost_head(&sd->ct, k, t1 - t0);
+    else if (rc == 0 && steady)
         pm__cost_draft(&sd->ct, plan->kind, model ? fw : 1u, t1 - t0);
     else if (rc == 0 && model)
         pm__cost_catchup(&sd->ct, fed, fw, t1 - t0); /* what falling behind costs */

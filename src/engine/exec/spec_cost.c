@@ -41,6 +41,12 @@ void pm__cost_draft(pm__cost *c, int kind, uint32_t steps, uint64_t ns)
         pm__cost_est_add(&c->step[kind], (double)ns / (double)steps);
 }
 
+void pm__cost_head(pm__cost *c, int32_t rows, uint64_t ns)
+{
+    if (rows >= 1 && rows <= PM__COST_WIDTH_MAX)
+        pm__cost_est_add(&c->head[rows], (double)ns);
+}
+
 void pm__cost_catchup(pm__cost *c, uint32_t fed, uint32_t steps, uint64_t ns)
 {
     const pm__cost_est *st = &c->step[LLM_DRAFTER_MODEL];
@@ -60,6 +66,8 @@ void pm__cost_accept(pm__cost *c, int kind, int32_t k, int32_t accepted)
 {
     if (kind < 0 || kind >= LLM_DRAFTER_COUNT)
         return;
+    if (c->probing)
+        c->probe_full = accepted >= k;
     c->acc[kind] = c->acc[kind] * PM__COST_DECAY + accepted;
     c->rej[kind] = c->rej[kind] * PM__COST_DECAY + (accepted < k ? 1.0 : 0.0);
     if (kind != LLM_DRAFTER_BLOCK)
@@ -101,43 +109,53 @@ double pm__cost_expected(const pm__cost *c, int kind, int32_t k)
     return e;
 }
 
-/* The nearest measured width strictly beyond `from` in direction dir (+1
- * or -1), or 0. */
-static int32_t measured_from(const pm__cost *c, int32_t from, int32_t dir)
+/* The nearest measured width of tab strictly beyond `from` in direction
+ * dir (+1 or -1), or 0. */
+static int32_t measured_from(const pm__cost_est *tab, int32_t from, int32_t dir)
 {
     for (int32_t i = from + dir; i >= 1 && i <= PM__COST_WIDTH_MAX; i += dir)
-        if (c->verify[i].n)
+        if (tab[i].n)
             return i;
     return 0;
 }
 
-double pm__cost_width(const pm__cost *c, int32_t w)
+/* A forward of width w from a table by width: measured, else interpolated
+ * between the measured widths around it, else extrapolated from one side
+ * with the slope of its two measured widths nearest w, or with
+ * prior_slope (a fraction of the one measured width's cost per row,
+ * scaled to a first row) when only one is measured; 0 when none is. */
+static double width_cost(const pm__cost_est *tab, int32_t w, double prior_slope)
 {
     if (w < 1)
         return 0.0;
     if (w > PM__COST_WIDTH_MAX)
         w = PM__COST_WIDTH_MAX;
-    if (c->verify[w].n)
-        return c->verify[w].med;
-    int32_t lo = measured_from(c, w, -1), hi = measured_from(c, w, +1);
+    if (tab[w].n)
+        return tab[w].med;
+    int32_t lo = measured_from(tab, w, -1), hi = measured_from(tab, w, +1);
     if (lo && hi)
-        return c->verify[lo].med +
-               (c->verify[hi].med - c->verify[lo].med) * (double)(w - lo) / (double)(hi - lo);
+        return tab[lo].med + (tab[hi].med - tab[lo].med) * (double)(w - lo) / (double)(hi - lo);
     if (!lo && !hi)
         return 0.0;
-    /* One side only: the slope of the two measured widths nearest w on
-     * that side, else the prior relative to the one measured width. */
-    int32_t a = lo ? lo : hi, b = measured_from(c, a, lo ? -1 : +1);
-    double va = c->verify[a].med;
-    double slope = b ? (va - c->verify[b].med) / (double)(a - b)
-                     : va * PM__COST_PRIOR_SLOPE / (1.0 + PM__COST_PRIOR_SLOPE * (a - 1));
+    int32_t a = lo ? lo : hi, b = measured_from(tab, a, lo ? -1 : +1);
+    double va = tab[a].med;
+    double slope = b ? (va - tab[b].med) / (double)(a - b)
+                     : va * prior_slope / (1.0 + prior_slope * (a - 1));
     double v = va + slope * (double)(w - a);
     return v > 0.0 ? v : va;
 }
 
-/* A draft step of kind in ns: measured, or the prior. */
-static double step_cost(const pm__cost *c, int kind, double decode)
+double pm__cost_width(const pm__cost *c, int32_t w)
 {
+    return width_cost(c->verify, w, PM__COST_PRIOR_SLOPE);
+}
+
+/* A draft step of kind in ns: measured, or the prior; the block head's
+ * forward of k rows by its width (flat past a single measured width). */
+static double step_cost(const pm__cost *c, int kind, int32_t k, double decode)
+{
+    if (kind == LLM_DRAFTER_BLOCK)
+        return width_cost(c->head, k, 0.0);
     if (c->step[kind].n)
         return c->step[kind].med;
     return kind == LLM_DRAFTER_MODEL ? c->prior_draft * decode : 0.0;
@@ -149,7 +167,7 @@ static double catchup_cost(const pm__cost *c, uint32_t behind, double decode)
     if (behind == 0)
         return 0.0;
     double per = c->catchup.n ? c->catchup.med
-                              : PM__COST_PRIOR_SLOPE * step_cost(c, LLM_DRAFTER_MODEL, decode);
+                              : PM__COST_PRIOR_SLOPE * step_cost(c, LLM_DRAFTER_MODEL, 1, decode);
     return per * (double)behind;
 }
 
@@ -174,7 +192,7 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
         if (!(kinds & (1u << kind)))
             continue;
         int32_t hi = kind == LLM_DRAFTER_NGRAM && q->ngram_n < q->k_max ? q->ngram_n : q->k_max;
-        double a = pm__cost_acceptance(c, kind), step = step_cost(c, kind, decode);
+        double a = pm__cost_acceptance(c, kind);
         double over = c->over[kind].med;
         double owed = kind == LLM_DRAFTER_MODEL ? catchup_cost(c, q->behind, decode) / h : 0.0;
         /* E(a, k) = 1 + a + ... + a^k, summed as k grows (no pow: this
@@ -185,9 +203,11 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
         for (int32_t k = q->k_min; k <= hi; k++) {
             ak *= position_p(c, kind, k, a);
             e += ak;
-            /* An n-gram lookup is one step per round, whatever k. */
+            /* An n-gram lookup is one step per round, whatever k; the
+             * block head one forward of k rows. */
             double steps = kind == LLM_DRAFTER_MODEL ? (double)k : 1.0;
-            double t = steps * step + pm__cost_width(c, k + 1) + over + owed * e;
+            double t = steps * step_cost(c, kind, k, decode) + pm__cost_width(c, k + 1) + over +
+                       owed * e;
             double rate = t > 0.0 ? e / t : 0.0;
             if (rate > best) {
                 best = out->rate = rate;
@@ -216,9 +236,12 @@ void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out)
 {
     pm__cost_choose(c, q, out);
     if (c->probing) {
-        /* The last probe's verdict is this choice. */
+        /* The last probe's verdict is this choice, or its own drafts: one
+         * that accepted every draft keeps probes frequent, since a table
+         * learns acceptance a probe at a time (k_min drafts each) and an
+         * estimate set low by a continuation's opening needs several. */
         c->probing = 0;
-        if (out->kind >= 0)
+        if (out->kind >= 0 || c->probe_full)
             c->probe_every = PM__COST_PROBE_MIN;
         else if (c->probe_every < PM__COST_PROBE_MAX)
             c->probe_every *= 2;

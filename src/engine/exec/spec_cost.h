@@ -15,8 +15,9 @@
  *     E(a, k) / (k * step(kind) + verify(k + 1) + over(kind) + C * E / H),
  *     E(a, k) = (1 - a^(k+1)) / (1 - a)  (accepted drafts + the target's one),
  *
- * (for the block drafter, whose head drafts all k in one forward, one
- * step, and E from its acceptance by position: pm__cost_expected),
+ * (for the block drafter, whose head drafts all k in one forward, that
+ * forward's price at k rows, pm__cost_head, for k * step, and E from its
+ * acceptance by position: pm__cost_expected),
  *
  * C being the catch-up the model drafter owes before it can draft (paid
  * once, so spread over the H tokens the request has left, at most
@@ -39,10 +40,14 @@
  * Plain runs and probes (pm__cost_next). While plain decoding wins, every
  * probe_every-th plain choice is a probe round instead (k_min model
  * drafts; the n-gram is never probed, its shadow tests below cost
- * nothing), so a drafter that starts to pay is noticed. A probe after which the table
- * still chooses plain doubles probe_every (up to PM__COST_PROBE_MAX: a
- * model probe owes a catch-up, so a drafter that never pays costs less
- * and less); one after which it drafts resets it to PM__COST_PROBE_MIN.
+ * nothing), so a drafter that starts to pay is noticed. A probe after
+ * which the table still chooses plain doubles probe_every (up to
+ * PM__COST_PROBE_MAX: a model probe owes a catch-up, so a drafter that
+ * never pays costs less and less); one after which it drafts, or one that
+ * accepted every draft it made, resets it to PM__COST_PROBE_MIN (an
+ * estimate that a continuation's opening set low, where the block head
+ * accepts about a third of what it does later, takes several good probes
+ * to recover).
  *
  * Shadow acceptance. While plain decoding (or, for a hybrid, the model)
  * wins, an n-gram proposal that exists costs nothing to make but a verify
@@ -120,6 +125,8 @@ typedef struct pm__cost_est {
 typedef struct pm__cost {
     pm__cost_est verify[PM__COST_WIDTH_MAX + 1]; /* by width; [0] unused */
     pm__cost_est step[LLM_DRAFTER_COUNT];        /* one draft step, by kind */
+    pm__cost_est head[PM__COST_WIDTH_MAX + 1];   /* the block head's forward of
+                                                    w rows, by w; [0] unused */
     pm__cost_est over[LLM_DRAFTER_COUNT];        /* a round's bookkeeping */
     pm__cost_est catchup;  /* the model drafter, per token caught up on */
     double acc[LLM_DRAFTER_COUNT], rej[LLM_DRAFTER_COUNT]; /* decayed counts */
@@ -130,6 +137,7 @@ typedef struct pm__cost {
     int32_t plain_run;     /* plain choices since the last round */
     int32_t probe_every;   /* plain choices before a probe */
     int probing;           /* the last choice was a probe round */
+    int probe_full;        /* that probe accepted all its drafts */
     int32_t shadow_n;      /* an n-gram proposal's length under test; 0: none */
     int32_t shadow_i;      /* of it, tokens plain steps matched so far */
 } pm__cost;
@@ -180,6 +188,14 @@ void pm__cost_verify(pm__cost *c, int32_t width, uint64_t ns);
 /* A round's drafting by `kind` took ns over `steps` steps (model: its
  * forwards; n-gram: 1), in a steady round (no catch-up). */
 void pm__cost_draft(pm__cost *c, int kind, uint32_t steps, uint64_t ns);
+
+/* The block drafter's head proposed `rows` tokens in one forward, in a
+ * steady round (its context fed no more than a round's tokens), in ns:
+ * its price grows with the rows (little up to a few, then about a tenth
+ * of a decode a row on the CPU), so it is learned by width like a
+ * verify's, interpolated between measured widths and flat past the one
+ * measured width (unmeasured: free, so the first round is tried). */
+void pm__cost_head(pm__cost *c, int32_t rows, uint64_t ns);
 
 /* A model round fed its draft `fed` (> 2) tokens and ran `steps` forwards
  * in ns: the part beyond steps * step is the catch-up over fed - 1 tokens.
@@ -254,12 +270,14 @@ void pm__guard_break(pm__guard *g);
 /* Retiring a drafter whose upkeep costs every step (the block head: the
  * target's features captured and appended to its context on every plain
  * step too). When the table keeps choosing plain steps where it could
- * draft, PM__RETIRE_PLAIN of them in a row, the drafter is retired: no
+ * draft, PM__RETIRE_PLAIN of them in a row (a probe round restarts the
+ * run, so that is after three probes in a row that did not pay: at 32,
+ * 64 and 128 plain steps), the drafter is retired: no
  * rounds, no features, until a request starts after PM__RETIRE_TOKENS
  * tokens generated retired (its prefill then rebuilds the head's context
  * from scratch, and the table may try again). A round the table chooses
  * resets the count. Arithmetic only: the generator asks and obeys. */
-#define PM__RETIRE_PLAIN 48
+#define PM__RETIRE_PLAIN 200
 #define PM__RETIRE_TOKENS 2048
 
 typedef struct pm__retire {
