@@ -216,7 +216,7 @@ static int near_ref(float got, double want, double rel)
     return fabs((double)got - want) <= rel * fabs(want) + 1e-30;
 }
 
-/* The set's exponentials against double precision: softmax_exp's e_p
+/* The set's exponentials (and sum of squares) against double precision: softmax_exp's e_p
  * within relative 1.5e-7 (libm's expf: 6.0e-8; the avx512 set's, swept
  * over [-87, 0]: 7.9e-8, and 2.3e-7 without its r^7 term) and exactly 1
  * at the maximum, its
@@ -272,6 +272,21 @@ static void check_exponentials(const llm_kernels *k)
             CHECK(0);
         }
     }
+    /* RMSNorm's sum of squares, where the set has its own: each square
+     * exact in double, so only the sum's rounding differs from a long
+     * double sum in index order (relative 1e-15 over 301 terms). */
+    if (k->sum_squares)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            long double want = 0.0L;
+            for (uint32_t p = 0; p < lens[li]; p++)
+                want += (long double)up[p] * up[p];
+            double got = k->sum_squares(up, lens[li]);
+            if (fabs(got - (double)want) > 1e-15 * (double)want) {
+                fprintf(stderr, "%s sum_squares n %u: %.17g, want %.17Lg\n", k->name,
+                        (unsigned)lens[li], got, want);
+                CHECK(0);
+            }
+        }
     memcpy(x, g2, sizeof g2);
     k->swiglu(x, up, 7);
     k->swiglu(x + 7, up + 7, 100);

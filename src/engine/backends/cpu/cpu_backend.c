@@ -264,13 +264,21 @@ static void rms_scale(float *y, const float *x, const float *w, int32_t dim, dou
         y[i] = x[i] * scale * w[i];
 }
 
-/* Sums of squares in double (dim can be thousands of squares), each row in
- * index order. A row's sum is a chain of dependent adds, so four rows go
- * through one loop side by side and their chains overlap. */
+/* Sums of squares in double (dim can be thousands of squares): the kernel
+ * set's, or each row in index order, where a row's sum is a chain of
+ * dependent adds, so four rows go through one loop side by side and their
+ * chains overlap. */
 void llm_cpu_rmsnorm(llm_backend *be, float *y, const float *x, const float *w,
                         int32_t n, int32_t dim, float eps)
 {
-    (void)be;
+    const cpu_backend *c = cpu(be);
+    if (c->k.sum_squares) {
+        for (int32_t t = 0; t < n; t++) {
+            const float *xr = x + (size_t)t * dim;
+            rms_scale(y + (size_t)t * dim, xr, w, dim, c->k.sum_squares(xr, dim), eps);
+        }
+        return;
+    }
     int32_t t = 0;
     for (; t + 4 <= n; t += 4) {
         const float *x0 = x + (size_t)t * dim, *x1 = x0 + dim, *x2 = x1 + dim, *x3 = x2 + dim;

@@ -155,6 +155,9 @@ typedef struct llm_kernels {
      * a result depends on neither n nor where the range starts (the pool
      * splits a SwiGLU anywhere). */
     void (*swiglu)(float *gate, const float *up, size_t n);
+    /* sum of (double)x[i]^2 for i < n, in this set's order of summation
+     * (RMSNorm's); NULL: the backend's loop, in index order. */
+    double (*sum_squares)(const float *x, int64_t n);
     /* The Q8_0 product on matrices in the Q8_0 panel layout (below), or
      * NULL when the set reads Q8_0 rows only. Called, like a matvec, with
      * w at the panel of a row that is a multiple of LLM_Q8P_ROWS and

@@ -281,5 +281,6 @@ void llm_kernels_scalar(llm_kernels *k)
     k->attend = attend;
     k->softmax_exp = llm_softmax_exp_scalar;
     k->swiglu = swiglu;
+    k->sum_squares = NULL;
     set_types(k);
 }
