@@ -1,8 +1,10 @@
 /* sampler.c — greedy, temperature, top-k and top-p sampling.
  *
  * Determinism: the random stream is splitmix64 from the seed, one draw per
- * sampled token, and candidates are ordered by probability then by id, so
- * the same seed and logits give the same token on every machine. The
+ * sampled token, and a draw walks the kept candidates in a fixed order (by
+ * probability then by id under a nucleus, which needs the ranking; else by
+ * id, or the top-k selection's order), so the same seed and logits give
+ * the same token on every machine. The
  * sampler's buffers ([n_vocab] candidates) are allocated at creation; a draw
  * allocates nothing.
  *
@@ -158,8 +160,8 @@ static int32_t weigh(llm_sampler *sp, const float *logits, double *total)
 
 /* The candidates a draw chooses from: softmax weights cut by top-k, sorted
  * by rank, cut by top-p. Leaves them in sp->c[0..n) and returns n; *mass is
- * their unnormalized total. Shared by llm_sample and llm_sampler_probs so
- * both apply exactly the same rules. */
+ * their unnormalized total. Under a nucleus both llm_sample and
+ * llm_sampler_probs take it (kept), so both apply exactly the same rules. */
 static int32_t candidates(llm_sampler *sp, const float *logits, double *mass_out)
 {
     double total;
@@ -192,6 +194,27 @@ static int32_t candidates(llm_sampler *sp, const float *logits, double *mass_out
     return n;
 }
 
+/* The kept candidates in sp->c[0..n) and their mass. With a nucleus they
+ * are ranked (candidates); without one a draw needs them in some fixed
+ * order only, so there is no sort: over a 4096-token vocabulary the sort
+ * cost about half a small model's decode step, in every sampled step and
+ * in every distribution speculative sampling fills. */
+static int32_t kept(llm_sampler *sp, const float *logits, double *mass)
+{
+    if (sp->p.top_p > 0.0f && sp->p.top_p < 1.0f)
+        return candidates(sp, logits, mass);
+    double total;
+    int32_t n = weigh(sp, logits, &total);
+    if (sp->p.top_k > 0 && sp->p.top_k < n) {
+        select_top_k(sp->c, n, sp->p.top_k);
+        n = sp->p.top_k;
+    }
+    *mass = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        *mass += sp->c[i].p;
+    return n;
+}
+
 int32_t llm_sample(llm_sampler *sp, const float *logits)
 {
     if (!sp || !logits)
@@ -199,7 +222,7 @@ int32_t llm_sample(llm_sampler *sp, const float *logits)
     if (!(sp->p.temperature > 0.0f))
         return llm_argmax(logits, sp->n_vocab);
     double mass;
-    int32_t n = candidates(sp, logits, &mass);
+    int32_t n = kept(sp, logits, &mass);
     double r = next_unit(&sp->state) * mass, acc = 0.0;
     for (int32_t i = 0; i < n; i++) {
         acc += sp->c[i].p;
@@ -232,22 +255,8 @@ int llm_sampler_probs(llm_sampler *sp, const float *logits, float *probs)
         probs[llm_argmax(logits, nv)] = 1.0f;
         return 0;
     }
-    double mass = 0.0;
-    int32_t n;
-    if (sp->p.top_p > 0.0f && sp->p.top_p < 1.0f) {
-        n = candidates(sp, logits, &mass);
-    } else {
-        /* No nucleus: the kept set needs no order, so skip the sort (a
-         * vector is filled per draft token and per verified row). */
-        double total;
-        n = weigh(sp, logits, &total);
-        if (sp->p.top_k > 0 && sp->p.top_k < n) {
-            select_top_k(sp->c, n, sp->p.top_k);
-            n = sp->p.top_k;
-        }
-        for (int32_t i = 0; i < n; i++)
-            mass += sp->c[i].p;
-    }
+    double mass;
+    int32_t n = kept(sp, logits, &mass);
     for (int32_t i = 0; i < n; i++)
         probs[sp->c[i].id] = (float)(sp->c[i].p / mass);
     return 0;
