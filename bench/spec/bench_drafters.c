@@ -2,7 +2,8 @@
  *
  *   bench_drafters --target T --draft D --prompts FILE [--tokens 128]
  *                  [--temp 0] [--seed 7] [--threads 2] [--reps 1]
- *                  [--n-prompts N] [--head H.gguf] [--config DRAFTER:K[:cost|:treeN][:own]]...
+ *                  [--n-prompts N] [--head H.gguf]
+ *                  [--config DRAFTER:K[:cost|:treeN][:own][:block]]...
  *
  * --head names the block drafter's head (phasemark-block GGUF for the
  * target); configurations "block:K" need it, and "block:K:treeN" runs tree
@@ -17,6 +18,10 @@
  * Greedy: every speculative token must equal the plain one (parity); under
  * sampling the outputs are different draws of the same law (checked by
  * tests/spec's chi-square), so parity is reported as "law".
+ *
+ * "hybrid:K:block" is the hybrid over the block head (--head) instead of
+ * the draft model: the n-gram's proposal where a match of 3 exists, else
+ * the head's.
  *
  * A ":own" suffix gives the draft model (or the block head) threads of
  * its own instead of the target's (PHASEMARK_SHARE_THREADS=0 around the
@@ -50,6 +55,7 @@ typedef struct config {
     int32_t k;
     int cost;
     int own; /* ":own": the draft (or head) keeps threads of its own */
+    int over_block; /* ":block": a hybrid over the block head, not the model */
     int32_t tree; /* ":treeN": tree rounds of up to N nodes; 0: chains */
 } config;
 
@@ -97,8 +103,9 @@ static int parse_long(const char *s, long lo, long hi, long *v)
     return 0;
 }
 
-/* "ngram:4", "hybrid:4:cost", "model:1:own" or "block:8:tree16" (suffixes
- * in any order, each at most once, :cost and :treeN not together). */
+/* "ngram:4", "hybrid:4:cost", "model:1:own", "block:8:tree16" or
+ * "hybrid:4:block" (suffixes in any order, each at most once, :cost and
+ * :treeN not together, :block for a hybrid only). */
 static int parse_config(const char *s, config *c)
 {
     char name[16];
@@ -114,13 +121,16 @@ static int parse_config(const char *s, config *c)
     if (c->drafter < 0 || errno || end == colon + 1 || k < 1 || k > 32)
         return -1;
     c->k = (int32_t)k;
-    c->cost = c->own = 0;
+    c->cost = c->own = c->over_block = 0;
     c->tree = 0;
     while (*end) {
         if (!strncmp(end, ":cost", 5) && !c->cost) {
             c->cost = 1, end += 5;
         } else if (!strncmp(end, ":own", 4) && !c->own) {
             c->own = 1, end += 4;
+        } else if (!strncmp(end, ":block", 6) && !c->over_block &&
+                   c->drafter == LLM_DRAFTER_HYBRID) {
+            c->over_block = 1, end += 6;
         } else if (!strncmp(end, ":tree", 5) && !c->tree) {
             char *tend;
             errno = 0;
@@ -140,7 +150,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--temp T]\n"
                     "       [--seed S] [--threads N] [--reps R] [--n-prompts N]\n"
-                    "       [--head H.gguf] [--config DRAFTER:K[:cost|:treeN][:own]]...\n");
+                    "       [--head H.gguf] [--config DRAFTER:K[:cost|:treeN][:own][:block]]...\n");
     return 2;
 }
 
@@ -256,8 +266,10 @@ static int run_config(const bench *b, const config *c, llm_session *plain, llm_s
 {
     llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
     dp.kind = c->drafter;
-    dp.draft = c->drafter == LLM_DRAFTER_NGRAM || c->drafter == LLM_DRAFTER_BLOCK ? NULL : d;
-    dp.head_path = b->head;
+    dp.draft = c->drafter == LLM_DRAFTER_NGRAM || c->drafter == LLM_DRAFTER_BLOCK || c->over_block
+                   ? NULL
+                   : d;
+    dp.head_path = c->drafter == LLM_DRAFTER_BLOCK || c->over_block ? b->head : NULL;
     dp.target = t;
     dp.n_threads = (int32_t)b->threads;
     llm_drafter *dr = NULL;
@@ -334,12 +346,14 @@ static void report(const bench *b, const config *c, const totals *tt, const llm_
     double pr = rate(tt->plain_tok, tt->plain_ns), sr = rate(tt->spec_tok, tt->spec_ns);
     uint64_t fw = st->rounds + st->steps; /* target forwards after the prefills */
     printf("{\"drafter\": \"%s\", \"k\": %d, \"cost\": %d, \"own_threads\": %d, "
-           "\"temperature\": %.2f, "
+           "\"hybrid_over\": \"%s\", \"temperature\": %.2f, "
            "\"prompts\": %d, \"tokens\": %ld, \"reps\": %ld, \"threads\": %ld, "
            "\"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, \"speedup\": %.4f, "
            "\"acceptance\": %.4f, \"tokens_per_round\": %.3f, \"tokens_per_forward\": %.3f, "
            "\"tree\": %d, \"rounds\": %llu, \"plain_steps\": %llu",
-           llm_drafter_kind_name(c->drafter), (int)c->k, c->cost, c->own, b->temp, b->n, b->tokens,
+           llm_drafter_kind_name(c->drafter), (int)c->k, c->cost, c->own,
+           c->drafter != LLM_DRAFTER_HYBRID ? "" : c->over_block ? "block" : "model", b->temp, b->n,
+           b->tokens,
            b->reps, b->threads, pr, sr, pr > 0 ? sr / pr : 0.0, st->acceptance,
            st->tokens_per_round, fw ? (double)(st->committed + st->steps) / (double)fw : 0.0,
            (int)c->tree, (unsigned long long)st->rounds, (unsigned long long)st->steps);
@@ -349,8 +363,8 @@ static void report(const bench *b, const config *c, const totals *tt, const llm_
            "\"accept_ms\": %.2f",
            (double)tt->plain_ns / 1e6, (double)tt->spec_ns / 1e6, (double)st->draft_ns / 1e6,
            (double)st->verify_ns / 1e6, (double)st->accept_ns / 1e6);
-    static const int kinds[] = {LLM_DRAFTER_MODEL, LLM_DRAFTER_NGRAM};
-    for (int i = 0; i < 2; i++) {
+    static const int kinds[] = {LLM_DRAFTER_MODEL, LLM_DRAFTER_NGRAM, LLM_DRAFTER_BLOCK};
+    for (int i = 0; i < 3; i++) {
         const llm_drafter_counts *by = &st->by[kinds[i]];
         printf(", \"%s_rounds\": %llu, \"%s_tokens_per_round\": %.3f, \"%s_acceptance\": %.4f",
                llm_drafter_kind_name(kinds[i]), (unsigned long long)by->rounds,

@@ -13,7 +13,9 @@
 # matrices first (pm-modelwriter requant): on the CPU a Q8_0 head takes
 # the same panels and chain as the target's Q8_0 products and half the
 # F16 head's bytes. N_PROMPTS (default 12), THREADS (default 2) and REPS
-# (default 1) come from the environment.
+# (default 1) come from the environment. "hybrid:K:block" rows are the
+# hybrid over the same head (n-gram rounds where a match of 3 exists,
+# else the head's).
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [HEAD.gguf] [WRAP...]" >&2; exit 2; }
 B=$1
@@ -53,7 +55,8 @@ uptime >&2
 run "$@" "$BD" $COMMON --temp 0 \
     --config block:2 --config block:4 --config block:6 --config block:8 --config block:10 \
     --config block:16 --config block:10:cost --config block:16:cost --config model:4 --config ngram:8 \
-    --config block:4:own --config block:16:cost:own
+    --config block:4:own --config block:16:cost:own \
+    --config hybrid:4:block --config hybrid:6:block --config hybrid:8:block:cost --config ngram:4
 uptime >&2
 # Tree rounds (greedy only) beside the chains of the same k, each config
 # with its own plain runs: tokens_per_forward and speedup read side by side.
@@ -65,5 +68,5 @@ uptime >&2
 # shellcheck disable=SC2086
 run "$@" "$BD" $COMMON --temp 0.7 \
     --config block:2 --config block:4 --config block:8 --config block:16:cost \
-    --config model:4:cost
+    --config model:4:cost --config hybrid:2:block
 uptime >&2

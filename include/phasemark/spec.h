@@ -76,7 +76,8 @@ typedef struct llm_spec llm_spec;
  *           0 tokens when nothing matches. Deterministic (q = 1 at each
  *           proposed token under sampling).
  *   hybrid  per round, the n-gram proposal when a match of at least
- *           hybrid_min tokens exists, else the model's.
+ *           hybrid_min tokens exists, else the model's, or, given a block
+ *           head (head_path and target) instead of a draft, the head's.
  *   block   a feature-conditioned block head (a small GGUF network of
  *           architecture phasemark-block, docs/model-files.md) proposes up
  *           to its block size B tokens in one forward of its own, from the
@@ -170,7 +171,8 @@ typedef struct llm_drafter_params {
     uint16_t size;     /* sizeof(llm_drafter_params) */
     int32_t kind;      /* LLM_DRAFTER_MODEL, _NGRAM, _HYBRID, _BLOCK or _CUSTOM */
     llm_session *draft; /* model, hybrid: the draft session (borrowed, not
-                           the target's); else NULL */
+                           the target's); else NULL (a hybrid over a block
+                           head takes head_path and target instead) */
     int32_t ngram_max; /* ngram, hybrid: longest suffix matched; <= 0: 4 */
     int32_t ngram_min; /* shortest suffix matched, 1..ngram_max; <= 0: 2 */
     int32_t hybrid_min; /* hybrid: shortest match taken over the model;
@@ -181,9 +183,11 @@ typedef struct llm_drafter_params {
     llm_spec_propose_fn propose; /* custom */
     void *propose_user;
     /* Version 2 (the block drafter). */
-    const char *head_path; /* block: the head's GGUF file (read at creation) */
-    llm_session *target;   /* block: the target session it drafts for
-                              (borrowed; the generator must verify on it) */
+    const char *head_path; /* block, hybrid over a head: the head's GGUF file
+                              (read at creation) */
+    llm_session *target;   /* block, hybrid over a head: the target session
+                              it drafts for (borrowed; the generator must
+                              verify on it) */
     int32_t n_threads;     /* block: threads of the head's CPU forward; <= 0:
                               the target model's n_threads option, else a
                               CPU target's thread count, else all online

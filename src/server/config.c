@@ -232,23 +232,29 @@ int pms_config_parse(pms_config *c, int argc, char **argv, char *err, size_t err
 
 int pms_config_check_engine(const pms_config *c, char *err, size_t errlen)
 {
-    int block = c->drafter ? llm_drafter_kind_parse(c->drafter) == LLM_DRAFTER_BLOCK
-                           : c->draft_head != NULL;
-    if (block != (c->draft_head != NULL)) {
-        snprintf(err, errlen, "--draft-head goes with --drafter block, and only with it");
+    int kind = c->drafter ? llm_drafter_kind_parse(c->drafter) : -1;
+    if (c->drafter && kind < 0) {
+        snprintf(err, errlen, "--drafter must be model, ngram, hybrid or block (got '%s')",
+                 c->drafter);
         return -1;
     }
-    if (c->drafter) {
-        int k = llm_drafter_kind_parse(c->drafter);
-        if (k < 0) {
-            snprintf(err, errlen, "--drafter must be model, ngram, hybrid or block (got '%s')",
-                     c->drafter);
-            return -1;
-        }
-        if (k != LLM_DRAFTER_NGRAM && k != LLM_DRAFTER_BLOCK && !c->draft) {
-            snprintf(err, errlen, "--drafter %s needs --draft", c->drafter);
-            return -1;
-        }
+    int block = c->drafter ? kind == LLM_DRAFTER_BLOCK : c->draft_head != NULL;
+    int hybrid = kind == LLM_DRAFTER_HYBRID;
+    if (c->draft_head && !block && !hybrid) {
+        snprintf(err, errlen, "--draft-head goes with --drafter block or hybrid");
+        return -1;
+    }
+    if (block && !c->draft_head) {
+        snprintf(err, errlen, "--drafter block needs --draft-head");
+        return -1;
+    }
+    if (hybrid && (c->draft != NULL) == (c->draft_head != NULL)) {
+        snprintf(err, errlen, "--drafter hybrid needs --draft or --draft-head, one of them");
+        return -1;
+    }
+    if (kind == LLM_DRAFTER_MODEL && !c->draft) {
+        snprintf(err, errlen, "--drafter model needs --draft");
+        return -1;
     }
     if (c->draft_k && !c->draft && !c->drafter && !c->draft_head) {
         snprintf(err, errlen, "--draft-k needs --draft");

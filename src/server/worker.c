@@ -379,9 +379,10 @@ static int tree_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
 }
 
 /* The draft session (context and batch as the target's; none for the
- * ngram and block drafters), the drafter (--drafter, default block with
- * --draft-head, else model; a block head is this worker's own, over its
- * session) and the speculative generator. */
+ * ngram and block drafters, nor for a hybrid over a block head), the
+ * drafter (--drafter, default block with --draft-head, else model; a block
+ * head is this worker's own, over its session) and the speculative
+ * generator. */
 static int spec_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
 {
     llm_drafter_params dp = {.version = LLM_DRAFTER_PARAMS_VERSION, .size = sizeof(llm_drafter_params)};
@@ -390,7 +391,7 @@ static int spec_init(pms_server *s, pms_worker *w, char *err, size_t errlen)
                                   : LLM_DRAFTER_MODEL;
     dp.head_path = s->cfg.draft_head;
     dp.target = w->session;
-    if (dp.kind == LLM_DRAFTER_MODEL || dp.kind == LLM_DRAFTER_HYBRID) {
+    if (s->draft_model && (dp.kind == LLM_DRAFTER_MODEL || dp.kind == LLM_DRAFTER_HYBRID)) {
         llm_session_options so = {.version = LLM_SESSION_OPTIONS_VERSION, .size = sizeof(llm_session_options)};
         so.n_ctx = (int32_t)llm_session_n_ctx(w->session);
         so.n_batch = s->cfg.batch;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "block_files.h"
 #include "drafter.h"
 #include "pm_check.h"
 #include "spec_common.h"
@@ -146,6 +147,48 @@ static int case_hybrid(void)
     return pm_check_result();
 }
 
+/* The hybrid over a block head: with a trigram match the n-gram's
+ * proposal and no head forward; without one the head's round, which on a
+ * history whose features never reached the head is refused with the
+ * block drafter's own line (the proof that the head was asked). */
+static int case_hybrid_head(void)
+{
+    char tp[512], dp_path[512], hp[512];
+    sc_path(tp, sizeof tp, "drafter_hh_target");
+    sc_path(dp_path, sizeof dp_path, "drafter_hh_draft");
+    sc_path(hp, sizeof hp, "drafter_hh_head");
+    sc_write_synth_pair("f32", 2, 1, tp, dp_path);
+    llm_model *m = sc_open(tp);
+    bf_write_for(hp, m, 8, 5);
+    llm_session *t = sc_session(m, 64, 16, 1);
+    llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
+    dp.kind = LLM_DRAFTER_HYBRID;
+    dp.head_path = hp;
+    dp.target = t;
+    llm_drafter *hy = NULL;
+    char err[256];
+    REQUIRE(llm_drafter_create(&dp, &hy, err, sizeof err) == 0);
+    CHECK_INT_EQ(llm_drafter_get_kind(hy), LLM_DRAFTER_HYBRID);
+    static const int32_t rep[] = {5, 6, 7, 8, 5, 6, 7};
+    int32_t out[4], n = 0, kind = -1;
+    CHECK_INT_EQ(llm_drafter_propose(hy, rep, N(rep), 4, out, &n, &kind), 0);
+    CHECK_INT_EQ(kind, LLM_DRAFTER_NGRAM);
+    CHECK_INT_EQ(n, 4);
+    CHECK_INT_EQ(out[0], 8);
+    CHECK_INT_EQ(out[3], 7);
+    static const int32_t two[] = {1, 2, 3, 9, 2, 3, 4, 2, 3};
+    CHECK_INT_EQ(llm_drafter_propose(hy, two, N(two), 4, out, &n, &kind), LLM_ESTATE);
+    CHECK_INT_EQ(n, 0);
+    CHECK_STR_EQ(llm_drafter_error(hy), "block drafter: it holds features of 0 positions, the history 8");
+    llm_drafter_free(hy);
+    llm_session_free(t);
+    llm_model_free(m);
+    unlink(tp);
+    unlink(dp_path);
+    unlink(hp);
+    return pm_check_result();
+}
+
 static int case_args(void)
 {
     llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
@@ -158,6 +201,17 @@ static int case_args(void)
     dp.kind = LLM_DRAFTER_BLOCK;
     CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), LLM_EINVAL);
     CHECK_STR_EQ(err, "drafter: block needs a head file and the target session");
+    dp.kind = LLM_DRAFTER_HYBRID;
+    CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), LLM_EINVAL);
+    CHECK_STR_EQ(err, "drafter: hybrid needs a draft session");
+    dp.head_path = "head.gguf";
+    CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), LLM_EINVAL);
+    CHECK_STR_EQ(err, "drafter: hybrid over a block head needs a head file and the target session");
+    dp.draft = (llm_session *)&dp; /* never read: refused first */
+    CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), LLM_EINVAL);
+    CHECK_STR_EQ(err, "drafter: hybrid takes a draft session or a block head, not both");
+    dp.draft = NULL;
+    dp.head_path = NULL;
     dp.kind = LLM_DRAFTER_CUSTOM;
     CHECK_INT_EQ(llm_drafter_create(&dp, &d, err, sizeof err), LLM_EINVAL);
     CHECK_STR_EQ(err, "drafter: custom needs a propose callback");
@@ -210,7 +264,7 @@ static int case_args(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_spec_drafter ngram_lookup|ngram_propose|hybrid|args\n");
+        fprintf(stderr, "usage: test_spec_drafter ngram_lookup|ngram_propose|hybrid|hybrid_head|args\n");
         return 2;
     }
     if (!strcmp(argv[1], "ngram_lookup"))
@@ -219,6 +273,8 @@ int main(int argc, char **argv)
         return case_ngram_propose();
     if (!strcmp(argv[1], "hybrid"))
         return case_hybrid();
+    if (!strcmp(argv[1], "hybrid_head"))
+        return case_hybrid_head();
     if (!strcmp(argv[1], "args"))
         return case_args();
     return 2;

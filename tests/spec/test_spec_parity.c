@@ -18,7 +18,9 @@
  * chapters, models/README.md, where a random head commits 1.02; these
  * requests stop after 16 tokens, which cuts the last round short),
  * "tree=N" (drafter=block, monolithic: tree rounds of up to N nodes,
- * llm_spec_set_tree; still one head forward per round).
+ * llm_spec_set_tree; still one head forward per round), "over-head"
+ * (drafter=hybrid over a block head instead of the draft model: a random
+ * head, or with shipped-head the trained one).
  *   test_spec_parity self synth TYPE K | self kjv K   the target drafts for itself:
  *                                              acceptance exactly 1.0
  *
@@ -110,7 +112,8 @@ typedef struct setup {
     int self;
     int light; /* 6 prompts: self-drafting, and the KJV adaptive case */
     int drafter; /* LLM_DRAFTER_*, or -1: the draft session itself */
-    char head[1024]; /* drafter=block: the head's file */
+    char head[1024]; /* drafter=block, or hybrid over-head: the head's file */
+    int over_head;    /* drafter=hybrid over a block head, not the draft */
     int shipped_head; /* the trained head, not a random one */
     int tree;         /* tree=N: tree rounds of up to N nodes (block) */
 } setup;
@@ -198,8 +201,8 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
     if (su->drafter >= 0) {
         llm_drafter_params dp = LLM_DRAFTER_PARAMS_INIT;
         dp.kind = su->drafter;
-        dp.draft = d;
-        dp.head_path = su->head;
+        dp.draft = su->over_head ? NULL : d;
+        dp.head_path = su->head[0] ? su->head : NULL;
         dp.target = t;
         if (llm_drafter_create(&dp, &dr, err, sizeof err) != 0) {
             fprintf(stderr, "llm_drafter_create: %s\n", err);
@@ -251,6 +254,13 @@ static void run_placement(const placement *pl, setup *su, const llm_spec_params 
     CHECK_U64_EQ(by_accepted, st.accepted);
     if (su->drafter == LLM_DRAFTER_NGRAM)
         CHECK_U64_EQ(st.by[LLM_DRAFTER_MODEL].rounds, 0);
+    if (su->over_head) {
+        /* The n-gram's rounds and the head's, one head forward each. */
+        CHECK_U64_EQ(st.by[LLM_DRAFTER_MODEL].rounds, 0);
+        CHECK_U64_EQ(st.by[LLM_DRAFTER_NGRAM].rounds + st.by[LLM_DRAFTER_BLOCK].rounds, st.rounds);
+        CHECK_U64_EQ(st.by[LLM_DRAFTER_BLOCK].forwards, st.by[LLM_DRAFTER_BLOCK].rounds);
+        CHECK(st.by[LLM_DRAFTER_BLOCK].rounds > 0);
+    }
     if (su->drafter == LLM_DRAFTER_BLOCK) {
         /* One head forward per round, every round the block's. */
         CHECK_U64_EQ(st.by[LLM_DRAFTER_BLOCK].rounds, st.rounds);
@@ -278,7 +288,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: test_spec_parity synth TYPE K [OPT...] | kjv K [OPT...] | "
                     "self synth TYPE K | self kjv K\n"
-                    "  OPT: adaptive | cost | drafter=model|ngram|hybrid|block\n");
+                    "  OPT: adaptive | cost | drafter=model|ngram|hybrid|block | over-head\n");
     return 2;
 }
 
@@ -303,6 +313,8 @@ static int parse_opts(int argc, char **argv, int *adaptive, setup *su)
             *adaptive = LLM_SPEC_ADAPT_COST;
         else if (strcmp(argv[i], "shipped-head") == 0)
             su->shipped_head = 1;
+        else if (strcmp(argv[i], "over-head") == 0)
+            su->over_head = 1;
         else if (strncmp(argv[i], "tree=", 5) == 0 && tree_nodes(argv[i] + 5, &su->tree) == 0)
             ;
         else if (strncmp(argv[i], "drafter=", 8) == 0 &&
@@ -372,13 +384,16 @@ int main(int argc, char **argv)
         synth_prompts(&su);
     else
         kjv_prompts(&su);
-    if (su.drafter == LLM_DRAFTER_BLOCK && su.shipped_head) {
+    if (su.over_head && su.drafter != LLM_DRAFTER_HYBRID)
+        return usage();
+    int wants_head = su.drafter == LLM_DRAFTER_BLOCK || su.over_head;
+    if (wants_head && su.shipped_head) {
         const char *slash = strrchr(tp, '/');
         snprintf(su.head, sizeof su.head, "%.*s/phasemark-kjv-block-f16.gguf",
                  slash ? (int)(slash - tp) : 1, slash ? tp : ".");
         if (synth || access(su.head, R_OK) != 0)
             PM_SKIP("the shipped block head is not in models/ (or the target is synthetic)");
-    } else if (su.drafter == LLM_DRAFTER_BLOCK) {
+    } else if (wants_head) {
         sc_path(su.head, sizeof su.head, "parity_head");
         bf_write_for(su.head, su.target, 8, 5);
     }

@@ -18,7 +18,8 @@
  *                                   (deterministic proposals, q one-hot)
  *                                   happen whenever the draws continue it;
  *                                   block: a random head written for the
- *                                   target (its rows' q sampled per row)
+ *                                   target (its rows' q sampled per row);
+ *                                   hybrid_head: the hybrid over that head
  *
  * Fixed seeds make every run identical; the bound is about five standard
  * deviations over the chi-square mean, and the same counts are checked to
@@ -211,7 +212,7 @@ static double chi_square(const long *count, const double *prob, long n, int *dof
     return chi;
 }
 
-static int case_joint(const law *lw, int kind)
+static int case_joint(const law *lw, int kind, int over_head)
 {
     char tp[512], dp[512];
     sc_path(tp, sizeof tp, "sampling_target");
@@ -237,8 +238,8 @@ static int case_joint(const law *lw, int kind)
     if (kind >= 0) {
         llm_drafter_params dp2 = LLM_DRAFTER_PARAMS_INIT;
         dp2.kind = kind;
-        dp2.draft = kind == LLM_DRAFTER_NGRAM ? NULL : d;
-        if (kind == LLM_DRAFTER_BLOCK) {
+        dp2.draft = kind == LLM_DRAFTER_NGRAM || over_head ? NULL : d;
+        if (kind == LLM_DRAFTER_BLOCK || over_head) {
             sc_path(hp, sizeof hp, "sampling_head");
             bf_write_for(hp, tm, 8, 11);
             dp2.head_path = hp;
@@ -278,12 +279,16 @@ static int case_joint(const law *lw, int kind)
         CHECK(st.by[LLM_DRAFTER_NGRAM].accepted > 0);
         CHECK(st.by[LLM_DRAFTER_NGRAM].accepted < st.by[LLM_DRAFTER_NGRAM].drafted);
     }
-    if (kind == LLM_DRAFTER_HYBRID)
+    if (kind == LLM_DRAFTER_HYBRID && !over_head)
         CHECK(st.by[LLM_DRAFTER_MODEL].rounds > 0);
-    if (kind == LLM_DRAFTER_BLOCK) {
-        CHECK(st.by[LLM_DRAFTER_BLOCK].rounds == st.rounds);
-        unlink(hp);
+    if (over_head) {
+        CHECK(st.by[LLM_DRAFTER_BLOCK].rounds > 0);
+        CHECK(st.by[LLM_DRAFTER_MODEL].rounds == 0);
     }
+    if (kind == LLM_DRAFTER_BLOCK)
+        CHECK(st.by[LLM_DRAFTER_BLOCK].rounds == st.rounds);
+    if (hp[0])
+        unlink(hp);
     llm_spec_free(sd);
     llm_drafter_free(dr);
     llm_sampler_free(sp);
@@ -313,13 +318,14 @@ int main(int argc, char **argv)
         return pm_check_result();
     }
     double t, k, p;
-    int kind = argc == 6 ? llm_drafter_kind_parse(argv[5]) : -1;
+    int over_head = argc == 6 && strcmp(argv[5], "hybrid_head") == 0;
+    int kind = over_head ? LLM_DRAFTER_HYBRID : argc == 6 ? llm_drafter_kind_parse(argv[5]) : -1;
     if (argc < 5 || argc > 6 || strcmp(argv[1], "joint") != 0 || parse_f(argv[2], 0.01, 10, &t) ||
         parse_f(argv[3], 0, V, &k) || parse_f(argv[4], 0, 1, &p) || (argc == 6 && kind < 0)) {
-        fprintf(stderr, "usage: test_spec_sampling probs | joint T TOP_K TOP_P [DRAFTER]\n");
+        fprintf(stderr, "usage: test_spec_sampling probs | joint T TOP_K TOP_P [DRAFTER|hybrid_head]\n");
         return 2;
     }
     law lw = {(float)t, (int)k, (float)p};
-    case_joint(&lw, kind);
+    case_joint(&lw, kind, over_head);
     return pm_check_result();
 }

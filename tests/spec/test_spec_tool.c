@@ -54,6 +54,24 @@ static void block_drafter(char *tool, char *writer, char *tp, const pm_child_res
     CHECK(pm_child_ok(&r));
     CHECK_STR_EQ(r.out, plain->out);
     CHECK(has(r.err, "pm-generate: speculative: drafter block; block "));
+    /* The hybrid over the head: the same ids, its rounds the n-gram's and
+     * the head's (a random head's proposals are rejected, so its rounds
+     * come where no n-gram match is); never with a draft model too. */
+    char *a_hybrid_head[] = {tool, "-m", tp, "--drafter", "hybrid", "--draft-head", hp,
+                             "--draft-k", "5", "-p", "And the LORD spake unto Moses, saying,",
+                             "-n", "40", "--ids", "--threads", "2", NULL};
+    run_tool(a_hybrid_head, &r);
+    CHECK(pm_child_ok(&r));
+    CHECK_STR_EQ(r.out, plain->out);
+    CHECK(has(r.err, "pm-generate: speculative: drafter hybrid; "));
+    CHECK(has(r.err, "; block "));
+    CHECK(!has(r.err, "; model "));
+    char *a_hybrid_both[] = {tool, "-m", tp, "--drafter", "hybrid", "--draft-head", hp, "--draft",
+                             tp, "-p", "And", NULL};
+    run_tool(a_hybrid_both, &r);
+    CHECK(r.exited && r.exit_code == 2);
+    CHECK(has(r.err, "pm-generate: --drafter hybrid needs --draft MODEL or --draft-head HEAD, "
+                     "one of them"));
     /* Tree rounds: the same ids; refused under sampling and without the
      * block drafter. */
     char *a_tree[] = {tool, "-m", tp, "--draft-head", hp, "--draft-k", "5", "--draft-tree", "12",
@@ -122,12 +140,12 @@ static int drafters(char *tool, char *tp, char *dp, char *writer)
     char *a_bad[] = {tool, "-m", tp, "--drafter", "block", "-p", "And", NULL};
     run_tool(a_bad, &r);
     CHECK(r.exited && r.exit_code == 2);
-    CHECK(has(r.err, "pm-generate: --draft-head HEAD goes with --drafter block, and only with it"));
+    CHECK(has(r.err, "pm-generate: --drafter block needs --draft-head HEAD"));
     char *a_stray[] = {tool, "-m", tp, "--drafter", "ngram", "--draft-head", "x.gguf", "-p", "And",
                        NULL};
     run_tool(a_stray, &r);
     CHECK(r.exited && r.exit_code == 2);
-    CHECK(has(r.err, "pm-generate: --draft-head HEAD goes with --drafter block, and only with it"));
+    CHECK(has(r.err, "pm-generate: --draft-head HEAD goes with --drafter block or hybrid"));
     char *a_unknown[] = {tool, "-m", tp, "--drafter", "tree", "-p", "And", NULL};
     run_tool(a_unknown, &r);
     CHECK(r.exited && r.exit_code == 2);
@@ -137,7 +155,8 @@ static int drafters(char *tool, char *tp, char *dp, char *writer)
     char *a_nodraft[] = {tool, "-m", tp, "--drafter", "hybrid", "-p", "And", NULL};
     run_tool(a_nodraft, &r);
     CHECK(r.exited && r.exit_code == 2);
-    CHECK(has(r.err, "pm-generate: --drafter hybrid needs --draft MODEL"));
+    CHECK(has(r.err, "pm-generate: --drafter hybrid needs --draft MODEL or --draft-head HEAD, "
+                     "one of them"));
     return pm_check_result();
 }
 

@@ -23,7 +23,8 @@
  * With --draft or --drafter, generation is speculative (phasemark/spec.h):
  * the drafter (default model: the --draft model; ngram: prompt and history
  * lookup, no draft model; hybrid: the n-gram proposal when a long enough
- * match exists, else the draft model's; block: the --draft-head block head
+ * match exists, else the draft model's, or with --draft-head instead of
+ * --draft the block head's; block: the --draft-head block head
  * over the target's own features, up to its block size per round, one
  * forward) proposes up to K tokens per round,
  * the target verifies them in one batched forward; the round statistics,
@@ -110,11 +111,12 @@ static void usage(FILE *f)
             "                 0-3@local,4-7@spawn?transport=shared (docs/split.md)\n"
             "  --drafter D    speculative decoding: model (the --draft model, the default\n"
             "                 with --draft), ngram (prompt lookup, no draft model) or\n"
-            "                 hybrid (n-gram when a match is long enough, else the model)\n"
+            "                 hybrid (n-gram when a match is long enough, else the --draft\n"
+            "                 model or the --draft-head head)\n"
             "                 or block (the --draft-head block head on the target's features)\n"
             "  --draft MODEL  the draft model (same vocabulary)\n"
             "  --draft-head H the block drafter's head (a phasemark-block GGUF made for\n"
-            "                 this target; implies --drafter block)\n"
+            "                 this target; implies --drafter block; or the hybrid's)\n"
             "  --draft-k K    tokens drafted per round (default 4)\n"
             "  --adaptive-k   choose K each round from the acceptance so far (K..2K)\n"
             "  --cost-k       choose K (and hybrid's drafter, or plain decoding) each round\n"
@@ -248,18 +250,26 @@ static int parse_args(int argc, char **argv, args *a)
         a->drafter = LLM_DRAFTER_BLOCK;
     if (a->draft && a->drafter < 0)
         a->drafter = LLM_DRAFTER_MODEL;
-    if ((a->drafter == LLM_DRAFTER_BLOCK) != (a->draft_head != NULL)) {
-        fprintf(stderr, PROG ": --draft-head HEAD goes with --drafter block, and only with it\n");
+    int hybrid = a->drafter == LLM_DRAFTER_HYBRID;
+    if (a->draft_head && a->drafter != LLM_DRAFTER_BLOCK && !hybrid) {
+        fprintf(stderr, PROG ": --draft-head HEAD goes with --drafter block or hybrid\n");
+        return 2;
+    }
+    if (a->drafter == LLM_DRAFTER_BLOCK && !a->draft_head) {
+        fprintf(stderr, PROG ": --drafter block needs --draft-head HEAD\n");
+        return 2;
+    }
+    if (hybrid && (a->draft != NULL) == (a->draft_head != NULL)) {
+        fprintf(stderr, PROG ": --drafter hybrid needs --draft MODEL or --draft-head HEAD, "
+                             "one of them\n");
         return 2;
     }
     if (a->draft_tree > 0 && a->drafter != LLM_DRAFTER_BLOCK) {
         fprintf(stderr, PROG ": --draft-tree N goes with the block drafter (--draft-head HEAD)\n");
         return 2;
     }
-    if (a->drafter >= 0 && a->drafter != LLM_DRAFTER_NGRAM && a->drafter != LLM_DRAFTER_BLOCK &&
-        !a->draft) {
-        fprintf(stderr, PROG ": --drafter %s needs --draft MODEL\n",
-                llm_drafter_kind_name(a->drafter));
+    if (a->drafter == LLM_DRAFTER_MODEL && !a->draft) {
+        fprintf(stderr, PROG ": --drafter model needs --draft MODEL\n");
         return 2;
     }
     return 0;
@@ -472,7 +482,7 @@ static int generate_spec(const args *a, llm_session *s, llm_sampler *smp, const 
     llm_drafter *dr = NULL;
     llm_spec *sd = NULL;
     char err[512];
-    int model = a->drafter == LLM_DRAFTER_MODEL || a->drafter == LLM_DRAFTER_HYBRID;
+    int model = a->draft && (a->drafter == LLM_DRAFTER_MODEL || a->drafter == LLM_DRAFTER_HYBRID);
     int rc = model ? open_draft(a, &so, &dm, &ds) : 0;
     int host = 1;
     if (rc == 0) {

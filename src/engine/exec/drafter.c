@@ -115,11 +115,22 @@ static int read_params(const llm_drafter_params *p, llm_drafter_params *q, char 
     return 0;
 }
 
+/* A hybrid drafts with a block head instead of a model when given one. */
+static int hybrid_head(const llm_drafter_params *p)
+{
+    return p->kind == LLM_DRAFTER_HYBRID && p->head_path;
+}
+
 static int check_params(const llm_drafter_params *p, char *err, size_t errlen)
 {
-    int model = p->kind == LLM_DRAFTER_MODEL || p->kind == LLM_DRAFTER_HYBRID;
-    if (p->kind == LLM_DRAFTER_BLOCK && (!p->head_path || !p->target)) {
-        llm_errf(err, errlen, "drafter: block needs a head file and the target session");
+    int model = p->kind == LLM_DRAFTER_MODEL || (p->kind == LLM_DRAFTER_HYBRID && !p->head_path);
+    if (hybrid_head(p) && p->draft) {
+        llm_errf(err, errlen, "drafter: hybrid takes a draft session or a block head, not both");
+        return LLM_EINVAL;
+    }
+    if ((p->kind == LLM_DRAFTER_BLOCK || hybrid_head(p)) && (!p->head_path || !p->target)) {
+        llm_errf(err, errlen, "drafter: %s needs a head file and the target session",
+                 p->kind == LLM_DRAFTER_BLOCK ? "block" : "hybrid over a block head");
         return LLM_EINVAL;
     }
     if (p->kind < 0 || p->kind >= LLM_DRAFTER_COUNT) {
@@ -222,7 +233,7 @@ int llm_drafter_create(const llm_drafter_params *p, llm_drafter **out, char *err
         return rc;
     if (q.kind != LLM_DRAFTER_MODEL && q.kind != LLM_DRAFTER_HYBRID)
         q.draft = NULL;
-    if (q.kind != LLM_DRAFTER_BLOCK) {
+    if (q.kind != LLM_DRAFTER_BLOCK && !hybrid_head(&q)) {
         q.target = NULL;
         q.head_path = NULL;
     }
@@ -236,7 +247,7 @@ int llm_drafter_create(const llm_drafter_params *p, llm_drafter **out, char *err
     }
     d->p = q;
     d->draft = q.draft;
-    if (q.kind == LLM_DRAFTER_BLOCK) {
+    if (q.kind == LLM_DRAFTER_BLOCK || hybrid_head(&q)) {
         rc = open_block(d, err, errlen);
         if (rc) {
             llm_drafter_free(d);
@@ -357,7 +368,9 @@ void pm__drafter_plan(llm_drafter *d, const pm__draft_round *r, int32_t k, int p
 {
     const llm_drafter_params *p = &d->p;
     memset(plan, 0, sizeof *plan);
-    plan->kind = p->kind == LLM_DRAFTER_HYBRID ? LLM_DRAFTER_MODEL : p->kind;
+    plan->kind = p->kind != LLM_DRAFTER_HYBRID ? p->kind
+                 : d->blk                      ? LLM_DRAFTER_BLOCK
+                                               : LLM_DRAFTER_MODEL;
     plan->n = k;
     if (d->blk && k > pm__block_info(d->blk)->block_size)
         plan->n = pm__block_info(d->blk)->block_size; /* one forward: B rows at most */

@@ -964,7 +964,8 @@ static unsigned drafter_kinds(const llm_drafter *d)
 {
     int kind = llm_drafter_get_kind(d);
     if (kind == LLM_DRAFTER_HYBRID)
-        return 1u << LLM_DRAFTER_MODEL | 1u << LLM_DRAFTER_NGRAM;
+        return 1u << (pm__drafter_target(d) ? LLM_DRAFTER_BLOCK : LLM_DRAFTER_MODEL) |
+               1u << LLM_DRAFTER_NGRAM;
     return 1u << kind;
 }
 
@@ -1043,8 +1044,8 @@ static int generate_loop(gen_run *g, int32_t last)
 {
     llm_spec *sd = g->sd;
     int cost = sd->p.adaptive == LLM_SPEC_ADAPT_COST;
-    /* Only the block head costs while it does not draft (spec_cost.h). */
-    int upkeep = cost && llm_drafter_get_kind(sd->dr) == LLM_DRAFTER_BLOCK;
+    /* Only a block head costs while it does not draft (spec_cost.h). */
+    int upkeep = cost && pm__drafter_target(sd->dr) != NULL;
     while (g->reason < 0) {
         int32_t k = room_for_k(g);
         pm__draft_plan plan = {0, 0, 0, 0};
