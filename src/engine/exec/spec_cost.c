@@ -245,6 +245,7 @@ void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out)
             c->probe_every = PM__COST_PROBE_MIN;
         else if (c->probe_every < PM__COST_PROBE_MAX)
             c->probe_every *= 2;
+        c->probe_full = 0;
     }
     if (out->kind >= 0) {
         c->plain_run = 0;
