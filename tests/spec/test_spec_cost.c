@@ -360,6 +360,22 @@ static int case_catchup(void)
  * probe comes 64 plain choices later, then 128. After that probe the
  * draft got cheap (step 10: k=2 2.5278/190 = 0.013304 pays): the verdict
  * drafts and the interval is back at 32. */
+/* `plain` plain choices, then a probe of 2 model drafts that accepts
+ * `accepted`, then the verdict (plain) leaving probe_every at `every`. */
+static void probe_verdict(pm__cost *c, const pm__cost_query *q, int plain, int32_t accepted,
+                          int32_t every)
+{
+    pm__cost_choice ch;
+    for (int i = 0; i < plain; i++)
+        pm__cost_next(c, q, &ch);
+    pm__cost_next(c, q, &ch);
+    CHECK_INT_EQ(ch.probe, 1);
+    pm__cost_accept(c, LLM_DRAFTER_MODEL, 2, accepted);
+    pm__cost_next(c, q, &ch);
+    CHECK_INT_EQ(ch.kind, -1);
+    CHECK_INT_EQ(c->probe_every, every);
+}
+
 static int case_probe(void)
 {
     pm__cost c;
@@ -428,22 +444,9 @@ static int case_probe(void)
     widths(&c, 35.0, 5);
     pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 0);
     pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 200);
-    for (int i = 1; i < PM__COST_PROBE_MIN; i++)
-        pm__cost_next(&c, &q, &ch);
-    pm__cost_next(&c, &q, &ch);
-    CHECK_INT_EQ(ch.probe, 1);
-    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 2, 2);
-    pm__cost_next(&c, &q, &ch);
-    CHECK_INT_EQ(ch.kind, -1);
-    CHECK_INT_EQ(c.probe_every, PM__COST_PROBE_MIN);
-    for (int i = 2; i < PM__COST_PROBE_MIN; i++)
-        pm__cost_next(&c, &q, &ch);
-    pm__cost_next(&c, &q, &ch);
-    CHECK_INT_EQ(ch.probe, 1);
-    pm__cost_accept(&c, LLM_DRAFTER_MODEL, 2, 1);
-    pm__cost_next(&c, &q, &ch);
-    CHECK_INT_EQ(ch.kind, -1);
-    CHECK_INT_EQ(c.probe_every, 2 * PM__COST_PROBE_MIN);
+    /* The verdict's plain choice is the first of the next run. */
+    probe_verdict(&c, &q, PM__COST_PROBE_MIN - 1, 2, PM__COST_PROBE_MIN);
+    probe_verdict(&c, &q, PM__COST_PROBE_MIN - 2, 1, 2 * PM__COST_PROBE_MIN);
     return pm_check_result();
 }
 

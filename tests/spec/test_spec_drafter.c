@@ -104,6 +104,19 @@ static llm_drafter *make(int kind, llm_session *s)
     return d;
 }
 
+/* A trigram match (>= hybrid_min 3): a hybrid's proposal is the n-gram's,
+ * 8 5 6 7 after 5 6 7 8 5 6 7. */
+static void check_trigram(llm_drafter *hy)
+{
+    static const int32_t rep[] = {5, 6, 7, 8, 5, 6, 7};
+    int32_t out[4], n = 0, kind = -1;
+    CHECK_INT_EQ(llm_drafter_propose(hy, rep, N(rep), 4, out, &n, &kind), 0);
+    CHECK_INT_EQ(kind, LLM_DRAFTER_NGRAM);
+    CHECK_INT_EQ(n, 4);
+    CHECK_INT_EQ(out[0], 8);
+    CHECK_INT_EQ(out[3], 7);
+}
+
 static int case_hybrid(void)
 {
     char tp[512], dp[512];
@@ -113,15 +126,9 @@ static int case_hybrid(void)
     llm_model *m = sc_open(dp);
     llm_session *s1 = sc_session(m, 64, 16, 1), *s2 = sc_session(m, 64, 16, 2);
     llm_drafter *hy = make(LLM_DRAFTER_HYBRID, s1), *mo = make(LLM_DRAFTER_MODEL, s2);
-    /* A trigram match (>= hybrid_min 3): the n-gram proposal. */
-    static const int32_t rep[] = {5, 6, 7, 8, 5, 6, 7};
-    int32_t out[4], n = 0, kind = -1;
-    CHECK_INT_EQ(llm_drafter_propose(hy, rep, N(rep), 4, out, &n, &kind), 0);
-    CHECK_INT_EQ(kind, LLM_DRAFTER_NGRAM);
-    CHECK_INT_EQ(n, 4);
-    CHECK_INT_EQ(out[0], 8);
-    CHECK_INT_EQ(out[3], 7);
+    check_trigram(hy);
     CHECK_INT_EQ((int)llm_session_pos(s1), 0); /* no forward ran */
+    int32_t out[4], n = 0, kind = -1;
     /* Only a bigram recurs: the model drafts, exactly as a model drafter. */
     static const int32_t two[] = {1, 2, 3, 9, 2, 3, 4, 2, 3};
     int32_t want[4], nw = 0, kw = -1;
@@ -169,13 +176,8 @@ static int case_hybrid_head(void)
     char err[256];
     REQUIRE(llm_drafter_create(&dp, &hy, err, sizeof err) == 0);
     CHECK_INT_EQ(llm_drafter_get_kind(hy), LLM_DRAFTER_HYBRID);
-    static const int32_t rep[] = {5, 6, 7, 8, 5, 6, 7};
+    check_trigram(hy);
     int32_t out[4], n = 0, kind = -1;
-    CHECK_INT_EQ(llm_drafter_propose(hy, rep, N(rep), 4, out, &n, &kind), 0);
-    CHECK_INT_EQ(kind, LLM_DRAFTER_NGRAM);
-    CHECK_INT_EQ(n, 4);
-    CHECK_INT_EQ(out[0], 8);
-    CHECK_INT_EQ(out[3], 7);
     static const int32_t two[] = {1, 2, 3, 9, 2, 3, 4, 2, 3};
     CHECK_INT_EQ(llm_drafter_propose(hy, two, N(two), 4, out, &n, &kind), LLM_ESTATE);
     CHECK_INT_EQ(n, 0);
