@@ -271,13 +271,13 @@ void pm__guard_break(pm__guard *g);
  * target's features captured and appended to its context on every plain
  * step too). When the table keeps choosing plain steps where it could
  * draft, PM__RETIRE_PLAIN of them in a row (a probe round restarts the
- * run, so that is after three probes in a row that did not pay: at 32,
- * 64 and 128 plain steps), the drafter is retired: no
+ * run, and probes come every 32 plain steps while they accept all they
+ * draft, so that is after a probe that did not), the drafter is retired: no
  * rounds, no features, until a request starts after PM__RETIRE_TOKENS
  * tokens generated retired (its prefill then rebuilds the head's context
  * from scratch, and the table may try again). A round the table chooses
  * resets the count. Arithmetic only: the generator asks and obeys. */
-#define PM__RETIRE_PLAIN 200
+#define PM__RETIRE_PLAIN 48
 #define PM__RETIRE_TOKENS 2048
 
 typedef struct pm__retire {
