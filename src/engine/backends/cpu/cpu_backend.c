@@ -77,6 +77,7 @@ typedef struct cpu_backend {
     int pool_shared;    /* pool is another backend's (llm_backend_share_threads) */
     llm_kernels k;
     int use_blas;       /* batched products: OpenBLAS (1) or k.gemm_nt (0) */
+    size_t swiglu_grain; /* elements per unit of a parallel SwiGLU (k's cost) */
     int32_t gemm_min_float; /* rows from which F32/F16/BF16 weights use the
                                matrix product */
     int32_t gemm_min_quant; /* the same for Q8_0/Q4_0 */
@@ -418,7 +419,7 @@ static void swiglu_worker(void *ctx, int32_t ith, int32_t nth)
 void llm_cpu_swiglu(llm_backend *be, float *gate, const float *up, size_t len)
 {
     cpu_backend *c = cpu(be);
-    size_t grain = strcmp(c->k.name, "avx512") == 0 ? SWIGLU_GRAIN_VECTOR : SWIGLU_GRAIN_SCALAR;
+    size_t grain = c->swiglu_grain;
     if (len < 2 * grain || c->base.n_threads == 1) {
         c->k.swiglu(gate, up, len);
         return;
@@ -1054,6 +1055,7 @@ int llm_cpu_backend_create_with(int32_t n_threads, int simd, const llm_type_kern
     openblas_set_num_threads(1);
 #endif
     c->use_blas = choose_blas(&c->k);
+    c->swiglu_grain = strcmp(c->k.name, "avx512") == 0 ? SWIGLU_GRAIN_VECTOR : SWIGLU_GRAIN_SCALAR;
     if (c->k.q8_0_panels) {
         c->q8_0_panels = *llm_kernels_find(&c->k, LLM_TYPE_Q8_0);
         c->q8_0_panels.matvec = c->q8_0_panels.batched = c->k.q8_0_panels;
