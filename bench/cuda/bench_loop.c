@@ -5,6 +5,7 @@
  *                   [--reps 2] [--n-prompts 24] [--k 1,2,3,4,6,8]
  *                   [--temp 0.7] [--seed 7] [--ngram-only 0|1]
  *                   [--head H] [--block-only 0|1] [--block-k 4,6,8,12,16]
+ *                   [--hybrid-k 4,8]
  *
  * FILE: held-out prompts, "REF<TAB>TEXT" a line (bench/spec/
  * heldout_prompts.tsv). Every configuration runs its two sides back to
@@ -39,6 +40,13 @@
  *             own graphs: the head's forward, the verify of k + 1 rows
  *             (with the context append and the acceptance) and the plain
  *             step, 100 replays each at position 128.
+ *   loop, drafter "hybrid" (--head H): the plain device loop against
+ *             hybrid rounds (n-gram where a match of 3 exists, else the
+ *             head) at each --hybrid-k (default 4,8), greedy only; the
+ *             row's ngram_rounds is how many of its rounds the n-gram
+ *             lookup proposed.
+ * Every row names the verify's products ("verify": rows, stationary or
+ * auto, tune.rows_stationary as PHASEMARK_CUDA_VERIFY set it).
  * Exit 0, 1 on a failure or a greedy parity break, 2 usage.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -76,6 +84,8 @@ typedef struct bench {
     long block_only;
     int32_t bks[MAX_K];
     int n_bk;
+    int32_t hks[MAX_K]; /* hybrid rows' k */
+    int n_hk;
     llm_model *tm, *dm;
     llm_session *t, *d;
     llm_cuda_loop *loop;
@@ -90,7 +100,7 @@ typedef struct bench {
 /* One configuration's totals over prompts and repetitions. */
 typedef struct side_sum {
     uint64_t plain_ns, spec_ns, plain_tok, spec_tok;
-    uint64_t drafted, accepted, rounds;
+    uint64_t drafted, accepted, rounds, ngram_rounds;
     int parity;
 } side_sum;
 
@@ -113,7 +123,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: " PROG " --target T --draft D --prompts FILE [--tokens N] [--reps N]\n"
                     "       [--n-prompts N] [--k K,K,...] [--temp T] [--seed S] [--ngram-only 0|1]\n"
-                    "       [--head H] [--block-only 0|1] [--block-k K,K,...]\n");
+                    "       [--head H] [--block-only 0|1] [--block-k K,K,...] [--hybrid-k K,K,...]\n");
     return 2;
 }
 
@@ -176,6 +186,9 @@ static int parse_args(bench *b, int argc, char **argv)
                 return -1;
         } else if (strcmp(a, "--block-k") == 0) {
             if (parse_ks(b, v, b->bks, &b->n_bk))
+                return -1;
+        } else if (strcmp(a, "--hybrid-k") == 0) {
+            if (parse_ks(b, v, b->hks, &b->n_hk))
                 return -1;
         } else if (strcmp(a, "--head") == 0) {
             b->head = v;
@@ -288,6 +301,15 @@ static int run_loop(bench *b, llm_sampler *sp, int32_t k, int i, out *o, uint64_
     return rc;
 }
 
+/* The verify's products under the target's tuning. */
+static const char *verify_mode(const bench *b)
+{
+    llm_cuda_tuning t;
+    if (llm_cuda_get_tuning(llm_cuda_backend_context(b->tm->be), &t) != 0)
+        return "unknown";
+    return t.rows_stationary == 0 ? "rows" : t.rows_stationary == 1 ? "stationary" : "auto";
+}
+
 static void emit_row(const bench *b, const char *mode, const char *drafter, int32_t k,
                      double temp, const side_sum *s, const char *parity)
 {
@@ -297,12 +319,13 @@ static void emit_row(const bench *b, const char *mode, const char *drafter, int3
            "\"drafter\": \"%s\", \"k\": %d, \"temperature\": %.2f, \"prompts\": %d, "
            "\"tokens\": %ld, \"reps\": %ld, \"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, "
            "\"speedup\": %.4f, \"acceptance\": %.4f, \"tokens_per_round\": %.3f, "
-           "\"rounds\": %llu, \"parity\": %s}\n",
+           "\"rounds\": %llu, \"ngram_rounds\": %llu, \"verify\": \"%s\", \"parity\": %s}\n",
            b->device, mode, drafter, (int)k, temp, b->n, b->tokens, b->reps, plain, spec,
            plain > 0.0 ? spec / plain : 0.0,
            s->drafted ? (double)s->accepted / (double)s->drafted : 0.0,
            s->rounds ? (double)(s->accepted + s->rounds) / (double)s->rounds : 0.0,
-           (unsigned long long)s->rounds, parity);
+           (unsigned long long)s->rounds, (unsigned long long)s->ngram_rounds, verify_mode(b),
+           parity);
     fflush(stdout);
 }
 
@@ -310,7 +333,7 @@ static void emit_row(const bench *b, const char *mode, const char *drafter, int3
  * over it. */
 static int baseline(bench *b, llm_sampler *sp)
 {
-    side_sum s = {0, 0, 0, 0, 0, 0, 0, 1};
+    side_sum s = {.parity = 1};
     static out o;
     for (long r = 0; r < b->reps; r++)
         for (int i = 0; i < b->n; i++) {
@@ -328,7 +351,7 @@ static int baseline(bench *b, llm_sampler *sp)
 
 static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp, int kind, int dev)
 {
-    side_sum s = {0, 0, 0, 0, 0, 0, 0, 1};
+    side_sum s = {.parity = 1};
     static out plain, spec;
     if (llm_cuda_loop_set_drafter(b->loop, kind, 0, 0) != 0 ||
         llm_cuda_loop_set_ngram_device(b->loop, dev) != 0) {
@@ -351,8 +374,10 @@ static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp, int ki
             s.drafted += s1.drafted - s0.drafted;
             s.accepted += s1.accepted - s0.accepted;
             /* Model rounds launched past a stop are not read: count the
-             * read ones. N-gram rounds are all read. */
-            s.rounds += kind == LLM_DRAFTER_NGRAM && !dev ? s1.rounds - s0.rounds
+             * read ones. Host n-gram and hybrid rounds are all read. */
+            s.ngram_rounds += s1.ngram_rounds - s0.ngram_rounds;
+            s.rounds += (kind == LLM_DRAFTER_NGRAM && !dev) || kind == LLM_DRAFTER_HYBRID
+                            ? s1.rounds - s0.rounds
                         : kind == LLM_DRAFTER_NGRAM ? (s1.committed - s0.committed) -
                                                           (s1.accepted - s0.accepted)
                                                     : (s1.drafted - s0.drafted) / (uint64_t)k;
@@ -378,7 +403,7 @@ static int host_rounds(bench *b, llm_sampler *sp, llm_sampler *sp2, int32_t k, d
         fprintf(stderr, PROG ": %s\n", err);
         return 1;
     }
-    side_sum s = {0, 0, 0, 0, 0, 0, 0, 1};
+    side_sum s = {.parity = 1};
     static out plain, spec;
     llm_generate_params gp = gen_params(b);
     int rc = 0;
@@ -455,6 +480,9 @@ int main(int argc, char **argv)
     static const int32_t bks_default[] = {4, 6, 8, 12, 16};
     memcpy(b.bks, bks_default, sizeof bks_default);
     b.n_bk = 5;
+    static const int32_t hks_default[] = {4, 8};
+    memcpy(b.hks, hks_default, sizeof hks_default);
+    b.n_hk = 2;
     if (parse_args(&b, argc, argv))
         return usage();
     b.tm = open_model(b.target);
@@ -487,6 +515,8 @@ int main(int argc, char **argv)
         rc = loop_rounds(&b, greedy, b.bks[j], 0.0, LLM_DRAFTER_BLOCK, 0);
     if (rc == 0 && b.head)
         rc = block_costs(&b);
+    for (int j = 0; rc == 0 && b.head && j < b.n_hk; j++)
+        rc = loop_rounds(&b, greedy, b.hks[j], 0.0, LLM_DRAFTER_HYBRID, 0);
     for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
         rc = loop_rounds(&b, hot, b.bks[j], b.temp, LLM_DRAFTER_BLOCK, 0);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)

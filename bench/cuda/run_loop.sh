@@ -11,8 +11,9 @@
 # PM_LOOP_TESTS=0 skips the tests, PM_LOOP_CASES names the loop's cases to
 # run (default: all), NGRAM_ONLY=1 benches the baseline and n-gram rows only.
 # Block drafter (issues 16/17): HEAD (default models/phasemark-kjv-block-f16.gguf;
-# HEAD= for none) adds block rows at BLOCK_KS (4,6,8,12,16) and the head's
-# cost row; BLOCK_ONLY=1 runs the baseline, block and model rows only;
+# HEAD= for none) adds block rows at BLOCK_KS (4,6,8,12,16), the head's
+# cost row and hybrid rows (n-gram, else the head) at HYBRID_KS (4,8);
+# BLOCK_ONLY=1 runs the baseline, block, hybrid and model rows only;
 # PM_BLOCK_TESTS=1 runs only the block drafter's tests (cuda.block.*,
 # cuda.loop.ranges_block). The bench's rows go to $OUT/loop.jsonl;
 # VERIFY_MODES (below) compares the verify's products in one call.
@@ -72,7 +73,7 @@ fi
 head=${HEAD-models/phasemark-kjv-block-f16.gguf}
 block_args=()
 [ -n "$head" ] && block_args=(--head "$head" --block-k "${BLOCK_KS:-4,6,8,12,16}"
-  --block-only "${BLOCK_ONLY:-0}")
+  --hybrid-k "${HYBRID_KS:-4,8}" --block-only "${BLOCK_ONLY:-0}")
 run_bench() { # jsonl log
   local start rc
   start=$(date +%s)
@@ -86,14 +87,14 @@ run_bench() { # jsonl log
 }
 # VERIFY_MODES="stationary rows" benches each verify product in turn, in
 # this one call (PHASEMARK_CUDA_VERIFY=<mode>: stationary the weight-
-# stationary products, rows the per-row grid); every row
-# of loop.<mode>.jsonl then starts with "verify": "<mode>".
+# stationary products, rows the per-row grid, auto stationary from 7 rows
+# up, the default); every row of loop.<mode>.jsonl names its "verify".
 if [ -n "${VERIFY_MODES:-}" ]; then
   for mode in $VERIFY_MODES; do
     export PHASEMARK_CUDA_VERIFY=$mode
     echo "verify products: $mode"
     run_bench "$out/loop.$mode.raw" "$out/bench.$mode.log"
-    sed "s/^{/{\"verify\": \"$mode\", /" "$out/loop.$mode.raw" > "$out/loop.$mode.jsonl"
+    cp "$out/loop.$mode.raw" "$out/loop.$mode.jsonl"
   done
   unset PHASEMARK_CUDA_VERIFY
 else

@@ -411,13 +411,15 @@ typedef struct llm_device_loop_params {
     uint16_t version;  /* LLM_DEVICE_LOOP_PARAMS_VERSION */
     uint16_t size;     /* sizeof(llm_device_loop_params) */
     int32_t drafter;   /* -1: plain decoding; LLM_DRAFTER_MODEL (the draft
-                          session), LLM_DRAFTER_NGRAM (no draft) or
-                          LLM_DRAFTER_BLOCK (head_path, no draft) */
+                          session), LLM_DRAFTER_NGRAM (no draft),
+                          LLM_DRAFTER_BLOCK (head_path, no draft) or
+                          LLM_DRAFTER_HYBRID (n-gram, else the head at
+                          head_path; greedy only) */
     int32_t k;         /* tokens drafted per round (ignored when plain) */
     int32_t ngram_min, ngram_max; /* n-gram bounds; <= 0: 2 and 4 */
     int32_t adaptive;  /* LLM_SPEC_ADAPT_*; the loop drafts a fixed k, so
                           anything but OFF (with a drafter) is refused */
-    const char *head_path; /* LLM_DRAFTER_BLOCK: the head's GGUF file, which
+    const char *head_path; /* LLM_DRAFTER_BLOCK, _HYBRID: the head's GGUF file, which
                               the loop loads onto the target's device (a
                               head the device kernels cannot run: EUNSUP) */
 } llm_device_loop_params;

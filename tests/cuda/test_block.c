@@ -20,6 +20,10 @@
  *   target's law: over 1200 seeds the histograms of the second and third
  *   tokens agree with llm_generate's host draws (two-sample chi-square);
  *   the same seed repeats a run.
+ * loop_hybrid: hybrid rounds (n-gram, else the head) at k = 4 and 8 give
+ *   llm_generate's greedy ids (24 prompts x 64 tokens), and in a context
+ *   of 40 positions stop where it stops; the rounds' counts add up per
+ *   drafter; sampling is refused.
  * refusals: the block drafter without a head, a head file that is not
  *   there, and k over the head's block size each give one clear line.
  */
@@ -424,6 +428,116 @@ static void loop_kjv(void)
     env_close(&e);
 }
 
+/* ---- hybrid rounds --------------------------------------------------------- */
+
+/* Hybrid rounds at k on the first `prompts` prompts, max_tokens each:
+ * llm_generate's ids, stop reason and position on e->ref (the same
+ * context as e->t); the round counts add up. Returns the prompts that
+ * differ. */
+static int hybrid_match(bench_env *e, int32_t k, int prompts, int32_t max_tokens)
+{
+    llm_generate_params gp = gen_params(max_tokens);
+    int differ = 0;
+    for (int i = 0; i < prompts; i++) {
+        int32_t toks[128];
+        size_t n = tokenize(e->tm, i, toks);
+        run_out ref;
+        memset(&ref, 0, sizeof ref);
+        llm_session_reset(e->ref);
+        int rr = -1, rl = -1;
+        REQUIRE(llm_generate(e->ref, e->sp, toks, n, &gp, collect, &ref, NULL, &rr) == 0);
+        llm_cuda_loop_stats s0, s1;
+        llm_cuda_loop_get_stats(e->loop, &s0);
+        run_out got;
+        memset(&got, 0, sizeof got);
+        size_t emitted = 0;
+        int rc = llm_cuda_loop_generate(e->loop, e->sp, k, toks, n, &gp, collect, &got, &emitted,
+                                        &rl);
+        if (rc)
+            fprintf(stderr, "hybrid k=%d: %s\n", (int)k, llm_cuda_loop_error(e->loop));
+        REQUIRE(rc == 0);
+        llm_cuda_loop_get_stats(e->loop, &s1);
+        CHECK_U64_EQ(emitted, got.n);
+        CHECK_INT_EQ(rl, rr);
+        CHECK_INT_EQ(llm_session_pos(e->t), llm_session_pos(e->ref));
+        uint64_t rounds = s1.rounds - s0.rounds, ng = s1.ngram_rounds - s0.ngram_rounds;
+        CHECK(ng <= rounds);
+        CHECK_U64_EQ(s1.committed - s0.committed, s1.accepted - s0.accepted + rounds);
+        /* the head's rounds draft k each; the n-gram's 1..k */
+        uint64_t head_drafted = (s1.drafted - s0.drafted) - (s1.ngram_drafted - s0.ngram_drafted);
+        CHECK_U64_EQ(head_drafted, (rounds - ng) * (uint64_t)k);
+        CHECK(s1.ngram_drafted - s0.ngram_drafted >= ng);
+        CHECK(s1.ngram_drafted - s0.ngram_drafted <= ng * (uint64_t)k);
+        CHECK(s1.ngram_accepted - s0.ngram_accepted <= s1.accepted - s0.accepted);
+        if (got.n != ref.n || memcmp(got.toks, ref.toks, ref.n * sizeof *ref.toks) != 0) {
+            fprintf(stderr, "hybrid prompt %d k=%d: ids differ from llm_generate\n", i, (int)k);
+            differ++;
+        }
+    }
+    return differ;
+}
+
+/* loop_hybrid: hybrid rounds (n-gram where a match of 3 exists, else the
+ * shipped head) at k = 4 and 8 give llm_generate's greedy ids on 24
+ * prompts x 64 tokens, both drafters taking rounds; the graphs are the
+ * head's at k and the block verify of every width up to k + 1; in a
+ * context of 40 positions the generation stops where llm_generate's does
+ * (the last rounds without room for k + 1 rows are plain steps or short
+ * n-gram rounds). Sampling is refused with one line. */
+static void loop_hybrid(void)
+{
+    char hp[1024];
+    repo_path(HEAD, hp, sizeof hp);
+    bench_env e;
+    env_open(&e, hp);
+    REQUIRE(llm_cuda_loop_set_drafter(e.loop, LLM_DRAFTER_HYBRID, 0, 0) == 0);
+    CHECK_INT_EQ(hybrid_match(&e, 4, N_PROMPTS, N_TOK), 0);
+    llm_cuda_loop_stats st;
+    llm_cuda_loop_get_stats(e.loop, &st);
+    CHECK_U64_EQ(st.captures, 1 + 5); /* head at 4, verify of 1..5 rows */
+    CHECK_INT_EQ(hybrid_match(&e, 8, N_PROMPTS, N_TOK), 0);
+    llm_cuda_loop_get_stats(e.loop, &st);
+    CHECK_U64_EQ(st.captures, 6 + 1 + 4); /* head at 8, verify of 6..9 rows */
+    CHECK(st.ngram_rounds > 0);
+    CHECK(st.rounds > st.ngram_rounds);
+    printf("hybrid loop: %d prompts x %d tokens at k = 4, 8 == llm_generate (%llu rounds, "
+           "%llu n-gram; acceptance %.3f, n-gram %.3f; %.2f tokens a round; %llu plain steps)\n",
+           N_PROMPTS, N_TOK, (unsigned long long)st.rounds, (unsigned long long)st.ngram_rounds,
+           (double)st.accepted / (double)(st.drafted ? st.drafted : 1),
+           (double)st.ngram_accepted / (double)(st.ngram_drafted ? st.ngram_drafted : 1),
+           (double)st.committed / (double)(st.rounds ? st.rounds : 1),
+           (unsigned long long)st.plain_steps);
+    llm_sampler_params sp = LLM_SAMPLER_PARAMS_INIT;
+    sp.temperature = 0.7f;
+    llm_sampler *hot = NULL;
+    REQUIRE(llm_sampler_create(&sp, e.tm->hp.n_vocab, &hot) == 0);
+    int32_t toks[128];
+    size_t n = tokenize(e.tm, 0, toks);
+    llm_generate_params gp = gen_params(8);
+    CHECK_INT_EQ(llm_cuda_loop_generate(e.loop, hot, 4, toks, n, &gp, NULL, NULL, NULL, NULL),
+                 LLM_EUNSUP);
+    CHECK_STR_EQ(llm_cuda_loop_error(e.loop), "device loop: hybrid rounds are greedy only");
+    llm_sampler_free(hot);
+    env_close(&e);
+
+    /* A context of 40: prompts of 6-12 tokens run into it. */
+    memset(&e, 0, sizeof e);
+    e.tm = open_target();
+    e.t = synth_session(e.tm, 40, 32, 1);
+    e.ref = synth_session(e.tm, 40, 32, 3);
+    REQUIRE(llm_sampler_create(NULL, e.tm->hp.n_vocab, &e.sp) == 0);
+    char err[256];
+    REQUIRE(llm_cuda_loop_create(e.t, NULL, &e.loop, err, sizeof err) == 0);
+    REQUIRE(llm_cuda_loop_set_block(e.loop, hp) == 0);
+    REQUIRE(llm_cuda_loop_set_drafter(e.loop, LLM_DRAFTER_HYBRID, 0, 0) == 0);
+    CHECK_INT_EQ(hybrid_match(&e, 8, 8, MAX_TOK), 0);
+    llm_cuda_loop_get_stats(e.loop, &st);
+    CHECK(st.plain_steps > 0);
+    printf("hybrid loop, 40 positions: 8 prompts to the context's end == llm_generate "
+           "(%llu plain steps)\n", (unsigned long long)st.plain_steps);
+    env_close(&e);
+}
+
 /* ---- sampling ------------------------------------------------------------- */
 
 #define LAW_RUNS 1200
@@ -519,6 +633,12 @@ static void refusals(void)
     CHECK_INT_EQ(llm_cuda_loop_set_drafter(e.loop, LLM_DRAFTER_BLOCK, 0, 0), LLM_EINVAL);
     CHECK_STR_EQ(llm_cuda_loop_error(e.loop),
                  "device loop: the block drafter needs a head (llm_cuda_loop_set_block)");
+    CHECK_INT_EQ(llm_cuda_loop_set_drafter(e.loop, LLM_DRAFTER_HYBRID, 0, 0), LLM_EINVAL);
+    CHECK_STR_EQ(llm_cuda_loop_error(e.loop),
+                 "device loop: the hybrid drafter needs a head (llm_cuda_loop_set_block)");
+    CHECK_INT_EQ(llm_cuda_loop_set_drafter(e.loop, LLM_DRAFTER_CUSTOM, 0, 0), LLM_EINVAL);
+    CHECK_STR_EQ(llm_cuda_loop_error(e.loop),
+                 "device loop: drafter 4 is not model, ngram, block or hybrid");
     CHECK(llm_cuda_loop_set_block(e.loop, "/nonexistent/head.gguf") != 0);
     CHECK(strncmp(llm_cuda_loop_error(e.loop), "device loop: block head: ", 25) == 0);
     char rp[1024];
@@ -548,6 +668,7 @@ static const ct_case cases[] = {
     {"head_parity", head_parity},
     {"loop_kjv", loop_kjv},
     {"sampled_law", sampled_law},
+    {"loop_hybrid", loop_hybrid},
     {"refusals", refusals},
 };
 

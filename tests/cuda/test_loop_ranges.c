@@ -21,6 +21,11 @@
  *   ranges_block (its own case) k = 4 with the shipped block head: per
  *           launched round pm.spec_decode, the drafter=block leaf, one
  *           verify leaf of 5 tokens.
+ *   ranges_hybrid (its own case) k = 4, hybrid over the shipped head: the
+ *           n-gram rule replayed over the reference ids picks each round's
+ *           drafter (a match of 3: ngram rounds of the proposal's length,
+ *           else block rounds of 4); a block round's commit is the ids
+ *           that arrived with it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -320,6 +325,132 @@ static void ranges_block(void)
     llm_model_free(tm);
 }
 
-static const ct_case cases[] = {{"ranges", ranges}, {"ranges_block", ranges_block}};
+/* Ids with the number of ranges pushed when each arrived: a round's ids
+ * are emitted after its ranges and before the next round's, so ids that
+ * share a count are one round's commit. */
+typedef struct burst_ids {
+    int32_t v[64];
+    int pushed[64];
+    size_t n;
+} burst_ids;
+
+static int collect_burst(void *user, int32_t tok)
+{
+    burst_ids *o = user;
+    REQUIRE(o->n < 64);
+    o->pushed[o->n] = pm_roctx.n_push;
+    o->v[o->n++] = tok;
+    return 0;
+}
+
+/* Hybrid rounds (shipped head, k = 4): the prefill's two ranges, then per
+ * round, replayed over the reference ids, the n-gram lookup (bounds 2..4,
+ * at most k ids, none past max_tokens): a match of 3 or more is an n-gram
+ * round of the proposal's length (its leaf drafter=ngram, the verify of
+ * j + 1 tokens) that commits the proposals equal to the reference's
+ * continuation and one more; a shorter match a block round of k (leaf
+ * drafter=block, verify of 5 tokens), whose commit is the ids that
+ * arrived with it (1..5); one token left without a match, a plain step. */
+static void ranges_hybrid(void)
+{
+#ifdef PHASEMARK_DISABLED
+    fprintf(stderr, "skipped: markers are compiled out\n");
+    exit(77);
+#endif
+    if (setenv("PHASEMARK", "roctx", 1) != 0)
+        exit(1);
+    ct_require_device();
+    char hp[1024];
+    const char *dir = getenv("PHASEMARK_REPO_MODELS");
+    snprintf(hp, sizeof hp, "%s/phasemark-kjv-block-f16.gguf", dir && *dir ? dir : PM_REPO_MODELS);
+    if (access(hp, R_OK) != 0) {
+        fprintf(stderr, "skipped: %s not present\n", hp);
+        exit(77);
+    }
+    llm_model *tm = open_on_cuda("phasemark-kjv-target-q8_0.gguf");
+    llm_session *t = synth_session(tm, 256, 32, REQ), *ref_s = synth_session(tm, 256, 32, REQ);
+    llm_sampler *sp = NULL;
+    REQUIRE(llm_sampler_create(NULL, tm->hp.n_vocab, &sp) == 0);
+    llm_cuda_loop *l = NULL;
+    char err[256];
+    REQUIRE(llm_cuda_loop_create(t, NULL, &l, err, sizeof err) == 0);
+    REQUIRE(llm_cuda_loop_set_block(l, hp) == 0);
+    REQUIRE(llm_cuda_loop_set_drafter(l, LLM_DRAFTER_HYBRID, 2, 4) == 0);
+    /* Two prompts: one whose continuation repeats itself (n-gram rounds)
+     * and one that mostly does not (block rounds). */
+    const char *texts[] = {"And God said, Let there be light",
+                           "And it came to pass, when the king heard"};
+    int ngram_rounds = 0, block_rounds = 0;
+    for (int p = 0; p < 2; p++) {
+        int32_t prompt[64];
+        size_t n = 0;
+        REQUIRE(llm_model_tokenize(tm, texts[p], strlen(texts[p]), 1, prompt, 64, &n) == 0);
+        llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+        gp.max_tokens = MAX_TOKENS;
+        gp.stop_at_eos = 0;
+        ids ref = {{0}, 0};
+        REQUIRE(llm_generate(ref_s, sp, prompt, n, &gp, collect, &ref, NULL, NULL) == 0);
+        REQUIRE(ref.n == MAX_TOKENS);
+        static burst_ids got;
+        memset(&got, 0, sizeof got);
+        pm_roctx_log_clear();
+        REQUIRE(llm_cuda_loop_generate(l, sp, 4, prompt, n, &gp, collect_burst, &got, NULL,
+                                       NULL) == 0);
+        CHECK_U64_EQ(got.n, MAX_TOKENS);
+        CHECK_INT_EQ(memcmp(got.v, ref.v, sizeof ref.v), 0);
+        static want w;
+        w.n = 0;
+        put_prefill(&w, (int)n);
+        int32_t hist[128];
+        memcpy(hist, prompt, n * sizeof *prompt);
+        hist[n] = ref.v[0];
+        size_t n_hist = n + 1, emitted = 1;
+        uint32_t pos = (uint32_t)n;
+        while (emitted < MAX_TOKENS) {
+            int32_t cut = 4, left = MAX_TOKENS - (int32_t)emitted;
+            if (left - 1 < cut)
+                cut = left - 1;
+            size_t start = 0;
+            int32_t j = 0;
+            if (cut <= 0 || pm__ngram_lookup(hist, n_hist, 2, 4, cut, &start, &j) < 3)
+                j = 0;
+            size_t take = 0;
+            if (j > 0) {
+                int32_t a = 0;
+                while (a < j && hist[start + (size_t)a] == ref.v[emitted + (size_t)a])
+                    a++;
+                put_round(&w, j, "ngram");
+                take = (size_t)a + 1;
+                ngram_rounds++;
+            } else if (left > 1) {
+                put_round(&w, 4, "block");
+                while (emitted + take < got.n && got.pushed[emitted + take] == got.pushed[emitted])
+                    take++;
+                CHECK(take >= 1 && take <= 5);
+                block_rounds++;
+            } else {
+                put_decode(&w, pos);
+                take = 1;
+            }
+            for (size_t i = 0; i < take && emitted < MAX_TOKENS; i++) {
+                hist[n_hist++] = ref.v[emitted++];
+                pos++;
+            }
+        }
+        check_sequence(&w, texts[p]);
+    }
+    CHECK(ngram_rounds > 0);
+    CHECK(block_rounds > 0);
+    printf("hybrid ranges: %d n-gram rounds, %d block rounds as replayed\n", ngram_rounds,
+           block_rounds);
+    llm_cuda_loop_free(l);
+    llm_sampler_free(sp);
+    llm_session_free(t);
+    llm_session_free(ref_s);
+    llm_model_free(tm);
+}
+
+static const ct_case cases[] = {
+    {"ranges", ranges}, {"ranges_block", ranges_block}, {"ranges_hybrid", ranges_hybrid}};
 
 CT_MAIN(cases)

@@ -160,9 +160,9 @@ static void seam_kernel_switches(void)
     CHECK_INT_EQ(t.mv_prefetch, 0);
     CHECK_INT_EQ(t.wide_cache, 1);
     CHECK_INT_EQ(t.kq_grouped, 1);
-    CHECK_INT_EQ(t.rows_stationary, 0);
-    const char *verify[][2] = {{"rows", "0"}, {"stationary", "1"}, {"", "0"}};
-    for (int i = 0; i < 3; i++) {
+    CHECK_INT_EQ(t.rows_stationary, 2);
+    const char *verify[][2] = {{"rows", "0"}, {"stationary", "1"}, {"", "2"}, {"auto", "2"}};
+    for (int i = 0; i < 4; i++) {
         REQUIRE(setenv("PHASEMARK_CUDA_VERIFY", verify[i][0], 1) == 0);
         tuning_with(NULL, NULL, &t);
         CHECK_INT_EQ(t.rows_stationary, verify[i][1][0] - '0');
@@ -226,9 +226,19 @@ static void seam_kernel_switches(void)
     t.mv_blocks = 5;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.mv_blocks = 1;
-    t.rows_stationary = 2;
+    t.rows_stationary = 3;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
-    t.rows_stationary = 0;
+    /* which verify widths go weight-stationary, per setting: the default
+     * from 7 rows (a k = 6 round) up */
+    const int widths[] = {1, 2, 5, 6, 7, 9, 17};
+    const char *expect[] = {"0000000", "0111111", "0000111"};
+    for (int mode = 0; mode <= 2; mode++) {
+        t.rows_stationary = mode;
+        REQUIRE(llm_cuda_set_tuning(cu, &t) == 0);
+        for (int i = 0; i < 7; i++)
+            CHECK_INT_EQ(llm_cuda_verify_stationary(cu, widths[i]), expect[mode][i] - '0');
+    }
+    t.rows_stationary = 2;
     t.f16_direct = 2;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.f16_direct = 0;

@@ -37,7 +37,7 @@ struct llm_device_loop {
 #if LLM_HAVE_CUDA
     llm_cuda_loop *loop; /* owned */
 #endif
-    int32_t drafter;     /* LLM_DRAFTER_MODEL, _NGRAM, _BLOCK, or -1: plain */
+    int32_t drafter;     /* LLM_DRAFTER_MODEL, _NGRAM, _BLOCK, _HYBRID, or -1: plain */
     int32_t k;           /* 0: plain */
     int32_t n_vocab;     /* the target's */
     char err[256];
@@ -66,10 +66,16 @@ static int check_params(const llm_device_loop_params *p, const llm_session *draf
         return LLM_EINVAL;
     }
     if (p->drafter != -1 && p->drafter != LLM_DRAFTER_MODEL && p->drafter != LLM_DRAFTER_NGRAM &&
-        p->drafter != LLM_DRAFTER_BLOCK) {
+        p->drafter != LLM_DRAFTER_BLOCK && p->drafter != LLM_DRAFTER_HYBRID) {
         llm_errf(err, errlen,
-                 "device loop: the %s drafter has no device loop (model, ngram or block)",
+                 "device loop: the %s drafter has no device loop (model, ngram, block or hybrid)",
                  llm_drafter_kind_name(p->drafter));
+        return LLM_EUNSUP;
+    }
+    /* The device's hybrid rounds pair the n-gram lookup with a head; the
+     * hybrid over a draft model runs on the host. */
+    if (p->drafter == LLM_DRAFTER_HYBRID && !p->head_path) {
+        llm_errf(err, errlen, "device loop: the hybrid drafter runs there over a head file only");
         return LLM_EUNSUP;
     }
     if (p->drafter != -1 && p->adaptive != LLM_SPEC_ADAPT_OFF) {
@@ -116,8 +122,8 @@ static int check_sessions(llm_session *target, llm_session *draft, const llm_dev
                  (unsigned)llm_session_n_batch(target), (int)k + 1);
         return LLM_EUNSUP;
     }
-    /* Host n-gram rounds capture every verify width up to k + 1. */
-    int32_t lo = p->drafter == LLM_DRAFTER_NGRAM ? 1 : k + 1;
+    /* Host n-gram and hybrid rounds capture every verify width up to k + 1. */
+    int32_t lo = p->drafter == LLM_DRAFTER_NGRAM || p->drafter == LLM_DRAFTER_HYBRID ? 1 : k + 1;
     for (int32_t n = lo; n <= k + 1; n++)
         if (!takes_rows(target, n)) {
             llm_errf(err, errlen,
@@ -183,10 +189,15 @@ int llm_device_loop_create(llm_session *target, llm_session *draft,
     }
     /* A head the device kernels cannot run is a reason to fall back: the
      * host's drafter reads any valid head and names a bad file itself. */
-    if (rc == 0 && p->drafter == LLM_DRAFTER_BLOCK &&
+    if (rc == 0 && (p->drafter == LLM_DRAFTER_BLOCK || p->drafter == LLM_DRAFTER_HYBRID) &&
         llm_cuda_loop_set_block(l->loop, p->head_path) != 0) {
         llm_errf(err, errlen, "%s", llm_cuda_loop_error(l->loop));
         rc = LLM_EUNSUP;
+    }
+    if (rc == 0 && p->drafter == LLM_DRAFTER_HYBRID &&
+        llm_cuda_loop_set_drafter(l->loop, LLM_DRAFTER_HYBRID, p->ngram_min, p->ngram_max) != 0) {
+        llm_errf(err, errlen, "%s", llm_cuda_loop_error(l->loop));
+        rc = LLM_EINVAL;
     }
     if (rc) {
         llm_device_loop_free(l);
@@ -229,8 +240,9 @@ int llm_device_loop_takes(const llm_device_loop *l, const llm_sampler *sp, char 
         llm_errf(why, whylen, "device loop: it samples at a temperature only (no top-k or top-p cut)");
         return 0;
     }
-    if (l->drafter == LLM_DRAFTER_NGRAM) {
-        llm_errf(why, whylen, "device loop: n-gram rounds are greedy only (temperature 0)");
+    if (l->drafter == LLM_DRAFTER_NGRAM || l->drafter == LLM_DRAFTER_HYBRID) {
+        llm_errf(why, whylen, "device loop: %s rounds are greedy only (temperature 0)",
+                 l->drafter == LLM_DRAFTER_NGRAM ? "n-gram" : "hybrid");
         return 0;
     }
     return 1;

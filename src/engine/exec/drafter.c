@@ -46,7 +46,6 @@
 #define DRAFTER_ERR_MAX 256
 #define NGRAM_MAX_DEFAULT 4
 #define NGRAM_MIN_DEFAULT 2
-#define HYBRID_MIN_DEFAULT 3
 #define HIST_MAX_DEFAULT 4096
 /* Committed positions the block drafter holds back for one batched append
  * to the head's context: a plain stretch's rows, one a step, cost a
@@ -156,7 +155,7 @@ static int resolve(llm_drafter_params *p, char *err, size_t errlen)
     if (p->ngram_min <= 0)
         p->ngram_min = p->ngram_max < NGRAM_MIN_DEFAULT ? p->ngram_max : NGRAM_MIN_DEFAULT;
     if (p->hybrid_min <= 0)
-        p->hybrid_min = HYBRID_MIN_DEFAULT;
+        p->hybrid_min = PM__HYBRID_MIN_DEFAULT;
     if (p->hybrid_min > p->ngram_max)
         p->hybrid_min = p->ngram_max;
     if (p->ngram_min > p->ngram_max || p->hybrid_min < p->ngram_min) {

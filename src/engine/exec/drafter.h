@@ -113,6 +113,10 @@ void pm__drafter_feat_keep(llm_drafter *d, const int32_t *rows, int32_t count,
  * negative with the detail in llm_drafter_error. */
 int pm__drafter_block_sync(llm_drafter *d);
 
+/* The hybrid's shortest match taken over the other drafter, when the
+ * params leave it 0 (the device loop's hybrid rounds use it too). */
+#define PM__HYBRID_MIN_DEFAULT 3
+
 /* The longest-suffix n-gram lookup on its own (the ngram drafter's rule):
  * the match length (0: none) and the continuation's start in hist, at most
  * k tokens of which (*n) are proposed. Pure; for tests. */

@@ -742,7 +742,7 @@ int llm_cuda_attention_rows(llm_cuda *c, const llm_cuda_attn *a)
 {
     LLM_CU_ENTER(c);
     LLM_CU_ARG(c, a && a->n > 0 && a->n <= LLM_CUDA_ATTN_ROWS_MAX);
-    int32_t step = c->tune.rows_stationary ? a->n : LLM_CUDA_ATTN_SPLITK_MAX_N;
+    int32_t step = llm__rows_stationary(c, a->n) ? a->n : LLM_CUDA_ATTN_SPLITK_MAX_N;
     int32_t qs = a->q_stride ? a->q_stride : a->n_heads * a->head_dim;
     for (int32_t r0 = 0; r0 < a->n; r0 += step) {
         llm_cuda_attn p = *a;

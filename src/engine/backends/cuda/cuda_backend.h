@@ -204,10 +204,11 @@ int llm_cuda_bind(llm_cuda *c);
  *     kernel's order, so the rows keep their bits, and
  *     llm_cuda_attention_rows takes all rows in one launch; 0 every row
  *     re-runs the one-row grid (a grid row per activation row) and the
- *     attention runs 8 rows a call (default, the same bits; the first
- *     stationary kernels measured slower on the H200 below 9 rows, see
- *     bench/results/cuda_verify.md). PHASEMARK_CUDA_VERIFY=stationary at
- *     creation sets 1, =rows 0.
+ *     attention runs 8 rows a call (the same bits); 2 (default)
+ *     stationary from LLM_CUDA_STATIONARY_ROWS (7) rows up, the grid
+ *     below, where a group's 8 slots of work cost more than the rows'
+ *     grids (bench/results/cuda_verify.md). PHASEMARK_CUDA_VERIFY=
+ *     stationary at creation sets 1, =rows 0, anything else 2.
  *   mv_async: 0 (default) one-row products over Q8 layout weights run
  *     matvec_q8i_kernel (registers hold the bytes in flight); 2, 3, 4, 6
  *     or 8 a kernel that streams the weights into shared memory by async
@@ -256,6 +257,9 @@ typedef struct llm_cuda_tuning {
 
 int llm_cuda_get_tuning(const llm_cuda *c, llm_cuda_tuning *t);
 int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t);
+/* 1 when a verify of n rows runs the weight-stationary products under
+ * c's tuning (rows_stationary, above), 0 when each row re-runs the grid. */
+int llm_cuda_verify_stationary(const llm_cuda *c, int32_t n);
 
 /* ---- memory ------------------------------------------------------------ */
 

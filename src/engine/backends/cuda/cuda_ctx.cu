@@ -178,8 +178,10 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     const char *as = getenv("PHASEMARK_CUDA_MV_ASYNC");
     c->tune.mv_async = as && as[0] >= '2' && as[0] <= '8' && !as[1] ? as[0] - '0' : 0;
     const char *verify = getenv("PHASEMARK_CUDA_VERIFY");
-    /* Off until the fixed kernels are measured (bench/results/cuda_verify.md). */
-    c->tune.rows_stationary = verify && strcmp(verify, "stationary") == 0;
+    c->tune.rows_stationary = !verify                           ? 2
+                              : strcmp(verify, "stationary") == 0 ? 1
+                              : strcmp(verify, "rows") == 0       ? 0
+                                                                  : 2;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
@@ -281,6 +283,11 @@ int llm_cuda_get_tuning(const llm_cuda *c, llm_cuda_tuning *t)
     return 0;
 }
 
+int llm_cuda_verify_stationary(const llm_cuda *c, int32_t n)
+{
+    return c && n >= 2 && llm__rows_stationary(c, n);
+}
+
 int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
 {
     LLM_CU_ENTER(c);
@@ -297,7 +304,7 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->kq_grouped >= 0 && t->kq_grouped <= 2);
     LLM_CU_ARG(c, t->mv_l2 >= 0 && t->mv_l2 <= 3);
     LLM_CU_ARG(c, t->mv_blocks >= 0 && t->mv_blocks <= 4);
-    LLM_CU_ARG(c, t->rows_stationary == 0 || t->rows_stationary == 1);
+    LLM_CU_ARG(c, t->rows_stationary >= 0 && t->rows_stationary <= 2);
     LLM_CU_ARG(c, t->mv_async == 0 || (t->mv_async >= 2 && t->mv_async <= LLM_CUDA_MV_ASYNC_MAX));
     c->tune = *t;
     return 0;

@@ -90,6 +90,20 @@ static inline unsigned llm__mv_rows(const llm_cuda *c)
     return c->mv_rows > 1 ? (unsigned)c->mv_rows : 1u;
 }
 
+/* Whether a verify of n activation rows runs the weight-stationary
+ * products and one attention launch (tune.rows_stationary): always (1),
+ * never (0), or from LLM_CUDA_STATIONARY_ROWS rows up (2, the default).
+ * Either way each row has the one-row launch's bits, so the choice only
+ * moves time: on the H200 the stationary kernels cost what the per-row
+ * grid does at 7 rows and win from 9 (bench/results/cuda_verify.md), but
+ * a group of 8 slots runs all 8 slots' work, so 3 or 5 rows lose. */
+#define LLM_CUDA_STATIONARY_ROWS 7
+static inline int llm__rows_stationary(const llm_cuda *c, int32_t n)
+{
+    return c->tune.rows_stationary == 1 ||
+           (c->tune.rows_stationary == 2 && n >= LLM_CUDA_STATIONARY_ROWS);
+}
+
 /* Elements of the dequantization chunk for wide products over non-bf16
  * weights: rows are converted this many at a time, so the chunk stays
  * bounded (32 MiB) whatever the matrix. */

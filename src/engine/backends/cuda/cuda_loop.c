@@ -93,8 +93,9 @@ struct llm_cuda_loop {
     /* N-gram rounds: verify graphs by width - 1 (0: a plain step), owned,
      * the bounds, and the host's copy of the history [n_ctx + 1]. */
     llm_cuda_graph *verify_ng[LLM_CUDA_LOOP_K_MAX + 1];
-    int drafter;            /* LLM_DRAFTER_MODEL or _NGRAM */
+    int drafter;            /* LLM_DRAFTER_MODEL, _NGRAM, _BLOCK or _HYBRID */
     int32_t ngram_min, ngram_max;
+    int32_t hybrid_min;     /* hybrid: the shortest match verified as such */
     int32_t *hist;          /* owned */
     int ngram_dev;          /* 1: n-gram rounds on the device */
     int32_t *dhist;         /* [n_ctx + K_MAX + 2] the device history, owned */
@@ -217,6 +218,7 @@ int llm_cuda_loop_create(llm_session *target, llm_session *draft, llm_cuda_loop 
     l->drafter = LLM_DRAFTER_MODEL;
     l->ngram_min = 2;
     l->ngram_max = 4;
+    l->hybrid_min = PM__HYBRID_MIN_DEFAULT;
     if (rc == 0 && !(l->hist = malloc(((size_t)llm_session_n_ctx(target) + 1) * sizeof *l->hist)))
         rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the history");
     void *dh = NULL;
@@ -249,18 +251,21 @@ int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
     if (!l)
         return LLM_EINVAL;
     int32_t hi = ngram_max > 0 ? ngram_max : 4, lo = ngram_min > 0 ? ngram_min : 2;
-    if (kind == LLM_DRAFTER_BLOCK && !l->blk)
-        return loop_fail(l, LLM_EINVAL, "device loop: the block drafter needs a head "
-                                        "(llm_cuda_loop_set_block)");
-    if (kind != LLM_DRAFTER_MODEL && kind != LLM_DRAFTER_NGRAM && kind != LLM_DRAFTER_BLOCK)
-        return loop_fail(l, LLM_EINVAL, "device loop: drafter %d is not model, ngram or block",
-                         kind);
+    if ((kind == LLM_DRAFTER_BLOCK || kind == LLM_DRAFTER_HYBRID) && !l->blk)
+        return loop_fail(l, LLM_EINVAL, "device loop: the %s drafter needs a head "
+                                        "(llm_cuda_loop_set_block)",
+                         kind == LLM_DRAFTER_BLOCK ? "block" : "hybrid");
+    if (kind != LLM_DRAFTER_MODEL && kind != LLM_DRAFTER_NGRAM && kind != LLM_DRAFTER_BLOCK &&
+        kind != LLM_DRAFTER_HYBRID)
+        return loop_fail(l, LLM_EINVAL,
+                         "device loop: drafter %d is not model, ngram, block or hybrid", kind);
     if (lo > hi)
         return loop_fail(l, LLM_EINVAL, "device loop: n-gram bounds %d..%d out of order",
                          (int)lo, (int)hi);
     l->drafter = kind;
     l->ngram_min = lo;
     l->ngram_max = hi;
+    l->hybrid_min = PM__HYBRID_MIN_DEFAULT;
     return 0;
 }
 
@@ -1218,6 +1223,127 @@ static int ngram_dev_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32
     return rc;
 }
 
+/* One hybrid round, its record read back into l->host: j >= 1 n-gram ids
+ * (in l->host + OFF_VIN + 1) verified by the block verify of j + 1 rows,
+ * a block round of k (the head's graph, then its verify) when blk, or a
+ * plain step (j = 0), the block verify of one row. Every kind runs a
+ * block verify, so the head's context gets the features of every
+ * position the target runs, whichever drafter proposed. */
+static int hybrid_round(llm_cuda_loop *l, uint64_t req, int32_t j, int blk, int32_t k,
+                        uint32_t pos)
+{
+    loop_side *t = &l->t;
+    int q = llm_session_quiet(t->s);
+    int32_t w = blk ? k : j; /* the verify's drafted ids */
+    pm_layer_attr la = layer_attr(t, w ? PM_PHASE_VERIFY : PM_PHASE_DECODE, req,
+                                  (uint32_t)w + 1u);
+    uint32_t r0 = l->round % LOOP_RECS;
+    int rc = 0;
+    pthread_mutex_lock(&t->m->lock);
+    {
+        pm_range r __attribute__((cleanup(pm_range_pop))) =
+            q ? PM_RANGE_NONE : w ? pm_spec_decode_push(req, (uint32_t)w) : pm_decode_push(req, pos);
+        if (w > 0) {
+            pm_range dr __attribute__((cleanup(pm_range_pop))) =
+                q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)w, blk ? "block" : "ngram");
+            rc = blk ? llm_cuda_graph_launch(t->cu, l->bhead[0][k])
+                     : llm_cuda_upload(t->cu, l->dev + OFF_VIN + 1, l->host + OFF_VIN + 1,
+                                       (size_t)j * sizeof(int32_t));
+        }
+        pm_range lr __attribute__((cleanup(pm_range_pop))) =
+            q ? PM_RANGE_NONE : pm_layer_range_push(&la);
+        if (rc == 0)
+            rc = llm_cuda_graph_launch(t->cu, l->bverify[0][w]);
+    }
+    if (rc == 0)
+        rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                               l->dev + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
+                               LLM_CUDA_LOOP_REC * sizeof(int32_t));
+    pthread_mutex_unlock(&t->m->lock);
+    if (rc)
+        return side_fail(l, t, rc, blk ? "hybrid block round" : j ? "hybrid n-gram round"
+                                                                  : "hybrid plain step");
+    l->round++;
+    l->st.readbacks++;
+    return 0;
+}
+
+/* Hybrid rounds (greedy): per round the host looks its history up as
+ * the n-gram drafter does; a match of at least l->hybrid_min tokens is
+ * verified as the proposal, anything shorter gives the round to the block
+ * head at k (drafter.c's rule for the hybrid over a head). Near the end
+ * (no room for k + 1 positions, or one token left) a round without a
+ * match is a plain step. One read-back a round: the next lookup needs the
+ * committed ids. */
+static int hybrid_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
+                       size_t n_prompt, gen_state *g, int32_t tok)
+{
+    loop_side *t = &l->t;
+    uint32_t n_ctx = llm_session_n_ctx(t->s), pos = (uint32_t)n_prompt;
+    memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
+    l->hist[n_prompt] = tok;
+    size_t n_hist = n_prompt + 1;
+    l->host[OFF_ROUND] = 0;
+    l->host[OFF_VIN] = tok;
+    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
+    int rc = llm_cuda_pos_set(t->cu, pos);
+    if (rc)
+        return side_fail(l, t, rc, "state upload");
+    l->round = 0;
+    while (g->reason < 0) {
+        if (pos >= n_ctx) {
+            g->reason = LLM_STOP_CONTEXT;
+            break;
+        }
+        uint64_t t0 = llm_now_ns();
+        size_t left = (size_t)g->p->max_tokens - g->emitted;
+        uint32_t room = n_ctx - pos - 1; /* drafted ids the cache has rows for */
+        int32_t cut = k;
+        if (left - 1 < (size_t)cut)
+            cut = (int32_t)(left - 1);
+        if (room < (uint32_t)cut)
+            cut = (int32_t)room;
+        size_t start = 0;
+        int32_t j = 0;
+        if (cut > 0 && pm__ngram_lookup(l->hist, n_hist, l->ngram_min, l->ngram_max, cut, &start,
+                                        &j) < l->hybrid_min)
+            j = 0;
+        int blk = j == 0 && left > 1 && room >= (uint32_t)k;
+        memcpy(l->host + OFF_VIN + 1, l->hist + start, (size_t)j * sizeof(int32_t));
+        rc = hybrid_round(l, req, j, blk, k, pos);
+        if (rc)
+            return rc;
+        const int32_t *rec = l->host + OFF_REC + (size_t)((l->round - 1) % LOOP_RECS) *
+                                                     LLM_CUDA_LOOP_REC;
+        int32_t w = blk ? k : j, cnt = rec[0];
+        if (cnt < 1 || cnt > w + 1)
+            return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens", (int)cnt);
+        if (w > 0) {
+            l->st.rounds++;
+            l->st.drafted += (uint64_t)w;
+            l->st.accepted += (uint64_t)(cnt - 1);
+            l->st.committed += (uint64_t)cnt;
+            if (!blk) {
+                l->st.ngram_rounds++;
+                l->st.ngram_drafted += (uint64_t)j;
+                l->st.ngram_accepted += (uint64_t)(cnt - 1);
+            }
+        } else {
+            l->st.plain_steps++;
+        }
+        uint32_t fed = 0;
+        for (int32_t i = 0; i < cnt && g->reason < 0; i++) {
+            fed++;
+            l->hist[n_hist++] = rec[1 + i];
+            emit(g, rec[1 + i]);
+        }
+        pos += fed;
+        llm_session_device_moved(t->s, pos, w > 0, llm_now_ns() - t0, (uint64_t)w + 1u);
+    }
+    return 0;
+}
+
 int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const int32_t *prompt,
                            size_t n_prompt, const llm_generate_params *p, llm_token_cb cb,
                            void *user, size_t *n_generated, int *stop_reason)
@@ -1238,9 +1364,12 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     if (llm_sampler_n_vocab(sp) != l->t.m->hp.n_vocab)
         return loop_fail(l, LLM_EINVAL, "device loop: the sampler's vocabulary is not the target's");
     int ngram = k > 0 && l->drafter == LLM_DRAFTER_NGRAM;
-    int blk = k > 0 && l->drafter == LLM_DRAFTER_BLOCK;
+    int hyb = k > 0 && l->drafter == LLM_DRAFTER_HYBRID;
+    int blk = k > 0 && (l->drafter == LLM_DRAFTER_BLOCK || hyb);
     if (ngram && s)
         return loop_fail(l, LLM_EUNSUP, "device loop: n-gram rounds are greedy only");
+    if (hyb && s)
+        return loop_fail(l, LLM_EUNSUP, "device loop: hybrid rounds are greedy only");
     if (k < 0 || k > LLM_CUDA_LOOP_K_MAX || (k > 0 && !ngram && !blk && !l->d.s))
         return loop_fail(l, LLM_EINVAL, "device loop: k %d needs 0..%d and, above 0, a draft session",
                          (int)k, LLM_CUDA_LOOP_K_MAX);
@@ -1294,16 +1423,20 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
                      ? capture_verify_ng(l, j)
                      : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
                                  (int)j + 1);
-    if (rc == 0 && blk && !l->bverify[s][k]) {
-        if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1))
+    /* Block rounds capture the head and the verify at k; hybrid rounds
+     * also every narrower verify (n-gram proposals, a plain step). */
+    for (int32_t j = hyb ? 0 : k; rc == 0 && blk && j <= k; j++) {
+        if (l->bverify[s][j] && (j < k || l->bhead[s][k]))
+            continue;
+        if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, j + 1))
             rc = loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
-                           (int)k + 1);
+                           (int)j + 1);
         else if (llm_workspace_features(l->t.ws, l->t.m) != 0)
             rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the target's features");
-        if (rc == 0)
+        if (rc == 0 && j == k && !l->bhead[s][k])
             rc = capture_block_head(l, k, s ? spp.temperature : 0.0f);
-        if (rc == 0)
-            rc = capture_block_verify(l, k, s ? spp.temperature : 0.0f);
+        if (rc == 0 && !l->bverify[s][j])
+            rc = capture_block_verify(l, j, s ? spp.temperature : 0.0f);
     }
     if (rc == 0 && k > 0 && !ngram && !blk && !l->verify[s][k]) {
         if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1) ||
@@ -1327,6 +1460,8 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
         rc = ngram_dev_loop(l, req, k, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && ngram) {
         rc = ngram_loop(l, req, k, prompt, n_prompt, &g, tok);
+    } else if (rc == 0 && hyb) {
+        rc = hybrid_loop(l, req, k, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && blk) {
         rc = block_loop(l, s, req, k, n_prompt, &g, tok);
     } else if (rc == 0) {

@@ -151,6 +151,9 @@ typedef struct llm_cuda_loop_stats {
     uint64_t committed;    /* tokens those rounds committed (accepted + 1 each) */
     uint64_t readbacks;    /* host waits for the device */
     uint64_t captures;     /* graphs captured */
+    /* Hybrid rounds' n-gram share (in rounds, drafted, accepted too): the
+     * rest of their rounds are the head's. */
+    uint64_t ngram_rounds, ngram_drafted, ngram_accepted;
 } llm_cuda_loop_stats;
 
 /* A loop over target (and draft, NULL for plain decoding only), which it
@@ -174,7 +177,13 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
 
 /* Who drafts the speculative rounds: LLM_DRAFTER_MODEL (the default, the
  * draft session), LLM_DRAFTER_BLOCK (a head loaded by
- * llm_cuda_loop_set_block, below) or LLM_DRAFTER_NGRAM (greedy only): per round the host
+ * llm_cuda_loop_set_block, below), LLM_DRAFTER_HYBRID (greedy only, a
+ * head loaded: per round the host's n-gram lookup below, whose proposal
+ * is verified when its match is at least PM__HYBRID_MIN_DEFAULT (3)
+ * tokens long, else a block round of k; every round's verify is the
+ * block verify, so the head's context holds every position; one
+ * read-back a round; a round is marked drafter=ngram or drafter=block by
+ * what proposed it) or LLM_DRAFTER_NGRAM (greedy only): per round the host
  * looks the history up (the longest suffix of ngram_max down to ngram_min
  * tokens seen before, spec.h's ngram rule, at most k tokens), uploads the
  * proposal and launches the target's verify of its width with the device

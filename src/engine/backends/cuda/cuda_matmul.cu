@@ -1200,13 +1200,13 @@ __device__ __forceinline__ int32_t mv_group_rows(int32_t n, int32_t per, int32_t
 /* Rows per group of a weight-stationary product over c->mv_rows
  * activation rows, each needing row_smem bytes of shared memory (0: none),
  * and the groups (*groups, the grid's y extent); 0 when each row re-runs
- * the one-row grid instead: one row, tune.rows_stationary off, or fewer
+ * the one-row grid instead: one row, llm__rows_stationary off, or fewer
  * than two rows' activations fit the shared memory beside the kernel's
  * own 2 KB. Groups are as even as they can be (17 rows: 6, 6, 5). */
 static int32_t mv_group_per(const llm_cuda *c, size_t row_smem, unsigned *groups)
 {
     int32_t n = c->mv_rows, cap = MV_GROUP;
-    if (n < 2 || !c->tune.rows_stationary)
+    if (n < 2 || !llm__rows_stationary(c, n))
         return 0;
     if (row_smem) {
         size_t fit = (48 * 1024 - 2048) / row_smem;
