@@ -376,9 +376,10 @@ static void ranges_hybrid(void)
     REQUIRE(llm_cuda_loop_create(t, NULL, &l, err, sizeof err) == 0);
     REQUIRE(llm_cuda_loop_set_block(l, hp) == 0);
     REQUIRE(llm_cuda_loop_set_drafter(l, LLM_DRAFTER_HYBRID, 2, 4) == 0);
-    /* Two prompts: one whose continuation repeats itself (n-gram rounds)
-     * and one that mostly does not (block rounds). */
-    const char *texts[] = {"And God said, Let there be light",
+    /* Two prompts: one that repeats itself (its continuation matches the
+     * prompt: n-gram rounds) and one that mostly does not (block rounds). */
+    const char *texts[] = {"And God said, Let there be light: and there was light. And God said, "
+                           "Let there be",
                            "And it came to pass, when the king heard"};
     int ngram_rounds = 0, block_rounds = 0;
     for (int p = 0; p < 2; p++) {
@@ -389,6 +390,7 @@ static void ranges_hybrid(void)
         gp.max_tokens = MAX_TOKENS;
         gp.stop_at_eos = 0;
         ids ref = {{0}, 0};
+        llm_session_reset(ref_s);
         REQUIRE(llm_generate(ref_s, sp, prompt, n, &gp, collect, &ref, NULL, NULL) == 0);
         REQUIRE(ref.n == MAX_TOKENS);
         static burst_ids got;
@@ -397,7 +399,7 @@ static void ranges_hybrid(void)
         REQUIRE(llm_cuda_loop_generate(l, sp, 4, prompt, n, &gp, collect_burst, &got, NULL,
                                        NULL) == 0);
         CHECK_U64_EQ(got.n, MAX_TOKENS);
-        CHECK_INT_EQ(memcmp(got.v, ref.v, sizeof ref.v), 0);
+        CHECK_INT_EQ(memcmp(got.v, ref.v, MAX_TOKENS * sizeof *ref.v), 0);
         static want w;
         w.n = 0;
         put_prefill(&w, (int)n);
