@@ -6,9 +6,11 @@
 # model rows with the costs row; then the n-gram rows), then the whole
 # cuda.* suite and test_split's cuda case in the time left. With
 # PM_HYBRID_NCU=1 (default), Nsight Compute times every kernel of the first
-# block rounds (k = 8) and of the first plain steps before the suite.
+# block rounds (k = 8) and of the first plain steps before the suite, and
+# the stall reasons of a verify's and a plain step's first layer.
 # Files in $OUT: hybrid.log (every step's summary), loop_block.jsonl,
-# loop_ngram.jsonl, ncu_spec.csv, ncu_decode.csv, tests.log; the rest in
+# loop_ngram.jsonl, ncu_spec.csv, ncu_decode.csv, ncu_vdetail.csv,
+# ncu_ddetail.csv, tests.log; the rest in
 # $WORK (/tmp/hybrid-work).
 #
 #   bash bench/cuda/run_hybrid.sh
@@ -91,6 +93,18 @@ if [ "${PM_HYBRID_NCU:-1}" = 1 ]; then
          --head models/phasemark-kjv-block-f16.gguf --block-k 8 --hybrid-k 8 --block-only 1)
   ncu_run spec spec_decode 240 "${short[@]}"
   ncu_run decode decode 120 "${short[@]}"
+  # Why a verify row group's kernels take longer than the one-row ones:
+  # the first verify's embedding and first layer (past the round's 13
+  # head kernels), and a plain step's first layer, with stall reasons.
+  for d in "vdetail spec_decode 13" "ddetail decode 1"; do
+    set -- $d
+    PHASEMARK=nvtx timeout -k 5 90 ncu --nvtx --nvtx-include "regex:phasemark@pm\\.$2.*/" \
+      --launch-skip "$3" --launch-count 5 --clock-control none --section SpeedOfLight \
+      --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
+      --csv --page details --log-file "$out/ncu_$1.csv" "$bench" "${short[@]}" \
+      > "$work/ncu_$1.log" 2>&1
+    say "ncu $1 rc=$?"
+  done
   python3 - "$out/ncu_spec.csv" "$out/ncu_decode.csv" <<'PY' | tee -a "$log"
 import csv, sys, collections
 for f in sys.argv[1:]:
