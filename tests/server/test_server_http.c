@@ -2281,7 +2281,7 @@ static int case_device_loop(void)
     const char *hybrid_on[] = {"-m", tiny, "--port", "0", "--drafter", "hybrid", "--draft", tiny,
                                "--device-loop", "on", NULL};
     CHECK_INT_EQ(run_server(hybrid_on, &res), 1);
-    CHECK_STR_EQ(res.err, "pm-server: --device-loop on: the hybrid drafter has no device loop (model, ngram or block)\n");
+    CHECK_STR_EQ(res.err, "pm-server: --device-loop on: its hybrid rounds need a block head, not a draft model\n");
     const char *bad[] = {"-m", tiny, "--port", "0", "--device-loop", "always", NULL};
     CHECK_INT_EQ(run_server(bad, &res), 2);
     CHECK(strncmp(res.err, "pm-server: --device-loop must be auto, on or off (got 'always')\nusage: ",

@@ -93,8 +93,8 @@ static int case_refuse(void)
     char *hybrid[] = {tool, "-m", tp, "--drafter", "hybrid", "--draft", dp, "--tokens", "9,8,7",
                       "-n", "6", "--device-loop", "on", NULL};
     expect_exact(hybrid, 1,
-                 "pm-generate: cannot run --device-loop on: the hybrid drafter has no device loop "
-                 "(model, ngram or block)\n");
+                 "pm-generate: cannot run --device-loop on: its hybrid rounds need a block head, "
+                 "not a draft model\n");
     char *adapt[] = {tool, "-m", tp, "--draft", dp, "--adaptive-k", "--tokens", "9,8,7", "-n", "6",
                      "--device-loop", "on", NULL};
     expect_exact(adapt, 1,

@@ -350,7 +350,7 @@ static void case_device_loop(void)
     } refusals[] = {
         {-1, 4, 0, 0, LLM_EUNSUP, "device loop: the target runs on the cpu backend, not CUDA"},
         {LLM_DRAFTER_HYBRID, 4, 0, 1, LLM_EUNSUP,
-         "device loop: the hybrid drafter runs there over a head file only"},
+         "device loop: its hybrid rounds need a block head, not a draft model"},
         {LLM_DRAFTER_CUSTOM, 4, 0, 1, LLM_EUNSUP,
          "device loop: the custom drafter has no device loop (model, ngram, block or hybrid)"},
         {LLM_DRAFTER_BLOCK, 4, 0, 0, LLM_EINVAL, "device loop: the block drafter needs a head file"},

@@ -75,7 +75,7 @@ static int check_params(const llm_device_loop_params *p, const llm_session *draf
     /* The device's hybrid rounds pair the n-gram lookup with a head; the
      * hybrid over a draft model runs on the host. */
     if (p->drafter == LLM_DRAFTER_HYBRID && !p->head_path) {
-        llm_errf(err, errlen, "device loop: the hybrid drafter runs there over a head file only");
+        llm_errf(err, errlen, "device loop: its hybrid rounds need a block head, not a draft model");
         return LLM_EUNSUP;
     }
     if (p->drafter != -1 && p->adaptive != LLM_SPEC_ADAPT_OFF) {
