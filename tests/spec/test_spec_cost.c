@@ -18,6 +18,13 @@
  *   catchup     what the model owes after falling behind: prior, measured,
  *               spread over what the request has left
  *   probe       plain runs broken by probes; backoff and reset
+ *   probe_price a probe that would cost more than its tokens' worth waits
+ *               until that excess is 1 % of the plain run before it: a
+ *               model probe owing a long catch-up waits for a request's
+ *               start; at most 4096 plain choices
+ *   sampled     the same acceptance, a block round at k 2 pays with
+ *               greedy prices and not once the verify's rows carry their
+ *               distributions and draws
  *   shadow      n-gram acceptance learnt from plain steps, no verify
  *   guard_measure  no plain reference: a window forces 9 plain steps, of
  *               which the last 8 are the reference
@@ -366,8 +373,10 @@ static void probe_verdict(pm__cost *c, const pm__cost_query *q, int plain, int32
                           int32_t every)
 {
     pm__cost_choice ch;
-    for (int i = 0; i < plain; i++)
+    for (int i = 0; i < plain; i++) {
         pm__cost_next(c, q, &ch);
+        CHECK_INT_EQ(ch.probe, 0);
+    }
     pm__cost_next(c, q, &ch);
     CHECK_INT_EQ(ch.probe, 1);
     pm__cost_accept(c, LLM_DRAFTER_MODEL, 2, accepted);
@@ -437,16 +446,104 @@ static int case_probe(void)
         CHECK_INT_EQ(ch.kind, -1);
         CHECK_INT_EQ(ch.probe, 0);
     }
-    /* A probe that accepted all its drafts keeps probes frequent although
-     * the table still chooses plain after it; one that did not doubles the
-     * interval again. A fresh table where the model never pays. */
+    /* A probe that accepted all its drafts keeps probe_every at 32 although
+     * the table still chooses plain after it; one that did not doubles it
+     * again. A fresh table where the model never pays (a = 1/3, step 100),
+     * so its probes are dear and wait on their price (case_probe_price):
+     * 200 + 170 - (1 + 1/3 + 1/9) * 100 = 225.56 ns beyond their tokens,
+     * 1 % of 226 plain choices; after the full probe (a = 3 / 4.9) 370 -
+     * 198.71 = 171.29, so the 172nd. The verdict's plain choice is the
+     * first of the next run. */
     pm__cost_init(&c, 0.39);
     widths(&c, 35.0, 5);
     pm__cost_accept(&c, LLM_DRAFTER_MODEL, 4, 0);
     pm__cost_draft(&c, LLM_DRAFTER_MODEL, 2, 200);
-    /* The verdict's plain choice is the first of the next run. */
-    probe_verdict(&c, &q, PM__COST_PROBE_MIN - 1, 2, PM__COST_PROBE_MIN);
-    probe_verdict(&c, &q, PM__COST_PROBE_MIN - 2, 1, 2 * PM__COST_PROBE_MIN);
+    probe_verdict(&c, &q, 225, 2, PM__COST_PROBE_MIN);
+    probe_verdict(&c, &q, 170, 1, 2 * PM__COST_PROBE_MIN);
+    return pm_check_result();
+}
+
+/* Plain choices pm__cost_next makes for q before its first probe (the
+ * probe itself checked), at most max. */
+static int plain_before_probe(pm__cost *c, const pm__cost_query *q, int max)
+{
+    pm__cost_choice ch;
+    for (int i = 0; i < max; i++) {
+        pm__cost_next(c, q, &ch);
+        if (ch.probe) {
+            CHECK_INT_EQ(ch.kind, LLM_DRAFTER_MODEL);
+            CHECK_INT_EQ(ch.k, q->k_min);
+            return i;
+        }
+        CHECK_INT_EQ(ch.kind, -1);
+    }
+    return max;
+}
+
+/* A model that does not pay, priced as on the CPU at T = 0.7 in units of
+ * a decode (100): a draft step 85, verify(w) = 100 + 25 (w - 1), nothing
+ * accepted yet (a = 0.5): k 1 is 1.5 / 210 = 0.00714, plain. A probe of
+ * k 1 costs 210 for 1.5 tokens' worth 150: 60 beyond, 1 % of 60 plain
+ * choices, so the 60th probes (not the 32nd). Catch-up measured at 20 a
+ * token (a round fed 41 tokens in 85 + 40 * 20): 40 behind owes 800, so
+ * 860 plain choices; 300 behind, 6060, capped at 4096. Behind 40 for 200
+ * choices, then 5 (a request's start, only its prompt to feed): 160, and
+ * the run is past it: the next choice probes. */
+static int case_probe_price(void)
+{
+    pm__cost c;
+    pm__cost_query q = {MODEL, 1, 4, 0, 0, 0};
+    pm__cost_init(&c, 0.39);
+    widths(&c, 25.0, 5);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 1, 85);
+    CHECK_INT_EQ(plain_before_probe(&c, &q, 5000), 59);
+    pm__cost_init(&c, 0.39);
+    widths(&c, 25.0, 5);
+    pm__cost_draft(&c, LLM_DRAFTER_MODEL, 1, 85);
+    pm__cost_catchup(&c, 41, 1, 85 + 40 * 20);
+    CHECK_NEAR(c.catchup.med, 20.0, 1e-12);
+    q.behind = 40;
+    CHECK_INT_EQ(plain_before_probe(&c, &q, 5000), 859);
+    q.behind = 300;
+    CHECK_INT_EQ(plain_before_probe(&c, &q, 5000), PM__COST_PROBE_FAR - 1);
+    q.behind = 40;
+    CHECK_INT_EQ(plain_before_probe(&c, &q, 200), 200);
+    q.behind = 5;
+    CHECK_INT_EQ(plain_before_probe(&c, &q, 5000), 0);
+    return pm_check_result();
+}
+
+/* A block round at k 2 priced greedy and sampled, with the same
+ * acceptance: four rounds of k 2 accepting 2, 2, 2 and 1 give p1 =
+ * 0.91716, p2 = 0.73331, E(2) = 2.58972 (E(1) = 1.91716). Greedy: a
+ * decode 100, verify(2) 125, verify(3) 150, a head forward 60, a round's
+ * bookkeeping 20: k 2 at 2.58972 / 230 = 0.011260 beats 1.03 / 100 (k 1:
+ * 1.91716 / 205 = 0.009352). Sampled, the draws priced where they are
+ * paid: a plain step's one draw (decode 105), every verify row's
+ * distribution and the accept test (verify(2) 155, verify(3) 200): k 2
+ * 2.58972 / 280 = 0.009249 against 1.03 / 105 = 0.009810: plain. */
+static int case_sampled(void)
+{
+    static const double greedy[3] = {100, 125, 150}, sampled[3] = {105, 155, 200};
+    const double *price[2] = {greedy, sampled};
+    for (int t = 0; t < 2; t++) {
+        pm__cost c;
+        pm__cost_init(&c, 0.39);
+        for (int i = 0; i < PM__COST_TRUST; i++)
+            for (int w = 1; w <= 3; w++)
+                pm__cost_verify(&c, w, (uint64_t)price[t][w - 1]);
+        pm__cost_head(&c, 2, 60);
+        pm__cost_overhead(&c, LLM_DRAFTER_BLOCK, 20);
+        for (int i = 0; i < 3; i++)
+            pm__cost_accept(&c, LLM_DRAFTER_BLOCK, 2, 2);
+        pm__cost_accept(&c, LLM_DRAFTER_BLOCK, 2, 1);
+        pm__cost_choice ch;
+        choose(&c, 1u << LLM_DRAFTER_BLOCK, 1, 2, 0, &ch);
+        CHECK_NEAR(pm__cost_expected(&c, LLM_DRAFTER_BLOCK, 2), 2.5897231085, 1e-9);
+        CHECK_INT_EQ(ch.kind, t == 0 ? LLM_DRAFTER_BLOCK : -1);
+        CHECK_INT_EQ(ch.k, t == 0 ? 2 : 0);
+        CHECK_NEAR(ch.rate, t == 0 ? 2.5897231085 / 230.0 : 1.0 / 105.0, 1e-9);
+    }
     return pm_check_result();
 }
 
@@ -638,7 +735,7 @@ static int case_guard_break(void)
     return pm_check_result();
 }
 
-/* PM__RETIRE_PLAIN table-chosen plain steps in a row retire the head; a
+/* PM__RETIRE_PLAIN plain steps in a row (the table's or forced) retire the head; a
  * round in between starts the count again; once retired it stays so. */
 static int case_retire_run(void)
 {
@@ -760,6 +857,7 @@ int main(int argc, char **argv)
                  {"nothing_pays", case_nothing_pays}, {"trust", case_trust},
                  {"median", case_median},         {"overhead", case_overhead},
                  {"catchup", case_catchup},       {"probe", case_probe},
+                 {"probe_price", case_probe_price}, {"sampled", case_sampled},
                  {"shadow", case_shadow},         {"guard_measure", case_guard_measure},
                  {"guard_trip", case_guard_trip}, {"guard_mixed", case_guard_mixed},
                  {"guard_refresh", case_guard_refresh}, {"guard_break", case_guard_break},
@@ -770,7 +868,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], cases[i].name) == 0)
             return cases[i].run();
     fprintf(stderr, "usage: test_spec_cost CASE (unmeasured, trust, median, widths, cpu, hybrid, "
-                    "flat, acceptance, nothing_pays, overhead, catchup, probe, shadow, "
+                    "flat, acceptance, nothing_pays, overhead, catchup, probe, probe_price, "
+                    "sampled, shadow, "
                     "guard_measure, guard_trip, guard_mixed, guard_refresh, guard_break, retire_run, "
                     "retire_restart, block_positions, block_head_widths)\n");
     return 2;

@@ -419,6 +419,10 @@ static int catch_up(llm_drafter *d, const pm__draft_round *r, const float **lg, 
         rc = llm_session_truncate(d->draft, hlen);
         dpos = hlen;
     }
+    /* Every token fed counts, the prompt's too: the catch-up's time
+     * includes the prompt's forward, and a probe's price counts the
+     * tokens behind from the draft's position (spec_cost.h). */
+    d->fed = hlen + 1 - dpos;
     if (rc == 0 && dpos >= r->pfx_start && dpos < r->pfx_end) {
         rc = draft_forward(d, r, PM_PHASE_EXACT, r->hist + dpos, (size_t)(r->pfx_end - dpos),
                            r->pfx_chunk, 0, NULL, NULL);
@@ -426,7 +430,6 @@ static int catch_up(llm_drafter *d, const pm__draft_round *r, const float **lg, 
         (*fw)++;
     }
     size_t n = (size_t)(hlen + 1 - dpos);
-    d->fed = hlen + 1 - llm_session_pos(d->draft);
     if (rc == 0) {
         rc = draft_forward(d, r, n == 1 ? PM_PHASE_DECODE : PM_PHASE_EXACT, r->hist + dpos, n, 0,
                            1, lg, id);

@@ -624,7 +624,8 @@ static int commit_round(gen_run *g, int32_t n)
     if (rc)
         return target_fail(sd, rc);
     sd->hlen = keep;
-    pm__drafter_feat_commit(sd->dr, base, keep - base, (size_t)sd->vrows);
+    if (g->n_feat) /* a retired head's n-gram rounds leave it no features */
+        pm__drafter_feat_commit(sd->dr, base, keep - base, (size_t)sd->vrows);
     rc = llm_drafter_observe(sd->dr, n - 1, keep);
     return rc ? fail(sd, rc, "%s", llm_drafter_error(sd->dr)) : 0;
 }
@@ -1005,7 +1006,10 @@ static void choose_by_cost(const gen_run *g, const pm__draft_round *r, int32_t k
 {
     llm_spec *sd = g->sd;
     int32_t kmax = sd->p.k_max < k ? sd->p.k_max : k;
-    pm__cost_query q = {drafter_kinds(sd->dr), sd->p.k_min < kmax ? sd->p.k_min : kmax, kmax,
+    unsigned kinds = drafter_kinds(sd->dr);
+    if (sd->retire.retired)
+        kinds &= ~(1u << LLM_DRAFTER_BLOCK); /* a hybrid's n-gram drafts on */
+    pm__cost_query q = {kinds, sd->p.k_min < kmax ? sd->p.k_min : kmax, kmax,
                         avail->ngram_n, model_behind(sd),
                         (int64_t)g->gp->max_tokens - (int64_t)g->generated};
     pm__cost_choice ch;
@@ -1046,6 +1050,9 @@ static int generate_loop(gen_run *g, int32_t last)
     int cost = sd->p.adaptive == LLM_SPEC_ADAPT_COST;
     /* Only a block head costs while it does not draft (spec_cost.h). */
     int upkeep = cost && pm__drafter_target(sd->dr) != NULL;
+    /* A hybrid's n-gram costs nothing between its rounds: retiring the
+     * head leaves it drafting. */
+    int ngram_on = llm_drafter_get_kind(sd->dr) == LLM_DRAFTER_HYBRID;
     while (g->reason < 0) {
         int32_t k = room_for_k(g);
         pm__draft_plan plan = {0, 0, 0, 0};
@@ -1054,7 +1061,7 @@ static int generate_loop(gen_run *g, int32_t last)
         uint64_t t0 = llm_now_ns();
         size_t gen0 = g->generated;
         sd->hist[sd->hlen] = last;
-        if (k > 0 && !forced && !retired)
+        if (k > 0 && !forced && (!retired || ngram_on))
             plan_round(g, k, &plan);
         if (plan.n == 0) {
             int32_t tok = plain_step(g, last);
@@ -1068,7 +1075,7 @@ static int generate_loop(gen_run *g, int32_t last)
                 pm__guard_plain(&sd->guard, forced, llm_now_ns() - t0);
             if (retired)
                 pm__retire_idle(&sd->retire, 1);
-            else if (upkeep && k > 0 && !forced && pm__retire_step(&sd->retire, 1))
+            else if (upkeep && k > 0 && pm__retire_step(&sd->retire, 1))
                 g->n_feat = 0; /* no more features: the head is not fed again */
             continue;
         }
@@ -1079,7 +1086,9 @@ static int generate_loop(gen_run *g, int32_t last)
             return rc;
         if (cost)
             pm__guard_round(&sd->guard, llm_now_ns() - t0, (int32_t)(g->generated - gen0));
-        if (upkeep)
+        if (retired)
+            pm__retire_idle(&sd->retire, (int64_t)(g->generated - gen0));
+        else if (upkeep)
             pm__retire_step(&sd->retire, 0);
     }
     return 0;

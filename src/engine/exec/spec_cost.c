@@ -218,6 +218,31 @@ void pm__cost_choose(const pm__cost *c, const pm__cost_query *q, pm__cost_choice
     }
 }
 
+/* What the probe round p would cost beyond the plain steps its expected
+ * tokens replace (ns; negative when it would pay): its round priced as
+ * pm__cost_choose prices one, but with the model's whole catch-up, which
+ * a probe pays at once rather than spread over a request. */
+static double probe_excess(const pm__cost *c, const pm__cost_query *q, const pm__cost_choice *p,
+                           double decode)
+{
+    int model = p->kind == LLM_DRAFTER_MODEL;
+    double steps = model ? (double)p->k : 1.0;
+    double t = steps * step_cost(c, p->kind, p->k, decode) + pm__cost_width(c, p->k + 1) +
+               c->over[p->kind].med + (model ? catchup_cost(c, q->behind, decode) : 0.0);
+    return t - pm__cost_expected(c, p->kind, p->k) * decode;
+}
+
+/* Plain choices in a row before the probe p may run: its excess over at
+ * most PM__COST_PROBE_SHARE of the plain decoding it interrupts, so that
+ * probing a drafter that does not pay costs plain decoding at most that
+ * share; PM__COST_PROBE_FAR at most. */
+static double probe_wait(const pm__cost *c, const pm__cost_query *q, const pm__cost_choice *p,
+                         double decode)
+{
+    double w = probe_excess(c, q, p, decode) / (PM__COST_PROBE_SHARE * decode);
+    return w < PM__COST_PROBE_FAR ? w : PM__COST_PROBE_FAR;
+}
+
 /* The probe round for q: k_min of the model, else of the lowest kind
  * left. The n-gram is never probed: its shadow tests cost nothing. */
 static void probe_choice(unsigned kinds, const pm__cost_query *q, pm__cost_choice *out)
@@ -256,9 +281,13 @@ void pm__cost_next(pm__cost *c, const pm__cost_query *q, pm__cost_choice *out)
         return; /* nothing to probe, or decodes are still being measured */
     if (++c->plain_run < c->probe_every)
         return;
+    pm__cost_choice p = *out;
+    probe_choice(kinds, q, &p);
+    if ((double)c->plain_run < probe_wait(c, q, &p, 1.0 / out->plain_rate))
+        return; /* a dear probe (a long catch-up, say) waits longer */
     c->plain_run = 0;
     c->probing = 1;
-    probe_choice(kinds, q, out);
+    *out = p;
 }
 
 int pm__cost_shadow_start(pm__cost *c, int32_t n)
@@ -369,11 +398,11 @@ void pm__retire_init(pm__retire *r)
     memset(r, 0, sizeof *r);
 }
 
-int pm__retire_step(pm__retire *r, int table_plain)
+int pm__retire_step(pm__retire *r, int plain)
 {
     if (r->retired)
         return 1;
-    r->plain_run = table_plain ? r->plain_run + 1 : 0;
+    r->plain_run = plain ? r->plain_run + 1 : 0;
     if (r->plain_run < PM__RETIRE_PLAIN)
         return 0;
     r->retired = 1;

@@ -47,7 +47,14 @@
  * accepted every draft it made, resets it to PM__COST_PROBE_MIN (an
  * estimate that a continuation's opening set low, where the block head
  * accepts about a third of what it does later, takes several good probes
- * to recover).
+ * to recover). A probe is also priced: what its round would cost beyond
+ * the plain steps its expected tokens replace, the model's whole catch-up
+ * included (a probe pays it at once), may be at most PM__COST_PROBE_SHARE
+ * of the plain run before it, so a dear probe waits longer (up to
+ * PM__COST_PROBE_FAR plain choices). A model probe after a plain stretch
+ * feeds the draft the whole request so far, on the CPU some 20 decodes'
+ * worth, so it waits for the start of a request (the prompt is all it
+ * owes there) after hundreds of plain choices, instead of every 32.
  *
  * Shadow acceptance. While plain decoding (or, for a hybrid, the model)
  * wins, an n-gram proposal that exists costs nothing to make but a verify
@@ -95,7 +102,8 @@ enum {
     PM__COST_HORIZON = 32,   /* tokens a catch-up is spread over, */
     PM__COST_HORIZON_MAX = 256, /* when the request's end is unknown / far */
     PM__COST_PROBE_MIN = 32, /* plain choices between probes, at first */
-    PM__COST_PROBE_MAX = 512 /* and at most */
+    PM__COST_PROBE_MAX = 512, /* and at most, */
+    PM__COST_PROBE_FAR = 4096 /* unless a probe's price asks for more */
 };
 
 enum {
@@ -113,6 +121,8 @@ enum {
                                      pooled acceptance */
 #define PM__COST_DECAY 0.9        /* acceptance counts, per round */
 #define PM__COST_MARGIN 0.03      /* drafting must beat plain by 3 % */
+#define PM__COST_PROBE_SHARE 0.01 /* of plain decoding's time probes may
+                                     spend beyond their tokens' worth */
 
 /* A robust running cost: the median of the last samples (ns). */
 typedef struct pm__cost_est {
@@ -269,19 +279,23 @@ void pm__guard_break(pm__guard *g);
 
 /* Retiring a drafter whose upkeep costs every step (the block head: the
  * target's features captured and appended to its context on every plain
- * step too). When the table keeps choosing plain steps where it could
- * draft, PM__RETIRE_PLAIN of them in a row (a probe round restarts the
- * run, and probes come every 32 plain steps while they accept all they
- * draft, so that is after a probe that did not), the drafter is retired: no
- * rounds, no features, until a request starts after PM__RETIRE_TOKENS
- * tokens generated retired (its prefill then rebuilds the head's context
- * from scratch, and the table may try again). A round the table chooses
- * resets the count. Arithmetic only: the generator asks and obeys. */
+ * step too). After PM__RETIRE_PLAIN plain steps in a row where it could
+ * draft (a probe round restarts the run), the drafter is retired: no
+ * rounds of it, no features (a hybrid's n-gram, which costs nothing
+ * between its rounds, drafts on), until a request starts after
+ * PM__RETIRE_TOKENS tokens generated retired (its prefill then rebuilds
+ * the head's context from scratch, and the table may try again). The plain steps the guard
+ * forces count as the table's own do: they pay the same upkeep, and the
+ * guard forces them because the table's rounds lost to plain decoding
+ * (not counting them kept a head that did not pay fed through most of a
+ * run, the table choosing a few dozen steps a request between forced
+ * stretches and each request restarting the count). A round resets the
+ * count. Arithmetic only: the generator asks and obeys. */
 #define PM__RETIRE_PLAIN 48
 #define PM__RETIRE_TOKENS 2048
 
 typedef struct pm__retire {
-    int32_t plain_run; /* table-chosen plain steps in a row */
+    int32_t plain_run; /* plain steps in a row, the table's or forced */
     int retired;       /* 1: no rounds, no features */
     int64_t idle;      /* tokens generated since retiring */
     uint32_t times;    /* retirements so far */
@@ -289,10 +303,10 @@ typedef struct pm__retire {
 
 void pm__retire_init(pm__retire *r);
 
-/* A step ran: a plain step the table chose where it could draft
- * (table_plain 1), or a round (0); forced plain steps are not reported.
- * 1 when the drafter is retired from now on. */
-int pm__retire_step(pm__retire *r, int table_plain);
+/* A step ran: a plain step where the drafter could draft, the table's or
+ * one the guard forced (plain 1), or a round (0). 1 when the drafter is
+ * retired from now on. */
+int pm__retire_step(pm__retire *r, int plain);
 
 /* A retired generator emitted n tokens. */
 void pm__retire_idle(pm__retire *r, int64_t n);
