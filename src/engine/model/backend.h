@@ -204,6 +204,11 @@ const char *llm_cpu_backend_kernels(const llm_backend *be);
  * PHASEMARK_ENGINE_GEMM=own. */
 const char *llm_cpu_backend_gemm(const llm_backend *be);
 
+/* The core OpenBLAS chose for this CPU when the batched product is
+ * OpenBLAS's (its sgemm's summation order depends on it, so a float
+ * prefill's bits do too), else "". */
+const char *llm_cpu_backend_blas_core(const llm_backend *be);
+
 /* The matrix bytes the CPU backend copied onto huge pages at prepare
  * (cpu/cpu_weights.h; PHASEMARK_ENGINE_WEIGHTS=auto|map|copy, read at
  * creation) and, in *n_matrices when not NULL, how many matrices: 0 when

@@ -889,6 +889,20 @@ const char *llm_cpu_backend_gemm(const llm_backend *be)
     return c->use_blas ? "openblas" : c->k.name;
 }
 
+const char *llm_cpu_backend_blas_core(const llm_backend *be)
+{
+#if LLM_HAVE_OPENBLAS
+    const cpu_backend *c = (const cpu_backend *)(const void *)be;
+    if (c->use_blas) {
+        const char *core = openblas_get_corename();
+        return core ? core : "";
+    }
+#else
+    (void)be;
+#endif
+    return "";
+}
+
 /* Adds a caller's per-type kernels to the chosen set's table. */
 static int add_kernels(cpu_backend *c, const llm_type_kernels *extra, size_t n_extra,
                        char *err, size_t errlen)
