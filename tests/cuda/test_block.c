@@ -340,12 +340,14 @@ typedef struct bench_env {
     llm_cuda_loop *loop;
 } bench_env;
 
-static void env_open(bench_env *e, const char *head_path)
+/* The target, a loop session and a reference session of n_ctx positions,
+ * the loop with head_path's head (NULL: none). */
+static void env_open_ctx(bench_env *e, const char *head_path, int n_ctx)
 {
     memset(e, 0, sizeof *e);
     e->tm = open_target();
-    e->t = synth_session(e->tm, N_CTX, 32, 1);
-    e->ref = synth_session(e->tm, N_CTX, 32, 3);
+    e->t = synth_session(e->tm, n_ctx, 32, 1);
+    e->ref = synth_session(e->tm, n_ctx, 32, 3);
     REQUIRE(llm_sampler_create(NULL, e->tm->hp.n_vocab, &e->sp) == 0);
     char err[256];
     if (llm_cuda_loop_create(e->t, NULL, &e->loop, err, sizeof err) != 0) {
@@ -356,6 +358,11 @@ static void env_open(bench_env *e, const char *head_path)
         fprintf(stderr, "head: %s\n", llm_cuda_loop_error(e->loop));
         exit(1);
     }
+}
+
+static void env_open(bench_env *e, const char *head_path)
+{
+    env_open_ctx(e, head_path, N_CTX);
 }
 
 static void env_close(bench_env *e)
@@ -521,14 +528,7 @@ static void loop_hybrid(void)
     env_close(&e);
 
     /* A context of 40: prompts of 6-12 tokens run into it. */
-    memset(&e, 0, sizeof e);
-    e.tm = open_target();
-    e.t = synth_session(e.tm, 40, 32, 1);
-    e.ref = synth_session(e.tm, 40, 32, 3);
-    REQUIRE(llm_sampler_create(NULL, e.tm->hp.n_vocab, &e.sp) == 0);
-    char err[256];
-    REQUIRE(llm_cuda_loop_create(e.t, NULL, &e.loop, err, sizeof err) == 0);
-    REQUIRE(llm_cuda_loop_set_block(e.loop, hp) == 0);
+    env_open_ctx(&e, hp, 40);
     REQUIRE(llm_cuda_loop_set_drafter(e.loop, LLM_DRAFTER_HYBRID, 0, 0) == 0);
     CHECK_INT_EQ(hybrid_match(&e, 8, 8, MAX_TOK), 0);
     llm_cuda_loop_get_stats(e.loop, &st);

@@ -266,11 +266,16 @@ static void ranges(void)
     llm_model_free(dm);
 }
 
-/* Block rounds (shipped head, k = 4): the prefill's two ranges (its
- * features are copies inside the same forward), then per launched round
- * pm.spec_decode, the drafter=block leaf (the head's graph) and one
- * verify leaf of 5 tokens; the ids are llm_generate's. */
-static void ranges_block(void)
+/* The KJV target with the shipped block head loaded into a loop, markers
+ * recorded (skips without markers, a device or the head). */
+typedef struct block_env {
+    llm_model *tm;
+    llm_session *t, *ref_s;
+    llm_sampler *sp;
+    llm_cuda_loop *l;
+} block_env;
+
+static void block_open(block_env *e)
 {
 #ifdef PHASEMARK_DISABLED
     fprintf(stderr, "skipped: markers are compiled out\n");
@@ -286,14 +291,38 @@ static void ranges_block(void)
         fprintf(stderr, "skipped: %s not present\n", hp);
         exit(77);
     }
-    llm_model *tm = open_on_cuda("phasemark-kjv-target-q8_0.gguf");
-    llm_session *t = synth_session(tm, 256, 32, REQ), *ref_s = synth_session(tm, 256, 32, REQ);
-    llm_sampler *sp = NULL;
-    REQUIRE(llm_sampler_create(NULL, tm->hp.n_vocab, &sp) == 0);
-    llm_cuda_loop *l = NULL;
+    e->tm = open_on_cuda("phasemark-kjv-target-q8_0.gguf");
+    e->t = synth_session(e->tm, 256, 32, REQ);
+    e->ref_s = synth_session(e->tm, 256, 32, REQ);
+    e->sp = NULL;
+    REQUIRE(llm_sampler_create(NULL, e->tm->hp.n_vocab, &e->sp) == 0);
+    e->l = NULL;
     char err[256];
-    REQUIRE(llm_cuda_loop_create(t, NULL, &l, err, sizeof err) == 0);
-    REQUIRE(llm_cuda_loop_set_block(l, hp) == 0);
+    REQUIRE(llm_cuda_loop_create(e->t, NULL, &e->l, err, sizeof err) == 0);
+    REQUIRE(llm_cuda_loop_set_block(e->l, hp) == 0);
+}
+
+static void block_close(block_env *e)
+{
+    llm_cuda_loop_free(e->l);
+    llm_sampler_free(e->sp);
+    llm_session_free(e->t);
+    llm_session_free(e->ref_s);
+    llm_model_free(e->tm);
+}
+
+/* Block rounds (shipped head, k = 4): the prefill's two ranges (its
+ * features are copies inside the same forward), then per launched round
+ * pm.spec_decode, the drafter=block leaf (the head's graph) and one
+ * verify leaf of 5 tokens; the ids are llm_generate's. */
+static void ranges_block(void)
+{
+    block_env e;
+    block_open(&e);
+    llm_model *tm = e.tm;
+    llm_session *ref_s = e.ref_s;
+    llm_sampler *sp = e.sp;
+    llm_cuda_loop *l = e.l;
     int32_t prompt[64];
     size_t n = 0;
     const char *text = "And it came to pass, when the king heard";
@@ -318,11 +347,7 @@ static void ranges_block(void)
     check_sequence(&w, "block");
     CHECK(s1.rounds - s0.rounds >= 3); /* 11 tokens at most 5 a round */
     CHECK_INT_EQ(memcmp(got.v, ref.v, sizeof ref.v), 0);
-    llm_cuda_loop_free(l);
-    llm_sampler_free(sp);
-    llm_session_free(t);
-    llm_session_free(ref_s);
-    llm_model_free(tm);
+    block_close(&e);
 }
 
 /* Ids with the number of ranges pushed when each arrived: a round's ids
@@ -353,28 +378,12 @@ static int collect_burst(void *user, int32_t tok)
  * arrived with it (1..5); one token left without a match, a plain step. */
 static void ranges_hybrid(void)
 {
-#ifdef PHASEMARK_DISABLED
-    fprintf(stderr, "skipped: markers are compiled out\n");
-    exit(77);
-#endif
-    if (setenv("PHASEMARK", "roctx", 1) != 0)
-        exit(1);
-    ct_require_device();
-    char hp[1024];
-    const char *dir = getenv("PHASEMARK_REPO_MODELS");
-    snprintf(hp, sizeof hp, "%s/phasemark-kjv-block-f16.gguf", dir && *dir ? dir : PM_REPO_MODELS);
-    if (access(hp, R_OK) != 0) {
-        fprintf(stderr, "skipped: %s not present\n", hp);
-        exit(77);
-    }
-    llm_model *tm = open_on_cuda("phasemark-kjv-target-q8_0.gguf");
-    llm_session *t = synth_session(tm, 256, 32, REQ), *ref_s = synth_session(tm, 256, 32, REQ);
-    llm_sampler *sp = NULL;
-    REQUIRE(llm_sampler_create(NULL, tm->hp.n_vocab, &sp) == 0);
-    llm_cuda_loop *l = NULL;
-    char err[256];
-    REQUIRE(llm_cuda_loop_create(t, NULL, &l, err, sizeof err) == 0);
-    REQUIRE(llm_cuda_loop_set_block(l, hp) == 0);
+    block_env e;
+    block_open(&e);
+    llm_model *tm = e.tm;
+    llm_session *ref_s = e.ref_s;
+    llm_sampler *sp = e.sp;
+    llm_cuda_loop *l = e.l;
     REQUIRE(llm_cuda_loop_set_drafter(l, LLM_DRAFTER_HYBRID, 2, 4) == 0);
     /* Two prompts: one that mostly does not repeat itself (block rounds),
      * and one that does: a short P, the target's own greedy continuation
@@ -454,11 +463,7 @@ static void ranges_hybrid(void)
     CHECK(block_rounds > 0);
     printf("hybrid ranges: %d n-gram rounds, %d block rounds as replayed\n", ngram_rounds,
            block_rounds);
-    llm_cuda_loop_free(l);
-    llm_sampler_free(sp);
-    llm_session_free(t);
-    llm_session_free(ref_s);
-    llm_model_free(tm);
+    block_close(&e);
 }
 
 static const ct_case cases[] = {

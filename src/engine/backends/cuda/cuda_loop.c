@@ -1061,108 +1061,6 @@ static int block_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, size_t n
     return rc;
 }
 
-/* One n-gram round (j >= 1 proposed ids in l->host + OFF_VIN + 1) or plain
- * step (j = 0), its record read back into l->host. */
-static int ngram_round(llm_cuda_loop *l, uint64_t req, int32_t j, uint32_t pos)
-{
-    loop_side *t = &l->t;
-    int q = llm_session_quiet(t->s);
-    pm_layer_attr la = layer_attr(t, j ? PM_PHASE_VERIFY : PM_PHASE_DECODE, req,
-                                  (uint32_t)j + 1u);
-    uint32_t r0 = l->round % LOOP_RECS;
-    int rc = 0;
-    pthread_mutex_lock(&t->m->lock);
-    {
-        pm_range r __attribute__((cleanup(pm_range_pop))) =
-            q ? PM_RANGE_NONE : j ? pm_spec_decode_push(req, (uint32_t)j) : pm_decode_push(req, pos);
-        if (j > 0) { /* the proposal is the host's: its leaf holds no forward */
-            pm_range dr __attribute__((cleanup(pm_range_pop))) =
-                q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)j, "ngram");
-            rc = llm_cuda_upload(t->cu, l->dev + OFF_VIN + 1, l->host + OFF_VIN + 1,
-                                 (size_t)j * sizeof(int32_t));
-        }
-        pm_range lr __attribute__((cleanup(pm_range_pop))) =
-            q ? PM_RANGE_NONE : pm_layer_range_push(&la);
-        if (rc == 0)
-            rc = llm_cuda_graph_launch(t->cu, l->verify_ng[j]);
-    }
-    if (rc == 0)
-        rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
-                               l->dev + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
-                               LLM_CUDA_LOOP_REC * sizeof(int32_t));
-    pthread_mutex_unlock(&t->m->lock);
-    if (rc)
-        return side_fail(l, t, rc, j ? "n-gram round" : "plain step");
-    l->round++;
-    l->st.readbacks++;
-    return 0;
-}
-
-/* N-gram rounds: the host proposes from its copy of the history, the
- * device verifies and accepts; one read-back a round. */
-static int ngram_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
-                      size_t n_prompt, gen_state *g, int32_t tok)
-{
-    loop_side *t = &l->t;
-    uint32_t n_ctx = llm_session_n_ctx(t->s), pos = (uint32_t)n_prompt;
-    memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
-    l->hist[n_prompt] = tok; /* the history the target has seen, then last */
-    size_t n_hist = n_prompt + 1;
-    l->host[OFF_ROUND] = 0;
-    l->host[OFF_VIN] = tok;
-    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
-    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
-    int rc = llm_cuda_pos_set(t->cu, pos);
-    if (rc)
-        return side_fail(l, t, rc, "state upload");
-    l->round = 0;
-    while (g->reason < 0) {
-        if (pos >= n_ctx) {
-            g->reason = LLM_STOP_CONTEXT;
-            break;
-        }
-        uint64_t t0 = llm_now_ns();
-        /* At most k ids, none past max_tokens, every row within the cache. */
-        int32_t cut = k;
-        size_t left = (size_t)g->p->max_tokens - g->emitted;
-        if (left - 1 < (size_t)cut)
-            cut = (int32_t)(left - 1);
-        if (n_ctx - pos - 1 < (uint32_t)cut)
-            cut = (int32_t)(n_ctx - pos - 1);
-        size_t start = 0;
-        int32_t j = 0;
-        if (cut > 0 && pm__ngram_lookup(l->hist, n_hist, l->ngram_min, l->ngram_max, cut, &start,
-                                        &j) == 0)
-            j = 0;
-        memcpy(l->host + OFF_VIN + 1, l->hist + start, (size_t)j * sizeof(int32_t));
-        rc = ngram_round(l, req, j, pos);
-        if (rc)
-            return rc;
-        const int32_t *rec = l->host + OFF_REC + (size_t)((l->round - 1) % LOOP_RECS) *
-                                                     LLM_CUDA_LOOP_REC;
-        int32_t cnt = rec[0];
-        if (cnt < 1 || cnt > j + 1)
-            return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens", (int)cnt);
-        if (j > 0) {
-            l->st.rounds++;
-            l->st.drafted += (uint64_t)j;
-            l->st.accepted += (uint64_t)(cnt - 1);
-            l->st.committed += (uint64_t)cnt;
-        } else {
-            l->st.plain_steps++;
-        }
-        uint32_t fed = 0;
-        for (int32_t i = 0; i < cnt && g->reason < 0; i++) {
-            fed++;
-            l->hist[n_hist++] = rec[1 + i];
-            emit(g, rec[1 + i]);
-        }
-        pos += fed;
-        llm_session_device_moved(t->s, pos, j > 0, llm_now_ns() - t0, (uint64_t)j + 1u);
-    }
-    return 0;
-}
-
 /* N-gram rounds on the device: batches of rounds, one read-back a batch. */
 static int ngram_dev_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
                           size_t n_prompt, gen_state *g, int32_t tok)
@@ -1223,18 +1121,15 @@ static int ngram_dev_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32
     return rc;
 }
 
-/* One hybrid round, its record read back into l->host: j >= 1 n-gram ids
- * (in l->host + OFF_VIN + 1) verified by the block verify of j + 1 rows,
- * a block round of k (the head's graph, then its verify) when blk, or a
- * plain step (j = 0), the block verify of one row. Every kind runs a
- * block verify, so the head's context gets the features of every
- * position the target runs, whichever drafter proposed. */
-static int hybrid_round(llm_cuda_loop *l, uint64_t req, int32_t j, int blk, int32_t k,
-                        uint32_t pos)
+/* One round the host proposed, its record read back into l->host: w >= 1
+ * drafted ids, by the head's graph `head` or (head NULL) the w ids in
+ * l->host + OFF_VIN + 1 uploaded, then `verify` of w + 1 rows; w = 0 is a
+ * plain step (verify of the last token's row). */
+static int host_round(llm_cuda_loop *l, uint64_t req, int32_t w, llm_cuda_graph *head,
+                      llm_cuda_graph *verify, uint32_t pos)
 {
     loop_side *t = &l->t;
     int q = llm_session_quiet(t->s);
-    int32_t w = blk ? k : j; /* the verify's drafted ids */
     pm_layer_attr la = layer_attr(t, w ? PM_PHASE_VERIFY : PM_PHASE_DECODE, req,
                                   (uint32_t)w + 1u);
     uint32_t r0 = l->round % LOOP_RECS;
@@ -1243,17 +1138,17 @@ static int hybrid_round(llm_cuda_loop *l, uint64_t req, int32_t j, int blk, int3
     {
         pm_range r __attribute__((cleanup(pm_range_pop))) =
             q ? PM_RANGE_NONE : w ? pm_spec_decode_push(req, (uint32_t)w) : pm_decode_push(req, pos);
-        if (w > 0) {
+        if (w > 0) { /* an n-gram proposal is the host's: its leaf holds no forward */
             pm_range dr __attribute__((cleanup(pm_range_pop))) =
-                q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)w, blk ? "block" : "ngram");
-            rc = blk ? llm_cuda_graph_launch(t->cu, l->bhead[0][k])
-                     : llm_cuda_upload(t->cu, l->dev + OFF_VIN + 1, l->host + OFF_VIN + 1,
-                                       (size_t)j * sizeof(int32_t));
+                q ? PM_RANGE_NONE : pm_draft_by_push(req, (uint32_t)w, head ? "block" : "ngram");
+            rc = head ? llm_cuda_graph_launch(t->cu, head)
+                      : llm_cuda_upload(t->cu, l->dev + OFF_VIN + 1, l->host + OFF_VIN + 1,
+                                        (size_t)w * sizeof(int32_t));
         }
         pm_range lr __attribute__((cleanup(pm_range_pop))) =
             q ? PM_RANGE_NONE : pm_layer_range_push(&la);
         if (rc == 0)
-            rc = llm_cuda_graph_launch(t->cu, l->bverify[0][w]);
+            rc = llm_cuda_graph_launch(t->cu, verify);
     }
     if (rc == 0)
         rc = llm_cuda_download(t->cu, l->host + OFF_REC + (size_t)r0 * LLM_CUDA_LOOP_REC,
@@ -1261,27 +1156,33 @@ static int hybrid_round(llm_cuda_loop *l, uint64_t req, int32_t j, int blk, int3
                                LLM_CUDA_LOOP_REC * sizeof(int32_t));
     pthread_mutex_unlock(&t->m->lock);
     if (rc)
-        return side_fail(l, t, rc, blk ? "hybrid block round" : j ? "hybrid n-gram round"
-                                                                  : "hybrid plain step");
+        return side_fail(l, t, rc, head ? "block round" : w ? "n-gram round" : "plain step");
     l->round++;
     l->st.readbacks++;
     return 0;
 }
 
-/* Hybrid rounds (greedy): per round the host looks its history up as
- * the n-gram drafter does; a match of at least l->hybrid_min tokens is
+/* Rounds the host proposes from its copy of the history, one read-back a
+ * round (the next lookup needs the committed ids).
+ *
+ * N-gram rounds (hybrid 0): the longest recent match's continuation, at
+ * most k ids and none past max_tokens, verified by the target's graph of
+ * that width; no match, a plain step.
+ *
+ * Hybrid rounds (hybrid 1): a match of at least l->hybrid_min tokens is
  * verified as the proposal, anything shorter gives the round to the block
- * head at k (drafter.c's rule for the hybrid over a head). Near the end
- * (no room for k + 1 positions, or one token left) a round without a
- * match is a plain step. One read-back a round: the next lookup needs the
- * committed ids. */
-static int hybrid_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t *prompt,
-                       size_t n_prompt, gen_state *g, int32_t tok)
+ * head at k (drafter.c's rule for the hybrid over a head); with one token
+ * left or no room for k + 1 positions a round without a match is a plain
+ * step. Every kind runs the block verify of its width, so the head's
+ * context gets the features of every position the target runs, whichever
+ * drafter proposed. */
+static int host_lookup_loop(llm_cuda_loop *l, uint64_t req, int32_t k, int hybrid,
+                            const int32_t *prompt, size_t n_prompt, gen_state *g, int32_t tok)
 {
     loop_side *t = &l->t;
     uint32_t n_ctx = llm_session_n_ctx(t->s), pos = (uint32_t)n_prompt;
     memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
-    l->hist[n_prompt] = tok;
+    l->hist[n_prompt] = tok; /* the history the target has seen, then last */
     size_t n_hist = n_prompt + 1;
     l->host[OFF_ROUND] = 0;
     l->host[OFF_VIN] = tok;
@@ -1291,14 +1192,16 @@ static int hybrid_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t 
     if (rc)
         return side_fail(l, t, rc, "state upload");
     l->round = 0;
+    int32_t take_min = hybrid ? l->hybrid_min : 1;
     while (g->reason < 0) {
         if (pos >= n_ctx) {
             g->reason = LLM_STOP_CONTEXT;
             break;
         }
         uint64_t t0 = llm_now_ns();
+        /* At most k ids, none past max_tokens, every row within the cache. */
         size_t left = (size_t)g->p->max_tokens - g->emitted;
-        uint32_t room = n_ctx - pos - 1; /* drafted ids the cache has rows for */
+        uint32_t room = n_ctx - pos - 1;
         int32_t cut = k;
         if (left - 1 < (size_t)cut)
             cut = (int32_t)(left - 1);
@@ -1307,16 +1210,18 @@ static int hybrid_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t 
         size_t start = 0;
         int32_t j = 0;
         if (cut > 0 && pm__ngram_lookup(l->hist, n_hist, l->ngram_min, l->ngram_max, cut, &start,
-                                        &j) < l->hybrid_min)
+                                        &j) < take_min)
             j = 0;
-        int blk = j == 0 && left > 1 && room >= (uint32_t)k;
+        int blk = hybrid && j == 0 && left > 1 && room >= (uint32_t)k;
+        int32_t w = blk ? k : j; /* the verify's drafted ids */
         memcpy(l->host + OFF_VIN + 1, l->hist + start, (size_t)j * sizeof(int32_t));
-        rc = hybrid_round(l, req, j, blk, k, pos);
+        rc = host_round(l, req, w, blk ? l->bhead[0][k] : NULL,
+                        hybrid ? l->bverify[0][w] : l->verify_ng[w], pos);
         if (rc)
             return rc;
         const int32_t *rec = l->host + OFF_REC + (size_t)((l->round - 1) % LOOP_RECS) *
                                                      LLM_CUDA_LOOP_REC;
-        int32_t w = blk ? k : j, cnt = rec[0];
+        int32_t cnt = rec[0];
         if (cnt < 1 || cnt > w + 1)
             return loop_fail(l, LLM_EBACKEND, "device loop: round record of %d tokens", (int)cnt);
         if (w > 0) {
@@ -1324,7 +1229,7 @@ static int hybrid_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32_t 
             l->st.drafted += (uint64_t)w;
             l->st.accepted += (uint64_t)(cnt - 1);
             l->st.committed += (uint64_t)cnt;
-            if (!blk) {
+            if (hybrid && !blk) {
                 l->st.ngram_rounds++;
                 l->st.ngram_drafted += (uint64_t)j;
                 l->st.ngram_accepted += (uint64_t)(cnt - 1);
@@ -1459,9 +1364,9 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     } else if (rc == 0 && ngram && l->ngram_dev) {
         rc = ngram_dev_loop(l, req, k, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && ngram) {
-        rc = ngram_loop(l, req, k, prompt, n_prompt, &g, tok);
+        rc = host_lookup_loop(l, req, k, 0, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && hyb) {
-        rc = hybrid_loop(l, req, k, prompt, n_prompt, &g, tok);
+        rc = host_lookup_loop(l, req, k, 1, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && blk) {
         rc = block_loop(l, s, req, k, n_prompt, &g, tok);
     } else if (rc == 0) {
