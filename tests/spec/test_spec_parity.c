@@ -17,6 +17,8 @@
  * 2.83 tokens per target forward at b = 4 and 3.12 at b = 8 on held-out
  * chapters, models/README.md, where a random head commits 1.02; these
  * requests stop after 16 tokens, which cuts the last round short),
+ * "shipped-head-q8" (the same with models/phasemark-kjv-block-q8_0.gguf,
+ * the trained head re-encoded to Q8_0 by pm-modelwriter requant),
  * "tree=N" (drafter=block, monolithic: tree rounds of up to N nodes,
  * llm_spec_set_tree; still one head forward per round), "over-head"
  * (drafter=hybrid over a block head instead of the draft model: a random
@@ -114,7 +116,7 @@ typedef struct setup {
     int drafter; /* LLM_DRAFTER_*, or -1: the draft session itself */
     char head[1024]; /* drafter=block, or hybrid over-head: the head's file */
     int over_head;    /* drafter=hybrid over a block head, not the draft */
-    int shipped_head; /* the trained head, not a random one */
+    int shipped_head; /* the trained head, not a random one: 1 F16, 2 Q8_0 */
     int tree;         /* tree=N: tree rounds of up to N nodes (block) */
 } setup;
 
@@ -313,6 +315,8 @@ static int parse_opts(int argc, char **argv, int *adaptive, setup *su)
             *adaptive = LLM_SPEC_ADAPT_COST;
         else if (strcmp(argv[i], "shipped-head") == 0)
             su->shipped_head = 1;
+        else if (strcmp(argv[i], "shipped-head-q8") == 0)
+            su->shipped_head = 2;
         else if (strcmp(argv[i], "over-head") == 0)
             su->over_head = 1;
         else if (strncmp(argv[i], "tree=", 5) == 0 && tree_nodes(argv[i] + 5, &su->tree) == 0)
@@ -389,8 +393,9 @@ int main(int argc, char **argv)
     int wants_head = su.drafter == LLM_DRAFTER_BLOCK || su.over_head;
     if (wants_head && su.shipped_head) {
         const char *slash = strrchr(tp, '/');
-        snprintf(su.head, sizeof su.head, "%.*s/phasemark-kjv-block-f16.gguf",
-                 slash ? (int)(slash - tp) : 1, slash ? tp : ".");
+        snprintf(su.head, sizeof su.head, "%.*s/phasemark-kjv-block-%s.gguf",
+                 slash ? (int)(slash - tp) : 1, slash ? tp : ".",
+                 su.shipped_head == 2 ? "q8_0" : "f16");
         if (synth || access(su.head, R_OK) != 0)
             PM_SKIP("the shipped block head is not in models/ (or the target is synthetic)");
     } else if (wants_head) {
