@@ -180,8 +180,7 @@ int main(int argc, char **argv)
      * kernels, product and OpenBLAS core, else kernels and product, else
      * kernels, else any (which then skips). */
     const lock_entry *e = NULL;
-    int level = 3;
-    for (; level >= 0 && !e; level--)
+    for (int level = 3; level >= 0 && !e; level--)
         for (size_t i = 0; i < sizeof recorded / sizeof recorded[0] && !e; i++)
             if (strcmp(recorded[i].model, base_name(argv[3])) == 0 &&
                 strcmp(recorded[i].config, config) == 0 &&
@@ -194,7 +193,8 @@ int main(int argc, char **argv)
      * one forward wide enough for the batched float product, summed in
      * that core's order, is not comparable (the F16 draft's is OpenBLAS's
      * sgemm; the Q8_0 target's never is, and matches anyway). */
-    int other_core = level + 1 == 2 && strcmp(gemm, "openblas") == 0 && *core;
+    int other_core = strcmp(gemm, "openblas") == 0 && strcmp(e->gemm, gemm) == 0 &&
+                     strcmp(e->core ? e->core : "", core) != 0;
     if (strcmp(e->kernels, kernels) != 0 || strcmp(e->gemm, gemm) != 0) {
         fprintf(stderr, "recorded with kernels %s/%s; this host runs %s/%s\n", e->kernels,
                 e->gemm, kernels, gemm);

@@ -961,6 +961,22 @@ static int spec_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, const int
     return rc;
 }
 
+/* The state rounds on the target alone start from: no record yet,
+ * vin[0] = tok (the last committed id), the target's register at pos. */
+static int rounds_start(llm_cuda_loop *l, int32_t tok, uint32_t pos)
+{
+    loop_side *t = &l->t;
+    l->host[OFF_ROUND] = 0;
+    l->host[OFF_VIN] = tok;
+    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
+    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
+    int rc = llm_cuda_pos_set(t->cu, pos);
+    if (rc)
+        return side_fail(l, t, rc, "state upload");
+    l->round = 0;
+    return 0;
+}
+
 /* The prompt's prefill for block rounds: the target's forward with the
  * head's feature planes (positions 0..n-1, read back to the host), then
  * the head's context built from them on the device. The first token is
@@ -1010,14 +1026,9 @@ static int block_loop(llm_cuda_loop *l, int s, uint64_t req, int32_t k, size_t n
 {
     loop_side *t = &l->t;
     uint32_t pos = (uint32_t)n_prompt, n_ctx = llm_session_n_ctx(t->s);
-    l->host[OFF_ROUND] = 0;
-    l->host[OFF_VIN] = tok;
-    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
-    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
-    int rc = llm_cuda_pos_set(t->cu, pos);
+    int rc = rounds_start(l, tok, pos);
     if (rc)
-        return side_fail(l, t, rc, "state upload");
-    l->round = 0;
+        return rc;
     pm_layer_attr va = layer_attr(t, PM_PHASE_VERIFY, req, (uint32_t)k + 1u);
     int q = llm_session_quiet(t->s);
     while (g->reason < 0) {
@@ -1069,17 +1080,12 @@ static int ngram_dev_loop(llm_cuda_loop *l, uint64_t req, int32_t k, const int32
     uint32_t pos = (uint32_t)n_prompt, n_ctx = llm_session_n_ctx(t->s);
     memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
     l->hist[n_prompt] = tok;
-    l->host[OFF_ROUND] = 0;
-    l->host[OFF_VIN] = tok;
     /* l->hist is pageable memory: the runtime stages the copy before the
      * call returns (the device history then grows on the device only). */
     llm_cuda_upload(t->cu, l->dhist, l->hist, (n_prompt + 1) * sizeof *prompt);
-    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
-    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
-    int rc = llm_cuda_pos_set(t->cu, pos);
+    int rc = rounds_start(l, tok, pos);
     if (rc)
-        return side_fail(l, t, rc, "state upload");
-    l->round = 0;
+        return rc;
     pm_layer_attr va = layer_attr(t, PM_PHASE_VERIFY, req, (uint32_t)k + 1u);
     int q = llm_session_quiet(t->s);
     while (g->reason < 0) {
@@ -1184,14 +1190,9 @@ static int host_lookup_loop(llm_cuda_loop *l, uint64_t req, int32_t k, int hybri
     memcpy(l->hist, prompt, n_prompt * sizeof *prompt);
     l->hist[n_prompt] = tok; /* the history the target has seen, then last */
     size_t n_hist = n_prompt + 1;
-    l->host[OFF_ROUND] = 0;
-    l->host[OFF_VIN] = tok;
-    llm_cuda_upload(t->cu, l->dev + OFF_ROUND, l->host + OFF_ROUND, sizeof(int32_t));
-    llm_cuda_upload(t->cu, l->dev + OFF_VIN, l->host + OFF_VIN, sizeof(int32_t));
-    int rc = llm_cuda_pos_set(t->cu, pos);
+    int rc = rounds_start(l, tok, pos);
     if (rc)
-        return side_fail(l, t, rc, "state upload");
-    l->round = 0;
+        return rc;
     int32_t take_min = hybrid ? l->hybrid_min : 1;
     while (g->reason < 0) {
         if (pos >= n_ctx) {
