@@ -11,7 +11,9 @@
  *   (rows_stationary = 0), k and v cache included: f32, f16, bf16, Q8_0
  *   on the int8 kernel and Q8_0 on the fp32 kernel, every fusion (the
  *   SwiGLU pairs, odd weight row counts), a 1408-wide row (a batch past
- *   the unrolled ones) and a 4096-wide one with split-K on.
+ *   the unrolled ones) and a 4096-wide one with split-K on; the int8
+ *   kernel under every rows_plan (fitted, fixed, and each forced group
+ *   of 2..8 rows).
  * plain_kjv: the plain loop on the KJV target (q8_0, cuda:0) gives the ids
  *   of llm_generate's greedy decode (the seam's graph step) on 24 prompts
  *   x 64 tokens, leaves the session at llm_generate's position, and reads
@@ -304,11 +306,12 @@ typedef struct st_shape {
 } st_shape;
 
 /* The n rows' outputs (y [n][out_w], then the k and v caches) of one way
- * of running the product: fused_rows with rows_stationary = st (0 or 1),
- * or (st < 0) n one-row launches at positions 5 + i. */
+ * of running the product: fused_rows with rows_stationary = st (0 or 1)
+ * and rows_plan = plan, or (st < 0) n one-row launches at positions
+ * 5 + i. */
 static void st_run(llm_cuda *c, const llm_cuda_weight *w, const st_shape *sh, unsigned flags,
                    int32_t n, const float *dx, const float *dg, const double *freq,
-                   const float *y0, int st, float *host)
+                   const float *y0, int st, int plan, float *host)
 {
     int64_t out_w = (flags & LLM_CUDA_MV_SWIGLU_PAIRS) ? sh->rows / 2 : sh->rows;
     size_t yb = (size_t)n * (size_t)out_w * sizeof(float), cb = (size_t)64 * 4 * 64 * sizeof(float);
@@ -324,6 +327,7 @@ static void st_run(llm_cuda *c, const llm_cuda_weight *w, const st_shape *sh, un
     t.q8_int8 = sh->q8_int8;
     t.mv_split = sh->mv_split;
     t.rows_stationary = st > 0;
+    t.rows_plan = plan;
     REQUIRE(llm_cuda_set_tuning(c, &t) == 0);
     if (st >= 0) {
         llm_cuda_rope_store rs = {{5, NULL}, freq, 1.0f, 8, 4, 64, kc, vc};
@@ -386,9 +390,9 @@ static void st_case(llm_cuda *c, const st_shape *sh, unsigned flags, int32_t n)
     ct_put(c, dg, g, (size_t)cols * sizeof(float));
     float *one = malloc(all), *grid = malloc(all), *st = malloc(all);
     REQUIRE(one && grid && st);
-    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, -1, one);
-    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 0, grid);
-    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 1, st);
+    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, -1, 1, one);
+    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 0, 1, grid);
+    st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 1, 1, st);
     /* The reference wrote every output: no NaN left; with the residual
      * add, every sum moved off its start, except SwiGLU outputs whose gate
      * is so negative that silu(g) * u vanishes next to it. */
@@ -409,6 +413,18 @@ static void st_case(llm_cuda *c, const st_shape *sh, unsigned flags, int32_t n)
                 flags, (int)n);
     CHECK_INT_EQ(differ, 0);
     CHECK_INT_EQ(memcmp(grid, one, all), 0);
+    /* The Q8 products' other plans: the fixed groups of up to 8 rows and
+     * every forced group size, each slot count and batch shape they
+     * reach on this row width. */
+    if (sh->type == LLM_TYPE_Q8_0 && sh->q8_int8 != 0)
+        for (int plan = 0; plan <= LLM_CUDA_ROWS_GROUP_MAX; plan += plan ? 1 : 2) {
+            st_run(c, &w, sh, flags, n, dx, dg, freq, y0, 1, plan, st);
+            differ = memcmp(st, one, all) != 0;
+            if (differ)
+                fprintf(stderr, "rows %lld cols %lld flags %u n %d plan %d differ\n",
+                        (long long)rows, (long long)cols, flags, (int)n, plan);
+            CHECK_INT_EQ(differ, 0);
+        }
     void *bufs[] = {dx, dg, freq};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         llm_cuda_mfree(c, bufs[i]);

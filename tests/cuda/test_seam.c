@@ -168,6 +168,14 @@ static void seam_kernel_switches(void)
         CHECK_INT_EQ(t.rows_stationary, verify[i][1][0] - '0');
     }
     REQUIRE(unsetenv("PHASEMARK_CUDA_VERIFY") == 0);
+    CHECK_INT_EQ(t.rows_plan, 1);
+    const char *plan[][2] = {{"fixed", "0"}, {"fitted", "1"}, {"2", "1"}, {"", "1"}};
+    for (int i = 0; i < 4; i++) {
+        REQUIRE(setenv("PHASEMARK_CUDA_ROWS_PLAN", plan[i][0], 1) == 0);
+        tuning_with(NULL, NULL, &t);
+        CHECK_INT_EQ(t.rows_plan, plan[i][1][0] - '0');
+    }
+    REQUIRE(unsetenv("PHASEMARK_CUDA_ROWS_PLAN") == 0);
     const char *kq_grouped[][2] = {{"blocks", "0"}, {"grouped2", "2"}, {"grouped", "1"}, {"x", "1"}};
     for (int i = 0; i < 4; i++) {
         REQUIRE(setenv("PHASEMARK_CUDA_KQ_LAYOUT", kq_grouped[i][0], 1) == 0);
@@ -228,6 +236,14 @@ static void seam_kernel_switches(void)
     t.mv_blocks = 1;
     t.rows_stationary = 3;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.rows_stationary = 2;
+    t.rows_plan = LLM_CUDA_ROWS_GROUP_MAX + 1;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.rows_plan = -1;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
+    t.rows_plan = LLM_CUDA_ROWS_GROUP_MAX;
+    CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), 0);
+    t.rows_plan = 1;
     /* which verify widths go weight-stationary, per setting: the default
      * from 7 rows (a k = 6 round) up */
     const int widths[] = {1, 2, 5, 6, 7, 9, 17};

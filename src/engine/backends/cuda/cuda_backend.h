@@ -209,6 +209,17 @@ int llm_cuda_bind(llm_cuda *c);
  *     below, where a group's 8 slots of work cost more than the rows'
  *     grids (bench/results/cuda_verify.md). PHASEMARK_CUDA_VERIFY=
  *     stationary at creation sets 1, =rows 0, anything else 2.
+ *   rows_plan: how the weight-stationary Q8 products spread a verify's
+ *     rows over the grid. 1 (default) fitted: per product, the fewest
+ *     rows a warp (1: the one-row grid, a grid row per activation row)
+ *     whose groups of rows still fit the grid's one wave, with a lane
+ *     batch of one vector for rows of up to 512 columns (a warp's slots
+ *     of work, one per row of its group, are what a verify of a small
+ *     model waits on); a product that fits no wave takes the fixed plan.
+ *     0 fixed: groups of up to 8 rows, as even as they can be, every
+ *     product alike. 2..8: exactly that many rows a group (tests and
+ *     measurements). The same bits every way. PHASEMARK_CUDA_ROWS_PLAN=
+ *     fixed at creation sets 0.
  *   mv_async: 0 (default) one-row products over Q8 layout weights run
  *     matvec_q8i_kernel (registers hold the bytes in flight); 2, 3, 4, 6
  *     or 8 a kernel that streams the weights into shared memory by async
@@ -238,6 +249,7 @@ typedef struct llm_cuda_tuning {
     int mv_blocks;
     int rows_stationary;
     int mv_async;
+    int rows_plan;
 } llm_cuda_tuning;
 
 /* The widest k-quant row the native one-row kernel takes (its quantized
@@ -251,6 +263,10 @@ typedef struct llm_cuda_tuning {
  * activation, cols bytes and cols / 32 scales, lives in 48 KB of shared
  * memory). */
 #define LLM_CUDA_Q8_INT8_MAX_COLS 43008
+
+/* The most activation rows a warp of a weight-stationary product takes
+ * (tuning rows_plan's largest forced group). */
+#define LLM_CUDA_ROWS_GROUP_MAX 8
 
 /* The most stages tuning mv_async takes. */
 #define LLM_CUDA_MV_ASYNC_MAX 8

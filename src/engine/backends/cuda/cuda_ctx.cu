@@ -182,6 +182,8 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
                               : strcmp(verify, "stationary") == 0 ? 1
                               : strcmp(verify, "rows") == 0       ? 0
                                                                   : 2;
+    const char *plan = getenv("PHASEMARK_CUDA_ROWS_PLAN");
+    c->tune.rows_plan = plan && strcmp(plan, "fixed") == 0 ? 0 : 1;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);
@@ -305,6 +307,7 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->mv_l2 >= 0 && t->mv_l2 <= 3);
     LLM_CU_ARG(c, t->mv_blocks >= 0 && t->mv_blocks <= 4);
     LLM_CU_ARG(c, t->rows_stationary >= 0 && t->rows_stationary <= 2);
+    LLM_CU_ARG(c, t->rows_plan >= 0 && t->rows_plan <= LLM_CUDA_ROWS_GROUP_MAX);
     LLM_CU_ARG(c, t->mv_async == 0 || (t->mv_async >= 2 && t->mv_async <= LLM_CUDA_MV_ASYNC_MAX));
     c->tune = *t;
     return 0;

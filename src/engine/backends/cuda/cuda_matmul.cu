@@ -1187,7 +1187,7 @@ matvec_fused_kernel(const void *__restrict__ w, const uint16_t *__restrict__ sca
  * norm reductions are the one-row kernel's, and the epilogue is the same
  * code, so row r has exactly the bits of a one-row launch on x[r] at
  * position pos0 + r (tests/cuda/test_loop.c rows_stationary). */
-#define MV_GROUP 8
+#define MV_GROUP LLM_CUDA_ROWS_GROUP_MAX
 
 /* The first row and the row count of grid row blockIdx.y's group: groups
  * of `per` rows, the last one shorter. */
@@ -1928,12 +1928,21 @@ __device__ __forceinline__ bool mv_split_sum_rows(float (*part)[NV][2], int ks_l
     return true;
 }
 
+/* Blocks a multiprocessor of matvec_q8i_rows_kernel<FLAGS, U, NV>, its
+ * launch bound: a batch of one vector a lane (U = 1) and a few rows leave
+ * registers for more blocks, which is what lets a verify's groups of rows
+ * share one wave (q8i_rows_plan). */
+__host__ __device__ constexpr int q8i_rows_blocks(int u, int nv)
+{
+    return u == 1 ? (nv <= 3 ? 4 : nv <= 5 ? 3 : 2) : 2;
+}
+
 /* matvec_q8i_kernel over a group of nv <= NV activation rows: the block
  * quantizes each row once (xq [nv][cols], then xd [nv][cols / 32]; one
  * barrier for all), then every warp's weight batch meets each row's
  * quantized x in turn. */
 template <int FLAGS, int U, int NV>
-__global__ void __launch_bounds__(Q8I_WARPS * 32, q8i_shape<U>::blocks)
+__global__ void __launch_bounds__(Q8I_WARPS * 32, q8i_rows_blocks(U, NV))
 matvec_q8i_rows_kernel(const int8_t *__restrict__ w, const uint16_t *__restrict__ scales,
                        const float *__restrict__ x, const float *__restrict__ g, float eps,
                        float *__restrict__ y, int64_t rows, int64_t cols, int ks_log2,
@@ -2062,6 +2071,109 @@ static unsigned mv_pair_blocks(const llm_cuda *c, int64_t pairs, int ks_log2, in
     return (unsigned)(blocks < cap ? blocks : cap);
 }
 
+/* How a weight-stationary Q8 product spreads a verify's c->mv_rows
+ * activation rows over the grid: groups of `per` rows (the last one
+ * shorter), one grid row a group, `nv` slots of work a warp (the
+ * instantiated size at or above per), batches of `u` vectors a lane.
+ * per 1 is the one-row grid (a grid row per activation row), 0 no
+ * stationary product at all. */
+typedef struct q8i_rows_plan {
+    int32_t per;
+    unsigned groups;
+    int u, nv;
+} q8i_rows_plan;
+
+/* The slot counts matvec_q8i_rows_kernel is built with, per batch shape:
+ * the smallest at or above per, 0 for none. */
+static int q8i_rows_slots(int u, int32_t per)
+{
+    static const int one[] = {2, 3, 4, 5, 8}, four[] = {2, 4, 8};
+    const int *set = u == 1 ? one : four;
+    size_t count = u == 1 ? sizeof one / sizeof one[0] : sizeof four / sizeof four[0];
+    for (size_t i = 0; i < count; i++)
+        if (set[i] >= per)
+            return set[i];
+    return 0;
+}
+
+/* The plan (tuning rows_plan) for `pairs` row pairs of `cols` columns,
+ * row_smem bytes of quantized activation a row, split-K ks_log2, and the
+ * one-row kernel's blocks a multiprocessor at the caller's batch shape
+ * (one_blocks). Fitted: of the group counts from one per row down, the
+ * first whose blocks (groups x one group's blocks) are all resident at
+ * once, each warp then taking one pair with the fewest rows; a lane batch
+ * of one vector when a row is at most 32 vectors (512 columns: one batch
+ * covers it, and the registers it leaves give 3-4 blocks a
+ * multiprocessor). A product that fits no wave, tuning 0, or a forced
+ * size that the shared memory cannot hold, take mv_group_per's groups of
+ * up to MV_GROUP rows at the batch of 4. */
+static q8i_rows_plan q8i_plan_rows(const llm_cuda *c, int64_t pairs, int64_t cols,
+                                   size_t row_smem, int ks_log2, int one_blocks)
+{
+    q8i_rows_plan fixed = {0, 1, 4, MV_GROUP};
+    fixed.per = mv_group_per(c, row_smem, &fixed.groups);
+    if (fixed.per == 0 || c->tune.rows_plan == 0)
+        return fixed;
+    int32_t n = c->mv_rows, fit = (int32_t)((48 * 1024 - 2048) / row_smem);
+    int u = cols / 16 <= 32 ? 1 : 4;
+    int64_t per_block = Q8I_WARPS >> ks_log2, group_blocks = (pairs + per_block - 1) / per_block;
+    if (c->tune.rows_plan >= 2) {
+        int32_t per = c->tune.rows_plan < n ? c->tune.rows_plan : n;
+        q8i_rows_plan p = {per, (unsigned)((n + per - 1) / per), u, q8i_rows_slots(u, per)};
+        return per <= fit ? p : fixed;
+    }
+    for (int32_t g = n; g >= 1; g--) {
+        int32_t per = (n + g - 1) / g;
+        if (per > MV_GROUP || per > fit)
+            break;
+        q8i_rows_plan p = {per, (unsigned)((n + per - 1) / per), u, q8i_rows_slots(u, per)};
+        int per_sm = per == 1 ? (u == 1 ? q8i_shape<1>::blocks : one_blocks)
+                              : q8i_rows_blocks(u, p.nv);
+        if ((int64_t)p.groups * group_blocks <= (int64_t)c->sm_count * per_sm)
+            return p;
+    }
+    return fixed;
+}
+
+/* The one-row kernel at batch shape U over every activation row (a grid
+ * row each), split-K ks_log2 as the caller chose it. */
+template <int FLAGS, int U>
+static cudaError_t launch_q8i_one(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                  const llm_cuda_mv_fuse *f, float *y, int ks,
+                                  const llm_cuda_rope_store &rp)
+{
+    int64_t pairs = (w->rows + 1) / 2;
+    size_t smem = (size_t)w->cols + (size_t)(w->cols / LLM_QK8_0) * sizeof(float);
+    return llm__launch(c, matvec_q8i_kernel<FLAGS, U>,
+                       dim3(mv_pair_blocks(c, pairs, ks, q8i_shape<U>::blocks), llm__mv_rows(c)),
+                       dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
+                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
+                       c->tune.mv_prefetch, c->tune.mv_l2, rp);
+}
+
+/* The weight-stationary kernel with NV slots at batch shape U for plan p.
+ * A lane's chunk order does not depend on U: ks alone shapes the sums. The
+ * groups share one wave of the grid (a warp then takes more pairs in turn,
+ * which no sum depends on). */
+template <int FLAGS, int U, int NV>
+static cudaError_t launch_q8i_rows(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
+                                   const llm_cuda_mv_fuse *f, float *y, int ks,
+                                   const llm_cuda_rope_store &rp, const q8i_rows_plan &p)
+{
+    int64_t pairs = (w->rows + 1) / 2;
+    size_t smem = (size_t)w->cols + (size_t)(w->cols / LLM_QK8_0) * sizeof(float);
+    constexpr int per_sm = q8i_rows_blocks(U, NV);
+    unsigned blocks = mv_pair_blocks(c, pairs, ks, per_sm);
+    unsigned wave = ((unsigned)c->sm_count * per_sm + p.groups - 1) / p.groups;
+    return llm__launch(c, matvec_q8i_rows_kernel<FLAGS, U, NV>,
+                       dim3(blocks < wave ? blocks : wave, p.groups), dim3(Q8I_WARPS * 32),
+                       smem * (size_t)p.per, (const int8_t *)w->data, w->scales, x,
+                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
+                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
+                       c->tune.mv_prefetch, rp, c->mv_rows, p.per);
+}
+
 template <int FLAGS, int U>
 static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
                                 const llm_cuda_mv_fuse *f, float *y)
@@ -2074,27 +2186,22 @@ static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, con
     memset(&rp, 0, sizeof rp);
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
-    unsigned groups = 1;
-    int32_t per = mv_group_per(c, smem, &groups);
-    if (per > 0) {
-        /* A lane's chunk order does not depend on U: ks alone shapes the
-         * sums. The groups share one wave of the grid (a warp then takes
-         * more pairs in turn, which no sum depends on). */
-        unsigned blocks = mv_pair_blocks(c, pairs, ks, q8i_shape<4>::blocks);
-        unsigned wave = ((unsigned)c->sm_count * q8i_shape<4>::blocks + groups - 1) / groups;
-        return llm__launch(c, matvec_q8i_rows_kernel<FLAGS, 4, MV_GROUP>,
-                           dim3(blocks < wave ? blocks : wave, groups),
-                           dim3(Q8I_WARPS * 32), smem * (size_t)per, (const int8_t *)w->data,
-                           w->scales, x, (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
-                           (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
-                           c->tune.mv_prefetch, rp, c->mv_rows, per);
+    q8i_rows_plan p = q8i_plan_rows(c, pairs, w->cols, smem, ks, q8i_shape<U>::blocks);
+    if (p.per == 1 && p.u == 1)
+        return launch_q8i_one<FLAGS, 1>(c, w, x, f, y, ks, rp);
+    if (p.per > 1) {
+        switch (p.u * 16 + p.nv) {
+        case 16 + 2: return launch_q8i_rows<FLAGS, 1, 2>(c, w, x, f, y, ks, rp, p);
+        case 16 + 3: return launch_q8i_rows<FLAGS, 1, 3>(c, w, x, f, y, ks, rp, p);
+        case 16 + 4: return launch_q8i_rows<FLAGS, 1, 4>(c, w, x, f, y, ks, rp, p);
+        case 16 + 5: return launch_q8i_rows<FLAGS, 1, 5>(c, w, x, f, y, ks, rp, p);
+        case 16 + 8: return launch_q8i_rows<FLAGS, 1, 8>(c, w, x, f, y, ks, rp, p);
+        case 64 + 2: return launch_q8i_rows<FLAGS, 4, 2>(c, w, x, f, y, ks, rp, p);
+        case 64 + 4: return launch_q8i_rows<FLAGS, 4, 4>(c, w, x, f, y, ks, rp, p);
+        default: return launch_q8i_rows<FLAGS, 4, MV_GROUP>(c, w, x, f, y, ks, rp, p);
+        }
     }
-    return llm__launch(c, matvec_q8i_kernel<FLAGS, U>,
-                       dim3(mv_pair_blocks(c, pairs, ks, q8i_shape<U>::blocks), llm__mv_rows(c)),
-                       dim3(Q8I_WARPS * 32), smem, (const int8_t *)w->data, w->scales, x,
-                       (FLAGS & MV_NORM) ? f->norm : (const float *)nullptr,
-                       (FLAGS & MV_NORM) ? f->eps : 0.0f, y, w->rows, w->cols, ks,
-                       c->tune.mv_prefetch, c->tune.mv_l2, rp);
+    return launch_q8i_one<FLAGS, U>(c, w, x, f, y, ks, rp);
 }
 
 template <int FLAGS>
