@@ -46,7 +46,8 @@
  *             row's ngram_rounds is how many of its rounds the n-gram
  *             lookup proposed.
  * Every row names the verify's products ("verify": rows, stationary or
- * auto, tune.rows_stationary as PHASEMARK_CUDA_VERIFY set it).
+ * auto, tune.rows_stationary as PHASEMARK_CUDA_VERIFY set it) and their
+ * row plan ("rows_plan", tune.rows_plan as PHASEMARK_CUDA_ROWS_PLAN set it).
  * Exit 0, 1 on a failure or a greedy parity break, 2 usage.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -310,6 +311,15 @@ static const char *verify_mode(const bench *b)
     return t.rows_stationary == 0 ? "rows" : t.rows_stationary == 1 ? "stationary" : "auto";
 }
 
+/* The stationary products' row plan (tune.rows_plan), -1 unknown. */
+static int rows_plan(const bench *b)
+{
+    llm_cuda_tuning t;
+    if (llm_cuda_get_tuning(llm_cuda_backend_context(b->tm->be), &t) != 0)
+        return -1;
+    return t.rows_plan;
+}
+
 static void emit_row(const bench *b, const char *mode, const char *drafter, int32_t k,
                      double temp, const side_sum *s, const char *parity)
 {
@@ -319,13 +329,14 @@ static void emit_row(const bench *b, const char *mode, const char *drafter, int3
            "\"drafter\": \"%s\", \"k\": %d, \"temperature\": %.2f, \"prompts\": %d, "
            "\"tokens\": %ld, \"reps\": %ld, \"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, "
            "\"speedup\": %.4f, \"acceptance\": %.4f, \"tokens_per_round\": %.3f, "
-           "\"rounds\": %llu, \"ngram_rounds\": %llu, \"verify\": \"%s\", \"parity\": %s}\n",
+           "\"rounds\": %llu, \"ngram_rounds\": %llu, \"verify\": \"%s\", \"rows_plan\": %d, "
+           "\"parity\": %s}\n",
            b->device, mode, drafter, (int)k, temp, b->n, b->tokens, b->reps, plain, spec,
            plain > 0.0 ? spec / plain : 0.0,
            s->drafted ? (double)s->accepted / (double)s->drafted : 0.0,
            s->rounds ? (double)(s->accepted + s->rounds) / (double)s->rounds : 0.0,
            (unsigned long long)s->rounds, (unsigned long long)s->ngram_rounds, verify_mode(b),
-           parity);
+           rows_plan(b), parity);
     fflush(stdout);
 }
 

@@ -3,22 +3,25 @@
 # 16/17): builds every CUDA test and bench_cuda_loop for sm_90a, runs the
 # plans' bit tests, then bench_cuda_loop on the shipped KJV pair and head
 # once per setting in PM_ROWS_SETTINGS (environment assignments, "-" for
-# the defaults), in that order, then Nsight Compute over the first block
-# rounds' kernels under the default and the fixed plan, then the whole
+# the defaults, HEAD=q8_0 the defaults over the Q8_0 head instead of the
+# F16 one), in that order, then Nsight Compute over the first block
+# rounds' kernels per PM_ROWS_NCU_SETTINGS (NAME:ASSIGNMENT, "-" for the
+# defaults; the default and the fixed plan), then the whole
 # cuda.* suite and test_split's cuda case in the time left.
-# Files in $OUT: rows.log (every step's summary), loop_<i>.jsonl per
-# setting, ncu_fitted.csv, ncu_fixed.csv, tests.log; the rest in $WORK
+# Files in $OUT: rows.log (every step's summary), loop.jsonl (every
+# setting's rows, each with its "setting"), ncu_<NAME>.csv, tests.log; the rest in $WORK
 # (/tmp/rows-work).
 #
 #   bash bench/cuda/run_rows.sh
 #
 # Knobs: PM_ROWS_BUILD (build-rows), TOKENS (128), REPS (2), BLOCK_KS
-# (6,8), HYBRID_KS (8), PM_ROWS_NCU (1), PM_ROWS_SECONDS (580): the
-# call's length the suite fits into.
+# (6,8), HYBRID_KS (8), PM_ROWS_NCU (1), PM_ROWS_SUITE (1), PM_ROWS_SECONDS
+# (580): the call's length the suite fits into.
 set -u
 out=${OUT:-$PWD/out-rows}
 work=${WORK:-/tmp/rows-work}
 mkdir -p "$out" "$work"
+: > "$out/loop.jsonl"
 log=$out/rows.log
 B=${PM_ROWS_BUILD:-build-rows}
 export PHASEMARK_REPO_MODELS=$PWD/models
@@ -45,23 +48,32 @@ done
 bench=$B/bench/cuda/bench_cuda_loop
 common=(--target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf
         --prompts bench/spec/heldout_prompts.tsv --tokens "${TOKENS:-128}" --reps "${REPS:-2}"
-        --n-prompts 24 --temp 0.7 --seed 7 --k 2 --head models/phasemark-kjv-block-f16.gguf
+        --n-prompts 24 --temp 0.7 --seed 7 --k 2
         --block-k "${BLOCK_KS:-6,8}" --hybrid-k "${HYBRID_KS:-8}" --block-only 1)
 i=0
 for setting in ${PM_ROWS_SETTINGS:-- PHASEMARK_CUDA_ROWS_PLAN=fixed - PHASEMARK_CUDA_VERIFY=stationary}; do
   s0=$(date +%s)
   envs=()
-  [ "$setting" = - ] || envs=("$setting")
-  timeout 150 env "${envs[@]}" "$bench" "${common[@]}" > "$out/loop_$i.jsonl" 2> "$work/bench_$i.err"
+  head=(--head models/phasemark-kjv-block-f16.gguf)
+  case $setting in
+    -) ;;
+    HEAD=*) head=(--head "models/phasemark-kjv-block-${setting#HEAD=}.gguf") ;;
+    *) envs=("$setting") ;;
+  esac
+  timeout 150 env "${envs[@]}" "$bench" "${common[@]}" "${head[@]}" > "$work/loop_$i.jsonl" \
+    2> "$work/bench_$i.err"
   say "bench $i ($setting) rc=$? in $(( $(date +%s) - s0 )) s"
   tail -2 "$work/bench_$i.err" | tee -a "$log"
-  python3 - "$out/loop_$i.jsonl" <<'PY' | tee -a "$log"
+  python3 - "$work/loop_$i.jsonl" "$setting" "$out/loop.jsonl" <<'PY' | tee -a "$log"
 import json, sys
+sink = open(sys.argv[3], "a")
 for line in open(sys.argv[1]):
     try:
         r = json.loads(line)
     except ValueError:
         continue
+    r["setting"] = sys.argv[2]
+    sink.write(json.dumps(r) + "\n")
     if r.get("mode") == "costs":
         print("  costs", json.dumps(r["us"]))
         continue
@@ -76,8 +88,8 @@ if [ "${PM_ROWS_NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
   short=(--target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf
          --prompts bench/spec/heldout_prompts.tsv --tokens 48 --reps 1 --n-prompts 1 --k 2
          --head models/phasemark-kjv-block-f16.gguf --block-k 8 --hybrid-k 8 --block-only 1)
-  for v in "fitted -" "fixed PHASEMARK_CUDA_ROWS_PLAN=fixed"; do
-    set -- $v
+  for v in ${PM_ROWS_NCU_SETTINGS:-fitted:- fixed:PHASEMARK_CUDA_ROWS_PLAN=fixed}; do
+    set -- ${v%%:*} ${v#*:}
     envs=()
     [ "$2" = - ] || envs=("$2")
     PHASEMARK=nvtx timeout -k 5 90 env "${envs[@]}" ncu --nvtx \
@@ -86,7 +98,7 @@ if [ "${PM_ROWS_NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
       --log-file "$out/ncu_$1.csv" "$bench" "${short[@]}" > "$work/ncu_$1.log" 2>&1
     say "ncu $1 rc=$?"
   done
-  python3 - "$out/ncu_fitted.csv" "$out/ncu_fixed.csv" <<'PY' | tee -a "$log"
+  python3 - "$out"/ncu_*.csv <<'PY' | tee -a "$log"
 import csv, sys, collections
 for f in sys.argv[1:]:
     try:
@@ -112,7 +124,7 @@ PY
 fi
 left=$(( ${PM_ROWS_SECONDS:-580} - ($(date +%s) - start) ))
 say "suite: $left s left"
-if [ $left -gt 60 ]; then
+if [ "${PM_ROWS_SUITE:-1}" = 1 ] && [ $left -gt 60 ]; then
   (cd "$B" && timeout $(( left - 30 )) ctest -R '^cuda\.' --output-on-failure --timeout 150 -j4) \
     > "$out/tests.log" 2>&1
   grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$out/tests.log" | tee -a "$log"

@@ -169,8 +169,9 @@ static void seam_kernel_switches(void)
     }
     REQUIRE(unsetenv("PHASEMARK_CUDA_VERIFY") == 0);
     CHECK_INT_EQ(t.rows_plan, 1);
-    const char *plan[][2] = {{"fixed", "0"}, {"fitted", "1"}, {"2", "1"}, {"", "1"}};
-    for (int i = 0; i < 4; i++) {
+    const char *plan[][2] = {{"fixed", "0"}, {"fitted", "1"}, {"2", "2"}, {"8", "8"},
+                             {"9", "1"}, {"1", "1"}, {"22", "1"}, {"", "1"}};
+    for (int i = 0; i < 8; i++) {
         REQUIRE(setenv("PHASEMARK_CUDA_ROWS_PLAN", plan[i][0], 1) == 0);
         tuning_with(NULL, NULL, &t);
         CHECK_INT_EQ(t.rows_plan, plan[i][1][0] - '0');
@@ -245,9 +246,10 @@ static void seam_kernel_switches(void)
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), 0);
     t.rows_plan = 1;
     /* which verify widths go weight-stationary, per setting: the default
-     * from 7 rows (a k = 6 round) up */
+     * from 2 rows up (the fixed groups of the fp32/f16/bf16 products still
+     * from 7, inside the products) */
     const int widths[] = {1, 2, 5, 6, 7, 9, 17};
-    const char *expect[] = {"0000000", "0111111", "0000111"};
+    const char *expect[] = {"0000000", "0111111", "0111111"};
     for (int mode = 0; mode <= 2; mode++) {
         t.rows_stationary = mode;
         REQUIRE(llm_cuda_set_tuning(cu, &t) == 0);

@@ -205,21 +205,23 @@ int llm_cuda_bind(llm_cuda *c);
  *     llm_cuda_attention_rows takes all rows in one launch; 0 every row
  *     re-runs the one-row grid (a grid row per activation row) and the
  *     attention runs 8 rows a call (the same bits); 2 (default)
- *     stationary from LLM_CUDA_STATIONARY_ROWS (7) rows up, the grid
- *     below, where a group's 8 slots of work cost more than the rows'
- *     grids (bench/results/cuda_verify.md). PHASEMARK_CUDA_VERIFY=
+ *     stationary from LLM_CUDA_STATIONARY_ROWS (2) rows up, except that
+ *     products in fixed groups of 8 slots (fp32/f16/bf16 weights, Q8
+ *     under rows_plan 0) start at LLM_CUDA_FIXED_GROUP_ROWS (7), below
+ *     which a group's 8 slots of work cost more than the rows' grids
+ *     (bench/results/cuda_verify.md, cuda_rows.md). PHASEMARK_CUDA_VERIFY=
  *     stationary at creation sets 1, =rows 0, anything else 2.
  *   rows_plan: how the weight-stationary Q8 products spread a verify's
  *     rows over the grid. 1 (default) fitted: per product, the fewest
- *     rows a warp (1: the one-row grid, a grid row per activation row)
- *     whose groups of rows still fit the grid's one wave, with a lane
- *     batch of one vector for rows of up to 512 columns (a warp's slots
- *     of work, one per row of its group, are what a verify of a small
- *     model waits on); a product that fits no wave takes the fixed plan.
- *     0 fixed: groups of up to 8 rows, as even as they can be, every
- *     product alike. 2..8: exactly that many rows a group (tests and
- *     measurements). The same bits every way. PHASEMARK_CUDA_ROWS_PLAN=
- *     fixed at creation sets 0.
+ *     rows a warp (2 at least) whose groups of rows all fit the grid's
+ *     one wave, with a lane batch of one vector for rows of up to 512
+ *     columns (a warp's slots of work, one per row of its group, are
+ *     what a verify of a small model waits on); short rows that fit no
+ *     wave (an output head) take the least rounds x (slots + 2), wider
+ *     ones the fixed plan. 0 fixed: groups of up to 8 rows, as even as
+ *     they can be, every product alike. 2..8: exactly that many rows a
+ *     group (tests and measurements). The same bits every way.
+ *     PHASEMARK_CUDA_ROWS_PLAN=fixed at creation sets 0, =2..8 that size.
  *   mv_async: 0 (default) one-row products over Q8 layout weights run
  *     matvec_q8i_kernel (registers hold the bytes in flight); 2, 3, 4, 6
  *     or 8 a kernel that streams the weights into shared memory by async

@@ -183,7 +183,11 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
                               : strcmp(verify, "rows") == 0       ? 0
                                                                   : 2;
     const char *plan = getenv("PHASEMARK_CUDA_ROWS_PLAN");
-    c->tune.rows_plan = plan && strcmp(plan, "fixed") == 0 ? 0 : 1;
+    c->tune.rows_plan = !plan                        ? 1
+                        : strcmp(plan, "fixed") == 0 ? 0
+                        : plan[0] >= '2' && plan[0] <= '0' + LLM_CUDA_ROWS_GROUP_MAX && !plan[1]
+                            ? plan[0] - '0'
+                            : 1;
     int rc = create_handles(c, err, errlen);
     if (rc == 0)
         rc = create_buffers(c, err, errlen);

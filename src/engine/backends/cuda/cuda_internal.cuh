@@ -94,10 +94,15 @@ static inline unsigned llm__mv_rows(const llm_cuda *c)
  * products and one attention launch (tune.rows_stationary): always (1),
  * never (0), or from LLM_CUDA_STATIONARY_ROWS rows up (2, the default).
  * Either way each row has the one-row launch's bits, so the choice only
- * moves time: on the H200 the stationary kernels cost what the per-row
- * grid does at 7 rows and win from 9 (bench/results/cuda_verify.md), but
- * a group of 8 slots runs all 8 slots' work, so 3 or 5 rows lose. */
-#define LLM_CUDA_STATIONARY_ROWS 7
+ * moves time. With the Q8 products' fitted plans (tune.rows_plan 1) a
+ * verify of any width pays on the H200 (KJV target: 188-207 us for 3 to
+ * 9 rows against 202-252 us on the per-row grid,
+ * bench/results/cuda_rows.md). The fixed groups of up to 8 slots, which
+ * the fp32/f16/bf16 products always take and Q8 under rows_plan 0, run
+ * all 8 slots' work whatever the group's rows, so in auto they start at
+ * LLM_CUDA_FIXED_GROUP_ROWS (where they tie the grid; 3 or 5 rows lose). */
+#define LLM_CUDA_STATIONARY_ROWS 2
+#define LLM_CUDA_FIXED_GROUP_ROWS 7
 static inline int llm__rows_stationary(const llm_cuda *c, int32_t n)
 {
     return c->tune.rows_stationary == 1 ||

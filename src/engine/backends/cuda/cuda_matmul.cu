@@ -1198,15 +1198,18 @@ __device__ __forceinline__ int32_t mv_group_rows(int32_t n, int32_t per, int32_t
 }
 
 /* Rows per group of a weight-stationary product over c->mv_rows
- * activation rows, each needing row_smem bytes of shared memory (0: none),
- * and the groups (*groups, the grid's y extent); 0 when each row re-runs
- * the one-row grid instead: one row, llm__rows_stationary off, or fewer
- * than two rows' activations fit the shared memory beside the kernel's
- * own 2 KB. Groups are as even as they can be (17 rows: 6, 6, 5). */
+ * activation rows in fixed groups, each row needing row_smem bytes of
+ * shared memory (0: none), and the groups (*groups, the grid's y extent);
+ * 0 when each row re-runs the one-row grid instead: one row,
+ * llm__rows_stationary off, fewer than LLM_CUDA_FIXED_GROUP_ROWS rows in
+ * auto, or fewer than two rows' activations fit the shared memory beside
+ * the kernel's own 2 KB. Groups are as even as they can be (17 rows: 6,
+ * 6, 5). */
 static int32_t mv_group_per(const llm_cuda *c, size_t row_smem, unsigned *groups)
 {
     int32_t n = c->mv_rows, cap = MV_GROUP;
-    if (n < 2 || !llm__rows_stationary(c, n))
+    if (n < 2 || !llm__rows_stationary(c, n) ||
+        (c->tune.rows_stationary == 2 && n < LLM_CUDA_FIXED_GROUP_ROWS))
         return 0;
     if (row_smem) {
         size_t fit = (48 * 1024 - 2048) / row_smem;
@@ -2097,42 +2100,57 @@ static int q8i_rows_slots(int u, int32_t per)
 }
 
 /* The plan (tuning rows_plan) for `pairs` row pairs of `cols` columns,
- * row_smem bytes of quantized activation a row, split-K ks_log2, and the
- * one-row kernel's blocks a multiprocessor at the caller's batch shape
- * (one_blocks). Fitted: of the group counts from one per row down, the
- * first whose blocks (groups x one group's blocks) are all resident at
- * once, each warp then taking one pair with the fewest rows; a lane batch
- * of one vector when a row is at most 32 vectors (512 columns: one batch
- * covers it, and the registers it leaves give 3-4 blocks a
- * multiprocessor). A product that fits no wave, tuning 0, or a forced
- * size that the shared memory cannot hold, take mv_group_per's groups of
- * up to MV_GROUP rows at the batch of 4. */
+ * row_smem bytes of quantized activation a row and split-K ks_log2.
+ * Fitted, from the H200's kernel times on the KJV target (verify of 9
+ * rows, bench/results/cuda_rows.md): of groups of 2 to MV_GROUP rows, the
+ * fewest rows a group whose blocks (groups x one group's blocks) are all
+ * resident at once, each warp then taking one pair; a lane batch of one
+ * vector when a row is at most 32 vectors (512 columns: one batch covers
+ * it, and the registers it leaves give 3-4 blocks a multiprocessor). One
+ * row a group, the one-row kernel's grid, costs more than two (6.8 us
+ * against 4.9 for a 512 x 512 product). Where no group size fits one wave
+ * and rows are that short (an output head), the least of rounds x
+ * (slots + 2) (head 4096 x 512: 3 rows a group in 2 rounds 7.8 us, 2 in 3
+ * rounds 9.8, the fixed groups 12.2); wider rows that fit no wave stream
+ * from memory, and keep the fixed groups, as do tuning 0 and a forced size
+ * the shared memory cannot hold. */
 static q8i_rows_plan q8i_plan_rows(const llm_cuda *c, int64_t pairs, int64_t cols,
-                                   size_t row_smem, int ks_log2, int one_blocks)
+                                   size_t row_smem, int ks_log2)
 {
-    q8i_rows_plan fixed = {0, 1, 4, MV_GROUP};
+    q8i_rows_plan none = {0, 1, 4, MV_GROUP}, fixed = none;
+    int32_t n = c->mv_rows;
+    if (n < 2 || !llm__rows_stationary(c, n))
+        return none;
     fixed.per = mv_group_per(c, row_smem, &fixed.groups);
-    if (fixed.per == 0 || c->tune.rows_plan == 0)
+    if (c->tune.rows_plan == 0)
         return fixed;
-    int32_t n = c->mv_rows, fit = (int32_t)((48 * 1024 - 2048) / row_smem);
+    int32_t fit = (int32_t)((48 * 1024 - 2048) / row_smem);
     int u = cols / 16 <= 32 ? 1 : 4;
     int64_t per_block = Q8I_WARPS >> ks_log2, group_blocks = (pairs + per_block - 1) / per_block;
     if (c->tune.rows_plan >= 2) {
         int32_t per = c->tune.rows_plan < n ? c->tune.rows_plan : n;
         q8i_rows_plan p = {per, (unsigned)((n + per - 1) / per), u, q8i_rows_slots(u, per)};
-        return per <= fit ? p : fixed;
+        return per <= fit && per >= 2 ? p : fixed;
     }
-    for (int32_t g = n; g >= 1; g--) {
+    q8i_rows_plan best = fixed;
+    int64_t best_cost = -1;
+    for (int32_t g = (n + 1) / 2; g >= 1; g--) {
         int32_t per = (n + g - 1) / g;
         if (per > MV_GROUP || per > fit)
             break;
         q8i_rows_plan p = {per, (unsigned)((n + per - 1) / per), u, q8i_rows_slots(u, per)};
-        int per_sm = per == 1 ? (u == 1 ? q8i_shape<1>::blocks : one_blocks)
-                              : q8i_rows_blocks(u, p.nv);
-        if ((int64_t)p.groups * group_blocks <= (int64_t)c->sm_count * per_sm)
+        int64_t cap = (int64_t)c->sm_count * q8i_rows_blocks(u, p.nv);
+        int64_t wave = (cap + p.groups - 1) / p.groups;
+        int64_t rounds = (group_blocks + wave - 1) / wave;
+        if (rounds == 1)
             return p;
+        int64_t cost = rounds * (p.nv + 2);
+        if (u == 1 && (best_cost < 0 || cost < best_cost)) {
+            best = p;
+            best_cost = cost;
+        }
     }
-    return fixed;
+    return best;
 }
 
 /* The one-row kernel at batch shape U over every activation row (a grid
@@ -2186,9 +2204,7 @@ static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, con
     memset(&rp, 0, sizeof rp);
     if (FLAGS & MV_ROPE)
         rp = *f->rope;
-    q8i_rows_plan p = q8i_plan_rows(c, pairs, w->cols, smem, ks, q8i_shape<U>::blocks);
-    if (p.per == 1 && p.u == 1)
-        return launch_q8i_one<FLAGS, 1>(c, w, x, f, y, ks, rp);
+    q8i_rows_plan p = q8i_plan_rows(c, pairs, w->cols, smem, ks);
     if (p.per > 1) {
         switch (p.u * 16 + p.nv) {
         case 16 + 2: return launch_q8i_rows<FLAGS, 1, 2>(c, w, x, f, y, ks, rp, p);
