@@ -95,9 +95,9 @@ static inline unsigned llm__mv_rows(const llm_cuda *c)
  * never (0), or from LLM_CUDA_STATIONARY_ROWS rows up (2, the default).
  * Either way each row has the one-row launch's bits, so the choice only
  * moves time. With the Q8 products' fitted plans (tune.rows_plan 1) a
- * verify of any width pays on the H200 (KJV target: 188-207 us for 3 to
- * 9 rows against 202-252 us on the per-row grid,
- * bench/results/cuda_rows.md). The fixed groups of up to 8 slots, which
+ * verify of any width pays on the H200 (KJV target: 155-187 us for 3 to
+ * 9 rows, against 202-290 us with the per-row grid below 7 rows and the
+ * fixed groups from 7, bench/results/cuda_rows.md). The fixed groups of up to 8 slots, which
  * the fp32/f16/bf16 products always take and Q8 under rows_plan 0, run
  * all 8 slots' work whatever the group's rows, so in auto they start at
  * LLM_CUDA_FIXED_GROUP_ROWS (where they tie the grid; 3 or 5 rows lose). */

@@ -2078,8 +2078,8 @@ static unsigned mv_pair_blocks(const llm_cuda *c, int64_t pairs, int ks_log2, in
  * activation rows over the grid: groups of `per` rows (the last one
  * shorter), one grid row a group, `nv` slots of work a warp (the
  * instantiated size at or above per), batches of `u` vectors a lane.
- * per 1 is the one-row grid (a grid row per activation row), 0 no
- * stationary product at all. */
+ * per 0: no stationary product, the one-row grid (a grid row per
+ * activation row). */
 typedef struct q8i_rows_plan {
     int32_t per;
     unsigned groups;
