@@ -6,6 +6,8 @@
 #   pm_device_configure BUILD_DIR LOG [CMAKE_ARG...]     # 0 ok, else cmake's status
 #   cmake --build BUILD_DIR --target "${PM_DEVICE_TEST_TARGETS[@]}"
 #   pm_device_tests BUILD_DIR TESTS_LOG                  # prints the summary lines
+#   pm_device_build BUILD_DIR LOG TARGET...   # configure (-Werror, benches) + build
+#   pm_device_suite_until BUILD_DIR TESTS_LOG END        # the suite, time-boxed
 #
 # Without a system BLAS, the engine's CPU backend (the reference CUDA results
 # are compared with) links bench/cuda/device/cblas_shim.c, a plain fp32
@@ -62,4 +64,37 @@ pm_device_tests() {
     "$b/Testing/Temporary/LastTest.log" >> "$log" 2>/dev/null
   timeout 120 "$b/tests/split/test_split" cuda >> "$log" 2>&1
   echo "test_split cuda: rc=$?"
+}
+
+# Configures BUILD_DIR with -Werror and the benchmarks and builds every CUDA
+# test executable and the extra TARGETs, into LOG; on failure prints the
+# configure log's tail or the compiler's errors and returns 1.
+pm_device_build() {
+  local b=$1 log=$2
+  shift 2
+  : > "$log"
+  pm_device_configure "$b" "$log" -DPHASEMARK_WERROR=ON -DPHASEMARK_BENCH=ON ||
+    { tail -40 "$log"; return 1; }
+  cmake --build "$b" -j"$(nproc)" --target "${PM_DEVICE_TEST_TARGETS[@]}" "$@" >> "$log" 2>&1 ||
+    { grep -E "error" "$log" | head -40; return 1; }
+}
+
+# The cuda.* suite, then test_split's cuda case, into TESTS_LOG, each only
+# if it can finish before END (seconds since the epoch: the caller's device
+# call ends then); prints the seconds left, ctest's verdict and failed
+# cases, and test_split's status.
+pm_device_suite_until() {
+  local b=$1 log=$2 end=$3
+  local left=$(( end - $(date +%s) ))
+  echo "suite: $left s left"
+  [ $left -gt 60 ] || return 0
+  export PHASEMARK_REPO_MODELS=$PWD/models
+  (cd "$b" && timeout $(( left - 30 )) ctest -R '^cuda\.' --output-on-failure --timeout 150 -j4) \
+    > "$log" 2>&1
+  grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$log"
+  left=$(( end - $(date +%s) ))
+  if [ $left -gt 25 ]; then
+    timeout $(( left - 5 )) "$b/tests/split/test_split" cuda >> "$log" 2>&1
+    echo "test_split cuda: rc=$?"
+  fi
 }

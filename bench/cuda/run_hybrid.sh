@@ -29,11 +29,8 @@ say() { echo "$@" | tee -a "$log"; }
 # shellcheck source=bench/cuda/device_configure.sh
 . bench/cuda/device_configure.sh
 start=$(date +%s)
-: > "$work/build.log"
-pm_device_configure "$B" "$work/build.log" -DPHASEMARK_WERROR=ON -DPHASEMARK_BENCH=ON ||
-  { tail -40 "$work/build.log" | tee -a "$log"; exit 1; }
-cmake --build "$B" -j"$(nproc)" --target "${PM_DEVICE_TEST_TARGETS[@]}" bench_cuda_loop \
-  >> "$work/build.log" 2>&1 || { grep -E "error" "$work/build.log" | head -40 | tee -a "$log"; exit 1; }
+pm_device_build "$B" "$work/build.log" bench_cuda_loop 2>&1 | tee -a "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || exit 1
 say "build: $(( $(date +%s) - start )) s"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | tee -a "$log"
 t=$B/tests/cuda
@@ -131,16 +128,5 @@ for f in sys.argv[1:]:
         print("%-7s %-60s n=%4d mean %7.2f us total %9.1f" % (leaf, k, n, us / n, us))
 PY
 fi
-left=$(( ${PM_HYBRID_SECONDS:-570} - ($(date +%s) - start) ))
-say "suite: $left s left"
-if [ $left -gt 60 ]; then
-  (cd "$B" && timeout $(( left - 30 )) ctest -R '^cuda\.' --output-on-failure --timeout 150 -j4) \
-    > "$out/tests.log" 2>&1
-  grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$out/tests.log" | tee -a "$log"
-  left=$(( ${PM_HYBRID_SECONDS:-570} - ($(date +%s) - start) ))
-  if [ $left -gt 25 ]; then
-    timeout $(( left - 5 )) "$B/tests/split/test_split" cuda >> "$out/tests.log" 2>&1
-    say "test_split cuda: rc=$?"
-  fi
-fi
+pm_device_suite_until "$B" "$out/tests.log" $(( start + ${PM_HYBRID_SECONDS:-570} )) | tee -a "$log"
 say "total: $(( $(date +%s) - start )) s"
