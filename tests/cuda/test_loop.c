@@ -14,6 +14,8 @@
  *   the unrolled ones) and a 4096-wide one with split-K on; the int8
  *   kernel under every rows_plan (fitted, fixed, and each forced group
  *   of 2..8 rows).
+ * q8_auto_bits: the int8 kernel's per-product batch shape (q8_int8 4)
+ *   gives the bits of either fixed shape.
  * plain_kjv: the plain loop on the KJV target (q8_0, cuda:0) gives the ids
  *   of llm_generate's greedy decode (the seam's graph step) on 24 prompts
  *   x 64 tokens, leaves the session at llm_generate's position, and reads
@@ -475,6 +477,69 @@ static void rows_stationary(void)
     llm_cuda_free(c);
 }
 
+/* The int8 Q8 kernel's batch shape chosen per product (q8_int8 4) gives the
+ * bits of the 4 KB batch (1) and of the 2 KB one (3): a matrix of 20 row
+ * pairs a multiprocessor, which the choice runs at 2 KB (more pairs than
+ * 16 warps an SM, no more than 24), and one of 767 rows, which it runs at
+ * 4 KB; plain, norm, residual add and SwiGLU pairs. */
+static void q8_auto_bits(void)
+{
+    llm_cuda *c = ct_open(4, 4096, 64, 64);
+    int64_t wide = (int64_t)llm_cuda_sm_count(c) * 40;
+    const int64_t shapes[][2] = {{wide, 4096}, {767, 512}};
+    const unsigned fl[] = {0, LLM_CUDA_MV_NORM, LLM_CUDA_MV_ACCUMULATE,
+                           LLM_CUDA_MV_NORM | LLM_CUDA_MV_SWIGLU_PAIRS};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t rows = shapes[s][0], cols = shapes[s][1];
+        ct_rng r = {29u + (unsigned)s};
+        size_t wn = (size_t)rows * (size_t)cols, rb = ct_row_bytes(LLM_TYPE_Q8_0, cols);
+        float *wf = malloc(wn * sizeof *wf), *x = malloc((size_t)cols * sizeof *x);
+        float *g = malloc((size_t)cols * sizeof *g);
+        double *deq = malloc(wn * sizeof *deq);
+        void *enc = malloc(rb * (size_t)rows);
+        REQUIRE(wf && x && g && deq && enc);
+        ct_fill(&r, wf, wn, 0.5f);
+        ct_fill(&r, x, (size_t)cols, 2.0f);
+        for (int64_t i = 0; i < cols; i++)
+            g[i] = 1.0f + 0.25f * ct_sym(&r, 1.0f);
+        ct_encode(LLM_TYPE_Q8_0, wf, rows, cols, enc, deq);
+        llm_cuda_weight w;
+        REQUIRE(llm_cuda_weight_upload(c, LLM_TYPE_Q8_0, enc, cols, rows, rb, &w) == 0);
+        float *dx = ct_dev(c, (size_t)cols * sizeof(float));
+        float *dg = ct_dev(c, (size_t)cols * sizeof(float));
+        double *freq = ct_dev(c, 32 * sizeof(double));
+        ct_put(c, dx, x, (size_t)cols * sizeof(float));
+        ct_put(c, dg, g, (size_t)cols * sizeof(float));
+        size_t yb = (size_t)rows * sizeof(float), all = yb + 2 * (size_t)64 * 4 * 64 * sizeof(float);
+        float *y0 = malloc(yb), *want = malloc(all), *got = malloc(all);
+        REQUIRE(y0 && want && got);
+        for (int64_t i = 0; i < rows; i++)
+            y0[i] = 0.125f * (float)(i % 7);
+        for (size_t f = 0; f < sizeof fl / sizeof fl[0]; f++) {
+            st_shape one = {LLM_TYPE_Q8_0, 1, 0, rows, cols}, two = one, autos = one;
+            two.q8_int8 = 3;
+            autos.q8_int8 = 4;
+            st_run(c, &w, &one, fl[f], 1, dx, dg, freq, y0, -1, 1, want);
+            st_run(c, &w, &two, fl[f], 1, dx, dg, freq, y0, -1, 1, got);
+            CHECK_INT_EQ(memcmp(got, want, all), 0);
+            st_run(c, &w, &autos, fl[f], 1, dx, dg, freq, y0, -1, 1, got);
+            int differ = memcmp(got, want, all) != 0;
+            if (differ)
+                fprintf(stderr, "q8 auto rows %lld flags %u differ\n", (long long)rows, fl[f]);
+            CHECK_INT_EQ(differ, 0);
+        }
+        void *bufs[] = {dx, dg, freq};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            llm_cuda_mfree(c, bufs[i]);
+        llm_cuda_weight_release(c, &w);
+        void *host[] = {wf, x, g, deq, enc, y0, want, got};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+            free(host[i]);
+    }
+    CHECK_INT_EQ(llm_cuda_status(c), 0);
+    llm_cuda_free(c);
+}
+
 /* ---- the loops against the engine ------------------------------------------ */
 
 typedef struct kjv_pair {
@@ -882,6 +947,7 @@ static void refusals(void)
 static const ct_case cases[] = {
     {"rows_bits", rows_bits},
     {"rows_stationary", rows_stationary},
+    {"q8_auto_bits", q8_auto_bits},
     {"plain_kjv", plain_kjv},
     {"spec_kjv", spec_kjv},
     {"ngram_kjv", ngram_kjv},

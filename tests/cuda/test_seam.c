@@ -153,6 +153,8 @@ static void seam_kernel_switches(void)
     CHECK_INT_EQ(t.f16_direct, 1);
     tuning_with("int8u2", NULL, &t);
     CHECK_INT_EQ(t.q8_int8, 3);
+    tuning_with("int8auto", NULL, &t);
+    CHECK_INT_EQ(t.q8_int8, 4);
     tuning_with("F32", "", &t);
     CHECK_INT_EQ(t.q8_int8, 1);
     CHECK_INT_EQ(t.f16_direct, 1);
@@ -217,7 +219,7 @@ static void seam_kernel_switches(void)
     REQUIRE(llm_backend_create("cuda:0", 1, &be, err, sizeof err) == 0);
     llm_cuda *cu = llm_cuda_backend_context(be);
     REQUIRE(llm_cuda_get_tuning(cu, &t) == 0);
-    t.q8_int8 = 4;
+    t.q8_int8 = 5;
     CHECK_INT_EQ(llm_cuda_set_tuning(cu, &t), LLM_EINVAL);
     t.q8_int8 = 3;
     t.mv_split = 2;

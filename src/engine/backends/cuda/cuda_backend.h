@@ -129,10 +129,13 @@ int llm_cuda_bind(llm_cuda *c);
  *     of its quantize_row: d = amax / 127, q = nearest-even of x / d), and
  *     multiplies with dp4a, 4 KB of weights a warp in flight; 3 the same
  *     kernel with 2 KB a warp and more warps, 2 with 1 KB (both for
- *     measurement); 0 the fp32-activation kernel. Rows wider than
+ *     measurement); 4 per product, 2 KB where that puts every row pair of
+ *     a one-row product in one round of the grid and 4 KB otherwise (for
+ *     measurement: not yet timed); 0 the fp32-activation kernel. The same
+ *     bits for 1..4 with mv_split off. Rows wider than
  *     LLM_CUDA_Q8_INT8_MAX_COLS and products of 2..8 activation rows keep
  *     the fp32 kernel. PHASEMARK_CUDA_Q8=f32 at creation sets 0, =int8u1
- *     sets 2, =int8u2 sets 3.
+ *     sets 2, =int8u2 sets 3, =int8auto sets 4.
  *   mv_split: 1 the int8 and native k-quant one-row kernels split a row
  *     pair's columns over 1, 2, 4 or 8 warps of a block, chosen per launch
  *     from the pairs, the row width and the grid, so that the pairs spread

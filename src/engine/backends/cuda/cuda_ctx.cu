@@ -160,7 +160,7 @@ int llm_cuda_create(int device, llm_cuda **out, char *err, size_t errlen)
     c->tune.attn_gemm_min = 0;
     const char *q8 = getenv("PHASEMARK_CUDA_Q8"), *f16 = getenv("PHASEMARK_CUDA_F16_GEMM");
     c->tune.q8_int8 = !q8 ? 1 : strcmp(q8, "f32") == 0 ? 0 : strcmp(q8, "int8u1") == 0 ? 2
-                    : strcmp(q8, "int8u2") == 0 ? 3 : 1;
+                    : strcmp(q8, "int8u2") == 0 ? 3 : strcmp(q8, "int8auto") == 0 ? 4 : 1;
     c->tune.f16_direct = !(f16 && strcmp(f16, "bf16") == 0);
     const char *kq = getenv("PHASEMARK_CUDA_KQ");
     c->tune.kq_native = !(kq && strcmp(kq, "requant") == 0);
@@ -302,7 +302,7 @@ int llm_cuda_set_tuning(llm_cuda *c, const llm_cuda_tuning *t)
     LLM_CU_ARG(c, t->attn_pieces >= 0 && t->attn_pieces <= 32);
     LLM_CU_ARG(c, t->attn_decode == 0 || t->attn_decode == 1);
     LLM_CU_ARG(c, t->attn_gemm_min >= 0);
-    LLM_CU_ARG(c, t->q8_int8 >= 0 && t->q8_int8 <= 3 &&
+    LLM_CU_ARG(c, t->q8_int8 >= 0 && t->q8_int8 <= 4 &&
                       (t->f16_direct == 0 || t->f16_direct == 1));
     LLM_CU_ARG(c, t->kq_native == 0 || t->kq_native == 1);
     LLM_CU_ARG(c, t->mv_split == 0 || t->mv_split == 1);

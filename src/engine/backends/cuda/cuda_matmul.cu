@@ -2220,6 +2220,23 @@ static cudaError_t launch_q8i_u(const llm_cuda *c, const llm_cuda_weight *w, con
     return launch_q8i_one<FLAGS, U>(c, w, x, f, y, ks, rp);
 }
 
+/* tuning q8_int8 4: the batch shape per one-row product. A grid of 2
+ * blocks a multiprocessor (U = 4) takes 16 warps an SM; where a matrix has
+ * more row pairs than that but no more than 3 blocks' worth (24 warps an
+ * SM, U = 2), the narrower batch runs every pair in one round instead of
+ * giving a third of the warps a second pair (an 8B model's q/k/v: 3072
+ * pairs on 132 SMs). Split-K sums depend on the batch shape's grid, so with
+ * mv_split on, and for verify rows, it stays U = 4. */
+static int q8i_auto_u(const llm_cuda *c, const llm_cuda_weight *w)
+{
+    int64_t pairs = (w->rows + 1) / 2, sm_warps = (int64_t)c->sm_count * Q8I_WARPS;
+    if (c->tune.mv_split || c->mv_rows > 1)
+        return 4;
+    return pairs > sm_warps * q8i_shape<4>::blocks && pairs <= sm_warps * q8i_shape<2>::blocks
+               ? 2
+               : 4;
+}
+
 template <int FLAGS>
 static cudaError_t launch_q8i(const llm_cuda *c, const llm_cuda_weight *w, const float *x,
                               const llm_cuda_mv_fuse *f, float *y)
@@ -2227,6 +2244,9 @@ static cudaError_t launch_q8i(const llm_cuda *c, const llm_cuda_weight *w, const
     switch (c->tune.q8_int8) {
     case 2: return launch_q8i_u<FLAGS, 1>(c, w, x, f, y);
     case 3: return launch_q8i_u<FLAGS, 2>(c, w, x, f, y);
+    case 4:
+        return q8i_auto_u(c, w) == 2 ? launch_q8i_u<FLAGS, 2>(c, w, x, f, y)
+                                     : launch_q8i_u<FLAGS, 4>(c, w, x, f, y);
     default: return launch_q8i_u<FLAGS, 4>(c, w, x, f, y);
     }
 }
