@@ -39,7 +39,13 @@
  *             gives, for each --block-k, the device time of the loop's
  *             own graphs: the head's forward, the verify of k + 1 rows
  *             (with the context append and the acceptance) and the plain
- *             step, 100 replays each at position 128.
+ *             step, 100 replays each at position 128, greedy, and the
+ *             sampled head and verify ("head_sampled", "verify_sampled")
+ *             when the --temp rows captured them (else -1).
+ * Every row also gives each side's mean time to its first id, the
+ * prefill ("plain_first_ms", "spec_first_ms"), and for loop rows the
+ * rounds launched ("launched": "rounds" counts those whose ids were read;
+ * the rest ran past the last id) and the host's waits ("readbacks").
  *   loop, drafter "hybrid" (--head H): the plain device loop against
  *             hybrid rounds (n-gram where a match of 3 exists, else the
  *             head) at each --hybrid-k (default 4,8), greedy only; the
@@ -71,6 +77,7 @@
 typedef struct out {
     int32_t ids[MAX_OUT];
     size_t n;
+    uint64_t t0, first_ns; /* the call's start; its first id's arrival after it */
 } out;
 
 typedef struct bench {
@@ -101,7 +108,10 @@ typedef struct bench {
 /* One configuration's totals over prompts and repetitions. */
 typedef struct side_sum {
     uint64_t plain_ns, spec_ns, plain_tok, spec_tok;
+    uint64_t plain_first_ns, spec_first_ns; /* to each call's first id (its prefill) */
+    uint64_t calls;
     uint64_t drafted, accepted, rounds, ngram_rounds;
+    uint64_t launched, readbacks; /* loop rounds launched (read or not), host waits */
     int parity;
 } side_sum;
 
@@ -115,6 +125,8 @@ static uint64_t now_ns(void)
 static int collect(void *user, int32_t tok)
 {
     out *o = user;
+    if (o->n == 0)
+        o->first_ns = now_ns() - o->t0;
     if (o->n < MAX_OUT)
         o->ids[o->n++] = tok;
     return 0;
@@ -282,6 +294,7 @@ static int run_generate(bench *b, llm_sampler *sp, int i, out *o, uint64_t *ns)
     o->n = 0;
     llm_session_reset(b->t);
     uint64_t t0 = now_ns();
+    o->t0 = t0;
     int rc = llm_generate(b->t, sp, b->ids[i], b->n_ids[i], &gp, collect, o, NULL, NULL);
     *ns += now_ns() - t0;
     if (rc)
@@ -294,6 +307,7 @@ static int run_loop(bench *b, llm_sampler *sp, int32_t k, int i, out *o, uint64_
     llm_generate_params gp = gen_params(b);
     o->n = 0;
     uint64_t t0 = now_ns();
+    o->t0 = t0;
     int rc = llm_cuda_loop_generate(b->loop, sp, k, b->ids[i], b->n_ids[i], &gp, collect, o,
                                     NULL, NULL);
     *ns += now_ns() - t0;
@@ -330,13 +344,16 @@ static void emit_row(const bench *b, const char *mode, const char *drafter, int3
            "\"tokens\": %ld, \"reps\": %ld, \"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, "
            "\"speedup\": %.4f, \"acceptance\": %.4f, \"tokens_per_round\": %.3f, "
            "\"rounds\": %llu, \"ngram_rounds\": %llu, \"verify\": \"%s\", \"rows_plan\": %d, "
-           "\"parity\": %s}\n",
+           "\"plain_first_ms\": %.3f, \"spec_first_ms\": %.3f, \"launched\": %llu, "
+           "\"readbacks\": %llu, \"parity\": %s}\n",
            b->device, mode, drafter, (int)k, temp, b->n, b->tokens, b->reps, plain, spec,
            plain > 0.0 ? spec / plain : 0.0,
            s->drafted ? (double)s->accepted / (double)s->drafted : 0.0,
            s->rounds ? (double)(s->accepted + s->rounds) / (double)s->rounds : 0.0,
            (unsigned long long)s->rounds, (unsigned long long)s->ngram_rounds, verify_mode(b),
-           rows_plan(b), parity);
+           rows_plan(b), s->calls ? (double)s->plain_first_ns / 1e6 / (double)s->calls : 0.0,
+           s->calls ? (double)s->spec_first_ns / 1e6 / (double)s->calls : 0.0,
+           (unsigned long long)s->launched, (unsigned long long)s->readbacks, parity);
     fflush(stdout);
 }
 
@@ -353,6 +370,9 @@ static int baseline(bench *b, llm_sampler *sp)
                 return 1;
             s.plain_tok += b->ref[i].n;
             s.spec_tok += o.n;
+            s.plain_first_ns += b->ref[i].first_ns;
+            s.spec_first_ns += o.first_ns;
+            s.calls++;
             s.parity &= same(&o, &b->ref[i]);
         }
     emit_row(b, "baseline", "none", 0, 0.0, &s, s.parity ? "true" : "false");
@@ -382,6 +402,11 @@ static int loop_rounds(bench *b, llm_sampler *sp, int32_t k, double temp, int ki
             llm_cuda_loop_get_stats(b->loop, &s1);
             s.plain_tok += plain.n;
             s.spec_tok += spec.n;
+            s.plain_first_ns += plain.first_ns;
+            s.spec_first_ns += spec.first_ns;
+            s.calls++;
+            s.launched += s1.rounds - s0.rounds;
+            s.readbacks += s1.readbacks - s0.readbacks;
             s.drafted += s1.drafted - s0.drafted;
             s.accepted += s1.accepted - s0.accepted;
             /* Model rounds launched past a stop are not read: count the
@@ -428,6 +453,7 @@ static int host_rounds(bench *b, llm_sampler *sp, llm_sampler *sp2, int32_t k, d
             llm_spec_stats st0, st1;
             llm_spec_get_stats(sd, &st0);
             uint64_t t0 = now_ns();
+            spec.t0 = t0;
             if (rc == 0)
                 rc = llm_spec_generate(sd, sp2, b->ids[i], b->n_ids[i], &gp, collect, &spec,
                                        NULL, NULL);
@@ -439,6 +465,9 @@ static int host_rounds(bench *b, llm_sampler *sp, llm_sampler *sp2, int32_t k, d
             llm_spec_get_stats(sd, &st1);
             s.plain_tok += plain.n;
             s.spec_tok += spec.n;
+            s.plain_first_ns += plain.first_ns;
+            s.spec_first_ns += spec.first_ns;
+            s.calls++;
             s.drafted += st1.drafted - st0.drafted;
             s.accepted += st1.accepted - st0.accepted;
             s.rounds += st1.rounds - st0.rounds;
@@ -467,8 +496,10 @@ static int block_costs(bench *b)
         llm_cuda_loop_costs c;
         rc = llm_cuda_loop_block_costs(b->loop, b->bks[j], 128, 100, &c);
         if (rc == 0)
-            printf("%s\"%d\": {\"head\": %.2f, \"verify\": %.2f, \"plain_step\": %.2f}",
-                   j ? ", " : "", (int)b->bks[j], c.head_us, c.verify_us, c.plain_us);
+            printf("%s\"%d\": {\"head\": %.2f, \"verify\": %.2f, \"plain_step\": %.2f, "
+                   "\"head_sampled\": %.2f, \"verify_sampled\": %.2f}",
+                   j ? ", " : "", (int)b->bks[j], c.head_us, c.verify_us, c.plain_us,
+                   c.head_sampled_us, c.verify_sampled_us);
     }
     printf("}}\n");
     fflush(stdout);
@@ -524,12 +555,12 @@ int main(int argc, char **argv)
     }
     for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
         rc = loop_rounds(&b, greedy, b.bks[j], 0.0, LLM_DRAFTER_BLOCK, 0);
-    if (rc == 0 && b.head)
-        rc = block_costs(&b);
     for (int j = 0; rc == 0 && b.head && j < b.n_hk; j++)
         rc = loop_rounds(&b, greedy, b.hks[j], 0.0, LLM_DRAFTER_HYBRID, 0);
     for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
         rc = loop_rounds(&b, hot, b.bks[j], b.temp, LLM_DRAFTER_BLOCK, 0);
+    if (rc == 0 && b.head)
+        rc = block_costs(&b);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)
         rc = loop_rounds(&b, greedy, b.ks[j], 0.0, LLM_DRAFTER_MODEL, 0);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)

@@ -354,6 +354,12 @@ int llm_cuda_loop_block_costs(llm_cuda_loop *l, int32_t k, uint32_t pos, int32_t
         rc = graph_us(t->cu, l->bverify[0][k], pos, reps, &out->verify_us);
     if (rc == 0)
         rc = graph_us(t->cu, l->plain[0], pos, reps, &out->plain_us);
+    out->head_sampled_us = out->verify_sampled_us = -1.0;
+    if (rc == 0 && l->bhead[1][k] && l->bverify[1][k]) {
+        rc = graph_us(t->cu, l->bhead[1][k], pos, reps, &out->head_sampled_us);
+        if (rc == 0)
+            rc = graph_us(t->cu, l->bverify[1][k], pos, reps, &out->verify_sampled_us);
+    }
     pthread_mutex_unlock(&t->m->lock);
     return rc ? side_fail(l, t, rc, "cost replays") : 0;
 }

@@ -230,11 +230,14 @@ int llm_cuda_loop_set_ngram_device(llm_cuda_loop *l, int on);
  * times at position pos (the register set before each replay) between
  * two device events, in microseconds a replay. Needs the greedy block
  * graphs of k and the greedy plain graph (a greedy generation at k and
- * one at 0 captured them); the replays leave the loop's device state
- * meaningless until the next generation, which sets it afresh. LLM_EINVAL
- * when a graph is missing or pos + k + 1 passes the context. */
+ * one at 0 captured them); the same two of the sampled graphs when a
+ * sampled generation at k captured them (else -1). The replays leave the
+ * loop's device state meaningless until the next generation, which sets
+ * it afresh. LLM_EINVAL when a greedy graph is missing or pos + k + 1
+ * passes the context. */
 typedef struct llm_cuda_loop_costs {
     double head_us, verify_us, plain_us;
+    double head_sampled_us, verify_sampled_us;
 } llm_cuda_loop_costs;
 int llm_cuda_loop_block_costs(llm_cuda_loop *l, int32_t k, uint32_t pos, int32_t reps,
                               llm_cuda_loop_costs *out);
