@@ -14,7 +14,8 @@
 #
 #   bash bench/cuda/run_rows.sh
 #
-# Knobs: PM_ROWS_BUILD (build-rows), TOKENS (128), REPS (2), BLOCK_KS
+# Knobs: PM_ROWS_TESTS (the cases run first, "EXECUTABLE:CASE" words),
+# PM_ROWS_BUILD (build-rows), TOKENS (128), REPS (2), BLOCK_KS
 # (6,8), HYBRID_KS (8), PM_ROWS_NCU (1), PM_ROWS_SUITE (1), PM_ROWS_SECONDS
 # (580): the call's length the suite fits into.
 set -u
@@ -34,13 +35,13 @@ pm_device_build "$B" "$work/build.log" bench_cuda_loop 2>&1 | tee -a "$log"
 say "build: $(( $(date +%s) - start )) s"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | tee -a "$log"
 t=$B/tests/cuda
-for c in "test_cuda_loop rows_stationary" "test_cuda_seam seam_kernel_switches" \
-         "test_cuda_loop rows_bits"; do
-  set -- $c
+for c in ${PM_ROWS_TESTS:-test_cuda_loop:rows_stationary test_cuda_seam:seam_kernel_switches \
+         test_cuda_loop:rows_bits}; do
+  set -- ${c%%:*} ${c#*:}
   s0=$(date +%s)
   timeout 200 "$t/$1" "$2" > "$work/$1.$2.log" 2>&1
   say "$1 $2 rc=$? in $(( $(date +%s) - s0 )) s"
-  grep -E "differ|FAIL|fail" "$work/$1.$2.log" | head -12 | tee -a "$log"
+  grep -E "differ|FAIL|fail|chi2|acceptance" "$work/$1.$2.log" | head -12 | tee -a "$log"
 done
 bench=$B/bench/cuda/bench_cuda_loop
 common=(--target models/phasemark-kjv-target-q8_0.gguf --draft models/phasemark-kjv-draft-f16.gguf

@@ -65,7 +65,9 @@ enum {
     OFF_KEFF = OFF_NOPOS + 1, /* a device n-gram round's proposal length */
     OFF_RING = OFF_G + LLM_CUDA_LOOP_K_MAX + 1 + 8, /* rounded past g */
     OFF_REC = OFF_RING + LOOP_RING,
-    STATE_INTS = OFF_REC + LOOP_RECS * LLM_CUDA_LOOP_REC
+    OFF_ACCEPT = OFF_REC + LOOP_RECS * LLM_CUDA_LOOP_REC, /* the sampled
+                       acceptance's scratch (floats), its ticket zeroed */
+    STATE_INTS = OFF_ACCEPT + LLM_CUDA_LOOP_ACCEPT_SCRATCH
 };
 
 /* One model's side of the loop. */
@@ -215,6 +217,11 @@ int llm_cuda_loop_create(llm_session *target, llm_session *draft, llm_cuda_loop 
         rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for its state");
     l->dev = dev;
     l->host = host;
+    if (rc == 0) { /* a defined state, the acceptance's ticket zero */
+        memset(host, 0, STATE_INTS * sizeof(int32_t));
+        if (llm_cuda_upload(l->t.cu, dev, host, STATE_INTS * sizeof(int32_t)) != 0)
+            rc = loop_fail(l, LLM_EBACKEND, "device loop: %s", llm_cuda_error(l->t.cu));
+    }
     l->drafter = LLM_DRAFTER_MODEL;
     l->ngram_min = 2;
     l->ngram_max = 4;
@@ -524,7 +531,8 @@ static int capture_verify(llm_cuda_loop *l, int32_t k, float temp)
             rc = llm_cuda_loop_accept_sampled(
                 t->cu, t->ws->logits, l->dlog, t->m->hp.n_vocab, temp,
                 (uint64_t *)(void *)(l->dev + OFF_RNG), l->dev + OFF_VIN, l->dev + OFF_DIN, k,
-                llm_cuda_loop_pos(l->d.cu), l->dev + OFF_REC, LOOP_RECS, round);
+                llm_cuda_loop_pos(l->d.cu), l->dev + OFF_REC, LOOP_RECS, round,
+                (float *)(void *)(l->dev + OFF_ACCEPT));
     } else {
         rc = loop_forward(t, l->dev + OFF_VIN, k + 1, k + 1, l->dev + OFF_G);
         if (rc == 0)
@@ -615,7 +623,8 @@ static int capture_block_verify(llm_cuda_loop *l, int32_t k, float temp)
         rc = llm_cuda_loop_accept_sampled(
             t->cu, t->ws->logits, llm_cuda_block_logits(l->blk), t->m->hp.n_vocab, temp,
             (uint64_t *)(void *)(l->dev + OFF_RNG), l->dev + OFF_VIN, l->dev + OFF_DIN, k,
-            (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC, LOOP_RECS, round);
+            (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC, LOOP_RECS, round,
+            (float *)(void *)(l->dev + OFF_ACCEPT));
     else if (rc == 0)
         rc = llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN, k,
                                   (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC,

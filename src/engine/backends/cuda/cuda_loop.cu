@@ -2,9 +2,10 @@
  * plain step feeds back, a speculative round's greedy acceptance and its
  * bookkeeping, and the ordering of one context's stream after another's.
  *
- * Every kernel here runs as one thread: each touches a handful of ints
- * (k <= LLM_CUDA_LOOP_K_MAX), and a launch inside a graph costs the same
- * whatever its width. What they keep on the device is what a host round
+ * The bookkeeping kernels run as one thread: each touches a handful of
+ * ints (k <= LLM_CUDA_LOOP_K_MAX), and a launch inside a graph costs the
+ * same whatever its width. The sampling kernels read whole rows of logits
+ * and use a block a row. What they keep on the device is what a host round
  * trip would otherwise carry: the next token, the accepted count, both
  * models' positions (their contexts' registers) and the committed ids,
  * which the host reads back once per batch of steps or rounds.
@@ -151,37 +152,52 @@ int llm_cuda_loop_rng(llm_cuda *c, uint64_t *rng, float *u)
 
 #define LOOP_THREADS 1024
 
-__device__ float loop_block_reduce(float v, float *red, bool is_max)
+/* A softmax's running pair: the largest logit m and z = the sum of
+ * exp((x - m) / T) over what it has seen; _merge folds in another pair
+ * (the same sum in either order: a + b is b + a). */
+__device__ __forceinline__ void loop_stats_merge(float &m, float &z, float m2, float z2,
+                                                 float inv_t)
 {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int o = 16; o > 0; o >>= 1) {
-        float w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = is_max ? fmaxf(v, w) : v + w;
+    if (m2 > m) {
+        z = z * expf((m - m2) * inv_t) + z2;
+        m = m2;
+    } else if (m2 > -INFINITY) {
+        z += z2 * expf((m2 - m) * inv_t);
     }
-    __syncthreads();
-    if (lane == 0)
-        red[warp] = v;
-    __syncthreads();
-    v = lane < (int)(blockDim.x >> 5) ? red[lane] : (is_max ? -INFINITY : 0.0f);
-    for (int o = 16; o > 0; o >>= 1) {
-        float w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = is_max ? fmaxf(v, w) : v + w;
-    }
-    return v;
 }
 
-/* The largest logit of a row and the sum of exp((x - max) / T) over it. */
+/* The largest logit of a row and the sum of exp((x - max) / T) over it, in
+ * one pass: each thread keeps its pair, the warps merge theirs, then every
+ * thread merges the warps' pairs in warp order, so all get the same bits.
+ * `red` is __shared__ float[64]. */
 __device__ void loop_softmax_stats(const float *row, int32_t vocab, float inv_t, float *red,
                                    float *m_out, float *z_out)
 {
-    float m = -INFINITY;
-    for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x)
-        m = fmaxf(m, row[i]);
-    m = loop_block_reduce(m, red, true);
-    float z = 0.0f;
-    for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x)
-        z += expf((row[i] - m) * inv_t);
-    z = loop_block_reduce(z, red, false);
+    float m = -INFINITY, z = 0.0f;
+    for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+        float x = row[i];
+        if (x > m) {
+            z = z * expf((m - x) * inv_t) + 1.0f;
+            m = x;
+        } else if (m > -INFINITY) {
+            z += expf((x - m) * inv_t);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), z2 = __shfl_xor_sync(0xffffffffu, z, o);
+        loop_stats_merge(m, z, m2, z2, inv_t);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+    __syncthreads(); /* red may still be read by a previous call */
+    if (lane == 0) {
+        red[warp] = m;
+        red[32 + warp] = z;
+    }
+    __syncthreads();
+    m = red[0];
+    z = red[32];
+    for (int w = 1; w < nw; w++)
+        loop_stats_merge(m, z, red[w], red[32 + w], inv_t);
     *m_out = m;
     *z_out = z;
 }
@@ -189,30 +205,42 @@ __device__ void loop_softmax_stats(const float *row, int32_t vocab, float inv_t,
 /* Draws from the unnormalized weights w(j) (j < vocab) with the uniform u:
  * the first index whose running sum, in index order, exceeds u * total.
  * Every thread of the block calls it; every thread gets the answer. A
- * thread takes a contiguous chunk, the chunk sums are scanned in order. */
+ * thread takes a contiguous chunk; the chunks' bounds come from one scan
+ * (warp shuffles, then the warps' totals summed in order by every thread),
+ * so a chunk's end is, bit for bit, the next chunk's start and exactly one
+ * chunk holds the target. `red` is __shared__ float[64]. */
 template <typename W>
-__device__ int32_t loop_draw(W w, int32_t vocab, float u, float *red, float *scan, int *pick)
+__device__ int32_t loop_draw(W w, int32_t vocab, float u, float *red, int *pick)
 {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
     int32_t per = (vocab + (int32_t)blockDim.x - 1) / (int32_t)blockDim.x;
     int32_t lo = (int32_t)threadIdx.x * per, hi = lo + per < vocab ? lo + per : vocab;
     float s = 0.0f;
     for (int32_t j = lo; j < hi; j++)
         s += w(j);
-    scan[threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) { /* blockDim.x sums in order: a few microseconds */
-        float acc = 0.0f;
-        for (unsigned t = 0; t < blockDim.x; t++) {
-            float v = scan[t];
-            scan[t] = acc;
-            acc += v;
-        }
-        red[0] = acc;
-        *pick = -1;
+    float incl = s;
+    for (int o = 1; o < 32; o <<= 1) {
+        float n = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o)
+            incl += n;
     }
+    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0)
+        excl = 0.0f;
+    __syncthreads(); /* red may still be read by a previous call */
+    if (lane == 31)
+        red[warp] = incl;
+    if (threadIdx.x == 0)
+        *pick = -1;
     __syncthreads();
-    float target = u * red[0], acc = scan[threadIdx.x];
-    if (lo < hi && acc <= target && target < acc + s) {
+    float before = 0.0f, total = 0.0f;
+    for (int i = 0; i < nw; i++) {
+        if (i == warp)
+            before = total;
+        total += red[i];
+    }
+    float target = u * total, acc = before + excl, end = before + incl;
+    if (lo < hi && acc <= target && target < end) {
         int32_t j = lo;
         for (; j < hi - 1; j++) {
             acc += w(j);
@@ -223,7 +251,7 @@ __device__ int32_t loop_draw(W w, int32_t vocab, float u, float *red, float *sca
     }
     __syncthreads();
     int32_t r = *pick;
-    if (r < 0) { /* rounding left the target past the last sum: the last weighted index */
+    if (r < 0) { /* rounding left the target at the total: the last weighted index */
         __syncthreads();
         if (threadIdx.x == 0)
             for (int32_t j = vocab - 1; j >= 0; j--)
@@ -238,24 +266,42 @@ __device__ int32_t loop_draw(W w, int32_t vocab, float u, float *red, float *sca
     return r;
 }
 
-/* A sampled round's acceptance (standard speculative sampling). */
+/* A sampled round's acceptance (standard speculative sampling). Block b
+ * takes the softmax pair of one row (b <= k: the target's row b, else the
+ * draft's row b - k - 1) into stats; the last block to finish, by the
+ * ticket, then runs the round's tests in order on those pairs, draws the
+ * next id, does the bookkeeping and resets the ticket for the next launch. */
 __global__ void __launch_bounds__(LOOP_THREADS)
 loop_accept_sampled_kernel(const float *tlog, const float *dlog, int32_t vocab, float inv_t,
                            uint64_t *rng, int32_t *vin, int32_t *din, int32_t k,
                            uint32_t *tpos, uint32_t *dpos, int32_t *rec, uint32_t rec_cap,
-                           uint32_t *round)
+                           uint32_t *round, float *stats, uint32_t *ticket)
 {
-    __shared__ float red[32];
-    __shared__ float scan[LOOP_THREADS];
+    __shared__ float red[64];
     __shared__ int pick;
+    __shared__ bool last;
+    int32_t b = (int32_t)blockIdx.x;
+    const float *row = b <= k ? tlog + (size_t)b * vocab : dlog + (size_t)(b - k - 1) * vocab;
+    float m, z;
+    loop_softmax_stats(row, vocab, inv_t, red, &m, &z);
+    if (threadIdx.x == 0) {
+        stats[2 * b] = m;
+        stats[2 * b + 1] = z;
+        __threadfence(); /* the pair is seen before the ticket that counts it */
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1u;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const volatile float *st = stats;
     uint64_t seed = rng[0], ctr = rng[1];
     int32_t a = 0, next = 0;
     bool done = false;
     for (; a < k && !done; a++) {
         const float *pr = tlog + (size_t)a * vocab, *qr = dlog + (size_t)a * vocab;
-        float mp, zp, mq, zq;
-        loop_softmax_stats(pr, vocab, inv_t, red, &mp, &zp);
-        loop_softmax_stats(qr, vocab, inv_t, red, &mq, &zq);
+        float mp = st[2 * a], zp = st[2 * a + 1];
+        float mq = st[2 * (k + 1 + a)], zq = st[2 * (k + 1 + a) + 1];
         int32_t d = vin[a + 1];
         float p_d = expf((pr[d] - mp) * inv_t) / zp, q_d = expf((qr[d] - mq) * inv_t) / zq;
         float u = loop_uniform(seed, ctr++);
@@ -266,21 +312,21 @@ loop_accept_sampled_kernel(const float *tlog, const float *dlog, int32_t vocab, 
             float r = expf((pr[j] - mp) * inv_t) / zp - expf((qr[j] - mq) * inv_t) / zq;
             return r > 0.0f ? r : 0.0f;
         };
-        next = loop_draw(resid, vocab, u2, red, scan, &pick);
+        next = loop_draw(resid, vocab, u2, red, &pick);
         done = true;
         break;
     }
     if (!done) { /* every draft accepted: the bonus token from p of row k */
         const float *pr = tlog + (size_t)k * vocab;
-        float mp, zp;
-        loop_softmax_stats(pr, vocab, inv_t, red, &mp, &zp);
+        float mp = st[2 * k];
         float u = loop_uniform(seed, ctr++);
         auto pw = [&](int32_t j) { return expf((pr[j] - mp) * inv_t); };
-        next = loop_draw(pw, vocab, u, red, scan, &pick);
+        next = loop_draw(pw, vocab, u, red, &pick);
         a = k;
     }
     if (threadIdx.x != 0)
         return;
+    *ticket = 0u;
     rng[1] = ctr;
     int32_t *r = rec + (size_t)(*round % rec_cap) * LLM_CUDA_LOOP_REC;
     r[0] = a + 1;
@@ -299,14 +345,15 @@ loop_accept_sampled_kernel(const float *tlog, const float *dlog, int32_t vocab, 
 int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dlog,
                                  int32_t vocab, float temperature, uint64_t *rng, int32_t *vin,
                                  int32_t *din, int32_t k, uint32_t *draft_pos, int32_t *rec,
-                                 uint32_t rec_cap, uint32_t *round)
+                                 uint32_t rec_cap, uint32_t *round, float *scratch)
 {
     LLM_CU_ENTER(c);
-    LLM_CU_ARG(c, tlog && dlog && rng && vin && din && draft_pos && rec && round && rec_cap > 0);
+    LLM_CU_ARG(c, tlog && dlog && rng && vin && din && draft_pos && rec && round && rec_cap > 0 &&
+                      scratch);
     LLM_CU_ARG(c, k >= 1 && k <= LLM_CUDA_LOOP_K_MAX && vocab > 0 && temperature > 0.0f);
-    loop_accept_sampled_kernel<<<1, LOOP_THREADS, 0, c->stream>>>(
+    loop_accept_sampled_kernel<<<(unsigned)(2 * k + 1), LOOP_THREADS, 0, c->stream>>>(
         tlog, dlog, vocab, 1.0f / temperature, rng, vin, din, k, c->d_pos, draft_pos, rec,
-        rec_cap, round);
+        rec_cap, round, scratch, (uint32_t *)(void *)(scratch + LLM_CUDA_LOOP_ACCEPT_PAIRS));
     LLM_CU_LAUNCHED(c, "loop_accept_sampled_kernel");
     return 0;
 }
@@ -318,15 +365,14 @@ __global__ void __launch_bounds__(LOOP_THREADS)
 loop_draw_rows_kernel(const float *logits, int32_t vocab, float inv_t, const uint64_t *rng,
                       int32_t *out)
 {
-    __shared__ float red[32];
-    __shared__ float scan[LOOP_THREADS];
+    __shared__ float red[64];
     __shared__ int pick;
     const float *row = logits + (size_t)blockIdx.x * vocab;
     float m, z;
     loop_softmax_stats(row, vocab, inv_t, red, &m, &z);
     float u = loop_uniform(rng[0], rng[1] + blockIdx.x);
     auto w = [&](int32_t j) { return expf((row[j] - m) * inv_t); };
-    int32_t t = loop_draw(w, vocab, u, red, scan, &pick);
+    int32_t t = loop_draw(w, vocab, u, red, &pick);
     if (threadIdx.x == 0)
         out[blockIdx.x] = t;
 }

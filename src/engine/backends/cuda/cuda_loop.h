@@ -101,12 +101,17 @@ int llm_cuda_loop_accept(llm_cuda *c, const int32_t *g, int32_t *vin, int32_t *d
  * rows tlog [k+1][vocab] and the draft's dlog [k][vocab]; draft id d_i is
  * accepted with probability min(1, p_i(d_i) / q_i(d_i)); the first
  * rejection draws next from max(0, p_i - q_i) normalized; after k
- * acceptances next is drawn from p_k. The bookkeeping is _accept's. */
+ * acceptances next is drawn from p_k. The bookkeeping is _accept's.
+ * scratch is device memory of LLM_CUDA_LOOP_ACCEPT_SCRATCH floats, its
+ * last one zero before the first launch (the kernel leaves it so): the
+ * rows' softmax pairs, found by 2k + 1 blocks at once, and their ticket. */
+#define LLM_CUDA_LOOP_ACCEPT_PAIRS (2 * (2 * LLM_CUDA_LOOP_K_MAX + 1))
+#define LLM_CUDA_LOOP_ACCEPT_SCRATCH (LLM_CUDA_LOOP_ACCEPT_PAIRS + 1)
 int llm_cuda_loop_rng(llm_cuda *c, uint64_t *rng, float *u);
 int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dlog,
                                  int32_t vocab, float temperature, uint64_t *rng, int32_t *vin,
                                  int32_t *din, int32_t k, uint32_t *draft_pos, int32_t *rec,
-                                 uint32_t rec_cap, uint32_t *round);
+                                 uint32_t rec_cap, uint32_t *round, float *scratch);
 
 /* Draws out[r] (r < rows) from softmax(logits[r] / temperature), row r
  * with the generator's (counter + r)-th uniform, then moves the counter
