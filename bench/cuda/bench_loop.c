@@ -48,9 +48,10 @@
  * the rest ran past the last id) and the host's waits ("readbacks").
  *   loop, drafter "hybrid" (--head H): the plain device loop against
  *             hybrid rounds (n-gram where a match of 3 exists, else the
- *             head) at each --hybrid-k (default 4,8), greedy only; the
- *             row's ngram_rounds is how many of its rounds the n-gram
- *             lookup proposed.
+ *             head) at each --hybrid-k (default 4,8), greedy and at
+ *             --temp; the row's ngram_rounds is how many of its rounds
+ *             the n-gram lookup proposed. N-gram rows (host lookup) at
+ *             --temp at each --hybrid-k too.
  * Every row names the verify's products ("verify": rows, stationary or
  * auto, tune.rows_stationary as PHASEMARK_CUDA_VERIFY set it) and their
  * row plan ("rows_plan", tune.rows_plan as PHASEMARK_CUDA_ROWS_PLAN set it).
@@ -559,6 +560,10 @@ int main(int argc, char **argv)
         rc = loop_rounds(&b, greedy, b.hks[j], 0.0, LLM_DRAFTER_HYBRID, 0);
     for (int j = 0; rc == 0 && b.head && j < b.n_bk; j++)
         rc = loop_rounds(&b, hot, b.bks[j], b.temp, LLM_DRAFTER_BLOCK, 0);
+    for (int j = 0; rc == 0 && b.head && j < b.n_hk; j++)
+        rc = loop_rounds(&b, hot, b.hks[j], b.temp, LLM_DRAFTER_HYBRID, 0);
+    for (int j = 0; rc == 0 && j < b.n_hk; j++)
+        rc = loop_rounds(&b, hot, b.hks[j], b.temp, LLM_DRAFTER_NGRAM, 0);
     if (rc == 0 && b.head)
         rc = block_costs(&b);
     for (int j = 0; rc == 0 && !b.ngram_only && j < b.n_k; j++)

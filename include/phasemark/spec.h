@@ -414,7 +414,7 @@ typedef struct llm_device_loop_params {
                           session), LLM_DRAFTER_NGRAM (no draft),
                           LLM_DRAFTER_BLOCK (head_path, no draft) or
                           LLM_DRAFTER_HYBRID (n-gram, else the head at
-                          head_path; greedy only) */
+                          head_path) */
     int32_t k;         /* tokens drafted per round (ignored when plain) */
     int32_t ngram_min, ngram_max; /* n-gram bounds; <= 0: 2 and 4 */
     int32_t adaptive;  /* LLM_SPEC_ADAPT_*; the loop drafts a fixed k, so

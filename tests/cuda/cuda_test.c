@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_loop.h"
 #include "quant.h"
 
 void ct_require_device(void)
@@ -253,4 +254,84 @@ int ct_run(int argc, char **argv, const ct_case *cases, size_t n)
         }
     fprintf(stderr, "%s: unknown case %s\n", argv[0], argv[1]);
     return 2;
+}
+
+double ct_chi2_two(const int *a, const int *b, int n, int *df)
+{
+    double x = 0.0, pa = 0.0, pb = 0.0;
+    int bins = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i] + b[i] < 10) {
+            pa += a[i];
+            pb += b[i];
+            continue;
+        }
+        x += (double)(a[i] - b[i]) * (a[i] - b[i]) / (double)(a[i] + b[i]);
+        bins++;
+    }
+    if (pa + pb > 0) {
+        x += (pa - pb) * (pa - pb) / (pa + pb);
+        bins++;
+    }
+    *df = bins > 1 ? bins - 1 : 1;
+    return x;
+}
+
+double ct_chi2_bound(int df)
+{
+    return (double)df + 8.0 * sqrt(2.0 * (double)df) + 10.0;
+}
+
+typedef struct law_out {
+    int32_t toks[3];
+    size_t n;
+} law_out;
+
+static int law_collect(void *user, int32_t tok)
+{
+    law_out *o = user;
+    if (o->n < 3)
+        o->toks[o->n] = tok;
+    o->n++;
+    return 0;
+}
+
+void ct_law_check(llm_session *ref, struct llm_cuda_loop *loop, llm_sampler *hot, int32_t k,
+                  const int32_t *prompt, size_t n, const char *label)
+{
+    int32_t v = llm_sampler_n_vocab(hot);
+    llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
+    gp.max_tokens = 3;
+    gp.stop_at_eos = 0;
+    int *hist = calloc((size_t)4 * (size_t)v, sizeof *hist); /* [side][token 2, 3][v] */
+    REQUIRE(hist);
+    int first_differs = 0;
+    for (int r = 0; r < CT_LAW_RUNS; r++) {
+        law_out o[2];
+        memset(o, 0, sizeof o);
+        llm_sampler_reseed(hot, 1000u + (uint64_t)r);
+        llm_session_reset(ref);
+        REQUIRE(llm_generate(ref, hot, prompt, n, &gp, law_collect, &o[0], NULL, NULL) == 0);
+        llm_sampler_reseed(hot, 1000u + (uint64_t)r);
+        int rc = llm_cuda_loop_generate(loop, hot, k, prompt, n, &gp, law_collect, &o[1], NULL,
+                                        NULL);
+        if (rc)
+            fprintf(stderr, "%s: %s\n", label, llm_cuda_loop_error(loop));
+        REQUIRE(rc == 0);
+        REQUIRE(o[0].n == 3 && o[1].n == 3);
+        for (int m = 0; m < 2; m++)
+            for (int j = 0; j < 2; j++)
+                hist[((size_t)m * 2 + (size_t)j) * (size_t)v + (size_t)o[m].toks[1 + j]]++;
+        first_differs += o[1].toks[0] != o[0].toks[0];
+    }
+    CHECK_INT_EQ(first_differs, 0);
+    for (int j = 0; j < 2; j++) {
+        int df = 0;
+        double x = ct_chi2_two(hist + (size_t)j * (size_t)v, hist + ((size_t)2 + (size_t)j) * (size_t)v,
+                               v, &df);
+        printf("sampled law: %s token %d: chi2 %.1f, df %d (bound %.1f)\n", label, 2 + j, x, df,
+               ct_chi2_bound(df));
+        CHECK(x < ct_chi2_bound(df));
+    }
+    free(hist);
 }

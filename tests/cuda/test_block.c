@@ -23,7 +23,11 @@
  * loop_hybrid: hybrid rounds (n-gram, else the head) at k = 4 and 8 give
  *   llm_generate's greedy ids (24 prompts x 64 tokens), and in a context
  *   of 40 positions stop where it stops; the rounds' counts add up per
- *   drafter; sampling is refused.
+ *   drafter.
+ * sampled_law_hybrid: the law test for hybrid rounds (k = 3), on a prompt
+ *   whose first round is the head's and on one that repeats itself, whose
+ *   first round is the n-gram's: the head's min(1, p/q) and the n-gram's
+ *   one-hot acceptance each keep the target's law.
  * refusals: the block drafter without a head, a head file that is not
  *   there, and k over the head's block size each give one clear line.
  */
@@ -514,17 +518,6 @@ static void loop_hybrid(void)
            (double)st.ngram_accepted / (double)(st.ngram_drafted ? st.ngram_drafted : 1),
            (double)st.committed / (double)(st.rounds ? st.rounds : 1),
            (unsigned long long)st.plain_steps);
-    llm_sampler_params sp = LLM_SAMPLER_PARAMS_INIT;
-    sp.temperature = 0.7f;
-    llm_sampler *hot = NULL;
-    REQUIRE(llm_sampler_create(&sp, e.tm->hp.n_vocab, &hot) == 0);
-    int32_t toks[128];
-    size_t n = tokenize(e.tm, 0, toks);
-    llm_generate_params gp = gen_params(8);
-    CHECK_INT_EQ(llm_cuda_loop_generate(e.loop, hot, 4, toks, n, &gp, NULL, NULL, NULL, NULL),
-                 LLM_EUNSUP);
-    CHECK_STR_EQ(llm_cuda_loop_error(e.loop), "device loop: hybrid rounds are greedy only");
-    llm_sampler_free(hot);
     env_close(&e);
 
     /* A context of 40: prompts of 6-12 tokens run into it. */
@@ -542,27 +535,6 @@ static void loop_hybrid(void)
 
 #define LAW_RUNS 1200
 
-/* Two-sample chi-square of equal-size histograms, sparse bins pooled. */
-static double chi2_two(const int *a, const int *b, int n, int *df)
-{
-    double x = 0.0, pa = 0.0, pb = 0.0;
-    int bins = 0;
-    for (int i = 0; i < n; i++) {
-        if (a[i] + b[i] < 10) {
-            pa += a[i];
-            pb += b[i];
-            continue;
-        }
-        x += (double)(a[i] - b[i]) * (a[i] - b[i]) / (double)(a[i] + b[i]);
-        bins++;
-    }
-    if (pa + pb > 0) {
-        x += (pa - pb) * (pa - pb) / (pa + pb);
-        bins++;
-    }
-    *df = bins > 1 ? bins - 1 : 1;
-    return x;
-}
 
 static void sampled_law(void)
 {
@@ -601,9 +573,9 @@ static void sampled_law(void)
     CHECK_INT_EQ(first_differs, 0);
     for (int j = 0; j < 2; j++) {
         int df = 0;
-        double x = chi2_two(hist + (size_t)j * (size_t)v, hist + ((size_t)2 + (size_t)j) * (size_t)v,
+        double x = ct_chi2_two(hist + (size_t)j * (size_t)v, hist + ((size_t)2 + (size_t)j) * (size_t)v,
                             v, &df);
-        double bound = (double)df + 8.0 * sqrt(2.0 * (double)df) + 10.0;
+        double bound = ct_chi2_bound(df);
         printf("sampled law: block rounds k=3 token %d: chi2 %.1f, df %d (bound %.1f)\n", 2 + j,
                x, df, bound);
         CHECK(x < bound);
@@ -620,6 +592,42 @@ static void sampled_law(void)
     printf("sampled block rounds: acceptance %.3f\n",
            (double)st.accepted / (double)(st.drafted ? st.drafted : 1));
     free(hist);
+    llm_sampler_free(hot);
+    env_close(&e);
+}
+
+static void sampled_law_hybrid(void)
+{
+    char hp[1024];
+    repo_path(HEAD, hp, sizeof hp);
+    bench_env e;
+    env_open(&e, hp);
+    int32_t toks[128];
+    size_t n = tokenize(e.tm, 0, toks);
+    llm_sampler_params sp = LLM_SAMPLER_PARAMS_INIT;
+    sp.temperature = 0.7f;
+    llm_sampler *hot = NULL;
+    REQUIRE(llm_sampler_create(&sp, e.tm->hp.n_vocab, &hot) == 0);
+    REQUIRE(llm_cuda_loop_set_drafter(e.loop, LLM_DRAFTER_HYBRID, 0, 0) == 0);
+    /* The prompt as it is: no match of 3 at its end, the head's round. */
+    ct_law_check(e.ref, e.loop, hot, 3, toks, n, "hybrid rounds k=3, head first");
+    llm_cuda_loop_stats st;
+    llm_cuda_loop_get_stats(e.loop, &st);
+    CHECK(st.rounds - st.ngram_rounds >= CT_LAW_RUNS);
+    uint64_t ng0 = st.ngram_rounds;
+    /* The prompt and its text again: the n-gram's round. */
+    REQUIRE(2 * n - 1 <= 128);
+    memcpy(toks + n, toks + 1, (n - 1) * sizeof *toks);
+    n = 2 * n - 1;
+    ct_law_check(e.ref, e.loop, hot, 3, toks, n, "hybrid rounds k=3, n-gram first");
+    llm_cuda_loop_get_stats(e.loop, &st);
+    CHECK(st.ngram_rounds - ng0 >= CT_LAW_RUNS);
+    CHECK(st.ngram_drafted > st.ngram_accepted);
+    CHECK(st.ngram_accepted > 0);
+    printf("sampled hybrid rounds: %llu rounds, %llu n-gram; acceptance %.3f, n-gram %.3f\n",
+           (unsigned long long)st.rounds, (unsigned long long)st.ngram_rounds,
+           (double)st.accepted / (double)(st.drafted ? st.drafted : 1),
+           (double)st.ngram_accepted / (double)(st.ngram_drafted ? st.ngram_drafted : 1));
     llm_sampler_free(hot);
     env_close(&e);
 }
@@ -668,6 +676,7 @@ static const ct_case cases[] = {
     {"head_parity", head_parity},
     {"loop_kjv", loop_kjv},
     {"sampled_law", sampled_law},
+    {"sampled_law_hybrid", sampled_law_hybrid},
     {"loop_hybrid", loop_hybrid},
     {"refusals", refusals},
 };

@@ -29,7 +29,7 @@
  *   at k = 1, 4, 8 give llm_generate's ids and position on the 24 prompts,
  *   one read-back a round or plain step; with the lookup on the device
  *   too, in batches of rounds (fewer read-backs than rounds); sampling
- *   and bad settings are refused.
+ *   with the device lookup and bad settings are refused.
  * stops: EOS, a stop token and a callback end both loops exactly where
  *   llm_generate ends (same ids, reason and position), max_tokens 1 runs
  *   no step.
@@ -38,6 +38,9 @@
  *   first two device-drawn tokens agree with llm_generate's host draws
  *   (two-sample chi-square, far beyond chance only when they differ);
  *   the same seed repeats a run exactly.
+ * sampled_law_ngram: the same law test for n-gram rounds (k = 3) on a
+ *   prompt that repeats itself, so every run's first round proposes: the
+ *   one-hot acceptance keeps the target's law; a seed repeats a run.
  * refusals_cpu (no device needed): a CPU session is refused at creation
  *   with one line; refusals: a top-k sampler, k out of range or without a
  *   draft session each give one clear refusal.
@@ -734,15 +737,19 @@ static void ngram_kjv(void)
            N_PROMPTS, N_TOK, (unsigned long long)st.rounds,
            (double)st.accepted / (double)(st.drafted ? st.drafted : 1),
            (unsigned long long)st.plain_steps);
-    /* Sampling is refused for n-gram rounds; bad settings too. */
+    /* Sampling is refused for n-gram rounds with the device lookup; bad
+     * settings too. */
     llm_sampler_params hp = LLM_SAMPLER_PARAMS_INIT;
     hp.temperature = 0.7f;
     llm_sampler *hot = NULL;
     REQUIRE(llm_sampler_create(&hp, p.tm->hp.n_vocab, &hot) == 0);
     size_t n = tokenize(p.tm, 0, toks);
+    REQUIRE(llm_cuda_loop_set_ngram_device(p.loop, 1) == 0);
     CHECK_INT_EQ(llm_cuda_loop_generate(p.loop, hot, 4, toks, n, &gp, NULL, NULL, NULL, NULL),
                  LLM_EUNSUP);
-    CHECK_STR_EQ(llm_cuda_loop_error(p.loop), "device loop: n-gram rounds are greedy only");
+    CHECK_STR_EQ(llm_cuda_loop_error(p.loop),
+                 "device loop: n-gram rounds with the lookup on the device are greedy only");
+    REQUIRE(llm_cuda_loop_set_ngram_device(p.loop, 0) == 0);
     CHECK_INT_EQ(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_HYBRID, 0, 0), LLM_EINVAL);
     CHECK_INT_EQ(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_NGRAM, 5, 3), LLM_EINVAL);
     CHECK_INT_EQ(llm_cuda_loop_set_ngram_device(p.loop, 2), LLM_EINVAL);
@@ -817,29 +824,6 @@ static void stops(void)
 
 #define LAW_RUNS 1200
 
-/* Two-sample chi-square of equal-size histograms a, b over n bins, bins
- * with fewer than 10 draws in both together pooled into one; *df gets
- * the degrees of freedom. */
-static double chi2_two(const int *a, const int *b, int n, int *df)
-{
-    double x = 0.0, pa = 0.0, pb = 0.0;
-    int bins = 0;
-    for (int i = 0; i < n; i++) {
-        if (a[i] + b[i] < 10) {
-            pa += a[i];
-            pb += b[i];
-            continue;
-        }
-        x += (double)(a[i] - b[i]) * (a[i] - b[i]) / (double)(a[i] + b[i]);
-        bins++;
-    }
-    if (pa + pb > 0) {
-        x += (pa - pb) * (pa - pb) / (pa + pb);
-        bins++;
-    }
-    *df = bins > 1 ? bins - 1 : 1;
-    return x;
-}
 
 static void sampled_law(void)
 {
@@ -878,10 +862,9 @@ static void sampled_law(void)
     for (int m = 1; m < 3; m++)
         for (int j = 0; j < 2; j++) {
             int df = 0;
-            double x = chi2_two(hist + (size_t)j * (size_t)v,
+            double x = ct_chi2_two(hist + (size_t)j * (size_t)v,
                                 hist + ((size_t)m * 2 + (size_t)j) * (size_t)v, v, &df);
-            /* About 8 standard deviations above the mean. */
-            double bound = (double)df + 8.0 * sqrt(2.0 * (double)df) + 10.0;
+            double bound = ct_chi2_bound(df);
             printf("sampled law: %s token %d: chi2 %.1f, df %d (bound %.1f)\n",
                    m == 1 ? "plain loop" : "rounds k=3", 2 + j, x, df, bound);
             CHECK(x < bound);
@@ -898,6 +881,50 @@ static void sampled_law(void)
     printf("sampled rounds: acceptance %.3f\n",
            (double)st.accepted / (double)(st.drafted ? st.drafted : 1));
     free(hist);
+    llm_sampler_free(hot);
+    pair_close(&p);
+}
+
+/* Prompt 0 and then its text again (no second BOS): the history's suffix
+ * occurred before, so the n-gram proposes from the first round on. */
+static size_t doubled_prompt(llm_model *m, int32_t *toks)
+{
+    size_t n = tokenize(m, 0, toks);
+    REQUIRE(2 * n - 1 <= 128);
+    memcpy(toks + n, toks + 1, (n - 1) * sizeof *toks);
+    return 2 * n - 1;
+}
+
+/* N-gram rounds under sampling: proposals are deterministic (q one-hot),
+ * kept with probability p(d), the residual p without d; the law is the
+ * target's, and rounds did propose. */
+static void sampled_law_ngram(void)
+{
+    kjv_pair p;
+    pair_open(&p, 0);
+    int32_t toks[128];
+    size_t n = doubled_prompt(p.tm, toks);
+    llm_sampler_params sp = LLM_SAMPLER_PARAMS_INIT;
+    sp.temperature = 0.7f;
+    llm_sampler *hot = NULL;
+    REQUIRE(llm_sampler_create(&sp, p.tm->hp.n_vocab, &hot) == 0);
+    REQUIRE(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_NGRAM, 0, 0) == 0);
+    ct_law_check(p.ref, p.loop, hot, 3, toks, n, "n-gram rounds k=3");
+    llm_cuda_loop_stats st;
+    llm_cuda_loop_get_stats(p.loop, &st);
+    CHECK(st.rounds >= CT_LAW_RUNS); /* each run's first round proposed */
+    CHECK(st.drafted > st.accepted);  /* some proposals were turned down */
+    CHECK(st.accepted > 0);
+    printf("sampled n-gram rounds: %llu rounds, acceptance %.3f\n",
+           (unsigned long long)st.rounds,
+           (double)st.accepted / (double)(st.drafted ? st.drafted : 1));
+    /* The same seed repeats a sampled run exactly. */
+    llm_generate_params g16 = gen_params(16);
+    llm_sampler_reseed(hot, 5);
+    run_out a = looped(p.loop, hot, 4, toks, n, &g16, 0, NULL);
+    llm_sampler_reseed(hot, 5);
+    run_out b = looped(p.loop, hot, 4, toks, n, &g16, 0, NULL);
+    CHECK(same(&a, &b));
     llm_sampler_free(hot);
     pair_close(&p);
 }
@@ -956,6 +983,7 @@ static const ct_case cases[] = {
     {"ngram_kjv", ngram_kjv},
     {"stops", stops},
     {"sampled_law", sampled_law},
+    {"sampled_law_ngram", sampled_law_ngram},
     {"refusals_cpu", refusals_cpu},
     {"refusals", refusals},
 };

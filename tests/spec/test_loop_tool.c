@@ -261,11 +261,19 @@ static int case_cuda_sampling(void)
     run_kjv(topk, "auto", &r);
     CHECK(pm_child_ok(&r));
     CHECK(has(r.err, "pm-generate: path: host\n"));
-    const char *ngram[] = {"--drafter", "ngram", "--temp", "0.8", NULL};
-    run_kjv(ngram, "on", &r);
-    CHECK(r.exited && r.exit_code == 1);
-    CHECK(has(r.err, "pm-generate: cannot run --device-loop on: n-gram rounds are greedy only "
-                     "(temperature 0)\n"));
+    /* N-gram rounds sample on the device too (q one-hot at each
+     * proposal): a seeded run repeats. */
+    static pm_child_result n1, n2;
+    const char *ngram[] = {"--drafter", "ngram", "--draft-k", "4", "--temp", "0.8", "--seed", "3",
+                           NULL};
+    run_kjv(ngram, "on", &n1);
+    run_kjv(ngram, "on", &n2);
+    CHECK(pm_child_ok(&n1));
+    CHECK(pm_child_ok(&n2));
+    CHECK(strlen(n1.out) > 64);
+    CHECK_STR_EQ(n1.out, n2.out);
+    CHECK(has(n1.err, "pm-generate: path: device loop\n"));
+    CHECK(has(n1.err, "pm-generate: device loop: drafter ngram k 4; "));
     return pm_check_result();
 }
 

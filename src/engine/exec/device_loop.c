@@ -240,11 +240,6 @@ int llm_device_loop_takes(const llm_device_loop *l, const llm_sampler *sp, char 
         llm_errf(why, whylen, "device loop: it samples at a temperature only (no top-k or top-p cut)");
         return 0;
     }
-    if (l->drafter == LLM_DRAFTER_NGRAM || l->drafter == LLM_DRAFTER_HYBRID) {
-        llm_errf(why, whylen, "device loop: %s rounds are greedy only (temperature 0)",
-                 l->drafter == LLM_DRAFTER_NGRAM ? "n-gram" : "hybrid");
-        return 0;
-    }
     return 1;
 }
 

@@ -92,9 +92,10 @@ struct llm_cuda_loop {
                                (sampled rounds), owned; NULL without a draft */
     unsigned gen_t, gen_d;  /* the backends' generations the graphs are of */
     llm_cuda_xevent *t2d, *d2t;
-    /* N-gram rounds: verify graphs by width - 1 (0: a plain step), owned,
-     * the bounds, and the host's copy of the history [n_ctx + 1]. */
-    llm_cuda_graph *verify_ng[LLM_CUDA_LOOP_K_MAX + 1];
+    /* N-gram rounds: verify graphs by width - 1 (0: a plain step), [0]
+     * greedy, [1] sampled (q one-hot at the proposal), owned, the bounds,
+     * and the host's copy of the history [n_ctx + 1]. */
+    llm_cuda_graph *verify_ng[2][LLM_CUDA_LOOP_K_MAX + 1];
     int drafter;            /* LLM_DRAFTER_MODEL, _NGRAM, _BLOCK or _HYBRID */
     int32_t ngram_min, ngram_max;
     int32_t hybrid_min;     /* hybrid: the shortest match verified as such */
@@ -108,6 +109,9 @@ struct llm_cuda_loop {
     llm_cuda_block *blk;
     float *blk_feat;
     llm_cuda_graph *bhead[2][LLM_CUDA_LOOP_K_MAX + 1], *bverify[2][LLM_CUDA_LOOP_K_MAX + 1];
+    /* Sampled hybrid rounds the n-gram proposed (and its plain steps): the
+     * block verify by width with the one-hot acceptance, owned. */
+    llm_cuda_graph *bverify_oh[LLM_CUDA_LOOP_K_MAX + 1];
     uint32_t count, round;  /* host copies of the device counters */
     llm_cuda_loop_stats st;
     char err[256];
@@ -155,9 +159,16 @@ static void drop_graphs(llm_cuda_loop *l, int s)
     llm_cuda_graph_free(l->plain[s]);
     l->plain[s] = NULL;
     for (int k = 0; s == 0 && k <= LLM_CUDA_LOOP_K_MAX; k++) {
-        llm_cuda_graph_free(l->verify_ng[k]);
         llm_cuda_graph_free(l->verify_ngd[k]);
-        l->verify_ng[k] = l->verify_ngd[k] = NULL;
+        l->verify_ngd[k] = NULL;
+    }
+    for (int k = 0; s == 1 && k <= LLM_CUDA_LOOP_K_MAX; k++) {
+        llm_cuda_graph_free(l->bverify_oh[k]);
+        l->bverify_oh[k] = NULL;
+    }
+    for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
+        llm_cuda_graph_free(l->verify_ng[s][k]);
+        l->verify_ng[s][k] = NULL;
     }
     for (int k = 0; k <= LLM_CUDA_LOOP_K_MAX; k++) {
         llm_cuda_graph_free(l->draft[s][k]);
@@ -543,21 +554,39 @@ static int capture_verify(llm_cuda_loop *l, int32_t k, float temp)
     return capture_end(l, t, rc, &l->verify[temp > 0.0f][k], "verify capture");
 }
 
-/* An n-gram round's verify of j + 1 rows (vin[0], then the j proposed
- * ids the host uploaded) and its greedy acceptance; j = 0 is a plain step
- * that commits the last token's greedy successor. No draft register. */
-static int capture_verify_ng(llm_cuda_loop *l, int32_t j)
+/* The acceptance of a round whose j proposals the host made (q one-hot
+ * at each), over the target's rows in its workspace: greedy against the
+ * greedy ids at OFF_G, or sampled (temp > 0) against the logits. */
+static int accept_proposed(llm_cuda_loop *l, int32_t j, float temp)
 {
     loop_side *t = &l->t;
+    uint32_t *round = (uint32_t *)(l->dev + OFF_ROUND);
+    if (temp > 0.0f)
+        return llm_cuda_loop_accept_sampled(
+            t->cu, t->ws->logits, NULL, t->m->hp.n_vocab, temp,
+            (uint64_t *)(void *)(l->dev + OFF_RNG), l->dev + OFF_VIN, l->dev + OFF_DIN, j,
+            (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC, LOOP_RECS, round,
+            (float *)(void *)(l->dev + OFF_ACCEPT));
+    return llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN, j,
+                                (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC, LOOP_RECS,
+                                round);
+}
+
+/* An n-gram round's verify of j + 1 rows (vin[0], then the j proposed
+ * ids the host uploaded) and its acceptance, greedy or (temp > 0)
+ * sampled; j = 0 is a plain step that commits the last token's successor.
+ * No draft register. */
+static int capture_verify_ng(llm_cuda_loop *l, int32_t j, float temp)
+{
+    loop_side *t = &l->t;
+    int s = temp > 0.0f;
     int rc = llm_cuda_graph_begin(t->cu);
     if (rc)
         return side_fail(l, t, rc, "n-gram verify capture");
-    rc = loop_forward(t, l->dev + OFF_VIN, j + 1, j + 1, l->dev + OFF_G);
+    rc = loop_forward(t, l->dev + OFF_VIN, j + 1, j + 1, s ? NULL : l->dev + OFF_G);
     if (rc == 0)
-        rc = llm_cuda_loop_accept(t->cu, l->dev + OFF_G, l->dev + OFF_VIN, l->dev + OFF_DIN, j,
-                                  (uint32_t *)(l->dev + OFF_NOPOS), l->dev + OFF_REC,
-                                  LOOP_RECS, (uint32_t *)(l->dev + OFF_ROUND));
-    return capture_end(l, t, rc, &l->verify_ng[j], "n-gram verify capture");
+        rc = accept_proposed(l, j, temp);
+    return capture_end(l, t, rc, &l->verify_ng[s][j], "n-gram verify capture");
 }
 
 /* A device n-gram round of k: the lookup over the device history, the
@@ -606,8 +635,10 @@ static int capture_block_head(llm_cuda_loop *l, int32_t k, float temp)
 /* A block round's verify of k + 1 rows with the head's feature planes,
  * the head's context rows of all k + 1 positions (those past the accepted
  * ones are overwritten by later rounds before anything reads them), then
- * the acceptance, which moves the register. */
-static int capture_block_verify(llm_cuda_loop *l, int32_t k, float temp)
+ * the acceptance, which moves the register: of the head's proposals, or
+ * (proposed: a hybrid round the n-gram proposed, or its plain step, into
+ * bverify_oh under sampling) of the host's. */
+static int capture_block_verify(llm_cuda_loop *l, int32_t k, float temp, int proposed)
 {
     loop_side *t = &l->t;
     uint32_t *round = (uint32_t *)(l->dev + OFF_ROUND);
@@ -619,6 +650,10 @@ static int capture_block_verify(llm_cuda_loop *l, int32_t k, float temp)
     rc = loop_forward_f(t, l->dev + OFF_VIN, k + 1, k + 1, s ? NULL : l->dev + OFF_G, l->blk);
     if (rc == 0)
         rc = llm_cuda_block_append(l->blk, t->ws->feat, k + 1, k + 1, pos);
+    if (rc == 0 && s && proposed) {
+        rc = accept_proposed(l, k, temp);
+        return capture_end(l, t, rc, &l->bverify_oh[k], "block verify capture");
+    }
     if (rc == 0 && s)
         rc = llm_cuda_loop_accept_sampled(
             t->cu, t->ws->logits, llm_cuda_block_logits(l->blk), t->m->hp.n_vocab, temp,
@@ -1197,7 +1232,7 @@ static int host_round(llm_cuda_loop *l, uint64_t req, int32_t w, llm_cuda_graph 
  * step. Every kind runs the block verify of its width, so the head's
  * context gets the features of every position the target runs, whichever
  * drafter proposed. */
-static int host_lookup_loop(llm_cuda_loop *l, uint64_t req, int32_t k, int hybrid,
+static int host_lookup_loop(llm_cuda_loop *l, uint64_t req, int32_t k, int hybrid, int s,
                             const int32_t *prompt, size_t n_prompt, gen_state *g, int32_t tok)
 {
     loop_side *t = &l->t;
@@ -1231,8 +1266,10 @@ static int host_lookup_loop(llm_cuda_loop *l, uint64_t req, int32_t k, int hybri
         int blk = hybrid && j == 0 && left > 1 && room >= (uint32_t)k;
         int32_t w = blk ? k : j; /* the verify's drafted ids */
         memcpy(l->host + OFF_VIN + 1, l->hist + start, (size_t)j * sizeof(int32_t));
-        rc = host_round(l, req, w, blk ? l->bhead[0][k] : NULL,
-                        hybrid ? l->bverify[0][w] : l->verify_ng[w], pos);
+        llm_cuda_graph *verify = !hybrid ? l->verify_ng[s][w]
+                                 : blk || !s ? l->bverify[s][w]
+                                             : l->bverify_oh[w];
+        rc = host_round(l, req, w, blk ? l->bhead[s][k] : NULL, verify, pos);
         if (rc)
             return rc;
         const int32_t *rec = l->host + OFF_REC + (size_t)((l->round - 1) % LOOP_RECS) *
@@ -1287,10 +1324,9 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     int ngram = k > 0 && l->drafter == LLM_DRAFTER_NGRAM;
     int hyb = k > 0 && l->drafter == LLM_DRAFTER_HYBRID;
     int blk = k > 0 && (l->drafter == LLM_DRAFTER_BLOCK || hyb);
-    if (ngram && s)
-        return loop_fail(l, LLM_EUNSUP, "device loop: n-gram rounds are greedy only");
-    if (hyb && s)
-        return loop_fail(l, LLM_EUNSUP, "device loop: hybrid rounds are greedy only");
+    if (ngram && s && l->ngram_dev)
+        return loop_fail(l, LLM_EUNSUP, "device loop: n-gram rounds with the lookup on the "
+                                        "device are greedy only");
     if (k < 0 || k > LLM_CUDA_LOOP_K_MAX || (k > 0 && !ngram && !blk && !l->d.s))
         return loop_fail(l, LLM_EINVAL, "device loop: k %d needs 0..%d and, above 0, a draft session",
                          (int)k, LLM_CUDA_LOOP_K_MAX);
@@ -1339,25 +1375,31 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
                  : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
                              (int)k + 1);
     for (int32_t j = 0; rc == 0 && ngram && !l->ngram_dev && j <= k; j++)
-        if (!l->verify_ng[j])
+        if (!l->verify_ng[s][j])
             rc = llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, j + 1)
-                     ? capture_verify_ng(l, j)
+                     ? capture_verify_ng(l, j, s ? spp.temperature : 0.0f)
                      : loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
                                  (int)j + 1);
     /* Block rounds capture the head and the verify at k; hybrid rounds
-     * also every narrower verify (n-gram proposals, a plain step). */
+     * also every verify of the n-gram's proposals and the plain step
+     * (sampled: with the one-hot acceptance, at k too). */
     for (int32_t j = hyb ? 0 : k; rc == 0 && blk && j <= k; j++) {
-        if (l->bverify[s][j] && (j < k || l->bhead[s][k]))
+        int need_head = j == k && !l->bhead[s][k];
+        int need_verify = (j == k || !s) && !l->bverify[s][j];
+        int need_oh = hyb && s && !l->bverify_oh[j];
+        if (!need_head && !need_verify && !need_oh)
             continue;
         if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, j + 1))
             rc = loop_fail(l, LLM_EUNSUP, "device loop: the target does not take the fused step at %d rows",
                            (int)j + 1);
         else if (llm_workspace_features(l->t.ws, l->t.m) != 0)
             rc = loop_fail(l, LLM_ENOMEM, "device loop: no memory for the target's features");
-        if (rc == 0 && j == k && !l->bhead[s][k])
+        if (rc == 0 && need_head)
             rc = capture_block_head(l, k, s ? spp.temperature : 0.0f);
-        if (rc == 0 && !l->bverify[s][j])
-            rc = capture_block_verify(l, j, s ? spp.temperature : 0.0f);
+        if (rc == 0 && need_verify)
+            rc = capture_block_verify(l, j, s ? spp.temperature : 0.0f, 0);
+        if (rc == 0 && need_oh)
+            rc = capture_block_verify(l, j, spp.temperature, 1);
     }
     if (rc == 0 && k > 0 && !ngram && !blk && !l->verify[s][k]) {
         if (!llm_cuda_backend_loop_takes(l->t.be, l->t.m, l->t.span, k + 1) ||
@@ -1380,9 +1422,9 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
     } else if (rc == 0 && ngram && l->ngram_dev) {
         rc = ngram_dev_loop(l, req, k, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && ngram) {
-        rc = host_lookup_loop(l, req, k, 0, prompt, n_prompt, &g, tok);
+        rc = host_lookup_loop(l, req, k, 0, s, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && hyb) {
-        rc = host_lookup_loop(l, req, k, 1, prompt, n_prompt, &g, tok);
+        rc = host_lookup_loop(l, req, k, 1, s, prompt, n_prompt, &g, tok);
     } else if (rc == 0 && blk) {
         rc = block_loop(l, s, req, k, n_prompt, &g, tok);
     } else if (rc == 0) {

@@ -270,7 +270,9 @@ __device__ int32_t loop_draw(W w, int32_t vocab, float u, float *red, int *pick)
  * takes the softmax pair of one row (b <= k: the target's row b, else the
  * draft's row b - k - 1) into stats; the last block to finish, by the
  * ticket, then runs the round's tests in order on those pairs, draws the
- * next id, does the bookkeeping and resets the ticket for the next launch. */
+ * next id, does the bookkeeping and resets the ticket for the next launch.
+ * dlog NULL: deterministic proposals (q one-hot at d, only the target's
+ * k + 1 rows): d is kept when u < p(d), the residual is p without d. */
 __global__ void __launch_bounds__(LOOP_THREADS)
 loop_accept_sampled_kernel(const float *tlog, const float *dlog, int32_t vocab, float inv_t,
                            uint64_t *rng, int32_t *vin, int32_t *din, int32_t k,
@@ -282,6 +284,7 @@ loop_accept_sampled_kernel(const float *tlog, const float *dlog, int32_t vocab, 
     __shared__ bool last;
     int32_t b = (int32_t)blockIdx.x;
     const float *row = b <= k ? tlog + (size_t)b * vocab : dlog + (size_t)(b - k - 1) * vocab;
+    bool onehot = dlog == nullptr;
     float m, z;
     loop_softmax_stats(row, vocab, inv_t, red, &m, &z);
     if (threadIdx.x == 0) {
@@ -299,17 +302,20 @@ loop_accept_sampled_kernel(const float *tlog, const float *dlog, int32_t vocab, 
     int32_t a = 0, next = 0;
     bool done = false;
     for (; a < k && !done; a++) {
-        const float *pr = tlog + (size_t)a * vocab, *qr = dlog + (size_t)a * vocab;
+        const float *pr = tlog + (size_t)a * vocab;
+        const float *qr = onehot ? nullptr : dlog + (size_t)a * vocab;
         float mp = st[2 * a], zp = st[2 * a + 1];
-        float mq = st[2 * (k + 1 + a)], zq = st[2 * (k + 1 + a) + 1];
+        float mq = onehot ? 0.0f : st[2 * (k + 1 + a)], zq = onehot ? 1.0f : st[2 * (k + 1 + a) + 1];
         int32_t d = vin[a + 1];
-        float p_d = expf((pr[d] - mp) * inv_t) / zp, q_d = expf((qr[d] - mq) * inv_t) / zq;
+        float p_d = expf((pr[d] - mp) * inv_t) / zp;
+        float q_d = onehot ? 1.0f : expf((qr[d] - mq) * inv_t) / zq;
         float u = loop_uniform(seed, ctr++);
         if (u * q_d < p_d)
             continue; /* accepted with probability min(1, p/q) */
         float u2 = loop_uniform(seed, ctr++);
         auto resid = [&](int32_t j) {
-            float r = expf((pr[j] - mp) * inv_t) / zp - expf((qr[j] - mq) * inv_t) / zq;
+            float q_j = onehot ? (j == d ? 1.0f : 0.0f) : expf((qr[j] - mq) * inv_t) / zq;
+            float r = expf((pr[j] - mp) * inv_t) / zp - q_j;
             return r > 0.0f ? r : 0.0f;
         };
         next = loop_draw(resid, vocab, u2, red, &pick);
@@ -348,10 +354,12 @@ int llm_cuda_loop_accept_sampled(llm_cuda *c, const float *tlog, const float *dl
                                  uint32_t rec_cap, uint32_t *round, float *scratch)
 {
     LLM_CU_ENTER(c);
-    LLM_CU_ARG(c, tlog && dlog && rng && vin && din && draft_pos && rec && round && rec_cap > 0 &&
+    LLM_CU_ARG(c, tlog && rng && vin && din && draft_pos && rec && round && rec_cap > 0 &&
                       scratch);
-    LLM_CU_ARG(c, k >= 1 && k <= LLM_CUDA_LOOP_K_MAX && vocab > 0 && temperature > 0.0f);
-    loop_accept_sampled_kernel<<<(unsigned)(2 * k + 1), LOOP_THREADS, 0, c->stream>>>(
+    LLM_CU_ARG(c, k >= (dlog ? 1 : 0) && k <= LLM_CUDA_LOOP_K_MAX && vocab > 0 &&
+                      temperature > 0.0f);
+    loop_accept_sampled_kernel<<<(unsigned)(dlog ? 2 * k + 1 : k + 1), LOOP_THREADS, 0,
+                                 c->stream>>>(
         tlog, dlog, vocab, 1.0f / temperature, rng, vin, din, k, c->d_pos, draft_pos, rec,
         rec_cap, round, scratch, (uint32_t *)(void *)(scratch + LLM_CUDA_LOOP_ACCEPT_PAIRS));
     LLM_CU_LAUNCHED(c, "loop_accept_sampled_kernel");

@@ -46,6 +46,9 @@
  * seed and its next draw, after the prompt's token is drawn on the host as
  * llm_generate draws it), so reseeding the sampler repeats a run. The
  * output is a draw of the target's law, not llm_generate's exact draw.
+ * Proposals the host makes (n-gram rounds, the hybrid's n-gram rounds)
+ * are deterministic: q is one-hot at each, so a proposal is kept with
+ * probability p(d) and the residual is p without d.
  *
  * Limits. Monolithic sessions on CUDA backends whose every layer and head
  * take the fused step (llm_cuda_backend_loop_takes); a sampler with a
@@ -102,6 +105,9 @@ int llm_cuda_loop_accept(llm_cuda *c, const int32_t *g, int32_t *vin, int32_t *d
  * accepted with probability min(1, p_i(d_i) / q_i(d_i)); the first
  * rejection draws next from max(0, p_i - q_i) normalized; after k
  * acceptances next is drawn from p_k. The bookkeeping is _accept's.
+ * dlog NULL: deterministic proposals (n-gram: q one-hot at d_i), so d_i
+ * is accepted with probability p_i(d_i) and the residual is p_i without
+ * d_i; k may then be 0 (a plain step drawing from p_0).
  * scratch is device memory of LLM_CUDA_LOOP_ACCEPT_SCRATCH floats, its
  * last one zero before the first launch (the kernel leaves it so): the
  * rows' softmax pairs, found by 2k + 1 blocks at once, and their ticket. */
@@ -182,20 +188,22 @@ int llm_cuda_loop_generate(llm_cuda_loop *l, llm_sampler *sp, int32_t k, const i
 
 /* Who drafts the speculative rounds: LLM_DRAFTER_MODEL (the default, the
  * draft session), LLM_DRAFTER_BLOCK (a head loaded by
- * llm_cuda_loop_set_block, below), LLM_DRAFTER_HYBRID (greedy only, a
+ * llm_cuda_loop_set_block, below), LLM_DRAFTER_HYBRID (a
  * head loaded: per round the host's n-gram lookup below, whose proposal
  * is verified when its match is at least PM__HYBRID_MIN_DEFAULT (3)
  * tokens long, else a block round of k; every round's verify is the
  * block verify, so the head's context holds every position; one
  * read-back a round; a round is marked drafter=ngram or drafter=block by
- * what proposed it) or LLM_DRAFTER_NGRAM (greedy only): per round the host
+ * what proposed it) or LLM_DRAFTER_NGRAM: per round the host
  * looks the history up (the longest suffix of ngram_max down to ngram_min
  * tokens seen before, spec.h's ngram rule, at most k tokens), uploads the
  * proposal and launches the target's verify of its width with the device
  * acceptance, then reads the round's record: one read-back a round, since
  * the next proposal needs the committed tokens. No match: a plain step,
- * the one-row verify of the last token. ngram_min/max <= 0 take spec.h's
- * defaults (2 and 4). LLM_EINVAL for another kind or bad bounds. */
+ * the one-row verify of the last token. Both run greedy or sampled (the
+ * device lookup of llm_cuda_loop_set_ngram_device: greedy only).
+ * ngram_min/max <= 0 take spec.h's defaults (2 and 4). LLM_EINVAL for
+ * another kind or bad bounds. */
 int llm_cuda_loop_set_drafter(llm_cuda_loop *l, int kind, int32_t ngram_min,
                               int32_t ngram_max);
 
