@@ -282,28 +282,34 @@ double ct_chi2_bound(int df)
     return (double)df + 8.0 * sqrt(2.0 * (double)df) + 10.0;
 }
 
+#define LAW_MAX_TOKENS 16
+
 typedef struct law_out {
-    int32_t toks[3];
+    int32_t toks[LAW_MAX_TOKENS];
     size_t n;
 } law_out;
 
 static int law_collect(void *user, int32_t tok)
 {
     law_out *o = user;
-    if (o->n < 3)
+    if (o->n < LAW_MAX_TOKENS)
         o->toks[o->n] = tok;
     o->n++;
     return 0;
 }
 
 void ct_law_check(llm_session *ref, struct llm_cuda_loop *loop, llm_sampler *hot, int32_t k,
-                  const int32_t *prompt, size_t n, const char *label)
+                  const int32_t *prompt, size_t n, int32_t max_tokens, const char *label)
 {
+    REQUIRE(max_tokens >= 3 && max_tokens <= LAW_MAX_TOKENS);
     int32_t v = llm_sampler_n_vocab(hot);
     llm_generate_params gp = LLM_GENERATE_PARAMS_INIT;
-    gp.max_tokens = 3;
+    gp.max_tokens = max_tokens;
     gp.stop_at_eos = 0;
-    int *hist = calloc((size_t)4 * (size_t)v, sizeof *hist); /* [side][token 2, 3][v] */
+    /* The tokens compared: the second, the third and the last. */
+    const int at[3] = {1, 2, max_tokens - 1};
+    int n_at = max_tokens > 3 ? 3 : 2;
+    int *hist = calloc((size_t)6 * (size_t)v, sizeof *hist); /* [side][token][v] */
     REQUIRE(hist);
     int first_differs = 0;
     for (int r = 0; r < CT_LAW_RUNS; r++) {
@@ -318,19 +324,19 @@ void ct_law_check(llm_session *ref, struct llm_cuda_loop *loop, llm_sampler *hot
         if (rc)
             fprintf(stderr, "%s: %s\n", label, llm_cuda_loop_error(loop));
         REQUIRE(rc == 0);
-        REQUIRE(o[0].n == 3 && o[1].n == 3);
+        REQUIRE(o[0].n == (size_t)max_tokens && o[1].n == (size_t)max_tokens);
         for (int m = 0; m < 2; m++)
-            for (int j = 0; j < 2; j++)
-                hist[((size_t)m * 2 + (size_t)j) * (size_t)v + (size_t)o[m].toks[1 + j]]++;
+            for (int j = 0; j < n_at; j++)
+                hist[((size_t)m * 3 + (size_t)j) * (size_t)v + (size_t)o[m].toks[at[j]]]++;
         first_differs += o[1].toks[0] != o[0].toks[0];
     }
     CHECK_INT_EQ(first_differs, 0);
-    for (int j = 0; j < 2; j++) {
+    for (int j = 0; j < n_at; j++) {
         int df = 0;
-        double x = ct_chi2_two(hist + (size_t)j * (size_t)v, hist + ((size_t)2 + (size_t)j) * (size_t)v,
+        double x = ct_chi2_two(hist + (size_t)j * (size_t)v, hist + ((size_t)3 + (size_t)j) * (size_t)v,
                                v, &df);
-        printf("sampled law: %s token %d: chi2 %.1f, df %d (bound %.1f)\n", label, 2 + j, x, df,
-               ct_chi2_bound(df));
+        printf("sampled law: %s token %d: chi2 %.1f, df %d (bound %.1f)\n", label, 1 + at[j], x,
+               df, ct_chi2_bound(df));
         CHECK(x < ct_chi2_bound(df));
     }
     free(hist);

@@ -60,15 +60,15 @@ size_t ct_row_bytes(uint32_t type, int64_t cols);
 double ct_chi2_two(const int *a, const int *b, int n, int *df);
 double ct_chi2_bound(int df);
 
-/* The device loop's law against llm_generate's: LAW_RUNS seeds each, a
- * 3-token generation from prompt by both (ref, then loop at k with its
- * drafter as set), the first token equal on both (the host's draw from
- * the prefill), the histograms of tokens 2 and 3 within ct_chi2_bound;
- * prints one line a token, labelled. */
+/* The device loop's law against llm_generate's: CT_LAW_RUNS seeds each,
+ * a generation of max_tokens (3..16) from prompt by both (ref, then loop
+ * at k with its drafter as set), the first token equal on both (the
+ * host's draw from the prefill), the histograms of the second, third and
+ * last tokens within ct_chi2_bound; prints one line a token, labelled. */
 #define CT_LAW_RUNS 1200
 struct llm_cuda_loop;
 void ct_law_check(llm_session *ref, struct llm_cuda_loop *loop, llm_sampler *hot, int32_t k,
-                  const int32_t *prompt, size_t n, const char *label);
+                  const int32_t *prompt, size_t n, int32_t max_tokens, const char *label);
 
 /* Case dispatch: runs the case named argv[1]; 0 when it ran (the caller
  * then returns pm_check_result(), whose counter is per file), 2 on usage. */

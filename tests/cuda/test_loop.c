@@ -38,9 +38,10 @@
  *   first two device-drawn tokens agree with llm_generate's host draws
  *   (two-sample chi-square, far beyond chance only when they differ);
  *   the same seed repeats a run exactly.
- * sampled_law_ngram: the same law test for n-gram rounds (k = 3) on a
- *   prompt that repeats itself, so every run's first round proposes: the
- *   one-hot acceptance keeps the target's law; a seed repeats a run.
+ * sampled_law_ngram: the law test for n-gram rounds (k = 3, 12 tokens,
+ *   the 2nd, 3rd and 12th compared) on a prompt that repeats itself, so
+ *   rounds propose: the one-hot acceptance keeps the target's law, some
+ *   proposals are kept and some turned down; a seed repeats a run.
  * refusals_cpu (no device needed): a CPU session is refused at creation
  *   with one line; refusals: a top-k sampler, k out of range or without a
  *   draft session each give one clear refusal.
@@ -885,8 +886,8 @@ static void sampled_law(void)
     pair_close(&p);
 }
 
-/* Prompt 0 and then its text again (no second BOS): the history's suffix
- * occurred before, so the n-gram proposes from the first round on. */
+/* Prompt 0 and then its text again (no second BOS): text that repeats,
+ * which the n-gram's lookup finds once a sampled token follows it. */
 static size_t doubled_prompt(llm_model *m, int32_t *toks)
 {
     size_t n = tokenize(m, 0, toks);
@@ -909,11 +910,11 @@ static void sampled_law_ngram(void)
     llm_sampler *hot = NULL;
     REQUIRE(llm_sampler_create(&sp, p.tm->hp.n_vocab, &hot) == 0);
     REQUIRE(llm_cuda_loop_set_drafter(p.loop, LLM_DRAFTER_NGRAM, 0, 0) == 0);
-    ct_law_check(p.ref, p.loop, hot, 3, toks, n, "n-gram rounds k=3");
+    ct_law_check(p.ref, p.loop, hot, 3, toks, n, 12, "n-gram rounds k=3");
     llm_cuda_loop_stats st;
     llm_cuda_loop_get_stats(p.loop, &st);
-    CHECK(st.rounds >= CT_LAW_RUNS); /* each run's first round proposed */
-    CHECK(st.drafted > st.accepted);  /* some proposals were turned down */
+    CHECK(st.rounds > 0);            /* proposals were made */
+    CHECK(st.drafted > st.accepted); /* some were turned down */
     CHECK(st.accepted > 0);
     printf("sampled n-gram rounds: %llu rounds, acceptance %.3f\n",
            (unsigned long long)st.rounds,
