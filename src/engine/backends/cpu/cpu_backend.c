@@ -14,7 +14,9 @@
  *    in place; other types are dequantized a panel at a time into per-thread
  *    scratch. The product is OpenBLAS sgemm, running single-threaded inside
  *    our workers so that one pool owns the cores, or the kernels' own
- *    product when OpenBLAS would run a pre-AVX2 core (choose_blas).
+ *    product when OpenBLAS would run a pre-AVX2 core (choose_blas). The
+ *    avx512 set's own product reads F16 and BF16 rows itself
+ *    (llm_type_kernels.gemm), with no f32 panel.
  * Everything else (norms, rope, attention, SwiGLU) is O(n * width) or
  * O(n * ctx * width) and runs in plain loops, attention across the pool.
  */
@@ -553,6 +555,11 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
         int64_t rows = r1 - r;
         const unsigned char *src = wbytes(j->c, w) + (size_t)r * w->row_bytes;
         const float *wp = (const float *)(const void *)src;
+        if (!j->c->use_blas && j->kt->gemm) {
+            /* The set's own product, reading the rows as they are. */
+            j->kt->gemm(src, w->row_bytes, rows, k, j->x, j->n, j->y + r, w->ne1);
+            continue;
+        }
         if (!j->kt->rows_f32) {
             j->kt->dequant(src, panel, (size_t)(rows * k));
             wp = panel;
