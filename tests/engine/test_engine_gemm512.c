@@ -1,5 +1,5 @@
 /* test_engine_gemm512 — the avx512 set's batched float product
- * (kernels_gemm_avx512.c).
+ * (kernels_gemm_avx512.c) and when the CPU backend runs it.
  *
  * Cases (one per ctest entry):
  *   n1, n5, n13, n512  gemm_nt with that many activation rows, for every
@@ -19,10 +19,12 @@
  *            the backend's threads split a matrix into panels);
  *   empty    k = 0 writes zeros; n = 0 or m = 0 writes nothing;
  *   f16, bf16  the F16 and BF16 entries' gemm, which pack the 16-bit rows
- *            themselves, bit for bit gemm_nt on the rows dequantized.
+ *            themselves, bit for bit gemm_nt on the rows dequantized;
+ *   choice   the backend's default product: the avx512 set's own where
+ *            OpenBLAS runs no AVX-512 core, OpenBLAS where it runs one.
  * Hosts without the avx512 set skip (77).
  *
- * usage: test_engine_gemm512 n1|n5|n13|n512|chain|empty|f16|bf16
+ * usage: test_engine_gemm512 n1|n5|n13|n512|chain|empty|f16|bf16|choice
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -30,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "kernels.h"
+#include "phasemark/engine.h"
 #include "pm_check.h"
 #include "quant.h"
 
@@ -202,10 +206,44 @@ static void test_half(const llm_kernels *kset, uint32_t type)
     }
 }
 
+/* The product a fresh backend runs (its llm_cpu_backend_gemm), and with
+ * the product forced to OpenBLAS, the core OpenBLAS runs ("" when the
+ * build has none). */
+static void backend_gemm(const char *force, char *gemm, size_t cap, char *core, size_t ccap)
+{
+    if (force)
+        setenv("PHASEMARK_ENGINE_GEMM", force, 1);
+    else
+        unsetenv("PHASEMARK_ENGINE_GEMM");
+    unsetenv("PHASEMARK_ENGINE_KERNELS");
+    llm_backend *be = NULL;
+    char err[256] = "";
+    REQUIRE(llm_cpu_backend_create(1, 1, &be, err, sizeof err) == 0);
+    snprintf(gemm, cap, "%s", llm_cpu_backend_gemm(be));
+    snprintf(core, ccap, "%s", llm_cpu_backend_blas_core(be));
+    be->ops->destroy(be);
+}
+
+static void test_choice(void)
+{
+    char gemm[64], core[64], dflt[64], dcore[64];
+    backend_gemm("blas", gemm, sizeof gemm, core, sizeof core);
+    backend_gemm(NULL, dflt, sizeof dflt, dcore, sizeof dcore);
+    int wide = strcmp(core, "SkylakeX") == 0 || strcmp(core, "Cooperlake") == 0 ||
+               strcmp(core, "SapphireRapids") == 0;
+    fprintf(stderr, "OpenBLAS core \"%s\"; default product %s\n", core, dflt);
+    /* No OpenBLAS in the build: the forced one is ours too. */
+    CHECK_STR_EQ(dflt, strcmp(gemm, "openblas") != 0 || !wide ? "avx512" : "openblas");
+    backend_gemm("own", gemm, sizeof gemm, core, sizeof core);
+    CHECK_STR_EQ(gemm, "avx512");
+    CHECK_STR_EQ(core, "");
+    unsetenv("PHASEMARK_ENGINE_GEMM");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_engine_gemm512 n1|n5|n13|n512|chain|empty|f16|bf16\n");
+        fprintf(stderr, "usage: test_engine_gemm512 n1|n5|n13|n512|chain|empty|f16|bf16|choice\n");
         return 2;
     }
     llm_kernels k;
@@ -224,6 +262,8 @@ int main(int argc, char **argv)
         test_half(&k, LLM_TYPE_F16);
     } else if (strcmp(c, "bf16") == 0) {
         test_half(&k, LLM_TYPE_BF16);
+    } else if (strcmp(c, "choice") == 0) {
+        test_choice();
     } else {
         fprintf(stderr, "test_engine_gemm512: unknown case '%s'\n", c);
         return 2;

@@ -61,6 +61,15 @@
  * (exact conversions and FMAs in a fixed order), so the entry holds
  * wherever the avx512 set runs its own product.
  *
+ * Then that product became the default wherever the avx512 set runs and
+ * OpenBLAS runs no AVX-512 core (choose_blas, cpu_backend.c): on the CI
+ * kind's EPYC too, whose OpenBLAS 0.3.21 runs "Haswell", so "native"
+ * there checks the entry above, all thirteen hashes. To keep that host's
+ * OpenBLAS prefill locked as well, the draft's "Haswell" entries were
+ * recorded then, deliberately, with `print` on it: under avx2+vnni
+ * ("vnni") and under avx512 with OpenBLAS forced ("native_blas", run
+ * with PHASEMARK_ENGINE_GEMM=blas).
+ *
  * usage: test_engine_lock check|print scalar|native|vnni MODEL.gguf
  */
 #define _POSIX_C_SOURCE 200809L
