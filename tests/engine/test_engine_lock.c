@@ -50,6 +50,26 @@
  * core, every hash but that prefill's is compared. The Xeon's "SkylakeX"
  * entries of the draft are recorded beside the EPYC's.
  *
+ * Then the avx512 set got a product of its own (kernels_gemm_avx512.c:
+ * one FMA chain over k per result) in place of the AVX2 tile it had
+ * inherited. The draft's avx512 / own-product entry had its 11-row
+ * prefill, the one hash that product computes, re-recorded then with
+ * `print` on the CI kind's EPYC (now a Zen 5) under
+ * PHASEMARK_ENGINE_GEMM=own (it was 0x38855bb08c6b1900, the AVX2 tile's,
+ * which no build computes any more); its other twelve hashes were
+ * reproduced unchanged. The new product's arithmetic depends on no host
+ * (exact conversions and FMAs in a fixed order), so the entry holds
+ * wherever the avx512 set runs its own product.
+ *
+ * Then that product became the default wherever the avx512 set runs and
+ * OpenBLAS runs no AVX-512 core (choose_blas, cpu_backend.c): on the CI
+ * kind's EPYC too, whose OpenBLAS 0.3.21 runs "Haswell", so "native"
+ * there checks the entry above, all thirteen hashes. To keep that host's
+ * OpenBLAS prefill locked as well, the draft's "Haswell" entries were
+ * recorded then, deliberately, with `print` on it: under avx2+vnni
+ * ("vnni") and under avx512 with OpenBLAS forced ("native_blas", run
+ * with PHASEMARK_ENGINE_GEMM=blas).
+ *
  * usage: test_engine_lock check|print scalar|native|vnni MODEL.gguf
  */
 #define _POSIX_C_SOURCE 200809L

@@ -106,7 +106,7 @@ static void toy_matvec(const void *w, size_t row_bytes, int64_t rows, const llm_
 }
 
 static const llm_type_kernels k_toy_kernels[] = {
-    {TOY_ID, toy_matvec, toy_to_f32, 0, 0, NULL},
+    {TOY_ID, toy_matvec, toy_to_f32, 0, 0, NULL, NULL},
 };
 
 /* ---- running both models --------------------------------------------------- */

@@ -200,7 +200,8 @@ int llm_backend_share_threads(llm_backend *dst, llm_backend *src);
 const char *llm_cpu_backend_kernels(const llm_backend *be);
 
 /* The CPU backend's batched product: "openblas", or the kernel set's own
- * (the kernel set's name) when OpenBLAS runs a pre-AVX2 core or
+ * (the kernel set's name) when OpenBLAS runs a pre-AVX2 core, when the
+ * avx512 set is active and OpenBLAS runs no AVX-512 core, or
  * PHASEMARK_ENGINE_GEMM=own. */
 const char *llm_cpu_backend_gemm(const llm_backend *be);
 

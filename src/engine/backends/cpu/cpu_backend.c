@@ -14,7 +14,9 @@
  *    in place; other types are dequantized a panel at a time into per-thread
  *    scratch. The product is OpenBLAS sgemm, running single-threaded inside
  *    our workers so that one pool owns the cores, or the kernels' own
- *    product when OpenBLAS would run a pre-AVX2 core (choose_blas).
+ *    product when OpenBLAS would run a pre-AVX2 core, or an AVX2 one under
+ *    the avx512 set (choose_blas). The avx512 set's own product reads F16
+ *    and BF16 rows itself (llm_type_kernels.gemm), with no f32 panel.
  * Everything else (norms, rope, attention, SwiGLU) is O(n * width) or
  * O(n * ctx * width) and runs in plain loops, attention across the pool.
  */
@@ -553,6 +555,11 @@ static void gemm_worker(void *ctx, int32_t ith, int32_t nth)
         int64_t rows = r1 - r;
         const unsigned char *src = wbytes(j->c, w) + (size_t)r * w->row_bytes;
         const float *wp = (const float *)(const void *)src;
+        if (!j->c->use_blas && j->kt->gemm) {
+            /* The set's own product, reading the rows as they are. */
+            j->kt->gemm(src, w->row_bytes, rows, k, j->x, j->n, j->y + r, w->ne1);
+            continue;
+        }
         if (!j->kt->rows_f32) {
             j->kt->dequant(src, panel, (size_t)(rows * k));
             wp = panel;
@@ -825,9 +832,30 @@ static int blas_core_is_weak(const char *core)
     return !core;
 }
 
+/* OpenBLAS cores with AVX-512 kernels (0.3.21's list). A DYNAMIC_ARCH
+ * OpenBLAS that does not know a newer AVX-512 CPU runs an AVX2 core on it:
+ * Debian's 0.3.21 reports "Haswell" on the 2-core AMD EPYC (Zen 5, family
+ * 26) of bench/results/cpu_gemm512.md, whose 512-bit FMA units its sgemm
+ * then half uses. */
+static int blas_core_is_avx512(const char *core)
+{
+    static const char *const wide[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    for (size_t i = 0; core && i < sizeof wide / sizeof wide[0]; i++)
+        if (strcmp(core, wide[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* PHASEMARK_ENGINE_GEMM=blas|own forces the batched product; unset or
- * "auto": OpenBLAS unless it runs a pre-AVX2 core while our AVX2 kernels
- * are active. Read once per backend, at creation. */
+ * "auto": OpenBLAS, except where the set's own product is the faster one:
+ *  - OpenBLAS runs a pre-AVX2 core while our SIMD kernels are active;
+ *  - the avx512 set is active and OpenBLAS runs no AVX-512 core: the
+ *    set's 512-bit product (kernels_gemm_avx512.c) ran 1.84-1.87x
+ *    OpenBLAS's "Haswell" sgemm on one Zen 5 core, and prefill 1.58-1.71x
+ *    faster on 1B and 110M F16/F32 models (1B F16: 129 against 76 tok/s;
+ *    bench/results/cpu_gemm512.md). Against OpenBLAS's own AVX-512 cores
+ *    it has not been measured, so those keep OpenBLAS.
+ * Read once per backend, at creation. */
 static int choose_blas(const llm_kernels *k)
 {
     const char *env = getenv("PHASEMARK_ENGINE_GEMM");
@@ -835,7 +863,10 @@ static int choose_blas(const llm_kernels *k)
         return 1;
     if (env && strcmp(env, "own") == 0)
         return 0;
-    return !(strcmp(k->name, "scalar") != 0 && blas_core_is_weak(openblas_get_corename()));
+    const char *core = openblas_get_corename();
+    if (strcmp(k->name, "avx512") == 0 && !blas_core_is_avx512(core))
+        return 0;
+    return !(strcmp(k->name, "scalar") != 0 && blas_core_is_weak(core));
 }
 #else
 static int choose_blas(const llm_kernels *k)

@@ -93,6 +93,14 @@ typedef void (*llm_matvec_fn)(const void *w, size_t row_bytes, int64_t rows,
  * (quant.h), bit for bit, perhaps faster. */
 typedef void (*llm_dequant_fn)(const void *src, float *dst, size_t n);
 
+/* y[t * ldy + r] = row r of w (rows row_bytes apart, k elements each)
+ * dotted with activation row t (x + t * k, f32), for r < rows and t < n:
+ * the batched float product read straight from a type's rows, packing
+ * them itself, where the backend would otherwise dequantize a panel to
+ * f32 and multiply that. */
+typedef void (*llm_gemm_fn)(const void *w, size_t row_bytes, int64_t rows, int64_t k,
+                            const float *x, int64_t n, float *y, int64_t ldy);
+
 /* What the CPU backend runs for weights of one type. */
 typedef struct llm_type_kernels {
     uint32_t type;          /* ggml type id (quant.h) */
@@ -116,6 +124,13 @@ typedef struct llm_type_kernels {
                                sequence of float operations, independent of
                                the batch and of the rows around it
                                (docs/engine.md, tolerances). */
+    llm_gemm_fn gemm;       /* the batched float product on the rows as
+                               they are (kernels_gemm_avx512.c: F16, BF16),
+                               the set's own product in one, for when the
+                               backend does not run OpenBLAS; NULL:
+                               dequantized panels and gemm_nt. Its results
+                               are gemm_nt's on the dequantized rows, bit
+                               for bit. */
 } llm_type_kernels;
 
 /* Entries a kernel set's table holds (built-in types and a caller's). */
@@ -135,7 +150,8 @@ typedef struct llm_kernels {
     void (*axpy)(float *y, float s, const float *x, int64_t n);
     /* y[i*ldy + j] = sum_k x[i*ldx + k] * w[j*ldw + k] for i < n, j < m:
      * both operands k-contiguous ("NT"), as activations and weight rows
-     * are. The batched path's own product when no tuned BLAS is at hand. */
+     * are. The batched path's own product where OpenBLAS is not the
+     * faster one (choose_blas, cpu_backend.c). */
     void (*gemm_nt)(int64_t n, int64_t m, int64_t k, const float *x, int64_t ldx,
                     const float *w, int64_t ldw, float *y, int64_t ldy);
     /* One attention head for one query: sc[p] = dot(q, k_p) * scale for
@@ -241,6 +257,13 @@ int llm_kernels_vnni(llm_kernels *k);
  * matvec, batched product, panel product and dot_q8_0 agree bit for bit).
  * Nor are the k-quants': the set also takes llm_kernels_add_k_avx512's. */
 int llm_kernels_avx512(llm_kernels *k);
+
+/* On a set that llm_kernels_avx512 accepted: the batched float product
+ * on 512-bit vectors (kernels_gemm_avx512.c), replacing gemm_nt, and the
+ * F16 and BF16 entries' gemm, which pack those rows without a dequantized
+ * panel. Each result is one FMA chain over k in index order, whatever the
+ * shape, tile or thread: not bitwise the AVX2 gemm_nt or OpenBLAS. */
+void llm_kernels_add_gemm_avx512(llm_kernels *k);
 
 /* On a set llm_kernels_avx512 filled: the F16 and BF16 matrix–vector
  * products with their stream prefetched one register tile ahead, as before

@@ -751,11 +751,11 @@ int llm_kernels_avx2(llm_kernels *k)
      * are read in place by the batched product, so the reference copy
      * serves them. */
     const llm_type_kernels e[] = {
-        {LLM_TYPE_F32, matvec_f32, llm_type_find(NULL, LLM_TYPE_F32)->to_f32, 0, 1, NULL},
-        {LLM_TYPE_F16, matvec_f16, dequant_f16, 0, 0, NULL},
-        {LLM_TYPE_BF16, matvec_bf16, dequant_bf16, 0, 0, NULL},
-        {LLM_TYPE_Q8_0, matvec_q8_0, dequant_q8_0, 1, 0, NULL},
-        {LLM_TYPE_Q4_0, matvec_q4_0, dequant_q4_0, 1, 0, NULL},
+        {LLM_TYPE_F32, matvec_f32, llm_type_find(NULL, LLM_TYPE_F32)->to_f32, 0, 1, NULL, NULL},
+        {LLM_TYPE_F16, matvec_f16, dequant_f16, 0, 0, NULL, NULL},
+        {LLM_TYPE_BF16, matvec_bf16, dequant_bf16, 0, 0, NULL, NULL},
+        {LLM_TYPE_Q8_0, matvec_q8_0, dequant_q8_0, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q4_0, matvec_q4_0, dequant_q4_0, 1, 0, NULL, NULL},
     };
     k->n_types = 0;
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)

@@ -19,6 +19,9 @@
  * The Q8_0 products are new arithmetic, one kernel for every row count
  * (decode, verify, prefill), from the file's rows or from the backend's
  * panel copy: see the Q8_0 section below.
+ *
+ * The set's batched float product (gemm_nt, and the F16/BF16 entries'
+ * gemm) lives in kernels_gemm_avx512.c, added by llm_kernels_avx512.
  */
 #include "kernels.h"
 
@@ -747,6 +750,7 @@ int llm_kernels_avx512(llm_kernels *k)
     replace(k, LLM_TYPE_BF16, matvec_bf16, dequant_bf16, NULL);
     replace(k, LLM_TYPE_Q8_0, matvec_q8_0, NULL, matvec_q8_0);
     llm_kernels_add_k_avx512(k);
+    llm_kernels_add_gemm_avx512(k);
     return 0;
 }
 

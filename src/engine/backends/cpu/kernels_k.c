@@ -115,9 +115,9 @@ LLM_MATVEC_BY_ROWS_QUANT(, matvec_q6_k, dot_q6_k)
 void llm_kernels_add_k_scalar(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_Q4_K, matvec_q4_k, llm_q4_k_to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q5_K, matvec_q5_k, llm_q5_k_to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q6_K, matvec_q6_k, llm_q6_k_to_f32, 1, 0, NULL},
+        {LLM_TYPE_Q4_K, matvec_q4_k, llm_q4_k_to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q5_K, matvec_q5_k, llm_q5_k_to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q6_K, matvec_q6_k, llm_q6_k_to_f32, 1, 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]); /* 8 built-in types <= LLM_KERNEL_TYPES_MAX */
@@ -248,9 +248,9 @@ LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q6_k_avx2, dot_q6_k_avx2)
 void llm_kernels_add_k_avx2(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_Q4_K, matvec_q4_k_avx2, llm_q4_k_to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q5_K, matvec_q5_k_avx2, llm_q5_k_to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q6_K, matvec_q6_k_avx2, llm_q6_k_to_f32, 1, 0, NULL},
+        {LLM_TYPE_Q4_K, matvec_q4_k_avx2, llm_q4_k_to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q5_K, matvec_q5_k_avx2, llm_q5_k_to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q6_K, matvec_q6_k_avx2, llm_q6_k_to_f32, 1, 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]);

@@ -154,8 +154,8 @@ LLM_MATVEC_BY_ROWS_QUANT(, matvec_q3_k, dot_q3_k)
 void llm_kernels_add_k23_scalar(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_Q2_K, matvec_q2_k, llm_q2_k_to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q3_K, matvec_q3_k, llm_q3_k_to_f32, 1, 0, NULL},
+        {LLM_TYPE_Q2_K, matvec_q2_k, llm_q2_k_to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q3_K, matvec_q3_k, llm_q3_k_to_f32, 1, 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]); /* 13 built-in types <= LLM_KERNEL_TYPES_MAX */
@@ -263,8 +263,8 @@ LLM_MATVEC_BY_ROWS_QUANT(AVX2_FN, matvec_q3_k_avx2, dot_q3_k_avx2)
 void llm_kernels_add_k23_avx2(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_Q2_K, matvec_q2_k_avx2, llm_q2_k_to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q3_K, matvec_q3_k_avx2, llm_q3_k_to_f32, 1, 0, NULL},
+        {LLM_TYPE_Q2_K, matvec_q2_k_avx2, llm_q2_k_to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q3_K, matvec_q3_k_avx2, llm_q3_k_to_f32, 1, 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]);

@@ -100,9 +100,9 @@ LLM_MATVEC_BY_ROWS_QUANT(, matvec_q5_1, dot_q5_1)
 void llm_kernels_add_legacy_scalar(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_Q4_1, matvec_q4_1, llm_q4_1_to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q5_0, matvec_q5_0, llm_q5_0_to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q5_1, matvec_q5_1, llm_q5_1_to_f32, 1, 0, NULL},
+        {LLM_TYPE_Q4_1, matvec_q4_1, llm_q4_1_to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q5_0, matvec_q5_0, llm_q5_0_to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q5_1, matvec_q5_1, llm_q5_1_to_f32, 1, 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]);
@@ -277,9 +277,9 @@ AVX2_FN static void matvec_q5_1_avx2(const void *w, size_t row_bytes, int64_t ro
 void llm_kernels_add_legacy_avx2(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_Q4_1, matvec_q4_1_avx2, dequant_q4_1_avx2, 1, 0, NULL},
-        {LLM_TYPE_Q5_0, matvec_q5_0_avx2, dequant_q5_0_avx2, 1, 0, NULL},
-        {LLM_TYPE_Q5_1, matvec_q5_1_avx2, dequant_q5_1_avx2, 1, 0, NULL},
+        {LLM_TYPE_Q4_1, matvec_q4_1_avx2, dequant_q4_1_avx2, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q5_0, matvec_q5_0_avx2, dequant_q5_0_avx2, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q5_1, matvec_q5_1_avx2, dequant_q5_1_avx2, 1, 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         (void)llm_kernels_set(k, &e[i]);

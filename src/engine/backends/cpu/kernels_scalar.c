@@ -222,11 +222,11 @@ int llm_kernels_set(llm_kernels *k, const llm_type_kernels *e)
 static void set_types(llm_kernels *k)
 {
     const llm_type_kernels e[] = {
-        {LLM_TYPE_F32, matvec_f32, llm_type_find(NULL, LLM_TYPE_F32)->to_f32, 0, 1, NULL},
-        {LLM_TYPE_F16, matvec_f16, llm_type_find(NULL, LLM_TYPE_F16)->to_f32, 0, 0, NULL},
-        {LLM_TYPE_BF16, matvec_bf16, llm_type_find(NULL, LLM_TYPE_BF16)->to_f32, 0, 0, NULL},
-        {LLM_TYPE_Q8_0, matvec_q8_0, llm_type_find(NULL, LLM_TYPE_Q8_0)->to_f32, 1, 0, NULL},
-        {LLM_TYPE_Q4_0, matvec_q4_0, llm_type_find(NULL, LLM_TYPE_Q4_0)->to_f32, 1, 0, NULL},
+        {LLM_TYPE_F32, matvec_f32, llm_type_find(NULL, LLM_TYPE_F32)->to_f32, 0, 1, NULL, NULL},
+        {LLM_TYPE_F16, matvec_f16, llm_type_find(NULL, LLM_TYPE_F16)->to_f32, 0, 0, NULL, NULL},
+        {LLM_TYPE_BF16, matvec_bf16, llm_type_find(NULL, LLM_TYPE_BF16)->to_f32, 0, 0, NULL, NULL},
+        {LLM_TYPE_Q8_0, matvec_q8_0, llm_type_find(NULL, LLM_TYPE_Q8_0)->to_f32, 1, 0, NULL, NULL},
+        {LLM_TYPE_Q4_0, matvec_q4_0, llm_type_find(NULL, LLM_TYPE_Q4_0)->to_f32, 1, 0, NULL, NULL},
     };
     k->n_types = 0;
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
