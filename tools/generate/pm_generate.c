@@ -32,8 +32,9 @@
  *
  * --device-loop (default auto) runs generation through the CUDA device
  * loop (phasemark/spec.h, docs/cuda.md) when it takes: a monolithic CUDA
- * target, no drafter or the model / ngram drafter with a fixed k, greedy
- * or temperature-only sampling. auto falls back to the host paths
+ * target, no drafter, the model or ngram drafter, or the block or hybrid
+ * drafter over a head, with a fixed k, greedy or temperature-only
+ * sampling. auto falls back to the host paths
  * silently when it does not; on refuses with one line naming why; off
  * never uses it. The greedy ids are the same either way; stderr's
  * "path:" line says which ran.
