@@ -56,23 +56,7 @@ s0=$(date +%s)
 timeout 120 "$bench" "${common[@]}" --ngram-only 1 > "$out/loop_ngram.jsonl" 2> "$work/bench_ngram.err"
 say "bench ngram rc=$? in $(( $(date +%s) - s0 )) s"
 tail -3 "$work/bench_ngram.err" | tee -a "$log"
-python3 - "$out/loop_block.jsonl" "$out/loop_ngram.jsonl" <<'PY' | tee -a "$log"
-import json, sys
-for f in sys.argv[1:]:
-    for line in open(f):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if r.get("mode") == "costs":
-            print("costs", json.dumps(r["us"]))
-            continue
-        print("%-19s %-7s k=%-2d T=%.1f plain %8.1f spec %8.1f  %.3fx acc %.3f tpr %.2f "
-              "ngram %d/%d %s %s" % (r["mode"], r["drafter"], r["k"], r["temperature"],
-              r["plain_tok_s"], r["spec_tok_s"], r["speedup"], r["acceptance"],
-              r["tokens_per_round"], r.get("ngram_rounds", 0), r["rounds"], r.get("verify"),
-              r["parity"]))
-PY
+python3 bench/cuda/loop_summary.py "$out/loop_block.jsonl" "$out/loop_ngram.jsonl" | tee -a "$log"
 # ncu NAME RANGE COUNT ARGS...: the kernels inside pm.RANGE ranges, the
 # first COUNT of them, each one's duration, into $OUT/ncu_NAME.csv.
 ncu_run() {

@@ -66,20 +66,7 @@ timeout 200 "$B/bench/cuda/bench_cuda_loop" --target models/phasemark-kjv-target
   --hybrid-k "${HYBRID_KS:-3,4,8}" --block-only 1 > "$out/loop.jsonl" 2> "$work/loop.err"
 say "bench_cuda_loop rc=$? in $(( $(date +%s) - s0 )) s"
 tail -2 "$work/loop.err" | tee -a "$log"
-python3 - "$out/loop.jsonl" <<'PY' | tee -a "$log"
-import json, sys
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    if r.get("mode") == "costs":
-        print("  costs", json.dumps(r["us"]))
-        continue
-    print("  %-19s %-7s k=%-2d T=%.1f plain %8.1f spec %8.1f  %.3fx acc %.3f tpr %.2f %s"
-          % (r["mode"], r["drafter"], r["k"], r["temperature"], r["plain_tok_s"],
-             r["spec_tok_s"], r["speedup"], r["acceptance"], r["tokens_per_round"], r["parity"]))
-PY
+python3 bench/cuda/loop_summary.py "$out/loop.jsonl" | tee -a "$log"
 exe=$B/bench/cuda/bench_cuda_engine
 : > "$out/engine.jsonl"
 for round in $(seq 1 "${ROUNDS:-1}"); do
