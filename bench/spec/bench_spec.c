@@ -10,7 +10,7 @@
  *       with a draft, one more line: a draft decode as a round meets it
  *       (after a target verify), against the target's decode
  *   bench_spec widths --model M [--kernels SET | --prefetch tile] [--threads N]
- *                     [--reps R]
+ *                     [--reps R] [--cold MB]
  *       the verify-width cost curve: after a 64-token history, one
  *       decode and verifies of w = 1..17 rows, per repetition (4 R of
  *       them, at most 64), each rolled back; with --kernels (--prefetch), a second copy of the model
@@ -21,7 +21,10 @@
  *       decode, the cost of the rows past the first per row, and the
  *       arm's time against the default's; the same from the calling
  *       thread's CPU time (all of a forward's at --threads 1, and blind to
- *       a busy host's preemption); one JSON line each
+ *       a busy host's preemption); one JSON line each. --cold MB writes
+ *       every line of an MB-MiB buffer before each timed forward, so that
+ *       it finds none of the weights in the caches (as a verify does after
+ *       a drafter's forward evicted them)
  *   bench_spec alternate --model M --draft D [--threads N] [--reps R]
  *       a k = 1 model round's pieces (a draft decode, a verify of 2) and a
  *       plain decode, with the draft on threads of its own and on the
@@ -89,7 +92,7 @@ static const char *const k_texts[N_PROMPTS] = {
 
 typedef struct opts {
     const char *model, *target, *draft, *label, *type, *kernels, *prefetch;
-    int threads, reps, tokens, adaptive, layers, n, loop_reps;
+    int threads, reps, tokens, adaptive, layers, n, loop_reps, cold_mb;
     int ks[MAX_KS], n_ks;
 } opts;
 
@@ -162,6 +165,7 @@ static int parse_opts(int argc, char **argv, int first, opts *o)
             o->reps = o->loop_reps < MAX_REPS ? o->loop_reps : MAX_REPS;
         }
         else if (!strcmp(a, "--n")) rc = parse_int(v, 0, 16, &o->n);
+        else if (!strcmp(a, "--cold")) rc = parse_int(v, 1, 4096, &o->cold_mb);
         else if (!strcmp(a, "--tokens")) rc = parse_int(v, 2, MAX_TOKENS, &o->tokens);
         else if (!strcmp(a, "--k")) rc = parse_ks(v, o);
         else return -1;
@@ -315,8 +319,15 @@ static double thread_ns(void)
  * n == 0, else a verify of n), rolled back; wall ns, or -1 on failure.
  * *cpu: the calling thread's CPU time, which at --threads 1 is the whole
  * forward's and leaves out the time a busy host's scheduler took away. */
-static double widths_once(llm_session *s, int n, double *cpu)
+static double widths_once(llm_session *s, int n, double *cpu, unsigned char *sweep,
+                          size_t sweep_len)
 {
+    /* A write to every line of a buffer larger than the last-level cache
+     * leaves none of the weights there: the forward then streams them from
+     * memory, as it does when something else ran between two forwards (a
+     * drafter's forward in a speculative round). */
+    for (size_t i = 0; i < sweep_len; i += 64)
+        sweep[i]++;
     static const int32_t toks[WIDTHS_MAX] = {40, 41, 42, 43, 44, 45, 46, 47, 48,
                                              49, 50, 51, 52, 53, 54, 55, 56};
     const float *lg;
@@ -363,6 +374,10 @@ static int cmd_widths(const opts *o)
     const char *var = o->kernels ? "PHASEMARK_ENGINE_KERNELS" : "PHASEMARK_ENGINE_PREFETCH";
     const char *set[WIDTHS_ARMS] = {NULL, o->kernels ? o->kernels : o->prefetch};
     int arms = set[1] ? 2 : 1, rc = 1, reps = o->reps * 4 > MAX_REPS ? MAX_REPS : o->reps * 4;
+    size_t sweep_len = (size_t)o->cold_mb << 20;
+    unsigned char *sweep = sweep_len ? calloc(sweep_len, 1) : NULL;
+    if (sweep_len && !sweep)
+        return 1;
     static double t[WIDTHS_ARMS][WIDTHS_MAX + 1][MAX_REPS], tc[WIDTHS_ARMS][WIDTHS_MAX + 1][MAX_REPS];
     double med[WIDTHS_ARMS][WIDTHS_MAX + 1], mc[WIDTHS_ARMS][WIDTHS_MAX + 1];
     for (int a = 0; a < arms; a++)
@@ -376,10 +391,10 @@ static int cmd_widths(const opts *o)
         for (int i = 0; i < arms; i++) {
             int a = (r + i) % arms;
             double warm_cpu;
-            if (widths_once(s[a], 0, &warm_cpu) < 0)
+            if (widths_once(s[a], 0, &warm_cpu, NULL, 0) < 0)
                 goto done;
             for (int n = 0; n <= WIDTHS_MAX; n++) {
-                double c, v = widths_once(s[a], n, &c);
+                double c, v = widths_once(s[a], n, &c, sweep, sweep_len);
                 if (v < 0)
                     goto done;
                 if (r > 0) {
@@ -398,9 +413,9 @@ static int cmd_widths(const opts *o)
         for (int n = 0; n <= WIDTHS_MAX; n++) {
             double v = med[a][n], dec = med[a][0];
             printf("{\"bench\":\"verify_widths\",\"model\":\"%s\",\"threads\":%d,\"reps\":%d,"
-                   "\"kernels\":\"%s\",\"arm\":\"%s%s%s\",\"w\":%d,\"what\":\"%s\","
-                   "\"us\":%.2f,\"vs_decode\":%.4f",
-                   o->model, o->threads, reps, name, a == 0 ? "default" : var, a == 0 ? "" : "=",
+                   "\"cold_mb\":%d,\"kernels\":\"%s\",\"arm\":\"%s%s%s\",\"w\":%d,"
+                   "\"what\":\"%s\",\"us\":%.2f,\"vs_decode\":%.4f",
+                   o->model, o->threads, reps, o->cold_mb, name, a == 0 ? "default" : var, a == 0 ? "" : "=",
                    a == 0 ? "" : set[a], n, n == 0 ? "decode" : "verify", v / 1e3, v / dec);
             if (n >= 2)
                 printf(",\"per_extra_row_vs_decode\":%.4f", (v - med[a][1]) / (n - 1) / dec);
@@ -418,6 +433,7 @@ static int cmd_widths(const opts *o)
     }
     rc = 0;
 done:
+    free(sweep);
     for (int a = 0; a < WIDTHS_ARMS; a++) {
         llm_session_free(s[a]);
         llm_model_free(m[a]);
@@ -922,7 +938,7 @@ static int usage(void)
             "usage: " PROG " derive IN OUT [--layers L] [--type T]\n"
             "       " PROG " cost --model M [--draft D] [--threads N] [--reps R]\n"
             "       " PROG " widths --model M [--kernels SET | --prefetch tile] [--threads N]\n"
-            "                       [--reps R]\n"
+            "                       [--reps R] [--cold MB]\n"
             "       " PROG " alternate --model M --draft D [--threads N] [--reps R]\n"
             "       " PROG " loop --model M --n N [--threads T] [--reps R]\n"
             "       " PROG " kernels [--reps R]\n"

@@ -2953,11 +2953,27 @@ static cudaError_t launch_kq_type(const llm_cuda *c, const llm_cuda_weight *w, c
  * for the mins. Per sub-block of 32 and row:
  * dx * (d*sc*dot(q, xq) - dmin*m*sum(xq)) = d * sc*dot * dx - dmin * m * xm.
  * U sub-block pairs a lane and row are loaded per batch (tune.kq_grouped = 1: one,
- * 2: two), with the next batch in flight as in the other pair kernels. */
+ * 2: two), with the next batch in flight as in the other pair kernels.
+ *
+ * The four lanes of a super-block each load one 4-byte word of its header
+ * and take the other three from their neighbours by shuffles when they
+ * use it: a batch then holds 9 registers a row instead of 12, since
+ * registers held by loads in flight bound the bytes a multiprocessor
+ * keeps in flight, and grouped2's two batches a lane then fit without
+ * spilling (ptxas, sm_90a: 104 registers at one batch, 105-114 before;
+ * 128 at two, 0-28 bytes spilled, 112-132 before). */
 template <int U> struct kq4g_batch {
-    uint4 q[U][2][2]; /* [unit][row][the half read first, the other] */
-    uint4 h[U][2];    /* [unit][row] the super-block's header */
+    uint4 q[U][2][2];  /* [unit][row][the half read first, the other] */
+    uint32_t h[U][2];  /* [unit][row] word (lane & 3) of the super-block's header */
 };
+
+/* A 4-byte weight load past L1 (ld_stream's, for one header word). */
+__device__ __forceinline__ uint32_t ld_stream1(const uint32_t *p)
+{
+    uint32_t r;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(r) : "l"(p));
+    return r;
+}
 
 template <int U>
 __device__ __forceinline__ void kq4g_load(kq4g_batch<U> &b, const uint4 *__restrict__ w,
@@ -2978,7 +2994,7 @@ __device__ __forceinline__ void kq4g_load(kq4g_batch<U> &b, const uint4 *__restr
                 const uint4 *p = w + (r ? r1 : r0) * rv;
                 b.q[u][r][0] = ld_stream(p + (o ? v1 : v0));
                 b.q[u][r][1] = ld_stream(p + (o ? v0 : v1));
-                b.h[u][r] = ld_stream(p + 8 * nsb + (j >> 2));
+                b.h[u][r] = ld_stream1(reinterpret_cast<const uint32_t *>(p + 8 * nsb) + j);
             }
         }
     }
@@ -3015,8 +3031,18 @@ __device__ __forceinline__ void kq4g_dot(const kq4g_batch<U> &b, const int8_t *x
     int sha = 4 * r1, shb = 4 - sha, s16 = 16 * (p & 1), sb2 = s16 + 2, sm = s16 + 4 * hp;
     uint32_t mlo = hp ? 0x0f0fu : 0x3f3fu, mhi = hp ? 0x3030u : 0u;
     uint32_t sela = r1 ? 0x4441u : 0x4440u, selb = r1 ? 0x4440u : 0x4441u;
+    int g4 = lane & ~3; /* the first lane of this lane's super-block */
 #pragma unroll
     for (int u = 0; u < U; u++) {
+        /* Every lane shuffles (a whole group of four is in or out of the
+         * row together, nu being a multiple of 4), before any leaves. */
+        uint4 hw[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            hw[r] = make_uint4(__shfl_sync(0xffffffffu, b.h[u][r], g4),
+                               __shfl_sync(0xffffffffu, b.h[u][r], g4 + 1),
+                               __shfl_sync(0xffffffffu, b.h[u][r], g4 + 2),
+                               __shfl_sync(0xffffffffu, b.h[u][r], g4 + 3));
         int64_t j = base + ml.off + lane + ml.step * u;
         if (j >= nu)
             continue;
@@ -3027,7 +3053,7 @@ __device__ __forceinline__ void kq4g_dot(const kq4g_batch<U> &b, const int8_t *x
         uint4 x0 = xa[o], x1 = xa[o ^ 1], x2 = xb[o], x3 = xb[o ^ 1];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            uint4 q0 = b.q[u][r][0], q1 = b.q[u][r][1], hd = b.h[u][r];
+            uint4 q0 = b.q[u][r][0], q1 = b.q[u][r][1], hd = hw[r];
             int ia = kq4g_dot16(q1, ma, x1, kq4g_dot16(q0, ma, x0, 0)) >> sha;
             int ib = kq4g_dot16(q1, mb, x3, kq4g_dot16(q0, mb, x2, 0)) >> shb;
             uint32_t sc2 = (((hp ? hd.w : hd.y) >> s16) & mlo) | ((hd.y >> sb2) & mhi);
