@@ -44,6 +44,10 @@ pm_bench() {
 #       builds the targets; 1 (and the errors) on a failure
 #   pm_bench_synth_wait BUILD
 #       waits for pm_bench_synth's writers and stamps the files' sizes
+#   pm_bench_ctest BUILD SECONDS REGEX
+#       the ctest cases of BUILD matching REGEX, 8 at a time, all within
+#       SECONDS (each within SECONDS - 20), into $out/tests.log; ctest's
+#       verdict and failed cases on stdout and in the log
 
 # shellcheck source=bench/cuda/device_configure.sh
 . bench/cuda/device_configure.sh
@@ -92,4 +96,12 @@ pm_bench_synth_wait() {
   local p
   for p in "${synth_pids[@]}"; do wait "$p"; done
   stamp "synth done: $(ls -la "$1"/synth-*.gguf 2>&1 | awk '{print $5, $9}' | tr '\n' ' ')"
+}
+
+pm_bench_ctest() {
+  local b=$1 lim=$2 re=$3
+  export PHASEMARK_REPO_MODELS=$PWD/models
+  (cd "$b" && timeout "$lim" ctest --output-on-failure --timeout $((lim - 20)) -j8 -R "$re") \
+    > "$out/tests.log" 2>&1
+  grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$out/tests.log" | tee -a "$log"
 }

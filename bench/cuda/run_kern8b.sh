@@ -51,13 +51,8 @@ targets=(bench_cuda_engine)
 [ "$with_tests" = 1 ] && targets+=(test_cuda_kernels test_cuda_seam test_cuda_engine)
 pm_bench_build "$B" "${targets[@]}" || exit 1
 stamp "built"
-export PHASEMARK_REPO_MODELS=$PWD/models
-if [ "$with_tests" = 1 ]; then
-  (cd "$B" && timeout 150 ctest --output-on-failure --timeout 120 -j8 \
-     -R '^cuda\.(kernels|seam)\.|^cuda\.engine\.engine_(warmup|q4_k_m|q5_k_m|q3_k_m)$') \
-    > "$out/tests.log" 2>&1
-  grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$out/tests.log" | tee -a "$log"
-fi
+[ "$with_tests" = 1 ] &&
+  pm_bench_ctest "$B" 150 '^cuda\.(kernels|seam)\.|^cuda\.engine\.engine_(warmup|q4_k_m|q5_k_m|q3_k_m)$'
 stamp "tests done"
 pm_bench_synth_wait "$B"
 

@@ -60,13 +60,8 @@ targets=(bench_cuda_engine)
 [ "$with_tests" = 1 ] && targets+=(test_cuda_kernels test_cuda_seam test_cuda_engine)
 pm_bench_build "$B" "${targets[@]}" || exit 1
 stamp "built"
-export PHASEMARK_REPO_MODELS=$PWD/models
-if [ "$with_tests" = 1 ]; then
-  (cd "$B" && timeout 200 ctest --output-on-failure --timeout 180 -j8 \
-     -R '^cuda\.(kernels|seam)\.|^cuda\.engine\.engine_(q4_k_m|q5_k_m|q3_k_m)$') \
-    > "$out/tests.log" 2>&1
-  grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$out/tests.log" | tee -a "$log"
-fi
+[ "$with_tests" = 1 ] &&
+  pm_bench_ctest "$B" 200 '^cuda\.(kernels|seam)\.|^cuda\.engine\.engine_(q4_k_m|q5_k_m|q3_k_m)$'
 stamp "tests done"
 [ -n "$base_pid" ] && wait "$base_pid"
 stamp "base built: $(grep 'base build' "$log")"
